@@ -1,0 +1,150 @@
+"""`ladder plan` and `ladder spec`: the planner and the parameter / FLOP accounting on the command line."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ladder.cli.app import command, console, parse_int_list, print_json
+from ladder.configio import build, load_yaml
+from ladder.errors import LadderError
+from ladder.plan import Plan, override, plan
+from ladder.recipe import load_recipe, preset_names
+from ladder.runconfig import RunConfig
+from ladder.spec import ModelSpec, format_count
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+
+
+@command("plan")
+def plan_command(
+    recipe: str = typer.Argument(
+        "marin-moe-hero",
+        help=f"A preset ({', '.join(preset_names())}) or the path of a recipe YAML file.",
+    ),
+    tpp: float | None = typer.Option(None, "--tpp", help="Tokens per active parameter (default: the recipe's, 791 for the published one)."),
+    widths: str | None = typer.Option(None, "--widths", help="Rung widths (d_model), comma-separated, e.g. 768,1024,1536."),
+    depths: str | None = typer.Option(None, "--depths", help="Rung depths (layers), one per width."),
+    racks: str | None = typer.Option(None, "--racks", help="Batch multipliers, one per rung (batch = batch_sequences × racks)."),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="Tokens per sequence."),
+    sets: list[str] = typer.Option([], "--set", help="Override any recipe field: --set arch.n_experts=64 (repeatable)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table (rich) or json (one object on stdout)."),
+    out: Path | None = typer.Option(None, "--out", help="Write one RunConfig YAML per run and launch.sh here."),
+) -> None:
+    """Plan a ladder: rung and hero run configs from a recipe, with sizes, tokens, LR and compute.
+
+    Steps = round(TPP × active params / tokens per step). Compute is fit compute
+    (3 × forward FLOPs per token without the output head × tokens); 6·N_act·D is in the JSON.
+    """
+    r = override(
+        load_recipe(recipe),
+        tpp=tpp,
+        widths=parse_int_list(widths, "--widths"),
+        depths=parse_int_list(depths, "--depths"),
+        batch_multipliers=parse_int_list(racks, "--racks"),
+        seq_len=seq_len,
+        sets=sets,
+    )
+    p = plan(r)
+    written = p.write(out) if out else []
+    if fmt is Format.json:
+        print_json(p.to_json())
+        return
+    console.print(plan_table(p))
+    console.print(
+        f"Ladder fit compute: {sum(x.fit_flops for x in p.rungs):.3g} FLOPs = "
+        f"[bold]{p.ladder_compute_fraction:.2%}[/] of the hero's {p.hero.fit_flops:.3g} "
+        f"(with head: {p.hero.flops_with_head:.3g}; 6·N_act·D: {p.hero.flops_6nd:.3g})"
+    )
+    if written:
+        console.print(f"Wrote {len(written)} files to {out}/ (one RunConfig per run, launch.sh)")
+
+
+def plan_table(p: Plan) -> Table:
+    t = Table(title=f"Ladder plan: {p.recipe.name}, {p.recipe.tpp:g} tokens per active parameter")
+    for col in ("run", "width", "depth", "active", "total", "tokens", "steps", "batch", "peak LR", "fit compute", "of hero"):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    for run in p.runs():
+        s = p.summary(run)
+        t.add_row(
+            s["name"],
+            str(s["d_model"]),
+            str(s["n_layers"]),
+            format_count(s["active_params"]),
+            format_count(s["total_params"]),
+            format_count(s["tokens"]),
+            f"{s['steps']:,}",
+            f"{s['batch_size']:,}×{s['seq_len']}",
+            f"{s['peak_lr']:.3g}",
+            f"{s['fit_flops']:.3g}",
+            f"{s['hero_compute_share']:.3%}",
+            end_section=run is p.rungs[-1],
+        )
+    return t
+
+
+@command("spec")
+def spec_command(
+    config: Path = typer.Argument(..., help="A RunConfig YAML (from `ladder plan --out`) or a ModelSpec YAML."),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="Sequence length for FLOPs (default: the run's, or 4096)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
+) -> None:
+    """Parameter and FLOP breakdown of one model, in the published and the exact conventions."""
+    data = load_yaml(config)
+    run = RunConfig.from_dict(data, where=str(config)) if "spec" in data else None
+    spec = run.spec if run else build(ModelSpec, data, where=str(config))
+    seq = seq_len or (run.seq_len if run else 4096)
+    if seq <= 0:
+        raise LadderError(f"--seq-len {seq} must be positive")
+    groups = {
+        (kind, conv): spec.param_breakdown(kind, conv)
+        for kind in ("active", "total")
+        for conv in ("published", "exact")
+    }
+    flops = spec.flops_breakdown(seq)
+    if fmt is Format.json:
+        out = {
+            "name": spec.name(),
+            "seq_len": seq,
+            "active_params": spec.active_params(),
+            "total_params": spec.total_params(),
+            "active_params_exact": spec.active_params_exact(),
+            "total_params_exact": spec.total_params_exact(),
+            "params": {f"{k}_{c}": v for (k, c), v in groups.items()},
+            "forward_flops_per_token": flops,
+            "fit_flops_per_token": 3 * spec.forward_flops_per_token(seq),
+        }
+        if run:
+            out |= {"tokens": run.tokens, "fit_flops": run.fit_flops, "flops_with_head": run.flops_with_head, "flops_6nd": run.flops_6nd}
+        print_json(out)
+        return
+    t = Table(title=f"{spec.name()} parameters (published: K,V at the larger KV head count, no norms)")
+    t.add_column("group")
+    for kind, conv in groups:
+        t.add_column(f"{kind} {conv}", justify="right")
+    names = list(groups[("total", "exact")])
+    for g in names:
+        t.add_row(g, *(f"{groups[k].get(g, 0):,}" for k in groups))
+    t.add_row("sum", *(f"[bold]{sum(v.values()):,}[/]" for v in groups.values()), end_section=True)
+    console.print(t)
+    f = Table(title=f"Forward FLOPs per token at seq len {seq}")
+    f.add_column("group")
+    f.add_column("FLOPs", justify="right")
+    for g, v in flops.items():
+        f.add_row(g, f"{v:,.0f}")
+    fwd = spec.forward_flops_per_token(seq)
+    f.add_row("forward without head", f"[bold]{fwd:,.0f}[/]", end_section=True)
+    f.add_row("fit compute per token (3×)", f"{3 * fwd:,.0f}")
+    f.add_row("6·N_act", f"{6 * spec.active_params():,}")
+    console.print(f)
+    if run:
+        console.print(
+            f"{run.name}: {run.tokens:,} tokens, fit compute C = {run.fit_flops:.4g} FLOPs "
+            f"(with head {run.flops_with_head:.4g}; 6·N_act·D {run.flops_6nd:.4g})"
+        )

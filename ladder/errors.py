@@ -1,0 +1,9 @@
+"""The one exception type the product raises for bad user input.
+
+A `LadderError` carries a message written for the user: what was wrong, with which value, and
+what to do. The CLI prints it as one line and exits with code 2; anything else is a bug.
+"""
+
+
+class LadderError(ValueError):
+    """Bad input from the user (a config, a flag, a file); the message says what to do."""

@@ -1,0 +1,176 @@
+"""The planner: a `Recipe` becomes one `RunConfig` per rung plus the hero.
+
+steps = round(TPP × N_act / (batch sequences × seq len)); tokens = steps × batch × seq len, with
+N_act the published active count. Compute shares use fit compute (3 × forward FLOPs without the
+head × tokens).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ladder.configio import replace_path
+from ladder.errors import LadderError
+from ladder.files import write_text_atomic
+from ladder.recipe import Recipe, RunShape
+from ladder.runconfig import EvalConfig, RunConfig
+from ladder.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Plan:
+    recipe: Recipe
+    rungs: tuple[RunConfig, ...]
+    hero: RunConfig
+
+    @property
+    def ladder_compute_fraction(self) -> float:
+        """Fit compute of all rungs over the hero's."""
+        return sum(r.fit_flops for r in self.rungs) / self.hero.fit_flops
+
+    def runs(self) -> tuple[RunConfig, ...]:
+        return self.rungs + (self.hero,)
+
+    def summary(self, run: RunConfig) -> dict[str, Any]:
+        spec = run.spec
+        return {
+            "name": run.name,
+            "role": run.role,
+            "d_model": spec.d_model,
+            "n_layers": spec.n_layers,
+            "active_params": spec.active_params(),
+            "total_params": spec.total_params(),
+            "active_params_exact": spec.active_params_exact(),
+            "total_params_exact": spec.total_params_exact(),
+            "tokens": run.tokens,
+            "steps": run.stop_after_steps,
+            "batch_size": run.batch_size,
+            "seq_len": run.seq_len,
+            "peak_lr": run.schedule.peak_lr,
+            "fit_flops": run.fit_flops,
+            "flops_with_head": run.flops_with_head,
+            "flops_6nd": run.flops_6nd,
+            "hero_compute_share": run.fit_flops / self.hero.fit_flops,
+            "schedule": run.schedule.describe(),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "preset": self.recipe.name,
+            "tpp": self.recipe.tpp,
+            "rungs": [self.summary(r) for r in self.rungs],
+            "hero": self.summary(self.hero),
+            "ladder_compute_fraction": self.ladder_compute_fraction,
+        }
+
+    def write(self, out_dir: str | os.PathLike) -> list[Path]:
+        """One YAML per run plus ``launch.sh`` with one launch command per run."""
+        out = Path(out_dir)
+        paths = [run.save(out / f"{run.name}.yaml") for run in self.runs()]
+        lines = ["#!/usr/bin/env bash", "# One training command per run; rungs first, then the hero.", 'cd "$(dirname "$0")"']
+        lines += [f"python -m trainer_jax {p.name}" for p in paths]
+        paths.append(write_text_atomic(out / "launch.sh", "\n".join(lines) + "\n"))
+        return paths
+
+
+def plan(recipe: Recipe) -> Plan:
+    rungs = tuple(_run(recipe, shape, "rung") for shape in recipe.rungs)
+    hero = _run(recipe, recipe.hero, "hero")
+    names = [r.name for r in rungs + (hero,)]
+    if len(set(names)) != len(names):
+        raise LadderError(f"two runs of the plan have the same size and name: {names}")
+    return Plan(recipe, rungs, hero)
+
+
+def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
+    spec = recipe.arch.spec(shape.d_model, shape.n_layers)
+    batch = recipe.batch_sequences * shape.batch_multiplier
+    if batch <= 0:
+        raise LadderError(f"batch multiplier {shape.batch_multiplier} must be positive")
+    tokens_per_step = batch * recipe.seq_len
+    steps = round(recipe.tpp * spec.active_params() / tokens_per_step)
+    if steps < 10:
+        raise LadderError(
+            f"{spec.name()} plans only {steps} steps at tpp={recipe.tpp} with {tokens_per_step} tokens "
+            "per step: raise tpp or lower the batch"
+        )
+    rule = recipe.schedule
+    peak = recipe.lr.peak_lr(steps * tokens_per_step, shape.d_model, tokens_per_step)
+    schedule = Schedule(
+        peak_lr=peak,
+        total_steps=steps,
+        warmup_steps=int(round(rule.warmup_fraction * steps)),
+        decay=rule.decay,
+        min_lr_ratio=rule.min_lr_ratio,
+        cooldown_steps=max(1, int(round(rule.cooldown_fraction * steps))) if rule.decay == "wsd" else 0,
+        cooldown_shape=rule.cooldown_shape,
+        seq_phases=rule.seq_phases,
+    )
+    if role == "hero":
+        for edit in recipe.hero_edits:
+            at = int(round(edit.at_fraction * steps))
+            to = int(round(edit.to_fraction * steps))
+            if edit.kind == "shorten":
+                schedule = schedule.shorten(at, to)
+            else:
+                schedule = schedule.early_cooldown(at, to - at, edit.shape)
+    name = spec.name() if role == "rung" else f"hero-{spec.name()}"
+    return RunConfig(
+        name=name,
+        spec=spec,
+        seq_len=recipe.seq_len,
+        batch_size=batch,
+        schedule=schedule,
+        optimizer=recipe.optimizer,
+        moe=recipe.moe,
+        data=recipe.data,
+        eval=EvalConfig(every_fraction=recipe.eval_every_fraction),
+        checkpoint=recipe.checkpoint,
+        logging=recipe.logging,
+        seed=recipe.seed,
+        group=recipe.name,
+        role=role,
+        tpp=recipe.tpp,
+        run_dir=f"runs/{recipe.name}/{name}",
+    )
+
+
+def override(
+    recipe: Recipe,
+    *,
+    tpp: float | None = None,
+    widths: list[int] | None = None,
+    depths: list[int] | None = None,
+    batch_multipliers: list[int] | None = None,
+    seq_len: int | None = None,
+    sets: list[str] | None = None,
+) -> Recipe:
+    """Apply command-line overrides: shortcuts for common fields, then ``--set path=value``."""
+    changes: dict[str, Any] = {}
+    if tpp is not None:
+        changes["tpp"] = tpp
+    if seq_len is not None:
+        changes["seq_len"] = seq_len
+    if widths is not None or depths is not None or batch_multipliers is not None:
+        old = recipe.rungs
+        w = widths if widths is not None else [r.d_model for r in old]
+        d = depths if depths is not None else [r.n_layers for r in old]
+        if len(w) != len(d):
+            raise LadderError(
+                f"--widths gives {len(w)} rungs but --depths gives {len(d)}: give one depth per width"
+            )
+        m = batch_multipliers or [old[i].batch_multiplier if i < len(old) else 1 for i in range(len(w))]
+        if len(m) != len(w):
+            raise LadderError(f"--racks gives {len(m)} values for {len(w)} rungs")
+        changes["rungs"] = tuple(RunShape(a, b, c) for a, b, c in zip(w, d, m))
+    recipe = dataclasses.replace(recipe, **changes)
+    for item in sets or []:
+        if "=" not in item:
+            raise LadderError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set arch.n_experts=64")
+        key, value = item.split("=", 1)
+        recipe = replace_path(recipe, key.strip(), value.strip())
+    return recipe

@@ -1,0 +1,1 @@
+"""Shipped recipe presets (YAML files)."""

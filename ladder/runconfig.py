@@ -1,0 +1,217 @@
+"""`RunConfig`: everything one training run needs, written as YAML by the planner, read by the trainer.
+
+Steps count optimizer updates. Metrics are logged at ``step`` = updates completed, so the final eval
+of a run sits at ``step == stop_after_steps`` and fraction 1.0. Tokens per step stay fixed over a run
+(``batch_size × seq_len``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ladder.configio import build, dump_yaml, load_yaml, to_dict
+from ladder.errors import LadderError
+from ladder.schedule import Schedule
+from ladder.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """AdamW settings; the LR comes from the schedule."""
+
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    """Decoupled weight decay, multiplied by the scheduled LR (optax convention)."""
+    clip_norm: float | None = 1.0
+    """Global gradient-norm clip; null disables clipping."""
+
+
+@dataclass(frozen=True)
+class MoELossConfig:
+    """Coefficients of the auxiliary losses added to the cross-entropy."""
+
+    load_balancing: float = 0.01
+    router_z: float = 0.001
+    logit_z: float = 0.0
+    """z-loss on the output logits (log of the softmax normaliser, squared)."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Training data that needs no download."""
+
+    source: Literal["stdlib_text", "markov"] = "stdlib_text"
+    """Bytes of the Python standard library's source files, or an order-1 Markov chain with known entropy."""
+    seed: int = 0
+    """Seed of the data order (and of the Markov chain's transition matrix)."""
+    markov_concentration: float = 0.2
+    """Dirichlet concentration of the Markov chain's rows (smaller: lower entropy)."""
+    eval_sequences: int = 128
+    """Sequences in the fixed held-out eval set."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    every_fraction: float = 0.05
+    """Evaluate every this fraction of the planned steps (and always at the end)."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    every_steps: int = 0
+    """Save every this many steps; 0 saves at every eval."""
+    keep: int = 2
+    """Checkpoints kept on disk (the newest)."""
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
+    """auto: online when WANDB_API_KEY is set, else offline; WANDB_MODE overrides."""
+    project: str = "scaling-ladder"
+    entity: str | None = None
+    log_every: int = 1
+    """Log train metrics every this many steps."""
+    peak_flops: float | None = None
+    """Peak FLOP/s of the hardware for MFU; null measures a matmul peak on the CPU."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str
+    spec: ModelSpec
+    seq_len: int
+    """Tokens per sequence (the first phase, when the schedule switches lengths)."""
+    batch_size: int
+    """Sequences per optimizer step."""
+    schedule: Schedule
+    """LR schedule; its horizon is the planned number of steps (``stop_after_steps``)."""
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    moe: MoELossConfig = field(default_factory=MoELossConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    seed: int = 0
+    """Seed of the model's initialisation."""
+    group: str = ""
+    """The ladder this run belongs to (wandb group)."""
+    role: Literal["rung", "hero", "single"] = "single"
+    tpp: float = 0.0
+    """Tokens per active parameter the plan aimed at (0 when not planned)."""
+    run_dir: str = ""
+    """Where checkpoints and the local metrics file go; empty: runs/<name>."""
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            raise LadderError(f"name={self.name!r} must be a non-empty name without '/'")
+        if self.seq_len <= 0 or self.batch_size <= 0:
+            raise LadderError(f"seq_len={self.seq_len} and batch_size={self.batch_size} must be positive")
+        if not 0.0 < self.eval.every_fraction <= 1.0:
+            raise LadderError(f"eval.every_fraction={self.eval.every_fraction} must be in (0, 1]")
+
+    # ---- ladder coordinates ---------------------------------------------------------------------
+    @property
+    def stop_after_steps(self) -> int:
+        return self.schedule.horizon
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.seq_len
+
+    @property
+    def tokens(self) -> int:
+        return self.stop_after_steps * self.tokens_per_step
+
+    def forward_flops_per_token(self, include_head: bool = False) -> float:
+        """Forward FLOPs per token averaged over the sequence-length phases."""
+        steps = self.stop_after_steps
+        lens = self.schedule.seq_len_at(np.arange(steps), self.seq_len)
+        values, counts = np.unique(lens, return_counts=True)
+        return sum(
+            int(c) * self.spec.forward_flops_per_token(int(v), include_head)
+            for v, c in zip(values, counts)
+        ) / steps
+
+    @property
+    def fit_flops_per_token(self) -> float:
+        """3 × forward FLOPs per token without the head: the C of every fit."""
+        return 3.0 * self.forward_flops_per_token()
+
+    @property
+    def fit_flops(self) -> float:
+        return self.fit_flops_per_token * self.tokens
+
+    @property
+    def flops_with_head(self) -> float:
+        return 3.0 * self.forward_flops_per_token(include_head=True) * self.tokens
+
+    @property
+    def flops_6nd(self) -> float:
+        return 6.0 * self.spec.active_params() * self.tokens
+
+    def eval_steps(self) -> list[int]:
+        """Steps (updates completed) after which the run evaluates: every fraction, and the end."""
+        T = self.stop_after_steps
+        planned = self.schedule.total_steps
+        every = self.eval.every_fraction
+        n = int(round(1.0 / every))
+        steps = {max(1, int(round(k * every * planned))) for k in range(1, n + 1)}
+        return sorted({s for s in steps if s < T} | {T})
+
+    def coordinates(self) -> dict[str, Any]:
+        """The numbers a ladder fit reads from a run's config (logged to wandb and the metrics file)."""
+        spec = self.spec
+        return {
+            "name": self.name,
+            "group": self.group,
+            "role": self.role,
+            "stop_after_steps": self.stop_after_steps,
+            "tokens_per_step": self.tokens_per_step,
+            "planned_tokens": self.tokens,
+            "seq_len": self.seq_len,
+            "batch_size": self.batch_size,
+            "active_params": spec.active_params(),
+            "total_params": spec.total_params(),
+            "active_params_exact": spec.active_params_exact(),
+            "total_params_exact": spec.total_params_exact(),
+            "fit_flops_per_token": self.fit_flops_per_token,
+            "flops_per_token_with_head": 3.0 * self.forward_flops_per_token(include_head=True),
+            "tpp": self.tpp,
+            "peak_lr": self.schedule.peak_lr,
+            "schedule": self.schedule.describe(),
+        }
+
+    def resolved_run_dir(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+
+    # ---- YAML ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = to_dict(self)
+        data["coordinates"] = self.coordinates()
+        return data
+
+    def save(self, path: str | os.PathLike) -> Path:
+        return dump_yaml(self.to_dict(), path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "RunConfig") -> RunConfig:
+        data = dict(data)
+        data.pop("coordinates", None)  # written for readers; always recomputed
+        return build(cls, data, where)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> RunConfig:
+        return cls.from_dict(load_yaml(path), where=str(path))
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+

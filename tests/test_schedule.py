@@ -1,0 +1,113 @@
+"""Schedule shapes, edits (continuity, re-aimed end points) and YAML round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ladder import LadderError, Schedule, SeqPhase
+from ladder.configio import build, to_dict
+
+PEAK, MIN = 1e-3, 0.05
+
+
+def sched(**kw) -> Schedule:
+    args = dict(peak_lr=PEAK, total_steps=1000, warmup_steps=10, decay="linear", min_lr_ratio=MIN)
+    args.update(kw)
+    return Schedule(**args)
+
+
+def test_warmup_is_linear_to_the_peak():
+    lr = sched().lrs()
+    np.testing.assert_allclose(lr[:10], PEAK * np.arange(1, 11) / 10)
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine", "1-sqrt"])
+def test_decays_run_from_peak_to_the_floor_on_the_last_step(decay):
+    lr = sched(decay=decay).lrs()
+    assert len(lr) == 1000
+    assert lr[10] == pytest.approx(PEAK)
+    assert lr[-1] == pytest.approx(PEAK * MIN)
+    assert np.all(np.diff(lr[10:]) <= 1e-18)
+
+
+def test_shapes_at_the_midpoint():
+    mid = 10 + (999 - 10) / 2
+    floor = PEAK * MIN
+    assert sched(decay="linear").lr(mid) == pytest.approx(floor + (PEAK - floor) * 0.5)
+    assert sched(decay="cosine").lr(mid) == pytest.approx(floor + (PEAK - floor) * 0.5)
+    assert sched(decay="1-sqrt").lr(mid) == pytest.approx(floor + (PEAK - floor) * (1 - np.sqrt(0.5)))
+
+
+def test_wsd_is_stable_then_cools_down():
+    s = sched(decay="wsd", cooldown_steps=200, cooldown_shape="1-sqrt")
+    lr = s.lrs()
+    assert np.all(lr[10:800] == PEAK)
+    assert lr[-1] == pytest.approx(PEAK * MIN)
+    assert lr[900] < PEAK
+
+
+def test_constant():
+    assert np.all(sched(decay="constant").lrs()[10:] == PEAK)
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine", "1-sqrt", "wsd"])
+def test_shorten_keeps_the_past_and_re_aims_the_decay(decay):
+    base = sched(decay=decay, cooldown_steps=200)
+    short = base.shorten(at_step=500, new_total_steps=800)
+    assert short.horizon == 800
+    old, new = base.lrs(), short.lrs()
+    assert len(new) == 800
+    np.testing.assert_array_equal(new[:500], old[:500])
+    assert new[500] == pytest.approx(old[500], rel=1e-12)  # continuous at the edit
+    assert new[-1] == pytest.approx(PEAK * MIN)  # still ends at the floor on the new last step
+    assert np.all(np.diff(new[500:]) <= 1e-18)
+    if decay != "wsd":
+        assert np.all(new[501:] < old[501:800])  # a shorter horizon decays faster
+
+
+def test_early_cooldown_branch():
+    base = sched(decay="wsd", cooldown_steps=100)
+    branch = base.early_cooldown(at_step=400, length=100, shape="linear")
+    lr = branch.lrs()
+    assert branch.horizon == 500 and len(lr) == 500
+    np.testing.assert_array_equal(lr[:400], base.lrs()[:400])
+    assert lr[400] == pytest.approx(PEAK)
+    assert lr[-1] == pytest.approx(PEAK * MIN)
+    np.testing.assert_allclose(np.diff(lr[400:]), -(PEAK - PEAK * MIN) / 99)
+
+
+def test_two_edits_apply_in_order():
+    s = sched().shorten(300, 900).early_cooldown(600, 50)
+    lr = s.lrs()
+    assert s.horizon == 650 and lr[-1] == pytest.approx(PEAK * MIN)
+    np.testing.assert_array_equal(lr[:600], sched().shorten(300, 900).lrs()[:600])
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: sched().shorten(5, 900), "after warmup"),
+        (lambda: sched().shorten(500, 400), "must be past the step"),
+        (lambda: sched().early_cooldown(1200, 10), "before the current horizon"),
+        (lambda: sched(min_lr_ratio=1.5), "min_lr_ratio"),
+        (lambda: sched(decay="wsd"), "cooldown_steps"),
+        (lambda: sched(warmup_steps=1000), "warmup_steps"),
+    ],
+)
+def test_bad_schedules_are_refused(make, message):
+    with pytest.raises(LadderError, match=message):
+        make()
+
+
+def test_sequence_length_phases():
+    s = sched(seq_phases=(SeqPhase(0.5, 8192), SeqPhase(0.95, 65536)))
+    lens = s.seq_len_at(np.array([0, 499, 500, 949, 950, 999]), 4096)
+    assert lens.tolist() == [4096, 4096, 8192, 8192, 65536, 65536]
+
+
+def test_yaml_round_trip_with_edits_and_phases():
+    s = sched(decay="wsd", cooldown_steps=100, seq_phases=(SeqPhase(0.5, 256),)).shorten(400, 800)
+    again = build(Schedule, to_dict(s))
+    assert again == s
+    np.testing.assert_array_equal(again.lrs(), s.lrs())
