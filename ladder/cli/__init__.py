@@ -1,6 +1,10 @@
 """The `ladder` command line: one module per command group, all on one typer app."""
 
-from ladder.cli import plan as _plan  # noqa: F401  (modules register their commands)
+# Each module registers its commands on `app` when imported.
+from ladder.cli import fit as _fit  # noqa: F401
+from ladder.cli import plan as _plan  # noqa: F401
+from ladder.cli import pull as _pull  # noqa: F401
+from ladder.cli import train as _train  # noqa: F401
 from ladder.cli.app import app
 
 

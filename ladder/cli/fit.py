@@ -1,0 +1,1 @@
+"""`ladder fit` commands (being built)."""

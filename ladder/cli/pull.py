@@ -1,0 +1,1 @@
+"""`ladder pull` commands (being built)."""

@@ -1,0 +1,1 @@
+"""`ladder train` commands (being built)."""

@@ -1,0 +1,35 @@
+"""What a training run leaves in its run directory, and the metric keys everything agrees on.
+
+A run directory holds:
+
+- ``run.yaml``: the `RunConfig` the run was started with (its ``coordinates`` block included);
+- ``metrics.jsonl``: one JSON object per line, ``{"step": int, "tokens": int, "time": float, KEY: value, ...}``.
+  ``step`` counts optimizer updates completed. Several lines may share a step (train and eval
+  metrics are written separately); a reader merges them, the later value winning. A resumed run
+  truncates the file to its checkpoint first, so a clean file has no step twice per key;
+- ``status.json``: ``{"state": "running" | "finished" | "crashed", "step": int, "updated": float}``;
+- ``checkpoints/`` and ``wandb/`` (wandb's own offline or online run folders).
+
+Metric keys follow the levanter/Marin names (DESIGN.md); which key a fit uses is a setting.
+"""
+
+CONFIG_FILE = "run.yaml"
+METRICS_FILE = "metrics.jsonl"
+STATUS_FILE = "status.json"
+CHECKPOINT_DIR = "checkpoints"
+WANDB_DIR = "wandb"
+
+TRAIN_LOSS = "train/loss"
+TRAIN_CE = "train/cross_entropy_loss"
+EVAL_LOSS = "eval/loss"
+EVAL_DROPLESS_LOSS = "eval_dropless/loss"
+GRAD_NORM = "grad/norm/total"
+LEARNING_RATE = "optim/learning_rate"
+DROP_FRACTION = "moe/drop_fraction"
+LOAD_BALANCING_LOSS = "train/router/load_balancing_loss"
+ROUTER_Z_LOSS = "train/router/router_z_loss"
+TOKENS_PER_SECOND = "throughput/tokens_per_second"
+MFU = "throughput/mfu"
+TOKENS_SEEN = "throughput/total_tokens"
+
+DEFAULT_FIT_METRIC = EVAL_LOSS
