@@ -1,0 +1,178 @@
+"""The figures a team looks at: ladder fit, predicted hero curve, collapsed curves, residuals, diagnostics.
+
+Each function takes plain curves and a `Prediction` and returns a matplotlib Figure; `save` writes
+it as PNG and SVG. Losses are in nats per token, compute in FLOPs (fit compute: 3 × forward
+without the head), fractions of the planned run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from ladder.files import atomic_path  # noqa: E402
+from ladder.prediction import Prediction  # noqa: E402
+
+HERO = "#c0392b"
+BAND = "#e67e22"
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's metric against fraction of its planned steps."""
+
+    label: str
+    fraction: np.ndarray
+    value: np.ndarray
+    compute: float = float("nan")
+    """Fit compute of the whole run (FLOPs)."""
+    tokens: np.ndarray | None = None
+
+    @property
+    def final(self) -> float:
+        return float(self.value[-1])
+
+
+def _colors(n: int) -> list:
+    cmap = plt.get_cmap("viridis")
+    return [cmap(x) for x in np.linspace(0.1, 0.85, max(n, 1))]
+
+
+def ladder_fit(
+    rungs: Sequence[Curve],
+    law: Callable[[np.ndarray], np.ndarray],
+    prediction: Prediction,
+    hero_compute: float,
+    hero_actual: float | None = None,
+    metric: str = "eval/loss",
+) -> Figure:
+    """Final loss against fit compute: the rungs, the fitted law, the hero's predicted point and band."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    c = np.array([r.compute for r in rungs])
+    grid = np.geomspace(c.min() / 1.5, hero_compute * 1.5, 200)
+    ax.plot(grid, law(grid), color="0.4", lw=1.2, label="fitted law")
+    for r, col in zip(rungs, _colors(len(rungs))):
+        ax.scatter(r.compute, r.final, color=col, s=36, zorder=3, label=r.label)
+    fin = prediction.final
+    ax.errorbar([hero_compute], [fin["median"]], yerr=[[fin["median"] - fin["lo90"]], [fin["hi90"] - fin["median"]]],
+                fmt="D", color=HERO, capsize=4, label=f"hero predicted {fin['median']:.4f} (90% band)")
+    if hero_actual is not None:
+        ax.scatter([hero_compute], [hero_actual], marker="*", s=140, color="k", zorder=4,
+                   label=f"hero actual {hero_actual:.4f}")
+    ax.set_xscale("log")
+    ax.set_xlabel("fit compute C (FLOPs, 3 × forward without head × tokens)")
+    ax.set_ylabel(f"final {metric} (nats/token)")
+    ax.set_title("Ladder fit and hero prediction")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Sequence[Curve] = ()) -> Figure:
+    """The predicted curve with its 50% and 90% bands, and the actual curve so far."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    t = prediction.table
+    f = t["fraction"].to_numpy()
+    ax.fill_between(f, t["lo90"], t["hi90"], color=BAND, alpha=0.18, lw=0, label="90% band")
+    ax.fill_between(f, t["lo50"], t["hi50"], color=BAND, alpha=0.35, lw=0, label="50% band")
+    ax.plot(f, t["median"], color=BAND, lw=1.5, label="predicted median")
+    out = ~t["in_assumptions"].to_numpy(bool)
+    if out.any():
+        ax.axvspan(f[out].min(), f[out].max(), color="0.85", alpha=0.6, label="outside assumptions")
+    for r, col in zip(rungs, _colors(len(rungs))):
+        ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=r.label)
+    if actual is not None and len(actual.value):
+        ax.plot(actual.fraction, actual.value, "o-", color=HERO, ms=3, lw=1, label=f"{actual.label} actual")
+    lo = np.nanmin(t["lo90"])
+    hi = np.nanmax(t["hi90"])
+    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    ax.set_xlabel("fraction of the planned run")
+    ax.set_ylabel(f"{prediction.metric} (nats/token)")
+    ax.set_title(f"{prediction.run_name}: predicted and actual")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None) -> Figure:
+    """Normalised curves (L − E)/(L_final − E): on a fixed-ratio ladder they fall on one line."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r, col in zip(rungs, _colors(len(rungs))):
+        ax.plot(r.fraction, (r.value - E) / (r.final - E), color=col, lw=1.2, label=r.label)
+    if hero is not None and len(hero.value):
+        ref = np.median([(r.final - E) for r in rungs]) if rungs else 1.0
+        scale = hero.final - E if hero.fraction[-1] >= 0.999 else ref
+        ax.plot(hero.fraction, (hero.value - E) / scale, "o", color=HERO, ms=3, label=hero.label)
+    ax.set_yscale("log")
+    ax.set_xlabel("fraction of the planned run")
+    ax.set_ylabel("(L − E) / (L_final − E)")
+    ax.set_title(f"Collapsed curves (E = {E:.4f} nats/token)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def residuals(prediction: Prediction, actual: Curve) -> Figure:
+    """Actual over predicted minus one, against fraction, with the bands as references."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    t = prediction.table
+    f = t["fraction"].to_numpy()
+    med = t["median"].to_numpy()
+    ax.fill_between(f, 100 * (t["lo90"] / med - 1), 100 * (t["hi90"] / med - 1), color=BAND, alpha=0.18, lw=0,
+                    label="90% band")
+    ax.fill_between(f, 100 * (t["lo50"] / med - 1), 100 * (t["hi50"] / med - 1), color=BAND, alpha=0.35, lw=0,
+                    label="50% band")
+    if len(actual.value):
+        pred_at = np.interp(actual.fraction, f, med)
+        ax.plot(actual.fraction, 100 * (actual.value / pred_at - 1), "o-", color=HERO, ms=3, lw=1,
+                label=actual.label)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("fraction of the planned run")
+    ax.set_ylabel("actual / predicted − 1 (%)")
+    ax.set_title("Residuals against the prediction")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve]) -> Figure:
+    """Grad norm and MoE drop fraction against fraction, rungs and hero (the hero last, in red)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, curves, label in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
+        cols = _colors(len(curves) - 1) + [HERO]
+        for r, col in zip(curves, cols):
+            ax.plot(r.fraction, r.value, color=col, lw=1, label=r.label)
+        ax.set_xlabel("fraction of the planned run")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    a.set_yscale("log")
+    a.legend(fontsize=7)
+    fig.suptitle("Training diagnostics: rungs and hero at the same fraction")
+    fig.tight_layout()
+    return fig
+
+
+def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
+    """Write `name`.png and `name`.svg; close the figure."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in ("png", "svg"):
+        with atomic_path(out / f"{name}.{fmt}") as tmp:
+            fig.savefig(tmp, format=fmt, dpi=130)
+        paths.append(out / f"{name}.{fmt}")
+    plt.close(fig)
+    return paths

@@ -1,0 +1,134 @@
+"""`Prediction`: the predicted loss of one target run at each of its planned eval steps.
+
+A prediction is a table (one row per planned eval step or checkpoint: step, tokens, fraction,
+compute, median and the 50% / 90% band) plus what it rests on: the forms used and why, their
+parameters, and the assumptions it holds under. Rows past a change the rungs did not make are
+flagged ``in_assumptions = False`` rather than silently predicted as if nothing changed.
+
+Written as ``prediction.parquet`` + ``prediction.csv`` (the table) and ``prediction.json`` (the
+table too, plus everything else), atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ladder.errors import LadderError
+from ladder.files import atomic_path, write_text_atomic
+
+COLUMNS = ["step", "tokens", "fraction", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
+
+
+@dataclass(frozen=True)
+class FormUsed:
+    """One fitted form that contributed to the prediction."""
+
+    name: str
+    why: str
+    parameters: dict[str, float] = field(default_factory=dict)
+    weight: float = 1.0
+    """Share of this form in the combined median (1 when it is the only one)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    run_name: str
+    """The target run, as named by its config."""
+    metric: str
+    table: pd.DataFrame
+    """Columns `COLUMNS`; sorted by step."""
+    forms: tuple[FormUsed, ...] = ()
+    assumptions: dict[str, str] = field(default_factory=dict)
+    """What the prediction holds under: schedule, sequence length, data mix, valid range."""
+    schedule: dict[str, Any] = field(default_factory=dict)
+    """The target's schedule as data (to notice a later edit)."""
+    planned_steps: int = 0
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        missing = [c for c in COLUMNS if c not in self.table.columns]
+        if missing:
+            raise LadderError(f"prediction table lacks columns {missing}")
+
+    @property
+    def final(self) -> pd.Series:
+        return self.table.iloc[-1]
+
+    def at(self, steps: np.ndarray | list[int]) -> pd.DataFrame:
+        """Median and bands interpolated at arbitrary steps (log-linear in step between rows)."""
+        s = np.asarray(steps, dtype=float)
+        t = self.table
+        x = np.log(t["step"].to_numpy(dtype=float))
+        xs = np.log(np.maximum(s, 1.0))
+        out = {"step": s}
+        for col in ("median", "lo50", "hi50", "lo90", "hi90"):
+            out[col] = np.interp(xs, x, t[col].to_numpy(dtype=float), left=np.nan, right=np.nan)
+        flags = t["in_assumptions"].to_numpy(dtype=bool)
+        idx = np.clip(np.searchsorted(t["step"].to_numpy(), s, side="left"), 0, len(t) - 1)
+        out["in_assumptions"] = flags[idx]
+        return pd.DataFrame(out)
+
+    # ---- files ------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_name": self.run_name,
+            "metric": self.metric,
+            "planned_steps": self.planned_steps,
+            "forms": [f.__dict__ for f in self.forms],
+            "assumptions": self.assumptions,
+            "schedule": self.schedule,
+            "warnings": list(self.warnings),
+            "final": {k: _plain(v) for k, v in self.final.items()},
+            "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
+        }
+
+    def save(self, out_dir: str | os.PathLike) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out / "prediction.parquet") as tmp:
+            self.table.to_parquet(tmp, index=False)
+        with atomic_path(out / "prediction.csv") as tmp:
+            self.table.to_csv(tmp, index=False)
+        js = write_text_atomic(out / "prediction.json", json.dumps(self.to_json(), indent=2))
+        return [out / "prediction.parquet", out / "prediction.csv", js]
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Prediction:
+        """From a prediction directory or its ``prediction.json``."""
+        p = Path(path)
+        if p.is_dir():
+            p = p / "prediction.json"
+        if not p.is_file():
+            raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
+        try:
+            data = json.loads(p.read_text())
+            table = pd.DataFrame(data["table"], columns=COLUMNS)
+            return cls(
+                run_name=data["run_name"],
+                metric=data["metric"],
+                table=table,
+                forms=tuple(FormUsed(**f) for f in data.get("forms", [])),
+                assumptions=dict(data.get("assumptions", {})),
+                schedule=dict(data.get("schedule", {})),
+                planned_steps=int(data.get("planned_steps", 0)),
+                warnings=tuple(data.get("warnings", [])),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LadderError(f"{p}: not a prediction file ({exc})") from None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if not np.isfinite(value) else float(value)
+    return value

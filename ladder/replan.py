@@ -1,0 +1,82 @@
+"""What-if re-planning of a run that lost time: which horizon fits a deadline, and the edited schedules.
+
+The edits themselves are `Schedule.shorten` and `Schedule.early_cooldown`; this module decides
+where they go and says so in words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ladder.errors import LadderError
+from ladder.runconfig import RunConfig
+
+MAX_CUT = 0.25
+"""A horizon is shortened by at most this share of the planned tokens."""
+
+
+@dataclass(frozen=True)
+class HorizonFit:
+    """Where a run gets by a deadline at a measured throughput."""
+
+    step: int
+    planned_steps: int
+    reachable_steps: int
+    tokens_per_step: int
+    tokens_per_second: float
+    seconds_left: float
+
+    @property
+    def fits(self) -> bool:
+        return self.reachable_steps >= self.planned_steps
+
+    @property
+    def fraction_of_plan(self) -> float:
+        return min(1.0, self.reachable_steps / self.planned_steps)
+
+    def message(self) -> str:
+        hours = self.seconds_left / 3600
+        head = (
+            f"at {self.tokens_per_second:,.0f} tokens/s the run reaches step {self.reachable_steps:,} "
+            f"({self.fraction_of_plan:.1%} of the {self.planned_steps:,} planned) in the {hours:,.1f} h left"
+        )
+        if self.fits:
+            return head + ": the plan fits"
+        if self.fraction_of_plan >= 1 - MAX_CUT:
+            return head + (
+                f"; shorten the horizon to {self.reachable_steps:,} steps and re-aim the decay "
+                f"(`ladder replan --shorten-to {self.reachable_steps}`)"
+            )
+        return head + (
+            f"; even a {MAX_CUT:.0%} cut does not fit: branch an early cooldown "
+            f"(`ladder replan --cooldown-at STEP`) or move the deadline"
+        )
+
+
+def horizon_that_fits(
+    step: int, planned_steps: int, tokens_per_step: int, tokens_per_second: float, seconds_left: float
+) -> HorizonFit:
+    if tokens_per_second <= 0:
+        raise LadderError(f"throughput {tokens_per_second} tokens/s must be positive")
+    more = max(0.0, seconds_left) * tokens_per_second / tokens_per_step
+    return HorizonFit(step, planned_steps, step + int(math.floor(more)), tokens_per_step,
+                      tokens_per_second, seconds_left)
+
+
+def shortened(run: RunConfig, at_step: int, new_total_steps: int) -> RunConfig:
+    """The run with its horizon cut to `new_total_steps` at `at_step` (at most a 25% cut)."""
+    planned = run.stop_after_steps
+    if new_total_steps >= planned:
+        raise LadderError(f"--shorten-to {new_total_steps} must be below the planned {planned} steps")
+    if new_total_steps < (1 - MAX_CUT) * planned:
+        raise LadderError(
+            f"--shorten-to {new_total_steps} cuts {1 - new_total_steps / planned:.0%} of the run; "
+            f"at most {MAX_CUT:.0%} is supported (use an early cooldown for more)"
+        )
+    return run.replace(schedule=run.schedule.shorten(at_step, new_total_steps))
+
+
+def with_cooldown(run: RunConfig, at_step: int, length: int) -> RunConfig:
+    """The run branching into an early cooldown of `length` steps at `at_step`."""
+    return run.replace(schedule=run.schedule.early_cooldown(at_step, length))

@@ -1,0 +1,327 @@
+"""Alert rules for a live run: each is a pure function of what the run has logged so far.
+
+Because every rule is recomputed from the whole history on each check, a restarted watcher sees
+exactly the alerts an uninterrupted one would; the watch state only remembers which were sent.
+
+Levels: ``warning`` and ``alarm``. Each rule's settings live in `AlertRules`, and each alert's text
+says which rule fired and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from ladder import runfiles as keys
+from ladder.prediction import Prediction
+from ladder.replan import horizon_that_fits
+
+Level = Literal["warning", "alarm"]
+LEVELS = {"ok": 0, "warning": 1, "alarm": 2}
+
+
+@dataclass(frozen=True)
+class AlertRules:
+    """Settings of every rule. Relative deviations are fractions of the predicted loss."""
+
+    metric: str = keys.EVAL_LOSS
+    """The eval metric compared with the prediction."""
+    warn_rel: float = 0.005
+    """Deviation: warn beyond the 50% band or this relative deviation, whichever is wider."""
+    alarm_rel: float = 0.01
+    """Deviation: alarm beyond the 90% band or this relative deviation, whichever is wider."""
+    drift_k: float = 0.25
+    """CUSUM reference value (allowance) in standard deviations per eval."""
+    drift_warn: float = 2.0
+    """CUSUM sum (in standard deviations) that raises a warning ..."""
+    drift_alarm: float = 4.0
+    """... and an alarm."""
+    drift_noise: float = 0.001
+    """Floor of the residual standard deviation, relative (eval-to-eval noise)."""
+    drift_baseline_evals: int = 2
+    """The drift rule measures residuals against their mean over the first evals watched."""
+    spike_smoothing: int = 5
+    """EMA span (steps) applied to the train loss before looking for spikes."""
+    spike_window: int = 50
+    """Steps of history for the rolling median and MAD."""
+    spike_warn_z: float = 6.0
+    spike_alarm_z: float = 12.0
+    grad_window: float = 0.1
+    """Fraction of the run over which the grad-norm slope is measured."""
+    grad_tolerance: float = 1.0
+    """Allowed distance of the slope (d ln grad-norm / d fraction) outside the rungs' range."""
+    drop_warn: float = 0.1
+    drop_alarm: float = 0.3
+    drop_margin: float = 0.05
+    """Warn when the drop fraction exceeds the rungs' trend at this compute by this much."""
+    stale_after_s: float = 1800.0
+    """Warn when nothing new arrived for this long (alarm at three times)."""
+    deadline: float | None = None
+    """Unix time by which the planned tokens must be done (for the throughput rule)."""
+    throughput_window: int = 50
+    """Steps over which throughput is averaged."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    rule: str
+    level: Level
+    step: int
+    message: str
+    value: float | None = None
+
+    @property
+    def key(self) -> str:
+        """Identity for de-duplication: one alert per rule, level and step."""
+        return f"{self.rule}:{self.level}:{self.step}"
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "level": self.level, "step": self.step, "message": self.message,
+                "value": self.value, "key": self.key}
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The watched run so far."""
+
+    series: pd.DataFrame
+    """Wide table: index = step (updates completed), one column per metric key."""
+    planned_steps: int
+    tokens_per_step: int
+    last_update: float | None = None
+    """Unix time of the newest telemetry, when the source knows it."""
+
+    def column(self, key: str) -> pd.Series:
+        if key not in self.series.columns:
+            return pd.Series(dtype=float)
+        return self.series[key].dropna()
+
+    @property
+    def last_step(self) -> int:
+        return int(self.series.index.max()) if len(self.series) else 0
+
+
+@dataclass(frozen=True)
+class RungCurves:
+    """One metric of the rungs against fraction of their run, with each rung's fit compute."""
+
+    fractions: list[np.ndarray]
+    values: list[np.ndarray]
+    compute: np.ndarray
+
+
+# ---- rules ----------------------------------------------------------------------------------------
+
+
+def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
+    """The eval metric against the prediction at the same step."""
+    y = obs.column(rules.metric)
+    if y.empty:
+        return []
+    at = pred.at(y.index.to_numpy())
+    out = []
+    for (step, value), row in zip(y.items(), at.itertuples()):
+        if not row.in_assumptions or not np.isfinite(row.median) or not np.isfinite(value):
+            continue
+        rel = value / row.median - 1.0
+        warn = max(abs(row.hi50 - row.median), abs(row.median - row.lo50), rules.warn_rel * row.median)
+        alarm = max(abs(row.hi90 - row.median), abs(row.median - row.lo90), rules.alarm_rel * row.median)
+        gap = abs(value - row.median)
+        if gap > warn:
+            level: Level = "alarm" if gap > alarm else "warning"
+            band = "90%" if level == "alarm" else "50%"
+            limit = alarm if level == "alarm" else warn
+            out.append(Alert(
+                "deviation", level, int(step),
+                f"{rules.metric} {value:.4f} is {rel:+.2%} off the predicted {row.median:.4f} "
+                f"(limit ±{limit / row.median:.2%}: the {band} band or "
+                f"{(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%}, whichever is wider)",
+                rel,
+            ))
+    return out
+
+
+def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
+    """Slow drift: one-sided CUSUM of standardised residuals above their early baseline."""
+    y = obs.column(rules.metric)
+    if y.empty:
+        return []
+    at = pred.at(y.index.to_numpy())
+    ok = at["in_assumptions"].to_numpy(bool) & np.isfinite(at["median"].to_numpy()) & np.isfinite(y.to_numpy())
+    steps = y.index.to_numpy()[ok]
+    med = at["median"].to_numpy()[ok]
+    resid = np.log(y.to_numpy()[ok] / med)
+    sigma = np.maximum((at["hi90"].to_numpy()[ok] - at["lo90"].to_numpy()[ok]) / (2 * 1.645) / med, rules.drift_noise)
+    n0 = min(rules.drift_baseline_evals, len(resid))
+    if n0 == 0 or len(resid) <= n0:
+        return []
+    z = (resid - resid[:n0].mean()) / sigma
+    out, s, fired = [], 0.0, 0
+    for step, zi in zip(steps[n0:], z[n0:]):
+        s = max(0.0, s + zi - rules.drift_k)
+        level = 2 if s > rules.drift_alarm else 1 if s > rules.drift_warn else 0
+        if level > fired:
+            name: Level = "alarm" if level == 2 else "warning"
+            out.append(Alert(
+                "drift", name, int(step),
+                f"{rules.metric} has drifted upward against the prediction: CUSUM {s:.1f}σ over the "
+                f"baseline of the first {n0} evals (limit {rules.drift_alarm if level == 2 else rules.drift_warn:g}σ)",
+                s,
+            ))
+            fired = level
+        if s == 0.0:
+            fired = 0
+    return out
+
+
+def spikes(obs: Observed, rules: AlertRules) -> list[Alert]:
+    """Loss spikes: robust z-score of the smoothed train loss against its recent past."""
+    x = obs.column(keys.TRAIN_LOSS)
+    x = x[np.isfinite(x.to_numpy())]
+    w = rules.spike_window
+    if len(x) < w + 2:
+        return []
+    smooth = x.ewm(span=rules.spike_smoothing, adjust=False).mean()
+    base = smooth.shift(1).rolling(w).median()
+    resid = smooth - base
+    scale = 1.4826 * (resid.shift(1) - resid.shift(1).rolling(w).median()).abs().rolling(w).median()
+    z = (resid / scale.replace(0.0, np.nan)).to_numpy()
+    out, in_spike = [], False
+    for step, zi in zip(x.index.to_numpy(), z):
+        if not np.isfinite(zi):
+            continue
+        if zi > rules.spike_warn_z and not in_spike:
+            level: Level = "alarm" if zi > rules.spike_alarm_z else "warning"
+            out.append(Alert("spike", level, int(step),
+                             f"train loss spiked: robust z-score {zi:.1f} over the last {w} steps "
+                             f"(warn at {rules.spike_warn_z:g}, alarm at {rules.spike_alarm_z:g})", float(zi)))
+            in_spike = True
+        elif zi < rules.spike_warn_z / 2:
+            in_spike = False
+    return out
+
+
+def non_finite(obs: Observed, rules: AlertRules) -> list[Alert]:
+    """NaN or inf in the loss, the eval metric or the grad norm: always an alarm."""
+    out = []
+    for key in dict.fromkeys((keys.TRAIN_LOSS, rules.metric, keys.GRAD_NORM)):
+        if key not in obs.series.columns:
+            continue
+        col = obs.series[key]
+        bad = col[col.notna() & ~np.isfinite(col.to_numpy(dtype=float))]
+        if len(bad):
+            step = int(bad.index[0])
+            out.append(Alert("non_finite", "alarm", step, f"{key} is {bad.iloc[0]} at step {step}"))
+    return out
+
+
+def grad_norm_shape(obs: Observed, rungs: RungCurves | None, rules: AlertRules) -> list[Alert]:
+    """Rate of change of ln grad-norm over the last window, against the rungs at the same fraction."""
+    g = obs.column(keys.GRAD_NORM)
+    g = g[np.isfinite(g.to_numpy()) & (g.to_numpy() > 0)]
+    if rungs is None or len(g) < 10:
+        return []
+    frac = g.index.to_numpy(float) / obs.planned_steps
+    f1 = frac[-1]
+    f0 = f1 - rules.grad_window
+    if f0 < 0.05:
+        return []
+    hero = _slope(frac, np.log(g.to_numpy()), f0, f1)
+    ref = [_slope(f, np.log(np.maximum(v, 1e-30)), f0, f1) for f, v in zip(rungs.fractions, rungs.values)]
+    ref = np.array([r for r in ref if np.isfinite(r)])
+    if not np.isfinite(hero) or len(ref) == 0:
+        return []
+    lo, hi = ref.min() - rules.grad_tolerance, ref.max() + rules.grad_tolerance
+    if lo <= hero <= hi:
+        return []
+    level: Level = "alarm" if abs(hero - np.clip(hero, lo, hi)) > 2 * rules.grad_tolerance else "warning"
+    return [Alert("grad_norm", level, int(g.index[-1]),
+                  f"grad norm changes at {hero:+.2f} ln-units per run over {f0:.0%}–{f1:.0%}; the rungs did "
+                  f"{ref.min():+.2f} to {ref.max():+.2f} (tolerance ±{rules.grad_tolerance:g})", float(hero))]
+
+
+def _slope(x: np.ndarray, y: np.ndarray, x0: float, x1: float) -> float:
+    m = (x >= x0) & (x <= x1)
+    if m.sum() < 3:
+        return float("nan")
+    return float(np.polyfit(x[m], y[m], 1)[0])
+
+
+def drop_fraction(obs: Observed, rungs: RungCurves | None, compute: float, rules: AlertRules) -> list[Alert]:
+    """MoE drop fraction above a fixed threshold, or above the rungs' trend in compute."""
+    d = obs.column(keys.DROP_FRACTION)
+    if d.empty:
+        return []
+    recent = float(d.iloc[-20:].mean())
+    step = int(d.index[-1])
+    if recent > rules.drop_warn:
+        level: Level = "alarm" if recent > rules.drop_alarm else "warning"
+        limit = rules.drop_alarm if level == "alarm" else rules.drop_warn
+        return [Alert("drop_fraction", level, step,
+                      f"MoE drop fraction {recent:.1%} (mean of the last 20 logs) is above {limit:.0%}", recent)]
+    if rungs is None or len(rungs.values) < 2 or compute <= 0:
+        return []
+    f = step / obs.planned_steps
+    at_f = [np.interp(f, fr, v) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)]
+    slope, icpt = np.polyfit(np.log(rungs.compute[: len(at_f)]), at_f, 1)
+    expected = float(slope * np.log(compute) + icpt)
+    if recent > expected + rules.drop_margin:
+        return [Alert("drop_fraction", "warning", step,
+                      f"MoE drop fraction {recent:.1%} is above the rungs' trend ({expected:.1%} at this "
+                      f"compute and fraction) by more than {rules.drop_margin:.0%}", recent)]
+    return []
+
+
+def stale(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
+    """Nothing new for too long."""
+    if obs.last_update is None:
+        return []
+    age = now - obs.last_update
+    if age <= rules.stale_after_s:
+        return []
+    level: Level = "alarm" if age > 3 * rules.stale_after_s else "warning"
+    return [Alert("stale", level, obs.last_step,
+                  f"no new telemetry for {age / 60:.0f} min (last step {obs.last_step}; "
+                  f"warn after {rules.stale_after_s / 60:.0f} min)", age)]
+
+
+def throughput(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
+    """At the measured tokens/s, will the planned tokens be done by the deadline?"""
+    if rules.deadline is None:
+        return []
+    tps = obs.column(keys.TOKENS_PER_SECOND)
+    tps = tps[np.isfinite(tps.to_numpy()) & (tps.to_numpy() > 0)]
+    if tps.empty:
+        return []
+    rate = float(tps.iloc[-rules.throughput_window:].mean())
+    fit = horizon_that_fits(obs.last_step, obs.planned_steps, obs.tokens_per_step, rate, rules.deadline - now)
+    if fit.fits:
+        return []
+    level: Level = "alarm" if fit.fraction_of_plan < 0.75 else "warning"
+    return [Alert("throughput", level, obs.last_step, fit.message(), rate)]
+
+
+def evaluate(
+    obs: Observed,
+    pred: Prediction,
+    rules: AlertRules,
+    now: float,
+    grad_rungs: RungCurves | None = None,
+    drop_rungs: RungCurves | None = None,
+    compute: float | None = None,
+) -> list[Alert]:
+    """Every rule on the run so far, sorted by step."""
+    alerts = (
+        deviation(obs, pred, rules)
+        + drift(obs, pred, rules)
+        + spikes(obs, rules)
+        + non_finite(obs, rules)
+        + grad_norm_shape(obs, grad_rungs, rules)
+        + drop_fraction(obs, drop_rungs, compute or 0.0, rules)
+        + stale(obs, now, rules)
+        + throughput(obs, now, rules)
+    )
+    return sorted(alerts, key=lambda a: (a.step, -LEVELS[a.level], a.rule))

@@ -1,0 +1,167 @@
+"""Alert rules on synthetic series whose truth is known, plus the sinks and the state file."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ladder import runfiles as keys
+from ladder.prediction import Prediction
+from ladder.watch import AlertRules, JsonlSink, Observed, WatchState, WebhookSink, evaluate
+from ladder.watch import rules as R
+
+STEPS = 2000
+EVALS = np.arange(100, STEPS + 1, 100)  # every 5%
+
+
+def prediction(rel50=0.003, rel90=0.008) -> Prediction:
+    f = EVALS / STEPS
+    med = 2.0 + 1.2 * f**-0.25
+    table = pd.DataFrame({
+        "step": EVALS, "tokens": EVALS * 1000, "fraction": f, "compute": EVALS * 1e9, "median": med,
+        "lo50": med * (1 - rel50), "hi50": med * (1 + rel50), "lo90": med * (1 - rel90), "hi90": med * (1 + rel90),
+        "in_assumptions": True,
+    })
+    return Prediction(run_name="hero", metric=keys.EVAL_LOSS, table=table, planned_steps=STEPS)
+
+
+def observed(eval_values, train=None, extra=None, last_update=None) -> Observed:
+    series = pd.DataFrame({keys.EVAL_LOSS: pd.Series(eval_values, index=EVALS[: len(eval_values)])})
+    if train is not None:
+        series = series.join(pd.DataFrame({keys.TRAIN_LOSS: train}), how="outer")
+    for k, v in (extra or {}).items():
+        series = series.join(pd.DataFrame({k: v}), how="outer")
+    return Observed(series.sort_index(), planned_steps=STEPS, tokens_per_step=1000, last_update=last_update)
+
+
+def clean_values(seed=0):
+    rng = np.random.default_rng(seed)
+    med = prediction().table["median"].to_numpy()
+    return med * (1 + 0.0005 * rng.standard_normal(len(med)))
+
+
+def test_clean_run_raises_nothing():
+    alerts = evaluate(observed(clean_values()), prediction(), AlertRules(), now=0.0)
+    assert alerts == []
+
+
+def test_one_percent_jump_alarms_within_two_evals():
+    y = clean_values()
+    start = int(np.argmax(EVALS / STEPS >= 0.4))
+    y[start:] *= 1.01
+    alerts = evaluate(observed(y), prediction(), AlertRules(), now=0.0)
+    alarms = [a for a in alerts if a.level == "alarm"]
+    assert alarms and alarms[0].step <= EVALS[start + 1]
+    assert alarms[0].rule == "deviation" and "+1.0" in alarms[0].message
+
+
+def test_slow_drift_is_caught_by_cusum_before_the_band():
+    y = clean_values()
+    y *= 1 + 0.0005 * np.arange(len(y))
+    alerts = evaluate(observed(y), prediction(), AlertRules(), now=0.0)
+    first_drift = min(a.step for a in alerts if a.rule == "drift")
+    band = [a.step for a in alerts if a.rule == "deviation"]
+    assert not band or first_drift < min(band)
+
+
+def test_non_finite_is_an_alarm():
+    y = clean_values()
+    y[5] = np.nan
+    train = pd.Series([3.0, np.inf], index=[10, 11])
+    alerts = R.non_finite(observed(y, train=train), AlertRules())
+    assert [(a.rule, a.level, a.step) for a in alerts] == [("non_finite", "alarm", 11)]
+
+
+def test_spike_in_train_loss():
+    rng = np.random.default_rng(1)
+    steps = np.arange(1, 401)
+    loss = 3.0 * steps**-0.1 + 0.01 * rng.standard_normal(len(steps))
+    loss[300:306] += 0.5
+    alerts = R.spikes(observed(clean_values(), train=pd.Series(loss, index=steps)), AlertRules())
+    assert len(alerts) == 1 and 300 < alerts[0].step <= 303
+    calm = R.spikes(observed(clean_values(), train=pd.Series(loss[:290], index=steps[:290])), AlertRules())
+    assert calm == []
+
+
+def test_stale_and_throughput():
+    obs = observed(clean_values()[:10], extra={keys.TOKENS_PER_SECOND: pd.Series([100.0] * 20, index=range(981, 1001))},
+                   last_update=1000.0)
+    assert R.stale(obs, now=1000.0 + 1000, rules=AlertRules()) == []
+    [a] = R.stale(obs, now=1000.0 + 2000, rules=AlertRules())
+    assert a.level == "warning"
+    # 1000 steps left × 1000 tokens at 100 tokens/s needs 10,000 s
+    assert R.throughput(obs, now=0.0, rules=AlertRules(deadline=20_000.0)) == []
+    [t] = R.throughput(obs, now=0.0, rules=AlertRules(deadline=9_000.0))
+    assert t.level == "warning" and "shorten the horizon to 1,900 steps" in t.message
+
+
+def test_grad_norm_shape_against_rungs():
+    f = np.linspace(0.01, 1, 200)
+    rungs = R.RungCurves([f, f], [np.exp(-0.5 * f), np.exp(-0.7 * f)], np.array([1e9, 2e9]))
+    steps = (f * STEPS).astype(int)
+    like = observed(clean_values(), extra={keys.GRAD_NORM: pd.Series(np.exp(-0.6 * f), index=steps)})
+    assert R.grad_norm_shape(like, rungs, AlertRules()) == []
+    rising = observed(clean_values(), extra={keys.GRAD_NORM: pd.Series(np.exp(3.0 * f), index=steps)})
+    [a] = R.grad_norm_shape(rising, rungs, AlertRules())
+    assert a.rule == "grad_norm"
+
+
+def test_jsonl_sink_and_state_restart(tmp_path):
+    y = clean_values()
+    y[8:] *= 1.02
+    alerts = evaluate(observed(y), prediction(), AlertRules(), now=0.0)
+    state_path = tmp_path / "state.json"
+    state = WatchState.load(state_path, run="hero")
+    sink = JsonlSink(tmp_path / "alerts.jsonl")
+    new = [a for a in alerts if a.key not in state.delivered("jsonl")]
+    sink.send(new, "alarm", "x")
+    state.mark("jsonl", [a.key for a in new])
+    state.save(state_path)
+    again = WatchState.load(state_path, run="hero")
+    assert [a for a in alerts if a.key not in again.delivered("jsonl")] == []
+    lines = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
+    assert sum(1 for x in lines if x["kind"] == "alert") == len(alerts)
+    with pytest.raises(Exception, match="belongs to run 'hero'"):
+        WatchState.load(state_path, run="other")
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        _Hook.received.append((self.headers["Content-Type"], json.loads(body)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_webhook_posts_json_to_a_real_server(monkeypatch):
+    server = HTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("LADDER_WEBHOOK_URL", f"http://127.0.0.1:{server.server_port}/hook")
+        sink = WebhookSink.from_env()
+        alert = R.Alert("deviation", "alarm", 800, "eval/loss is +1.2% off")
+        assert sink.send([alert], "alarm", "step 800 (40%)")
+        assert sink.send([], "ok", "quiet") is True  # nothing to post
+    finally:
+        server.shutdown()
+    [(ctype, body)] = _Hook.received
+    assert ctype == "application/json"
+    assert body["verdict"] == "alarm" and body["alerts"][0]["key"] == "deviation:alarm:800"
+    assert "+1.2% off" in body["text"]
+
+
+def test_webhook_failure_reports_false_without_the_url(capsys):
+    sink = WebhookSink("http://127.0.0.1:9/none", timeout=0.5, retries=1)
+    assert sink.send([R.Alert("stale", "warning", 1, "x")], "warning", "s") is False
+    assert "127.0.0.1:9" not in capsys.readouterr().err
