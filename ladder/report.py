@@ -1,0 +1,124 @@
+"""One self-contained HTML page: figures (inlined), the prediction table, the assumptions, alerts.
+
+A team can post the file after each eval; it needs nothing beside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from ladder.files import write_text_atomic
+from ladder.prediction import Prediction
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f4f4f4; } td.l, th.l { text-align: left; }
+.warning { color: #b7791f; } .alarm { color: #c0392b; font-weight: bold; } .ok { color: #2f855a; }
+.out { color: #999; } figure { margin: 1em 0; } img { max-width: 100%; }
+.note { background: #fff8e1; padding: 0.5em 1em; border-left: 3px solid #e6a700; }
+"""
+
+
+def _table(df: pd.DataFrame, formats: dict[str, str] | None = None, left: Sequence[str] = ()) -> str:
+    formats = formats or {}
+    head = "".join(f'<th class="{"l" if c in left else ""}">{html.escape(str(c))}</th>' for c in df.columns)
+    rows = []
+    for rec in df.itertuples(index=False):
+        cells = []
+        for col, v in zip(df.columns, rec):
+            text = format(v, formats[col]) if col in formats and isinstance(v, (int, float)) else str(v)
+            cells.append(f'<td class="{"l" if col in left else ""}">{html.escape(text)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _figure(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"></figure>'
+
+
+def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: float = 0.05) -> pd.DataFrame:
+    """The prediction at (about) every `every` of the run, with the actual value where known."""
+    t = pred.table
+    marks = sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})
+    picked = sorted({int((t["fraction"] - m / 1e6).abs().idxmin()) for m in marks})
+    rows = t.loc[picked].copy()
+    out = pd.DataFrame({
+        "step": rows["step"].astype(int),
+        "fraction": rows["fraction"].map(lambda f: f"{f:.0%}"),
+        "predicted": rows["median"],
+        "50% band": [f"{a:.4f}–{b:.4f}" for a, b in zip(rows["lo50"], rows["hi50"])],
+        "90% band": [f"{a:.4f}–{b:.4f}" for a, b in zip(rows["lo90"], rows["hi90"])],
+    })
+    if actual is not None:
+        got = actual.reindex(rows["step"].to_numpy())
+        out["actual"] = got.to_numpy()
+        out["error"] = [f"{(a / p - 1):+.2%}" if pd.notna(a) else "" for a, p in zip(got, rows["median"])]
+    out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
+    return out
+
+
+def write_report(
+    out: str | os.PathLike,
+    pred: Prediction,
+    figures: Sequence[Path],
+    actual: pd.Series | None = None,
+    alerts: Sequence[dict] = (),
+    verdicts: Sequence[dict] = (),
+    extra_tables: dict[str, pd.DataFrame] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Write the report to `out` (atomically) and return its path."""
+    parts = [f"<h1>{html.escape(title or f'{pred.run_name}: prediction and progress')}</h1>",
+             f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metric: <b>{html.escape(pred.metric)}</b> "
+             "(nats per token).</p>"]
+    fin = pred.final
+    parts.append(
+        f"<p>Predicted final {html.escape(pred.metric)} at step {int(fin['step']):,}: "
+        f"<b>{fin['median']:.4f}</b> (50%: {fin['lo50']:.4f}–{fin['hi50']:.4f}; "
+        f"90%: {fin['lo90']:.4f}–{fin['hi90']:.4f}).</p>"
+    )
+    if actual is not None and len(actual):
+        last_step = int(actual.index.max())
+        parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} "
+                     f"({last_step / max(pred.planned_steps, 1):.0%} of the plan).</p>")
+    if verdicts:
+        last = verdicts[-1]
+        parts.append(f'<p>Latest verdict: <span class="{last["verdict"]}">{last["verdict"].upper()}</span> '
+                     f'at step {last["step"]:,}.</p>')
+    for w in pred.warnings:
+        parts.append(f'<p class="note">{html.escape(w)}</p>')
+    parts.append("<h2>Figures</h2>")
+    parts += [_figure(Path(p)) for p in figures if Path(p).suffix == ".png" and Path(p).exists()]
+    parts.append("<h2>Prediction every 5% of the run</h2>")
+    parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"}))
+    parts.append("<h2>Forms used</h2>")
+    for f in pred.forms:
+        params = ", ".join(f"{k} = {v:.4g}" for k, v in f.parameters.items())
+        parts.append(f"<p><b>{html.escape(f.name)}</b> (weight {f.weight:.2f}): {html.escape(f.why)}<br>"
+                     f"<small>{html.escape(params)}</small></p>")
+    parts.append("<h2>Assumptions</h2><ul>")
+    parts += [f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in pred.assumptions.items()]
+    parts.append("</ul>")
+    for name, df in (extra_tables or {}).items():
+        parts.append(f"<h2>{html.escape(name)}</h2>" + _table(df, left=[df.columns[0]]))
+    parts.append("<h2>Alert history</h2>")
+    if alerts:
+        df = pd.DataFrame([{"step": a["step"], "level": a["level"], "rule": a["rule"], "message": a["message"]}
+                           for a in alerts])
+        parts.append(_table(df, left=["level", "rule", "message"]))
+    else:
+        parts.append("<p>No alerts.</p>")
+    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(pred.run_name)}</title>" \
+           f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>"
+    return write_text_atomic(out, page)
