@@ -1,1 +1,307 @@
-"""`ladder pull` commands (being built)."""
+"""`ladder pull wandb|offline|local`, `ladder import csv`, `ladder runs` and `ladder history`."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.table import Table
+
+from ladder.cli.app import app, command, console, err_console, print_json
+from ladder.errors import LadderError
+from ladder.files import write_text_atomic
+from ladder.resolve import MetricSettings
+from ladder.sources import (
+    ColumnMap,
+    CoordinateOverrides,
+    LocalSource,
+    OfflineSource,
+    TableSource,
+    WandbSource,
+)
+from ladder.sources.pull import PullResult, Source, pull
+from ladder.spec import format_count
+from ladder.store import DEFAULT_ROOT, Store
+
+pull_app = typer.Typer(
+    help=(
+        "Pull runs' metrics into the local store (default .ladder/): wandb cloud projects, wandb "
+        "offline folders, or the trainer's run directories. A second pull reads only what is new."
+    ),
+    no_args_is_help=True,
+)
+import_app = typer.Typer(help="Import metric tables (CSV, parquet) into the local store.", no_args_is_help=True)
+app.add_typer(pull_app, name="pull")
+app.add_typer(import_app, name="import")
+
+STORE_HELP = "Store folder (created on first pull)."
+COORD_HELP = (
+    "Give a coordinate for every run of this pull: FIELD=VALUE with FIELD one of active_params, "
+    "total_params, fit_flops_per_token, stop_after_steps, tokens_per_step, planned_tokens, name, group, "
+    "role (repeatable); VALUE 'unknown' stores a parameter or FLOP count as missing."
+)
+COORDS_HELP = "YAML file of coordinates per run: {RUN_NAME_OR_ID: {FIELD: VALUE}}."
+RENAME_HELP = "Store a logged key under another name, OLD=NEW, e.g. eval/paloma/macro_loss=eval/loss (repeatable; kept for later pulls)."
+FIT_HELP = "The metric fits read (kept in the store; default eval/loss)."
+FULL_HELP = "Read every run again from the start instead of only what is new."
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+
+
+class HistoryFormat(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+# ---- pulls ------------------------------------------------------------------------------------------
+@command("wandb", parent=pull_app)
+def pull_wandb(
+    project: str = typer.Argument(..., help="ENTITY/PROJECT on the wandb server set by WANDB_BASE_URL."),
+    group: str | None = typer.Option(None, "--group", help="Only runs of this wandb group."),
+    tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag."),
+    filter_json: str | None = typer.Option(None, "--filter", help='MongoDB-style run filter as JSON, e.g. \'{"config.role": "rung"}\'.'),
+    keys: str | None = typer.Option(None, "--keys", help="Only these metric keys, comma-separated (each read in its own scan); default: every key."),
+    step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step."),
+    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
+    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
+    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
+    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
+    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
+    full: bool = typer.Option(False, "--full", help=FULL_HELP),
+) -> None:
+    """Pull the runs of a wandb project through its API (WANDB_API_KEY from the environment).
+
+    Histories are read with scan_history (every logged step, not a sample). Rate limits (HTTP 429)
+    wait for the server's reset time; other network failures back off and retry. An interrupted
+    pull changes nothing, and running it again continues where it stopped.
+    """
+    filters = _parse_filter(filter_json)
+    key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
+    source = WandbSource(project, group=group, tag=tag, filters=filters, keys=key_list, step_key=step_key)
+    _run_pull(store, source, coord, coords, rename, fit_metric, full)
+
+
+@command("offline", parent=pull_app)
+def pull_offline(
+    path: Path = typer.Argument(..., help="A .wandb file, a wandb run folder, a wandb/ folder, or a folder of run directories."),
+    step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step."),
+    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
+    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
+    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
+    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
+    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
+    full: bool = typer.Option(False, "--full", help=FULL_HELP),
+) -> None:
+    """Pull wandb offline runs (what WANDB_MODE=offline writes) by reading their .wandb files.
+
+    Folders with the same run id are one run (a resumed run continues in a new folder). A run
+    without an exit record is running while its file changed in the last 2 minutes, else crashed
+    (killed): every whole record is kept. A corrupt chunk stops that file with a warning.
+    """
+    _run_pull(store, OfflineSource(path, step_key=step_key), coord, coords, rename, fit_metric, full)
+
+
+@command("local", parent=pull_app)
+def pull_local(
+    path: Path = typer.Argument(..., help="A trainer run directory (run.yaml, metrics.jsonl, status.json) or a folder of them."),
+    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
+    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
+    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
+    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
+    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
+    full: bool = typer.Option(False, "--full", help=FULL_HELP),
+) -> None:
+    """Pull the trainer's own metrics files; the coordinates come from each run.yaml."""
+    _run_pull(store, LocalSource(path), coord, coords, rename, fit_metric, full)
+
+
+@command("csv", parent=import_app)
+def import_csv(
+    file: Path = typer.Argument(..., help="A .csv file, or a .parquet file."),
+    metric: list[str] = typer.Option([], "--metric", help="KEY=COLUMN: store COLUMN as metric KEY (repeatable), e.g. eval/loss=loss_c4_en."),
+    run: str | None = typer.Option(None, "--run", help="Column of run ids (default: the whole file is one run)."),
+    step: str | None = typer.Option(None, "--step", help="Column of optimizer steps (default: each row is its run's final value, fraction 1)."),
+    tokens: str | None = typer.Option(None, "--tokens", help="Column of tokens seen."),
+    coord_column: list[str] = typer.Option([], "--coord-column", help="FIELD=COLUMN: read a coordinate per run from a column, e.g. active_params=params_nonembed (repeatable)."),
+    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
+    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
+    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
+    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
+    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
+) -> None:
+    """Import a table of runs: one row per (run, step), metric columns side by side.
+
+    Columns with one value per run become the run's config (so a column named stop_after_steps or
+    active_params is read as that coordinate). Importing the file again replaces its runs.
+    """
+    columns = ColumnMap(
+        metrics=ColumnMap.parse_pairs(metric, "--metric"),
+        run=run,
+        step=step,
+        tokens=tokens,
+        coords=ColumnMap.parse_pairs(coord_column, "--coord-column"),
+    )
+    _run_pull(store, TableSource(file, columns), coord, coords, rename, fit_metric, True)
+
+
+def _run_pull(
+    store: Path,
+    source: Source,
+    coord: list[str],
+    coords: Path | None,
+    rename: list[str],
+    fit_metric: str | None,
+    full: bool,
+) -> None:
+    target = Store(store)
+    overrides = CoordinateOverrides.parse(coord, coords)
+    settings = None
+    if rename or fit_metric:
+        current = target.settings()
+        settings = MetricSettings(
+            fit_metric=fit_metric or current.fit_metric,
+            renames={**current.renames, **MetricSettings.parse_renames(rename)},
+        )
+    result = pull(target, source, overrides=overrides, settings=settings, full=full)
+    _print_pull(result, target)
+
+
+def _print_pull(result: PullResult, store: Store) -> None:
+    if result.pulled:
+        t = Table(title=f"Pulled from {result.source}")
+        for col in ("run", "state", "rows read", "rows stored", "last step", "fraction"):
+            t.add_column(col, justify="left" if col in ("run", "state") else "right")
+        for r in result.pulled:
+            t.add_row(
+                r.name,
+                r.state,
+                f"{r.rows_read:,}",
+                f"{r.rows:,}",
+                "-" if r.last_step is None else f"{r.last_step:,}",
+                "-" if r.last_fraction is None else f"{r.last_fraction:.3f}",
+            )
+        console.print(t)
+    for message in result.messages:
+        err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    parts = [f"{len(result.pulled)} run{'' if len(result.pulled) == 1 else 's'} updated", f"{result.unchanged} unchanged"]
+    if result.resumed:
+        parts.append(f"{result.resumed} read by an interrupted run of this pull, committed now")
+    console.print(f"{', '.join(parts)} (store {store.root}/)", highlight=False)
+
+
+def _parse_filter(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise LadderError(f"--filter {text!r}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise LadderError(f"--filter {text!r}: expected a JSON object, e.g. '{{\"config.role\": \"rung\"}}'")
+    return data
+
+
+# ---- reading the store ------------------------------------------------------------------------------
+@command("runs")
+def runs_command(
+    fmt: Format = typer.Option(Format.table, "--format", help="table (rich) or json (one list on stdout)."),
+    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
+) -> None:
+    """List the runs in the store: ladder coordinates, state, steps and where each came from.
+
+    Parameters: active and total as the planner counts them; C/token is fit compute per token
+    (3 × forward FLOPs without the output head).
+    """
+    target = _existing(store)
+    runs = target.runs()
+    if fmt is Format.json:
+        records = []
+        for row in runs.to_dict("records"):
+            row = {k: (None if _missing(v) else v) for k, v in row.items()}
+            row["config"] = json.loads(row.pop("config_json") or "{}")
+            row["report"] = json.loads(row.pop("report_json") or "{}")
+            records.append(row)
+        print_json(records)
+        return
+    settings = target.settings()
+    t = Table(title=f"Runs in {target.root}/ (fit metric {settings.fit_metric})")
+    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token", "steps", "fraction", "rows", "source"):
+        t.add_column(col, justify="right" if col in ("active", "total", "C/token", "steps", "fraction", "rows") else "left")
+    for r in runs.to_dict("records"):
+        t.add_row(
+            r["name"],
+            r["run_id"],
+            r["group"],
+            r["role"],
+            r["state"],
+            "?" if _missing(r["active_params"]) else format_count(int(r["active_params"])),
+            "?" if _missing(r["total_params"]) else format_count(int(r["total_params"])),
+            "?" if _missing(r["fit_flops_per_token"]) else f"{r['fit_flops_per_token']:.3g}",
+            f"{_int(r['last_step'])}/{_int(r['stop_after_steps'])}",
+            "-" if _missing(r["last_fraction"]) else f"{r['last_fraction']:.3f}",
+            f"{r['rows']:,}",
+            r["source"],
+        )
+    console.print(t)
+    if settings.renames:
+        console.print("Renames: " + ", ".join(f"{a} → {b}" for a, b in settings.renames.items()), highlight=False)
+
+
+@command("history")
+def history_command(
+    run: str = typer.Argument(..., help="Run id or name (see `ladder runs`)."),
+    metric: list[str] = typer.Option([], "--metric", help="Metric key (repeatable); default: the fit metric; 'all' for every key."),
+    fmt: HistoryFormat = typer.Option(HistoryFormat.table, "--format", help="table, csv or json."),
+    out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout."),
+    nonfinite: bool = typer.Option(False, "--nonfinite", help="Include NaN and ±inf values (left out by default, as fits leave them out)."),
+    tail: int = typer.Option(40, "--tail", help="table format: show the last this many rows."),
+    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
+) -> None:
+    """Print or export one run's metric series: step, tokens, fraction of the planned steps, value."""
+    target = _existing(store)
+    info = target.run(run)
+    metrics = None if "all" in metric else (metric or [target.settings().fit_metric])
+    h = target.history([info["run_id"]], metrics, include_nonfinite=nonfinite)
+    h = h.drop(columns=["run_id"])
+    if fmt is HistoryFormat.table:
+        if out is not None:
+            raise LadderError("--out needs --format csv or json")
+        if not len(h):
+            shown = ", ".join(metrics or [])
+            console.print(f"{info['name']}: no values of {shown} (try --metric all)", highlight=False)
+            return
+        t = Table(title=f"{info['name']} ({info['run_id']}), {info['state']}: {len(h):,} values")
+        for col in h.columns:
+            t.add_column(col, justify="left" if col == "metric" else "right")
+        for r in h.tail(tail).itertuples(index=False):
+            t.add_row(f"{r.step:,}", f"{r.tokens:,}", f"{r.fraction:.4f}", str(r.metric), f"{r.value:.6g}")
+        console.print(t)
+        return
+    text = h.to_csv(index=False) if fmt is HistoryFormat.csv else h.to_json(orient="records", indent=1) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        write_text_atomic(out, text)
+        console.print(f"Wrote {len(h):,} rows to {out}", highlight=False)
+
+
+def _existing(store: Path) -> Store:
+    target = Store(store)
+    if not target.exists():
+        raise LadderError(f"no store at {store}/: pull runs first, e.g. `ladder pull offline runs/ --store {store}`")
+    return target
+
+
+def _missing(value: object) -> bool:
+    return value is None or (not isinstance(value, (str, dict, list)) and bool(pd.isna(value)))
+
+
+def _int(value: object) -> str:
+    return "-" if _missing(value) else f"{int(value):,}"

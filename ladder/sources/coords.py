@@ -1,0 +1,229 @@
+"""A run's ladder coordinates: the numbers a fit needs from its config, and the fraction of each step.
+
+The trainer writes them at the top level of the wandb config (`RunConfig.coordinates()`), in the
+``coordinates`` block of ``run.yaml``, and under ``run_config`` with the whole config. A run from
+elsewhere may lack them: the user supplies them per pull (``--coord FIELD=VALUE``) or per run (a YAML
+file ``{RUN: {FIELD: VALUE}}``), and a missing one is an error that names the run and the field.
+
+The fraction of a step is ``step / planned steps at that step``. When the run config holds the
+schedule with its edits (a horizon cut at half way), the planned steps change at each edit: an eval
+at the edit's step still belongs to the old plan, since no update of the new plan has run yet.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ladder.configio import build, load_yaml
+from ladder.errors import LadderError
+from ladder.schedule import Schedule
+
+INT_FIELDS = ("active_params", "total_params", "stop_after_steps", "tokens_per_step", "planned_tokens")
+FLOAT_FIELDS = ("fit_flops_per_token",)
+FIELDS = ("active_params", "total_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step", "planned_tokens")
+LABELS = ("name", "group", "role")
+ROLES = ("rung", "hero", "single")
+UNKNOWN = "unknown"
+MAY_BE_UNKNOWN = ("active_params", "total_params", "fit_flops_per_token")
+"""Fields a user may declare unknown (stored as missing); steps and tokens cannot be."""
+
+HOW_TO_SUPPLY = (
+    "supply it with --coord {field}=VALUE (every run of this pull) or --coords FILE.yaml "
+    "({{{run}: {{{field}: VALUE}}}})"
+)
+
+
+@dataclass(frozen=True)
+class CoordinateOverrides:
+    """Coordinates the user gives, beating the run's config."""
+
+    all_runs: dict[str, Any] = field(default_factory=dict)
+    """FIELD -> value for every run of a pull; the value ``unknown`` stores a field as missing."""
+    per_run: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """run name or id -> {FIELD: value}."""
+
+    def for_run(self, run_id: str, name: str) -> dict[str, Any]:
+        return {**self.all_runs, **self.per_run.get(name, {}), **self.per_run.get(run_id, {})}
+
+    @classmethod
+    def parse(cls, items: list[str] | None = None, file: str | os.PathLike | None = None) -> CoordinateOverrides:
+        """From ``FIELD=VALUE`` strings and a YAML file of ``{RUN: {FIELD: VALUE}}``."""
+        all_runs: dict[str, Any] = {}
+        for item in items or []:
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise LadderError(f"--coord {item!r}: expected FIELD=VALUE, e.g. --coord stop_after_steps=5000")
+            _check_field(key, f"--coord {item}")
+            all_runs[key] = value.strip()
+        per_run: dict[str, dict[str, Any]] = {}
+        if file is not None:
+            data = load_yaml(Path(file))
+            for run, fields in data.items():
+                if not isinstance(fields, dict):
+                    raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}")
+                for key in fields:
+                    _check_field(str(key), f"{file}: {run}")
+                per_run[str(run)] = {str(k): v for k, v in fields.items()}
+        return cls(all_runs, per_run)
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """Where a run sits on the ladder. Parameters are active / total as DESIGN.md counts them."""
+
+    stop_after_steps: int
+    """Planned optimizer steps (with every schedule edit applied)."""
+    tokens_per_step: int
+    planned_tokens: int
+    active_params: int | None = None
+    total_params: int | None = None
+    fit_flops_per_token: float | None = None
+    """3 × forward FLOPs per token without the output head."""
+    horizons: tuple[tuple[int, int], ...] = ()
+    """(step of an edit, planned steps after it), in order; the plan before the first is `initial_steps`."""
+    initial_steps: int = 0
+    """Planned steps before any schedule edit (0: the same as `stop_after_steps`)."""
+
+    def planned_steps_at(self, steps: np.ndarray) -> np.ndarray:
+        steps = np.asarray(steps, dtype=np.int64)
+        planned = np.full(steps.shape, self.initial_steps or self.stop_after_steps, dtype=np.int64)
+        for at_step, horizon in self.horizons:
+            planned = np.where(steps > at_step, horizon, planned)
+        return planned
+
+    def fraction(self, steps: np.ndarray) -> np.ndarray:
+        steps = np.asarray(steps, dtype=np.int64)
+        return steps / self.planned_steps_at(steps)
+
+    def values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in FIELDS}
+
+
+def coordinates_from_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], Schedule | None]:
+    """Coordinate values, labels (name, group, role) and the schedule found in a run's config."""
+    run_config = _unwrap(config.get("run_config"))
+    places = [config, _unwrap(config.get("coordinates"))]
+    if isinstance(run_config, dict):
+        places += [_unwrap(run_config.get("coordinates")), run_config]
+    found: dict[str, Any] = {}
+    for name in (*FIELDS, *LABELS):
+        for place in places:
+            if isinstance(place, dict) and _unwrap(place.get(name)) not in (None, ""):
+                found[name] = _unwrap(place[name])
+                break
+    labels = {k: str(found.pop(k)) for k in LABELS if k in found}
+    schedule = _schedule(run_config.get("schedule") if isinstance(run_config, dict) else config.get("schedule"))
+    return found, labels, schedule
+
+
+def resolve_coordinates(
+    run_label: str,
+    run_id: str,
+    name: str,
+    config: dict[str, Any],
+    stored: dict[str, Any],
+    overrides: CoordinateOverrides,
+) -> tuple[Coordinates, dict[str, str]]:
+    """The run's coordinates and labels; a missing one raises a `LadderError` naming run and field.
+
+    Precedence: the user's overrides, then the run's config, then what an earlier pull stored.
+    """
+    from_config, labels, schedule = coordinates_from_config(config)
+    given = overrides.for_run(run_id, name)
+    values: dict[str, Any] = {}
+    for f in FIELDS:
+        for place in (given, from_config, stored):
+            v = place.get(f)
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                values[f] = v
+                break
+    for label in LABELS:
+        if label in given:
+            labels[label] = str(given[label])
+    role = labels.get("role", "")
+    if role and role not in ROLES:
+        raise LadderError(f"run {run_label}: role {role!r} is not one of {', '.join(ROLES)}")
+    clean = {f: _number(run_label, f, v) for f, v in values.items()}
+    if "stop_after_steps" not in clean and schedule is not None:
+        clean["stop_after_steps"] = schedule.horizon
+    _derive_tokens(clean)
+    for f in FIELDS:
+        if f not in clean:
+            raise LadderError(
+                f"run {run_label}: no '{f}' in its config; " + HOW_TO_SUPPLY.format(field=f, run=name or run_id)
+            )
+    initial, horizons = 0, ()
+    if schedule is not None and schedule.edits:
+        initial = schedule.total_steps
+        horizons = tuple((e.at_step, e.horizon) for e in schedule.edits)
+    coords = Coordinates(
+        stop_after_steps=clean["stop_after_steps"],
+        tokens_per_step=clean["tokens_per_step"],
+        planned_tokens=clean["planned_tokens"],
+        active_params=clean["active_params"],
+        total_params=clean["total_params"],
+        fit_flops_per_token=clean["fit_flops_per_token"],
+        horizons=horizons,
+        initial_steps=initial,
+    )
+    return coords, labels
+
+
+def _derive_tokens(values: dict[str, Any]) -> None:
+    """Any two of planned steps, tokens per step and planned tokens give the third."""
+    steps, per_step, total = (values.get(k) for k in ("stop_after_steps", "tokens_per_step", "planned_tokens"))
+    if total is None and steps is not None and per_step is not None:
+        values["planned_tokens"] = steps * per_step
+    elif per_step is None and steps and total is not None:
+        values["tokens_per_step"] = round(total / steps)
+    elif steps is None and per_step and total is not None:
+        values["stop_after_steps"] = round(total / per_step)
+
+
+def _number(run_label: str, name: str, value: Any) -> int | float | None:
+    if isinstance(value, str) and value.strip().lower() == UNKNOWN:
+        if name not in MAY_BE_UNKNOWN:
+            raise LadderError(
+                f"run {run_label}: '{name}' cannot be unknown: the fraction and tokens of each step need it"
+            )
+        return None
+    try:
+        number = float(value.replace("_", "") if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise LadderError(f"run {run_label}: '{name}' = {value!r} is not a number") from None
+    if not math.isfinite(number) or number <= 0:
+        raise LadderError(f"run {run_label}: '{name}' = {value!r} must be a positive number")
+    if name in INT_FIELDS:
+        if abs(number - round(number)) > 1e-6 * max(1.0, abs(number)):
+            raise LadderError(f"run {run_label}: '{name}' = {value!r} must be a whole number")
+        return int(round(number))
+    return number
+
+
+def _check_field(name: str, where: str) -> None:
+    if name not in FIELDS and name not in LABELS:
+        raise LadderError(f"{where}: unknown coordinate '{name}' (known: {', '.join(FIELDS + LABELS)})")
+
+
+def _unwrap(value: Any) -> Any:
+    """wandb's API may return config values as ``{"value": v, "desc": ...}``."""
+    if isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}:
+        return value["value"]
+    return value
+
+
+def _schedule(data: Any) -> Schedule | None:
+    data = _unwrap(data)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return build(Schedule, data, "schedule")
+    except LadderError:
+        return None  # not a schedule of this tool; the planned steps come from stop_after_steps

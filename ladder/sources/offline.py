@@ -1,0 +1,344 @@
+"""wandb offline run directories: the ``.wandb`` file is the only record there, so read it directly.
+
+`OfflineSource` finds every ``run-<id>.wandb`` file under a directory (a ``.wandb`` file, one run's
+folder, a ``wandb/`` folder, or a folder of trainer run directories). Files with the same run id are
+one run: a resumed run writes a new folder with the same id, and its rows continue in the order the
+folders started. Records are decoded with wandb's own protobuf classes; only history, config, run and
+exit records are parsed, the rest are skipped by their field number.
+
+A read starts where the previous one stopped (the cursor holds each file's offset and the last bytes
+before it, so a file that was replaced is noticed and read again from the start). The run is
+finished when its newest file holds an exit record with code 0, crashed with another code, and when
+there is no exit record it is running while the file keeps changing, else crashed (killed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ladder import runfiles
+from ladder.errors import LadderError
+from ladder.sources.growing import still_valid, tail_check
+from ladder.sources.leveldb import LogRead, Stop, read_log
+from ladder.sources.table import RowBuilder, RunRef, SourceRun, concat_rows, json_number
+
+_FILE = re.compile(r"^run-(?P<id>.+)\.wandb$")
+_DIR_STAMP = re.compile(r"(?:offline-)?run-(?P<stamp>\d{8}_\d{6})-")
+_MAX_DEPTH = 5
+
+# Record fields (wandb_internal.proto) worth parsing; any other record is skipped unparsed.
+_HISTORY, _CONFIG, _RUN, _EXIT = 2, 5, 17, 18
+_KEEP = {_HISTORY, _CONFIG, _RUN, _EXIT}
+
+
+class OfflineSource:
+    """wandb run files under `path`, read incrementally."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        step_key: str = "_step",
+        tokens_key: str = runfiles.TOKENS_SEEN,
+        running_window_s: float = 120.0,
+        clock: Any = time.time,
+    ):
+        self.path = Path(path).expanduser().resolve()
+        self.step_key = step_key
+        self.tokens_key = tokens_key
+        self.running_window_s = running_window_s
+        """A run without an exit record counts as running while its file changed this recently."""
+        self.clock = clock
+
+    @property
+    def key(self) -> str:
+        return f"offline:{self.path}"
+
+    def runs(self) -> list[RunRef]:
+        files = find_run_files(self.path)
+        by_id: dict[str, list[Path]] = defaultdict(list)
+        for f in files:
+            by_id[_run_id_of(f)].append(f)
+        return [
+            RunRef(run_id, self.key, label=f"{run_id} ({paths[0].parent})", handle=sorted(paths, key=_start_key))
+            for run_id, paths in sorted(by_id.items())
+        ]
+
+    def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
+        files: list[Path] = ref.handle
+        seen: dict[str, dict[str, Any]] = dict((cursor or {}).get("files", {}))
+        replace = cursor is None or not _cursor_holds(files, seen)
+        if replace:
+            seen = {}
+        decoder = _Decoder(self.step_key, self.tokens_key)
+        frames, warnings = [], []
+        for f in files:
+            state = seen.get(str(f), {"offset": 0})
+            if state.get("stop") == Stop.END and state["offset"] == f.stat().st_size:
+                continue
+            log = read_log(f, state["offset"])
+            decoder.decode(log.records)
+            frames.append(decoder.take_rows())
+            seen[str(f)] = _file_state(f, log, state, decoder.exit_code)
+            decoder.exit_code = None
+            if log.stop is Stop.CORRUPT:
+                warnings.append(
+                    f"{f}: {log.problem}; stopped reading this file there "
+                    f"(rows before it kept, nothing after it read)"
+                )
+        warnings.extend(decoder.warnings())
+        last = seen[str(files[-1])]
+        state, note = self._state(files[-1], last)
+        if note:
+            warnings.append(note)
+        return SourceRun(
+            run_id=ref.run_id,
+            source=self.key,
+            rows=concat_rows(frames),
+            cursor={"files": seen},
+            state=state,
+            config=decoder.config,
+            name=decoder.name,
+            group=decoder.group,
+            warnings=tuple(warnings),
+            replace=replace,
+        )
+
+    def _state(self, path: Path, last: dict[str, Any]) -> tuple[str, str]:
+        code = last.get("exit_code")
+        if code is not None:
+            return ("finished", "") if code == 0 else ("crashed", "")
+        age = self.clock() - path.stat().st_mtime
+        if age < self.running_window_s:
+            return "running", ""
+        tail = f" ({last['problem']})" if last.get("problem") else ""
+        return "crashed", (
+            f"{path}: no exit record and no write for {age:.0f} s: the run was killed or lost{tail}; "
+            "marked crashed, every whole record before that point kept"
+        )
+
+
+def find_run_files(path: Path) -> list[Path]:
+    """The ``.wandb`` files at or under `path` (links to folders, like ``latest-run``, are not followed)."""
+    if not path.exists():
+        raise LadderError(f"{path}: no such file or directory")
+    if path.is_file():
+        if path.suffix != ".wandb":
+            raise LadderError(f"{path}: not a wandb run (expected a .wandb file or a folder holding one)")
+        return [path]
+    found = []
+    for root, dirs, names in os.walk(path):
+        depth = len(Path(root).relative_to(path).parts)
+        dirs[:] = [] if depth >= _MAX_DEPTH else sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
+        found += [Path(root) / n for n in sorted(names) if n.endswith(".wandb")]
+    if not found:
+        raise LadderError(
+            f"{path}: not a wandb run: no .wandb file in it or below it "
+            "(expected e.g. wandb/offline-run-DATE-ID/run-ID.wandb)"
+        )
+    return found
+
+
+def _run_id_of(path: Path) -> str:
+    m = _FILE.match(path.name)
+    return m.group("id") if m else path.stem
+
+
+def _start_key(path: Path) -> tuple[str, int]:
+    m = _DIR_STAMP.match(path.parent.name)
+    return (m.group("stamp") if m else "", path.stat().st_mtime_ns)
+
+
+def _cursor_holds(files: list[Path], seen: dict[str, dict[str, Any]]) -> bool:
+    """Every file the cursor names is still there and only grew since."""
+    present = {str(f): f for f in files}
+    return all(
+        name in present and still_valid(present[name], state["offset"], state.get("check"))
+        for name, state in seen.items()
+    )
+
+
+def _file_state(path: Path, log: LogRead, before: dict[str, Any], exit_code: int | None) -> dict[str, Any]:
+    code = exit_code if exit_code is not None else before.get("exit_code")
+    return {
+        "offset": log.end,
+        "check": tail_check(path, log.end),
+        "stop": str(log.stop),
+        "problem": log.problem,
+        "exit_code": code,
+    }
+
+
+def _content_field(payload: bytes, oneof: frozenset[int]) -> int | None:
+    """Field number of the record's content (its ``record_type``), read from the tags without parsing.
+
+    wandb writes ``num``, ``control`` and ``_info`` before the content field, so walk the top-level
+    tags, stepping over their values, until one belongs to the content. None when the bytes hold
+    something unexpected, so the record gets parsed in full.
+    """
+    i, n = 0, len(payload)
+    while i < n:
+        tag, i = _varint(payload, i, n)
+        if tag is None:
+            return None
+        field, wire = tag >> 3, tag & 7
+        if field in oneof:
+            return field
+        if wire == 0:
+            _, i = _varint(payload, i, n)
+        elif wire == 2:
+            length, i = _varint(payload, i, n)
+            if length is None:
+                return None
+            i += length
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            return None
+    return None
+
+
+def _varint(buf: bytes, i: int, n: int) -> tuple[int | None, int]:
+    shift = result = 0
+    while i < n and shift < 64:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, i
+        shift += 7
+    return None, i
+
+
+class _Decoder:
+    """Turns records into rows and run facts."""
+
+    def __init__(self, step_key: str, tokens_key: str):
+        from wandb.proto import wandb_internal_pb2  # imported here: wandb is slow to import
+
+        self._record = wandb_internal_pb2.Record
+        oneof = wandb_internal_pb2.Record.DESCRIPTOR.oneofs_by_name["record_type"]
+        self._content = frozenset(f.number for f in oneof.fields)
+        self.step_key = step_key
+        self.tokens_key = tokens_key
+        self.rows = RowBuilder()
+        self.config: dict[str, Any] = {}
+        self.name: str | None = None
+        self.group: str | None = None
+        self.exit_code: int | None = None
+        self.skipped_text: dict[str, int] = defaultdict(int)
+        self.without_step = 0
+
+    def take_rows(self):
+        frame = self.rows.frame()
+        self.rows = RowBuilder()
+        return frame
+
+    def decode(self, records: list[bytes]) -> None:
+        record = self._record()
+        for payload in records:
+            field = _content_field(payload, self._content)
+            if field is not None and field not in _KEEP:
+                continue
+            record.ParseFromString(payload)
+            kind = record.WhichOneof("record_type")
+            if kind == "history":
+                self._history(record.history)
+            elif kind == "run":
+                self._run(record.run)
+            elif kind == "config":
+                self._config(record.config)
+            elif kind == "exit":
+                self.exit_code = record.exit.exit_code
+
+    def _history(self, history: Any) -> None:
+        step = history.step.num if self.step_key == "_step" and history.HasField("step") else None
+        pairs = []
+        tokens = math.nan
+        for item in history.item:
+            nested = item.nested_key
+            key = item.key or (nested[0] if len(nested) == 1 else ".".join(nested))
+            if key == self.step_key:
+                value = _item_value(item)
+                if step is None and value is not None and math.isfinite(value):
+                    step = int(value)
+                continue
+            if not key or key[0] == "_":
+                continue  # wandb's own (_runtime, _timestamp, ...)
+            text = item.value_json
+            try:
+                value = float(text)  # the common case: a plain number as JSON
+            except ValueError:
+                value = _item_value(item)
+            if value is None:
+                self.skipped_text[key] += 1
+                continue
+            if key == self.tokens_key:
+                tokens = value
+            pairs.append((key, value))
+        if step is None:
+            self.without_step += 1
+            return
+        add = self.rows.add
+        for key, value in pairs:
+            add(step, key, value, tokens)
+
+    def _run(self, run: Any) -> None:
+        self.name = run.display_name or self.name
+        self.group = run.run_group or self.group
+        self._config(run.config)
+
+    def _config(self, config: Any) -> None:
+        for item in config.update:
+            path = [item.key] if item.key else list(item.nested_key)
+            if not path or path[0] == "_wandb":
+                continue
+            try:
+                value = json.loads(item.value_json)
+            except ValueError:
+                continue
+            _set_path(self.config, path, value)
+        for item in config.remove:
+            path = [item.key] if item.key else list(item.nested_key)
+            if path:
+                self.config.pop(path[0], None)
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.without_step:
+            out.append(f"{self.without_step} history rows have no '{self.step_key}' and were skipped")
+        if self.skipped_text:
+            keys = ", ".join(sorted(self.skipped_text)[:5]) + (", ..." if len(self.skipped_text) > 5 else "")
+            out.append(f"values that are not numbers (tables, media, text) were skipped for: {keys}")
+        return out
+
+
+def _item_value(item: Any) -> float | None:
+    which = item.WhichOneof("value")
+    if which is None:
+        return json_number(item.value_json) if item.value_json else None
+    if which == "number":
+        return item.number
+    if which in ("integer", "boolean"):
+        return float(getattr(item, which))
+    if which == "json":
+        return json_number(item.json)
+    return None  # none, text
+
+
+def _set_path(config: dict[str, Any], path: list[str], value: Any) -> None:
+    node = config
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            return
+    node[path[-1]] = value

@@ -1,0 +1,421 @@
+"""The local store: the ``runs`` and ``history`` tables of DESIGN.md, as parquet under one folder.
+
+Layout (default ``.ladder/``)::
+
+    manifest.json           what is committed: the runs file, one history file per run, the settings
+    runs-<id>.parquet       one row per run (`RUNS_COLUMNS`)
+    history/<run>-<id>.parquet   one run's resolved history: step, tokens, fraction, metric, value
+    pending/<pull>.jsonl    runs a pull has staged but not committed yet (one line each)
+
+Files are never changed once written. A pull stages each run it has read (a new history file and a
+line in its pending file) and commits them all by replacing ``manifest.json`` in one rename, so a
+pull interrupted at any point leaves the store as it was, and the same pull run again picks up the
+runs it had staged instead of fetching them twice. Readers take the manifest and the files it names;
+one writer at a time holds ``.lock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ladder.errors import LadderError
+from ladder.files import write_text_atomic
+from ladder.resolve import HISTORY_COLUMNS, MetricSettings, ResolveReport
+from ladder.runconfig import RunConfig
+
+FORMAT = 1
+DEFAULT_ROOT = ".ladder"
+
+RUNS_COLUMNS = {
+    "run_id": "str",
+    "name": "str",
+    "group": "str",
+    "role": "str",
+    "active_params": "Int64",
+    "total_params": "Int64",
+    "fit_flops_per_token": "float64",
+    "stop_after_steps": "Int64",
+    "tokens_per_step": "Int64",
+    "planned_tokens": "Int64",
+    "state": "str",
+    "source": "str",
+    "last_step": "Int64",
+    "last_fraction": "float64",
+    "rows": "int64",
+    "pulled_at": "float64",
+    "config_json": "str",
+    "report_json": "str",
+}
+"""Columns of `Store.runs`: parameters active / total as DESIGN.md counts them, FLOPs per token for
+fits (3 × forward, no output head), planned steps and tokens, the state, where the run came from
+(``wandb:ENTITY/PROJECT``, ``offline:DIR``, ``local:DIR``, ``csv:FILE``), the last step stored and its
+fraction, history rows, the pull time (Unix seconds), the run's full config and the resolve report
+(JSON). Missing coordinates (declared unknown) are <NA>."""
+_INTERNAL = ("cursor_json",)
+_HISTORY_SCHEMA = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("tokens", pa.int64()),
+        ("fraction", pa.float64()),
+        ("metric", pa.dictionary(pa.int32(), pa.string())),
+        ("value", pa.float64()),
+    ]
+)
+
+
+class Store:
+    """Runs and their metric histories, read and written atomically."""
+
+    def __init__(self, root: str | os.PathLike = DEFAULT_ROOT):
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+    # ---- read side ------------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return (self.root / "manifest.json").is_file()
+
+    def settings(self) -> MetricSettings:
+        data = self._manifest().get("settings") or {}
+        return MetricSettings(**data) if data else MetricSettings()
+
+    def runs(self) -> pd.DataFrame:
+        """One row per run, sorted by group and name (`RUNS_COLUMNS`)."""
+        table = self._runs_table()
+        return table.drop(columns=[c for c in _INTERNAL if c in table]).reset_index(drop=True)
+
+    def run(self, id_or_name: str) -> pd.Series:
+        """One run by its id or its name; a `LadderError` when unknown or when the name is ambiguous."""
+        table = self.runs()
+        return table.loc[self._index_of(id_or_name, table)]
+
+    def config(self, id_or_name: str) -> dict[str, Any]:
+        """The run's full config as its source gave it (the wandb config, or run.yaml)."""
+        return json.loads(self.run(id_or_name)["config_json"] or "{}")
+
+    def run_config(self, id_or_name: str) -> RunConfig | None:
+        """The `RunConfig` the run trained with, when its config holds one (this tool's trainer), else None.
+
+        wandb runs carry it under ``run_config``; a local run's config is run.yaml itself.
+        """
+        config = self.config(id_or_name)
+        data = config.get("run_config") if isinstance(config.get("run_config"), dict) else config
+        if not {"spec", "schedule", "seq_len", "batch_size"} <= set(data):
+            return None
+        return RunConfig.from_dict(data, where=f"run {id_or_name} in {self.root}")
+
+    def history(
+        self,
+        run_ids: list[str] | str | None = None,
+        metrics: list[str] | str | None = None,
+        *,
+        include_nonfinite: bool = False,
+    ) -> pd.DataFrame:
+        """Long table ``run_id, step, tokens, fraction, metric, value``, by run, metric and step.
+
+        `run_ids` takes ids or names (default: every run). NaN and ±inf values are left out unless
+        `include_nonfinite` (the runs table's report counts them).
+        """
+        for _ in range(3):  # a commit may remove files between reading the manifest and the files
+            manifest = self._manifest()
+            files = manifest.get("history", {})
+            ids = list(files) if run_ids is None else self._resolve_ids(_as_list(run_ids), manifest)
+            try:
+                return _read_histories(self.root, [(i, files[i]) for i in ids], _as_list(metrics), include_nonfinite)
+            except FileNotFoundError:
+                continue
+        raise LadderError(f"{self.root}: the store kept changing while being read; try again")
+
+    # ---- write side -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writer(self, key: str) -> Iterator[StoreWriter]:
+        """The one writer, for the pull named `key` (its source); staged runs survive an interruption."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "history").mkdir(exist_ok=True)
+        lock = open(self.root / ".lock", "a+")
+        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LadderError(
+                    f"{self.root}: another pull is writing to this store; wait for it to finish"
+                ) from None
+            yield StoreWriter(self, key)
+        finally:
+            lock.close()
+
+    # ---- internals ------------------------------------------------------------------------------
+    def _manifest(self) -> dict[str, Any]:
+        path = self.root / "manifest.json"
+        if not path.is_file():
+            return {"format": FORMAT, "generation": 0, "runs": None, "history": {}}
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise LadderError(f"{path}: unreadable store manifest ({exc})") from None
+        if data.get("format") != FORMAT:
+            raise LadderError(f"{path}: store format {data.get('format')} is not {FORMAT}; pull into a new store")
+        return data
+
+    def _runs_table(self, manifest: dict[str, Any] | None = None) -> pd.DataFrame:
+        for _ in range(3):
+            manifest = manifest or self._manifest()
+            if not manifest.get("runs"):
+                return _typed_runs([])
+            try:
+                return pq.read_table(self.root / manifest["runs"]).to_pandas()
+            except FileNotFoundError:
+                manifest = None  # a commit replaced it meanwhile: read the new manifest
+        raise LadderError(f"{self.root}: the store kept changing while being read; try again")
+
+    def _resolve_ids(self, wanted: list[str], manifest: dict[str, Any]) -> list[str]:
+        known = manifest.get("history", {})
+        table = None if all(w in known for w in wanted) else self._runs_table(manifest)
+        return [w if w in known else str(table.loc[self._index_of(w, table), "run_id"]) for w in wanted]
+
+    def _index_of(self, id_or_name: str, table: pd.DataFrame | None = None) -> Any:
+        table = self._runs_table() if table is None else table
+        hit = table.index[table["run_id"] == id_or_name]
+        if not len(hit):
+            hit = table.index[table["name"] == id_or_name]
+        if len(hit) == 1:
+            return hit[0]
+        if len(hit) > 1:
+            ids = ", ".join(table.loc[hit, "run_id"])
+            raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}); use a run id")
+        raise LadderError(f"no run {id_or_name!r} in {self.root}; `ladder runs --store {self.root}` lists them")
+
+
+class StoreWriter:
+    """Stages runs of one pull and commits them together."""
+
+    def __init__(self, store: Store, key: str):
+        self.store = store
+        self.key = key
+        self.root = store.root
+        self._manifest = store._manifest()
+        self._runs = store._runs_table(self._manifest).set_index("run_id", drop=False)
+        self._pending_path = self.root / "pending" / f"{_slug(key)[:40]}-{_digest(key)}.jsonl"
+        self.staged: dict[str, dict[str, Any]] = {}
+        self.settings_update: dict[str, Any] | None = None
+        _drop_torn_line(self._pending_path)
+        for entry in _read_journal(self._pending_path):
+            if entry.get("key") != key:
+                continue
+            if "settings" in entry:
+                self.settings_update = entry["settings"]
+            if "run_id" in entry and entry.get("base") == self._history_file(entry["run_id"]):
+                # Staged against the history committed now; another pull that committed this run
+                # since makes the staged copy stale, so it is read again instead.
+                self.staged[entry["run_id"]] = entry
+
+    def settings(self) -> MetricSettings:
+        if self.settings_update is not None:
+            return MetricSettings(**self.settings_update)
+        return self.store.settings()
+
+    def set_settings(self, settings: MetricSettings) -> None:
+        self.settings_update = {"fit_metric": settings.fit_metric, "renames": dict(settings.renames)}
+        self._journal({"key": self.key, "settings": self.settings_update})
+
+    def stored(self, run_id: str) -> dict[str, Any] | None:
+        """The committed runs-table row of `run_id` (with its cursor), or None."""
+        if run_id not in self._runs.index:
+            return None
+        return self._runs.loc[run_id].to_dict()
+
+    def _history_file(self, run_id: str) -> str | None:
+        return self._manifest.get("history", {}).get(run_id)
+
+    def stored_history(self, run_id: str) -> pd.DataFrame | None:
+        path = self._history_file(run_id)
+        if not path:
+            return None
+        return pq.read_table(self.root / path).to_pandas()
+
+    def stored_report(self, run_id: str) -> ResolveReport | None:
+        row = self.stored(run_id)
+        return ResolveReport.from_json(json.loads(row["report_json"])) if row and row["report_json"] else None
+
+    def stage(self, row: dict[str, Any], history: pd.DataFrame) -> None:
+        """Write one run's full resolved history and remember it for the commit."""
+        run_id = row["run_id"]
+        name = f"history/{_slug(run_id)[:40]}-{uuid.uuid4().hex[:12]}.parquet"
+        table = pa.Table.from_pandas(history.loc[:, list(HISTORY_COLUMNS)], schema=_HISTORY_SCHEMA, preserve_index=False)
+        tmp = self.root / (name + ".tmp")
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, self.root / name)
+        entry = {"key": self.key, "run_id": run_id, "row": _jsonable(row), "history": name, "base": self._history_file(run_id)}
+        self._journal(entry)
+        self.staged[run_id] = entry
+
+    def commit(self) -> int:
+        """Make every staged run visible at once; returns the new generation."""
+        if not self.staged and self.settings_update is None:
+            self._drop_pending()
+            return int(self._manifest.get("generation", 0))
+        rows = self._runs.to_dict("index")
+        history = dict(self._manifest.get("history", {}))
+        for run_id, entry in self.staged.items():
+            rows[run_id] = entry["row"]
+            history[run_id] = entry["history"]
+        table = _typed_runs(list(rows.values()))
+        generation = int(self._manifest.get("generation", 0)) + 1
+        runs_name = f"runs-{generation}-{uuid.uuid4().hex[:8]}.parquet"
+        tmp = self.root / (runs_name + ".tmp")
+        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp)
+        os.replace(tmp, self.root / runs_name)
+        settings = self.settings_update if self.settings_update is not None else self._manifest.get("settings")
+        manifest = {
+            "format": FORMAT,
+            "generation": generation,
+            "runs": runs_name,
+            "history": history,
+            "settings": settings,
+            "committed_at": time.time(),
+        }
+        write_text_atomic(self.root / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+        self._manifest = manifest
+        self._runs = table.set_index("run_id", drop=False)
+        self.staged = {}
+        self.settings_update = None
+        self._drop_pending()
+        self._collect_garbage()
+        return generation
+
+    def _journal(self, entry: dict[str, Any]) -> None:
+        """Append one line; a line cut short by a crash is ignored when the pull resumes."""
+        self._pending_path.parent.mkdir(exist_ok=True)
+        with open(self._pending_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _drop_pending(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._pending_path.unlink()
+
+    def _collect_garbage(self) -> None:
+        """Remove files no manifest or pending pull names (readers retry if one vanishes under them)."""
+        keep = {self._manifest["runs"], *self._manifest["history"].values()}
+        for pending in (self.root / "pending").glob("*.jsonl"):
+            keep |= {e["history"] for e in _read_journal(pending) if "history" in e}
+        candidates = [*self.root.glob("runs-*.parquet*"), *(self.root / "history").glob("*.parquet*")]
+        for path in candidates:
+            if str(path.relative_to(self.root)) not in keep:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
+
+def _read_histories(
+    root: Path, files: list[tuple[str, str]], metrics: list[str] | None, include_nonfinite: bool
+) -> pd.DataFrame:
+    tables = []
+    for run_id, name in files:
+        table = pq.read_table(root / name)
+        mask = None
+        if metrics is not None:
+            mask = pc.is_in(table["metric"].combine_chunks().dictionary_decode(), pa.array(metrics, pa.string()))
+        if not include_nonfinite:
+            finite = pc.is_finite(table["value"])
+            mask = finite if mask is None else pc.and_(mask, finite)
+        if mask is not None:
+            table = table.filter(mask)
+        run_col = pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(len(table), dtype=np.int32)), pa.array([run_id], pa.string())
+        )
+        tables.append(table.add_column(0, "run_id", run_col))
+    if not tables:
+        return _empty_history()
+    table = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    return table.to_pandas()
+
+
+def _empty_history() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run_id": pd.Categorical([]),
+            "step": np.zeros(0, np.int64),
+            "tokens": np.zeros(0, np.int64),
+            "fraction": np.zeros(0),
+            "metric": pd.Categorical([]),
+            "value": np.zeros(0),
+        }
+    )
+
+
+def _typed_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    table = pd.DataFrame(rows, columns=[*RUNS_COLUMNS, *_INTERNAL])
+    for column, dtype in RUNS_COLUMNS.items():
+        table[column] = table[column].astype(dtype) if len(table) else pd.Series([], dtype=dtype)
+    table["cursor_json"] = table["cursor_json"].astype("str")
+    return table.sort_values(["group", "name", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in row.items():
+        if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+            out[k] = None
+        elif isinstance(v, np.generic):
+            out[k] = v.item()
+        else:
+            out[k] = v
+    return out
+
+
+def _as_list(value: list[str] | str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _read_journal(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    entries = []
+    for line in lines:
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue  # cut short by a crash: the run it named was not staged
+    return entries
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut a journal back to its last whole line, so new lines do not follow a torn one."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(whole)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

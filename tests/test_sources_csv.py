@@ -1,0 +1,129 @@
+"""CSV / parquet tables through a column mapping, including published datasets from ../shared/data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from ladder.cli import app
+from ladder.errors import LadderError
+from ladder.sources import ColumnMap, TableSource
+from ladder.sources.pull import pull
+from ladder.store import Store
+
+
+def small_table():
+    rows = []
+    for run, params in (("a", 1000), ("b", 2000)):
+        for step in (10, 20, 30, 40):
+            rows.append({"run": run, "step": step, "tok": step * 50, "loss": 3.0 + params / 1e4 + 1.0 / step,
+                         "bpb": np.nan if step == 20 else 1.0 / step, "params": params, "T": 40, "lr": 1e-3})
+    return pd.DataFrame(rows)
+
+
+COLUMNS = ColumnMap(metrics={"eval/loss": "loss", "eval/bpb": "bpb"}, run="run", step="step", tokens="tok",
+                    coords={"active_params": "params", "stop_after_steps": "T"})
+UNKNOWN = {"total_params": "unknown", "fit_flops_per_token": "unknown"}
+
+
+def _overrides():
+    from ladder.sources import CoordinateOverrides
+
+    return CoordinateOverrides(all_runs=UNKNOWN)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_table_rows_coordinates_and_config(tmp_path, suffix):
+    path = tmp_path / f"t{suffix}"
+    table = small_table()
+    table.to_csv(path, index=False) if suffix == ".csv" else table.to_parquet(path)
+    store = Store(tmp_path / "s")
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    runs = store.runs().set_index("run_id")
+    assert list(runs.index) == ["a", "b"]
+    assert runs.loc["b", "active_params"] == 2000 and runs.loc["b", "tokens_per_step"] == 50
+    assert pd.isna(runs.loc["b", "total_params"]) and pd.isna(runs.loc["b", "fit_flops_per_token"])
+    assert json.loads(runs.loc["a", "config_json"])["lr"] == 1e-3  # one value per run: config
+    h = store.history()
+    assert len(h) == 2 * (4 + 3)  # the empty bpb cell is a value not logged
+    got = {(r, m, s): v for r, m, s, v in zip(h["run_id"], h["metric"], h["step"], h["value"])}
+    for r in table.itertuples():
+        assert got[(r.run, "eval/loss", r.step)] == r.loss
+        assert (r.run, "eval/bpb", r.step) not in got if np.isnan(r.bpb) else got[(r.run, "eval/bpb", r.step)] == r.bpb
+    assert (h["tokens"] == h["step"] * 50).all() and (h["fraction"] == h["step"] / 40).all()
+
+
+def test_reimport_replaces_its_runs(tmp_path):
+    path = tmp_path / "t.csv"
+    table = small_table()
+    table.to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    table.loc[table["step"] == 40, "loss"] = 9.0
+    table.to_csv(path, index=False)
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides(), full=True)
+    h = store.history(metrics="eval/loss")
+    assert len(h) == 8 and (h.loc[h["step"] == 40, "value"] == 9.0).all()
+
+
+def test_missing_mapped_column_is_one_line(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step",
+                                   "--metric", "eval/loss=c4_loss", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "no column 'c4_loss' (mapped by --metric eval/loss)" in res.output and "run, step, tok" in res.output
+    with pytest.raises(LadderError, match="no step column"):
+        TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run")).runs()
+
+
+def test_misfitting_checkpoints_repeats_and_steps_past_the_plan(shared_data, tmp_path):
+    """Li et al. 2025: 240 runs; some checkpoints appear twice with different losses (the later row
+    wins and is counted), and two runs end at step 256 of a 250-step plan (fraction > 1, warned)."""
+    path = shared_data / "misfitting_li2025" / "misfitting_tidy.csv"
+    res = CliRunner().invoke(app, [
+        "import", "csv", str(path), "--run", "run_id", "--step", "step", "--tokens", "tokens",
+        "--metric", "eval/loss=loss", "--coord-column", "stop_after_steps=total_steps",
+        "--coord-column", "planned_tokens=total_tokens", "--coord-column", "active_params=params_nonembed",
+        "--coord-column", "total_params=params", "--coord", "fit_flops_per_token=unknown",
+        "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    raw = pd.read_csv(path)
+    want = raw.drop_duplicates(["run_id", "step"], keep="last")
+    store = Store(tmp_path / "s")
+    h = store.history()
+    assert store.runs()["run_id"].nunique() == 240 and len(h) == len(want)
+    merged = want.merge(h, on=["run_id", "step"], suffixes=("", "_stored"))
+    assert len(merged) == len(want)
+    np.testing.assert_array_equal(merged["value"], merged["loss"])
+    np.testing.assert_allclose(merged["fraction"], merged["frac_of_schedule"], rtol=0, atol=1e-9)
+    assert (merged["tokens_stored"] == merged["tokens"]).all()
+    reports = [json.loads(x) for x in store.runs()["report_json"]]
+    dup = raw[raw.duplicated(["run_id", "step"], keep=False)]
+    # every earlier row of a repeated checkpoint whose loss differs from the last one's
+    differing = sum(int((g["loss"].iloc[:-1] != g["loss"].iloc[-1]).sum()) for _, g in dup.groupby(["run_id", "step"]))
+    assert sum(r["relogged"] for r in reports) == differing > 0
+    assert sum(r["past_plan"] > 0 for r in reports) == 2
+    assert "past the planned steps (fraction > 1)" in res.output
+
+
+def test_chinchilla_final_losses_one_row_per_run(shared_data, tmp_path):
+    path = shared_data / "chinchilla_epoch" / "chinchilla_epoch_tidy.csv"
+    store = Store(tmp_path / "s")
+    from ladder.sources import CoordinateOverrides
+
+    columns = ColumnMap(metrics={"train/loss": "loss"}, run="run_id", tokens="tokens",
+                        coords={"total_params": "params"})
+    pull(store, TableSource(path, columns),
+         overrides=CoordinateOverrides(all_runs={"active_params": "unknown", "fit_flops_per_token": "unknown"}))
+    raw = pd.read_csv(path)
+    h = store.history()
+    assert len(store.runs()) == len(raw) == len(h) == 245
+    assert (h["fraction"] == 1.0).all()
+    got = h.set_index("run_id")
+    np.testing.assert_array_equal(got.loc[raw["run_id"], "value"], raw["loss"])
+    np.testing.assert_array_equal(got.loc[raw["run_id"], "tokens"], np.round(raw["tokens"]).astype(np.int64))

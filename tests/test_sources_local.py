@@ -1,0 +1,142 @@
+"""The trainer's run directories (run.yaml, metrics.jsonl, status.json), read incrementally."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from ladder import load_recipe, plan, runfiles
+from ladder.cli import app
+from ladder.sources import LocalSource
+from ladder.sources.pull import pull
+from ladder.store import Store
+
+RUNGS = plan(load_recipe("micro-cpu")).rungs
+
+
+def line(step: int, tokens_per_step: int, **metrics: float) -> str:
+    """One line as the trainer's metrics sink writes it."""
+    return json.dumps({"step": step, "tokens": step * tokens_per_step, "time": time.time(), **metrics}) + "\n"
+
+
+def make_run(root, cfg, steps, state="finished", offset=0.0):
+    run_dir = root / cfg.name
+    run_dir.mkdir(parents=True)
+    cfg.save(run_dir / runfiles.CONFIG_FILE)
+    evals = set(cfg.eval_steps())
+    with open(run_dir / runfiles.METRICS_FILE, "w") as f:
+        for s in steps:
+            f.write(line(s, cfg.tokens_per_step, **{"train/loss": offset + 5.0 + 1.0 / s, "grad/norm/total": 0.5}))
+            if s in evals:
+                f.write(line(s, cfg.tokens_per_step, **{"eval/loss": offset + 4.0 + 1.0 / s}))
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": state, "step": max(steps), "updated": time.time()}))
+    return run_dir
+
+
+def expected(cfg, steps, offset=0.0):
+    out = {}
+    for s in steps:
+        out[("train/loss", s)] = offset + 5.0 + 1.0 / s
+        out[("grad/norm/total", s)] = 0.5
+        if s in set(cfg.eval_steps()):
+            out[("eval/loss", s)] = offset + 4.0 + 1.0 / s
+    return out
+
+
+def pairs(h):
+    return {(str(m), int(s)): float(v) for m, s, v in zip(h["metric"], h["step"], h["value"])}
+
+
+def test_a_folder_of_run_directories(tmp_path):
+    for cfg in RUNGS[:2]:
+        make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
+    store = Store(tmp_path / "store")
+    result = pull(store, LocalSource(tmp_path / "runs"))
+    assert sorted(r.name for r in result.pulled) == sorted(c.name for c in RUNGS[:2])
+    runs = store.runs().set_index("name")
+    for cfg in RUNGS[:2]:
+        row = runs.loc[cfg.name]
+        assert row["run_id"] == f"micro-cpu/{cfg.name}" and row["role"] == "rung" and row["state"] == "finished"
+        assert (row["active_params"], row["stop_after_steps"]) == (cfg.spec.active_params(), cfg.stop_after_steps)
+        h = store.history(row["run_id"], include_nonfinite=True)
+        assert pairs(h) == expected(cfg, range(1, cfg.stop_after_steps + 1))
+        assert (h["tokens"] == h["step"] * cfg.tokens_per_step).all()
+        assert (h["fraction"] == h["step"] / cfg.stop_after_steps).all()
+        assert store.run_config(row["run_id"]) == cfg
+
+
+def test_a_line_being_written_waits_and_the_run_is_topped_up(tmp_path):
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path, cfg, range(1, 31), state="running")
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.write(line(31, cfg.tokens_per_step, **{"train/loss": 9.0})[:20])  # torn: no newline yet
+    store = Store(tmp_path / "store")
+    source = LocalSource(run_dir)
+    first = pull(store, source).pulled[0]
+    assert first.state == "running" and first.rows == len(expected(cfg, range(1, 31)))
+    # The writer finishes that line and the rest of the run.
+    text = (run_dir / runfiles.METRICS_FILE).read_text()
+    rest = "".join(line(s, cfg.tokens_per_step, **{"train/loss": 5.0 + 1.0 / s, "grad/norm/total": 0.5})
+                   + (line(s, cfg.tokens_per_step, **{"eval/loss": 4.0 + 1.0 / s}) if s in set(cfg.eval_steps()) else "")
+                   for s in range(31, cfg.stop_after_steps + 1))
+    (run_dir / runfiles.METRICS_FILE).write_text(text[: text.rindex("\n") + 1] + rest)
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": cfg.stop_after_steps}))
+    second = pull(store, source).pulled[0]
+    assert second.state == "finished"
+    assert second.rows_read == len(expected(cfg, range(31, cfg.stop_after_steps + 1)))
+    assert pairs(store.history(include_nonfinite=True)) == expected(cfg, range(1, cfg.stop_after_steps + 1))
+
+
+def test_a_rewritten_file_is_read_again_from_the_start(tmp_path):
+    """A resumed run truncates metrics.jsonl to its checkpoint: rows past it must go."""
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path, cfg, range(1, 51), state="crashed")
+    store = Store(tmp_path / "store")
+    pull(store, LocalSource(run_dir))
+    (run_dir / runfiles.METRICS_FILE).unlink()
+    make_run(tmp_path / "again", cfg, range(1, 41), state="running", offset=0.0)
+    (tmp_path / "again" / cfg.name / runfiles.METRICS_FILE).replace(run_dir / runfiles.METRICS_FILE)
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.write(line(41, cfg.tokens_per_step, **{"train/loss": 77.0}))
+    result = pull(store, LocalSource(run_dir)).pulled[0]
+    want = expected(cfg, range(1, 41)) | {("train/loss", 41): 77.0}
+    assert pairs(store.history(include_nonfinite=True)) == want
+    assert result.rows == len(want)
+
+
+def test_bad_lines_are_skipped_and_counted(tmp_path):
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path, cfg, range(1, 11))
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.write("not json\n")
+        f.write(json.dumps({"step": "11", "train/loss": 1.0}) + "\n")
+        f.write(json.dumps({"step": 12, "train/loss": float("nan"), "note": "text"}) + "\n")
+    store = Store(tmp_path / "store")
+    (pulled,) = pull(store, LocalSource(run_dir)).pulled
+    assert any("2 lines that are not a JSON object with an integer step were skipped" in m for m in pulled.messages)
+    assert any("train/loss: 1 NaN/inf value (first at step 12)" in m for m in pulled.messages)
+    assert pairs(store.history()) == expected(cfg, range(1, 11))
+    assert len(store.history(include_nonfinite=True)) == len(expected(cfg, range(1, 11))) + 1
+
+
+@pytest.mark.parametrize("make", ["missing", "empty"])
+def test_cli_not_a_run_directory(tmp_path, make):
+    path = tmp_path / "nope"
+    if make == "empty":
+        (path / "sub").mkdir(parents=True)
+    res = CliRunner().invoke(app, ["pull", "local", str(path), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "run directory" in res.output and "Traceback" not in res.output
+
+
+def test_cli_pull_local(tmp_path):
+    cfg = RUNGS[1]
+    make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    assert cfg.name in res.stdout and "1 run updated, 0 unchanged" in res.stdout
+    res = CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0 and cfg.name in res.stdout and "rung" in res.stdout

@@ -1,0 +1,413 @@
+"""wandb offline runs written by wandb itself, read back from their .wandb files into the store.
+
+Four real runs (written once per session, in subprocesses so one can be killed with SIGKILL): the
+micro-cpu hero, whose horizon is cut at half way; a rung that crashed and was resumed from an earlier
+checkpoint; a run killed mid-training; a run logging nested dicts, NaN, inf and text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ladder import load_recipe, plan
+from ladder.cli import app
+from ladder.resolve import MetricSettings
+from ladder.sources import CoordinateOverrides, OfflineSource
+from ladder.sources.leveldb import BLOCK, Stop, read_log
+from ladder.sources.pull import pull
+from ladder.store import Store
+
+WRITER = r"""
+import json, os, signal, sys
+spec = json.load(open(sys.argv[1]))
+import wandb
+run = wandb.init(
+    project="tests", dir=spec["dir"], id=spec["id"], name=spec.get("name"), group=spec.get("group"),
+    mode="offline", resume="allow" if spec.get("resume") else None, config=spec["config"],
+    settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
+)
+for step, metrics in spec["logs"]:
+    run.log(metrics, step=step)
+if spec.get("kill"):
+    os.kill(os.getpid(), signal.SIGKILL)
+run.finish(exit_code=spec.get("exit_code", 0))
+"""
+
+MICRO = plan(load_recipe("micro-cpu"))
+HERO = MICRO.hero
+RUNG = MICRO.rungs[0]
+RESUME_AT = 40  # the rung's second process restarts from its checkpoint at step 40
+FIRST_STOP = 50  # ... after the first process had logged up to step 50 and crashed
+KILLED_STEPS = 2000
+PLAIN_COORDS = {
+    "stop_after_steps": 5000, "tokens_per_step": 100, "active_params": 1000,
+    "total_params": 4000, "fit_flops_per_token": 18000.0,
+}
+
+
+def trainer_config(cfg):
+    """The wandb config the trainer logs: coordinates on top, the whole run config under run_config."""
+    return {**cfg.coordinates(), "run_config": cfg.to_dict()}
+
+
+def hero_logs():
+    evals = set(HERO.eval_steps())
+    return [
+        (s, {"train/loss": 5.0 + 1.0 / s, **({"eval/loss": 4.0 + 1.0 / s} if s in evals else {})})
+        for s in range(1, HERO.stop_after_steps + 1)
+    ]
+
+
+def rung_logs(first: bool):
+    evals = set(RUNG.eval_steps())
+    steps = range(1, FIRST_STOP + 1) if first else range(RESUME_AT + 1, RUNG.stop_after_steps + 1)
+    base = 10.0 if first else 20.0
+    return [(s, {"train/loss": base + s, **({"eval/loss": base - 5 + s} if s in evals else {})}) for s in steps]
+
+
+def nested_logs():
+    logs = []
+    for s in range(1, 21):
+        m = {"train": {"loss": 3.0 + 1.0 / s}, "note": f"step {s}"}
+        if s % 5 == 0:
+            m["eval"] = {"paloma": {"macro_loss": 2.0 + 1.0 / s}}
+        if s in (6, 7, 8):
+            m["weird"] = {6: float("nan"), 7: float("inf"), 8: float("-inf")}[s]
+        elif s > 2:
+            m["weird"] = float(s)
+        logs.append((s, m))
+    return logs
+
+
+def _write(tmp: Path, name: str, spec: dict) -> int:
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps(spec))
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    env.pop("WANDB_API_KEY", None)
+    return subprocess.run([sys.executable, "-c", WRITER, str(path)], env=env, cwd=tmp, capture_output=True).returncode
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("wandb")
+    dirs = {k: tmp / k for k in ("hero", "resumed", "killed", "nested")}
+    for d in dirs.values():
+        d.mkdir()
+    specs = {
+        "hero": dict(dir=str(dirs["hero"]), id="hero0001", name=HERO.name, group=HERO.group,
+                     config=trainer_config(HERO), logs=hero_logs()),
+        "killed": dict(dir=str(dirs["killed"]), id="killed01", name="killed",
+                       config=PLAIN_COORDS, logs=[(s, {"train/loss": 1.0 + s / 1e4}) for s in range(KILLED_STEPS)], kill=True),
+        "nested": dict(dir=str(dirs["nested"]), id="nested01", name="nested",
+                       config={**PLAIN_COORDS, "stop_after_steps": 20}, logs=nested_logs()),
+    }
+
+    def resumed():
+        base = dict(dir=str(dirs["resumed"]), id="rung0001", name=RUNG.name, group=RUNG.group, config=trainer_config(RUNG))
+        first = _write(tmp, "resumed-1", {**base, "logs": rung_logs(True), "exit_code": 1})
+        second = _write(tmp, "resumed-2", {**base, "logs": rung_logs(False), "resume": True})
+        return first, second
+
+    with ThreadPoolExecutor(4) as pool:
+        jobs = {k: pool.submit(_write, tmp, k, s) for k, s in specs.items()}
+        resumed_codes = pool.submit(resumed)
+        codes = {k: j.result() for k, j in jobs.items()}
+    assert codes == {"hero": 0, "killed": -signal.SIGKILL, "nested": 0}
+    assert resumed_codes.result() == (0, 0)
+    return dirs
+
+
+def _one_file(d: Path) -> Path:
+    (f,) = [p for p in d.rglob("*.wandb") if "latest-run" not in p.parts]
+    return f
+
+
+def _pairs(history) -> dict[tuple[str, int], float]:
+    return {(str(m), int(s)): float(v) for m, s, v in zip(history["metric"], history["step"], history["value"])}
+
+
+def _aged(path: Path) -> float:
+    """A clock reading long after the file's last write."""
+    return path.stat().st_mtime + 3600.0
+
+
+# ---- the finished hero ----------------------------------------------------------------------------
+def test_finished_hero_lands_in_the_store_exactly(runs, tmp_path):
+    store = Store(tmp_path / "store")
+    result = pull(store, OfflineSource(runs["hero"]))
+    assert [r.state for r in result.pulled] == ["finished"]
+    row = store.run(HERO.name)
+    coords = HERO.coordinates()
+    for field in ("active_params", "total_params", "stop_after_steps", "tokens_per_step", "planned_tokens"):
+        assert row[field] == coords[field], field
+    assert row["fit_flops_per_token"] == pytest.approx(coords["fit_flops_per_token"], rel=1e-12)
+    assert (row["run_id"], row["group"], row["role"], row["source"]) == (
+        "hero0001", "micro-cpu", "hero", f"offline:{runs['hero'].resolve()}")
+    rebuilt = json.loads(row["config_json"])["run_config"]
+    assert rebuilt["schedule"]["edits"][0]["new_total_steps"] == HERO.stop_after_steps
+
+    h = store.history()
+    expected = {(k, s): v for s, m in hero_logs() for k, v in m.items()}
+    assert len(h) == len(expected) == HERO.stop_after_steps + len(HERO.eval_steps())
+    assert _pairs(h) == expected
+    assert (h["tokens"] == h["step"] * HERO.tokens_per_step).all()
+
+
+def test_fraction_follows_the_plan_in_force_at_each_step(runs, tmp_path):
+    """The hero was planned for 1155 steps and cut to 924 at step 578: fractions use the plan of the time."""
+    store = Store(tmp_path / "store")
+    pull(store, OfflineSource(runs["hero"]))
+    evals = store.history(metrics="eval/loss")
+    (edit,) = HERO.schedule.edits
+    planned = np.where(evals["step"] > edit.at_step, HERO.stop_after_steps, HERO.schedule.total_steps)
+    np.testing.assert_allclose(evals["fraction"], evals["step"] / planned, rtol=0, atol=1e-15)
+    at_cut = evals.set_index("step")["fraction"]
+    assert at_cut[578] == pytest.approx(578 / 1155, abs=1e-15)
+    assert at_cut[635] == pytest.approx(635 / 924, abs=1e-15)
+    assert evals["fraction"].iloc[-1] == 1.0 and evals["fraction"].between(0, 1).all()
+
+
+# ---- resumed rung -----------------------------------------------------------------------------------
+def test_resumed_run_is_one_run_and_the_restart_wins(runs, tmp_path):
+    assert len(list(runs["resumed"].glob("wandb/offline-run-*"))) == 2
+    store = Store(tmp_path / "store")
+    result = pull(store, OfflineSource(runs["resumed"]))
+    (pulled,) = result.pulled
+    assert pulled.state == "finished"
+    expected = {}
+    for first in (True, False):
+        for s, m in rung_logs(first):
+            if first and s > RESUME_AT:
+                continue  # logged before the crash, past the checkpoint the run restarted from
+            expected.update({(k, s): v for k, v in m.items()})
+    assert _pairs(store.history()) == expected
+    report = json.loads(store.run(RUNG.name)["report_json"])
+    assert report["rewinds"] == [[FIRST_STOP, RESUME_AT + 1]]
+    evals_dropped = sum(1 for s in RUNG.eval_steps() if RESUME_AT < s <= FIRST_STOP)
+    assert report["dropped_by_rewind"] == (FIRST_STOP - RESUME_AT - 1) + evals_dropped
+    assert report["relogged"] == 1  # train/loss at step 41, logged by both processes
+    assert any("went back from 50 to 41" in m for m in pulled.messages)
+
+
+# ---- killed with SIGKILL --------------------------------------------------------------------------
+def test_killed_run_keeps_every_whole_record_and_is_crashed(runs, tmp_path):
+    f = _one_file(runs["killed"])
+    log = read_log(f)  # wandb flushes its buffer now and then; the kill lands anywhere in it
+    assert log.stop in (Stop.PARTIAL, Stop.END) and log.end <= f.stat().st_size
+    store = Store(tmp_path / "store")
+    result = pull(store, OfflineSource(runs["killed"], clock=lambda: _aged(f)))
+    (pulled,) = result.pulled
+    assert pulled.state == "crashed"
+    assert any("no exit record" in m and "killed" in m for m in pulled.messages)
+    h = store.history()
+    steps = h["step"].to_numpy()
+    assert 0 < len(h) <= KILLED_STEPS  # how much wandb flushed before the kill is up to wandb
+    np.testing.assert_array_equal(steps, np.arange(len(h)))  # a prefix, nothing skipped
+    np.testing.assert_array_equal(h["value"].to_numpy(), 1.0 + steps / 1e4)
+    assert _pairs(h) == _leet_history(f)
+
+
+def test_a_file_still_being_written_is_running(runs):
+    f = _one_file(runs["killed"])
+    source = OfflineSource(runs["killed"], clock=lambda: f.stat().st_mtime + 5.0)
+    (ref,) = source.runs()
+    assert source.read(ref).state == "running"
+
+
+# ---- nested dicts, NaN, inf, text -------------------------------------------------------------------
+def test_nested_dicts_nonfinite_values_and_renames(runs, tmp_path):
+    store = Store(tmp_path / "store")
+    settings = MetricSettings(renames={"eval.paloma.macro_loss": "eval/loss"})
+    result = pull(store, OfflineSource(runs["nested"]), settings=settings)
+    (pulled,) = result.pulled
+    assert set(store.history(include_nonfinite=True)["metric"]) == {"train.loss", "eval/loss", "weird"}
+    finite = _pairs(store.history())
+    everything = store.history(include_nonfinite=True)
+    assert len(everything) - len(finite) == 3
+    assert finite[("eval/loss", 10)] == 2.0 + 1.0 / 10
+    assert ("weird", 6) not in finite and finite[("weird", 9)] == 9.0
+    bad = everything[everything["metric"] == "weird"].set_index("step")["value"]
+    assert math.isnan(bad[6]) and bad[7] == math.inf and bad[8] == -math.inf
+    report = json.loads(store.run("nested")["report_json"])
+    assert report["nonfinite"] == [["weird", 3, 6]]
+    assert report["renamed"] == [["eval.paloma.macro_loss", "eval/loss", 4]]
+    assert any("not numbers" in m and "note" in m for m in pulled.messages)
+    assert store.settings().renames == {"eval.paloma.macro_loss": "eval/loss"}
+
+
+# ---- the reader against wandb's own ------------------------------------------------------------------
+def _leet_history(f: Path) -> dict[tuple[str, int], float]:
+    exe = shutil.which("wandb", path=str(Path(sys.executable).parent)) or shutil.which("wandb")
+    proc = subprocess.run([exe, "leet", "inspect", "--json", str(f)], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0 and "No such command" in proc.stderr:
+        pytest.skip("this wandb has no `leet inspect`")
+    out = {}
+    for line in proc.stdout.splitlines():
+        rec = json.loads(line)
+        if rec.get("type") != "history":
+            continue
+        item = rec["history"]["item"]
+        step = int(item["_step"])
+        for key, value in _flat(item).items():
+            if not key.startswith("_") and isinstance(value, (int, float, str)):
+                try:
+                    out[(key, step)] = float(value)
+                except ValueError:
+                    continue  # text
+    return out
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+@pytest.mark.parametrize("name", ["hero", "nested"])
+def test_reader_agrees_with_wandb_leet_inspect(runs, name):
+    f = _one_file(runs[name])
+    source = OfflineSource(f)
+    (ref,) = source.runs()
+    got = source.read(ref).rows
+    mine = {}
+    for m, s, v in zip(got["metric"].astype(str), got["step"], got["value"]):
+        mine[(m, int(s))] = float(v)
+    theirs = _leet_history(f)
+    assert mine.keys() == theirs.keys()
+    for k, v in theirs.items():
+        assert (math.isnan(v) and math.isnan(mine[k])) or mine[k] == v, k
+
+
+# ---- damaged and growing files ----------------------------------------------------------------------
+def test_truncated_copy_reads_what_is_whole(runs, tmp_path):
+    f = _one_file(runs["hero"])
+    full = read_log(f)
+    cut = tmp_path / "offline-run-20260101_000000-cut" / "run-cut.wandb"
+    cut.parent.mkdir()
+    data = f.read_bytes()
+    cut.write_bytes(data[: len(data) // 2 + 3])  # mid-record
+    log = read_log(cut)
+    assert log.stop is Stop.PARTIAL and 0 < len(log.records) < len(full.records)
+    assert log.records == full.records[: len(log.records)]
+    source = OfflineSource(cut, clock=lambda: _aged(cut))
+    (ref,) = source.runs()
+    got = source.read(ref)
+    assert got.state == "crashed" and any("ends inside" in w for w in got.warnings)
+
+
+def test_corrupt_chunk_stops_the_file_without_wrong_data(runs, tmp_path):
+    f = _one_file(runs["hero"])
+    full = read_log(f)
+    bad = tmp_path / "run-bad.wandb"
+    data = bytearray(f.read_bytes())
+    at = len(data) // 3
+    data[at] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    log = read_log(bad)
+    assert log.stop is Stop.CORRUPT and "checksum" in log.problem
+    assert 0 < len(log.records) < len(full.records)
+    assert log.records == full.records[: len(log.records)]
+    assert log.end <= at
+    source = OfflineSource(bad, clock=lambda: _aged(bad))
+    (ref,) = source.runs()
+    got = source.read(ref)
+    assert any("checksum mismatch" in w and "stopped reading" in w for w in got.warnings)
+    truth = {(k, s): v for s, m in hero_logs() for k, v in m.items()}
+    for m, s, v in zip(got.rows["metric"].astype(str), got.rows["step"], got.rows["value"]):
+        assert truth[(m, int(s))] == v
+
+
+def test_growing_file_is_read_once_and_topped_up(runs, tmp_path):
+    f = _one_file(runs["hero"])
+    data = f.read_bytes()
+    live = tmp_path / "wandb" / "offline-run-20260101_000000-hero0001" / "run-hero0001.wandb"
+    live.parent.mkdir(parents=True)
+    live.write_bytes(data[: 3 * BLOCK + 1000])
+    store = Store(tmp_path / "store")
+    source = OfflineSource(tmp_path / "wandb")
+    first = pull(store, source).pulled[0]
+    assert first.state == "running" and 0 < first.rows < 940
+    with open(live, "ab") as out:
+        out.write(data[3 * BLOCK + 1000 :])
+    second = pull(store, source).pulled[0]
+    assert second.state == "finished"
+    assert second.rows_read == 940 - first.rows and second.rows == 940
+    assert _pairs(store.history()) == {(k, s): v for s, m in hero_logs() for k, v in m.items()}
+    report = json.loads(store.run(HERO.name)["report_json"])
+    assert report["relogged"] == 0 and report["dropped_by_rewind"] == 0
+    assert pull(store, source).unchanged == 1
+
+
+# ---- the command line -------------------------------------------------------------------------------
+def test_cli_pull_offline_runs_and_history(runs, tmp_path):
+    runner = CliRunner()
+    store = str(tmp_path / "store")
+    res = runner.invoke(app, ["pull", "offline", str(runs["hero"]), "--store", store])
+    assert res.exit_code == 0, res.output
+    assert HERO.name in res.stdout and "finished" in res.stdout
+    res = runner.invoke(app, ["runs", "--store", store, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    (listed,) = json.loads(res.stdout)
+    assert listed["name"] == HERO.name and listed["config"]["role"] == "hero" and listed["rows"] == 940
+    res = runner.invoke(app, ["history", HERO.name, "--store", store, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.strip().splitlines()
+    assert lines[0] == "step,tokens,fraction,metric,value" and len(lines) == 1 + len(HERO.eval_steps())
+    assert lines[-1].startswith(f"{HERO.stop_after_steps},{HERO.stop_after_steps * HERO.tokens_per_step},1.0,eval/loss,")
+
+
+def test_cli_missing_coordinate_names_run_and_field(runs, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(runs["nested"], bare, symlinks=True)
+    runner = CliRunner()
+    f = _one_file(bare)
+    f.write_bytes(f.read_bytes()[:7])  # a run killed before wandb wrote anything: no config at all
+    res = runner.invoke(app, ["pull", "offline", str(bare), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2
+    assert "nested01" in res.output and "'active_params'" in res.output and "--coord active_params=" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    coords = ["--coord", "stop_after_steps=20", "--coord", "tokens_per_step=100",
+              "--coord", "active_params=unknown", "--coord", "total_params=unknown", "--coord", "fit_flops_per_token=unknown"]
+    res = runner.invoke(app, ["pull", "offline", str(bare), "--store", str(tmp_path / "s"), *coords])
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("make", ["missing", "not_a_run", "not_wandb"])
+def test_cli_a_path_that_is_not_a_run(tmp_path, make):
+    path = tmp_path / "x"
+    if make == "not_a_run":
+        path.mkdir()
+        (path / "notes.txt").write_text("hello")
+    elif make == "not_wandb":
+        path = tmp_path / "run-x.wandb"
+        path.write_bytes(b"PK\x03\x04 not a wandb file")
+    res = CliRunner().invoke(app, ["pull", "offline", str(path), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert str(path) in res.output.replace("\n", "")
+
+
+def test_overrides_parse_and_unknown_fields(tmp_path):
+    with pytest.raises(Exception, match="unknown coordinate 'params'"):
+        CoordinateOverrides.parse(["params=3"])
+
+
+def test_run_config_rebuilds_from_the_store(runs, tmp_path):
+    store = Store(tmp_path / "store")
+    pull(store, OfflineSource(runs["hero"]))
+    pull(store, OfflineSource(runs["nested"]))
+    assert store.run_config(HERO.name) == HERO
+    assert store.run_config("nested") is None and store.config("nested")["stop_after_steps"] == 20

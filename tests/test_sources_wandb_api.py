@@ -1,0 +1,325 @@
+"""The wandb cloud path, against objects shaped like `wandb.Api` (no network): runs with `config`,
+`summary`, `state` and `scan_history`, errors shaped like the ones wandb raises (`CommError` around
+a `requests.HTTPError`, or around wandb-core's `WandbApiFailedError`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+import wandb
+from typer.testing import CliRunner
+from wandb.proto import wandb_api_pb2
+
+from ladder.cli import app
+from ladder.errors import LadderError
+from ladder.sources import RetryPolicy, WandbSource
+from ladder.sources.pull import pull
+from ladder.sources.wandb_api import classify, scrub
+from ladder.store import Store
+
+COORDS = {"stop_after_steps": 100, "tokens_per_step": 64, "active_params": 1000, "total_params": 3000,
+          "fit_flops_per_token": 9000.0}
+
+
+def http_error(status: int, headers: dict | None = None) -> Exception:
+    """What `wandb.apis.normalize_exceptions` raises for an HTTP error from requests."""
+    response = requests.Response()
+    response.status_code = status
+    response.headers.update(headers or {})
+    response._content = b"{}"
+    return wandb.errors.CommError(f"HTTP {status}", requests.HTTPError(f"{status} error", response=response))
+
+
+def core_error(status: int) -> Exception:
+    """What it raises when wandb-core answers with an API error."""
+    from wandb.sdk.lib.service.service_connection import WandbApiFailedError
+
+    answer = wandb_api_pb2.ApiErrorResponse(message=f"status {status}", http_status=status)
+    return wandb.errors.CommError(f"status {status}", WandbApiFailedError(f"status {status}", answer))
+
+
+class FakeRun:
+    def __init__(self, run_id, name, *, state="finished", group="ladder", steps=100, config=None, eval_every=10):
+        self.id, self.name, self.group, self.state = run_id, name, group, state
+        self.config = {k: {"value": v, "desc": None} for k, v in (config or {**COORDS, "role": "rung"}).items()}
+        self.rows = []
+        self.scans: list[tuple[list[str] | None, int]] = []
+        self.failures: list[tuple[int, BaseException]] = []
+        self.grow(range(0, steps + 1), eval_every)
+
+    def grow(self, steps, eval_every=10):
+        for s in steps:
+            row = {"_step": s, "_runtime": 0.1 * s, "train/loss": 5.0 + 1.0 / (s + 1)}
+            if s % eval_every == 0:
+                row["eval/loss"] = 4.0 + 1.0 / (s + 1)
+            self.rows.append(row)
+
+    @property
+    def summary(self):
+        return {"_step": self.rows[-1]["_step"]} if self.rows else {}
+
+    def scan_history(self, keys=None, page_size=1000, min_step=0, max_step=None):
+        self.scans.append((keys, min_step))
+        rows = [r for r in self.rows if r["_step"] >= min_step]
+        if keys is not None:  # like wandb: only rows holding every requested key
+            rows = [{k: r[k] for k in keys} for r in rows if all(k in r for k in keys)]
+        failure = self.failures.pop(0) if self.failures else None
+        return self._iterate(rows, failure)
+
+    @staticmethod
+    def _iterate(rows, failure):
+        for i, row in enumerate(rows):
+            if failure is not None and i == failure[0]:
+                raise failure[1]
+            yield dict(row)
+
+    def expected(self):
+        return {(k, r["_step"]): v for r in self.rows for k, v in r.items() if not k.startswith("_")}
+
+
+class Listing:
+    """`Runs` indexes pages lazily; a page fetch may fail."""
+
+    def __init__(self, runs, failures=()):
+        self.runs, self.failures = runs, list(failures)
+
+    def __getitem__(self, i):
+        if self.failures:
+            raise self.failures.pop(0)
+        return self.runs[i]
+
+
+class FakeApi:
+    def __init__(self, projects, listing_failures=()):
+        self.projects, self.calls, self.listing_failures = projects, [], list(listing_failures)
+
+    def runs(self, path, filters=None, order="+created_at", per_page=50, include_sweeps=False, lazy=True):
+        self.calls.append({"path": path, "filters": filters, "lazy": lazy})
+        if path not in self.projects:
+            return Missing(path)
+        runs = [r for r in self.projects[path] if _matches(filters or {}, r)]
+        return Listing(runs, self.listing_failures)
+
+
+class Missing:
+    def __init__(self, path):
+        self.path = path
+
+    def __getitem__(self, i):
+        raise ValueError(f"Could not find project {self.path.split('/')[1]}")
+
+
+def _matches(query, run):
+    if "$and" in query:
+        return all(_matches(q, run) for q in query["$and"])
+    return all(getattr(run, k) == v for k, v in query.items())
+
+
+def _pairs(h):
+    return {(str(m), int(s)): float(v) for m, s, v in zip(h["metric"], h["step"], h["value"])}
+
+
+def _source(api, sleeps=None, **kw):
+    return WandbSource("team/ladder", api=api, sleep=(sleeps.append if sleeps is not None else lambda s: None), **kw)
+
+
+# ---- reading -------------------------------------------------------------------------------------
+def test_pull_lists_with_full_data_and_reads_every_row(tmp_path):
+    rung, hero = FakeRun("r1", "rung-1"), FakeRun("h1", "hero", state="running", steps=40,
+                                                   config={**COORDS, "role": "hero"})
+    api = FakeApi({"team/ladder": [rung, hero]})
+    store = Store(tmp_path)
+    result = pull(store, _source(api, group="ladder"))
+    assert api.calls == [{"path": "team/ladder", "filters": {"group": "ladder"}, "lazy": False}]
+    assert {(r.name, r.state) for r in result.pulled} == {("rung-1", "finished"), ("hero", "running")}
+    runs = store.runs().set_index("run_id")
+    assert runs.loc["h1", "role"] == "hero" and runs.loc["r1", "stop_after_steps"] == 100
+    assert runs.loc["r1", "source"] == "wandb:team/ladder"
+    assert _pairs(store.history("r1")) == rung.expected()
+    assert _pairs(store.history("hero")) == hero.expected()
+    assert len(store.history()) == len(rung.expected()) + len(hero.expected())
+    assert [s[0] for s in rung.scans] == [None]  # one scan of every key
+
+
+def test_tag_and_filter_are_combined():
+    source = WandbSource("team/ladder", group="g", tag="t", filters={"config.role": "rung"}, api=object())
+    assert source.query() == {"$and": [{"config.role": "rung"}, {"group": "g"}, {"tags": {"$in": ["t"]}}]}
+
+
+def test_keys_are_read_in_separate_scans(tmp_path):
+    rung = FakeRun("r1", "rung-1")
+    pull(Store(tmp_path), _source(FakeApi({"team/ladder": [rung]}), keys=["train/loss", "eval/loss"]))
+    assert [s[0] for s in rung.scans] == [["train/loss", "_step"], ["eval/loss", "_step"]]
+    assert _pairs(Store(tmp_path).history()) == rung.expected()  # a joint scan would keep only eval steps
+
+
+def test_a_key_the_run_never_logged_is_a_warning(tmp_path):
+    rung = FakeRun("r1", "rung-1")
+    result = pull(Store(tmp_path), _source(FakeApi({"team/ladder": [rung]}), keys=["train/loss", "eval/bpb"]))
+    assert any("no values logged for 'eval/bpb'" in m for m in result.messages)
+
+
+# ---- failures --------------------------------------------------------------------------------------
+def test_rate_limited_twice_then_succeeds(tmp_path):
+    rung = FakeRun("r1", "rung-1")
+    rung.failures = [(0, http_error(429, {"RateLimit-Remaining": "0", "RateLimit-Reset": "7"})), (3, core_error(429))]
+    api = FakeApi({"team/ladder": [rung]}, listing_failures=[http_error(429, {"Retry-After": "3"})])
+    sleeps = []
+    pull(Store(tmp_path), _source(api, sleeps))
+    assert sleeps == [3.0, 7.0, 4.0]  # the listing's Retry-After, the scan's reset, then back-off (2 s × 2)
+    assert rung.scans == [(None, 0), (None, 0), (None, 3)]  # the cut scan continued after its last row
+    h = Store(tmp_path).history()
+    assert _pairs(h) == rung.expected() and len(h) == len(rung.expected())
+
+
+def test_server_errors_back_off_and_give_up(tmp_path):
+    rung = FakeRun("r1", "rung-1")
+    rung.failures = [(0, http_error(503))] * 10
+    sleeps = []
+    with pytest.raises(LadderError, match="gave up after 4 tries .*HTTP 503.*pull again"):
+        pull(Store(tmp_path), _source(FakeApi({"team/ladder": [rung]}), sleeps, retry=RetryPolicy(attempts=4)))
+    assert sleeps == [2.0, 4.0, 8.0]
+    assert not Store(tmp_path).exists()
+
+
+def test_pull_cut_off_half_way_changes_nothing_and_resumes_without_duplicates(tmp_path):
+    store = Store(tmp_path)
+    other = FakeRun("o1", "other", group="older")
+    pull(store, _source(FakeApi({"team/ladder": [other]})))
+    before_runs, before_history = store.runs(), store.history()
+    manifest = (tmp_path / "manifest.json").read_text()
+
+    runs = [FakeRun("r1", "rung-1"), FakeRun("r2", "rung-2"), FakeRun("r3", "rung-3")]
+    runs[1].failures = [(50, KeyboardInterrupt())]  # the pull is killed half way through rung-2
+    with pytest.raises(KeyboardInterrupt):
+        pull(store, _source(FakeApi({"team/ladder": [other, *runs]})))
+    assert (tmp_path / "manifest.json").read_text() == manifest
+    assert store.runs().equals(before_runs) and store.history().equals(before_history)
+
+    result = pull(store, _source(FakeApi({"team/ladder": [other, *runs]})))
+    assert result.resumed == 1 and result.unchanged == 1
+    assert [len(r.scans) for r in runs] == [1, 2, 1]  # rung-1 was staged: not read again
+    assert runs[1].scans[1] == (None, 0)
+    h = store.history()
+    for run in [other, *runs]:
+        assert _pairs(h[h["run_id"] == run.id]) == run.expected()
+    assert len(h) == sum(len(r.expected()) for r in [other, *runs])
+    assert not h.duplicated(["run_id", "metric", "step"]).any()
+    assert not list((tmp_path / "pending").glob("*.jsonl"))
+
+
+def test_a_failed_pull_says_how_to_continue(tmp_path):
+    runs = [FakeRun("r1", "rung-1"), FakeRun("r2", "rung-2")]
+    runs[1].failures = [(0, http_error(403))]
+    with pytest.raises(LadderError, match="rejected the API key.*1 run\\(s\\) read before this one are kept aside"):
+        pull(Store(tmp_path), _source(FakeApi({"team/ladder": runs})))
+
+
+# ---- incremental --------------------------------------------------------------------------------
+def test_second_pull_fetches_only_what_is_new(tmp_path):
+    rung = FakeRun("r1", "rung-1")
+    hero = FakeRun("h1", "hero", state="running", steps=40, config={**COORDS, "role": "hero"})
+    api = FakeApi({"team/ladder": [rung, hero]})
+    store = Store(tmp_path)
+    pull(store, _source(api))
+    hero.grow(range(41, 101))
+    hero.state = "finished"
+    result = pull(store, _source(api))
+    assert len(rung.scans) == 1  # finished and unchanged: not scanned again
+    assert hero.scans[-1] == (None, 40)  # from the last step read (its row may have gained keys)
+    (topped,) = result.pulled
+    assert topped.state == "finished" and topped.rows_read == len([k for k in hero.expected() if k[1] >= 40])
+    h = store.history("hero")
+    assert _pairs(h) == hero.expected() and len(h) == len(hero.expected())
+    assert json.loads(store.run("hero")["report_json"])["relogged"] == 0
+    assert pull(store, _source(api)).unchanged == 2
+
+
+def test_missing_coordinate_is_found_before_any_history_is_read(tmp_path):
+    good = FakeRun("r1", "rung-1")
+    bare = FakeRun("r2", "rung-2", config={"stop_after_steps": 100, "tokens_per_step": 64})
+    with pytest.raises(LadderError, match=r"run rung-2 \(r2\): no 'active_params' in its config; supply it with --coord"):
+        pull(Store(tmp_path), _source(FakeApi({"team/ladder": [good, bare]})))
+    assert good.scans == [] and bare.scans == []
+
+
+# ---- errors on the command line ------------------------------------------------------------------
+def _cli(monkeypatch, make_api, *args):
+    monkeypatch.setattr(wandb, "Api", make_api)
+    return CliRunner().invoke(app, ["pull", "wandb", *args])
+
+
+def test_project_that_does_not_exist(monkeypatch, tmp_path):
+    res = _cli(monkeypatch, lambda **kw: FakeApi({}), "team/nope", "--store", str(tmp_path))
+    assert res.exit_code == 2
+    assert len(res.output.strip().splitlines()) == 1
+    assert "wandb team/nope" in res.output and "not found" in res.output and "Could not find project nope" in res.output
+
+
+def test_bad_project_path_and_filter(monkeypatch, tmp_path):
+    res = _cli(monkeypatch, lambda **kw: FakeApi({}), "just-a-project", "--store", str(tmp_path))
+    assert res.exit_code == 2 and "expected ENTITY/PROJECT" in res.output
+    res = _cli(monkeypatch, lambda **kw: FakeApi({}), "team/p", "--filter", "{nope", "--store", str(tmp_path))
+    assert res.exit_code == 2 and "--filter" in res.output and "not valid JSON" in res.output
+
+
+def test_no_api_key(monkeypatch, tmp_path):
+    def make(**kw):
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
+    assert res.exit_code == 2 and "no wandb API key: set WANDB_API_KEY" in res.output
+
+
+def test_rejected_key_and_base_url_are_never_printed(monkeypatch, tmp_path):
+    secret, url = "s3cr3t-key-0123456789abcdef", "https://bob:hunter2@wandb.internal.example"
+    monkeypatch.setenv("WANDB_API_KEY", secret)
+    monkeypatch.setenv("WANDB_BASE_URL", url)
+    seen = {}
+
+    def make(**kw):
+        seen.update(kw)
+        raise wandb.errors.AuthenticationError(f"Failed to verify credentials with {url} using key {secret}: HTTP 401")
+
+    res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
+    assert seen["api_key"] == secret  # handed to wandb, from the environment
+    assert res.exit_code == 2 and "rejected the API key" in res.output
+    assert secret not in res.output and "hunter2" not in res.output and "wandb.internal.example" not in res.output
+    assert "<WANDB_API_KEY>" in scrub(f"key {secret}") and "hunter2" not in scrub("https://u:hunter2@host/x")
+
+
+def test_unreachable_server_retries_then_says_so(monkeypatch, tmp_path):
+    calls = []
+
+    def make(**kw):
+        calls.append(kw)
+        raise wandb.errors.AuthenticationError(
+            "Failed to verify credentials with http://127.0.0.1:9: Failed to execute API request: "
+            "the service process is busy and did not respond in time."
+        )
+
+    monkeypatch.setattr("ladder.sources.wandb_api.time.sleep", lambda s: None)
+    res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
+    assert res.exit_code == 2 and len(calls) == 3
+    assert "gave up after 3 tries" in res.output and "WANDB_BASE_URL" in res.output
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "wait"),
+    [
+        (http_error(429, {"RateLimit-Reset": "12"}), "retry", 12.0),
+        (core_error(429), "retry", None),
+        (http_error(502), "retry", None),
+        (wandb.errors.CommError("timed out", requests.Timeout("read timed out")), "retry", None),
+        (http_error(401), "auth", None),
+        (core_error(404), "missing", None),
+        (ValueError("Could not find project x"), "missing", None),
+        (wandb.errors.CommError("bad query: field 'x' unknown"), "fatal", None),
+        (AttributeError("a bug"), "bug", None),
+    ],
+)
+def test_classify_failures(exc, kind, wait):
+    got_kind, got_wait, _ = classify(exc)
+    assert (got_kind, got_wait) == (kind, wait)

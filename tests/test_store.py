@@ -1,0 +1,234 @@
+"""The parquet store: exact tables, lookups, atomic commits at every interruption point, clean-up."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ladder.errors import LadderError
+from ladder.sources.pull import pull
+from ladder.sources.table import RunRef, SourceRun, raw_frame
+from ladder.store import RUNS_COLUMNS, Store
+
+COORDS = {"stop_after_steps": 100, "tokens_per_step": 10, "active_params": 1000, "total_params": 5000,
+          "fit_flops_per_token": 6.5e3}
+
+
+class MemorySource:
+    """A source holding runs in memory: {run_id: (name, [(step, metric, value), ...])}."""
+
+    key = "memory:test"
+
+    def __init__(self, runs, fail_on=None):
+        self.data, self.fail_on, self.reads = runs, fail_on, []
+
+    def runs(self):
+        return [RunRef(rid, self.key, label=rid, name=name, config={**COORDS, "group": "g", "role": "rung"})
+                for rid, (name, _) in self.data.items()]
+
+    def read(self, ref, cursor=None):
+        self.reads.append(ref.run_id)
+        if ref.run_id == self.fail_on:
+            raise KeyboardInterrupt
+        done = (cursor or {}).get("n", 0)
+        rows = self.data[ref.run_id][1][done:]
+        frame = raw_frame([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+        return SourceRun(ref.run_id, self.key, frame, {"n": done + len(rows)}, "finished",
+                         config=ref.config, name=ref.config and self.data[ref.run_id][0], replace=cursor is None)
+
+
+def series(n, metric="eval/loss", base=3.0):
+    return [(s, metric, base + 1.0 / s) for s in range(1, n + 1)]
+
+
+def runs3():
+    return {"r1": ("rung-1", series(10)), "r2": ("rung-2", series(20)), "r3": ("rung-3", series(30))}
+
+
+def snapshot(store):
+    return store.runs(), store.history(include_nonfinite=True), (store.root / "manifest.json").read_text()
+
+
+def same(a, b):
+    return a[0].equals(b[0]) and a[1].equals(b[1]) and a[2] == b[2]
+
+
+def test_empty_store_has_the_documented_columns(tmp_path):
+    store = Store(tmp_path / "none")
+    assert not store.exists()
+    assert list(store.runs().columns) == list(RUNS_COLUMNS) and len(store.runs()) == 0
+    assert list(store.history().columns) == ["run_id", "step", "tokens", "fraction", "metric", "value"]
+
+
+def test_tables_hold_exactly_what_was_pulled(tmp_path):
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    runs = store.runs()
+    assert list(runs.columns) == list(RUNS_COLUMNS)
+    assert {c: str(t) for c, t in runs.dtypes.items()} == {c: ("str" if t == "str" else t) for c, t in RUNS_COLUMNS.items()}
+    assert list(runs["name"]) == ["rung-1", "rung-2", "rung-3"] and list(runs["rows"]) == [10, 20, 30]
+    assert list(runs["planned_tokens"]) == [1000] * 3 and list(runs["last_step"]) == [10, 20, 30]
+    h = store.history()
+    assert list(h.columns) == ["run_id", "step", "tokens", "fraction", "metric", "value"]
+    assert len(h) == 60 and not h.duplicated(["run_id", "metric", "step"]).any()
+    r2 = h[h["run_id"] == "r2"]
+    np.testing.assert_array_equal(r2["step"], np.arange(1, 21))
+    np.testing.assert_array_equal(r2["value"], 3.0 + 1.0 / np.arange(1, 21))
+    np.testing.assert_array_equal(r2["tokens"], 10 * np.arange(1, 21))
+    np.testing.assert_array_equal(r2["fraction"], np.arange(1, 21) / 100)
+
+
+def test_lookups_by_id_and_name(tmp_path):
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    assert store.run("r2")["name"] == "rung-2" and store.run("rung-3")["run_id"] == "r3"
+    assert len(store.history(["rung-1", "r3"])) == 40
+    assert set(store.history(metrics=["train/loss"])["run_id"]) == set()
+    with pytest.raises(LadderError, match="no run 'rung-9'"):
+        store.run("rung-9")
+    pull(store, MemorySource({"r4": ("rung-1", series(5))}))
+    with pytest.raises(LadderError, match="run name 'rung-1' is ambiguous.*r1, r4"):
+        store.history("rung-1")
+
+
+def test_interrupted_read_leaves_the_store_as_it_was_and_resumes(tmp_path):
+    store = Store(tmp_path)
+    pull(store, MemorySource({"r0": ("older", series(7))}))
+    before = snapshot(store)
+    data = {"r0": ("older", series(7)), **runs3()}
+    with pytest.raises(KeyboardInterrupt):
+        pull(store, MemorySource(data, fail_on="r3"))
+    assert same(snapshot(store), before)
+    source = MemorySource(data)
+    result = pull(store, source)
+    assert source.reads == ["r0", "r3"]  # r1, r2 were staged by the cut-off pull
+    assert result.resumed == 2 and result.unchanged == 1
+    assert len(store.history()) == 7 + 10 + 20 + 30
+
+
+def test_crash_while_committing_leaves_the_store_as_it_was(tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    pull(store, MemorySource({"r0": ("older", series(7))}))
+    before = snapshot(store)
+    import ladder.store as store_module
+
+    real = store_module.write_text_atomic
+
+    def crash(path, text):
+        if str(path).endswith("manifest.json"):
+            raise KeyboardInterrupt  # killed just before the manifest is replaced
+        return real(path, text)
+
+    monkeypatch.setattr(store_module, "write_text_atomic", crash)
+    with pytest.raises(KeyboardInterrupt):
+        pull(store, MemorySource({"r0": ("older", series(7)), **runs3()}))
+    assert same(snapshot(store), before)
+    monkeypatch.setattr(store_module, "write_text_atomic", real)
+    source = MemorySource({"r0": ("older", series(7)), **runs3()})
+    assert pull(store, source).resumed == 3 and source.reads == ["r0"]
+    assert len(store.history()) == 67
+
+
+def test_torn_journal_line_is_ignored(tmp_path):
+    store = Store(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        pull(store, MemorySource(runs3(), fail_on="r3"))
+    (journal,) = (tmp_path / "pending").glob("*.jsonl")
+    with open(journal, "a") as f:
+        f.write('{"key": "memory:test", "run_id": "r3", "row": {"run')  # killed mid-line
+    source = MemorySource(runs3())
+    pull(store, source)
+    assert source.reads == ["r3"] and len(store.history()) == 60
+
+
+def test_commit_removes_files_nothing_names(tmp_path):
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    grown = {rid: (name, rows + [(len(rows) + 1, "eval/loss", 1.0)]) for rid, (name, rows) in runs3().items()}
+    pull(store, MemorySource(grown), full=True)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    on_disk = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet")}
+    assert on_disk == {manifest["runs"], *manifest["history"].values()}
+    assert len(store.history()) == 63
+
+
+def test_one_writer_at_a_time(tmp_path):
+    store = Store(tmp_path)
+    with store.writer("a"):
+        with pytest.raises(LadderError, match="another pull is writing to this store"):
+            with store.writer("b"):
+                pass
+    with store.writer("b"):
+        pass
+
+
+def test_nonfinite_values_are_stored_but_left_out_of_fits(tmp_path):
+    store = Store(tmp_path)
+    rows = series(5) + [(6, "eval/loss", float("nan")), (7, "eval/loss", float("inf"))]
+    pull(store, MemorySource({"r1": ("rung-1", rows)}))
+    assert len(store.history()) == 5 and len(store.history(include_nonfinite=True)) == 7
+    report = json.loads(store.run("r1")["report_json"])
+    assert report["nonfinite"] == [["eval/loss", 2, 6]]
+
+
+def test_settings_persist(tmp_path):
+    from ladder.resolve import MetricSettings
+
+    store = Store(tmp_path)
+    pull(store, MemorySource({"r1": ("rung-1", series(3, metric="loss_c4"))}),
+         settings=MetricSettings(fit_metric="eval/c4", renames={"loss_c4": "eval/c4"}))
+    assert store.settings() == MetricSettings(fit_metric="eval/c4", renames={"loss_c4": "eval/c4"})
+    assert set(store.history()["metric"]) == {"eval/c4"}
+    assert isinstance(store.history()["metric"].dtype, pd.CategoricalDtype)
+
+
+def test_a_staged_run_committed_meanwhile_by_another_pull_is_read_again(tmp_path):
+    store = Store(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        pull(store, MemorySource(runs3(), fail_on="r3"))  # r1, r2 staged
+    other = MemorySource({"r1": ("rung-1", series(10, base=9.0))})
+    other.key = "memory:other"
+    pull(store, other)  # commits r1 from another source
+    source = MemorySource(runs3())
+    result = pull(store, source)
+    assert result.resumed == 1 and source.reads == ["r1", "r3"]  # r2 reused; r1 read again
+    h = store.history("r1")
+    np.testing.assert_array_equal(h["value"], 3.0 + 1.0 / np.arange(1, 11))
+
+
+def test_corrected_coordinates_apply_to_stored_rows(tmp_path):
+    from ladder.sources import CoordinateOverrides
+
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    source = MemorySource(runs3())
+    assert pull(store, source).unchanged == 3 and source.reads == ["r1", "r2", "r3"]
+    fixed = CoordinateOverrides(per_run={"rung-2": {"stop_after_steps": 40}})
+    result = pull(store, MemorySource(runs3()), overrides=fixed)
+    assert [r.run_id for r in result.pulled] == ["r2"] and result.unchanged == 2
+    h = store.history("r2")
+    assert store.run("r2")["stop_after_steps"] == 40 and len(h) == 20
+    np.testing.assert_array_equal(h["fraction"], np.arange(1, 21) / 40)
+    assert json.loads(store.run("r2")["report_json"])["relogged"] == 0
+
+
+def test_cli_reading_a_missing_store_or_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from ladder.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["runs", "--store", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no store at" in res.output and len(res.output.strip().splitlines()) == 1
+    pull(Store(tmp_path / "s"), MemorySource(runs3()))
+    res = runner.invoke(app, ["history", "rung-7", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "no run 'rung-7'" in res.output and len(res.output.strip().splitlines()) == 1
+    res = runner.invoke(app, ["history", "rung-2", "--store", str(tmp_path / "s"), "--format", "json"])
+    assert res.exit_code == 0 and len(json.loads(res.stdout)) == 20
+    bad = tmp_path / "coords.yaml"
+    bad.write_text("rung-1: [unclosed\n")
+    res = runner.invoke(app, ["pull", "local", str(tmp_path), "--coords", str(bad), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "malformed YAML" in res.output and len(res.output.strip().splitlines()) == 1
