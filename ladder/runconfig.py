@@ -190,8 +190,11 @@ class RunConfig:
             "schedule": self.schedule.describe(),
         }
 
-    def resolved_run_dir(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+    def resolved_run_dir(self, base: str | os.PathLike | None = None) -> Path:
+        """The run directory; a relative one is taken relative to `base` (e.g. the config's folder)
+        when given, else to the working directory."""
+        path = Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+        return path if base is None or path.is_absolute() else Path(base) / path
 
     # ---- YAML ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ run.finish(exit_code=spec.get("exit_code", 0))
 MICRO = plan(load_recipe("micro-cpu"))
 HERO = MICRO.hero
 RUNG = MICRO.rungs[0]
+HERO_ROWS = HERO.stop_after_steps + len(HERO.eval_steps())  # one train row per step, one eval row per eval
 RESUME_AT = 40  # the rung's second process restarts from its checkpoint at step 40
 FIRST_STOP = 50  # ... after the first process had logged up to step 50 and crashed
 KILLED_STEPS = 2000
@@ -166,7 +167,7 @@ def test_finished_hero_lands_in_the_store_exactly(runs, tmp_path):
 
 
 def test_fraction_follows_the_plan_in_force_at_each_step(runs, tmp_path):
-    """The hero was planned for 1155 steps and cut to 924 at step 578: fractions use the plan of the time."""
+    """The hero's plan is cut short half way: each fraction uses the plan in force at its step."""
     store = Store(tmp_path / "store")
     pull(store, OfflineSource(runs["hero"]))
     evals = store.history(metrics="eval/loss")
@@ -174,8 +175,9 @@ def test_fraction_follows_the_plan_in_force_at_each_step(runs, tmp_path):
     planned = np.where(evals["step"] > edit.at_step, HERO.stop_after_steps, HERO.schedule.total_steps)
     np.testing.assert_allclose(evals["fraction"], evals["step"] / planned, rtol=0, atol=1e-15)
     at_cut = evals.set_index("step")["fraction"]
-    assert at_cut[578] == pytest.approx(578 / 1155, abs=1e-15)
-    assert at_cut[635] == pytest.approx(635 / 924, abs=1e-15)
+    after = next(s for s in at_cut.index if s > edit.at_step)
+    assert at_cut[edit.at_step] == pytest.approx(edit.at_step / HERO.schedule.total_steps, abs=1e-15)
+    assert at_cut[after] == pytest.approx(after / HERO.stop_after_steps, abs=1e-15)
     assert evals["fraction"].iloc[-1] == 1.0 and evals["fraction"].between(0, 1).all()
 
 
@@ -339,12 +341,12 @@ def test_growing_file_is_read_once_and_topped_up(runs, tmp_path):
     store = Store(tmp_path / "store")
     source = OfflineSource(tmp_path / "wandb")
     first = pull(store, source).pulled[0]
-    assert first.state == "running" and 0 < first.rows < 940
+    assert first.state == "running" and 0 < first.rows < HERO_ROWS
     with open(live, "ab") as out:
         out.write(data[3 * BLOCK + 1000 :])
     second = pull(store, source).pulled[0]
     assert second.state == "finished"
-    assert second.rows_read == 940 - first.rows and second.rows == 940
+    assert second.rows_read == HERO_ROWS - first.rows and second.rows == HERO_ROWS
     assert _pairs(store.history()) == {(k, s): v for s, m in hero_logs() for k, v in m.items()}
     report = json.loads(store.run(HERO.name)["report_json"])
     assert report["relogged"] == 0 and report["dropped_by_rewind"] == 0
@@ -361,7 +363,7 @@ def test_cli_pull_offline_runs_and_history(runs, tmp_path):
     res = runner.invoke(app, ["runs", "--store", store, "--format", "json"])
     assert res.exit_code == 0, res.output
     (listed,) = json.loads(res.stdout)
-    assert listed["name"] == HERO.name and listed["config"]["role"] == "hero" and listed["rows"] == 940
+    assert listed["name"] == HERO.name and listed["config"]["role"] == "hero" and listed["rows"] == HERO_ROWS
     res = runner.invoke(app, ["history", HERO.name, "--store", store, "--format", "csv"])
     assert res.exit_code == 0, res.output
     lines = res.stdout.strip().splitlines()

@@ -1,0 +1,111 @@
+"""Training throughput of every run of a ladder plan beside the machine's measured matmul peak.
+
+For each run (rungs, then the hero) it compiles the trainer's real train step, runs a few warm-up
+steps, then times `--steps` steps and prints tokens/s, model FLOP/s (3 × forward FLOPs per token
+with the output head × tokens/s) and their ratio to the float32 matmul peak measured in the same
+process (our CPU MFU). No files are written.
+
+    .venv/bin/python benchmarks/trainer_throughput.py                      # micro-cpu, 20 steps each
+    .venv/bin/python benchmarks/trainer_throughput.py --steps 10 --set tpp=2 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ladder.plan import override, plan
+from ladder.recipe import load_recipe
+from ladder.runconfig import RunConfig
+from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings
+from trainer_jax.model import init_params, param_count
+from trainer_jax.throughput import measure_matmul_peak, model_flops_per_token
+from trainer_jax.train import make_optimizer, make_train_step
+
+
+def bench_run(cfg: RunConfig, steps: int, dtype: str = "float32", warmup: int = 3) -> dict[str, float]:
+    mesh = make_mesh(cfg.spec, cfg.batch_size)
+    optimizer = make_optimizer(cfg)
+
+    def init_state(key: jax.Array) -> dict:
+        params = init_params(cfg.spec, key)
+        return {"params": params, "opt_state": optimizer.init(params), "step": jnp.zeros((), jnp.int32)}
+
+    shapes = jax.eval_shape(init_state, jax.random.key(0))
+    state_sh = tree_shardings(shapes, mesh)
+    state = jax.jit(init_state, out_shardings=state_sh)(jax.random.key(0))
+    step = jax.jit(make_train_step(cfg, mesh, optimizer, jnp.dtype(dtype)), in_shardings=(state_sh, batch_sharding(mesh)),
+                   out_shardings=(state_sh, replicated(mesh)), donate_argnums=0)
+    rng = np.random.default_rng(0)
+    tokens = jax.device_put(
+        rng.integers(0, cfg.spec.vocab_size, (cfg.batch_size, cfg.seq_len + 1), dtype=np.int32),
+        batch_sharding(mesh),
+    )
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        state, metrics = step(state, tokens)
+    jax.block_until_ready(metrics)
+    compile_and_warmup = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        state, metrics = step(state, tokens)
+        jax.device_get(metrics)  # the trainer reads the metrics every step, so time that too
+    dt = (time.perf_counter() - t0) / steps
+    tps = cfg.tokens_per_step / dt
+    return {
+        "name": cfg.name,
+        "active_params": cfg.spec.active_params(),
+        "total_params_exact": param_count(shapes["params"]),
+        "tokens_per_step": cfg.tokens_per_step,
+        "seconds_per_step": dt,
+        "tokens_per_second": tps,
+        "model_flops_per_second": tps * model_flops_per_token(cfg),
+        "planned_steps": cfg.stop_after_steps,
+        "planned_train_seconds": dt * cfg.stop_after_steps,
+        "compile_and_warmup_seconds": compile_and_warmup,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="micro-cpu")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--set", dest="sets", action="append", default=[], help="Recipe override, e.g. tpp=2.")
+    parser.add_argument("--only", default=None, help="Benchmark only the run with this name.")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="Compute dtype of the forward pass (master weights stay float32).")
+    parser.add_argument("--peak", type=float, default=None,
+                        help="The chip's peak FLOP/s for MFU (e.g. 989e12 for H100/H200 dense bf16); "
+                        "default: the measured matmul peak.")
+    parser.add_argument("--json", action="store_true", help="Print one JSON object instead of a table.")
+    args = parser.parse_args()
+    p = plan(override(load_recipe(args.preset), sets=args.sets))
+    matmul_dtype = jnp.dtype(args.dtype)
+    peak_before = measure_matmul_peak(dtype=matmul_dtype)
+    rows = [bench_run(cfg, args.steps, args.dtype) for cfg in p.runs() if args.only in (None, cfg.name)]
+    measured = max(peak_before, measure_matmul_peak(dtype=matmul_dtype))
+    peak = args.peak or measured
+    for r in rows:
+        r["mfu"] = r["model_flops_per_second"] / peak
+    out = {"backend": jax.default_backend(), "devices": jax.device_count(), "dtype": args.dtype,
+           "matmul_peak_flops": measured, "mfu_peak_flops": peak,
+           "peak_method": f"best of 5 {args.dtype} 1024x1024 matmuls, before and after the runs", "runs": rows}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"backend {out['backend']} × {out['devices']}, {args.dtype}; measured matmul peak "
+          f"{measured / 1e9:.1f} GFLOP/s; MFU against {peak / 1e9:.1f} GFLOP/s")
+    print(f"{'run':<18}{'active':>9}{'tok/step':>9}{'s/step':>9}{'tok/s':>10}{'GFLOP/s':>9}{'MFU':>7}{'plan s':>8}")
+    for r in rows:
+        print(f"{r['name']:<18}{r['active_params']:>9,}{r['tokens_per_step']:>9,}{r['seconds_per_step']:>9.4f}"
+              f"{r['tokens_per_second']:>10,.0f}{r['model_flops_per_second'] / 1e9:>9.2f}{r['mfu']:>7.1%}"
+              f"{r['planned_train_seconds']:>8.0f}")
+
+
+if __name__ == "__main__":
+    main()

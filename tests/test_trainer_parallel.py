@@ -1,0 +1,116 @@
+"""The same run on one device, on 8 fake CPU devices with expert parallelism, and on two processes
+that form one mesh: the losses agree. Each layout runs in a subprocess because the device count is
+fixed when jax starts (XLA_FLAGS must be set before the import)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SETUP = textwrap.dedent("""
+    import json, os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count={devices}"
+    from pathlib import Path
+    from ladder import load_recipe, plan
+    from ladder.plan import override
+
+    def tiny(run_dir, steps_tpp):
+        recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[
+            f"tpp={{steps_tpp}}", "batch_sequences=8", "data.eval_sequences=8", "logging.wandb=disabled",
+            "logging.peak_flops=1e11", "checkpoint.every_steps=100", "eval_every_fraction=0.25"])
+        return plan(recipe).rungs[0].replace(run_dir=str(run_dir))
+""")
+
+
+def run_script(body: str, devices: int, tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    script = tmp_path / f"script_{abs(hash(body))}.py"
+    script.write_text(SETUP.format(devices=devices) + textwrap.dedent(body))
+    return subprocess.Popen([sys.executable, str(script), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+def result_of(proc: subprocess.Popen, timeout: float = 300) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+EIGHT_DEVICES = """
+    import jax
+    from ladder.errors import LadderError
+    from trainer_jax import make_mesh, train
+
+    out = {"devices": jax.device_count()}
+    tmp = Path(sys.argv[1])
+    cfg = tiny(tmp / "one", 0.345)  # 20 steps
+    for name, ep, devs in (("one", None, jax.devices()[:1]), ("ep8", 8, None), ("dp2_ep4", 4, None)):
+        r = train(cfg.replace(run_dir=str(tmp / name)), expert_parallel=ep, devices=devs, progress=False)
+        out[name] = {"train": list(r.train_losses), "eval": r.eval_loss, "dropless": r.eval_dropless_loss}
+    for label, call in (("batch", lambda: make_mesh(cfg.spec, 12)), ("experts", lambda: make_mesh(cfg.spec, 8, 3))):
+        try:
+            call()
+        except LadderError as exc:
+            out["error_" + label] = str(exc)
+    print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def eight_devices(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("eight")
+    return result_of(run_script(EIGHT_DEVICES, 8, tmp, str(tmp)))
+
+
+@pytest.mark.slow
+def test_one_device_and_eight_devices_give_the_same_losses(eight_devices):
+    out = eight_devices
+    assert out["devices"] == 8
+    one = out["one"]
+    assert len(one["train"]) == 20
+    for layout in ("ep8", "dp2_ep4"):
+        np.testing.assert_allclose(out[layout]["train"], one["train"], atol=1e-4, rtol=0)
+        assert abs(out[layout]["eval"] - one["eval"]) < 1e-4
+        assert abs(out[layout]["dropless"] - one["dropless"]) < 1e-4
+    assert one["train"][-1] < one["train"][0] - 1.0  # it trained
+    assert out["error_batch"] == "batch_size=12 is not divisible by the 8 devices the batch is split over: use a multiple of 8"
+    assert out["error_experts"].startswith("expert parallelism 3 must be positive and divide the 8 devices")
+
+
+TWO_PROCESSES = """
+    import jax
+    from trainer_jax import init_distributed, train
+
+    init_distributed(sys.argv[2], 2, int(sys.argv[3]))  # before anything touches the devices
+    r = train(tiny(Path(sys.argv[1]) / "two", 0.345), expert_parallel=2, progress=False)  # 20 steps
+    print(json.dumps({"processes": jax.process_count(), "devices": jax.device_count(),
+                      "local": jax.local_device_count(), "train": list(r.train_losses), "eval": r.eval_loss}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_form_one_mesh_and_train(tmp_path, eight_devices):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    procs = [run_script(TWO_PROCESSES, 2, tmp_path, str(tmp_path), address, str(i)) for i in range(2)]
+    reference = eight_devices["one"]  # the same config on one device
+    for r in [result_of(p) for p in procs]:
+        assert (r["processes"], r["devices"], r["local"]) == (2, 4, 2)
+        np.testing.assert_allclose(r["train"], reference["train"], atol=1e-4, rtol=0)
+        assert abs(r["eval"] - reference["eval"]) < 1e-4
+    run_dir = tmp_path / "two"
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "finished"
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+             if "train/loss" in line]
+    assert steps == list(range(1, 21))  # written once, by process 0

@@ -1,0 +1,80 @@
+"""A run killed with SIGKILL and resumed from its last checkpoint ends exactly where an uninterrupted
+run ends, and its metrics file has every step once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ladder import load_recipe, plan, runfiles
+from ladder.plan import override
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def trainer(config: Path, env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "trainer_jax", str(config), "--no-progress", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen) -> str:
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def lines(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / runfiles.METRICS_FILE).read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
+    recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[
+        "tpp=2", "batch_sequences=8", "data.eval_sequences=12", "logging.wandb=offline",
+        "logging.peak_flops=1e11", "checkpoint.every_steps=10"])
+    cfg = plan(recipe).rungs[0]
+    T = cfg.stop_after_steps
+    assert T >= 100
+    # Identical programs in the three processes: compile once, share through the persistent cache.
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla-cache"),
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    whole, killed = tmp_path / "whole.yaml", tmp_path / "killed.yaml"
+    cfg.replace(run_dir="whole").save(whole)
+    cfg.replace(run_dir="killed").save(killed)
+    finish(trainer(whole, env))
+
+    proc = trainer(killed, env)
+    checkpoint = tmp_path / "killed" / runfiles.CHECKPOINT_DIR / "30"
+    deadline = time.time() + 240
+    while not checkpoint.is_dir() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    status = json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())
+    assert status["state"] == "running"  # killed mid-run
+    out = finish(trainer(killed, env, "--resume"))
+    resumed_at = int(out.split("resuming at step ")[1].split()[0])
+    assert 30 <= resumed_at < T
+
+    a, b = lines(tmp_path / "whole"), lines(tmp_path / "killed")
+    for key in (runfiles.TRAIN_LOSS, runfiles.EVAL_LOSS, runfiles.EVAL_DROPLESS_LOSS):
+        steps = [r["step"] for r in b if key in r]
+        assert steps == [r["step"] for r in a if key in r]  # none missing, none twice
+        assert len(set(steps)) == len(steps)
+    assert [r["step"] for r in b if runfiles.TRAIN_LOSS in r] == list(range(1, T + 1))
+    final_a = [r[runfiles.EVAL_LOSS] for r in a if runfiles.EVAL_LOSS in r]
+    final_b = [r[runfiles.EVAL_LOSS] for r in b if runfiles.EVAL_LOSS in r]
+    assert abs(final_a[-1] - final_b[-1]) < 1e-5
+    assert max(abs(x - y) for x, y in zip(final_a, final_b)) < 1e-5  # every eval, before and after
+    assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "finished"
+    # wandb continued the same run id in a second offline run folder
+    runs = sorted((tmp_path / "killed" / runfiles.WANDB_DIR).glob("offline-run-*"))
+    assert len(runs) == 2 and len({p.name.split("-", 3)[-1] for p in runs}) == 1

@@ -1,0 +1,232 @@
+"""Whole training runs of tiny configs: the run directory (run.yaml, metrics.jsonl, status.json,
+checkpoints, wandb's own offline files), both data sources, and configs the trainer refuses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ladder import RunConfig, load_recipe, plan, runfiles
+from ladder.cli import app
+from ladder.errors import LadderError
+from ladder.plan import override
+from ladder.schedule import SeqPhase
+from trainer_jax import train
+from trainer_jax.checkpoint import check_compatible, checkpoint_meta
+from trainer_jax.data import markov_chain
+from trainer_jax.sinks import truncate_metrics, wandb_mode, wandb_run_id
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny(tmp_path: Path, *sets: str, tpp: float = 0.5) -> RunConfig:
+    """The micro-cpu recipe's smallest rung made tiny: width 32, 2 layers, 8 × 32 tokens per step."""
+    recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[
+        f"tpp={tpp}", "batch_sequences=8", "data.eval_sequences=12", "logging.wandb=disabled",
+        "logging.peak_flops=1e11", "checkpoint.every_steps=10", "eval_every_fraction=0.1", *sets,
+    ])
+    return plan(recipe).rungs[0].replace(run_dir=str(tmp_path / "run"))
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / runfiles.METRICS_FILE).read_text().splitlines()]
+
+
+def steps_with(records: list[dict], key: str) -> list[int]:
+    return [r["step"] for r in records if key in r]
+
+
+def wandb_records(path: Path) -> list:
+    """The protobuf records of a wandb run file (a LevelDB-style log of 32 KiB blocks)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, records, pending = 7, 32768, [], b""
+    while pos + 7 <= len(data):
+        room = block - pos % block
+        if room < 7:  # a block's tail too short for a header is padding
+            pos += room
+            continue
+        length, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
+        pending += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # FULL or LAST
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+            pending = b""
+    return records
+
+
+def test_a_run_leaves_the_documented_run_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    cfg = tiny(tmp_path, "logging.wandb=auto")  # auto without a key: offline
+    T = cfg.stop_after_steps
+    result = train(cfg, progress=False)
+    run_dir = Path(cfg.run_dir)
+
+    assert RunConfig.load(run_dir / runfiles.CONFIG_FILE) == cfg
+    status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
+    assert status["state"] == "finished" and status["step"] == T
+    records = read_metrics(run_dir)
+    assert steps_with(records, runfiles.TRAIN_LOSS) == list(range(1, T + 1))
+    assert steps_with(records, runfiles.EVAL_LOSS) == cfg.eval_steps()
+    assert steps_with(records, runfiles.EVAL_DROPLESS_LOSS) == cfg.eval_steps()
+    for r in records:
+        assert r["tokens"] == r["step"] * cfg.tokens_per_step
+    train_lines = [r for r in records if runfiles.TRAIN_LOSS in r]
+    for key in (runfiles.TRAIN_CE, runfiles.GRAD_NORM, runfiles.DROP_FRACTION, runfiles.LOAD_BALANCING_LOSS,
+                runfiles.ROUTER_Z_LOSS, runfiles.TOKENS_PER_SECOND, runfiles.MFU, runfiles.TOKENS_SEEN,
+                "moe/load_max_over_mean", "moe/router_entropy", "throughput/model_flops_per_second"):
+        assert all(math.isfinite(r[key]) for r in train_lines), key
+    lrs = np.array([r[runfiles.LEARNING_RATE] for r in train_lines])
+    np.testing.assert_allclose(lrs, cfg.schedule.lrs(), rtol=1e-6)
+    mfu = train_lines[-1]
+    assert mfu[runfiles.MFU] == pytest.approx(mfu["throughput/model_flops_per_second"] / 1e11)
+    # it learns: from about ln(256) = 5.55 nats to well below it
+    assert train_lines[0][runfiles.TRAIN_CE] > 5.0
+    assert result.eval_loss == records[-1][runfiles.EVAL_LOSS] < 4.0
+    saved = sorted(int(p.name) for p in (run_dir / runfiles.CHECKPOINT_DIR).iterdir() if p.name.isdigit())
+    assert saved == [20, T]  # every 10 steps and at the end, the newest `keep` = 2 kept
+    manifest = json.loads((run_dir / "data_manifest.json").read_text())
+    assert manifest["digest"] and len(manifest["files"]) > 100
+
+    # wandb's own offline run file: the stable id, the coordinates, the full config, the history
+    files = list((run_dir / runfiles.WANDB_DIR).glob(f"offline-run-*/run-{wandb_run_id(cfg)}.wandb"))
+    assert len(files) == 1
+    recs = wandb_records(files[0])
+    run = next(r.run for r in recs if r.WhichOneof("record_type") == "run")
+    assert (run.run_id, run.run_group, run.display_name, run.project) == (
+        wandb_run_id(cfg), "micro-cpu", cfg.name, "micro-cpu")
+    config = {i.key: json.loads(i.value_json) for i in run.config.update}
+    assert config["stop_after_steps"] == T and config["fit_flops_per_token"] == cfg.fit_flops_per_token
+    assert config["run_config"]["spec"]["d_model"] == 32
+    history = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+               for r in recs if r.WhichOneof("record_type") == "history"]
+    assert [h["_step"] for h in history] == list(range(1, T + 1))  # train and eval merged per step
+    evals = {h["_step"]: h["eval/loss"] for h in history if "eval/loss" in h}
+    assert evals == {r["step"]: pytest.approx(r[runfiles.EVAL_LOSS]) for r in records if runfiles.EVAL_LOSS in r}
+
+
+def test_markov_run_stays_above_its_entropy_floor(tmp_path):
+    cfg = tiny(tmp_path, "data.source=markov", "data.markov_concentration=0.05")
+    floor = markov_chain(cfg.spec.vocab_size, 0.05, cfg.data.seed)[2]
+    result = train(cfg, progress=False)
+    records = read_metrics(Path(cfg.run_dir))
+    evals = [r for r in records if runfiles.EVAL_LOSS in r]
+    assert all(r["data/entropy_floor"] == floor for r in evals)
+    assert floor < result.eval_loss < evals[0][runfiles.EVAL_LOSS] - 0.3
+
+
+def test_refused_configs_fail_before_any_compute(tmp_path):
+    cfg = tiny(tmp_path)
+    phases = cfg.replace(schedule=dataclasses.replace(cfg.schedule, seq_phases=(SeqPhase(0.5, 64),)))
+    with pytest.raises(LadderError, match="sequence-length phases are not supported"):
+        train(phases, progress=False)
+    with pytest.raises(LadderError, match="stdlib_text is bytes and needs vocab_size >= 256"):
+        train(tiny(tmp_path, "arch.vocab_size=128"), progress=False)
+    assert not Path(cfg.run_dir).exists()  # nothing was written
+
+
+def test_a_checkpoint_only_resumes_its_own_config(tmp_path):
+    cfg = tiny(tmp_path, tpp=0.3)
+    train(cfg, progress=False)
+    with pytest.raises(LadderError, match="pass --resume"):
+        train(cfg, progress=False)
+    with pytest.raises(LadderError, match=r"different run config: seed differ"):
+        train(cfg.replace(seed=1), resume=True, progress=False)
+    with pytest.raises(LadderError, match="spec"):
+        train(tiny(tmp_path, "arch.top_k=1", tpp=0.3), resume=True, progress=False)
+    again = train(cfg, resume=True, progress=False)  # finished already: nothing to do
+    assert again.resumed_from == cfg.stop_after_steps and again.train_losses == ()
+
+    # A schedule edited after the checkpoint's step may continue it; one edited before may not.
+    meta = checkpoint_meta(cfg, {}, 1)
+    later = checkpoint_meta(cfg.replace(schedule=cfg.schedule.shorten(10, 14)), {}, 1)
+    check_compatible(meta, later, 11, tmp_path)  # the edit keeps step 10's LR; step 11 is the first changed
+    with pytest.raises(LadderError, match="schedule"):
+        check_compatible(meta, later, 12, tmp_path)
+
+
+def test_user_errors_are_one_line_from_both_entry_points(tmp_path):
+    data = tiny(tmp_path).to_dict()
+    data["optimizer"]["betta1"] = 0.9
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([sys.executable, "-m", "trainer_jax", str(bad)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {bad}.optimizer: unknown field 'betta1' (did you mean 'beta1'?)"]
+    res = CliRunner().invoke(app, ["train", str(bad)])
+    assert res.exit_code == 2 and "unknown field 'betta1'" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["train"])
+    assert res.exit_code == 2 and "either one RUN.yaml or --ladder DIR" in res.output
+
+
+@pytest.mark.slow
+def test_ladder_command_trains_a_planned_folder_and_skips_finished_runs(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "plan"
+    res = runner.invoke(app, ["plan", "micro-cpu", "--out", str(out), "--widths", "32,48", "--depths", "2,2",
+                              "--seq-len", "32", "--set", "tpp=0.3", "--set", "batch_sequences=8",
+                              "--set", "logging.wandb=disabled", "--set", "data.eval_sequences=8"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["train", "--ladder", str(out), "--rungs-only", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    rungs = [RunConfig.load(p) for p in sorted(out.glob("*.yaml")) if not p.name.startswith("hero")]
+    assert len(rungs) == 2
+    losses = []
+    for cfg in rungs:
+        run_dir = out / cfg.run_dir  # relative run_dir: relative to the config's folder
+        assert json.loads((run_dir / runfiles.STATUS_FILE).read_text())["state"] == "finished"
+        losses.append(read_metrics(run_dir)[-1][runfiles.EVAL_LOSS])
+    hero_dir = out / next(RunConfig.load(p) for p in out.glob("hero-*.yaml")).run_dir
+    assert not hero_dir.exists()
+    before = [(out / c.run_dir / runfiles.METRICS_FILE).stat().st_mtime_ns for c in rungs]
+    res = runner.invoke(app, ["train", "--ladder", str(out), "--rungs-only"])
+    assert res.exit_code == 0 and res.output.count("finished already") == 2
+    assert [(out / c.run_dir / runfiles.METRICS_FILE).stat().st_mtime_ns for c in rungs] == before
+    assert all(f"{loss:.4f}" in res.output for loss in losses)
+
+
+@pytest.mark.parametrize("setting, env, expected", [
+    ("auto", {}, "offline"),
+    ("auto", {"WANDB_API_KEY": "x"}, "online"),
+    ("offline", {"WANDB_API_KEY": "x"}, "offline"),
+    ("online", {"WANDB_MODE": "offline"}, "offline"),
+    ("disabled", {"WANDB_MODE": "dryrun"}, "offline"),
+    ("offline", {"WANDB_MODE": "disabled"}, "disabled"),
+])
+def test_wandb_mode_follows_the_config_the_key_and_wandb_mode(monkeypatch, setting, env, expected):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert wandb_mode(setting) == expected
+
+
+def test_a_bad_wandb_mode_is_a_user_error(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "sometimes")
+    with pytest.raises(LadderError, match="WANDB_MODE='sometimes' is not one of online, offline, disabled"):
+        wandb_mode("auto")
+
+
+def test_resume_truncates_the_metrics_file_to_the_checkpoint(tmp_path):
+    path = tmp_path / runfiles.METRICS_FILE
+    lines = [{"step": s, "tokens": s, "time": 0.0, "train/loss": 1.0 / s} for s in range(1, 8)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"step": 8, "tok')  # torn last line
+    assert truncate_metrics(path, 5) == 5
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
+    assert truncate_metrics(tmp_path / "missing.jsonl", 5) == 0

@@ -1,0 +1,49 @@
+"""`python -m trainer_jax RUN.yaml [--resume]`: train one planner run config.
+
+A relative ``run_dir`` in the config is taken relative to the config file's folder (where the
+planner's ``launch.sh`` runs). User errors print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ladder.errors import LadderError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer_jax", description="Train one RunConfig YAML.")
+    parser.add_argument("config", type=Path, help="RunConfig YAML written by `ladder plan --out`.")
+    parser.add_argument("--resume", action="store_true", help="Continue from the run directory's last checkpoint (if any).")
+    parser.add_argument("--run-dir", type=Path, default=None, help="Override the config's run_dir.")
+    parser.add_argument("--expert-parallel", type=int, default=None, help="Devices on the mesh's expert axis.")
+    parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
+    parser.add_argument("--coordinator", default=None, help="host:port of process 0, for multi-process runs.")
+    parser.add_argument("--num-processes", type=int, default=0, help="Processes in a multi-process run.")
+    parser.add_argument("--process-id", type=int, default=-1, help="This process's index in a multi-process run.")
+    args = parser.parse_args(argv)
+    try:
+        # Joining a multi-process job must come before anything touches the devices.
+        from trainer_jax.mesh import init_distributed
+
+        init_distributed(args.coordinator, args.num_processes, args.process_id)
+        from ladder.runconfig import RunConfig
+        from trainer_jax.train import train
+
+        cfg = RunConfig.load(args.config)
+        run_dir = args.run_dir or cfg.resolved_run_dir(base=args.config.parent)
+        train(cfg, run_dir, resume=args.resume, expert_parallel=args.expert_parallel,
+              progress=not args.no_progress)
+    except LadderError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the run is marked crashed; continue it with --resume", file=sys.stderr, flush=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

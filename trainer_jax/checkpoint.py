@@ -1,0 +1,94 @@
+"""Orbax checkpoints of the train state, and the check that a checkpoint belongs to this run.
+
+Each checkpoint step folder holds two items: ``state`` (params, optimizer state, step) and
+``meta`` (JSON: the training-relevant part of the run config, the corpus digest, the parameter
+count). Orbax writes a step to a temporary folder and renames it when complete, so a run killed
+while saving leaves its previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from ladder.configio import build
+from ladder.errors import LadderError
+from ladder.runconfig import RunConfig
+from ladder.schedule import Schedule
+
+TRAINING_FIELDS = ("spec", "seq_len", "batch_size", "schedule", "optimizer", "moe", "data", "seed")
+"""Run config fields that decide the trained weights; a checkpoint may only resume under the same ones
+(the schedule may differ after the checkpoint's step: an edit made while the run was stopped)."""
+
+
+def checkpoint_meta(cfg: RunConfig, data_info: dict[str, Any], n_params: int) -> dict[str, Any]:
+    full = cfg.to_dict()
+    return {
+        "training_config": {k: full[k] for k in TRAINING_FIELDS},
+        "corpus_sha256": data_info.get("data/corpus_sha256"),
+        "n_params": n_params,
+        "name": cfg.name,
+    }
+
+
+class Checkpointer:
+    """Save and restore the train state under ``run_dir/checkpoints``."""
+
+    def __init__(self, directory: Path, keep: int):
+        if keep <= 0:
+            raise LadderError(f"checkpoint.keep={keep} must be at least 1")
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
+        self._mgr = ocp.CheckpointManager(directory.absolute(), options=options, item_names=("state", "meta"))
+
+    def latest_step(self) -> int | None:
+        return self._mgr.latest_step()
+
+    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+        self._mgr.save(step, args=args, force=True)
+        self._mgr.wait_until_finished()
+
+    def read_meta(self, step: int) -> dict[str, Any]:
+        return dict(self._mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
+
+    def restore(self, step: int, abstract_state: Any) -> Any:
+        """The state saved at `step`, laid out like `abstract_state` (shapes, dtypes, shardings)."""
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
+        return self._mgr.restore(step, args=args)["state"]
+
+    def close(self) -> None:
+        self._mgr.close()
+
+
+def check_compatible(saved: dict[str, Any], current: dict[str, Any], step: int, where: Path) -> None:
+    """Raise a `LadderError` unless a checkpoint saved at `step` can continue under `current` meta."""
+    old, new = saved["training_config"], current["training_config"]
+    differ = [k for k in TRAINING_FIELDS if k != "schedule" and old.get(k) != new.get(k)]
+    if old.get("schedule") != new.get("schedule") and not _same_lr_until(old["schedule"], new["schedule"], step):
+        differ.append("schedule (its learning rates before the checkpoint's step)")
+    if differ:
+        raise LadderError(
+            f"the checkpoint in {where} (step {step}) was written by a different run config: "
+            f"{', '.join(differ)} differ. Resume with the original config, or use a fresh run_dir"
+        )
+    if saved.get("corpus_sha256") != current.get("corpus_sha256"):
+        raise LadderError(
+            f"the checkpoint in {where} was trained on a different standard-library corpus (another "
+            "Python version?): resuming would change the data order. Resume under the original "
+            "Python, or use a fresh run_dir"
+        )
+
+
+def _same_lr_until(old: dict[str, Any], new: dict[str, Any], step: int) -> bool:
+    a, b = build(Schedule, old), build(Schedule, new)
+    if step > b.horizon:
+        return False
+    return bool(np.array_equal(a.lr(np.arange(step)), b.lr(np.arange(step))))
+
+
+def abstract_like(tree: Any, shardings: Any) -> Any:
+    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)

@@ -1,0 +1,155 @@
+"""Where metrics go: the run directory's ``metrics.jsonl`` (always), wandb (unless disabled), and
+the run's ``status.json``. Each sink has ``log(metrics, step)`` and ``close(ok)``; `NullSink` does
+nothing, so the train loop never asks whether wandb is on.
+
+File formats are those of `ladder.runfiles`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from ladder import runfiles
+from ladder.errors import LadderError
+from ladder.files import atomic_path, write_text_atomic
+from ladder.runconfig import RunConfig
+
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+class Sink(Protocol):
+    def log(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def close(self, ok: bool) -> None: ...
+
+
+class NullSink:
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        pass
+
+    def close(self, ok: bool) -> None:
+        pass
+
+
+class FanOut:
+    def __init__(self, *sinks: Sink):
+        self.sinks = sinks
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        for sink in self.sinks:
+            sink.log(metrics, step)
+
+    def close(self, ok: bool) -> None:
+        for sink in self.sinks:
+            sink.close(ok)
+
+
+# ---- metrics.jsonl ------------------------------------------------------------------------------
+class JsonlSink:
+    """Appends ``{"step", "tokens", "time", KEY: value, ...}`` lines, flushed at once."""
+
+    def __init__(self, path: Path, tokens_per_step: int):
+        self.path = path
+        self.tokens_per_step = tokens_per_step
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("a", encoding="utf-8")
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        line = {"step": step, "tokens": step * self.tokens_per_step, "time": time.time()}
+        # NaN and inf are written as JSON's common extension (NaN, Infinity), which json.loads reads.
+        line.update({k: float(v) for k, v in metrics.items()})
+        self._file.write(json.dumps(line) + "\n")
+        self._file.flush()
+
+    def close(self, ok: bool) -> None:
+        self._file.close()
+
+
+def truncate_metrics(path: Path, last_step: int) -> int:
+    """Keep only lines with ``step <= last_step`` (a torn last line is dropped); returns lines kept."""
+    if not path.exists():
+        return 0
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= last_step:
+            kept.append(line)
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(x + "\n" for x in kept), encoding="utf-8")
+    return len(kept)
+
+
+def write_status(run_dir: Path, state: str, step: int) -> None:
+    status = {"state": state, "step": step, "updated": time.time()}
+    write_text_atomic(run_dir / runfiles.STATUS_FILE, json.dumps(status) + "\n")
+
+
+# ---- wandb ----------------------------------------------------------------------------------------
+def wandb_mode(setting: str) -> str:
+    """The config's choice, auto resolved by the API key, and WANDB_MODE winning over both."""
+    env = os.environ.get("WANDB_MODE", "").strip().lower()
+    if env:
+        mode = {"dryrun": "offline", "run": "online", "disable": "disabled"}.get(env, env)
+        if mode not in WANDB_MODES:
+            raise LadderError(f"WANDB_MODE={env!r} is not one of {', '.join(WANDB_MODES)}")
+        return mode
+    if setting == "auto":
+        return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+    return setting
+
+
+def wandb_run_id(cfg: RunConfig) -> str:
+    """Stable across restarts of the same run (group and name), so a resume continues its wandb run."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{cfg.group}-{cfg.name}" if cfg.group else cfg.name).strip("-")
+    digest = hashlib.sha256(f"{cfg.group}/{cfg.name}".encode()).hexdigest()[:10]
+    return f"{slug[:48]}-{digest}"
+
+
+class WandbSink:
+    """One wandb run in ``run_dir/wandb``: the coordinates at the top of its config, the whole run
+    config under ``run_config``."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, mode: str, extra_config: dict[str, Any]):
+        import wandb
+
+        config = {**cfg.coordinates(), **extra_config, "run_config": cfg.to_dict()}
+        settings = wandb.Settings(console="off", x_disable_stats=True, silent=True)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._run = wandb.init(
+            project=cfg.logging.project,
+            entity=cfg.logging.entity,
+            group=cfg.group or None,
+            name=cfg.name,
+            id=wandb_run_id(cfg),
+            resume="allow",
+            dir=str(run_dir),
+            mode=mode,
+            config=config,
+            settings=settings,
+        )
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self._run.log(dict(metrics), step=step)
+
+    def close(self, ok: bool) -> None:
+        self._run.finish(exit_code=0 if ok else 1)
+
+
+def make_sinks(cfg: RunConfig, run_dir: Path, mode: str, extra_config: dict[str, Any], is_writer: bool) -> Sink:
+    """The sinks of one process: the writer (process 0) logs, every other process gets a `NullSink`.
+    `mode` is the resolved wandb mode (`wandb_mode`)."""
+    if not is_writer:
+        return NullSink()
+    local = JsonlSink(run_dir / runfiles.METRICS_FILE, cfg.tokens_per_step)
+    if mode == "disabled":
+        return local
+    return FanOut(local, WandbSink(cfg, run_dir, mode, extra_config))

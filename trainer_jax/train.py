@@ -1,0 +1,383 @@
+"""The train loop: one `RunConfig` in, one finished run directory out (layout of `ladder.runfiles`).
+
+Order of work at every step s (0-based): train on batch s, so `s + 1` updates are complete; log the
+train metrics at step s + 1; when s + 1 is an eval step, evaluate the held-out set as trained and
+dropless and log that at the same step; when it is a checkpoint step, save. A checkpoint at step k
+therefore follows every line of metrics up to k, and a resume truncates the metrics file to k.
+
+Everything that can be wrong with a config is checked before anything is compiled.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ladder import runfiles
+from ladder.errors import LadderError
+from ladder.files import write_text_atomic
+from ladder.runconfig import RunConfig
+from ladder.spec import ModelSpec
+from trainer_jax.checkpoint import Checkpointer, abstract_like, check_compatible, checkpoint_meta
+from trainer_jax.data import DataSource, make_source
+from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings
+from trainer_jax.model import cross_entropy, forward, init_params, param_count
+from trainer_jax.progress import NullProgress, ProgressBar
+from trainer_jax.sinks import NullSink, Sink, make_sinks, truncate_metrics, wandb_mode, write_status
+from trainer_jax.throughput import measure_matmul_peak, model_flops_per_token
+
+MANIFEST_FILE = "data_manifest.json"
+LOGIT_Z_LOSS = "train/logit_z_loss"
+ROUTER_ENTROPY = "moe/router_entropy"
+LOAD_MAX = "moe/load_max_over_mean"
+LOAD_MIN = "moe/load_min_over_mean"
+MODEL_FLOPS = "throughput/model_flops_per_second"
+EVAL_DROP_FRACTION = "eval/drop_fraction"
+ENTROPY_FLOOR = "data/entropy_floor"
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_dir: Path
+    steps: int
+    """Updates completed (the run's stop_after_steps when it finished)."""
+    eval_loss: float | None
+    eval_dropless_loss: float | None
+    train_losses: tuple[float, ...]
+    """train/loss of every logged step this call ran."""
+    resumed_from: int | None
+    """The checkpoint step this call continued from (None: it started from scratch)."""
+    wall_seconds: float
+    """Training and evaluation time of this call, compile time excluded."""
+
+
+# ---- checks -------------------------------------------------------------------------------------
+def check_config(cfg: RunConfig) -> None:
+    """Reject what the trainer cannot run, with a message that says what to change."""
+    if cfg.schedule.seq_phases:
+        raise LadderError(
+            f"{cfg.name}: sequence-length phases are not supported by trainer_jax: "
+            "remove schedule.seq_phases (train at one seq_len)"
+        )
+    if cfg.spec.head_dim % 2:
+        raise LadderError(f"head_dim={cfg.spec.head_dim} must be even for rotary embeddings")
+    if cfg.logging.log_every <= 0:
+        raise LadderError(f"logging.log_every={cfg.logging.log_every} must be at least 1")
+    if cfg.checkpoint.every_steps < 0:
+        raise LadderError(f"checkpoint.every_steps={cfg.checkpoint.every_steps} must be >= 0 (0: at every eval)")
+    if cfg.optimizer.clip_norm is not None and cfg.optimizer.clip_norm <= 0:
+        raise LadderError(f"optimizer.clip_norm={cfg.optimizer.clip_norm} must be positive, or null for no clipping")
+    if cfg.logging.peak_flops is not None and cfg.logging.peak_flops <= 0:
+        raise LadderError(f"logging.peak_flops={cfg.logging.peak_flops} must be positive, or null to measure it")
+
+
+def checkpoint_steps(cfg: RunConfig) -> set[int]:
+    T = cfg.stop_after_steps
+    every = cfg.checkpoint.every_steps
+    steps = set(cfg.eval_steps()) if every == 0 else set(range(every, T + 1, every))
+    return steps | {T}
+
+
+# ---- the step functions ---------------------------------------------------------------------------
+def make_optimizer(cfg: RunConfig) -> optax.GradientTransformation:
+    """AdamW at the schedule's LR for each update; norms are not decayed; optional global-norm clip."""
+    lr_table = jnp.asarray(cfg.schedule.lrs(), jnp.float32)  # [stop_after_steps]
+
+    def learning_rate(count: jax.Array) -> jax.Array:
+        return lr_table[jnp.minimum(count, lr_table.shape[0] - 1)]
+
+    o = cfg.optimizer
+    adamw = optax.adamw(
+        learning_rate, b1=o.beta1, b2=o.beta2, eps=o.eps, weight_decay=o.weight_decay,
+        mask=lambda params: jax.tree.map(lambda x: x.ndim >= 2, params),
+    )
+    return adamw if o.clip_norm is None else optax.chain(optax.clip_by_global_norm(o.clip_norm), adamw)
+
+
+def make_loss(cfg: RunConfig, mesh: Any, compute_dtype: Any = jnp.float32) -> Callable:
+    """Total loss and train metrics. With a `compute_dtype` such as bfloat16 the float32 master
+    parameters are cast for the forward pass (norms, softmaxes, router and logits stay float32)."""
+    spec, c = cfg.spec, cfg.moe
+
+    def loss_fn(params: Any, tokens: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        params = jax.tree.map(lambda p: p.astype(compute_dtype), params)
+        logits, stats = forward(params, tokens[:, :-1], spec, mesh=mesh)  # [B, S, vocab]
+        ce, lse = cross_entropy(logits, tokens[:, 1:])
+        ce = jnp.mean(ce)
+        logit_z = jnp.mean(lse**2)
+        total = ce + c.load_balancing * stats["load_balancing"] + c.router_z * stats["router_z"] + c.logit_z * logit_z
+        metrics = {runfiles.TRAIN_LOSS: total, runfiles.TRAIN_CE: ce, LOGIT_Z_LOSS: logit_z}
+        if spec.n_moe_layers:
+            metrics |= {
+                runfiles.LOAD_BALANCING_LOSS: stats["load_balancing"],
+                runfiles.ROUTER_Z_LOSS: stats["router_z"],
+                runfiles.DROP_FRACTION: stats["drop_fraction"],
+                ROUTER_ENTROPY: stats["router_entropy"],
+                LOAD_MAX: stats["load_max_over_mean"],
+                LOAD_MIN: stats["load_min_over_mean"],
+            }
+        return total, metrics
+
+    return loss_fn
+
+
+def make_train_step(
+    cfg: RunConfig, mesh: Any, optimizer: optax.GradientTransformation, compute_dtype: Any = jnp.float32
+) -> Callable:
+    loss_fn = make_loss(cfg, mesh, compute_dtype)
+    lr_table = jnp.asarray(cfg.schedule.lrs(), jnp.float32)
+
+    def train_step(state: dict[str, Any], tokens: jax.Array) -> tuple[dict[str, Any], dict[str, jax.Array]]:
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"], tokens)
+        updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+        metrics[runfiles.GRAD_NORM] = optax.tree.norm(grads)  # before clipping
+        metrics[runfiles.LEARNING_RATE] = lr_table[state["step"]]
+        new = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state, "step": state["step"] + 1}
+        return new, metrics
+
+    return train_step
+
+
+def make_eval_step(cfg: RunConfig, mesh: Any, dropless: bool) -> Callable:
+    def eval_step(params: Any, tokens: jax.Array, weight: jax.Array) -> dict[str, jax.Array]:
+        logits, stats = forward(params, tokens[:, :-1], cfg.spec, dropless=dropless, mesh=mesh)
+        ce, _ = cross_entropy(logits, tokens[:, 1:])  # [B, S]
+        return {"ce_sum": jnp.sum(ce * weight[:, None]), "drop": stats["drop_fraction"]}
+
+    return eval_step
+
+
+# ---- the run --------------------------------------------------------------------------------------
+def train(
+    cfg: RunConfig,
+    run_dir: str | Path | None = None,
+    *,
+    resume: bool = False,
+    expert_parallel: int | None = None,
+    devices: Sequence[Any] | None = None,
+    progress: bool = True,
+    peak_flops: float | None = None,
+) -> TrainResult:
+    """Train `cfg` into `run_dir` (default: the config's), continuing from its last checkpoint when
+    `resume` is set. `expert_parallel` sets the mesh's expert axis (default: as many devices as
+    divide the experts); `devices` defaults to all. `peak_flops` overrides the config's peak."""
+    check_config(cfg)
+    wandb = wandb_mode(cfg.logging.wandb)
+    run_dir = Path(run_dir) if run_dir is not None else cfg.resolved_run_dir()
+    mesh = make_mesh(cfg.spec, cfg.batch_size, expert_parallel, devices)
+    source = make_source(cfg)
+    is_writer = jax.process_index() == 0
+    T = cfg.stop_after_steps
+
+    optimizer = make_optimizer(cfg)
+    key = jax.random.key(cfg.seed)
+    init_state = functools.partial(_init_state, cfg.spec, optimizer)
+    shapes = jax.eval_shape(init_state, key)
+    n_params = param_count(shapes["params"])
+    meta = checkpoint_meta(cfg, source.info, n_params)
+    # Everything about resuming is settled before compiling anything.
+    ckpt = Checkpointer(run_dir / runfiles.CHECKPOINT_DIR, cfg.checkpoint.keep)
+    latest = _resume_point(ckpt, meta, T, run_dir, resume)
+    start = latest or 0
+    if start == T:
+        ckpt.close()
+        if is_writer:
+            write_status(run_dir, "finished", T)
+        last = _last_eval_from_file(run_dir)
+        _say(is_writer, f"{cfg.name}: already finished ({T} steps) in {run_dir}")
+        return TrainResult(run_dir, T, last.get(runfiles.EVAL_LOSS), last.get(runfiles.EVAL_DROPLESS_LOSS),
+                           (), latest, 0.0)
+
+    flops_per_token = model_flops_per_token(cfg)
+    peak = peak_flops or cfg.logging.peak_flops or measure_matmul_peak()
+    extra = {**source.info, "n_params_tree": n_params, "model_flops_per_token": flops_per_token,
+             "peak_flops": peak, "mesh": dict(mesh.shape), "devices": len(mesh.devices.flat)}
+    if is_writer:
+        cfg.save(run_dir / runfiles.CONFIG_FILE)
+        if source.manifest is not None:
+            write_text_atomic(run_dir / MANIFEST_FILE, json.dumps(source.manifest, indent=1) + "\n")
+        truncate_metrics(run_dir / runfiles.METRICS_FILE, start)
+        write_status(run_dir, "running", start)
+
+    state_sh = tree_shardings(shapes, mesh)
+    batch_sh = batch_sharding(mesh)
+    if latest is not None:
+        state = ckpt.restore(latest, abstract_like(shapes, state_sh))
+    else:
+        state = jax.jit(init_state, out_shardings=state_sh)(key)
+    batch_shape = jax.ShapeDtypeStruct((cfg.batch_size, cfg.seq_len + 1), jnp.int32, sharding=batch_sh)
+    step_fn = jax.jit(
+        make_train_step(cfg, mesh, optimizer), in_shardings=(state_sh, batch_sh),
+        out_shardings=(state_sh, replicated(mesh)), donate_argnums=0,
+    ).lower(abstract_like(shapes, state_sh), batch_shape).compile()
+    evaluator = Evaluator(cfg, mesh, source, abstract_like(shapes["params"], state_sh["params"]))
+
+    _say(is_writer, _header(cfg, n_params, mesh, source, start))
+    sinks: Sink = NullSink()
+    bar = ProgressBar(cfg.name, T, start) if progress and is_writer else NullProgress()
+    evals, ckpts = set(cfg.eval_steps()), checkpoint_steps(cfg)
+    losses: list[float] = []
+    last_eval: dict[str, float] = {}
+    busy = 0.0  # seconds spent training (making batches included) since the last log
+    since_log = 0
+    t0 = time.perf_counter()
+    ok = False
+    completed = start
+    try:
+        sinks = make_sinks(cfg, run_dir, wandb, extra, is_writer)
+        for s in range(start, T):
+            done = s + 1
+            t_step = time.perf_counter()
+            state, metrics = step_fn(state, _device_batch(source.train_batch(s), batch_sh))
+            since_log += 1
+            if done % cfg.logging.log_every == 0 or done == T or done in evals:
+                values = {k: float(v) for k, v in jax.device_get(metrics).items()}
+                busy += time.perf_counter() - t_step
+                values |= _throughput(since_log * cfg.tokens_per_step / busy, flops_per_token, peak)
+                values[runfiles.TOKENS_SEEN] = float(done * cfg.tokens_per_step)
+                sinks.log(values, done)
+                losses.append(values[runfiles.TRAIN_LOSS])
+                bar.update(done, values[runfiles.TOKENS_PER_SECOND], values[runfiles.TRAIN_LOSS])
+                busy, since_log = 0.0, 0
+            else:
+                jax.block_until_ready(state["step"])
+                busy += time.perf_counter() - t_step
+            if done in evals:
+                last_eval = evaluator(state["params"]) | {k: v for k, v in source.info.items() if k == ENTROPY_FLOOR}
+                sinks.log(last_eval, done)
+            if done in ckpts:
+                ckpt.save(done, state, meta)
+                if is_writer:
+                    write_status(run_dir, "running" if done < T else "finished", done)
+            completed = done
+        ok = True
+    except BaseException:
+        if is_writer:
+            write_status(run_dir, "crashed", completed)
+        raise
+    finally:
+        bar.close()
+        sinks.close(ok)
+        ckpt.close()
+    if is_writer:
+        write_status(run_dir, "finished", T)
+    wall = time.perf_counter() - t0
+    _say(is_writer, f"{cfg.name}: finished {T} steps in {wall:.1f}s; eval loss "
+         f"{last_eval.get(runfiles.EVAL_LOSS, float('nan')):.4f} (dropless "
+         f"{last_eval.get(runfiles.EVAL_DROPLESS_LOSS, float('nan')):.4f})")
+    return TrainResult(
+        run_dir=run_dir,
+        steps=T,
+        eval_loss=last_eval.get(runfiles.EVAL_LOSS),
+        eval_dropless_loss=last_eval.get(runfiles.EVAL_DROPLESS_LOSS),
+        train_losses=tuple(losses),
+        resumed_from=latest,
+        wall_seconds=wall,
+    )
+
+
+def _init_state(spec: ModelSpec, optimizer: optax.GradientTransformation, key: jax.Array) -> dict[str, Any]:
+    params = init_params(spec, key)
+    return {"params": params, "opt_state": optimizer.init(params), "step": jnp.zeros((), jnp.int32)}
+
+
+def _resume_point(ckpt: Checkpointer, meta: dict[str, Any], T: int, run_dir: Path, resume: bool) -> int | None:
+    """The checkpoint step to continue from (None: start from scratch), or a `LadderError`."""
+    latest = ckpt.latest_step()
+    if latest is None:
+        return None
+    if not resume:
+        raise LadderError(
+            f"{run_dir} already holds checkpoints up to step {latest}: pass --resume to continue "
+            "that run, or choose another run_dir"
+        )
+    check_compatible(ckpt.read_meta(latest), meta, latest, run_dir)
+    if latest > T:
+        raise LadderError(f"the checkpoint at step {latest} is past this run's {T} steps: use a fresh run_dir")
+    return latest
+
+
+def _throughput(tokens_per_second: float, flops_per_token: float, peak: float) -> dict[str, float]:
+    return {
+        runfiles.TOKENS_PER_SECOND: tokens_per_second,
+        MODEL_FLOPS: tokens_per_second * flops_per_token,
+        runfiles.MFU: tokens_per_second * flops_per_token / peak,
+    }
+
+
+class Evaluator:
+    """Mean cross-entropy (nats per token) on the fixed held-out set, as trained and dropless."""
+
+    def __init__(self, cfg: RunConfig, mesh: Any, source: DataSource, params_abstract: Any):
+        B = cfg.batch_size
+        n = len(source.eval_tokens)
+        chunks = -(-n // B)
+        tokens = np.zeros((chunks * B, cfg.seq_len + 1), np.int32)
+        tokens[:n] = source.eval_tokens
+        weight = (np.arange(chunks * B) < n).astype(np.float32)
+        self._sh = batch_sharding(mesh)
+        self._chunks = [(tokens[i * B:(i + 1) * B], weight[i * B:(i + 1) * B]) for i in range(chunks)]
+        self._n_tokens = n * cfg.seq_len
+        self._moe = cfg.spec.n_moe_layers > 0
+        args = (params_abstract, jax.ShapeDtypeStruct((B, cfg.seq_len + 1), jnp.int32, sharding=self._sh),
+                jax.ShapeDtypeStruct((B,), jnp.float32, sharding=self._sh))
+        self._steps = {
+            dropless: jax.jit(make_eval_step(cfg, mesh, dropless), out_shardings=replicated(mesh)).lower(*args).compile()
+            for dropless in (False, True)
+        }
+
+    def __call__(self, params: Any) -> dict[str, float]:
+        out = {}
+        for dropless, key in ((False, runfiles.EVAL_LOSS), (True, runfiles.EVAL_DROPLESS_LOSS)):
+            fn = self._steps[dropless]
+            total, drops = 0.0, []
+            for tokens, weight in self._chunks:
+                r = jax.device_get(fn(params, _device_batch(tokens, self._sh), _device_batch(weight, self._sh)))
+                total += float(r["ce_sum"])
+                drops.append(float(r["drop"]))  # padding rows of the last chunk count too: a close estimate
+            out[key] = total / self._n_tokens
+            if not dropless and self._moe:
+                out[EVAL_DROP_FRACTION] = float(np.mean(drops))
+        return out
+
+
+def _device_batch(host: np.ndarray, sharding: Any) -> jax.Array:
+    """A global array from the same host array on every process (each takes its own rows)."""
+    return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+
+
+def _last_eval_from_file(run_dir: Path) -> dict[str, float]:
+    found: dict[str, float] = {}
+    path = run_dir / runfiles.METRICS_FILE
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            found |= {k: v for k, v in record.items() if k in (runfiles.EVAL_LOSS, runfiles.EVAL_DROPLESS_LOSS)}
+    return found
+
+
+def _header(cfg: RunConfig, n_params: int, mesh: Any, source: DataSource, start: int) -> str:
+    spec = cfg.spec
+    where = f"resuming at step {start}" if start else "from scratch"
+    floor = source.info.get(ENTROPY_FLOOR)
+    data = source.name + (f" (entropy floor {floor:.4f} nats/token)" if floor is not None else "")
+    return (
+        f"{cfg.name}: {spec.active_params():,} active / {n_params:,} total parameters (exact), "
+        f"{cfg.stop_after_steps} steps × {cfg.tokens_per_step:,} tokens, {data}, "
+        f"mesh {dict(mesh.shape)}, {where}"
+    )
+
+
+def _say(is_writer: bool, text: str) -> None:
+    if is_writer:
+        print(text, flush=True)
