@@ -67,9 +67,7 @@ def print_json(data: Any) -> None:
 
 
 def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    if hasattr(value, "tolist"):
+    if hasattr(value, "tolist"):  # numpy arrays and scalars alike
         return value.tolist()
     return str(value)
 

@@ -1,1 +1,415 @@
-"""`ladder fit` commands (being built)."""
+"""`ladder fit endpoint|surface|curve` and `ladder backtest`: scaling-law fits from a CSV or the store.
+
+Each command reads its data (`ladder.fitdata`), calls one function of `fits`, and prints a table
+or, with `--format json`, one JSON object: the fitted parameters, the objective (mean Huber on log
+residuals), the warnings, and with `--bootstrap N` their intervals over runs.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import typer
+
+import fits
+from ladder import fitdata
+from ladder.cli.app import app, command, console, print_json
+from ladder.errors import LadderError
+from ladder.store import DEFAULT_ROOT, Store
+
+fit_app = typer.Typer(
+    help=(
+        "Fit scaling laws to the rungs' losses, from the local store (default .ladder/) or a CSV "
+        "(--csv FILE with column options). Every fit minimises the mean Huber loss (δ = 1e-3) on log "
+        "residuals; --bootstrap N adds intervals from N refits over resampled runs."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(fit_app, name="fit")
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+
+
+class Form(StrEnum):
+    endpoint = "endpoint"
+    surface = "surface"
+    curve = "curve"
+
+
+class Law(StrEnum):
+    perfraction = "perfraction"
+    multipower = "multipower"
+    momentum = "momentum"
+
+
+# ---- shared options -------------------------------------------------------------------------------
+CSV = typer.Option(None, "--csv", help="Read this CSV instead of the store (one row per run or per checkpoint).")
+STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
+METRIC = typer.Option(None, "--metric", help="Store: the metric to fit (default: the store's fit metric, eval/loss).")
+GROUP = typer.Option(None, "--group", help="Store: only runs of this group.")
+ROLE = typer.Option("rung", "--role", help="Store: only runs of this role (rung, hero, single; '' for all).")
+RUN_COL = typer.Option("run_id", "--run-col", help="CSV: column naming each row's run ('' if every row is a run).")
+LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nats per token).")
+STEP_COL = typer.Option("step", "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
+E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
+BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none).")
+SEED = typer.Option(0, "--seed", help="Seed of the bootstrap resampling.")
+LEVEL = typer.Option(0.9, "--level", help="Level of the intervals.")
+FMT = typer.Option(Format.table, "--format", help="table, or json (one object on stdout).")
+DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is true (e.g. a quality flag).")
+
+
+def _cols(run_col: str, loss_col: str, step_col: str, drop: str | None, **more: str | None) -> fitdata.Columns:
+    return fitdata.Columns(run=run_col or None, loss=loss_col, step=step_col or None, drop=drop, **more)
+
+
+def _metric(store: Store, metric: str | None) -> str:
+    return metric or (store.settings().fit_metric if store.exists() else "eval/loss")
+
+
+def _floats(text: str | None, option: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise LadderError(f"{option} {text!r}: expected numbers separated by commas, e.g. 1e21,1e22") from None
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise LadderError(f"--level {level}: must be between 0 and 1, e.g. 0.9")
+
+
+def _boot(fit, n: int, seed: int, level: float) -> tuple[fits.Ensemble | None, dict]:
+    if n < 0:
+        raise LadderError(f"--bootstrap {n}: must be 0 or more")
+    if not n:
+        return None, {}
+    ens = fits.bootstrap(fit, n, seed)
+    return ens, {
+        "n": ens.n,
+        "failed": ens.failed,
+        "seed": seed,
+        "level": level,
+        "intervals": {k: list(v) for k, v in ens.param_intervals(level).items()},
+        "warnings": list(ens.warnings),
+    }
+
+
+def _base(fit, form: str) -> dict:
+    return {
+        "form": form,
+        "n_runs": fit.n_runs,
+        "params": fit.params,
+        "objective": fit.objective,
+        "converged": fit.converged,
+        "warnings": list(fit.warnings),
+    }
+
+
+def _print_params(fit, boot: dict, level: float) -> None:
+    console.print(fit.summary(), highlight=False)
+    if boot:
+        console.print(f"bootstrap over runs: {boot['n']} refits, {level:.0%} intervals", highlight=False)
+        for k, (lo, hi) in boot["intervals"].items():
+            console.print(f"  {k:<6} {fit.params[k]:.6g}  [{lo:.6g}, {hi:.6g}]", highlight=False)
+        for w in boot["warnings"]:
+            console.print(f"  warning: {w}", highlight=False)
+
+
+# ---- commands -------------------------------------------------------------------------------------
+@command("endpoint", parent=fit_app)
+def fit_endpoint_command(
+    csv: Path | None = CSV,
+    store: Path = STORE,
+    metric: str | None = METRIC,
+    group: str | None = GROUP,
+    role: str = ROLE,
+    run_col: str = RUN_COL,
+    loss_col: str = LOSS_COL,
+    step_col: str = STEP_COL,
+    drop_col: str | None = DROP,
+    compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of each run's fit compute (FLOPs)."),
+    E: float | None = E_OPT,
+    at: str | None = typer.Option(None, "--at", help="Predict the final loss at these computes (FLOPs), comma-separated."),
+    bootstrap: int = BOOT,
+    seed: int = SEED,
+    level: float = LEVEL,
+    fmt: Format = FMT,
+) -> None:
+    """Fit the endpoint law L(C) = E + A·C^-α to the runs' final losses.
+
+    Final loss: each run's last logged value. C: fit compute (FLOPs, 3 × forward without the
+    output head). Predictions carry a Student-t band (n − p dof), or the bootstrap's with
+    --bootstrap N.
+    """
+    _check_level(level)
+    if csv is not None:
+        data = fitdata.finals_from_csv(csv, _cols(run_col, loss_col, step_col, drop_col, compute=compute_col), ("compute",))
+    else:
+        s = Store(store)
+        data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
+    fit = fits.fit_endpoint(data.compute, data.loss, E=E)
+    ens, boot = _boot(fit, bootstrap, seed, level)
+    preds = []
+    for c in _floats(at, "--at"):
+        lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
+        preds.append({"compute": c, "loss": float(fit.predict(c)), "lo": float(lo), "hi": float(hi),
+                      "band": "bootstrap" if ens else f"student-t, {fit.dof} dof",
+                      "extrapolation": c / float(data.compute.max())})
+    if fmt is Format.json:
+        print_json(_base(fit, "endpoint") | {"bootstrap": boot or None, "predictions": preds})
+        return
+    _print_params(fit, boot, level)
+    for p in preds:
+        console.print(
+            f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {p['loss']:.4f}  "
+            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})", highlight=False,
+        )
+
+
+@command("surface", parent=fit_app)
+def fit_surface_command(
+    csv: Path | None = CSV,
+    store: Path = STORE,
+    metric: str | None = METRIC,
+    group: str | None = GROUP,
+    role: str = ROLE,
+    run_col: str = RUN_COL,
+    loss_col: str = LOSS_COL,
+    step_col: str = STEP_COL,
+    drop_col: str | None = DROP,
+    params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
+    tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
+    E: float | None = E_OPT,
+    at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
+    bootstrap: int = BOOT,
+    seed: int = SEED,
+    level: float = LEVEL,
+    fmt: Format = FMT,
+) -> None:
+    """Fit the Chinchilla surface L(N, D) = E + A/N^α + B/D^β to runs that vary size and tokens.
+
+    Solved by variable projection: every (α, β) of a grid gets its non-negative least-squares
+    (E, A, B) at once, and the best start a Huber refinement. From the store, N is active
+    parameters and D the tokens at each run's last step.
+    """
+    _check_level(level)
+    if csv is not None:
+        cols = _cols(run_col, loss_col, step_col, drop_col, params=params_col, tokens=tokens_col)
+        data = fitdata.finals_from_csv(csv, cols, ("params", "tokens"))
+    else:
+        s = Store(store)
+        data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
+    fit = fits.fit_surface(data.params, data.tokens, data.loss, E=E)
+    ens, boot = _boot(fit, bootstrap, seed, level)
+    preds = []
+    for item in at:
+        nd = _floats(item, "--at")
+        if len(nd) != 2:
+            raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
+        lo, hi = ens.interval(*nd, level=level) if ens else fit.interval(*nd, level=level)
+        preds.append({"params": nd[0], "tokens": nd[1], "loss": float(fit.predict(*nd)), "lo": float(lo),
+                      "hi": float(hi), "band": "bootstrap" if ens else f"student-t, {fit.dof} dof"})
+    if fmt is Format.json:
+        print_json(_base(fit, "surface") | {"bootstrap": boot or None, "predictions": preds})
+        return
+    _print_params(fit, boot, level)
+    for p in preds:
+        console.print(
+            f"at N = {p['params']:.3g}, D = {p['tokens']:.3g}: L = {p['loss']:.4f}  "
+            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})", highlight=False,
+        )
+
+
+def _fractions(every: float) -> np.ndarray:
+    if not 0 < every <= 0.5:
+        raise LadderError(f"--every {every}: must be in (0, 0.5], e.g. 0.05")
+    n = int(round(1.0 / every))
+    return np.round(np.arange(1, n + 1) / n, 12)
+
+
+@command("curve", parent=fit_app)
+def fit_curve_command(
+    csv: Path | None = CSV,
+    store: Path = STORE,
+    metric: str | None = METRIC,
+    group: str | None = GROUP,
+    role: str = ROLE,
+    run_col: str = typer.Option("run_id", "--run-col", help="CSV: column naming each row's run."),
+    loss_col: str = LOSS_COL,
+    step_col: str = typer.Option("step", "--step-col", help="CSV: column of the step (with --total-steps-col)."),
+    total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: column of each run's planned steps."),
+    drop_col: str | None = DROP,
+    fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: column of the fraction of planned steps (instead of step / total)."),
+    compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of the fit compute spent by the row (FLOPs)."),
+    every: float = typer.Option(0.05, "--every", help="Fit the law at every this fraction of the runs (0.05: 5%, 10%, … 100%)."),
+    E: float | None = E_OPT,
+    at: float | None = typer.Option(None, "--at", help="Predict the whole curve of a run of this total fit compute (FLOPs)."),
+    law: Law = typer.Option(Law.perfraction, "--law", help="perfraction, or a schedule-aware law (multipower, momentum; store only)."),
+    shape: str | None = typer.Option(None, "--shape", help="Schedule-aware laws: hold shape parameters, e.g. C=2,beta=0.6,gamma=0.6."),
+    scale: str = typer.Option("fit_flops_per_token", "--scale", help="Schedule-aware laws: the runs-table column their power laws use (fit_flops_per_token, active_params)."),
+    bootstrap: int = BOOT,
+    seed: int = SEED,
+    level: float = LEVEL,
+    fmt: Format = FMT,
+) -> None:
+    """Fit a whole-curve law to the rungs' curves.
+
+    perfraction (default): L(g) = E + A_g·(C·g)^-α_g for a fixed-ratio ladder. Each run is sampled
+    at common fractions g of its planned steps (linear interpolation between its checkpoints); one
+    power law per fraction, one E for all. With --at C, the predicted curve of a run of total
+    compute C, with 50% and 90% bands when --bootstrap N is given.
+
+    multipower / momentum: the schedule-aware laws, fitted on every run's checkpoints with the LR
+    of every step rebuilt from the schedule in its config (so from the store only); shape
+    parameters shared, L0, A, alpha, B power laws in --scale.
+    """
+    _check_level(level)
+    if law is not Law.perfraction:
+        _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt)
+        return
+    g = _fractions(every)
+    if csv is not None:
+        if not run_col:
+            raise LadderError("--run-col: whole curves need a column naming each row's run")
+        cols = fitdata.Columns(run=run_col, loss=loss_col, compute=compute_col, step=step_col or None,
+                               fraction=fraction_col, total_steps=total_steps_col, drop=drop_col)
+        data = fitdata.curves_from_csv(csv, cols, g)
+    else:
+        s = Store(store)
+        data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None)
+    fit = fits.fit_per_fraction(data.compute, data.fractions, data.losses, E=E)
+    ens, boot = _boot(fit, bootstrap, seed, level)
+    curve = None
+    if at is not None:
+        if ens:
+            b = ens.band(at)
+            curve = {"fraction": g, "median": b.median, "lo50": b.lo50, "hi50": b.hi50, "lo90": b.lo90, "hi90": b.hi90}
+        else:
+            lo, hi = fit.interval(at, level=level)
+            curve = {"fraction": g, "loss": fit.predict(at), "lo": lo, "hi": hi}
+    if fmt is Format.json:
+        out = _base(fit, "per-fraction") | {
+            "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
+            "bootstrap": boot or None,
+            "prediction": None if curve is None else {"compute": at} | {k: np.asarray(v).tolist() for k, v in curve.items()},
+        }
+        print_json(out)
+        return
+    _print_params(fit, boot, level)
+    if curve is not None:
+        console.print(f"predicted curve at C = {at:.3g} FLOPs (x{at / data.compute.max():.3g} the largest run):",
+                      highlight=False)
+        for i, frac in enumerate(g):
+            row = "  ".join(f"{k} {float(np.asarray(v)[i]):.4f}" for k, v in curve.items() if k != "fraction")
+            console.print(f"  g = {frac:.3f}: {row}", highlight=False)
+
+
+def _shape(text: str | None) -> dict[str, float]:
+    out = {}
+    for item in (text or "").replace(" ", "").split(","):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise LadderError(f"--shape {text!r}: expected NAME=VALUE pairs, e.g. C=2,beta=0.6,gamma=0.6")
+    return out
+
+
+def _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt) -> None:
+    if csv is not None:
+        raise LadderError(
+            f"--law {law.value} needs the LR of every step, which a CSV of checkpoints does not hold; "
+            "it reads each run's schedule from the store (--store DIR)"
+        )
+    if at is not None:
+        raise LadderError("--at predicts with the per-fraction law; a schedule-aware law needs the target's LR schedule")
+    held = _shape(shape) or None
+    s = Store(store)
+    curves = fitdata.lr_curves_from_store(s, _metric(s, metric), group, role or None, scale=scale)
+    fn = fits.fit_multipower if law is Law.multipower else fits.fit_momentum
+    fit = fn(curves, E=E, shape=held)
+    _, boot = _boot(fit, bootstrap, seed, level)
+    if fmt is Format.json:
+        print_json({
+            "form": law.value, "n_runs": fit.n_runs, "params": fit.params, "objective": fit.objective,
+            "converged": fit.converged, "warnings": list(fit.warnings), "scale": scale,
+            "errors": [{"run": n, "mean": m, "worst": w} for n, m, w in fit.errors()], "bootstrap": boot or None,
+        })
+        return
+    _print_params(fit, boot, level)
+
+
+@command("backtest")
+def backtest_command(
+    form: Form = typer.Option(Form.endpoint, "--form", help="endpoint, surface, or curve (per-fraction law)."),
+    holdout: str = typer.Option("1", "--holdout", help="Hold out the k largest runs (sizes), for each k listed, e.g. 1,2."),
+    csv: Path | None = CSV,
+    store: Path = STORE,
+    metric: str | None = METRIC,
+    group: str | None = GROUP,
+    role: str = ROLE,
+    run_col: str = RUN_COL,
+    loss_col: str = LOSS_COL,
+    step_col: str = STEP_COL,
+    drop_col: str | None = DROP,
+    compute_col: str = typer.Option("compute", "--compute-col", help="CSV: fit compute column (endpoint, curve)."),
+    params_col: str = typer.Option("params", "--params-col", help="CSV: parameter count column (surface)."),
+    tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: tokens column (surface)."),
+    total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: planned steps column (curve)."),
+    fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: fraction column (curve)."),
+    every: float = typer.Option(0.05, "--every", help="curve: fractions fitted (every this fraction)."),
+    E: float | None = E_OPT,
+    bootstrap: int = typer.Option(0, "--bootstrap", help="Bands from N bootstrap refits (0: Student-t bands)."),
+    seed: int = SEED,
+    level: float = LEVEL,
+    fmt: Format = FMT,
+) -> None:
+    """Backtest a form: fit without the largest runs, predict them, and score the predictions.
+
+    Reports each held-out run's relative error against the compute extrapolation ratio (and, for
+    curves, the mean and worst error over 10–100% of the run), and how often the nominal band
+    covered the truth.
+    """
+    _check_level(level)
+    ks = [int(x) for x in _floats(holdout, "--holdout")]
+    s = Store(store)
+    if form is Form.curve:
+        g = _fractions(every)
+        if csv is not None:
+            cols = fitdata.Columns(run=run_col or None, loss=loss_col, compute=compute_col, step=step_col or None,
+                                   fraction=fraction_col, total_steps=total_steps_col, drop=drop_col)
+            data = fitdata.curves_from_csv(csv, cols, g)
+        else:
+            data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None)
+        bt = fits.backtest_per_fraction(data.compute, data.fractions, data.losses, data.names, ks, E=E,
+                                        level=level, n_boot=bootstrap, seed=seed)
+    else:
+        need = ("compute",) if form is Form.endpoint else ("params", "tokens")
+        if csv is not None:
+            cols = _cols(run_col, loss_col, step_col, drop_col, compute=compute_col, params=params_col, tokens=tokens_col)
+            data = fitdata.finals_from_csv(csv, cols, need)
+        else:
+            data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
+        if form is Form.endpoint:
+            bt = fits.backtest_endpoint(data.compute, data.loss, data.names, ks, E=E, level=level,
+                                        n_boot=bootstrap, seed=seed)
+        else:
+            bt = fits.backtest_surface(data.params, data.tokens, data.loss, data.names, ks, E=E, level=level,
+                                       n_boot=bootstrap, seed=seed)
+    if fmt is Format.json:
+        print_json({"form": bt.form, "level": level, "coverage": bt.coverage,
+                    "mean_abs_error": bt.mean_abs_error, "rows": bt.records()})
+        return
+    console.print(bt.summary(), highlight=False)

@@ -1,0 +1,217 @@
+"""Backtests: fit on the smaller runs, predict the larger ones, and score the prediction.
+
+Each row is one held-out run predicted by a fit on every run smaller than the `k` largest: the
+relative error of its final loss (and, for curves, the mean and worst error over the curve)
+against the compute extrapolation ratio (held-out compute / largest fitted compute), and
+whether the nominal band covered the truth. Over many rows the coverage should sit near the
+band's level; far below it means the intervals are too narrow to trust.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from fits import checks
+from fits.curvelaw import Curve, CurveLawFit
+from fits.endpoint import fit_endpoint
+from fits.errors import FitError
+from fits.perfraction import fit_per_fraction
+from fits.surface import fit_surface
+from fits.uncertainty import bootstrap
+
+
+@dataclass(frozen=True)
+class BacktestRow:
+    target: str
+    held_out: int
+    """How many of the largest runs were held out of the fit."""
+    n_fit: int
+    extrapolation: float
+    """Compute of the target / largest compute in the fit."""
+    predicted: float
+    actual: float
+    lo: float
+    hi: float
+    curve_mean_error: float = float("nan")
+    curve_worst_error: float = float("nan")
+
+    @property
+    def rel_error(self) -> float:
+        return self.predicted / self.actual - 1.0
+
+    @property
+    def covered(self) -> bool:
+        return bool(self.lo <= self.actual <= self.hi)
+
+
+@dataclass(frozen=True)
+class Backtest:
+    form: str
+    level: float
+    rows: tuple[BacktestRow, ...]
+
+    @property
+    def coverage(self) -> float:
+        return float(np.mean([r.covered for r in self.rows])) if self.rows else float("nan")
+
+    @property
+    def mean_abs_error(self) -> float:
+        return float(np.mean([abs(r.rel_error) for r in self.rows])) if self.rows else float("nan")
+
+    def records(self) -> list[dict]:
+        return [asdict(r) | {"rel_error": r.rel_error, "covered": r.covered} for r in self.rows]
+
+    def summary(self) -> str:
+        lines = [f"backtest of the {self.form}: {len(self.rows)} predictions, {self.level:.0%} band"]
+        lines.append(f"  {'target':<28}{'out':>4}{'extrap':>9}{'pred':>9}{'actual':>9}{'error':>9}"
+                     f"{'curve':>8}{'worst':>8}  band")
+        for r in self.rows:
+            curve = "" if np.isnan(r.curve_mean_error) else f"{r.curve_mean_error:8.2%}{r.curve_worst_error:8.2%}"
+            lines.append(
+                f"  {r.target:<28}{r.held_out:>4}{r.extrapolation:>8.3g}x{r.predicted:>9.4f}{r.actual:>9.4f}"
+                f"{r.rel_error:>9.2%}{curve or ' ' * 16}  [{r.lo:.4f}, {r.hi:.4f}] {'ok' if r.covered else 'MISSED'}"
+            )
+        lines.append(f"  mean |error| {self.mean_abs_error:.2%}, coverage {self.coverage:.0%} of {len(self.rows)}")
+        return "\n".join(lines)
+
+
+def _names(names, n):
+    return [str(x) for x in names] if names is not None else [f"run {i}" for i in range(n)]
+
+
+def _holdouts(order_key: np.ndarray, holdout) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """For each k: (k, indices fitted, indices held out), holding out the k largest distinct keys."""
+    distinct = np.unique(order_key)
+    out = []
+    for k in holdout:
+        if not 1 <= k < distinct.size:
+            raise FitError(f"cannot hold out {k} of {distinct.size} distinct sizes")
+        cut = distinct[-k]
+        out.append((k, np.flatnonzero(order_key < cut), np.flatnonzero(order_key >= cut)))
+    return out
+
+
+def _interval(fit, args, level, n_boot, seed):
+    if n_boot:
+        return bootstrap(fit, n_boot, seed).interval(*args, level=level)
+    return fit.interval(*args, level=level)
+
+
+def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0) -> Backtest:
+    """Endpoint law fitted without the `k` largest runs (for each k in `holdout`), predicting them.
+
+    Bands: Student-t (n − p dof) or, with `n_boot`, bootstrap over runs."""
+    c = checks.as_array("compute", compute)
+    y = checks.as_array("loss", loss)
+    checks.same_length(compute=c, loss=y)
+    names = _names(names, c.size)
+    rows = []
+    for k, fit_idx, out_idx in _holdouts(c, holdout):
+        fit = fit_endpoint(c[fit_idx], y[fit_idx], E=E)
+        for i in out_idx:
+            lo, hi = _interval(fit, (c[i],), level, n_boot, seed)
+            rows.append(BacktestRow(names[i], k, fit_idx.size, float(c[i] / c[fit_idx].max()),
+                                    float(fit.predict(c[i])), float(y[i]), float(lo), float(hi)))
+    return Backtest("endpoint law", level, tuple(rows))
+
+
+def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0) -> Backtest:
+    """Chinchilla surface fitted without the runs of the `k` largest model sizes, predicting them."""
+    N = checks.as_array("n_params", n_params)
+    D = checks.as_array("tokens", tokens)
+    y = checks.as_array("loss", loss)
+    checks.same_length(n_params=N, tokens=D, loss=y)
+    names = _names(names, N.size)
+    rows = []
+    for k, fit_idx, out_idx in _holdouts(N, holdout):
+        fit = fit_surface(N[fit_idx], D[fit_idx], y[fit_idx], E=E)
+        c_fit = (N[fit_idx] * D[fit_idx]).max()
+        for i in out_idx:
+            lo, hi = _interval(fit, (N[i], D[i]), level, n_boot, seed)
+            rows.append(BacktestRow(names[i], k, fit_idx.size, float(N[i] * D[i] / c_fit),
+                                    float(fit.predict(N[i], D[i])), float(y[i]), float(lo), float(hi)))
+    return Backtest("Chinchilla surface", level, tuple(rows))
+
+
+def backtest_per_fraction(
+    compute, fractions, losses, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0,
+    score_from: float = 0.1,
+) -> Backtest:
+    """Per-fraction law fitted without the `k` largest runs, predicting their whole curves.
+
+    The row's final-loss numbers are at the last fraction; the curve errors cover fractions
+    ≥ `score_from` (the first steps of a run follow warmup more than scale)."""
+    C = checks.as_array("compute", compute)
+    g = checks.as_array("fractions", fractions)
+    Y = np.asarray(losses, dtype=np.float64)
+    names = _names(names, C.size)
+    scored = g >= score_from
+    rows = []
+    for k, fit_idx, out_idx in _holdouts(C, holdout):
+        fit = fit_per_fraction(C[fit_idx], g, Y[fit_idx], E=E)
+        for i in out_idx:
+            pred = fit.predict(C[i])
+            lo, hi = _interval(fit, (C[i],), level, n_boot, seed)
+            err = np.abs(pred / Y[i] - 1.0)[scored & np.isfinite(Y[i])]
+            rows.append(BacktestRow(
+                names[i], k, fit_idx.size, float(C[i] / C[fit_idx].max()), float(pred[-1]), float(Y[i, -1]),
+                float(lo[-1]), float(hi[-1]), float(err.mean()), float(err.max()),
+            ))
+    return Backtest("per-fraction law", level, tuple(rows))
+
+
+def backtest_curve_law(fit_fn, curves, compute=None, holdout=(1,), *, level=0.9, n_boot=0, seed=0,
+                       score_from_step: int = 0) -> Backtest:
+    """A curve law (`fit_fn(curves) -> CurveLawFit`) fitted without the curves of the `k` largest
+    scales, predicting theirs from their LR sequences. `compute` (one per curve) sets the
+    extrapolation ratio; by default the scale is used."""
+    curves = list(curves)
+    if not all(isinstance(c, Curve) for c in curves):
+        raise FitError("backtest_curve_law takes fits.Curve records")
+    scale = np.array([c.scale for c in curves])
+    comp = scale if compute is None else checks.as_array("compute", compute)
+    rows, form = [], "curve law"
+    for k, fit_idx, out_idx in _holdouts(scale, holdout):
+        fit: CurveLawFit = fit_fn([curves[i] for i in fit_idx])
+        form = fit.form_name
+        ens = bootstrap(fit, n_boot, seed) if n_boot else None
+        for i in out_idx:
+            c = curves[i]
+            pred = fit.predict(c.steps, c.lrs, c.scale)
+            if ens is not None:
+                lo, hi = ens.interval(c.steps, c.lrs, c.scale, level=level)
+            else:
+                lo = hi = pred
+            err = np.abs(pred / c.loss - 1.0)[c.steps >= score_from_step]
+            rows.append(BacktestRow(
+                c.name or f"run {i}", k, fit_idx.size, float(comp[i] / comp[fit_idx].max()), float(pred[-1]),
+                float(c.loss[-1]), float(lo[-1]), float(hi[-1]), float(err.mean()), float(err.max()),
+            ))
+    return Backtest(form, level, tuple(rows))
+
+
+def backtest_prefix(fit_fn, curves, target: int, fractions=(0.25, 0.5, 0.75), *, level=0.9, n_boot=0,
+                    seed=0) -> Backtest:
+    """A curve law fitted on the other curves plus the target's own checkpoints up to each
+    fraction g of its last step, predicting the rest of the target (the live-monitoring case).
+    The extrapolation column holds g."""
+    curves = list(curves)
+    c = curves[target]
+    rows, form = [], "curve law"
+    for g in fractions:
+        seen = c.steps <= g * c.steps.max()
+        if seen.sum() < 2 or seen.all():
+            raise FitError(f"fraction {g:g} leaves {int(seen.sum())} of {c.steps.size} checkpoints to fit on")
+        part = Curve(c.steps[seen], c.loss[seen], c.lrs, c.scale, c.name)
+        fit = fit_fn([x for i, x in enumerate(curves) if i != target] + [part])
+        form = fit.form_name
+        pred = fit.predict(c.steps, c.lrs, c.scale)
+        lo = hi = pred
+        if n_boot:
+            lo, hi = bootstrap(fit, n_boot, seed).interval(c.steps, c.lrs, c.scale, level=level)
+        err = np.abs(pred / c.loss - 1.0)[~seen]
+        rows.append(BacktestRow(c.name or f"run {target}", 0, len(curves), float(g), float(pred[-1]),
+                                float(c.loss[-1]), float(lo[-1]), float(hi[-1]), float(err.mean()), float(err.max())))
+    return Backtest(form, level, tuple(rows))

@@ -1,0 +1,88 @@
+"""Input checks that raise `FitError` with a message for the user, and the trust warnings fits carry.
+
+A fit that runs but cannot be trusted says so in its `warnings` (too few runs for the form, a
+solver that did not converge, E at its bound, an interval wider than the prediction's use); its
+summary prints them. Nothing is silent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fits.errors import FitError
+
+MAX_REL_WIDTH = 0.05
+"""A 90% interval wider than this fraction of the prediction is flagged as too wide to act on."""
+
+
+def as_array(name: str, values, *, positive: bool = True, ndim: int = 1) -> np.ndarray:
+    """`values` as a finite float64 array (strictly positive unless `positive=False`)."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise FitError(f"{name}: expected numbers, got {values!r:.80}") from None
+    if arr.ndim != ndim:
+        raise FitError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if np.any(bad):
+        i = np.flatnonzero(bad.ravel())[0]
+        raise FitError(f"{name} has a non-finite value ({arr.ravel()[i]}) at position {i}; drop or fix that run")
+    if positive and np.any(arr <= 0):
+        i = np.flatnonzero((arr <= 0).ravel())[0]
+        raise FitError(f"{name} must be positive, got {arr.ravel()[i]:g} at position {i}")
+    return arr
+
+
+def same_length(**arrays: np.ndarray) -> int:
+    sizes = {k: len(v) for k, v in arrays.items()}
+    if len(set(sizes.values())) != 1:
+        raise FitError("inputs differ in length: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
+    return next(iter(sizes.values()))
+
+
+def need_runs(n: int, needed: int, form: str, what: str = "runs") -> None:
+    if n < needed:
+        raise FitError(f"the {form} needs at least {needed} {what} with distinct sizes, got {n}")
+
+
+def resample_need(n_distinct: int, p: int) -> int:
+    """Distinct runs a bootstrap resample must keep: one beyond the parameter count `p` when the
+    data have at least two beyond it, else `p`. Resamples with fewer make the refit interpolate a
+    handful of runs, whose wild extrapolations widen the intervals far past their nominal level."""
+    return p + 1 if n_distinct >= p + 2 else p
+
+
+def few_runs(n: int, p: int, form: str) -> list[str]:
+    """Warn when fewer than two runs are left over the parameter count."""
+    if n - p < 2:
+        return [f"too few runs for the {form}: {n} runs for {p} free parameters ({max(n - p, 0)} left over)"]
+    return []
+
+
+def not_converged(converged: bool, message: str) -> list[str]:
+    return [] if converged else [f"the solver did not converge ({message})"]
+
+
+def E_at_bound(E: float, y_min: float, pinned: bool) -> list[str]:
+    if pinned:
+        return []
+    if E <= 1e-9 * y_min:
+        return ["E at its lower bound 0: the data do not pin the irreducible loss; pin E or add runs"]
+    if E >= (1 - 1e-6) * y_min:
+        return ["E at its upper bound (the smallest loss): the fit is not a power law; check the runs"]
+    return []
+
+
+def at_bound(name: str, value: float, lo: float, hi: float) -> list[str]:
+    span = hi - lo
+    if value <= lo + 1e-9 * span or value >= hi - 1e-9 * span:
+        return [f"{name} = {value:.4g} sits at its bound [{lo:g}, {hi:g}]"]
+    return []
+
+
+def too_wide(lo: np.ndarray, hi: np.ndarray, pred: np.ndarray, max_rel_width: float = MAX_REL_WIDTH) -> list[str]:
+    width = (np.asarray(hi) - np.asarray(lo)) / np.asarray(pred)
+    worst = float(np.nanmax(width)) if np.size(width) else 0.0
+    if not np.isfinite(worst) or worst > max_rel_width:
+        return [f"interval too wide to act on: {worst:.1%} of the prediction (limit {max_rel_width:.0%})"]
+    return []

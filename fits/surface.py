@@ -1,0 +1,267 @@
+"""Chinchilla surface L(N, D) = E + A/N^α + B/D^β, for runs that vary size and tokens independently.
+
+Variable projection: for fixed exponents (α, β) the loss is linear in (E, A, B), so a grid over
+(α, β) is solved in one array computation: every grid point gets its non-negative weighted
+least-squares (E, A, B) (weights 1/L², so residuals approximate log residuals) by enumerating the
+active sets of the 3-variable NNLS. The best few grid points then start a Huber refinement of all
+five parameters. This replaces the thousands of random or gridded starts of the published fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fits import checks
+from fits.errors import FitError
+from fits.linear import nnls_batch
+from fits.objective import HUBER_DELTA, REFIT_TOL, TOL, huber, huber_rows, solve
+from fits.powerlaw import residual_covariance
+from fits.uncertainty import student_t_band
+
+FORM = "Chinchilla surface L(N, D) = E + A/N^α + B/D^β"
+EXP_MAX = 3.0
+GRID = 48
+STARTS = 4
+REFIT_GRID = 16
+
+
+@dataclass(frozen=True)
+class SurfaceFit:
+    """L(N, D) = E + A/N^α + B/D^β; `params_count` (N), `tokens` (D), `loss` are the runs fitted."""
+
+    E: float
+    a: float
+    """log A at N = n_ref (A = exp(a)·n_ref^α)."""
+    b: float
+    alpha: float
+    beta: float
+    n_ref: float
+    d_ref: float
+    objective: float
+    params_count: np.ndarray
+    tokens: np.ndarray
+    loss: np.ndarray
+    E_pinned: bool
+    converged: bool
+    cov: np.ndarray = field(repr=False)
+    s2: float = field(repr=False)
+    warnings: tuple[str, ...] = ()
+
+    form = FORM
+
+    @property
+    def A(self) -> float:
+        return float(np.exp(self.a + self.alpha * np.log(self.n_ref)))
+
+    @property
+    def B(self) -> float:
+        return float(np.exp(self.b + self.beta * np.log(self.d_ref)))
+
+    @property
+    def params(self) -> dict[str, float]:
+        return {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta}
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.loss.size)
+
+    @property
+    def n_params(self) -> int:
+        return 4 if self.E_pinned else 5
+
+    @property
+    def dof(self) -> int:
+        return self.n_runs - self.n_params
+
+    def _terms(self, n_params, tokens):
+        un = np.log(np.asarray(n_params, dtype=np.float64) / self.n_ref)
+        ud = np.log(np.asarray(tokens, dtype=np.float64) / self.d_ref)
+        return un, ud, np.exp(self.a - self.alpha * un), np.exp(self.b - self.beta * ud)
+
+    def predict(self, n_params, tokens) -> np.ndarray:
+        """Loss at N = `n_params`, D = `tokens` (same conventions as the fit)."""
+        _, _, tn, td = self._terms(n_params, tokens)
+        return self.E + tn + td
+
+    def interval(self, n_params, tokens, level: float = 0.9, kind: str = "observation"):
+        """Student-t band with n − p dof (delta method in log space); see `EndpointFit.interval`."""
+        un, ud, tn, td = self._terms(n_params, tokens)
+        p = self.E + tn + td
+        g = [tn / p, td / p, -un * tn / p, -ud * td / p]
+        if not self.E_pinned:
+            g = [1.0 / p] + g
+        g = np.stack(np.broadcast_arrays(*g), axis=-1)
+        return student_t_band(p, g, self.cov, self.s2, self.dof, level, kind)
+
+    def resample_ok(self, indices) -> bool:
+        idx = np.asarray(indices)
+        N, D = self.params_count[idx], self.tokens[idx]
+        pairs = np.unique(np.stack([N, D], axis=1), axis=0).shape[0]
+        full = np.unique(np.stack([self.params_count, self.tokens], axis=1), axis=0).shape[0]
+        need = checks.resample_need(full, self.n_params)
+        return pairs >= need and np.unique(N).size >= 2 and np.unique(D).size >= 2
+
+    def refit(self, indices) -> SurfaceFit:
+        """The same fit on the runs at `indices` (repeats allowed), started from this fit and from
+        the best point of a coarse grid."""
+        idx = np.asarray(indices)
+        return fit_surface(
+            self.params_count[idx], self.tokens[idx], self.loss[idx],
+            E=self.E if self.E_pinned else None, grid=REFIT_GRID, starts=1, start=self.params, tol=REFIT_TOL,
+        )
+
+    def summary(self, at: tuple[float, float] | None = None, level: float = 0.9) -> str:
+        p = self.params
+        lines = [
+            f"{FORM}: {self.n_runs} runs, N {self.params_count.min():.3g} .. {self.params_count.max():.3g}, "
+            f"D {self.tokens.min():.3g} .. {self.tokens.max():.3g} tokens",
+            f"  E = {p['E']:.4f}{' (pinned)' if self.E_pinned else ''}   A = {p['A']:.4g}   B = {p['B']:.4g}   "
+            f"alpha = {p['alpha']:.4f}   beta = {p['beta']:.4f}   objective = {self.objective:.4e}",
+        ]
+        warnings = list(self.warnings)
+        if at is not None:
+            lo, hi = self.interval(*at, level=level)
+            pred = float(self.predict(*at))
+            lines.append(
+                f"  at N = {at[0]:.3g}, D = {at[1]:.3g}: L = {pred:.4f}, {level:.0%} band "
+                f"[{float(lo):.4f}, {float(hi):.4f}] (Student-t, {self.dof} dof)"
+            )
+            warnings += checks.too_wide(lo, hi, pred)
+        lines += [f"  warning: {w}" for w in warnings]
+        return "\n".join(lines)
+
+
+def _grid_solutions(x, y, L, w, E_fixed):
+    """Best non-negative weighted least-squares (E, A, B) for every (α, β) of the grid.
+
+    x: (nα, n) values of N^−α; y: (nβ, n) values of D^−β. Returns coefficients (nα·nβ, 3), their
+    mean Huber objective on log residuals, and the grid indices of α and β."""
+    na, nb = x.shape[0], y.shape[0]
+    v = w / (L * L)
+    target = L - (E_fixed or 0.0)
+    # Gram matrix of the features [1, x, y] under weights v, for every (α, β) at once.
+    G = np.empty((na, nb, 3, 3))
+    G[..., 0, 0] = v.sum()
+    G[..., 0, 1] = G[..., 1, 0] = (x @ v)[:, None]
+    G[..., 0, 2] = G[..., 2, 0] = (y @ v)[None, :]
+    G[..., 1, 1] = ((x * x) @ v)[:, None]
+    G[..., 2, 2] = ((y * y) @ v)[None, :]
+    G[..., 1, 2] = G[..., 2, 1] = (x * v) @ y.T
+    r = np.empty((na, nb, 3))
+    r[..., 0] = np.sum(v * target)
+    r[..., 1] = (x @ (v * target))[:, None]
+    r[..., 2] = (y @ (v * target))[None, :]
+    G = G.reshape(-1, 3, 3)
+    r = r.reshape(-1, 3)
+    tt = float(np.sum(v * target * target))
+    if E_fixed is None:
+        coef = nnls_batch(G, r, tt)
+    else:
+        coef = np.zeros((G.shape[0], 3))
+        coef[:, 1:] = nnls_batch(G[:, 1:, 1:], r[:, 1:], tt)
+        coef[:, 0] = E_fixed
+    ai = np.repeat(np.arange(na), nb)
+    bi = np.tile(np.arange(nb), na)
+    pred = coef[:, :1] + coef[:, 1:2] * x[ai] + coef[:, 2:3] * y[bi]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res = np.log(pred) - np.log(L)[None, :]
+    return coef, huber_rows(res, HUBER_DELTA, w), ai, bi
+
+
+def fit_surface(
+    n_params,
+    tokens,
+    loss,
+    *,
+    E: float | None = None,
+    grid: int = GRID,
+    starts: int = STARTS,
+    start: dict[str, float] | None = None,
+    weights=None,
+    tol: float = TOL,
+) -> SurfaceFit:
+    """Fit L(N, D) = E + A/N^α + B/D^β to runs of `n_params` parameters trained on `tokens` tokens.
+
+    `E` pins the irreducible loss. `grid` points per exponent on (0, 3]; the `starts` best grid
+    points (and `start`, parameters of an earlier fit, if given) are refined on the Huber
+    objective and the lowest wins. `tol`: the solver's stopping tolerance.
+    """
+    N = checks.as_array("n_params", n_params)
+    D = checks.as_array("tokens", tokens)
+    L = checks.as_array("loss", loss)
+    checks.same_length(n_params=N, tokens=D, loss=L)
+    p = 4 if E is not None else 5
+    n_distinct = len({(a, b) for a, b in zip(N, D)})
+    checks.need_runs(n_distinct, p, FORM, "runs")
+    if np.unique(N).size < 2 or np.unique(D).size < 2:
+        raise FitError(f"the {FORM.split(':')[0]} needs runs that differ in both size and tokens")
+    if E is not None and not 0 <= E < L.min():
+        raise FitError(f"pinned E = {E:g} must be in [0, the smallest loss {L.min():.6g})")
+    w = np.ones(L.size) if weights is None else checks.as_array("weights", weights)
+    n_ref = float(np.exp(np.mean(np.log(N))))
+    d_ref = float(np.exp(np.mean(np.log(D))))
+    un, ud = np.log(N / n_ref), np.log(D / d_ref)
+    exps = np.linspace(EXP_MAX / grid, EXP_MAX, grid)
+    x = np.exp(-exps[:, None] * un[None, :])
+    y = np.exp(-exps[:, None] * ud[None, :])
+    coef, obj, ai, bi = _grid_solutions(x, y, L, w, E)
+    order = np.argsort(obj)[: max(starts, 1)]
+    if not np.isfinite(obj[order[0]]):
+        raise FitError("no grid point gives a finite surface fit; check the losses")
+
+    logL = np.log(L)
+    fixed = E
+
+    def unpack(q):
+        return (fixed, *q) if fixed is not None else tuple(q)
+
+    def res(q):
+        e, a, b, al, be = unpack(q)
+        with np.errstate(over="ignore"):
+            return np.log(e + np.exp(a - al * un) + np.exp(b - be * ud)) - logL
+
+    def jac(q):
+        e, a, b, al, be = unpack(q)
+        with np.errstate(over="ignore", invalid="ignore"):
+            tn, td = np.exp(a - al * un), np.exp(b - be * ud)
+            pr = e + tn + td
+            cols = [tn / pr, td / pr, -un * tn / pr, -ud * td / pr]
+        if fixed is None:
+            cols = [1.0 / pr] + cols
+        return np.stack(cols, axis=1)
+
+    lo = [0.0, -np.inf, -np.inf, 0.0, 0.0]
+    hi = [L.min() * (1 - 1e-12), np.inf, np.inf, 2 * EXP_MAX, 2 * EXP_MAX]
+    if fixed is not None:
+        lo, hi = lo[1:], hi[1:]
+    best = None
+    tiny = 1e-12 * L.min()
+    inits = [(*coef[k], exps[ai[k]], exps[bi[k]]) for k in order]
+    if start is not None:
+        inits.append((start["E"], start["A"] * n_ref ** -start["alpha"], start["B"] * d_ref ** -start["beta"],
+                      start["alpha"], start["beta"]))
+    for e0, A0, B0, al0, be0 in inits:
+        q0 = [min(e0, L.min() * (1 - 1e-9)), np.log(max(A0, tiny)), np.log(max(B0, tiny)), al0, be0]
+        if fixed is not None:
+            q0 = q0[1:]
+        sol = solve(res, jac, np.array(q0), np.array(lo), np.array(hi), weights=w, tol=tol)
+        if best is None or sol.objective < best.objective:
+            best = sol
+    q = np.asarray(unpack(best.x), dtype=np.float64)
+    dof = L.size - p
+    cov, s2 = residual_covariance(best.residuals, best.jac, w, dof)
+    warnings = (
+        checks.few_runs(L.size, p, FORM.split(":")[0])
+        + checks.not_converged(best.converged, best.message)
+        + checks.E_at_bound(float(q[0]), float(L.min()), E is not None)
+        + checks.at_bound("alpha", float(q[3]), 0.0, 2 * EXP_MAX)
+        + checks.at_bound("beta", float(q[4]), 0.0, 2 * EXP_MAX)
+    )
+    return SurfaceFit(
+        E=float(q[0]), a=float(q[1]), b=float(q[2]), alpha=float(q[3]), beta=float(q[4]),
+        n_ref=n_ref, d_ref=d_ref, objective=huber(best.residuals, HUBER_DELTA, w),
+        params_count=N, tokens=D, loss=L, E_pinned=E is not None, converged=best.converged,
+        cov=cov, s2=s2, warnings=tuple(warnings),
+    )

@@ -1,0 +1,258 @@
+"""Glue between tables and `fits`: a CSV file or the local store → the arrays the fits take.
+
+Two shapes of data come out:
+
+- `Finals`: one point per run (its last logged value), for the endpoint law and the surface;
+- `Curves`: every run's metric at common fractions of its planned steps, for the per-fraction
+  law; and `lr_curves`: each run's checkpoints with the LR of every step (from its schedule),
+  for the schedule-aware curve laws.
+
+Every problem with the input (a missing column, a non-positive value, a run without a final
+point) is a `LadderError` that names the file, the column or the run, and says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import fits
+from ladder.errors import LadderError
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Column names of a CSV (None: the CSV has no such column)."""
+
+    run: str | None = "run_id"
+    """Identifies the run of each row; without it every row is one run."""
+    loss: str = "loss"
+    """The metric to fit (nats per token)."""
+    compute: str | None = "compute"
+    """Fit compute (FLOPs) of the row: of the whole run for final points, or spent so far."""
+    params: str | None = "params"
+    """Parameters N of the model (the surface's N; state the convention you use)."""
+    tokens: str | None = "tokens"
+    """Tokens D trained on at the row."""
+    step: str | None = "step"
+    """Optimizer step of the row; the run's last step is its final point."""
+    fraction: str | None = None
+    """Fraction of the planned steps at the row (else step / total_steps)."""
+    total_steps: str | None = None
+    """Planned steps of the run (with `step`, gives the fraction)."""
+    drop: str | None = None
+    """Rows where this column is true (a quality flag, an exclusion mark) are left out."""
+
+
+@dataclass(frozen=True)
+class Finals:
+    """One final point per run."""
+
+    names: list[str]
+    loss: np.ndarray
+    compute: np.ndarray | None = None
+    params: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Each run's metric at common fractions of its planned steps (NaN where it has none)."""
+
+    names: list[str]
+    compute: np.ndarray
+    """Fit compute of each whole run (FLOPs at fraction 1)."""
+    fractions: np.ndarray
+    losses: np.ndarray
+    """(runs, fractions)."""
+
+
+# ---- CSV ------------------------------------------------------------------------------------------
+def read_csv(path: str | Path, drop: str | None = None) -> pd.DataFrame:
+    """The CSV at `path`, without the rows whose column `drop` is true."""
+    p = Path(path)
+    if not p.is_file():
+        raise LadderError(f"{p}: no such file; pass the CSV with --csv FILE")
+    try:
+        df = pd.read_csv(p)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise LadderError(f"{p}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    if drop is not None:
+        _need(df, str(p), drop=drop)
+        flag = df[drop]
+        if flag.dtype != bool:
+            flag = flag.astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+        df = df[~flag.to_numpy()]
+    if df.empty:
+        raise LadderError(f"{p}: the CSV has no rows" + (f" left after dropping {drop}" if drop else ""))
+    return df
+
+
+def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
+    for option, col in columns.items():
+        if col is None:
+            raise LadderError(f"{where}: name the {option.replace('_', ' ')} column (--{option.replace('_', '-')}-col)")
+        if col not in df.columns:
+            raise LadderError(
+                f"{where}: no column {col!r} (for --{option.replace('_', '-')}-col); "
+                f"the file has {', '.join(map(str, df.columns))}"
+            )
+
+
+def _numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> np.ndarray:
+    values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values) | ((values <= 0) if positive else False)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        row = df.index[i] + 2 if isinstance(df.index[i], (int, np.integer)) else df.index[i]
+        raise LadderError(
+            f"{where}: column {col!r} has {'a non-positive or ' if positive else 'a '}missing value "
+            f"({df[col].iloc[i]}) in line {row}; fix or drop that row"
+        )
+    return values
+
+
+def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
+    if cols.run is None:
+        return df
+    _need(df, where, run=cols.run)
+    if cols.step is not None and cols.step in df.columns:
+        _numbers(df, cols.step, where, positive=False)
+        df = df.sort_values([cols.run, cols.step], kind="stable")
+    return df.groupby(cols.run, sort=False).tail(1)
+
+
+def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...]) -> Finals:
+    """One point per run (its last row by step); `need` names the columns the fit uses."""
+    where = str(path)
+    df = read_csv(path, cols.drop)
+    _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
+    last = _last_rows(df, cols, where)
+    names = last[cols.run].astype(str).tolist() if cols.run else [f"row {i + 2}" for i in range(len(last))]
+    arrays = {k: _numbers(last, getattr(cols, k), where) for k in need}
+    return Finals(names, _numbers(last, cols.loss, where), **arrays)
+
+
+def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> Curves:
+    """Every run's loss at `fractions`, by interpolating between its rows.
+
+    The fraction of a row comes from `cols.fraction`, or from `cols.step` / `cols.total_steps`; a
+    run's compute is the largest `cols.compute` it reaches divided by its largest fraction."""
+    where = str(path)
+    df = read_csv(path, cols.drop)
+    _need(df, where, run=cols.run, loss=cols.loss, compute=cols.compute)
+    if cols.fraction is not None:
+        _need(df, where, fraction=cols.fraction)
+        frac = _numbers(df, cols.fraction, where, positive=False)
+    else:
+        _need(df, where, step=cols.step, total_steps=cols.total_steps)
+        frac = _numbers(df, cols.step, where, positive=False) / _numbers(df, cols.total_steps, where)
+    loss = _numbers(df, cols.loss, where)
+    comp = _numbers(df, cols.compute, where, positive=False)
+    names, totals, rows = [], [], []
+    for run, idx in df.groupby(cols.run, sort=False).indices.items():
+        f, y, c = frac[idx], loss[idx], comp[idx]
+        end = int(np.argmax(f))
+        if f[end] <= 0:
+            raise LadderError(f"{where}: run {run!r} has no row past fraction 0")
+        names.append(str(run))
+        totals.append(c[end] / f[end])
+        rows.append(fits.sample_curve(f, y, 1.0, fractions))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows))
+
+
+# ---- store ----------------------------------------------------------------------------------------
+def _store_runs(store, group: str | None, role: str | None, finished: bool) -> pd.DataFrame:
+    if not store.exists():
+        raise LadderError(f"{store.root}: no store here; run `ladder pull` first or pass --csv FILE")
+    runs = store.runs()
+    if group is not None:
+        runs = runs[runs["group"] == group]
+    if role is not None:
+        runs = runs[runs["role"] == role]
+    if finished:
+        runs = runs[runs["state"] == "finished"]
+    if runs.empty:
+        what = ", ".join(x for x in (f"group {group!r}" if group else "", f"role {role!r}" if role else "",
+                                      "finished" if finished else "") if x)
+        raise LadderError(f"{store.root}: no runs match ({what or 'any'}); see `ladder pull` and the runs table")
+    missing = runs["fit_flops_per_token"].isna()
+    if missing.any():
+        raise LadderError(
+            f"run {runs['name'][missing].iloc[0]!r} has no fit FLOPs per token; give it in the run's config "
+            "or pull it with that coordinate"
+        )
+    return runs
+
+
+def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    hist = store.history(list(runs["run_id"]), [metric])
+    if hist.empty:
+        raise LadderError(f"{store.root}: no values of {metric!r} for these runs; pick another --metric")
+    return hist
+
+
+def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung") -> Finals:
+    """Each finished run's last value of `metric`; compute = fit FLOPs per token × tokens there."""
+    runs = _store_runs(store, group, role, finished=True)
+    hist = _store_history(store, runs, metric)
+    last = hist.sort_values(["run_id", "step"]).groupby("run_id").tail(1).set_index("run_id")
+    runs = runs[runs["run_id"].isin(last.index)]
+    short = last.loc[runs["run_id"], "fraction"] < 1 - 1e-9
+    if short.any():
+        raise LadderError(
+            f"run {runs['name'][short.to_numpy()].iloc[0]!r} ends before its planned last step; "
+            "its last value is not a final loss (finish it, or mark it crashed and leave it out)"
+        )
+    tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
+    return Finals(
+        names=runs["name"].tolist(),
+        loss=last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64),
+        compute=runs["fit_flops_per_token"].to_numpy(dtype=np.float64) * tokens,
+        params=runs["active_params"].to_numpy(dtype=np.float64),
+        tokens=tokens,
+    )
+
+
+def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | None = None,
+                      role: str | None = "rung") -> Curves:
+    """Every run's `metric` at `fractions` of its planned steps (running runs included)."""
+    runs = _store_runs(store, group, role, finished=False)
+    hist = _store_history(store, runs, metric)
+    names, totals, rows = [], [], []
+    for _, run in runs.iterrows():
+        h = hist[hist["run_id"] == run["run_id"]]
+        if h.empty:
+            continue
+        names.append(run["name"])
+        totals.append(float(run["fit_flops_per_token"]) * float(run["planned_tokens"]))
+        rows.append(fits.sample_curve(h["fraction"].to_numpy(), h["value"].to_numpy(), 1.0, fractions))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows))
+
+
+def lr_curves_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
+                         scale: str = "fit_flops_per_token") -> list[fits.Curve]:
+    """Each run's `metric` with the LR of every step, rebuilt from the schedule in its config
+    (edits included); `scale` names the runs-table column the curve laws' power laws use."""
+    from ladder.sources.coords import coordinates_from_config
+
+    runs = _store_runs(store, group, role, finished=False)
+    if scale not in runs.columns or runs[scale].isna().any():
+        raise LadderError(f"--scale {scale!r}: not a column of the runs table, or missing for some runs")
+    hist = _store_history(store, runs, metric)
+    out = []
+    for _, run in runs.iterrows():
+        h = hist[(hist["run_id"] == run["run_id"]) & (hist["step"] > 0)]
+        if h.empty:
+            continue
+        _, _, schedule = coordinates_from_config(json.loads(run["config_json"] or "{}"))
+        if schedule is None:
+            raise LadderError(f"run {run['name']!r}: its config has no LR schedule; the curve laws need one")
+        steps = h["step"].to_numpy(dtype=np.int64)
+        lrs = schedule.lrs(0, max(int(steps.max()), schedule.horizon))
+        out.append(fits.Curve(steps, h["value"].to_numpy(), lrs, float(run[scale]), str(run["name"])))
+    return out

@@ -1,0 +1,86 @@
+"""Backtests on known laws: hold out the largest runs, predict them, score error and coverage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fits import (
+    Curve,
+    FitError,
+    Momentum,
+    backtest_curve_law,
+    backtest_endpoint,
+    backtest_per_fraction,
+    backtest_prefix,
+    backtest_surface,
+    fit_momentum,
+)
+from fits.synthetic import endpoint_losses, known_law, per_fraction_losses, surface_losses
+from ladder import Schedule
+
+COMPUTE = np.geomspace(1e18, 1e22, 10)
+
+
+def test_endpoint_backtest_scores_each_held_out_run():
+    y = endpoint_losses(np.random.default_rng(0), COMPUTE, 1.7, 2e3, 0.2, noise=0.002)
+    bt = backtest_endpoint(COMPUTE, y, [f"r{i}" for i in range(10)], holdout=(1, 3))
+    assert [r.target for r in bt.rows] == ["r9", "r7", "r8", "r9"]
+    first = bt.rows[0]
+    assert first.extrapolation == pytest.approx(COMPUTE[9] / COMPUTE[8])
+    assert first.rel_error == pytest.approx(first.predicted / first.actual - 1)
+    assert bt.mean_abs_error < 0.01 and 0.5 <= bt.coverage <= 1
+    assert "coverage" in bt.summary() and len(bt.records()) == 4
+
+
+def test_exact_laws_backtest_to_zero_error():
+    y = 1.7 + 2e3 * COMPUTE**-0.2
+    bt = backtest_endpoint(COMPUTE, y, holdout=(2,))
+    assert max(abs(r.rel_error) for r in bt.rows) < 1e-6 and bt.coverage == 1.0
+    N = np.repeat(np.geomspace(5e7, 5e9, 6), 4)
+    D = N * np.tile([5.0, 20.0, 80.0, 300.0], 6)
+    ys = surface_losses(np.random.default_rng(0), N, D, 1.8, 480.0, 2100.0, 0.35, 0.37, noise=0.0)
+    bts = backtest_surface(N, D, ys, holdout=(1,))
+    assert len(bts.rows) == 4 and max(abs(r.rel_error) for r in bts.rows) < 1e-5
+
+
+def test_per_fraction_backtest_scores_the_whole_curve():
+    G = np.arange(1, 11) / 10
+    C = np.geomspace(1e19, 1e21, 6)
+    exact = per_fraction_losses(np.random.default_rng(1), C, G, 2.0, np.full(10, 900.0), 0.16 + 0.04 * G, noise=0.0)
+    row = backtest_per_fraction(C, G, exact, holdout=(1,)).rows[0]
+    assert row.curve_mean_error < 1e-6 and row.curve_worst_error < 1e-6
+    noisy = exact * np.exp(np.random.default_rng(2).normal(0, 0.002, exact.shape))
+    row = backtest_per_fraction(C, G, noisy, holdout=(1,), n_boot=40).rows[0]
+    assert row.curve_mean_error < 0.01 and row.lo < row.predicted < row.hi
+
+
+def _momentum_curves(noise=0.0):
+    law = known_law(Momentum, {"lambda": 0.995}, dict(L0=2.6, A=0.6, alpha=0.45, B=0.9),
+                    dict(L0=-0.07, A=0.08, alpha=-0.05, B=0.1), scale_ref=1e8)
+    base = dict(peak_lr=3e-4, total_steps=3000, warmup_steps=100, min_lr_ratio=0.1)
+    out = []
+    rng = np.random.default_rng(0)
+    for s in (2.5e7, 1e8, 4e8, 1.6e9):
+        for decay in ("cosine", "linear"):
+            lrs = Schedule(decay=decay, **base).lrs()
+            steps = np.arange(200, 3001, 100)
+            loss = law.predict(steps, lrs, s) * np.exp(rng.normal(0, noise, steps.size))
+            out.append(Curve(steps, loss, lrs, s, f"{s:.2g} {decay}"))
+    return out
+
+
+@pytest.mark.slow
+def test_curve_law_backtests_on_larger_sizes_and_on_prefixes():
+    curves = _momentum_curves()
+    bt = backtest_curve_law(fit_momentum, curves, holdout=(1,))
+    assert len(bt.rows) == 2 and bt.form == "momentum law"
+    assert all(r.extrapolation == pytest.approx(4.0) for r in bt.rows)
+    assert max(r.curve_worst_error for r in bt.rows) < 1e-3
+    pre = backtest_prefix(fit_momentum, curves, target=7, fractions=(0.5,))
+    assert pre.rows[0].extrapolation == 0.5 and pre.rows[0].curve_worst_error < 1e-3
+
+
+def test_holding_out_everything_is_refused():
+    with pytest.raises(FitError, match="cannot hold out"):
+        backtest_endpoint(COMPUTE, 1.7 + 2e3 * COMPUTE**-0.2, holdout=(10,))

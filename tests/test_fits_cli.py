@@ -1,0 +1,245 @@
+"""`ladder fit endpoint|surface|curve` and `ladder backtest` from a CSV, the store glue, and the
+one-line errors (exit code 2) for bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from fits import Momentum, fit_momentum
+from fits.synthetic import endpoint_losses, known_law, per_fraction_losses
+from ladder import Schedule, fitdata
+from ladder.cli import app
+from ladder.errors import LadderError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import fit_datasets as ds  # noqa: E402
+
+runner = CliRunner()
+COMPUTE = np.geomspace(1e18, 1e21, 8)
+
+
+def run(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_error_line(res, *fragments: str) -> None:
+    assert res.exit_code == 2, res.output
+    text = res.output.strip()
+    assert text.startswith("error:") and "Traceback" not in text
+    for f in fragments:
+        assert f in text, text
+
+
+@pytest.fixture
+def endpoint_csv(tmp_path) -> Path:
+    """Two checkpoints per run; the last one is the final loss."""
+    y = endpoint_losses(np.random.default_rng(0), COMPUTE, 1.7, 2e3, 0.2, noise=0.003)
+    rows = []
+    for i, (c, loss) in enumerate(zip(COMPUTE, y)):
+        rows.append({"run_id": f"r{i}", "step": 50, "compute": c / 2, "loss": loss + 0.3})
+        rows.append({"run_id": f"r{i}", "step": 100, "compute": c, "loss": loss})
+    path = tmp_path / "finals.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_fit_endpoint_json_from_a_csv(endpoint_csv):
+    res = run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--at", "1e22,1e23")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["form"] == "endpoint" and out["n_runs"] == 8
+    assert set(out["params"]) == {"E", "A", "alpha"}
+    assert out["params"]["alpha"] == pytest.approx(0.2, abs=0.05)
+    assert out["objective"] > 0 and out["bootstrap"] is None
+    assert [p["compute"] for p in out["predictions"]] == [1e22, 1e23]
+    for p in out["predictions"]:
+        assert p["lo"] < p["loss"] < p["hi"] and "student-t" in p["band"]
+
+
+def test_fit_endpoint_bootstrap_intervals(endpoint_csv):
+    res = run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--bootstrap", "40", "--at", "1e22")
+    out = json.loads(res.stdout)
+    boot = out["bootstrap"]
+    assert boot["n"] == 40 and boot["level"] == 0.9
+    for k, (lo, hi) in boot["intervals"].items():
+        assert lo <= out["params"][k] <= hi, k
+    assert out["predictions"][0]["band"] == "bootstrap"
+
+
+def test_fit_endpoint_table(endpoint_csv):
+    res = run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22", "--E", "1.7")
+    assert res.exit_code == 0, res.output
+    assert "E = 1.7000 (pinned)" in res.stdout and "at C = 1e+22" in res.stdout
+
+
+def test_fit_surface_lands_on_epoch_from_the_csv(shared_data):
+    csv = shared_data / "chinchilla_epoch" / "chinchilla_epoch_tidy.csv"
+    res = run("fit", "surface", "--csv", csv, "--run-col", "", "--step-col", "", "--drop-col",
+              "excluded_in_epoch_fit", "--format", "json", "--at", "7e10,1.4e12")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n_runs"] == 240 and set(out["params"]) == {"E", "A", "B", "alpha", "beta"}
+    assert out["params"]["E"] == pytest.approx(1.817, abs=0.01)
+    assert out["params"]["alpha"] == pytest.approx(0.348, abs=0.005)
+    assert out["params"]["beta"] == pytest.approx(0.366, abs=0.005)
+    assert out["predictions"][0]["lo"] < out["predictions"][0]["loss"] < out["predictions"][0]["hi"]
+
+
+@pytest.fixture
+def curves_csv(tmp_path) -> Path:
+    G = np.arange(1, 11) / 10
+    C = np.geomspace(1e19, 1e21, 5)
+    Y = per_fraction_losses(np.random.default_rng(1), C, G, 2.0, np.full(10, 900.0), np.full(10, 0.18), noise=0.002)
+    rows = [{"run_id": f"r{i}", "step": int(g * 1000), "total_steps": 1000, "compute": c * g, "loss": y}
+            for i, c in enumerate(C) for g, y in zip(G, Y[i])]
+    path = tmp_path / "curves.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
+    res = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1",
+              "--at", "1e22", "--bootstrap", "30", "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["form"] == "per-fraction" and len(out["fractions"]) == 10
+    pred = out["prediction"]
+    assert pred["compute"] == 1e22 and len(pred["median"]) == 10
+    assert all(a <= b <= c for a, b, c in zip(pred["lo90"], pred["median"], pred["hi90"]))
+    table = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1", "--at", "1e22")
+    assert table.exit_code == 0 and "g = 1.000" in table.stdout
+
+
+def test_backtest_endpoint_json(endpoint_csv):
+    res = run("backtest", "--form", "endpoint", "--csv", endpoint_csv, "--holdout", "1,2", "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert len(out["rows"]) == 3  # the largest run with k=1; the two largest with k=2
+    assert {r["held_out"] for r in out["rows"]} == {1, 2}
+    assert all(r["extrapolation"] > 1 for r in out["rows"]) and 0 <= out["coverage"] <= 1
+    assert all(abs(r["rel_error"]) < 0.02 for r in out["rows"])
+
+
+def test_backtest_curve_table(curves_csv):
+    res = run("backtest", "--form", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1")
+    assert res.exit_code == 0, res.output
+    assert "backtest of the per-fraction law" in res.stdout and "coverage" in res.stdout
+
+
+def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):
+    one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--compute-col", "flops"), "no column 'flops'", "--compute-col")
+    one_error_line(run("fit", "endpoint", "--csv", tmp_path / "nope.csv"), "no such file")
+    one_error_line(run("fit", "endpoint", "--store", tmp_path / "empty"), "no store here")
+    few = tmp_path / "few.csv"
+    pd.DataFrame({"run_id": ["a", "b"], "compute": [1e18, 2e18], "loss": [3.0, 2.9]}).to_csv(few, index=False)
+    one_error_line(run("fit", "endpoint", "--csv", few, "--step-col", ""), "at least 3 runs")
+    neg = tmp_path / "neg.csv"
+    pd.DataFrame({"run_id": list("abc"), "compute": [1e18, 2e18, 3e18], "loss": [3.0, -1.0, 2.8]}).to_csv(neg, index=False)
+    one_error_line(run("fit", "endpoint", "--csv", neg, "--step-col", ""), "non-positive", "line 3")
+    one_error_line(run("fit", "surface", "--csv", few, "--step-col", "", "--at", "1e9"), "no column 'params'")
+    one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--E", "9"), "pinned E")
+    one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--level", "2"), "--level")
+    one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", "8"), "cannot hold out 8")
+
+
+@pytest.mark.parametrize("args", [["fit"], ["fit", "endpoint"], ["fit", "surface"], ["fit", "curve"], ["backtest"]])
+def test_every_command_explains_itself(args):
+    res = run(*args, "--help")
+    assert res.exit_code == 0
+    assert "Usage" in res.output and len(res.output) > 300
+
+
+# ---- the store glue, on a stand-in with the store's interface -----------------------------------
+class FakeStore:
+    root = Path("fake")
+
+    def __init__(self, runs: pd.DataFrame, history: pd.DataFrame):
+        self._runs, self._history = runs, history
+
+    def exists(self):
+        return True
+
+    def runs(self):
+        return self._runs
+
+    def history(self, run_ids=None, metrics=None):
+        h = self._history
+        if run_ids is not None:
+            h = h[h["run_id"].isin(run_ids)]
+        return h[h["metric"].isin(metrics)] if metrics is not None else h
+
+
+def fake_store(finished=True) -> FakeStore:
+    runs, hist = [], []
+    for i, c in enumerate(COMPUTE[:5]):
+        tokens = 1000 * 2**i
+        runs.append({"run_id": f"id{i}", "name": f"rung{i}", "group": "g", "role": "rung", "active_params": 1e6 * 2**i,
+                     "total_params": 2e6 * 2**i, "fit_flops_per_token": c / tokens, "stop_after_steps": 100,
+                     "tokens_per_step": tokens // 100, "planned_tokens": tokens,
+                     "state": "finished" if finished or i < 4 else "running", "source": "test", "config_json": "{}"})
+        for step in (50, 100):
+            hist.append({"run_id": f"id{i}", "step": step, "tokens": tokens * step // 100, "fraction": step / 100,
+                         "metric": "eval/loss", "value": 1.7 + 2e3 * (c * step / 100) ** -0.2})
+    return FakeStore(pd.DataFrame(runs), pd.DataFrame(hist))
+
+
+def test_store_finals_and_curves():
+    store = fake_store()
+    finals = fitdata.finals_from_store(store, "eval/loss")
+    assert finals.names == [f"rung{i}" for i in range(5)]
+    np.testing.assert_allclose(finals.compute, COMPUTE[:5])
+    np.testing.assert_allclose(finals.loss, 1.7 + 2e3 * COMPUTE[:5] ** -0.2)
+    curves = fitdata.curves_from_store(store, "eval/loss", np.array([0.5, 1.0]))
+    np.testing.assert_allclose(curves.compute, COMPUTE[:5])
+    np.testing.assert_allclose(curves.losses[:, 0], 1.7 + 2e3 * (COMPUTE[:5] / 2) ** -0.2)
+    with pytest.raises(LadderError, match="no values of 'train/loss'"):
+        fitdata.finals_from_store(store, "train/loss")
+    with pytest.raises(LadderError, match="no runs match"):
+        fitdata.finals_from_store(store, "eval/loss", group="other")
+    assert len(fitdata.finals_from_store(fake_store(finished=False), "eval/loss").names) == 4
+
+
+def test_olmo_csv_curves_match_the_loader(shared_data):
+    # The CLI's CSV path and the benchmark loader sample the same curves.
+    csv = shared_data / "olmo_ladder" / "ladder_tidy.csv"
+    cols = fitdata.Columns(run="run_id", loss="loss", compute="tokens", step="step", total_steps=None)
+    with pytest.raises(LadderError, match="total steps"):
+        fitdata.curves_from_csv(csv, cols, np.array([0.5, 1.0]))
+    lad, runs = ds.olmo_ladder(shared_data)
+    assert set(runs["size"]) == set(ds.OLMO_SIZES)
+
+
+def test_schedule_aware_laws_read_the_lr_from_each_runs_schedule():
+    law = known_law(Momentum, {"lambda": 0.995}, dict(L0=2.6, A=0.6, alpha=0.45, B=0.9),
+                    dict(L0=-0.07, A=0.08, alpha=-0.05, B=0.1), scale_ref=1e8)
+    runs, hist = [], []
+    for i, (scale, decay) in enumerate([(2.5e7, "cosine"), (2.5e7, "linear"), (1e8, "cosine"), (1e8, "linear"),
+                                        (4e8, "cosine"), (4e8, "linear")]):
+        sched = {"peak_lr": 3e-4, "total_steps": 2000, "warmup_steps": 100, "decay": decay, "min_lr_ratio": 0.1}
+        steps = np.arange(100, 2001, 100)
+        loss = law.predict(steps, Schedule(**sched).lrs(), scale)
+        runs.append({"run_id": f"id{i}", "name": f"r{i}", "group": "g", "role": "rung", "active_params": scale,
+                     "fit_flops_per_token": 6 * scale, "planned_tokens": 2000 * 1000, "state": "finished",
+                     "config_json": json.dumps({"run_config": {"schedule": sched}})})
+        hist += [{"run_id": f"id{i}", "step": int(s), "tokens": int(s) * 1000, "fraction": s / 2000,
+                  "metric": "eval/loss", "value": v} for s, v in zip(steps, loss)]
+    store = FakeStore(pd.DataFrame(runs), pd.DataFrame(hist))
+    curves = fitdata.lr_curves_from_store(store, "eval/loss", scale="active_params")
+    assert [c.scale for c in curves] == [2.5e7, 2.5e7, 1e8, 1e8, 4e8, 4e8]
+    assert curves[0].lrs.size == 2000 and curves[0].lrs[99] == pytest.approx(3e-4)
+    fit = fit_momentum(curves)
+    assert fit.shape["lambda"] == pytest.approx(0.995, rel=1e-3)
+    with pytest.raises(LadderError, match="--scale 'nope'"):
+        fitdata.lr_curves_from_store(store, "eval/loss", scale="nope")
+
+
+def test_schedule_aware_laws_refuse_a_csv(curves_csv):
+    one_error_line(run("fit", "curve", "--csv", curves_csv, "--law", "multipower"), "LR of every step", "--store")
+    one_error_line(run("fit", "curve", "--law", "momentum", "--shape", "lambda"), "--shape")

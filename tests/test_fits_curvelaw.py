@@ -1,0 +1,169 @@
+"""Schedule-aware curve laws (multi-power and momentum): the binned annealing sum against the full
+sum, derivatives, recovery of known laws across sizes, predictions under new schedules, and the
+published multi-power fits on the schedule dataset."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fits import Curve, FitError, Momentum, MultiPower, fit_momentum, fit_multipower
+from fits.multipower import drop_terms, exact_drop
+from fits.synthetic import curve_law_curves, known_law
+from ladder import Schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import fit_datasets as ds  # noqa: E402
+
+PEAK = 3e-4
+
+
+def schedules(T=4000, warmup=100):
+    base = dict(peak_lr=PEAK, total_steps=T, warmup_steps=warmup, min_lr_ratio=0.1)
+    return {
+        "cosine": Schedule(decay="cosine", **base).lrs(),
+        "wsd": Schedule(decay="wsd", cooldown_steps=T // 5, **base).lrs(),
+        "constant": Schedule(decay="constant", **base).lrs(),
+        "step": np.where(np.arange(T) < T // 2, Schedule(decay="constant", **base).lrs(), 0.3 * PEAK),
+        "to-zero": Schedule(peak_lr=PEAK, total_steps=T, warmup_steps=warmup, decay="linear").lrs(),
+    }
+
+
+@pytest.mark.parametrize("name", ["cosine", "wsd", "step", "to-zero"])
+def test_binned_annealing_sum_matches_the_full_sum(name):
+    lrs = schedules(T=20000, warmup=500)[name]
+    steps = np.arange(600, 20001, 350)
+    shape = np.array([2.0, 0.6, 0.6])
+    D, _ = MultiPower.drop(drop_terms(lrs, steps), shape)
+    exact = exact_drop(lrs, steps, *shape)
+    # B·D is the loss drop: with B = 500 and losses near 2.5 the error stays below 1e-5 of the loss.
+    assert np.max(np.abs(D - exact)) * 500 / 2.5 < 1e-5
+
+
+@pytest.mark.parametrize("form", [MultiPower, Momentum])
+def test_annealing_derivatives_match_finite_differences(form):
+    lrs = schedules()["wsd"]
+    pre = form.precompute(lrs, np.arange(150, 4001, 50))
+    shape = np.array([2.0, 0.6, 0.6]) if form is MultiPower else np.array([0.995])
+    D, dD = form.drop(pre, shape)
+    for i in range(shape.size):
+        h = 1e-6 * max(shape[i], 1e-3)
+        up, down = shape.copy(), shape.copy()
+        up[i] += h
+        down[i] -= h
+        numeric = (form.drop(pre, up)[0] - form.drop(pre, down)[0]) / (2 * h)
+        np.testing.assert_allclose(dD[:, i], numeric, rtol=2e-4, atol=1e-6 * np.max(np.abs(numeric)))
+
+
+def test_momentum_term_is_the_filtered_sum_of_drops():
+    lrs = schedules()["step"]
+    steps = np.array([1000, 2000, 2001, 2500, 4000])
+    S2, _ = Momentum.drop(Momentum.precompute(lrs, steps), np.array([0.99]))
+    for t, s2 in zip(steps, S2):
+        m, total = 0.0, 0.0
+        for k in range(1, t):
+            m = 0.99 * m + (lrs[k - 1] - lrs[k])
+            total += m
+        assert s2 == pytest.approx(total, rel=1e-10, abs=1e-18)
+
+
+LAW = dict(
+    MultiPower=(dict(C=2.0, beta=0.6, gamma=0.6), dict(L0=2.6, A=0.6, alpha=0.45, B=450.0)),
+    Momentum=(dict(**{"lambda": 0.995}), dict(L0=2.6, A=0.6, alpha=0.45, B=0.9)),
+)
+EXPONENTS = dict(L0=-0.07, A=0.08, alpha=-0.05, B=0.1)
+
+
+def synthetic_ladder(form, noise, seed=0, sizes=(2.5e7, 1e8, 4e8), kinds=("cosine", "step", "constant")):
+    shape, params = LAW["MultiPower" if form is MultiPower else "Momentum"]
+    law = known_law(form, shape, params, EXPONENTS, scale_ref=1e8)
+    lr = schedules()
+    combos = [(lr[k], s) for s in sizes for k in kinds]
+    steps = [np.arange(200, 4001, 100)] * len(combos)
+    curves = curve_law_curves(np.random.default_rng(seed), law, [c[0] for c in combos], steps,
+                              [c[1] for c in combos], noise=noise)
+    return law, curves
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("form", "fit_fn"), [(MultiPower, fit_multipower), (Momentum, fit_momentum)])
+def test_recovers_a_known_law_across_sizes_and_predicts_a_new_schedule(form, fit_fn):
+    law, curves = synthetic_ladder(form, noise=0.0)
+    fit = fit_fn(curves)
+    assert fit.converged
+    for k, v in law.shape.items():
+        assert fit.shape[k] == pytest.approx(v, rel=2e-3), k
+    for k in ("L0", "A", "alpha", "B"):
+        assert fit.run_params(1e8)[k] == pytest.approx(law.run_params(1e8)[k], rel=2e-3), k
+        assert fit.slope[k] == pytest.approx(law.slope[k], abs=2e-3), k
+    # A larger run under a schedule no rung had (WSD), 4x the largest size.
+    lrs = schedules(T=8000)["wsd"]
+    steps = np.arange(300, 8001, 100)
+    np.testing.assert_allclose(fit.predict(steps, lrs, 1.6e9), law.predict(steps, lrs, 1.6e9), rtol=2e-4)
+
+
+def test_fixed_shape_is_kept_and_refits_keep_it():
+    law, curves = synthetic_ladder(MultiPower, noise=0.001, sizes=(2.5e7, 1e8, 4e8), kinds=("cosine", "constant"))
+    fit = fit_multipower(curves, shape=dict(C=2.0, beta=0.6, gamma=0.6))
+    assert fit.shape == dict(C=2.0, beta=0.6, gamma=0.6) and fit.fixed_shape == ("C", "beta", "gamma")
+    again = fit.refit([0, 1, 1])
+    assert again.shape == fit.shape
+    assert "(fixed)" in fit.summary()
+    lrs = schedules(T=6000)["wsd"]
+    lo, hi = fit.interval([6000], lrs, 4e8, n_boot=20)
+    pred = fit.predict([6000], lrs, 4e8)
+    assert lo[0] < hi[0] and lo[0] <= pred[0] <= hi[0]
+    with pytest.raises(FitError, match="no shape parameter"):
+        fit_multipower(curves, shape=dict(delta=1.0))
+
+
+def test_curves_are_validated():
+    lrs = schedules()["cosine"]
+    with pytest.raises(FitError, match="LR sequence covers"):
+        Curve(np.array([100, 5000]), np.array([3.0, 2.9]), lrs)
+    with pytest.raises(FitError, match="loss must be positive"):
+        Curve(np.array([100, 200]), np.array([3.0, 0.0]), lrs)
+    with pytest.raises(FitError, match="steps must be positive"):
+        Curve(np.array([0, 200]), np.array([9.0, 3.0]), lrs)
+    warm_from_zero = np.concatenate([[0.0], lrs])
+    with pytest.raises(FitError, match="before any LR"):
+        fit_multipower([Curve(np.array([1, 200, 400]), np.array([9.0, 3.0, 2.9]), warm_from_zero)])
+
+
+# ---- the published schedule dataset (Luo et al. 2025) --------------------------------------------
+def _errors(fit_or_params, curves):
+    out = []
+    for c in curves:
+        if isinstance(fit_or_params, tuple):
+            L0, A, alpha, B, C, beta, gamma = fit_or_params
+            law = known_law(MultiPower, dict(C=C, beta=beta, gamma=gamma), dict(L0=L0, A=A, alpha=alpha, B=B))
+            pred = law.predict(c.steps, c.lrs, 1.0)
+        else:
+            pred = fit_or_params.predict(c.steps, c.lrs, c.scale)
+        e = np.abs(pred / c.loss - 1)
+        out.append((e.mean(), e.max()))
+    return np.array(out)
+
+
+def test_published_parameters_reproduce_the_published_accuracy(shared_data):
+    # With the authors' fitted parameters, our implementation matches every 400M held-out curve
+    # to about 0.17% mean relative error (their README: 0.168%).
+    err = _errors(ds.MPL_README["400M"], ds.mpl_curves(shared_data, "400M", "test"))
+    assert err[:, 0].mean() < 0.0018
+    assert err[:, 1].max() < 0.018
+
+
+@pytest.mark.slow
+def test_fit_on_three_schedules_predicts_the_other_six(shared_data):
+    fit = fit_multipower(ds.mpl_curves(shared_data, "400M", "fit"))
+    held_out = _errors(fit, ds.mpl_curves(shared_data, "400M", "test"))
+    every = _errors(fit, ds.mpl_curves(shared_data, "400M"))
+    # The authors at 400M: 0.168% mean error and 1.0% worst (each held-out curve's worst point,
+    # averaged). Ours: worst 0.63% averaged, 1.07% at most; mean 0.22% held out (short of 0.17%:
+    # cosine_72000, 3x the fitted horizon, is off by 0.64%) and 0.16% over all nine curves.
+    assert held_out[:, 1].mean() < 0.0100 and held_out[:, 1].max() < 0.011
+    assert held_out[:, 0].mean() < 0.0023
+    assert every[:, 0].mean() < 0.0017

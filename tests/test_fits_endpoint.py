@@ -1,0 +1,115 @@
+"""Endpoint law: recovery of known laws, pinned E, the profile over E, Student-t bands, warnings, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fits import FitError, fit_endpoint, huber
+from fits.synthetic import endpoint_losses
+
+TRUE = dict(E=1.7, A=2.0e3, alpha=0.2)
+COMPUTE = np.geomspace(1e18, 1e21, 8)
+
+
+def clean(c=COMPUTE, E=TRUE["E"], A=TRUE["A"], alpha=TRUE["alpha"]):
+    return E + A * np.asarray(c) ** -alpha
+
+
+def test_recovers_an_exact_law():
+    fit = fit_endpoint(COMPUTE, clean())
+    assert fit.converged and fit.warnings == ()
+    assert fit.E == pytest.approx(TRUE["E"], rel=1e-6)
+    assert fit.A == pytest.approx(TRUE["A"], rel=1e-5)
+    assert fit.alpha == pytest.approx(TRUE["alpha"], rel=1e-6)
+    assert fit.objective < 1e-20
+    np.testing.assert_allclose(fit.predict(1e24), clean(1e24), rtol=1e-6)
+
+
+def test_objective_is_the_mean_huber_of_log_residuals():
+    y = endpoint_losses(np.random.default_rng(1), COMPUTE, **TRUE, noise=0.01)
+    fit = fit_endpoint(COMPUTE, y)
+    assert fit.objective == pytest.approx(huber(np.log(fit.predict(COMPUTE)) - np.log(y)), rel=1e-12)
+    # The optimum: nudging any parameter raises the objective.
+    for dE, da, dal in [(1e-3, 0, 0), (-1e-3, 0, 0), (0, 1e-3, 0), (0, 0, 1e-4), (0, 0, -1e-4)]:
+        pred = fit.E + dE + np.exp(fit.a + da - (fit.alpha + dal) * np.log(COMPUTE / fit.c_ref))
+        assert huber(np.log(pred) - np.log(y)) >= fit.objective
+
+
+def test_pinned_E_is_kept_and_fits_the_rest():
+    y = clean()
+    fit = fit_endpoint(COMPUTE, y, E=TRUE["E"])
+    assert fit.E_pinned and fit.E == TRUE["E"] and fit.n_params == 2
+    assert fit.alpha == pytest.approx(TRUE["alpha"], rel=1e-7)
+    wrong = fit_endpoint(COMPUTE, y, E=1.0)
+    assert wrong.objective > fit.objective and wrong.alpha < TRUE["alpha"]
+
+
+def test_profile_over_E_shows_how_the_prediction_moves():
+    y = endpoint_losses(np.random.default_rng(3), COMPUTE, **TRUE, noise=0.003)
+    fit = fit_endpoint(COMPUTE, y)
+    prof = fit.profile_E(at=1e23)
+    assert prof.E.min() == 0.0 and prof.E.max() < y.min()
+    assert prof.objective.min() == pytest.approx(fit.objective, rel=1e-6)
+    E_lo, E_hi, p_lo, p_hi = prof.plausible(0.9)
+    assert E_lo <= fit.E <= E_hi and p_lo <= float(fit.predict(1e23)) <= p_hi
+    # A higher floor leaves less to extrapolate away: the prediction rises with E.
+    assert prof.sensitivity() > 0
+
+
+def test_student_t_band_uses_n_minus_p_dof_and_covers_new_runs():
+    rng = np.random.default_rng(0)
+    hits, n_seeds = 0, 400
+    for _ in range(n_seeds):
+        y = endpoint_losses(rng, COMPUTE, **TRUE, noise=0.004)
+        fit = fit_endpoint(COMPUTE, y)
+        lo, hi = fit.interval(3e21, level=0.9)  # a new run just past the ladder
+        new = endpoint_losses(rng, [3e21], **TRUE, noise=0.004)[0]
+        hits += lo <= new <= hi
+    assert fit.dof == 5
+    assert 0.85 <= hits / n_seeds <= 0.97
+
+
+def test_too_few_runs_and_bounds_are_flagged():
+    few = fit_endpoint(COMPUTE[:4], clean(COMPUTE[:4]) * np.array([1, 1.002, 0.999, 1.001]))
+    assert any("too few runs" in w for w in few.warnings)
+    lo, hi = few.interval(1e23)
+    assert np.isfinite(hi) and hi > lo
+    flat = fit_endpoint(COMPUTE, 3.0 * COMPUTE**-0.01)  # a pure power law: no floor in sight
+    assert any("E at its lower bound" in w for w in flat.warnings)
+    assert "warning:" in flat.summary(at=1e23)
+    three = fit_endpoint(COMPUTE[:3], clean(COMPUTE[:3]))
+    lo, hi = three.interval(1e23)
+    assert three.dof == 0 and np.isinf(hi)
+    assert "interval too wide" in three.summary(at=1e23)
+
+
+@pytest.mark.parametrize(
+    ("compute", "loss", "message"),
+    [
+        ([1e18, 2e18], [3.0, 2.9], "at least 3 runs"),
+        ([1e18, 2e18, 3e18], [3.0, -2.9, 2.8], "loss must be positive"),
+        ([1e18, 0.0, 3e18], [3.0, 2.9, 2.8], "compute must be positive"),
+        ([1e18, 2e18, 3e18], [3.0, np.nan, 2.8], "non-finite"),
+        ([1e18, 2e18, 3e18], [3.0, 2.9], "differ in length"),
+        ([1e18, 1e18, 1e18, 1e18], [3.0, 2.9, 2.8, 2.7], "distinct sizes"),
+    ],
+)
+def test_bad_input_raises_a_fit_error_that_says_why(compute, loss, message):
+    with pytest.raises(FitError, match=message):
+        fit_endpoint(compute, loss)
+
+
+def test_pinned_E_above_the_losses_is_refused():
+    with pytest.raises(FitError, match="pinned E"):
+        fit_endpoint(COMPUTE, clean(), E=5.0)
+
+
+def test_refit_on_a_resample_matches_a_fresh_fit():
+    y = endpoint_losses(np.random.default_rng(5), COMPUTE, **TRUE, noise=0.003)
+    fit = fit_endpoint(COMPUTE, y)
+    idx = np.array([0, 0, 2, 3, 5, 6, 7, 7])
+    fresh = fit_endpoint(COMPUTE[idx], y[idx])
+    again = fit.refit(idx)
+    assert again.params == pytest.approx(fresh.params, rel=1e-6)
+    assert fit.resample_ok(idx) and not fit.resample_ok(np.array([1, 1, 1, 2, 2, 2, 2, 2]))
