@@ -1,7 +1,7 @@
 """The planner: a `Recipe` becomes one `RunConfig` per rung plus the hero.
 
-steps = round(TPP × N_act / (batch sequences × seq len)); tokens = steps × batch × seq len, with
-N_act the published active count. Compute shares use fit compute (3 × forward FLOPs without the
+steps = round(TPP × N_act / (batch sequences × seq len)) (optionally to a multiple of
+``step_multiple``); tokens = steps × batch × seq len, with N_act the published active count. Compute shares use fit compute (3 × forward FLOPs without the
 head × tokens).
 """
 
@@ -92,7 +92,8 @@ def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
     if batch <= 0:
         raise LadderError(f"batch multiplier {shape.batch_multiplier} must be positive")
     tokens_per_step = batch * recipe.seq_len
-    steps = round(recipe.tpp * spec.active_params() / tokens_per_step)
+    m = recipe.step_multiple
+    steps = m * round(recipe.tpp * spec.active_params() / tokens_per_step / m)
     if steps < 10:
         raise LadderError(
             f"{spec.name()} plans only {steps} steps at tpp={recipe.tpp} with {tokens_per_step} tokens "
@@ -135,7 +136,7 @@ def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
         group=recipe.name,
         role=role,
         tpp=recipe.tpp,
-        run_dir=f"runs/{recipe.name}/{name}",
+        run_dir=f"runs/{name}",
     )
 
 

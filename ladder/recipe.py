@@ -173,6 +173,8 @@ class Recipe:
     seq_len: int = 4096
     batch_sequences: int = 1024
     """Sequences per batch for a batch multiplier of 1."""
+    step_multiple: int = 1
+    """Round planned steps to a multiple of this (20 puts an eval every 5% exactly on a step)."""
     schedule: ScheduleRule = field(default_factory=ScheduleRule)
     hero_edits: tuple[PlannedEdit, ...] = ()
     """Schedule edits the hero makes and the rungs do not (e.g. a shortened horizon)."""
@@ -195,6 +197,8 @@ class Recipe:
             )
         if not 0.0 < self.eval_every_fraction <= 1.0:
             raise LadderError(f"eval_every_fraction={self.eval_every_fraction} must be in (0, 1]")
+        if self.step_multiple < 1:
+            raise LadderError(f"step_multiple={self.step_multiple} must be at least 1")
 
 
 PRESETS_PACKAGE = "ladder.presets"

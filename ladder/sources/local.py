@@ -40,7 +40,10 @@ class LocalSource:
     def runs(self) -> list[RunRef]:
         if not self.path.is_dir():
             raise LadderError(f"{self.path}: no such directory (expected a trainer run directory, e.g. runs/NAME/)")
-        dirs = [self.path] if _is_run_dir(self.path) else sorted(d for d in self.path.iterdir() if _is_run_dir(d))
+        if _is_run_dir(self.path):
+            dirs = [self.path]
+        else:  # run folders at any depth (a planned ladder keeps them under runs/)
+            dirs = sorted(m.parent for m in self.path.rglob(runfiles.METRICS_FILE) if runfiles.WANDB_DIR not in m.parts)
         if not dirs:
             raise LadderError(
                 f"{self.path}: not a run directory: no {runfiles.METRICS_FILE} in it or in its subfolders "
