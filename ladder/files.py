@@ -19,6 +19,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the result is an ordinary file
     try:
         yield Path(tmp)
         os.replace(tmp, target)

@@ -114,11 +114,10 @@ def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None) -> Fig
         ref = np.median([(r.final - E) for r in rungs]) if rungs else 1.0
         scale = hero.final - E if hero.fraction[-1] >= 0.999 else ref
         ax.plot(hero.fraction, (hero.value - E) / scale, "o", color=HERO, ms=3, label=hero.label)
-    ax.set_yscale("log")
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel("(L − E) / (L_final − E)")
     ax.set_title(f"Collapsed curves (E = {E:.4f} nats/token)")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -148,21 +147,31 @@ def residuals(prediction: Prediction, actual: Curve) -> Figure:
     return fig
 
 
-def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve]) -> Figure:
+def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = True) -> Figure:
     """Grad norm and MoE drop fraction against fraction, rungs and hero (the hero last, in red)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, curves, label in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
-        cols = _colors(len(curves) - 1) + [HERO]
+        cols = _colors(len(curves) - 1) + [HERO] if hero_last else _colors(len(curves))
         for r, col in zip(curves, cols):
-            ax.plot(r.fraction, r.value, color=col, lw=1, label=r.label)
+            ax.plot(r.fraction, _smooth(r.value), color=col, lw=1, label=r.label)
         ax.set_xlabel("fraction of the planned run")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
     a.set_yscale("log")
     a.legend(fontsize=7)
-    fig.suptitle("Training diagnostics: rungs and hero at the same fraction")
+    fig.suptitle("Training diagnostics: rungs and hero at the same fraction (rolling mean over 2% of each run)")
     fig.tight_layout()
     return fig
+
+
+def _smooth(values: np.ndarray, share: float = 0.02) -> np.ndarray:
+    """Centred rolling mean over `share` of the points: per-step metrics are too noisy to read raw."""
+    w = max(1, int(round(share * len(values))))
+    if w == 1:
+        return values
+    kernel = np.ones(w) / w
+    padded = np.pad(values, (w // 2, w - 1 - w // 2), mode="edge")
+    return np.convolve(padded, kernel, mode="valid")
 
 
 def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:

@@ -63,10 +63,16 @@ def test_one_percent_jump_alarms_within_two_evals():
 def test_slow_drift_is_caught_by_cusum_before_the_band():
     y = clean_values()
     y *= 1 + 0.0005 * np.arange(len(y))
-    alerts = evaluate(observed(y), prediction(), AlertRules(), now=0.0)
+    alerts = evaluate(observed(y), prediction(rel50=0.001, rel90=0.0025), AlertRules(), now=0.0)
     first_drift = min(a.step for a in alerts if a.rule == "drift")
     band = [a.step for a in alerts if a.rule == "deviation"]
-    assert not band or first_drift < min(band)
+    assert band and first_drift < min(band)
+
+
+def test_a_drift_within_a_wide_band_is_left_to_the_band_rule():
+    y = clean_values() * (1 + 0.0005 * np.arange(20))
+    alerts = evaluate(observed(y), prediction(rel50=0.01, rel90=0.025), AlertRules(), now=0.0)
+    assert [a for a in alerts if a.rule == "drift"] == []
 
 
 def test_non_finite_is_an_alarm():

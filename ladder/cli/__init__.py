@@ -3,8 +3,10 @@
 # Each module registers its commands on `app` when imported.
 from ladder.cli import fit as _fit  # noqa: F401
 from ladder.cli import plan as _plan  # noqa: F401
+from ladder.cli import predict as _predict  # noqa: F401
 from ladder.cli import pull as _pull  # noqa: F401
 from ladder.cli import train as _train  # noqa: F401
+from ladder.cli import watch as _watch  # noqa: F401
 from ladder.cli.app import app
 
 

@@ -33,15 +33,19 @@ class AlertRules:
     """Deviation: warn beyond the 50% band or this relative deviation, whichever is wider."""
     alarm_rel: float = 0.01
     """Deviation: alarm beyond the 90% band or this relative deviation, whichever is wider."""
-    drift_k: float = 0.25
-    """CUSUM reference value (allowance) in standard deviations per eval."""
-    drift_warn: float = 2.0
+    drift_k: float = 0.5
+    """CUSUM allowance in standard deviations per eval (detects shifts of about twice that)."""
+    drift_warn: float = 3.0
     """CUSUM sum (in standard deviations) that raises a warning ..."""
-    drift_alarm: float = 4.0
+    drift_alarm: float = 5.0
     """... and an alarm."""
     drift_noise: float = 0.001
-    """Floor of the residual standard deviation, relative (eval-to-eval noise)."""
-    drift_baseline_evals: int = 2
+    """Floor of the eval-to-eval noise of the residual, relative to the loss."""
+    drift_warn_floor: float = 0.0025
+    """A drift warning also needs the residual this far (relative) above its baseline ..."""
+    drift_alarm_floor: float = 0.0075
+    """... and an alarm this far (between the band rule's warning and alarm floors)."""
+    drift_baseline_evals: int = 3
     """The drift rule measures residuals against their mean over the first evals watched."""
     spike_smoothing: int = 5
     """EMA span (steps) applied to the train loss before looking for spikes."""
@@ -53,8 +57,10 @@ class AlertRules:
     """Fraction of the run over which the grad-norm slope is measured."""
     grad_tolerance: float = 1.0
     """Allowed distance of the slope (d ln grad-norm / d fraction) outside the rungs' range."""
-    drop_warn: float = 0.1
-    drop_alarm: float = 0.3
+    drop_warn: float = 0.25
+    """MoE drop fraction (mean of the last 20 logs) that warns whatever the rungs did ..."""
+    drop_alarm: float = 0.5
+    """... and that alarms."""
     drop_margin: float = 0.05
     """Warn when the drop fraction exceeds the rungs' trend at this compute by this much."""
     stale_after_s: float = 1800.0
@@ -145,7 +151,12 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
 
 
 def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
-    """Slow drift: one-sided CUSUM of standardised residuals above their early baseline."""
+    """Slow drift: one-sided CUSUM of residuals (log actual / predicted) above their early baseline.
+
+    Each residual is standardised by the larger of the prediction's own uncertainty at that step
+    (from its 90% band), the eval-to-eval noise measured so far (a robust scale of successive
+    differences) and `drift_noise`. A constant offset is the band rule's business and a single noisy
+    eval does not accumulate; a steady climb beyond what the prediction allows does."""
     y = obs.column(rules.metric)
     if y.empty:
         return []
@@ -154,26 +165,27 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
     steps = y.index.to_numpy()[ok]
     med = at["median"].to_numpy()[ok]
     resid = np.log(y.to_numpy()[ok] / med)
-    sigma = np.maximum((at["hi90"].to_numpy()[ok] - at["lo90"].to_numpy()[ok]) / (2 * 1.645) / med, rules.drift_noise)
-    n0 = min(rules.drift_baseline_evals, len(resid))
-    if n0 == 0 or len(resid) <= n0:
+    spread = (at["hi90"].to_numpy()[ok] - at["lo90"].to_numpy()[ok]) / (2 * 1.645) / med
+    n0 = rules.drift_baseline_evals
+    if len(resid) <= n0:
         return []
-    z = (resid - resid[:n0].mean()) / sigma
-    out, s, fired = [], 0.0, 0
-    for step, zi in zip(steps[n0:], z[n0:]):
-        s = max(0.0, s + zi - rules.drift_k)
-        level = 2 if s > rules.drift_alarm else 1 if s > rules.drift_warn else 0
-        if level > fired:
-            name: Level = "alarm" if level == 2 else "warning"
+    base = resid[:n0].mean()
+    out, s = [], 0.0
+    for i in range(n0, len(resid)):
+        noise = 1.4826 * float(np.median(np.abs(np.diff(resid[: i + 1])))) / np.sqrt(2)
+        sigma = max(rules.drift_noise, noise, float(spread[i]) if np.isfinite(spread[i]) else 0.0)
+        shift = resid[i] - base
+        s = max(0.0, s + shift / sigma - rules.drift_k)
+        if s > rules.drift_warn and shift > rules.drift_warn_floor:  # one alert per eval while it lasts
+            alarm = s > rules.drift_alarm and shift > rules.drift_alarm_floor
+            level: Level = "alarm" if alarm else "warning"
+            limit = rules.drift_alarm if alarm else rules.drift_warn
             out.append(Alert(
-                "drift", name, int(step),
-                f"{rules.metric} has drifted upward against the prediction: CUSUM {s:.1f}σ over the "
-                f"baseline of the first {n0} evals (limit {rules.drift_alarm if level == 2 else rules.drift_warn:g}σ)",
+                "drift", level, int(steps[i]),
+                f"{rules.metric} is drifting upward against the prediction: {shift:+.2%} over the "
+                f"first {n0} evals' offset, CUSUM {s:.1f}σ (σ = {sigma:.2%}; limit {limit:g}σ)",
                 s,
             ))
-            fired = level
-        if s == 0.0:
-            fired = 0
     return out
 
 

@@ -24,6 +24,8 @@ class WatchState:
     """Alert keys delivered, per sink name."""
     verdicts: list[dict] = field(default_factory=list)
     """History of verdicts (step, verdict, time) for the report."""
+    advanced_at: float | None = None
+    """When the watcher last saw the run's step advance (Unix seconds)."""
 
     def delivered(self, sink: str) -> set[str]:
         return set(self.sent.get(sink, []))
@@ -33,7 +35,7 @@ class WatchState:
 
     def save(self, path: str | os.PathLike) -> None:
         data = {"run": self.run, "last_step": self.last_step, "sent": self.sent,
-                "verdicts": self.verdicts, "updated": time.time()}
+                "verdicts": self.verdicts, "advanced_at": self.advanced_at, "updated": time.time()}
         write_text_atomic(path, json.dumps(data, indent=1))
 
     @classmethod
@@ -44,7 +46,8 @@ class WatchState:
         try:
             data = json.loads(p.read_text())
             state = cls(run=data["run"], last_step=int(data["last_step"]),
-                        sent={k: list(v) for k, v in data["sent"].items()}, verdicts=list(data.get("verdicts", [])))
+                        sent={k: list(v) for k, v in data["sent"].items()}, verdicts=list(data.get("verdicts", [])),
+                        advanced_at=data.get("advanced_at"))
         except (ValueError, KeyError, TypeError, AttributeError):
             raise LadderError(f"{p}: not a watch state file; delete it to start over") from None
         if state.run != run:

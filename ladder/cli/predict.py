@@ -1,0 +1,180 @@
+"""`ladder predict` and `ladder replan`: the hero's loss curve from the rungs, and what-if schedules."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.table import Table
+
+from ladder import runfiles as keys
+from ladder.cli.app import command, console, print_json
+from ladder.cli.plan import Format
+from ladder.errors import LadderError
+from ladder.predict import PredictSettings, predict
+from ladder.prediction import Prediction
+from ladder.replan import horizon_that_fits, shortened, with_cooldown
+from ladder.report import prediction_rows
+from ladder.runconfig import RunConfig
+from ladder.store import DEFAULT_ROOT, Store
+
+STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
+METRIC = typer.Option(keys.EVAL_LOSS, "--metric", help="Metric to predict (nats per token).")
+N_BOOT = typer.Option(400, "--n-boot", help="Bootstrap refits over rungs for the bands.")
+GROUP = typer.Option(None, "--group", help="The rungs' group (default: the target config's group).")
+
+
+def _settings(metric: str, n_boot: int, group: str | None) -> PredictSettings:
+    if n_boot < 20:
+        raise LadderError(f"--n-boot {n_boot}: use at least 20 refits for a band")
+    return PredictSettings(metric=metric, n_boot=n_boot, group=group)
+
+
+def _existing_store(path: Path) -> Store:
+    store = Store(path)
+    if not store.exists():
+        raise LadderError(f"{path}: no store here; pull the rungs first (`ladder pull local runs/`)")
+    return store
+
+
+@command("predict")
+def predict_command(
+    config: Path = typer.Argument(..., help="The target (hero) RunConfig YAML from `ladder plan --out`."),
+    store: Path = STORE,
+    out: Path | None = typer.Option(None, "--out", help="Folder for prediction.parquet/.csv/.json (default: predictions/NAME)."),
+    metric: str = METRIC,
+    n_boot: int = N_BOOT,
+    group: str | None = GROUP,
+    fmt: Format = typer.Option(Format.table, "--format", help="table (rich, every 5%) or json."),
+) -> None:
+    """Predict the target run's loss at every planned eval step and checkpoint, with 50% and 90% bands.
+
+    The per-fraction law carries the rungs to the target's compute; where the target's schedule
+    differs from the rungs' (a horizon cut, an early cooldown), the multi-power law adds the
+    difference that schedule makes. Steps past a change no law models are flagged.
+    """
+    target = RunConfig.load(config)
+    pred = predict(_existing_store(store), target, _settings(metric, n_boot, group))
+    folder = out or Path("predictions") / target.name
+    written = pred.save(folder)
+    if fmt is Format.json:
+        print_json(pred.to_json())
+        return
+    show_prediction(pred)
+    console.print(f"Wrote {', '.join(str(p) for p in written)}")
+
+
+def show_prediction(pred: Prediction, actual: pd.Series | None = None) -> None:
+    t = Table(title=f"{pred.run_name}: predicted {pred.metric} (nats/token)")
+    rows = prediction_rows(pred, actual)
+    for col in rows.columns:
+        t.add_column(col, justify="right")
+    for rec in rows.itertuples(index=False):
+        t.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in rec])
+    console.print(t)
+    fin = pred.final
+    console.print(f"Final ({int(fin['step']):,} steps): [bold]{fin['median']:.4f}[/] "
+                  f"(50% {fin['lo50']:.4f}–{fin['hi50']:.4f}, 90% {fin['lo90']:.4f}–{fin['hi90']:.4f})")
+    for f in pred.forms:
+        console.print(f"[bold]{f.name}[/]: {f.why}")
+    for k, v in pred.assumptions.items():
+        console.print(f"  {k}: {v}", highlight=False)
+    for w in pred.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+@command("replan")
+def replan_command(
+    config: Path = typer.Argument(..., help="The hero's RunConfig YAML."),
+    store: Path = STORE,
+    at: int | None = typer.Option(None, "--at", help="Step where the edit applies (default: the hero's last step in the store)."),
+    shorten_to: int | None = typer.Option(None, "--shorten-to", help="New total steps: cut the horizon (at most 25%) and re-aim the decay."),
+    cooldown_steps: int | None = typer.Option(None, "--cooldown-steps", help="Branch an early cooldown of this many steps at --at."),
+    throughput: float | None = typer.Option(None, "--tokens-per-second", help="Measured throughput (default: the hero's recent throughput in the store)."),
+    deadline: str | None = typer.Option(None, "--deadline", help="When the run must be done: ISO time (2026-12-24T00:00) or hours from now (72h)."),
+    out: Path | None = typer.Option(None, "--out", help="Write the edited RunConfig and its prediction here."),
+    metric: str = METRIC,
+    n_boot: int = N_BOOT,
+    group: str | None = GROUP,
+) -> None:
+    """What if the hero is cut short? Print the edited schedule and its predicted curve beside the old one.
+
+    Give --shorten-to STEPS or --cooldown-steps K (with --at STEP), or give --deadline (and a
+    throughput) to be told which horizon fits.
+    """
+    hero = RunConfig.load(config)
+    st = _existing_store(store)
+    step = at if at is not None else _last_step(st, hero.name)
+    if deadline is not None:
+        rate = throughput or _recent_throughput(st, hero.name)
+        fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, _seconds_until(deadline))
+        console.print(fit.message())
+        if shorten_to is None and cooldown_steps is None and not fit.fits:
+            shorten_to = max(fit.reachable_steps, int(np.ceil(0.75 * hero.stop_after_steps)))
+    if shorten_to is None and cooldown_steps is None:
+        if deadline is None:
+            raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
+        return
+    edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
+    settings = _settings(metric, n_boot, group)
+    old, new = predict(st, hero, settings), predict(st, edited, settings)
+    console.print(f"old schedule: {hero.schedule.describe()}")
+    console.print(f"new schedule: {edited.schedule.describe()}")
+    t = Table(title=f"{hero.name}: predicted {metric}, old plan and new")
+    for col in ("step", "old plan", "new plan", "difference"):
+        t.add_column(col, justify="right")
+    merged = old.table.set_index("step")["median"].to_frame("old").join(
+        new.table.set_index("step")["median"].rename("new"), how="outer")
+    show = merged.iloc[:: max(1, len(merged) // 20)]
+    if merged.index[-1] not in show.index:
+        show = pd.concat([show, merged.iloc[[-1]]])
+    for s, row in show.iterrows():
+        diff = row["new"] - row["old"] if np.isfinite(row["new"]) and np.isfinite(row["old"]) else float("nan")
+        t.add_row(f"{s:,}", _fmt(row["old"]), _fmt(row["new"]), _fmt(diff, signed=True))
+    console.print(t)
+    fo, fn = old.final, new.final
+    console.print(f"final loss: old plan {fo['median']:.4f} at step {int(fo['step']):,}; new plan "
+                  f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
+                  f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})")
+    if out is not None:
+        edited.save(out / f"{edited.name}.yaml")
+        new.save(out)
+        console.print(f"Wrote {out / (edited.name + '.yaml')} and its prediction to {out}/")
+
+
+def _fmt(v: float, signed: bool = False) -> str:
+    if not np.isfinite(v):
+        return "–"
+    return f"{v:+.4f}" if signed else f"{v:.4f}"
+
+
+def _last_step(store: Store, name: str) -> int:
+    try:
+        run = store.run(name)
+    except LadderError:
+        raise LadderError(f"{name!r} is not in the store yet; give --at STEP") from None
+    return int(run["last_step"])
+
+
+def _recent_throughput(store: Store, name: str) -> float:
+    h = store.history([name], [keys.TOKENS_PER_SECOND])
+    if h.empty:
+        raise LadderError(f"no {keys.TOKENS_PER_SECOND} logged for {name!r}; give --tokens-per-second")
+    return float(h["value"].iloc[-50:].mean())
+
+
+def _seconds_until(deadline: str) -> float:
+    text = deadline.strip()
+    if text.endswith("h"):
+        try:
+            return float(text[:-1]) * 3600
+        except ValueError:
+            pass
+    try:
+        return datetime.fromisoformat(text).timestamp() - time.time()
+    except ValueError:
+        raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)") from None

@@ -1,0 +1,139 @@
+"""`ladder watch`, `ladder plot` and `ladder report`: follow a live run against its prediction, and show it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+from ladder.cli.app import command, console
+from ladder.cli.predict import _seconds_until
+from ladder.errors import LadderError
+from ladder.figures import draw_all, hero_actual
+from ladder.predict import PredictSettings, predict
+from ladder.prediction import Prediction
+from ladder.report import write_report
+from ladder.sources import LocalSource, OfflineSource, WandbSource
+from ladder.store import DEFAULT_ROOT, Store
+from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
+from ladder.watch.monitor import Watcher, only_run
+from ladder.watch.state import WatchState
+
+PREDICTION = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`.")
+STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding the rungs (the run is pulled into it too).")
+
+
+def _source(local: Path | None, offline: Path | None, wandb: str | None):
+    given = [x for x in (local, offline, wandb) if x is not None]
+    if len(given) != 1:
+        raise LadderError("give exactly one of --local RUN_DIR, --offline WANDB_DIR, --wandb ENTITY/PROJECT")
+    if local is not None:
+        return LocalSource(local)
+    if offline is not None:
+        return OfflineSource(offline)
+    return WandbSource(wandb)
+
+
+@command("watch")
+def watch_command(
+    prediction: Path = PREDICTION,
+    local: Path | None = typer.Option(None, "--local", help="The trainer's run folder (or a folder of them)."),
+    offline: Path | None = typer.Option(None, "--offline", help="A wandb offline folder being written (wandb/)."),
+    wandb: str | None = typer.Option(None, "--wandb", help="ENTITY/PROJECT on wandb (WANDB_API_KEY from the environment)."),
+    store: Path = STORE,
+    once: bool = typer.Option(False, "--once", help="Check once and exit: 0 on track, 1 warning, 2 alarm, 3 cannot read (for cron)."),
+    poll: float = typer.Option(60.0, "--poll", help="Seconds between checks."),
+    max_checks: int | None = typer.Option(None, "--max-checks", help="Stop after this many checks."),
+    jsonl: Path | None = typer.Option(None, "--jsonl", help="Append alerts and verdicts here (default: alerts.jsonl beside the prediction)."),
+    webhook: bool = typer.Option(False, "--webhook", help="POST new alerts as JSON to $LADDER_WEBHOOK_URL (chat incoming webhooks work)."),
+    state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
+    deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish (ISO time or hours like 72h): warns when throughput will miss it."),
+    stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long."),
+) -> None:
+    """Follow a live run and say at every eval whether it is on track with its prediction.
+
+    Rules: deviation beyond the band (warn at the 50% band or 0.5%, alarm at the 90% band or 1%),
+    slow drift (CUSUM), loss spikes, NaN/inf, grad-norm shape against the rungs, MoE drop
+    fraction, stale telemetry, throughput against a deadline. A schedule edit in the run's config
+    triggers a new prediction from the realised LR sequence. Alerts are never sent twice, also
+    across restarts.
+    """
+    pred = Prediction.load(prediction)
+    folder = prediction if prediction.is_dir() else prediction.parent
+    if poll <= 0:
+        raise LadderError(f"--poll {poll}: must be positive seconds")
+    source = only_run(_source(local, offline, wandb), pred.run_name)
+    rules = AlertRules(
+        metric=pred.metric,
+        stale_after_s=stale_minutes * 60,
+        deadline=None if deadline is None else time.time() + _seconds_until(deadline),
+    )
+    sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl or folder / "alerts.jsonl")}
+    if webhook:
+        sinks["webhook"] = WebhookSink.from_env()
+    st = Store(store)
+
+    def repredict(old: Prediction, config: dict) -> Prediction:
+        cfg = st.run_config(old.run_name)
+        if cfg is None:
+            return old
+        console.print(f"[bold]schedule edited[/] ({cfg.schedule.describe()}): predicting again from the new LR sequence")
+        return predict(st, cfg, PredictSettings(metric=old.metric))
+
+    watcher = Watcher(st, source, pred, rules, sinks, state or folder / "watch-state.json",
+                      repredict=repredict, prediction_dir=folder)
+    result = watcher.check() if once else watcher.run(poll, max_checks)
+    if once or result.verdict == "unreadable":
+        raise typer.Exit(result.exit_code)
+
+
+@command("plot")
+def plot_command(
+    prediction: Path = PREDICTION,
+    store: Path = STORE,
+    out: Path = typer.Option(Path("figures"), "--out", help="Folder for the PNG and SVG figures."),
+) -> None:
+    """Draw the ladder fit, the predicted hero curve with its bands and the actual curve so far,
+    collapsed curves, residuals and training diagnostics (PNG and SVG)."""
+    pred = Prediction.load(prediction)
+    paths = draw_all(_store(store), pred, out)
+    console.print("Wrote " + ", ".join(str(p) for p in paths if p.suffix == ".png") + " (and SVG)")
+
+
+@command("report")
+def report_command(
+    prediction: Path = PREDICTION,
+    store: Path = STORE,
+    out: Path = typer.Option(Path("report.html"), "--out", help="The HTML file to write (self-contained)."),
+    alerts: Path | None = typer.Option(None, "--alerts", help="Alerts JSON lines (default: alerts.jsonl beside the prediction)."),
+) -> None:
+    """One self-contained HTML page: figures, the prediction every 5%, the forms and assumptions, alerts."""
+    pred = Prediction.load(prediction)
+    folder = prediction if prediction.is_dir() else prediction.parent
+    st = _store(store)
+    figures = draw_all(st, pred, out.parent / f"{out.stem}_figures")
+    alert_rows, verdicts = [], []
+    path = alerts or folder / "alerts.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "alert":
+                alert_rows.append(rec)
+    state_file = folder / "watch-state.json"
+    if state_file.exists():
+        verdicts = WatchState.load(state_file, pred.run_name).verdicts
+    written = write_report(out, pred, figures, hero_actual(st, pred), alert_rows, verdicts)
+    console.print(f"Wrote {written}")
+
+
+def _store(path: Path) -> Store:
+    st = Store(path)
+    if not st.exists():
+        raise LadderError(f"{path}: no store here; pull the runs first (`ladder pull local runs/`)")
+    return st
+

@@ -1,0 +1,73 @@
+"""Every figure of a ladder and its hero, drawn from the store and a prediction (`ladder plot`, `ladder report`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import fits
+from ladder import plots
+from ladder import runfiles as keys
+from ladder.errors import LadderError
+from ladder.prediction import Prediction
+from ladder.store import Store
+
+FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics")
+
+
+def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame) -> list[plots.Curve]:
+    hist = store.history(run_ids, [metric]) if run_ids else pd.DataFrame(columns=["run_id"])
+    out = []
+    for rid in run_ids:
+        h = hist[hist["run_id"] == rid].sort_values("step")
+        row = runs[runs["run_id"] == rid].iloc[0]
+        compute = float(row["fit_flops_per_token"]) * float(row["planned_tokens"])
+        out.append(plots.Curve(str(row["name"]), h["fraction"].to_numpy(float), h["value"].to_numpy(float),
+                               compute, h["tokens"].to_numpy(float)))
+    return out
+
+
+def hero_actual(store: Store, pred: Prediction) -> pd.Series:
+    """The target's logged metric by step (empty when it is not in the store yet)."""
+    try:
+        run = store.run(pred.run_name)
+    except LadderError:
+        return pd.Series(dtype=float)
+    h = store.history([str(run["run_id"])], [pred.metric])
+    return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int))
+
+
+def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:
+    """Draw every figure into `out_dir` (PNG and SVG); return the paths."""
+    runs = store.runs()
+    target = runs[runs["name"] == pred.run_name]
+    grp = group if group is not None else (str(target["group"].iloc[0]) if len(target) else None)
+    rungs = runs[(runs["role"] == "rung") & ((runs["group"] == grp) if grp is not None else True)]
+    if rungs.empty:
+        raise LadderError(f"{store.root}: no rungs of group {grp!r} to draw")
+    rungs = rungs.assign(_c=rungs["fit_flops_per_token"] * rungs["planned_tokens"].astype(float)).sort_values("_c")
+    rung_ids = list(rungs["run_id"])
+    rung_curves = curves(store, rung_ids, pred.metric, runs)
+    hero_ids = [str(target["run_id"].iloc[0])] if len(target) else []
+    hero = curves(store, hero_ids, pred.metric, runs)[0] if hero_ids else None
+    compute_hero = float(pred.table["compute"].iloc[-1])  # fit compute at the target's last planned step
+    finished = [c for c in rung_curves if len(c.fraction) and c.fraction[-1] >= 1 - 1e-9]
+    endpoint = fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
+    E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
+    out = Path(out_dir)
+    paths: list[Path] = []
+    done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= 1 - 1e-9
+    paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
+                                         hero.final if done else None, pred.metric), out, "ladder_fit")
+    paths += plots.save(plots.hero_curve(pred, hero, rung_curves), out, "hero_curve")
+    paths += plots.save(plots.collapse(finished, E, hero), out, "collapse")
+    if hero is not None and len(hero.fraction):
+        paths += plots.save(plots.residuals(pred, hero), out, "residuals")
+    grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs)
+    drop = curves(store, rung_ids + hero_ids, keys.DROP_FRACTION, runs)
+    if any(len(c.value) for c in grad):
+        paths += plots.save(plots.diagnostics(grad, drop, hero_last=bool(hero_ids)), out, "diagnostics")
+    return paths

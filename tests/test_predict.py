@@ -1,0 +1,166 @@
+"""`ladder predict` on synthetic ladders whose truth is known, written as real run folders and pulled."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from ladder.cli import app
+from ladder.errors import LadderError
+from ladder.predict import PredictSettings, predict, prediction_steps
+from ladder.prediction import Prediction
+from ladder.schedule import SeqPhase
+from ladder.sources import LocalSource
+from ladder.sources.pull import pull
+from ladder.store import Store
+from tests.synthetic_ladder import micro_plan, pf_truth, truth, write_run
+
+PLAN = micro_plan()
+FAST = PredictSettings(n_boot=100)
+runner = CliRunner()
+
+
+def ladder_store(tmp: Path, law=truth, crash: str | None = None, noise: float = 0.001) -> Store:
+    for i, rung in enumerate(PLAN.rungs):
+        upto = int(0.8 * rung.stop_after_steps) if rung.name == crash else None
+        write_run(tmp / "runs", rung, noise=noise, seed=i, law=law, upto=upto,
+                  state="crashed" if rung.name == crash else "finished")
+    store = Store(tmp / "store")
+    pull(store, LocalSource(tmp / "runs"))
+    return store
+
+
+@pytest.fixture(scope="module")
+def pf_store(tmp_path_factory) -> Store:
+    return ladder_store(tmp_path_factory.mktemp("pf"), law=pf_truth)
+
+
+@pytest.fixture(scope="module")
+def mp_store(tmp_path_factory) -> Store:
+    return ladder_store(tmp_path_factory.mktemp("mp"))
+
+
+def test_same_schedule_uses_the_per_fraction_law_and_recovers_it(pf_store):
+    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+    pred = predict(pf_store, hero, FAST)
+    assert [f.name for f in pred.forms] == ["per-fraction law"]
+    t = pred.table[pred.table["in_assumptions"]]
+    truth_at = pf_truth(hero, t["step"].to_numpy())
+    err = t["median"].to_numpy() / truth_at - 1
+    assert np.max(np.abs(err)) < 0.01  # 6x extrapolation, 0.1% eval noise
+    covered = (t["lo90"] <= truth_at) & (truth_at <= t["hi90"])
+    assert covered.iloc[-1] and covered.mean() >= 0.8
+    assert np.all((t["lo90"] <= t["lo50"]) & (t["lo50"] <= t["median"]) & (t["median"] <= t["hi50"]) & (t["hi50"] <= t["hi90"]))
+
+
+def test_table_has_every_eval_and_checkpoint_with_the_store_fraction(pf_store):
+    hero = PLAN.hero
+    pred = predict(pf_store, hero, FAST)
+    steps = pred.table["step"].to_numpy()
+    assert steps.tolist() == prediction_steps(hero).tolist()
+    assert set(hero.eval_steps()) <= set(steps)
+    assert pred.table["step"].iloc[-1] == hero.stop_after_steps and pred.table["fraction"].iloc[-1] == 1.0
+    edit = hero.schedule.edits[0]
+    before = pred.table[pred.table["step"] <= edit.at_step]
+    np.testing.assert_allclose(before["fraction"], before["step"] / hero.schedule.total_steps)
+    assert (pred.table["tokens"] == pred.table["step"] * hero.tokens_per_step).all()
+
+
+def test_a_shortened_hero_adds_the_schedule_difference(mp_store):
+    hero = PLAN.hero  # horizon cut to 80% at half way: the rungs never did that
+    pred = predict(mp_store, hero, FAST)
+    assert [f.name.split(" (")[0] for f in pred.forms] == ["per-fraction law", "multi-power law"]
+    unedited = predict(mp_store, hero.replace(schedule=hero.schedule.without_edits()), FAST)
+    both = pred.table.set_index("step")[["median"]].join(unedited.table.set_index("step")["median"].rename("median_u"))
+    edit = hero.schedule.edits[0].at_step
+    same = both[both.index <= edit]
+    np.testing.assert_allclose(same["median"], same["median_u"], rtol=1e-12)
+    later = both[both.index > edit + 40]
+    assert (later["median"] < later["median_u"]).all()  # a faster decay lowers the loss sooner
+    truth_end = truth(hero, np.array([hero.stop_after_steps]))[0]
+    fin = pred.final
+    assert fin["lo90"] <= truth_end <= fin["hi90"]
+
+
+def test_crashed_rung_is_completed_with_a_wider_band(tmp_path, pf_store):
+    crashed = ladder_store(tmp_path, law=pf_truth, crash=PLAN.rungs[-1].name)
+    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+    full, part = predict(pf_store, hero, FAST), predict(crashed, hero, FAST)
+    assert any("stopped at 80%" in w and "completed" in w for w in part.warnings)
+    width = lambda p: (p.final["hi90"] - p.final["lo90"])  # noqa: E731
+    assert width(part) > width(full)
+    truth_end = pf_truth(hero, np.array([hero.stop_after_steps]))[0]
+    assert part.final["lo90"] <= truth_end <= part.final["hi90"]
+    assert abs(part.final["median"] / truth_end - 1) < 0.02
+
+
+def test_changes_no_law_models_are_flagged(pf_store):
+    hero = PLAN.hero.replace(schedule=dataclasses.replace(PLAN.hero.schedule, seq_phases=(SeqPhase(0.25, 256),)))
+    pred = predict(pf_store, hero, FAST)
+    t = pred.table
+    assert not t.loc[t["step"] >= 0.25 * hero.schedule.total_steps, "in_assumptions"].any()
+    assert t.loc[(t["step"] < 0.25 * hero.schedule.total_steps) & t["median"].notna(), "in_assumptions"].all()
+    assert "outside the assumptions" in pred.assumptions["sequence length"]
+    other_data = PLAN.hero.replace(data=dataclasses.replace(PLAN.hero.data, source="markov"))
+    assert not predict(pf_store, other_data, FAST).table["in_assumptions"].any()
+
+
+def test_another_token_ratio_uses_the_schedule_aware_law_alone(mp_store):
+    hero = PLAN.hero.replace(tpp=30.0)
+    pred = predict(mp_store, hero, FAST)
+    assert [f.name.split(" (")[0] for f in pred.forms] == ["multi-power law"]
+    assert "differs" in pred.assumptions["token ratio"]
+
+
+def test_too_few_rungs_and_a_rung_as_target(tmp_path, pf_store):
+    with pytest.raises(LadderError, match="at least 3"):
+        predict(pf_store, PLAN.hero.replace(group="another-ladder"), FAST)
+    with pytest.raises(LadderError, match="is one of the rungs"):
+        predict(pf_store, PLAN.rungs[0], FAST)
+
+
+def test_cli_writes_the_tables_and_bad_input_exits_2(tmp_path, pf_store):
+    cfg = tmp_path / "hero.yaml"
+    PLAN.hero.save(cfg)
+    out = tmp_path / "pred"
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--out", str(out), "--n-boot", "50"])
+    assert res.exit_code == 0, res.output
+    assert "Final" in res.stdout and "per-fraction law" in res.stdout
+    table = pd.read_parquet(out / "prediction.parquet")
+    assert table.equals(pd.read_csv(out / "prediction.csv").astype(table.dtypes.to_dict()))
+    data = json.loads((out / "prediction.json").read_text())
+    assert data["run_name"] == PLAN.hero.name and len(data["table"]) == len(table)
+    assert Prediction.load(out).table["median"].round(12).equals(table["median"].round(12))
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(tmp_path / "nowhere")])
+    assert res.exit_code == 2 and "no store here" in res.stderr
+    # watching another run than the one predicted
+    other = tmp_path / "runs"
+    write_run(other, PLAN.rungs[0])
+    res = runner.invoke(app, ["watch", "--prediction", str(out), "--local", str(other / PLAN.rungs[0].name),
+                              "--store", str(tmp_path / "wstore"), "--once"])
+    assert res.exit_code == 2 and "the prediction is for" in res.stderr
+
+
+def test_replan_prints_old_and_new(tmp_path, mp_store):
+    cfg = tmp_path / "hero.yaml"
+    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+    hero.save(cfg)
+    T = hero.stop_after_steps
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
+                              "--shorten-to", str(int(0.8 * T)), "--n-boot", "50", "--out", str(tmp_path / "new")])
+    assert res.exit_code == 0, res.output
+    assert "new schedule" in res.stdout and f"shortened at step {T // 2}" in res.stdout
+    assert "final loss: old plan" in res.stdout
+    assert (tmp_path / "new" / "prediction.json").exists()
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", "10",
+                              "--shorten-to", str(int(0.5 * T))])
+    assert res.exit_code == 2 and "at most 25%" in res.stderr
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
+                              "--deadline", "0.001h", "--tokens-per-second", "1000"])
+    assert res.exit_code == 0 and "reaches step" in res.stdout

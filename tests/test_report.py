@@ -1,0 +1,63 @@
+"""Figures and the HTML report from a store and a prediction: rendered, with what a reader needs."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import matplotlib.image as mpimg
+import pytest
+from typer.testing import CliRunner
+
+from ladder.cli import app
+from tests.synthetic_ladder import micro_plan, write_run
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def predicted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    plan = micro_plan()
+    for i, rung in enumerate(plan.rungs):
+        write_run(tmp / "runs", rung, noise=0.001, seed=i)
+    write_run(tmp / "runs", plan.hero, noise=0.001, seed=9, upto=plan.hero.stop_after_steps // 2, state="running")
+    assert runner.invoke(app, ["pull", "local", str(tmp / "runs"), "--store", str(tmp / "store")]).exit_code == 0
+    cfg = tmp / "hero.yaml"
+    plan.hero.save(cfg)
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(tmp / "store"), "--out", str(tmp / "pred"),
+                              "--n-boot", "40"])
+    assert res.exit_code == 0, res.output
+    return tmp
+
+
+def test_plot_renders_every_figure(predicted):
+    out = predicted / "figs"
+    res = runner.invoke(app, ["plot", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    for name in ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics"):
+        img = mpimg.imread(out / f"{name}.png")
+        assert img.shape[0] > 300 and img.shape[1] > 600
+        assert img[..., :3].std() > 0.05  # something was drawn, not a blank canvas
+        assert (out / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_report_is_one_self_contained_page(predicted):
+    out = predicted / "report.html"
+    res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 5
+    assert all(base64.b64decode(x)[:8] == b"\x89PNG\r\n\x1a\n" for x in images)
+    assert 'src="http' not in page and "<link" not in page
+    for text in ("Prediction every 5% of the run", "per-fraction law", "Assumptions", "Alert history",
+                 "Actual so far"):
+        assert text in page
+
+
+def test_plot_without_a_store_is_a_clear_error(predicted, tmp_path):
+    res = runner.invoke(app, ["plot", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no store here" in res.stderr

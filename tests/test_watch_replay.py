@@ -1,0 +1,116 @@
+"""Replays of a public loss curve whose truth is known, fed to `ladder watch --once` eval by eval.
+
+The run: the 400M model of Luo et al. (2025) under the WSD schedule with a linear cooldown
+(`multipower_schedules`, a held-out schedule). The prediction: the multi-power law fitted on the
+three other schedules the authors fit on, its band calibrated by leaving one of those curves out.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import fits
+from ladder import Schedule
+from ladder.cli import app
+from ladder.prediction import Prediction
+from tests.synthetic_ladder import micro_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+TARGET = "wsdld_20000_24000"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def replay(shared_data):
+    import fit_datasets as D
+
+    fit_curves = D.mpl_curves(size="400M", split="fit")
+    law = fits.fit_multipower(fit_curves)
+    errors = []
+    for i, held in enumerate(fit_curves):
+        rest = fits.fit_multipower([c for j, c in enumerate(fit_curves) if j != i], shape=law.shape)
+        errors.append(rest.predict(held.steps, held.lrs, held.scale) / held.loss - 1)
+    rel_sd = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)))
+    (curve,) = [c for c in D.mpl_curves(size="400M", split="test") if TARGET in c.name]
+    T = int(curve.steps.max())
+    idx = [int(np.argmin(np.abs(curve.steps - k * T / 20))) for k in range(1, 21)]
+    steps, loss = curve.steps[idx].astype(int), curve.loss[idx]
+    med = law.predict(steps, curve.lrs, curve.scale)
+    sd = rel_sd * med
+    table = pd.DataFrame({
+        "step": steps, "tokens": steps, "fraction": steps / T, "compute": steps.astype(float), "median": med,
+        "lo50": med - 0.6745 * sd, "hi50": med + 0.6745 * sd, "lo90": med - 1.6449 * sd, "hi90": med + 1.6449 * sd,
+        "in_assumptions": True,
+    })
+    config = micro_plan().rungs[0].replace(
+        name="replay-400M", batch_size=1, seq_len=1,
+        schedule=Schedule(peak_lr=3e-4, total_steps=T, warmup_steps=2160, decay="constant"),
+    )
+    return Prediction("replay-400M", "eval/loss", table, planned_steps=T), config, steps, loss
+
+
+def run_replay(tmp: Path, replay, change=lambda step, frac: 0.0, restart_every: int = 1):
+    """Write the run eval by eval and check it with `ladder watch --once`; return exit codes and alerts."""
+    pred, config, steps, loss = replay
+    pred_dir = tmp / "prediction"
+    pred.save(pred_dir)
+    run_dir = tmp / "runs" / config.name
+    run_dir.mkdir(parents=True)
+    config.save(run_dir / "run.yaml")
+    codes = []
+    for k, (s, y) in enumerate(zip(steps, loss)):
+        value = y * (1 + change(int(s), s / config.stop_after_steps))
+        with (run_dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps({"step": int(s), "eval/loss": float(value)}) + "\n")
+        state = "finished" if k == len(steps) - 1 else "running"
+        (run_dir / "status.json").write_text(json.dumps({"state": state, "step": int(s)}))
+        res = runner.invoke(app, ["watch", "--prediction", str(pred_dir), "--local", str(run_dir),
+                                  "--store", str(tmp / "store"), "--once"])
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.output
+        codes.append(res.exit_code)
+    lines = [json.loads(x) for x in (pred_dir / "alerts.jsonl").read_text().splitlines()]
+    alerts = [x for x in lines if x["kind"] == "alert"]
+    return codes, alerts, steps
+
+
+@pytest.mark.slow
+def test_clean_replay_raises_no_alarm(tmp_path, replay):
+    codes, alerts, _ = run_replay(tmp_path, replay)
+    assert max(codes) <= 1, codes
+    assert [a for a in alerts if a["level"] == "alarm"] == []
+
+
+@pytest.mark.slow
+def test_one_percent_from_40_percent_alarms_within_two_evals(tmp_path, replay):
+    codes, alerts, steps = run_replay(tmp_path, replay, change=lambda s, f: 0.01 if f >= 0.4 else 0.0)
+    first = int(np.argmax(steps / replay[1].stop_after_steps >= 0.4))
+    assert max(codes[:first]) <= 1
+    assert 2 in codes[first:first + 2], codes
+    alarms = [a for a in alerts if a["level"] == "alarm"]
+    assert alarms and alarms[0]["step"] <= steps[first + 1]
+
+
+@pytest.mark.slow
+def test_slow_drift_is_caught_by_the_drift_rule_before_the_band_rule(tmp_path, replay):
+    evals = {int(s): k for k, s in enumerate(replay[2])}
+    codes, alerts, _ = run_replay(tmp_path, replay, change=lambda s, f: 0.0005 * evals[s])
+    drift = [a["step"] for a in alerts if a["rule"] == "drift"]
+    band = [a["step"] for a in alerts if a["rule"] == "deviation"]
+    assert drift, "the drift was never flagged"
+    assert not band or min(drift) < min(band)
+
+
+@pytest.mark.slow
+def test_restarted_watcher_never_repeats_an_alert(tmp_path, replay):
+    # every --once call is a fresh watcher that reloads its state: alerts must still be unique
+    codes, alerts, _ = run_replay(tmp_path, replay, change=lambda s, f: 0.02 if f >= 0.5 else 0.0)
+    keys = [a["key"] for a in alerts]
+    assert keys and len(keys) == len(set(keys))
+    assert max(codes) == 2
