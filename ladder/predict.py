@@ -177,6 +177,12 @@ def predict(store: Store, target: RunConfig, settings: PredictSettings | None = 
     same_schedule = not target.schedule.edits and shape_matches
 
     steps = prediction_steps(target)
+    if same_tpp and target.stop_after_steps > target.schedule.total_steps:
+        raise LadderError(
+            f"{target.name}: its schedule runs to step {target.stop_after_steps:,}, past the {target.schedule.total_steps:,} "
+            "it was planned for; the rungs never trained past their plan, so no fit covers it. "
+            "Plan the run with the longer horizon instead"
+        )
     g = steps / target.schedule.total_steps  # fraction of the planned, unedited run
     warnings: list[str] = []
     forms: list[FormUsed] = []

@@ -147,6 +147,28 @@ def test_cli_writes_the_tables_and_bad_input_exits_2(tmp_path, pf_store):
     assert res.exit_code == 2 and "the prediction is for" in res.stderr
 
 
+def test_a_schedule_the_fits_cannot_cover_is_refused(tmp_path, pf_store):
+    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits().shorten(300, 900))  # an extension
+    cfg = tmp_path / "hero.yaml"
+    hero.save(cfg)
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root)])
+    assert res.exit_code == 2 and "past the 700 it was planned for" in res.stderr
+
+
+def test_watch_predicts_again_after_a_schedule_edit(tmp_path, mp_store):
+    planned = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+    out = tmp_path / "pred"
+    predict(mp_store, planned, FAST).save(out)
+    write_run(tmp_path / "hero", PLAN.hero, upto=400, state="running")  # its run.yaml carries the cut
+    res = runner.invoke(app, ["watch", "--prediction", str(out), "--local", str(tmp_path / "hero" / PLAN.hero.name),
+                              "--store", str(mp_store.root), "--once"])
+    assert res.exit_code in (0, 1), res.output
+    assert "schedule edited" in res.stdout
+    again = json.loads((out / "prediction.json").read_text())
+    assert again["schedule"]["edits"][0]["new_total_steps"] == PLAN.hero.stop_after_steps
+    assert again["table"][-1]["step"] == PLAN.hero.stop_after_steps
+
+
 def test_replan_prints_old_and_new(tmp_path, mp_store):
     cfg = tmp_path / "hero.yaml"
     hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
