@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -45,6 +46,22 @@ def _table(df: pd.DataFrame, formats: dict[str, str] | None = None, left: Sequen
 def _figure(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"></figure>'
+
+
+def read_alerts(path: str | os.PathLike) -> list[dict]:
+    """The alerts a watcher appended to its JSON-lines file (verdict lines and torn lines skipped)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    rows = []
+    for line in p.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("kind") == "alert":
+            rows.append(rec)
+    return rows
 
 
 def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: float = 0.05) -> pd.DataFrame:

@@ -14,11 +14,10 @@ from rich.table import Table
 from ladder import runfiles as keys
 from ladder.cli.app import command, console, print_json
 from ladder.cli.plan import Format
+from ladder.display import show_prediction
 from ladder.errors import LadderError
 from ladder.predict import PredictSettings, predict
-from ladder.prediction import Prediction
 from ladder.replan import horizon_that_fits, shortened, with_cooldown
-from ladder.report import prediction_rows
 from ladder.runconfig import RunConfig
 from ladder.store import DEFAULT_ROOT, Store
 
@@ -64,27 +63,8 @@ def predict_command(
     if fmt is Format.json:
         print_json(pred.to_json())
         return
-    show_prediction(pred)
+    show_prediction(console, pred)
     console.print(f"Wrote {', '.join(str(p) for p in written)}")
-
-
-def show_prediction(pred: Prediction, actual: pd.Series | None = None) -> None:
-    t = Table(title=f"{pred.run_name}: predicted {pred.metric} (nats/token)")
-    rows = prediction_rows(pred, actual)
-    for col in rows.columns:
-        t.add_column(col, justify="right")
-    for rec in rows.itertuples(index=False):
-        t.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in rec])
-    console.print(t)
-    fin = pred.final
-    console.print(f"Final ({int(fin['step']):,} steps): [bold]{fin['median']:.4f}[/] "
-                  f"(50% {fin['lo50']:.4f}–{fin['hi50']:.4f}, 90% {fin['lo90']:.4f}–{fin['hi90']:.4f})")
-    for f in pred.forms:
-        console.print(f"[bold]{f.name}[/]: {f.why}")
-    for k, v in pred.assumptions.items():
-        console.print(f"  {k}: {v}", highlight=False)
-    for w in pred.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
 
 
 @command("replan")

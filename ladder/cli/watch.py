@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from ladder.errors import LadderError
 from ladder.figures import draw_all, hero_actual
 from ladder.predict import PredictSettings, predict
 from ladder.prediction import Prediction
-from ladder.report import write_report
+from ladder.report import read_alerts, write_report
 from ladder.sources import LocalSource, OfflineSource, WandbSource
 from ladder.store import DEFAULT_ROOT, Store
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
@@ -114,16 +113,7 @@ def report_command(
     folder = prediction if prediction.is_dir() else prediction.parent
     st = _store(store)
     figures = draw_all(st, pred, out.parent / f"{out.stem}_figures")
-    alert_rows, verdicts = [], []
-    path = alerts or folder / "alerts.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("kind") == "alert":
-                alert_rows.append(rec)
+    alert_rows, verdicts = read_alerts(alerts or folder / "alerts.jsonl"), []
     state_file = folder / "watch-state.json"
     if state_file.exists():
         verdicts = WatchState.load(state_file, pred.run_name).verdicts

@@ -78,9 +78,10 @@ class Watcher:
         config = self.store.config(str(run["run_id"]))
         self._maybe_repredict(config)
         obs = self._observed(run, state, now)
-        alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run), self._compute(run))
+        alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run))
         lines, verdict = self._verdicts(obs, alerts, state)
-        fresh = self._deliver(state, alerts, verdict, lines[-1] if lines else self._status_line(obs, verdict))
+        summary = "\n".join(lines) if lines else self._status_line(obs, verdict)
+        fresh = self._deliver(state, alerts, verdict, summary, quiet=not lines)
         state.last_step = max(state.last_step, obs.last_step)
         state.save(self.state_path)
         return CheckResult(verdict, tuple(fresh), tuple(lines), str(run["state"]) != "running", self.prediction)
@@ -126,12 +127,6 @@ class Watcher:
             out.append(RungCurves(fr, vals, np.array(comp)) if fr else None)
         return out[0], out[1]
 
-    def _compute(self, run: pd.Series) -> float:
-        try:
-            return float(run["fit_flops_per_token"]) * float(run["planned_tokens"])
-        except (TypeError, ValueError):
-            return 0.0
-
     def _maybe_repredict(self, config: dict) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule."""
         sched = _schedule_of(config)
@@ -174,11 +169,15 @@ class Watcher:
     def _status_line(self, obs: Observed, verdict: str) -> str:
         return f"step {obs.last_step:,} ({obs.last_step / max(obs.planned_steps, 1):.0%}): no new eval; {verdict.upper()}"
 
-    def _deliver(self, state: WatchState, alerts: list[Alert], verdict: str, summary: str) -> list[Alert]:
+    def _deliver(self, state: WatchState, alerts: list[Alert], verdict: str, summary: str,
+                 quiet: bool = False) -> list[Alert]:
+        """Send each sink its new alerts; with `quiet` (no new eval) a sink with nothing new is skipped."""
         fresh_any: dict[str, Alert] = {}
         for name, sink in self.sinks.items():
             done = state.delivered(name)
             fresh = [a for a in alerts if a.key not in done]
+            if quiet and not fresh:
+                continue
             if sink.send(fresh, verdict, summary):
                 state.mark(name, [a.key for a in fresh])
             fresh_any.update({a.key: a for a in fresh})

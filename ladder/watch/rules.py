@@ -62,7 +62,7 @@ class AlertRules:
     drop_alarm: float = 0.5
     """... and that alarms."""
     drop_margin: float = 0.05
-    """Warn when the drop fraction exceeds the rungs' trend at this compute by this much."""
+    """Warn when the drop fraction exceeds every rung's at the same fraction by this much."""
     stale_after_s: float = 1800.0
     """Warn when nothing new arrived for this long (alarm at three times)."""
     deadline: float | None = None
@@ -262,8 +262,8 @@ def _slope(x: np.ndarray, y: np.ndarray, x0: float, x1: float) -> float:
     return float(np.polyfit(x[m], y[m], 1)[0])
 
 
-def drop_fraction(obs: Observed, rungs: RungCurves | None, compute: float, rules: AlertRules) -> list[Alert]:
-    """MoE drop fraction above a fixed threshold, or above the rungs' trend in compute."""
+def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) -> list[Alert]:
+    """MoE drop fraction above a fixed threshold, or above what every rung had at the same fraction."""
     d = obs.column(keys.DROP_FRACTION)
     if d.empty:
         return []
@@ -274,16 +274,15 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, compute: float, rules
         limit = rules.drop_alarm if level == "alarm" else rules.drop_warn
         return [Alert("drop_fraction", level, step,
                       f"MoE drop fraction {recent:.1%} (mean of the last 20 logs) is above {limit:.0%}", recent)]
-    if rungs is None or len(rungs.values) < 2 or compute <= 0:
+    if rungs is None or not rungs.values:
         return []
     f = step / obs.planned_steps
-    at_f = [np.interp(f, fr, v) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)]
-    slope, icpt = np.polyfit(np.log(rungs.compute[: len(at_f)]), at_f, 1)
-    expected = float(slope * np.log(compute) + icpt)
+    at_f = [float(np.interp(f, fr, v)) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)]
+    expected = max(at_f)  # the highest any rung had at this fraction: no extrapolation to trust here
     if recent > expected + rules.drop_margin:
         return [Alert("drop_fraction", "warning", step,
-                      f"MoE drop fraction {recent:.1%} is above the rungs' trend ({expected:.1%} at this "
-                      f"compute and fraction) by more than {rules.drop_margin:.0%}", recent)]
+                      f"MoE drop fraction {recent:.1%} is above every rung's at this fraction (at most "
+                      f"{expected:.1%}) by more than {rules.drop_margin:.0%}", recent)]
     return []
 
 
@@ -323,7 +322,6 @@ def evaluate(
     now: float,
     grad_rungs: RungCurves | None = None,
     drop_rungs: RungCurves | None = None,
-    compute: float | None = None,
 ) -> list[Alert]:
     """Every rule on the run so far, sorted by step."""
     alerts = (
@@ -332,7 +330,7 @@ def evaluate(
         + spikes(obs, rules)
         + non_finite(obs, rules)
         + grad_norm_shape(obs, grad_rungs, rules)
-        + drop_fraction(obs, drop_rungs, compute or 0.0, rules)
+        + drop_fraction(obs, drop_rungs, rules)
         + stale(obs, now, rules)
         + throughput(obs, now, rules)
     )

@@ -39,7 +39,10 @@ class TerminalSink:
         self.console = console or Console()
 
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
-        self.console.print(f"[{STYLE.get(verdict, 'white')}]{verdict.upper():>8}[/] {summary}", highlight=False)
+        for line in summary.splitlines():  # one line per eval, each ending with its own verdict
+            own = line.rsplit(": ", 1)[-1].strip().lower()
+            label = own if own in STYLE else verdict
+            self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {line}", highlight=False)
         for a in alerts:
             self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] [{a.rule}] step {a.step}: {a.message}",
                                highlight=False)

@@ -1,0 +1,183 @@
+"""The whole loop on a laptop: plan the micro ladder, train it, predict the hero, train the hero while
+watching it live, and score the prediction against what happened.
+
+Everything lands under one folder (default ``demo/``): the plan and the runs (``plan/``), the store
+(``store/``), the prediction and the watcher's alerts (``prediction/``), the figures, ``report.html``
+and ``results.json``. A second run reuses every finished run and only redoes the cheap steps.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from ladder import runfiles as keys
+from ladder.display import show_prediction
+from ladder.errors import LadderError
+from ladder.figures import draw_all, hero_actual
+from ladder.files import write_text_atomic
+from ladder.launch import is_done, run_dir_of, same_config, start, train
+from ladder.plan import Plan, override, plan
+from ladder.predict import PredictSettings, predict
+from ladder.prediction import Prediction
+from ladder.recipe import load_recipe
+from ladder.report import read_alerts, write_report
+from ladder.runconfig import RunConfig
+from ladder.sources import LocalSource
+from ladder.sources.pull import pull
+from ladder.store import Store
+from ladder.watch import AlertRules, JsonlSink, TerminalSink
+from ladder.watch.monitor import Watcher, only_run
+from ladder.watch.state import WatchState
+
+PRESET = "micro-cpu"
+QUICK = [
+    "tpp=3",
+    "seq_len=64",
+    "batch_sequences=4",
+    "eval_every_fraction=0.1",
+    "data.eval_sequences=32",
+]
+"""Overrides of the micro-cpu recipe for `--quick`: the same loop at a fraction of the compute."""
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    final_predicted: float
+    final_actual: float
+    final_error: float
+    """Predicted / actual − 1 at the hero's last eval."""
+    curve_mean_error: float
+    """Mean |predicted / actual − 1| over the hero's evals from 10% of the run on."""
+    curve_worst_error: float
+    inside_90: float
+    """Share of those evals inside the 90% band."""
+    seconds: float
+    report: Path
+
+    def to_json(self) -> dict:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()}
+
+
+def demo_plan(quick: bool) -> Plan:
+    recipe = load_recipe(PRESET)
+    return plan(override(recipe, sets=QUICK) if quick else recipe)
+
+
+def write_plan(p: Plan, folder: Path) -> list[tuple[Path, RunConfig]]:
+    """The plan's configs in `folder`; a run folder left by another config is cleared (it is demo output)."""
+    out = []
+    for cfg in p.runs():
+        path = folder / f"{cfg.name}.yaml"
+        run_dir = run_dir_of(path, cfg)
+        if run_dir.exists() and not same_config(run_dir, cfg):
+            shutil.rmtree(run_dir)
+        if not path.exists() or RunConfig.load(path) != cfg:
+            cfg.save(path)
+        out.append((path, cfg))
+    return out
+
+
+def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0, n_boot: int = 200) -> DemoResult:
+    began = time.time()
+    p = demo_plan(quick)
+    runs = write_plan(p, out / "plan")
+    console.rule(f"1. plan: {p.recipe.name}{' (quick)' if quick else ''}, {len(p.rungs)} rungs and a hero")
+    _show_plan(console, p)
+
+    console.rule("2. train the rungs (finished ones are skipped)")
+    for path, cfg in runs[:-1]:
+        if is_done(path, cfg):
+            console.print(f"[dim]{cfg.name}: finished already, skipped[/]")
+        elif train(path, resume=True, progress=console.is_terminal):
+            raise LadderError(f"training {cfg.name} failed; see the trainer's message above, then run the demo again")
+
+    console.rule("3. pull the rungs, fit, predict the hero")
+    store = Store(out / "store")
+    pull(store, LocalSource(out / "plan" / "runs"))
+    hero_path, hero = runs[-1]
+    pred = predict(store, hero, PredictSettings(n_boot=n_boot))
+    pred_dir = out / "prediction"
+    if not is_done(hero_path, hero):  # a fresh hero starts a fresh watch
+        for name in ("alerts.jsonl", "watch-state.json"):
+            (pred_dir / name).unlink(missing_ok=True)
+    pred.save(pred_dir)
+    show_prediction(console, pred)
+
+    console.rule("4. train the hero while the watcher follows it")
+    watcher = Watcher(store, only_run(LocalSource(run_dir_of(hero_path, hero)), hero.name), pred,
+                      AlertRules(metric=pred.metric),
+                      {"terminal": TerminalSink(console), "jsonl": JsonlSink(pred_dir / "alerts.jsonl")},
+                      pred_dir / "watch-state.json")
+    if is_done(hero_path, hero):
+        console.print(f"[dim]{hero.name}: finished already; checking it against the prediction[/]")
+    else:
+        _train_watched(hero_path, watcher, poll_seconds)
+    watcher.check()
+
+    console.rule("5. predicted against actual")
+    actual = hero_actual(store, pred)
+    figures = draw_all(store, pred, out / "figures")
+    verdicts = WatchState.load(pred_dir / "watch-state.json", pred.run_name).verdicts
+    alerts = read_alerts(pred_dir / "alerts.jsonl")
+    report = write_report(out / "report.html", pred, figures, actual, alerts, verdicts,
+                          title=f"Demo: {hero.name} predicted from {len(p.rungs)} rungs")
+    result = score(pred, actual, time.time() - began, report)
+    write_text_atomic(out / "results.json", json.dumps(result.to_json(), indent=2))
+    console.print(f"hero final {pred.metric}: predicted [bold]{result.final_predicted:.4f}[/], actual "
+                  f"[bold]{result.final_actual:.4f}[/]: relative error [bold]{result.final_error:+.2%}[/]")
+    console.print(f"whole curve (10%–100% of the run): mean error {result.curve_mean_error:.2%}, worst "
+                  f"{result.curve_worst_error:.2%}, {result.inside_90:.0%} of evals inside the 90% band")
+    console.print(f"figures: {out / 'figures'}/ (PNG and SVG)")
+    console.print(f"report:  {report}")
+    console.print(f"results: {out / 'results.json'}   ({result.seconds:.0f} s)")
+    return result
+
+
+def score(pred: Prediction, actual, seconds: float, report: Path) -> DemoResult:
+    if actual.empty:
+        raise LadderError(f"{pred.run_name} logged no {pred.metric}; the demo cannot score its prediction")
+    at = pred.at(actual.index.to_numpy())
+    err = actual.to_numpy() / at["median"].to_numpy() - 1
+    frac = actual.index.to_numpy() / pred.planned_steps
+    use = (frac >= 0.1) & np.isfinite(err)
+    inside = (actual.to_numpy() >= at["lo90"].to_numpy()) & (actual.to_numpy() <= at["hi90"].to_numpy())
+    final_pred = float(at["median"].iloc[-1])
+    final_act = float(actual.iloc[-1])
+    return DemoResult(
+        final_predicted=final_pred, final_actual=final_act, final_error=final_pred / final_act - 1,
+        curve_mean_error=float(np.mean(np.abs(err[use]))), curve_worst_error=float(np.max(np.abs(err[use]))),
+        inside_90=float(np.mean(inside[use])), seconds=seconds, report=report,
+    )
+
+
+def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
+    proc = start(path, resume=True, progress=False)
+    try:
+        while proc.poll() is None:
+            time.sleep(poll_seconds)
+            if (run_dir_of(path, RunConfig.load(path)) / keys.METRICS_FILE).exists():
+                watcher.check()
+    except KeyboardInterrupt:
+        proc.wait()
+        raise
+    if proc.returncode:
+        raise LadderError(f"the hero's training stopped with exit code {proc.returncode}; run the demo again to resume it")
+
+
+def _show_plan(console: Console, p: Plan) -> None:
+    from ladder.spec import format_count
+
+    for run in p.runs():
+        console.print(f"  {run.name:<18} {format_count(run.spec.active_params()):>6} active  "
+                      f"{run.stop_after_steps:>6,} steps  C = {run.fit_flops:.3g} FLOPs  {run.schedule.describe()}",
+                      highlight=False)
+    biggest = max(r.fit_flops for r in p.rungs)
+    console.print(f"  rungs span {biggest / min(r.fit_flops for r in p.rungs):.1f}x in compute; the hero is "
+                  f"{p.hero.fit_flops / biggest:.1f}x the largest rung", highlight=False)

@@ -1,0 +1,29 @@
+"""Rich tables and lines a person reads: a prediction at 5% steps, its forms, assumptions and warnings."""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from ladder.prediction import Prediction
+from ladder.report import prediction_rows
+
+
+def show_prediction(console: Console, pred: Prediction, actual: pd.Series | None = None) -> None:
+    t = Table(title=f"{pred.run_name}: predicted {pred.metric} (nats/token)")
+    rows = prediction_rows(pred, actual)
+    for col in rows.columns:
+        t.add_column(col, justify="right")
+    for rec in rows.itertuples(index=False):
+        t.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in rec])
+    console.print(t)
+    fin = pred.final
+    console.print(f"Final ({int(fin['step']):,} steps): [bold]{fin['median']:.4f}[/] "
+                  f"(50% {fin['lo50']:.4f}–{fin['hi50']:.4f}, 90% {fin['lo90']:.4f}–{fin['hi90']:.4f})")
+    for f in pred.forms:
+        console.print(f"[bold]{f.name}[/]: {f.why}")
+    for k, v in pred.assumptions.items():
+        console.print(f"  {k}: {v}", highlight=False)
+    for w in pred.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)

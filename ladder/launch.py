@@ -1,0 +1,81 @@
+"""Launching the trainer and reading what a run folder says about itself.
+
+Each run trains in its own ``python -m trainer_jax`` process (the way a cluster launcher runs it),
+so `ladder` never imports the trainer. A relative ``run_dir`` is taken relative to the config
+file's folder, as the planner's ``launch.sh`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ladder import runfiles
+from ladder.errors import LadderError
+from ladder.runconfig import RunConfig
+
+
+def ladder_runs(folder: Path, rungs_only: bool = False) -> list[tuple[Path, RunConfig]]:
+    """Every RunConfig YAML in `folder`: rungs by fit compute, then the hero. All are checked first."""
+    if not folder.is_dir():
+        raise LadderError(f"--ladder {folder}: no such folder (write one with `ladder plan PRESET --out {folder}`)")
+    runs = [(p, RunConfig.load(p)) for p in sorted(folder.glob("*.yaml"))]
+    if not runs:
+        raise LadderError(f"--ladder {folder}: no run config (*.yaml) in it")
+    runs.sort(key=lambda pc: (pc[1].role == "hero", pc[1].fit_flops, pc[1].name))
+    return [(p, c) for p, c in runs if not (rungs_only and c.role == "hero")]
+
+
+def run_dir_of(path: Path, cfg: RunConfig) -> Path:
+    return cfg.resolved_run_dir(base=path.parent)
+
+
+def run_state(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / runfiles.STATUS_FILE).read_text()).get("state")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def same_config(run_dir: Path, cfg: RunConfig) -> bool:
+    try:
+        return RunConfig.load(run_dir / runfiles.CONFIG_FILE) == cfg
+    except LadderError:
+        return False
+
+
+def is_done(path: Path, cfg: RunConfig) -> bool:
+    """The run finished, with this very config."""
+    run_dir = run_dir_of(path, cfg)
+    return run_state(run_dir) == "finished" and same_config(run_dir, cfg)
+
+
+def final_eval_loss(run_dir: Path) -> float | None:
+    loss = None
+    try:
+        lines = (run_dir / runfiles.METRICS_FILE).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            loss = json.loads(line).get(runfiles.EVAL_LOSS, loss)
+        except (ValueError, AttributeError):
+            continue
+    return loss
+
+
+def trainer_command(config: Path, resume: bool, progress: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "trainer_jax", str(config)]
+    return cmd + (["--resume"] if resume else []) + ([] if progress else ["--no-progress"])
+
+
+def train(config: Path, resume: bool, progress: bool) -> int:
+    """Train one run to the end in its own process; its exit code (the trainer prints its own errors)."""
+    return subprocess.call(trainer_command(config, resume, progress))
+
+
+def start(config: Path, resume: bool, progress: bool) -> subprocess.Popen:
+    """Start training one run in the background (for watching it live)."""
+    return subprocess.Popen(trainer_command(config, resume, progress))
