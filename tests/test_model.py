@@ -1,5 +1,6 @@
 """The MoE transformer: its parameter tree against the spec's accounting, attention masks, routing,
-capacity and dispatch against a naive reference, and the auxiliary losses' normalisation."""
+capacity and dispatch against naive references (values and gradients), and the auxiliary losses'
+normalisation."""
 
 from __future__ import annotations
 
@@ -97,6 +98,53 @@ def test_local_layers_see_only_their_window():
     assert float(jnp.max(jnp.abs(M.attention(x, layers[1], spec, 1)[:, 9] - glob[:, 9]))) > 1e-4
 
 
+def _reference_attention(x, p, spec, layer):
+    """Plain softmax attention over the full S × S scores with K and V repeated per query head."""
+    B, S, _ = x.shape
+    H, hd, KV = spec.n_heads, spec.head_dim, spec.kv_heads(layer)
+    pos = jnp.arange(S)
+    q = _pairwise_rotary((x @ p["wq"]).reshape(B, S, H, hd), pos)
+    k = jnp.repeat(_pairwise_rotary((x @ p["wk"]).reshape(B, S, KV, hd), pos), H // KV, axis=2)
+    v = jnp.repeat((x @ p["wv"]).reshape(B, S, KV, hd), H // KV, axis=2)
+    scores = jnp.einsum("bshd,bthd->bhst", q, k) / math.sqrt(hd)
+    allowed = pos[None, :] <= pos[:, None]
+    if not spec.is_global(layer):
+        allowed &= pos[None, :] > pos[:, None] - spec.window
+    probs = jax.nn.softmax(jnp.where(allowed, scores, -jnp.inf), axis=-1)
+    return jnp.einsum("bhst,bthd->bshd", probs, v).reshape(B, S, H * hd) @ p["wo"]
+
+
+def _pairwise_rotary(x, positions):
+    half = x.shape[-1] // 2
+    angles = positions[:, None] * M.ROPE_BASE ** (-jnp.arange(half) / half)
+    cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+def test_rotary_matches_the_pairwise_formula_exactly():
+    x = jax.random.normal(jax.random.key(11), (2, 40, 3, 8))
+    pos = jnp.arange(40)
+    np.testing.assert_array_equal(jax.jit(M.rotary)(x, pos), jax.jit(_pairwise_rotary)(x, pos))
+
+
+@pytest.mark.parametrize("layer", [0, 1])  # local (window 4), global
+@pytest.mark.parametrize("seq_len", [7, 40])  # one query block; a full block and a partial one
+def test_blocked_attention_and_its_gradient_match_full_attention(layer, seq_len):
+    spec = SPECS["dense_tied"]  # 4 query heads over 1 (local) or 2 (global) KV heads
+    p = _init(spec, 12)["layers"][layer]
+    x = jax.random.normal(jax.random.key(13), (2, seq_len, spec.d_model))
+    ct = jax.random.normal(jax.random.key(14), (2, seq_len, spec.d_model))
+
+    def outputs_and_grads(fn):
+        grads = jax.grad(lambda x, p: jnp.sum(fn(x, p, spec, layer) * ct), argnums=(0, 1))
+        return jax.jit(lambda x, p: (fn(x, p, spec, layer), grads(x, p)))(x, p)
+
+    got, want = outputs_and_grads(M.attention), outputs_and_grads(_reference_attention)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
 def test_assign_slots_keeps_first_choices_first_and_respects_capacity():
     # One group of 4 tokens, top-2 over 2 experts: every token picks both experts.
     top_e = jnp.array([[[0, 1], [0, 1], [1, 0], [0, 1]]])  # [B=1, S=4, k=2]
@@ -132,6 +180,44 @@ def test_dropless_dispatch_matches_a_naive_loop(name):
     y, stats = jax.jit(functools.partial(M.moe_block, spec=spec, dropless=True, mesh=None))(x, p)
     np.testing.assert_allclose(y, _reference_moe(x, p, spec), rtol=2e-5, atol=2e-5)
     assert float(stats["drop_fraction"]) == 0.0
+
+
+def _dense_experts(x, p, spec, dropless):
+    """Every expert on every token, kept assignments picked by masks: differentiable, O(E)."""
+    B, S, _ = x.shape
+    top_e, top_w, _ = M.route(x, p["router"], spec)
+    _, kept = M.assign_slots(top_e, spec.n_experts, M.capacity(spec, S, dropless))
+    kept = jnp.swapaxes(kept.reshape(B, spec.top_k, S), 1, 2)  # [B, S, k]
+    h = x @ p["latent_down"] if "latent_down" in p else x
+    w = p["experts"]
+    every = jnp.einsum("bsef,efd->bsed", jax.nn.silu(jnp.einsum("bsd,edf->bsef", h, w["w_gate"]))
+                       * jnp.einsum("bsd,edf->bsef", h, w["w_up"]), w["w_down"])  # [B, S, E, di]
+    pick = jax.nn.one_hot(top_e, spec.n_experts) * (top_w * kept)[..., None]  # [B, S, k, E]
+    y = jnp.einsum("bske,bsed->bsd", pick, every)
+    y = y @ p["latent_up"] if "latent_up" in p else y
+    for j in range(spec.n_shared_experts):
+        y = y + M.swiglu(x, jax.tree.map(lambda a, j=j: a[j], p["shared"]))
+    return y
+
+
+@pytest.mark.parametrize("dropless", [False, True])
+@pytest.mark.parametrize("name", ["moe_latent_shared", "moe_sigmoid_no_latent"])
+def test_moe_block_and_its_gradient_match_dense_experts(name, dropless):
+    spec = SPECS[name]
+    p = _init(spec, 17)["layers"][1]["moe"]
+    x = jax.random.normal(jax.random.key(18), (3, 16, spec.d_model))
+    ct = jax.random.normal(jax.random.key(19), (3, 16, spec.d_model))
+    block = functools.partial(M.moe_block, spec=spec, dropless=dropless, mesh=None)
+    assert dropless or float(block(x, p)[1]["drop_fraction"]) > 0  # some assignments were dropped
+
+    def outputs_and_grads(fn):
+        grads = jax.grad(lambda x, p: jnp.sum(fn(x, p) * ct), argnums=(0, 1))
+        return jax.jit(lambda x, p: (fn(x, p), grads(x, p)))(x, p)
+
+    got = outputs_and_grads(lambda x, p: block(x, p)[0])
+    want = outputs_and_grads(lambda x, p: _dense_experts(x, p, spec, dropless))
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
 def test_capacity_drops_the_overflow_and_drops_nothing_when_large():

@@ -25,9 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-id", type=int, default=-1, help="This process's index in a multi-process run.")
     args = parser.parse_args(argv)
     try:
-        # Joining a multi-process job must come before anything touches the devices.
+        # Both must come before anything touches the devices.
+        from trainer_jax.host import reuse_freed_memory
         from trainer_jax.mesh import init_distributed
 
+        reuse_freed_memory()
         init_distributed(args.coordinator, args.num_processes, args.process_id)
         from ladder.runconfig import RunConfig
         from trainer_jax.train import train

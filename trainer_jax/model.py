@@ -13,7 +13,7 @@ Features:
 - Capacity with token dropping (GShard, Lepikhin et al. 2020): a *group* is one sequence, each
   expert takes at most C = ceil(capacity_factor × seq_len × top_k / n_experts) of a group's
   assignments, first choices before second choices, earlier tokens first. Dispatch and combine
-  are gathers and scatters on slot indices, so memory grows with tokens, not tokens squared.
+  are row gathers on slot indices, so memory grows with tokens, not tokens squared.
   `dropless=True` sets C = seq_len (no assignment is ever dropped), used for evaluation.
   Because groups are sequences, results do not depend on how the batch is split over devices.
 - Expert parallelism: given a mesh, the experts' work runs under `jax.shard_map` with the groups
@@ -141,40 +141,76 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float = 1e-6) -> jax.Array:
 
 
 def swiglu(x: jax.Array, w: Params) -> jax.Array:
-    """x [..., d_in] → [..., d_in] through a hidden width."""
-    return (jax.nn.silu(x @ w["w_gate"]) * (x @ w["w_up"])) @ w["w_down"]
+    """x [..., d_in] → [..., d_in] through a hidden width; gate and up projections in one matmul."""
+    gate, up = jnp.split(x @ jnp.concatenate([w["w_gate"], w["w_up"]], axis=-1), 2, axis=-1)  # [..., width]
+    return (jax.nn.silu(gate) * up) @ w["w_down"]
 
 
 def rotary(x: jax.Array, positions: jax.Array) -> jax.Array:
-    """Rotate pairs (i, i + head_dim/2) of x [B, S, heads, hd] by position-dependent angles."""
+    """Rotate pairs (i, i + head_dim/2) of x [B, S, heads, hd] by position-dependent angles.
+
+    Written as x·cos + swap(x)·sin with sign-folded tables, one elementwise pass (and so is its
+    gradient); the products and sums are the same as the pairwise formula's.
+    """
     half = x.shape[-1] // 2
     freqs = ROPE_BASE ** (-jnp.arange(half, dtype=jnp.float32) / half)  # [hd/2]
     angles = positions[:, None].astype(jnp.float32) * freqs  # [S, hd/2]
-    cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
-    x1, x2 = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
-    out = jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
-    return out.astype(x.dtype)
+    cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)[None, :, None, :]  # [1, S, 1, hd]
+    sin = jnp.concatenate([-jnp.sin(angles), jnp.sin(angles)], axis=-1)[None, :, None, :]
+    x32 = x.astype(jnp.float32)
+    swapped = jnp.flip(x32.reshape(*x.shape[:-1], 2, half), axis=-2).reshape(x.shape)  # halves swapped
+    return (x32 * cos + swapped * sin).astype(x.dtype)
 
 
 def attention(x: jax.Array, p: Params, spec: ModelSpec, layer: int) -> jax.Array:
-    """Causal grouped-query attention, windowed on local layers. x [B, S, d] → [B, S, d]."""
+    """Causal grouped-query attention, windowed on local layers. x [B, S, d] → [B, S, d].
+
+    The query heads that share a KV head are stacked as rows ([B, KV, S·G, hd]), so each KV head
+    needs one matmul and no copies of K or V. Queries go in blocks of `QUERY_BLOCK` positions, and a
+    block scores only the keys its causal (or sliding) span reaches: the masked part of the S × S
+    scores is mostly never computed. The softmax divides the output rows, not the probabilities.
+    """
     B, S, _ = x.shape
     H, hd, KV = spec.n_heads, spec.head_dim, spec.kv_heads(layer)
+    G = H // KV
     pos = jnp.arange(S)
-    q = rotary((x @ p["wq"]).reshape(B, S, H, hd), pos)  # [B, S, H, hd]
-    k = rotary((x @ p["wk"]).reshape(B, S, KV, hd), pos)  # [B, S, KV, hd]
-    v = (x @ p["wv"]).reshape(B, S, KV, hd)  # [B, S, KV, hd]
-    # Each KV head serves H/KV query heads; repeating it is faster on CPU than a grouped einsum.
-    k, v = jnp.repeat(k, H // KV, axis=2), jnp.repeat(v, H // KV, axis=2)  # [B, S, H, hd]
-    scores = jnp.einsum("bshd,bthd->bhst", q, k).astype(jnp.float32) / math.sqrt(hd)  # [B, H, S, S]
-    allowed = pos[None, :] <= pos[:, None]  # [S(query), S(key)]
-    if not spec.is_global(layer):
-        allowed &= pos[None, :] > pos[:, None] - spec.window
-    # A finite floor rather than -inf: the same result (every row keeps its own token) and faster.
-    scores = jnp.where(allowed, scores, -1e30)
-    probs = jax.nn.softmax(scores, axis=-1).astype(x.dtype)
-    out = jnp.einsum("bhst,bthd->bshd", probs, v).reshape(B, S, H * hd)  # [B, S, H*hd]
+    qkv = x @ jnp.concatenate([p["wq"], p["wk"], p["wv"]], axis=1)  # [B, S, (H + 2·KV)·hd], one matmul
+    q, k, v = jnp.split(qkv, [H * hd, (H + KV) * hd], axis=-1)
+    q = rotary(q.reshape(B, S, H, hd), pos)  # [B, S, H, hd]
+    k = rotary(k.reshape(B, S, KV, hd), pos)  # [B, S, KV, hd]
+    v = v.reshape(B, S, KV, hd)  # [B, S, KV, hd]
+    q = jnp.swapaxes(q.reshape(B, S, KV, G, hd), 1, 2).reshape(B, KV, S * G, hd)  # [B, KV, S·G, hd]
+    k, v = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)  # [B, KV, S, hd]
+    window = None if spec.is_global(layer) else spec.window
+    outs = []
+    for start in range(0, S, QUERY_BLOCK):
+        stop = min(S, start + QUERY_BLOCK)
+        first = 0 if window is None else max(0, start - window + 1)
+        q_pos = jnp.repeat(pos[start:stop], G)[:, None]  # [rows, 1] each row's query position
+        k_pos = pos[None, first:stop]  # [1, keys]
+        allowed = k_pos <= q_pos
+        if window is not None:
+            allowed &= k_pos > q_pos - window
+        outs.append(_attend(q[:, :, start * G:stop * G], k[:, :, first:stop], v[:, :, first:stop], allowed))
+    out = jnp.concatenate(outs, axis=2) if len(outs) > 1 else outs[0]  # [B, KV, S·G, hd]
+    out = jnp.swapaxes(out.reshape(B, KV, S, G, hd), 1, 2).reshape(B, S, H * hd)  # [B, S, H·hd]
     return out @ p["wo"]
+
+
+QUERY_BLOCK = 32
+"""Query positions per attention block (S = 128: four blocks, about 40% of the scores skipped)."""
+
+
+def _attend(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array) -> jax.Array:
+    """Softmax attention of q [B, KV, rows, hd] over k, v [B, KV, keys, hd] where `allowed`
+    [rows, keys] → [B, KV, rows, hd]. Every row allows at least one key (its own position)."""
+    scores = jnp.einsum("bkqd,bktd->bkqt", q, k).astype(jnp.float32) / math.sqrt(q.shape[-1])
+    # A finite floor rather than -inf: the same result (every row keeps its own token) and faster.
+    scores = jnp.where(allowed, scores, -1e30)  # [B, KV, rows, keys]
+    weights = jnp.exp(scores - jax.lax.stop_gradient(jnp.max(scores, axis=-1, keepdims=True)))
+    total = jnp.sum(weights, axis=-1, keepdims=True)  # [B, KV, rows, 1]
+    out = jnp.einsum("bkqt,bktd->bkqd", weights.astype(v.dtype), v)  # [B, KV, rows, hd]
+    return out / total.astype(v.dtype)
 
 
 # ---- mixture of experts -----------------------------------------------------------------------
@@ -223,6 +259,11 @@ def assign_slots(top_e: jax.Array, n_experts: int, cap: int) -> tuple[jax.Array,
     return jnp.where(kept, order * cap + position, n_experts * cap), kept
 
 
+def _take_rows(x: jax.Array, index: jax.Array) -> jax.Array:
+    """x [N, ...] → x[index] [*index.shape, ...]; the index N (one past the end) gives a zero row."""
+    return jnp.take(x, index, axis=0, mode="fill", fill_value=0)
+
+
 def _run_experts(
     x: jax.Array,
     slots: jax.Array,
@@ -235,30 +276,31 @@ def _run_experts(
     """Dispatch, expert SwiGLUs, combine, for the groups this device holds.
 
     x [B, S, di], slots [B, kS], weights [B, S, k], experts' weights [E_local, ...] → [B, S, di].
+    The slot buffer is expert-major (expert e, group b, place c at row e·B·cap + b·cap + c), so each
+    expert's SwiGLU is one plain matmul over all its slots, with gate and up projections fused.
     With `expert_axis`, the slot buffers travel to the devices holding their experts and back.
     """
     B, S, di = x.shape
     k = weights.shape[-1]
-    token = jnp.tile(jnp.arange(S), k)  # [kS] the token each assignment belongs to
-    # Which token fills each slot (S, a zero row, where none does); dropped slots fall off the end.
-    slot_token = jnp.full((B, n_experts * cap), S, jnp.int32)
-    slot_token = jax.vmap(lambda st, sl: st.at[sl].set(token, mode="drop"))(slot_token, slots)
-    x_pad = jnp.concatenate([x, jnp.zeros((B, 1, di), x.dtype)], axis=1)  # [B, S+1, di]
-    buf = jnp.take_along_axis(x_pad, slot_token[..., None], axis=1)  # [B, E·C, di]
-    buf = buf.reshape(B, n_experts, cap, di)  # [B, E, C, di]
+    n = n_experts * B * cap
+    group = jnp.arange(B)[:, None]  # [B, 1]
+    kept = slots < n_experts * cap
+    flat = jnp.where(kept, (slots // cap) * (B * cap) + group * cap + slots % cap, n)  # [B, kS], n: dropped
+    token_row = group * S + jnp.arange(k * S)[None, :] % S  # [B, kS] the token of each assignment
+    # Which token row fills each slot (B·S, a zero row, where none does); dropped ones land past the end.
+    slot_token = jnp.full((n + 1,), B * S, jnp.int32).at[flat.ravel()].set(token_row.ravel())[:n]  # [n]
+    buf = _take_rows(x.reshape(B * S, di), slot_token).reshape(n_experts, B * cap, di)  # [E, B·C, di]
     if expert_axis is not None:
-        # Send each expert's slots to the device that holds it: [B, E, C, di] → [ep·B, E/ep, C, di].
-        buf = jax.lax.all_to_all(buf, expert_axis, split_axis=1, concat_axis=0, tiled=True)
-    h = jax.nn.silu(jnp.einsum("becd,edf->becf", buf, experts["w_gate"]))
-    h = h * jnp.einsum("becd,edf->becf", buf, experts["w_up"])  # [.., E_local, C, width]
-    out = jnp.einsum("becf,efd->becd", h, experts["w_down"])  # [.., E_local, C, di]
+        # Send each expert's slots to the device that holds it: [E, B·C, di] → [E/ep, ep·B·C, di].
+        buf = jax.lax.all_to_all(buf, expert_axis, split_axis=0, concat_axis=1, tiled=True)
+    w_in = jnp.concatenate([experts["w_gate"], experts["w_up"]], axis=-1)  # [E_local, di, 2·width]
+    gate, up = jnp.split(jnp.einsum("end,edf->enf", buf, w_in), 2, axis=-1)  # [E_local, .., width] each
+    out = jnp.einsum("enf,efd->end", jax.nn.silu(gate) * up, experts["w_down"])  # [E_local, .., di]
     if expert_axis is not None:
-        out = jax.lax.all_to_all(out, expert_axis, split_axis=0, concat_axis=1, tiled=True)
-    out = out.reshape(B, n_experts * cap, di)
-    out = jnp.concatenate([out, jnp.zeros((B, 1, di), out.dtype)], axis=1)  # [B, E·C+1, di]
-    gathered = jnp.take_along_axis(out, slots[..., None], axis=1)  # [B, kS, di], dropped → 0
-    gathered = gathered.reshape(B, k, S, di)
-    return jnp.einsum("bksd,bsk->bsd", gathered, weights.astype(gathered.dtype))
+        out = jax.lax.all_to_all(out, expert_axis, split_axis=1, concat_axis=0, tiled=True)
+    token_slots = jnp.swapaxes(flat.reshape(B, k, S), 1, 2)  # [B, S, k]
+    picked = _take_rows(out.reshape(n, di), token_slots)  # [B, S, k, di], dropped → 0
+    return jnp.einsum("bskd,bsk->bsd", picked, weights.astype(picked.dtype))
 
 
 def moe_block(

@@ -1,9 +1,10 @@
 """The train loop: one `RunConfig` in, one finished run directory out (layout of `ladder.runfiles`).
 
 Order of work at every step s (0-based): train on batch s, so `s + 1` updates are complete; log the
-train metrics at step s + 1; when s + 1 is an eval step, evaluate the held-out set as trained and
-dropless and log that at the same step; when it is a checkpoint step, save. A checkpoint at step k
-therefore follows every line of metrics up to k, and a resume truncates the metrics file to k.
+train metrics at step s + 1 (fetched while step s + 2 runs, see `_TrainLog`); when s + 1 is an eval
+step, evaluate the held-out set as trained and dropless and log that at the same step; when it is a
+checkpoint step, save. A checkpoint at step k therefore follows every line of metrics up to k, and
+a resume truncates the metrics file to k.
 
 Everything that can be wrong with a config is checked before anything is compiled.
 """
@@ -226,39 +227,27 @@ def train(
     sinks: Sink = NullSink()
     bar = ProgressBar(cfg.name, T, start) if progress and is_writer else NullProgress()
     evals, ckpts = set(cfg.eval_steps()), checkpoint_steps(cfg)
-    losses: list[float] = []
     last_eval: dict[str, float] = {}
-    busy = 0.0  # seconds spent training (making batches included) since the last log
-    since_log = 0
     t0 = time.perf_counter()
     ok = False
     completed = start
     try:
         sinks = make_sinks(cfg, run_dir, wandb, extra, is_writer)
+        log = _TrainLog(cfg, sinks, bar, flops_per_token, peak, start)
         for s in range(start, T):
             done = s + 1
-            t_step = time.perf_counter()
             state, metrics = step_fn(state, _device_batch(source.train_batch(s), batch_sh))
-            since_log += 1
-            if done % cfg.logging.log_every == 0 or done == T or done in evals:
-                values = {k: float(v) for k, v in jax.device_get(metrics).items()}
-                busy += time.perf_counter() - t_step
-                values |= _throughput(since_log * cfg.tokens_per_step / busy, flops_per_token, peak)
-                values[runfiles.TOKENS_SEEN] = float(done * cfg.tokens_per_step)
-                sinks.log(values, done)
-                losses.append(values[runfiles.TRAIN_LOSS])
-                bar.update(done, values[runfiles.TOKENS_PER_SECOND], values[runfiles.TRAIN_LOSS])
-                busy, since_log = 0.0, 0
-            else:
-                jax.block_until_ready(state["step"])
-                busy += time.perf_counter() - t_step
-            if done in evals:
-                last_eval = evaluator(state["params"]) | {k: v for k, v in source.info.items() if k == ENTROPY_FLOOR}
-                sinks.log(last_eval, done)
-            if done in ckpts:
-                ckpt.save(done, state, meta)
-                if is_writer:
-                    write_status(run_dir, "running" if done < T else "finished", done)
+            log.push(done, metrics, done % cfg.logging.log_every == 0 or done == T or done in evals)
+            if done in evals or done in ckpts:
+                log.flush()  # a step's train metrics come before its eval and its checkpoint
+                if done in evals:
+                    last_eval = evaluator(state["params"]) | {k: v for k, v in source.info.items() if k == ENTROPY_FLOOR}
+                    sinks.log(last_eval, done)
+                if done in ckpts:
+                    ckpt.save(done, state, meta)
+                    if is_writer:
+                        write_status(run_dir, "running" if done < T else "finished", done)
+                log.restart(done)
             completed = done
         ok = True
     except BaseException:
@@ -280,7 +269,7 @@ def train(
         steps=T,
         eval_loss=last_eval.get(runfiles.EVAL_LOSS),
         eval_dropless_loss=last_eval.get(runfiles.EVAL_DROPLESS_LOSS),
-        train_losses=tuple(losses),
+        train_losses=tuple(log.losses),
         resumed_from=latest,
         wall_seconds=wall,
     )
@@ -315,6 +304,44 @@ def _throughput(tokens_per_second: float, flops_per_token: float, peak: float) -
     }
 
 
+class _TrainLog:
+    """Train metrics, logged one step behind the device: step s's values are fetched while step
+    s + 1 runs, so the host's work (sinks, progress bar, the next batch) overlaps the device's.
+    Throughput is measured between fetched steps, leaving out evaluation and checkpoint time."""
+
+    def __init__(self, cfg: RunConfig, sinks: Sink, bar: Any, flops_per_token: float, peak: float, start: int):
+        self._cfg, self._sinks, self._bar = cfg, sinks, bar
+        self._flops_per_token, self._peak = flops_per_token, peak
+        self._pending: tuple[int, dict[str, jax.Array]] | None = None
+        self.losses: list[float] = []
+        self.restart(start)
+
+    def push(self, step: int, metrics: dict[str, jax.Array], logged: bool) -> None:
+        """`step` has been dispatched: log the step before it, and keep this one if it is logged."""
+        self.flush()
+        if logged:
+            self._pending = (step, metrics)
+
+    def flush(self) -> None:
+        if self._pending is None:
+            return
+        step, metrics = self._pending
+        self._pending = None
+        values = {k: float(v) for k, v in jax.device_get(metrics).items()}  # waits for the step
+        now = time.perf_counter()
+        tokens_per_second = (step - self._since) * self._cfg.tokens_per_step / (now - self._clock)
+        values |= _throughput(tokens_per_second, self._flops_per_token, self._peak)
+        values[runfiles.TOKENS_SEEN] = float(step * self._cfg.tokens_per_step)
+        self._sinks.log(values, step)
+        self.losses.append(values[runfiles.TRAIN_LOSS])
+        self._bar.update(step, values[runfiles.TOKENS_PER_SECOND], values[runfiles.TRAIN_LOSS])
+        self._since, self._clock = step, now
+
+    def restart(self, step: int) -> None:
+        """Start the throughput clock after `step` (after an evaluation or a checkpoint)."""
+        self._since, self._clock = step, time.perf_counter()
+
+
 class Evaluator:
     """Mean cross-entropy (nats per token) on the fixed held-out set, as trained and dropless."""
 
@@ -325,12 +352,13 @@ class Evaluator:
         tokens = np.zeros((chunks * B, cfg.seq_len + 1), np.int32)
         tokens[:n] = source.eval_tokens
         weight = (np.arange(chunks * B) < n).astype(np.float32)
-        self._sh = batch_sharding(mesh)
-        self._chunks = [(tokens[i * B:(i + 1) * B], weight[i * B:(i + 1) * B]) for i in range(chunks)]
+        sh = batch_sharding(mesh)
+        self._chunks = [(_device_batch(tokens[i * B:(i + 1) * B], sh), _device_batch(weight[i * B:(i + 1) * B], sh))
+                        for i in range(chunks)]
         self._n_tokens = n * cfg.seq_len
         self._moe = cfg.spec.n_moe_layers > 0
-        args = (params_abstract, jax.ShapeDtypeStruct((B, cfg.seq_len + 1), jnp.int32, sharding=self._sh),
-                jax.ShapeDtypeStruct((B,), jnp.float32, sharding=self._sh))
+        args = (params_abstract, jax.ShapeDtypeStruct((B, cfg.seq_len + 1), jnp.int32, sharding=sh),
+                jax.ShapeDtypeStruct((B,), jnp.float32, sharding=sh))
         self._steps = {
             dropless: jax.jit(make_eval_step(cfg, mesh, dropless), out_shardings=replicated(mesh)).lower(*args).compile()
             for dropless in (False, True)
@@ -340,14 +368,12 @@ class Evaluator:
         out = {}
         for dropless, key in ((False, runfiles.EVAL_LOSS), (True, runfiles.EVAL_DROPLESS_LOSS)):
             fn = self._steps[dropless]
-            total, drops = 0.0, []
-            for tokens, weight in self._chunks:
-                r = jax.device_get(fn(params, _device_batch(tokens, self._sh), _device_batch(weight, self._sh)))
-                total += float(r["ce_sum"])
-                drops.append(float(r["drop"]))  # padding rows of the last chunk count too: a close estimate
+            results = jax.device_get([fn(params, tokens, weight) for tokens, weight in self._chunks])  # one wait
+            total = sum(float(r["ce_sum"]) for r in results)
             out[key] = total / self._n_tokens
             if not dropless and self._moe:
-                out[EVAL_DROP_FRACTION] = float(np.mean(drops))
+                # Padding rows of the last chunk count too: a close estimate.
+                out[EVAL_DROP_FRACTION] = float(np.mean([float(r["drop"]) for r in results]))
         return out
 
 
