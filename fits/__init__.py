@@ -6,7 +6,8 @@ result with `predict`, `interval`, `summary` and the `warnings` that say when no
 
 - `fit_endpoint(compute, loss)`: L(C) = E + A·C^−α on final losses (profile over E).
 - `fit_surface(n_params, tokens, loss)`: L(N, D) = E + A/N^α + B/D^β (variable projection).
-- `fit_per_fraction(compute, fractions, losses)`: L(g) = E + A_g·(C·g)^−α_g for whole curves.
+- `fit_per_fraction(compute, fractions, losses)`: L(g) = E + A_g·(C·g)^−α_g for whole curves
+  (`smooth=K`: A_g, α_g smooth in g; `select_smooth` picks K by leaving out one run at a time).
 - `fit_multipower(curves)`, `fit_momentum(curves)`: schedule-aware curve laws across runs and sizes.
 - `bootstrap(fit, n)`, `jackknife(fit)`: refits over runs → `Ensemble` with intervals and bands.
 - `backtest_*`: fit on smaller runs, predict the larger, score errors and coverage.
@@ -28,7 +29,14 @@ from fits.errors import FitError
 from fits.momentum import Momentum, fit_momentum
 from fits.multipower import MultiPower, fit_multipower
 from fits.objective import HUBER_DELTA, huber, log_residuals
-from fits.perfraction import Collapse, PerFractionFit, fit_per_fraction, sample_curve
+from fits.perfraction import (
+    Collapse,
+    PerFractionFit,
+    SmoothChoice,
+    fit_per_fraction,
+    sample_curve,
+    select_smooth,
+)
 from fits.powerlaw import EProfile
 from fits.surface import SurfaceFit, fit_surface
 from fits.uncertainty import Band, Ensemble, FormSpread, bootstrap, form_spread, jackknife
@@ -49,6 +57,7 @@ __all__ = [
     "Momentum",
     "MultiPower",
     "PerFractionFit",
+    "SmoothChoice",
     "SurfaceFit",
     "backtest_curve_law",
     "backtest_endpoint",
@@ -67,4 +76,5 @@ __all__ = [
     "jackknife",
     "log_residuals",
     "sample_curve",
+    "select_smooth",
 ]

@@ -5,6 +5,10 @@ The endpoint law is one column (x = compute); the per-fraction law is one column
 log(y − E) = a − α·u, so the search is a profile over E (variable projection): every E of a grid
 gets its closed-form weighted line per column, all in one array computation, then the best E and
 its lines start a joint Huber refinement of every parameter.
+
+`fit_offset_power_basis` is the same law with a and α smooth functions instead of one value per
+column: a = B·θ_a, α = B·θ_α for a basis B evaluated at each point (the smooth per-fraction law
+uses polynomials in log g). For a fixed E it is one weighted linear least-squares problem.
 """
 
 from __future__ import annotations
@@ -167,6 +171,88 @@ def _package(sol: Solution, n_cols: int, E: float | None, w: np.ndarray) -> Offs
     )
 
 
+def _basis_lines(u, y, basis, w, E):
+    """Weighted least squares log(y−E) = B·θ_a − (B·θ_α)·u for each E (shape (k,)): θ of shape (k, 2K)."""
+    E = np.atleast_1d(E)[:, None]
+    gap = y[None, :] - E
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.log(gap)
+    v = w[None, :] * (gap / y[None, :]) ** 2
+    X = np.hstack([basis, -basis * u[:, None]])
+    G = np.einsum("kn,ni,nj->kij", v, X, X)
+    r = np.einsum("kn,ni->ki", v * z, X)
+    ridge = 1e-12 * np.trace(G, axis1=1, axis2=2)[:, None, None] * np.eye(X.shape[1])
+    with np.errstate(all="ignore"):
+        theta = np.linalg.solve(G + ridge, r[..., None])[..., 0]
+    return theta, X
+
+
+def _basis_fns(u, y, X, E_fixed):
+    logy = np.log(y)
+
+    def unpack(x):
+        return (x[0], x[1:]) if E_fixed is None else (E_fixed, x)
+
+    def res(x):
+        E, th = unpack(x)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return np.log(E + np.exp(X @ th)) - logy
+
+    def jac(x):
+        E, th = unpack(x)
+        with np.errstate(over="ignore"):
+            t = np.exp(X @ th)
+        p = E + t
+        J = X * (t / p)[:, None]
+        return np.hstack([(1.0 / p)[:, None], J]) if E_fixed is None else J
+
+    return res, jac
+
+
+def fit_offset_power_basis(
+    u: np.ndarray,
+    y: np.ndarray,
+    basis: np.ndarray,
+    weights: np.ndarray | None = None,
+    E: float | None = None,
+    delta: float = HUBER_DELTA,
+    tol: float = TOL,
+) -> OffsetPower:
+    """Fit y = E + exp(a − α·u) with a = basis·θ_a and α = basis·θ_α at every point (E pinned when given).
+
+    basis: (points, K), e.g. polynomials in log g evaluated at each point's fraction. The result's
+    `a` and `alpha` hold θ_a and θ_α (K each); its covariance is over (E, θ_a, θ_α)."""
+    u = np.asarray(u, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    B = np.asarray(basis, dtype=np.float64)
+    K = B.shape[1]
+    w = np.ones(y.size) if weights is None else np.asarray(weights, dtype=np.float64)
+    y_min = float(y.min())
+    if E is not None:
+        if not 0 <= E < y_min:
+            raise FitError(f"pinned E = {E:g} must be in [0, the smallest loss {y_min:.6g})")
+        theta, X = _basis_lines(u, y, B, w, float(E))
+        x0 = theta[0]
+        lo, hi = np.full(2 * K, -np.inf), np.full(2 * K, np.inf)
+    else:
+        q = np.concatenate([np.geomspace(1e-5, 1.0, E_GRID - 1), [1.0]])
+        grid = y_min * (1.0 - q)
+        grid[-1] = 0.0
+        theta, X = _basis_lines(u, y, B, w, grid)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            r = np.log(grid[:, None] + np.exp(theta @ X.T)) - np.log(y)[None, :]
+        obj = huber_rows(np.where(np.isfinite(theta).all(axis=1)[:, None], r, np.nan), delta, w)
+        if not np.any(np.isfinite(obj)):
+            raise FitError("no irreducible loss E in [0, min loss) gives a finite fit; check the losses")
+        i = int(np.argmin(obj))
+        x0 = np.concatenate([[grid[i]], theta[i]])
+        lo = np.concatenate([[0.0], np.full(2 * K, -np.inf)])
+        hi = np.concatenate([[y_min * (1 - 1e-12)], np.full(2 * K, np.inf)])
+    res, jac = _basis_fns(u, y, X, None if E is None else float(E))
+    sol = solve(res, jac, x0, lo, hi, weights=w, delta=delta, tol=tol)
+    return _package(sol, K, E, w)
+
+
 def residual_covariance(r: np.ndarray, J: np.ndarray, w: np.ndarray, dof: int) -> tuple[np.ndarray, float]:
     """Least-squares covariance s²·(JᵀWJ)⁻¹ and s² = Σw·r² / Σw · n/dof (NaN without spare points)."""
     p = J.shape[1]
@@ -219,10 +305,15 @@ class EProfile:
 
 
 def profile_E(
-    u, y, col, n_cols, at_u: float, at_col: int, E_best: float, se: float, n: int = 41, at: float | None = None
+    u, y, col, n_cols, at_u: float, at_col: int, E_best: float, se: float, n: int = 41, at: float | None = None,
+    *, basis: np.ndarray | None = None, at_basis: np.ndarray | None = None, dof: int | None = None,
 ) -> EProfile:
     """Refit with E pinned on a grid over [0, min y) (dense within ±4 standard errors of the best E)
-    and record the objective, the residual sum of squares and the prediction at (at_u, column at_col)."""
+    and record the objective, the residual sum of squares and the prediction at (at_u, column at_col).
+
+    With `basis` (points, K) the law is `fit_offset_power_basis`'s and the prediction is at `at_u`
+    with basis row `at_basis` (columns are ignored). `dof` overrides the residual degrees of
+    freedom of the F test in `EProfile.plausible` (default: points − parameters)."""
     y_min = float(y.min())
     q = np.geomspace(1e-4, 1.0, n // 2)
     grid = [y_min * (1.0 - q), [0.0, E_best]]
@@ -230,14 +321,23 @@ def profile_E(
         grid.append(E_best + se * np.linspace(-4.0, 4.0, n))
     grid = np.unique(np.concatenate(grid))
     grid = grid[(grid >= 0) & (grid < y_min)]
+
+    def pinned(e: float) -> tuple[np.ndarray, float, float]:
+        if basis is None:
+            sol = fit_offset_power(u, y, col, n_cols, E=e)
+            r = np.log(predict(sol.E, sol.a[col], sol.alpha[col], u)) - np.log(y)
+            return r, sol.objective, float(predict(sol.E, sol.a[at_col], sol.alpha[at_col], at_u))
+        sol = fit_offset_power_basis(u, y, basis, E=e)
+        r = np.log(predict(sol.E, basis @ sol.a, basis @ sol.alpha, u)) - np.log(y)
+        return r, sol.objective, float(predict(sol.E, at_basis @ sol.a, at_basis @ sol.alpha, at_u))
+
     objective, ss, pred = [], [], []
     for e in grid:
-        sol = fit_offset_power(u, y, col, n_cols, E=float(e))
-        r = np.log(predict(sol.E, sol.a[col], sol.alpha[col], u)) - np.log(y)
-        objective.append(sol.objective)
+        r, obj, p = pinned(float(e))
+        objective.append(obj)
         ss.append(float(np.sum(r * r)))
-        pred.append(float(predict(sol.E, sol.a[at_col], sol.alpha[at_col], at_u)))
-    best = fit_offset_power(u, y, col, n_cols, E=float(E_best))
+        pred.append(p)
+    n_par = 2 * (n_cols if basis is None else basis.shape[1])
     return EProfile(
         at=float(at_u if at is None else at),
         E=grid,
@@ -245,6 +345,6 @@ def profile_E(
         sum_squares=np.array(ss),
         prediction=np.array(pred),
         E_best=float(E_best),
-        prediction_best=float(predict(best.E, best.a[at_col], best.alpha[at_col], at_u)),
-        dof=y.size - 2 * n_cols,
+        prediction_best=pinned(float(E_best))[2],
+        dof=int(y.size - n_par if dof is None else dof),
     )

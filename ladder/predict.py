@@ -3,16 +3,25 @@
 Which law applies depends on how the target differs from the rungs:
 
 - **Same token ratio, same schedule shape** (the fixed-ratio ladder's premise): the per-fraction law
-  L(g) = E + A_g·(C·g)^−α_g, fitted across rungs at each fraction g of their runs and evaluated at
-  the target's planned compute. The median is the full fit's; the band is a bootstrap over rungs
-  combined in quadrature with the rungs' scatter around the law (one run's own noise) and the
-  spread of the prediction over the values of E the data do not reject.
+  L(g) = E + A_g·(C·g)^−α_g, fitted across rungs and evaluated at the target's planned compute.
+  By default log A_g and α_g are smooth in g (polynomials in log g, `PredictSettings.smooth`) and
+  the fit takes every eval of every rung: with a handful of rungs, free (A_g, α_g) at each
+  fraction follow each fraction's noise and the predicted curve jumps by several percent from one
+  eval to the next. The median is the full fit's. The band combines, in quadrature: a bootstrap
+  over rungs (E held at the fit's value), the rungs' own scatter around the law at each fraction
+  (one run's deviation, which the target will have too), and the spread of the prediction over the
+  values of E the data do not reject (a profile over E whose F test counts a run's correlated
+  evals as fewer points). Then it is calibrated by a backtest: the same procedure on every rung
+  but the largest predicts the largest, and when the band would have held fewer than 90% of that
+  rung's evals, it is widened by the factor that makes it hold them.
 - **Same token ratio, another schedule** (a horizon cut, an early cooldown, WSD): the per-fraction
   law predicts the target under the rungs' schedule shape stretched to the target's length (the
   *reference* schedule), and the schedule-aware multi-power law, fitted on the rungs' curves with
   their LR sequences, adds the difference its own schedule makes: L = PF(g) + [MP(target LRs) −
   MP(reference LRs)]. Before the first point where the two schedules part, the difference is 0.
-  The difference's band comes from a jackknife over rungs and is added in quadrature.
+  The difference's band comes from a jackknife over rungs and, as a cross-check of the form, half
+  the gap to the momentum law's difference; both add in quadrature. The rungs share one schedule
+  shape, so nothing in them pins how a schedule they never ran pays off.
 - **Another token ratio**: the per-fraction law does not transfer; the multi-power law alone
   predicts, from the target's LR sequence and size.
 
@@ -59,6 +68,16 @@ class PredictSettings:
     shape: dict[str, float] | None = field(default_factory=lambda: dict(PUBLISHED_SHAPE))
     """Annealing shape held fixed when every rung has the same schedule shape; None fits it."""
     seed: int = 0
+    smooth: int | None | str = "auto"
+    """Per-fraction law: log A_g and α_g are polynomials with this many terms in log g (2: straight
+    lines), fitted on every rung's every eval; None: free at every fraction the rungs share; "auto":
+    chosen by leaving out one rung at a time (`fits.select_smooth`)."""
+    calibrate: bool = True
+    """Widen the per-fraction band when a backtest (all rungs but the largest predicting the largest)
+    says it is too narrow; needs 4 rungs or more."""
+    cross_check: bool = True
+    """Compute a schedule difference with the other curve law too (momentum for multi-power and the
+    reverse) and count half the gap between the two as a standard error of the difference."""
 
 
 @dataclass(frozen=True)
@@ -186,18 +205,22 @@ def predict(store: Store, target: RunConfig, settings: PredictSettings | None = 
     g = steps / target.schedule.total_steps  # fraction of the planned, unedited run
     warnings: list[str] = []
     forms: list[FormUsed] = []
+    smooth, chosen_by = _choose_smooth(rungs, settings) if same_tpp else (settings.smooth, "")
+    settings = dataclasses.replace(settings, smooth=smooth)
     rungs, completion_notes = complete_crashed(rungs, settings)
     warnings += completion_notes
 
     if same_tpp:
-        pf_band, pf_fit, pf_ens = _per_fraction(rungs, target, g, settings)
-        warnings += list(pf_fit.warnings) + list(pf_ens.warnings)
+        pf_band, pf_fit, pf_ens, pf_info, pf_notes = _per_fraction(rungs, target, g, settings, chosen_by)
+        warnings += list(pf_fit.warnings) + list(pf_ens.warnings) + pf_notes
         forms.append(FormUsed(
             "per-fraction law",
             "the target shares the rungs' tokens per parameter"
             + (" and schedule shape" if same_schedule else "; it predicts the target under the rungs' schedule "
-               "shape stretched to its length"),
-            {"E": pf_fit.E, "A_end": float(pf_fit.A[-1]), "alpha_end": float(pf_fit.alpha[-1])},
+               "shape stretched to its length")
+            + f"; {pf_info['smooth']}" + (f" ({pf_info['smooth_chosen_by']})" if pf_info["smooth_chosen_by"] else ""),
+            {"E": pf_fit.E, "A_end": float(pf_fit.A[-1]), "alpha_end": float(pf_fit.alpha[-1])}
+            | {k: v for k, v in pf_info.items() if isinstance(v, float)},
         ))
         median, lo50, hi50, lo90, hi90 = pf_band
     if not same_schedule or not same_tpp:
@@ -208,6 +231,10 @@ def predict(store: Store, target: RunConfig, settings: PredictSettings | None = 
         if same_tpp:
             ref_lrs = reference.lrs(0, int(steps.max()))
             d, se = _delta_band(law, steps, lrs, ref_lrs, scale)
+            if settings.cross_check:
+                d_other = _other_delta(rungs, settings, steps, lrs, ref_lrs, scale)
+                if d_other is not None:
+                    se = np.hypot(se, np.where(d != 0, np.abs(d - d_other) / 2, 0.0))
             lo50, hi50 = _widen(median, lo50, hi50, Z50 * se)
             lo90, hi90 = _widen(median, lo90, hi90, Z90 * se)
             median, lo50, hi50, lo90, hi90 = median + d, lo50 + d, hi50 + d, lo90 + d, hi90 + d
@@ -241,61 +268,177 @@ def predict(store: Store, target: RunConfig, settings: PredictSettings | None = 
     )
 
 
-def _per_fraction(rungs: list[Rung], target: RunConfig, g: np.ndarray, settings: PredictSettings):
-    grid = np.unique(np.concatenate([np.round(r.fractions, 9) for r in rungs]))
-    grid = grid[(grid > 0) & (grid <= 1)]
-    compute = np.array([r.compute for r in rungs])
-    target_compute = target.fit_flops_per_token * target.schedule.total_steps * target.tokens_per_step
+def _rung_matrix(rungs: list[Rung], smooth: int | None, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Fractions and (rungs, fractions) losses for the per-fraction law.
 
-    def losses_of(shift: float) -> np.ndarray:
-        rows = []
-        for r in rungs:
-            v = r.values.copy()
-            if r.completed_from is not None:  # move the completed part by `shift` of its own sd
-                later = r.fractions > r.completed_from + 1e-9
+    The smooth law takes each rung at its own logged evals (NaN elsewhere; a crashed rung's
+    completion is left out, its logged part is enough) from the first fraction three rungs have
+    reached. The free law needs every rung at every fraction, so each curve, completed where a
+    rung crashed, is interpolated onto the fractions every rung has, from the first that three
+    rungs share; `shift` moves a completed part by that many of its standard deviations."""
+    values, own = [], []
+    for r in rungs:
+        v, g = r.values.copy(), np.round(r.fractions, 9)
+        if r.completed_from is not None:
+            later = r.fractions > r.completed_from + 1e-9
+            if smooth is None:
                 v[later] = r.completion_E + (v[later] - r.completion_E) * (1 + shift * r.completion_sd)
-            rows.append(fits.sample_curve(r.fractions, v, 1.0, grid))
-        return np.vstack(rows)
+            else:
+                v, g = v[~later], g[~later]
+        values.append(v)
+        own.append(g)
+    grid = np.unique(np.concatenate(own))
+    grid = grid[(grid > 0) & (grid <= 1)]
+    if smooth is None:
+        losses = np.vstack([fits.sample_curve(r.fractions, v, 1.0, grid) for r, v in zip(rungs, values)])
+        keep = np.sum(np.isfinite(losses), axis=0) >= 3
+        return grid[keep], losses[:, keep]
+    losses = np.full((len(rungs), grid.size), np.nan)
+    for i, (g, v) in enumerate(zip(own, values)):
+        ok = (g > 0) & (g <= 1)
+        losses[i, np.searchsorted(grid, g[ok])] = v[ok]
+    first = np.sort([g[g > 0].min() for g in own])[min(2, len(own) - 1)]
+    keep = grid >= first - 1e-12
+    return grid[keep], losses[:, keep]
 
-    losses = losses_of(0.0)
-    keep = np.sum(np.isfinite(losses), axis=0) >= 3
-    grid, losses = grid[keep], losses[:, keep]
+
+@dataclass(frozen=True)
+class _PFBand:
+    median: np.ndarray
+    lo50: np.ndarray
+    hi50: np.ndarray
+    lo90: np.ndarray
+    hi90: np.ndarray
+    fit: fits.PerFractionFit
+    ens: fits.Ensemble
+    fractions: np.ndarray
+    """The fitted range's fractions (the law says nothing before the first)."""
+
+    def scaled(self, k: float) -> _PFBand:
+        m = self.median
+        return dataclasses.replace(self, lo50=m - k * (m - self.lo50), hi50=m + k * (self.hi50 - m),
+                                   lo90=m - k * (m - self.lo90), hi90=m + k * (self.hi90 - m))
+
+
+def _pf_band(rungs: list[Rung], compute: float, g: np.ndarray, settings: PredictSettings) -> _PFBand:
+    """The per-fraction law's median and bands for a run of total fit compute `compute` at fractions `g`."""
+    grid, losses = _rung_matrix(rungs, settings.smooth)
+    C = np.array([r.compute for r in rungs])
     at = np.clip(g, grid.min(), grid.max())
-    fit = fits.fit_per_fraction(compute, grid, losses)
-    ens = fits.bootstrap(fit, settings.n_boot, settings.seed)
-    b = ens.band(target_compute, at)
-    # Centre on the full fit: with a handful of rungs many resamples repeat runs and the refits'
-    # median drifts; the bootstrap gives the band's widths around it.
-    point = fit.predict(target_compute, at)
-    lo50, hi50, lo90, hi90 = (point + (x - b.median) for x in (b.lo50, b.hi50, b.lo90, b.hi90))
-    b = dataclasses.replace(b, median=point)
-    # Where one run lands also scatters by the rungs' own scatter around the law (pooled over
-    # fractions), and E is only known to a range: the predictions of the E values the data do not
-    # reject (F test at 90%) spread the band too.
-    scatter = np.sqrt(fit.s2) * point
-    _, _, p_lo, p_hi = fit.profile_E(target_compute).plausible(0.9)
-    e_half = 0.5 * (p_hi - p_lo) / max(p_hi + p_lo, 1e-300) * 2 * point
-    lo50, hi50 = _widen(point, lo50, hi50, np.hypot(Z50 * scatter, Z50 / Z90 * e_half))
-    lo90, hi90 = _widen(point, lo90, hi90, np.hypot(Z90 * scatter, e_half))
-    if any(r.completed_from is not None for r in rungs):  # the completion's own uncertainty, in quadrature
-        shifted = [fits.fit_per_fraction(compute, grid, losses_of(s)[:, keep]).predict(target_compute, at)
-                   for s in (-1.0, 1.0)]
-        sd = np.abs(shifted[1] - shifted[0]) / 2
-        lo50, hi50 = _widen(b.median, lo50, hi50, Z50 * sd)
-        lo90, hi90 = _widen(b.median, lo90, hi90, Z90 * sd)
-    early = g < grid.min() - 1e-9  # before the rungs' first shared eval: no law covers it
-    band = [np.where(early, np.nan, x) for x in (b.median, lo50, hi50, lo90, hi90)]
-    return tuple(band), fit, ens
+    fit = fits.fit_per_fraction(C, grid, losses, smooth=settings.smooth)
+    point = fit.predict(compute, at)
+    # The law's doubt: refits on rungs resampled with replacement. E is held at the fit's value
+    # there (its own doubt follows), which also leaves a 3-rung backtest resamples to draw.
+    pinned = fit if fit.E_pinned else fits.fit_per_fraction(C, grid, losses, E=fit.E, smooth=settings.smooth)
+    ens = fits.bootstrap(pinned, settings.n_boot, settings.seed)
+    q = np.quantile(ens.samples(compute, at), [0.05, 0.25, 0.75, 0.95], axis=0) - pinned.predict(compute, at)
+    lo = {50: np.maximum(-q[1], 0), 90: np.maximum(-q[0], 0)}
+    hi = {50: np.maximum(q[2], 0), 90: np.maximum(q[3], 0)}
+    # Where one run lands around the law: the rungs' own scatter at that fraction.
+    sd = np.interp(at, grid, fit.scatter()) * point
+    for level, z in ((50, Z50), (90, Z90)):
+        lo[level], hi[level] = np.hypot(lo[level], z * sd), np.hypot(hi[level], z * sd)
+    # E is known only to a range: the predictions of the values the data do not reject.
+    if not fit.E_pinned:
+        prof = fit.profile_E(compute, dof=fit.effective_dof())
+        for level in (50, 90):
+            E_lo, E_hi, _, _ = prof.plausible(level / 100)
+            preds = [point] + [fits.fit_per_fraction(C, grid, losses, E=float(e), smooth=settings.smooth).predict(compute, at)
+                               for e in np.linspace(E_lo, E_hi, 5) if abs(e - fit.E) > 1e-9 * max(fit.E, 1.0)]
+            preds = np.array(preds)
+            lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
+            hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
+    if settings.smooth is None and any(r.completed_from is not None for r in rungs):  # the completion's own doubt
+        preds = []
+        for s in (-1.0, 1.0):
+            gs, ls = _rung_matrix(rungs, settings.smooth, s)
+            preds.append(fits.fit_per_fraction(C, gs, ls, smooth=settings.smooth).predict(compute, at))
+        sd = np.abs(preds[1] - preds[0]) / 2
+        for level, z in ((50, Z50), (90, Z90)):
+            lo[level], hi[level] = np.hypot(lo[level], z * sd), np.hypot(hi[level], z * sd)
+    return _PFBand(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90], fit, ens, grid)
+
+
+def _backtest_scale(rungs: list[Rung], settings: PredictSettings, score_from: float = 0.1) -> tuple[float, dict]:
+    """How much wider the per-fraction band must be to have held the largest rung predicted from the others.
+
+    Returns the factor (at least 1) and what the backtest found. The held-out rung is scored at its
+    own logged evals from `score_from` of its run on (a crashed rung's completion is not data)."""
+    if not settings.calibrate or len(rungs) < 4:
+        return 1.0, {}
+    held, rest = rungs[-1], rungs[:-1]
+    real = held.fractions <= (held.completed_from if held.completed_from is not None else 1.0) + 1e-9
+    g = held.fractions[real & (held.fractions >= score_from - 1e-9)]
+    y = held.values[real & (held.fractions >= score_from - 1e-9)]
+    try:
+        b = _pf_band(rest, held.compute, g, dataclasses.replace(settings, calibrate=False))
+    except fits.FitError:
+        return 1.0, {}
+    inside = g >= b.fractions.min() - 1e-9
+    g, y = g[inside], y[inside]
+    m, lo, hi = b.median[inside], b.lo90[inside], b.hi90[inside]
+    if not g.size:
+        return 1.0, {}
+    z = np.where(y >= m, (y - m) / np.maximum(hi - m, 1e-300), (m - y) / np.maximum(m - lo, 1e-300))
+    err = m / y - 1
+    info = {"backtest_rung": held.name, "backtest_extrapolation": float(held.compute / rest[-1].compute),
+            "backtest_mean_abs_error": float(np.mean(np.abs(err))), "backtest_final_error": float(err[-1]),
+            "backtest_coverage90": float(np.mean(z <= 1))}
+    return max(1.0, float(np.quantile(z, 0.9))), info
+
+
+def _choose_smooth(rungs: list[Rung], settings: PredictSettings) -> tuple[int | None, str]:
+    """The per-fraction law's basis size: the setting, or for "auto" the leave-one-rung-out choice."""
+    if settings.smooth != "auto":
+        return settings.smooth, ""
+    grid, losses = _rung_matrix(rungs, 2)
+    choice = fits.select_smooth(np.array([r.compute for r in rungs]), grid, losses)
+    return choice.chosen, choice.summary()
+
+
+def _per_fraction(rungs: list[Rung], target: RunConfig, g: np.ndarray, settings: PredictSettings, chosen_by: str):
+    target_compute = target.fit_flops_per_token * target.schedule.total_steps * target.tokens_per_step
+    smooth = settings.smooth
+    band = _pf_band(rungs, target_compute, g, settings)
+    k, info = _backtest_scale(rungs, settings)
+    notes = []
+    if k > 1:
+        band = band.scaled(k)
+        notes.append(
+            f"backtest: the rungs but {info['backtest_rung']} predicted it ({info['backtest_extrapolation']:.2g}x "
+            f"compute) {info['backtest_mean_abs_error']:.1%} off on average, {info['backtest_final_error']:+.1%} at "
+            f"the end, outside their 90% band at {1 - info['backtest_coverage90']:.0%} of its evals; the "
+            f"per-fraction band is widened x{k:.2f} so it would have held 90% of them"
+        )
+    info["band_scale"] = k
+    info["smooth"] = ("free (A_g, α_g) at every shared fraction" if smooth is None
+                      else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
+    info["smooth_chosen_by"] = chosen_by
+    early = g < band.fractions.min() - 1e-9  # before the rungs' first shared eval: no law covers it
+    out = [np.where(early, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)]
+    return tuple(out), band.fit, band.ens, info, notes
 
 
 def _curve_law(rungs: list[Rung], settings: PredictSettings):
-    curves = [
-        fits.Curve(r.steps, r.values, r.config.schedule.lrs(0, int(r.steps.max())), r.config.fit_flops_per_token, r.name)
-        for r in rungs if r.completed_from is None
-    ]
+    curves = []
+    for r in rungs:  # a crashed rung with the evals it logged, not its completion
+        real = r.fractions <= (1.0 if r.completed_from is None else r.completed_from) + 1e-9
+        steps, values = r.steps[real], r.values[real]
+        curves.append(fits.Curve(steps, values, r.config.schedule.lrs(0, int(steps.max())),
+                                 r.config.fit_flops_per_token, r.name))
     fit = fits.fit_multipower if settings.curve_law == "multipower" else fits.fit_momentum
     shape = settings.shape if settings.curve_law == "multipower" else None
     return fit(curves, shape=shape)
+
+
+def _other_delta(rungs, settings, steps, lrs, ref_lrs, scale) -> np.ndarray | None:
+    """The schedule difference by the other curve law (a check of the form), or None when it cannot be fitted."""
+    other = dataclasses.replace(settings, curve_law="momentum" if settings.curve_law == "multipower" else "multipower")
+    try:
+        law = _curve_law(rungs, other)
+        return law.predict(steps, lrs, scale) - law.predict(steps, ref_lrs, scale)
+    except fits.FitError:
+        return None
 
 
 def _delta_band(law, steps, lrs, ref_lrs, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -355,11 +498,18 @@ def complete_crashed(rungs: list[Rung], settings: PredictSettings) -> tuple[list
         values = np.concatenate([r.values, filled])
         out.append(dataclasses.replace(r, steps=steps, values=values, completed_from=g_last,
                                        completion_sd=rel, completion_E=pf.E))
-        notes.append(
-            f"rung {r.name} stopped at {g_last:.0%} of its plan; its endpoint {end:.4f} was completed from the "
-            f"finished rungs' collapsed curves ((L − E)/(L_end − E) = {ratio:.3f} ± {rel * ratio:.3f} there), "
-            "and it weighs in the fits with that uncertainty"
-        )
+        if settings.smooth is None:
+            notes.append(
+                f"rung {r.name} stopped at {g_last:.0%} of its plan; its endpoint {end:.4f} was completed from the "
+                f"finished rungs' collapsed curves ((L − E)/(L_end − E) = {ratio:.3f} ± {rel * ratio:.3f} there), "
+                "and it weighs in the per-fraction fit with that uncertainty; the curve law takes the evals it logged"
+            )
+        else:
+            notes.append(
+                f"rung {r.name} stopped at {g_last:.0%} of its plan; the fits take the evals it logged, not a "
+                f"completed curve (the finished rungs' collapsed curves, (L − E)/(L_end − E) = {ratio:.3f} ± "
+                f"{rel * ratio:.3f} there, would put its endpoint at {end:.4f})"
+            )
     return out, notes
 
 

@@ -140,3 +140,68 @@ def test_olmo_curve_law_beats_the_honest_per_fraction_numbers(shared_data):
     # Reference (per-fraction law, E from a surface fit): -0.56% .. -0.91% at the end, 0.58% .. 1.21% mean.
     assert max(ends) < 0.0091 and np.mean(ends) < 0.0056
     assert max(means) < 0.0121 and np.mean(means) < 0.0058
+
+
+# ---- the smooth per-fraction law ---------------------------------------------------------------
+def _smooth_truth(K: int = 2):
+    """A law whose log A_g and α_g are exactly polynomials of degree K − 1 in log g."""
+    z = np.log(G) / np.log(G[0])  # 1 at the first fraction, 0 at the end
+    a_ref = np.log(900.0) + 0.3 * z  # log A_g at compute 1
+    alpha = 0.18 - 0.02 * z
+    if K > 2:
+        a_ref = a_ref + 0.1 * z**2
+    return np.exp(a_ref), alpha
+
+
+def test_smooth_law_recovers_a_law_that_is_smooth_in_log_g():
+    A, alpha = _smooth_truth()
+    Y = per_fraction_losses(np.random.default_rng(6), COMPUTE, G, E, A, alpha, noise=0.0)
+    fit = fit_per_fraction(COMPUTE, G, Y, smooth=2)
+    assert fit.smooth == 2 and fit.n_params == 5 and fit.converged
+    assert fit.E == pytest.approx(E, rel=1e-6)
+    np.testing.assert_allclose(fit.alpha, alpha, rtol=1e-5)
+    np.testing.assert_allclose(fit.A, A, rtol=1e-4)
+    # Between fractions the law is the polynomial itself, not an interpolation.
+    g = np.array([0.15, 0.55])
+    z = np.log(g) / np.log(G[0])
+    truth = E + np.exp(np.log(900.0) + 0.3 * z) * (1e23 * g) ** -(0.18 - 0.02 * z)
+    np.testing.assert_allclose(fit.predict(1e23, g), truth, rtol=1e-6)
+
+
+def test_smooth_law_takes_runs_logged_at_their_own_fractions():
+    A, alpha = _smooth_truth()
+    Y = per_fraction_losses(np.random.default_rng(7), COMPUTE, G, E, A, alpha, noise=0.0)
+    Y[::2, 1::2] = np.nan  # half the runs logged every other fraction only
+    Y[1::2, ::2] = np.nan  # and the other half the fractions in between
+    Y[2:, 0] = np.nan  # only the smallest run logged the first fraction
+    with pytest.raises(FitError, match="each fraction needs at least 2"):
+        fit_per_fraction(COMPUTE, G, Y)  # the free law needs every fraction from two runs
+    fit = fit_per_fraction(COMPUTE, G, Y, smooth=2)
+    np.testing.assert_allclose(fit.predict(1e23), E + A * (1e23 * G) ** -alpha, rtol=1e-5)
+
+
+def test_smooth_law_scatter_measures_the_run_noise():
+    A, alpha = _smooth_truth()
+    C = np.geomspace(1e19, 1e21, 12)
+    Y = per_fraction_losses(np.random.default_rng(8), C, G, E, A, alpha, noise=0.01)
+    fit = fit_per_fraction(C, G, Y, smooth=2)
+    # Independent 1% noise on every loss: about 1% scatter at every fraction.
+    assert np.all((fit.scatter() > 0.007) & (fit.scatter() < 0.013))
+    assert fit.effective_dof() <= C.size * G.size - fit.n_params
+
+
+def test_select_smooth_prefers_the_simple_law_on_noisy_runs_and_more_terms_on_clean_curved_ones():
+    A, alpha = _smooth_truth()
+    noisy = per_fraction_losses(np.random.default_rng(9), COMPUTE, G, E, A, alpha, noise=0.01)
+    assert fits_select(noisy).chosen == 2
+    A3, alpha3 = _smooth_truth(K=3)
+    clean = per_fraction_losses(np.random.default_rng(10), COMPUTE, G, E, A3, alpha3, noise=0.0)
+    choice = fits_select(clean)
+    assert choice.chosen != 2  # a straight line in log g cannot follow the curvature
+    assert choice.mean_errors[choice.chosen] < choice.mean_errors[2] / 10
+
+
+def fits_select(Y):
+    from fits import select_smooth
+
+    return select_smooth(COMPUTE, G, Y)
