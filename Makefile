@@ -12,7 +12,7 @@ $(BIN)/ladder: pyproject.toml
 	touch $(BIN)/ladder
 
 demo: $(BIN)/ladder
-	$(BIN)/ladder plan marin-moe-hero --out plan/marin-moe-hero
+	$(BIN)/ladder demo
 
 test: $(BIN)/ladder
 	$(BIN)/python -m pytest -q

@@ -8,6 +8,7 @@ and ``results.json``. A second run reuses every finished run and only redoes the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -38,9 +39,10 @@ from ladder.watch.state import WatchState
 
 PRESET = "micro-cpu"
 QUICK = [
-    "tpp=3",
+    "tpp=2",
     "seq_len=64",
-    "batch_sequences=4",
+    "batch_sequences=8",
+    "step_multiple=10",
     "eval_every_fraction=0.1",
     "data.eval_sequences=32",
 ]
@@ -60,6 +62,8 @@ class DemoResult:
     """Share of those evals inside the 90% band."""
     seconds: float
     report: Path
+    quick: bool = False
+    n_boot: int = 200
 
     def to_json(self) -> dict:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()}
@@ -128,12 +132,13 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     alerts = read_alerts(pred_dir / "alerts.jsonl")
     report = write_report(out / "report.html", pred, figures, actual, alerts, verdicts,
                           title=f"Demo: {hero.name} predicted from {len(p.rungs)} rungs")
-    result = score(pred, actual, time.time() - began, report)
+    result = dataclasses.replace(score(pred, actual, time.time() - began, report), quick=quick, n_boot=n_boot)
     write_text_atomic(out / "results.json", json.dumps(result.to_json(), indent=2))
     console.print(f"hero final {pred.metric}: predicted [bold]{result.final_predicted:.4f}[/], actual "
                   f"[bold]{result.final_actual:.4f}[/]: relative error [bold]{result.final_error:+.2%}[/]")
     console.print(f"whole curve (10%–100% of the run): mean error {result.curve_mean_error:.2%}, worst "
                   f"{result.curve_worst_error:.2%}, {result.inside_90:.0%} of evals inside the 90% band")
+    console.print(f"prediction: {pred_dir}/ (parquet, CSV, JSON; the watcher's alerts.jsonl)")
     console.print(f"figures: {out / 'figures'}/ (PNG and SVG)")
     console.print(f"report:  {report}")
     console.print(f"results: {out / 'results.json'}   ({result.seconds:.0f} s)")
@@ -144,7 +149,7 @@ def score(pred: Prediction, actual, seconds: float, report: Path) -> DemoResult:
     if actual.empty:
         raise LadderError(f"{pred.run_name} logged no {pred.metric}; the demo cannot score its prediction")
     at = pred.at(actual.index.to_numpy())
-    err = actual.to_numpy() / at["median"].to_numpy() - 1
+    err = at["median"].to_numpy() / actual.to_numpy() - 1  # predicted / actual − 1
     frac = actual.index.to_numpy() / pred.planned_steps
     use = (frac >= 0.1) & np.isfinite(err)
     inside = (actual.to_numpy() >= at["lo90"].to_numpy()) & (actual.to_numpy() <= at["hi90"].to_numpy())

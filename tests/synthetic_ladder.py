@@ -39,9 +39,10 @@ def pf_truth(config: RunConfig, steps: np.ndarray) -> np.ndarray:
 
 
 def micro_plan(**sets):
-    """The micro-cpu plan with evals on exact fractions and one peak LR for every run (and any overrides)."""
-    items = ["step_multiple=20", "lr.coefficient=0.004", "lr.tokens_exponent=0", "lr.width_exponent=0",
-             "lr.batch_exponent=0"] + [f"{k}={v}" for k, v in sets.items()]
+    """The micro-cpu plan at 32 sequences per step (a few hundred steps per run), evals on exact fractions
+    and one peak LR for every run (and any overrides)."""
+    items = ["batch_sequences=32", "step_multiple=20", "lr.coefficient=0.004", "lr.tokens_exponent=0",
+             "lr.width_exponent=0", "lr.batch_exponent=0"] + [f"{k}={v}" for k, v in sets.items()]
     return plan(override(load_recipe("micro-cpu"), sets=items))
 
 

@@ -9,6 +9,8 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NEEDS_DEMO = {"03_predict_and_watch_the_demo_hero"}
+"""Notebooks that read a demo's output: `tests/test_demo.py` runs them after `ladder demo --quick`."""
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -20,7 +22,8 @@ def test_notebook_is_stored_without_outputs(path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem not in NEEDS_DEMO],
+                         ids=[p.stem for p in NOTEBOOKS if p.stem not in NEEDS_DEMO])
 def test_notebook_runs(path, shared_data):
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
