@@ -114,3 +114,22 @@ def test_restarted_watcher_never_repeats_an_alert(tmp_path, replay):
     keys = [a["key"] for a in alerts]
     assert keys and len(keys) == len(set(keys))
     assert max(codes) == 2
+
+
+def test_an_eval_that_arrives_after_its_steps_train_row_still_gets_its_verdict(tmp_path, replay):
+    # The trainer writes a step's train metrics, then evaluates: a check can fall in between.
+    pred, config, steps, loss = replay
+    pred.save(tmp_path / "prediction")
+    run_dir = tmp_path / "runs" / config.name
+    run_dir.mkdir(parents=True)
+    config.save(run_dir / "run.yaml")
+    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": 0}))
+    for s, y in zip(steps[:4], loss[:4]):
+        for row in ({"step": int(s), "train/loss": float(y) * 1.1}, {"step": int(s), "eval/loss": float(y)}):
+            with (run_dir / "metrics.jsonl").open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            res = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "prediction"), "--local", str(run_dir),
+                                      "--store", str(tmp_path / "store"), "--once"])
+            assert res.exit_code in (0, 1), res.output
+    state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
+    assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:4]]

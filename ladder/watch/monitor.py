@@ -140,9 +140,11 @@ class Watcher:
 
     def _verdicts(self, obs: Observed, alerts: list[Alert], state: WatchState) -> tuple[list[str], str]:
         evals = obs.column(self.rules.metric)
-        new_evals = [int(s) for s in evals.index if s > state.last_step]
+        # The last eval judged, not the last step seen: a step's train row can arrive before its eval.
+        judged = max((int(v["step"]) for v in state.verdicts), default=0)
+        new_evals = [int(s) for s in evals.index if s > judged]
         lines, verdict = [], "ok"
-        prev = max([int(s) for s in evals.index if s <= state.last_step], default=0)
+        prev = max([int(s) for s in evals.index if s <= judged], default=0)
         at = self.prediction.at(np.array(new_evals)) if new_evals else None
         for i, step in enumerate(new_evals):
             window = [a for a in alerts if prev < a.step <= step and a.rule not in ("stale", "throughput")]
