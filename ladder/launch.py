@@ -8,6 +8,7 @@ file's folder, as the planner's ``launch.sh`` does.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,11 +72,17 @@ def trainer_command(config: Path, resume: bool, progress: bool) -> list[str]:
     return cmd + (["--resume"] if resume else []) + ([] if progress else ["--no-progress"])
 
 
+def trainer_env() -> dict[str, str]:
+    """This process's environment without its wandb service: a trainer starts its own, so a run
+    killed earlier (whose id a shared service would still hold) can be resumed."""
+    return {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+
+
 def train(config: Path, resume: bool, progress: bool) -> int:
     """Train one run to the end in its own process; its exit code (the trainer prints its own errors)."""
-    return subprocess.call(trainer_command(config, resume, progress))
+    return subprocess.call(trainer_command(config, resume, progress), env=trainer_env())
 
 
 def start(config: Path, resume: bool, progress: bool) -> subprocess.Popen:
     """Start training one run in the background (for watching it live)."""
-    return subprocess.Popen(trainer_command(config, resume, progress))
+    return subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env())

@@ -26,7 +26,7 @@ SETUP = textwrap.dedent("""
 
     def tiny(run_dir, steps_tpp):
         recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[
-            f"tpp={{steps_tpp}}", "batch_sequences=8", "data.eval_sequences=8", "logging.wandb=disabled",
+            f"tpp={{steps_tpp}}", "batch_sequences=8", "step_multiple=1", "data.eval_sequences=8", "logging.wandb=disabled",
             "logging.peak_flops=1e11", "checkpoint.every_steps=100", "eval_every_fraction=0.25"])
         return plan(recipe).rungs[0].replace(run_dir=str(run_dir))
 """)

@@ -4,7 +4,6 @@ run ends, and its metrics file has every step once."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ladder import load_recipe, plan, runfiles
+from ladder.launch import trainer_env
 from ladder.plan import override
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,13 +37,13 @@ def lines(run_dir: Path) -> list[dict]:
 @pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[
-        "tpp=2", "batch_sequences=8", "data.eval_sequences=12", "logging.wandb=offline",
+        "tpp=2", "batch_sequences=8", "step_multiple=1", "data.eval_sequences=12", "logging.wandb=offline",
         "logging.peak_flops=1e11", "checkpoint.every_steps=10"])
     cfg = plan(recipe).rungs[0]
     T = cfg.stop_after_steps
     assert T >= 100
     # Identical programs in the three processes: compile once, share through the persistent cache.
-    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla-cache"),
+    env = {**trainer_env(), "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla-cache"),
            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
     whole, killed = tmp_path / "whole.yaml", tmp_path / "killed.yaml"
     cfg.replace(run_dir="whole").save(whole)

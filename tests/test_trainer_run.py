@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def tiny(tmp_path: Path, *sets: str, tpp: float = 0.5) -> RunConfig:
     """The micro-cpu recipe's smallest rung made tiny: width 32, 2 layers, 8 × 32 tokens per step."""
     recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[
-        f"tpp={tpp}", "batch_sequences=8", "data.eval_sequences=12", "logging.wandb=disabled",
+        f"tpp={tpp}", "batch_sequences=8", "step_multiple=1", "data.eval_sequences=12", "logging.wandb=disabled",
         "logging.peak_flops=1e11", "checkpoint.every_steps=10", "eval_every_fraction=0.1", *sets,
     ])
     return plan(recipe).rungs[0].replace(run_dir=str(tmp_path / "run"))
@@ -180,7 +180,7 @@ def test_ladder_command_trains_a_planned_folder_and_skips_finished_runs(tmp_path
     runner = CliRunner()
     out = tmp_path / "plan"
     res = runner.invoke(app, ["plan", "micro-cpu", "--out", str(out), "--widths", "32,48", "--depths", "2,2",
-                              "--seq-len", "32", "--set", "tpp=0.3", "--set", "batch_sequences=8",
+                              "--seq-len", "32", "--set", "tpp=0.3", "--set", "batch_sequences=8", "--set", "step_multiple=1",
                               "--set", "logging.wandb=disabled", "--set", "data.eval_sequences=8"])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["train", "--ladder", str(out), "--rungs-only", "--no-progress"])
