@@ -90,5 +90,5 @@ def assert_about_90_percent(cov: dict[str, float], seeds: int) -> None:
 @pytest.mark.parametrize(("form", "seeds", "boots"), [("endpoint", 100, 40), ("per-fraction", 80, 40)])
 def test_bootstrap_interval_covers_the_truth_about_90_percent(form, seeds, boots):
     # The surface and the curve laws are checked the same way, with more seeds, in
-    # benchmarks/fit_coverage.py (numbers in benchmarks/RESULTS-fits.md).
+    # benchmarks/fit_coverage.py (numbers in benchmarks/RESULTS.md).
     assert_about_90_percent(coverage(form, seeds, boots, first_seed=1000), seeds)
