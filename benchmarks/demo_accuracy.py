@@ -16,8 +16,7 @@ import json
 import warnings
 from pathlib import Path
 
-import numpy as np
-
+from ladder.demo import score
 from ladder.figures import hero_actual
 from ladder.predict import PredictSettings, predict
 from ladder.runconfig import RunConfig
@@ -26,17 +25,13 @@ from ladder.store import Store
 VARIANTS = {"default (auto)": "auto", "2 terms": 2, "3 terms": 3, "4 terms": 4, "free": None}
 
 
-def score(store: Store, hero: RunConfig, smooth, n_boot: int) -> dict[str, float]:
+def score_variant(store: Store, hero: RunConfig, smooth, n_boot: int) -> dict[str, float]:
+    """The demo's own scoring (`ladder.demo.score`) of one prediction, plus the band's width at the end."""
     pred = predict(store, hero, PredictSettings(n_boot=n_boot, smooth=smooth))
-    actual = hero_actual(store, pred)
-    at = pred.at(actual.index.to_numpy())
-    y = actual.to_numpy()
-    err = at["median"].to_numpy() / y - 1
-    late = actual.index.to_numpy() / pred.planned_steps >= 0.1
-    inside = (y >= at["lo90"].to_numpy()) & (y <= at["hi90"].to_numpy())
+    result = score(pred, hero_actual(store, pred), seconds=0.0, report=Path())
     final = pred.final
-    return {"final_error": float(err[-1]), "curve_mean_error": float(np.mean(np.abs(err[late]))),
-            "curve_worst_error": float(np.max(np.abs(err[late]))), "inside_90": float(np.mean(inside[late])),
+    return {"final_error": result.final_error, "curve_mean_error": result.curve_mean_error,
+            "curve_worst_error": result.curve_worst_error, "inside_90": result.inside_90,
             "band90_width": float((final["hi90"] - final["lo90"]) / final["median"])}
 
 
@@ -54,7 +49,7 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fits' own warnings are part of each prediction
         for name, smooth in VARIANTS.items():
-            rows[name] = score(store, hero, smooth, args.n_boot)
+            rows[name] = score_variant(store, hero, smooth, args.n_boot)
     if args.json:
         print(json.dumps(rows, indent=2))
         return
