@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import fit_datasets as ds  # noqa: E402
 from fits import MultiPower, fit_momentum, fit_multipower  # noqa: E402
 from fits.synthetic import known_law  # noqa: E402
+from ladder.predict import PUBLISHED_SHAPE  # noqa: E402  (the shape the predictor holds when rungs share one schedule)
 
 
 def score(predict, curves) -> tuple[float, float, float, str]:
@@ -48,7 +49,8 @@ def main() -> None:
         published = lambda c, law=law: law.predict(c.steps, c.lrs, 1.0)  # noqa: E731
         print(line("authors' parameters, held-out", score(published, test_c)))
         print(line("authors' parameters, all 9", score(published, all_c)))
-        for name, fn in (("multi-power law", fit_multipower), ("momentum law", fit_momentum)):
+        for name, fn in (("multi-power law", fit_multipower), ("momentum law", fit_momentum),
+                         ("multi-power, published shape", lambda c: fit_multipower(c, shape=PUBLISHED_SHAPE))):
             t0 = time.perf_counter()
             fit = fn(fit_c)
             secs = time.perf_counter() - t0
@@ -65,7 +67,7 @@ def main() -> None:
     for split in ("fit", None):
         fit_c = ds.mpl_curves(size="25M", split=split) + ds.mpl_curves(size="100M", split=split)
         for name, fn in (("multi-power law", fit_multipower), ("momentum law", fit_momentum),
-                         ("multi-power, published shape", lambda c: fit_multipower(c, shape=dict(C=2.0, beta=0.6, gamma=0.6)))):
+                         ("multi-power, published shape", lambda c: fit_multipower(c, shape=PUBLISHED_SHAPE))):
             t0 = time.perf_counter()
             fit = fn(fit_c)
             secs = time.perf_counter() - t0
