@@ -141,10 +141,7 @@ def bootstrap(fit, n: int = 1000, seed: int = 0, max_tries: int = 20) -> Ensembl
         else:
             failed += 1
             continue
-        try:
-            refits.append(fit.refit(idx))
-        except FitError:
-            failed += 1
+        failed += _refit_into(refits, fit, idx)
     return _ensemble(fit, refits, "bootstrap", failed, seed)
 
 
@@ -157,11 +154,17 @@ def jackknife(fit) -> Ensemble:
         if not fit.resample_ok(idx):
             failed += 1
             continue
-        try:
-            refits.append(fit.refit(idx))
-        except FitError:
-            failed += 1
+        failed += _refit_into(refits, fit, idx)
     return _ensemble(fit, refits, "jackknife", failed, None)
+
+
+def _refit_into(refits: list, fit, idx) -> int:
+    """Append the refit on runs `idx`; 1 when it failed, else 0."""
+    try:
+        refits.append(fit.refit(idx))
+    except FitError:
+        return 1
+    return 0
 
 
 def _ensemble(fit, refits, method, failed, seed) -> Ensemble:
