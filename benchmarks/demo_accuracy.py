@@ -43,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     hero_path = next((args.demo / "plan").glob("hero*.yaml"), None)
     if hero_path is None or not (args.demo / "store").is_dir():
-        raise SystemExit(f"{args.demo}: no demo output here (plan/hero*.yaml and store/); run `ladder demo` first")
+        parser.error(f"{args.demo}: no demo output here (plan/hero*.yaml and store/); run `ladder demo` first")
     hero, store = RunConfig.load(hero_path), Store(args.demo / "store")
     rows = {}
     with warnings.catch_warnings():
