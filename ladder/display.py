@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ladder.prediction import Prediction
-from ladder.report import prediction_rows
+from ladder.report import backtest_rows, prediction_rows
 
 
 def show_prediction(console: Console, pred: Prediction, actual: pd.Series | None = None) -> None:
@@ -18,6 +18,7 @@ def show_prediction(console: Console, pred: Prediction, actual: pd.Series | None
     for rec in rows.itertuples(index=False):
         t.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in rec])
     console.print(t)
+    show_backtest(console, pred)
     fin = pred.final
     console.print(f"Final ({int(fin['step']):,} steps): [bold]{fin['median']:.4f}[/] "
                   f"(50% {fin['lo50']:.4f}–{fin['hi50']:.4f}, 90% {fin['lo90']:.4f}–{fin['hi90']:.4f})")
@@ -27,3 +28,18 @@ def show_prediction(console: Console, pred: Prediction, actual: pd.Series | None
         console.print(f"  {k}: {v}", highlight=False)
     for w in pred.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def show_backtest(console: Console, pred: Prediction) -> None:
+    """Why this law: the backtest on the ladder, one row per candidate."""
+    if pred.method:
+        console.print(f"[bold]why this law[/]: {pred.method}: {pred.why}", highlight=False)
+    rows = backtest_rows(pred)
+    if not len(rows):
+        return
+    t = Table(title="backtest: each law predicting the ladder's largest size from the smaller ones")
+    for col in rows.columns:
+        t.add_column(col, justify="left" if col in ("method", "held out", "note") else "right")
+    for rec in rows.itertuples(index=False):
+        t.add_row(*[str(v) for v in rec])
+    console.print(t)

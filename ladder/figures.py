@@ -18,16 +18,26 @@ from ladder.store import Store
 FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics")
 
 
-def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame) -> list[plots.Curve]:
+def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame,
+           started_with: dict[str, float] | None = None) -> list[plots.Curve]:
+    """Each run's metric against its fraction; `started_with` gives a run's original planned steps where
+    its plan was edited (fractions are of the plan a run was started with, as in the prediction's table)."""
     hist = store.history(run_ids, [metric]) if run_ids else pd.DataFrame(columns=["run_id"])
     out = []
     for rid in run_ids:
         h = hist[hist["run_id"] == rid].sort_values("step")
         row = runs[runs["run_id"] == rid].iloc[0]
         compute = float(row["fit_flops_per_token"]) * float(row["planned_tokens"])
-        out.append(plots.Curve(str(row["name"]), h["fraction"].to_numpy(float), h["value"].to_numpy(float),
-                               compute, h["tokens"].to_numpy(float)))
+        T0 = (started_with or {}).get(rid)
+        frac = h["step"].to_numpy(float) / T0 if T0 else h["fraction"].to_numpy(float)
+        out.append(plots.Curve(str(row["name"]), frac, h["value"].to_numpy(float), compute, h["tokens"].to_numpy(float)))
     return out
+
+
+def _started_with(pred: Prediction) -> float:
+    """The target's originally planned steps, from its prediction table (step ÷ fraction)."""
+    last = pred.table.iloc[-1]
+    return float(last["step"]) / float(last["fraction"]) if float(last["fraction"]) > 0 else float(last["step"])
 
 
 def hero_actual(store: Store, pred: Prediction) -> pd.Series:
@@ -52,22 +62,23 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     rung_ids = list(rungs["run_id"])
     rung_curves = curves(store, rung_ids, pred.metric, runs)
     hero_ids = [str(target["run_id"].iloc[0])] if len(target) else []
-    hero = curves(store, hero_ids, pred.metric, runs)[0] if hero_ids else None
+    started = {h: _started_with(pred) for h in hero_ids}
+    hero = curves(store, hero_ids, pred.metric, runs, started)[0] if hero_ids else None
     compute_hero = float(pred.table["compute"].iloc[-1])  # fit compute at the target's last planned step
     finished = [c for c in rung_curves if len(c.fraction) and c.fraction[-1] >= 1 - 1e-9]
     endpoint = fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
     E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
     out = Path(out_dir)
     paths: list[Path] = []
-    done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= 1 - 1e-9
+    done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
     paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
                                          hero.final if done else None, pred.metric), out, "ladder_fit")
     paths += plots.save(plots.hero_curve(pred, hero, rung_curves), out, "hero_curve")
     paths += plots.save(plots.collapse(finished, E, hero), out, "collapse")
     if hero is not None and len(hero.fraction):
         paths += plots.save(plots.residuals(pred, hero), out, "residuals")
-    grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs)
-    drop = curves(store, rung_ids + hero_ids, keys.DROP_FRACTION, runs)
+    grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs, started)
+    drop = curves(store, rung_ids + hero_ids, keys.DROP_FRACTION, runs, started)
     if any(len(c.value) for c in grad):
         paths += plots.save(plots.diagnostics(grad, drop, hero_last=bool(hero_ids)), out, "diagnostics")
     return paths

@@ -23,7 +23,7 @@ import pandas as pd
 from ladder.errors import LadderError
 from ladder.files import atomic_path, write_text_atomic
 
-COLUMNS = ["step", "tokens", "fraction", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
+COLUMNS = ["step", "tokens", "fraction", "fraction_edited", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,18 @@ class Prediction:
     """The target's schedule as data (to notice a later edit)."""
     planned_steps: int = 0
     warnings: tuple[str, ...] = ()
+    method: str = ""
+    """The law that predicts ("per-fraction", "multipower", "momentum", "ensemble", ...)."""
+    why: str = ""
+    """Why that law: its backtest score, or that the settings named it."""
+    backtest: tuple[dict, ...] = ()
+    """Each candidate predicting the ladder's held-out largest size from the smaller ones (`fits.predictor.Score`)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The settings the prediction was made with (`ladder.predict.PredictSettings`): re-predictions reuse them."""
 
     def __post_init__(self) -> None:
+        if "fraction_edited" not in self.table.columns and "fraction" in self.table.columns:
+            object.__setattr__(self, "table", self.table.assign(fraction_edited=self.table["fraction"]))
         missing = [c for c in COLUMNS if c not in self.table.columns]
         if missing:
             raise LadderError(f"prediction table lacks columns {missing}")
@@ -85,6 +95,10 @@ class Prediction:
             "assumptions": self.assumptions,
             "schedule": self.schedule,
             "warnings": list(self.warnings),
+            "method": self.method,
+            "why": self.why,
+            "backtest": list(self.backtest),
+            "settings": self.settings,
             "final": {k: _plain(v) for k, v in self.final.items()},
             "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
         }
@@ -109,7 +123,8 @@ class Prediction:
             raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
         try:
             data = json.loads(p.read_text())
-            table = pd.DataFrame(data["table"], columns=COLUMNS)
+            table = pd.DataFrame(data["table"])
+            table = table.reindex(columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
             return cls(
                 run_name=data["run_name"],
                 metric=data["metric"],
@@ -119,6 +134,10 @@ class Prediction:
                 schedule=dict(data.get("schedule", {})),
                 planned_steps=int(data.get("planned_steps", 0)),
                 warnings=tuple(data.get("warnings", [])),
+                method=str(data.get("method", "")),
+                why=str(data.get("why", "")),
+                backtest=tuple(data.get("backtest", [])),
+                settings=dict(data.get("settings", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LadderError(f"{p}: not a prediction file ({exc})") from None

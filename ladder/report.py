@@ -70,19 +70,47 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
     marks = sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})
     picked = sorted({int((t["fraction"] - m / 1e6).abs().idxmin()) for m in marks})
     rows = t.loc[picked].copy()
+    edited = rows["fraction_edited"] if "fraction_edited" in rows else rows["fraction"]
     out = pd.DataFrame({
         "step": rows["step"].astype(int),
-        "fraction": rows["fraction"].map(lambda f: f"{f:.0%}"),
-        "predicted": rows["median"],
-        "50% band": [f"{a:.4f}–{b:.4f}" for a, b in zip(rows["lo50"], rows["hi50"])],
-        "90% band": [f"{a:.4f}–{b:.4f}" for a, b in zip(rows["lo90"], rows["hi90"])],
+        "fraction": [f"{f:.0%}" + (f" ({e:.0%} of the edited plan)" if abs(e - f) > 1e-9 else "")
+                     for f, e in zip(rows["fraction"], edited)],
+        "predicted": [_num(x) for x in rows["median"]],
+        "50% band": [_span(a, b) for a, b in zip(rows["lo50"], rows["hi50"])],
+        "90% band": [_span(a, b) for a, b in zip(rows["lo90"], rows["hi90"])],
     })
     if actual is not None:
         got = actual.reindex(rows["step"].to_numpy())
-        out["actual"] = got.to_numpy()
-        out["error"] = [f"{(a / p - 1):+.2%}" if pd.notna(a) else "" for a, p in zip(got, rows["median"])]
+        out["actual"] = [_num(x) for x in got.to_numpy()]
+        out["error"] = [f"{(p / a - 1):+.2%}" if pd.notna(a) and pd.notna(p) else "–"
+                        for a, p in zip(got, rows["median"])]  # predicted / actual − 1, as everywhere
     out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
     return out
+
+
+def _num(x) -> str:
+    return f"{x:.4f}" if pd.notna(x) else "–"
+
+
+def _span(a, b) -> str:
+    return f"{a:.4f}–{b:.4f}" if pd.notna(a) and pd.notna(b) else "–"
+
+
+def backtest_rows(pred: Prediction) -> pd.DataFrame:
+    """Why this law: each candidate predicting the ladder's held-out largest size from the smaller ones."""
+    rows = []
+    for r in pred.backtest:
+        pct = lambda x: "–" if x is None else f"{x:.2%}"  # noqa: E731
+        rows.append({
+            "method": r["method"] + (" (chosen)" if r["method"] == pred.method else ""),
+            "held out": ", ".join(r["held_out"]),
+            "size ratio": f"{r['size_ratio']:.2f}×",
+            "final error": "–" if r["final_error"] is None else f"{r['final_error']:+.2%}",
+            "mean |error|": pct(r["mean_abs_error"]),
+            "in its 90% band": pct(r["coverage90"]),
+            "note": r.get("failed", "")[:120],
+        })
+    return pd.DataFrame(rows)
 
 
 def write_report(
@@ -119,6 +147,11 @@ def write_report(
     parts += [_figure(Path(p)) for p in figures if Path(p).suffix == ".png" and Path(p).exists()]
     parts.append("<h2>Prediction every 5% of the run</h2>")
     parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"}))
+    parts.append("<h2>Why this law</h2>")
+    parts.append(f"<p>{html.escape(pred.method)}: {html.escape(pred.why)}</p>")
+    bt = backtest_rows(pred)
+    if len(bt):
+        parts.append(_table(bt, left=["method", "held out", "note"]))
     parts.append("<h2>Forms used</h2>")
     for f in pred.forms:
         params = ", ".join(f"{k} = {v:.4g}" for k, v in f.parameters.items())

@@ -1,0 +1,358 @@
+"""The laws that can predict a target's whole curve from a ladder's runs, each with its own band.
+
+Every candidate is fitted on a list of `fits.runs.Run` and predicts a target `Run` at given steps,
+returning a `fits.Band` and the reasons behind it, or raising `FitError` when it does not apply
+(too few runs with the target's token ratio, no LR sequences, ...):
+
+- ``per-fraction``: L(g) = E + A_g·(C·g)^−α_g across the runs that share the target's token ratio
+  and schedule shape (smooth in g, basis chosen by leaving out one run; or free; E fitted or
+  pinned). Band: a bootstrap over runs with E held ⊕ the runs' scatter around the law ⊕ the spread
+  over the values of E the data do not reject. When the target's schedule was edited, the
+  multi-power law adds the difference its schedule makes.
+- ``multipower`` / ``momentum``: the schedule-aware curve laws fitted over every curve of every
+  size and length (runs of other lengths and schedules add information), predicting the target
+  from its own LR sequence and size. Band: a jackknife over sizes ⊕ the runs' scatter around the law.
+
+The band of each candidate is its own statistics only; `fits.predictor` widens it by what a
+backtest on the ladder says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from fits.curvelaw import Curve
+from fits.errors import FitError
+from fits.momentum import fit_momentum
+from fits.multipower import fit_multipower
+from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
+from fits.runs import Run, same_ratio, same_shape, sizes
+from fits.uncertainty import Band, bootstrap
+
+Z50, Z90 = 0.6744897501960817, 1.6448536269514722
+PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
+"""Annealing shape of the multi-power law (Luo et al. 2025: C ≈ 2.0–2.1, β ≈ 0.58–0.60, γ ≈ 0.64–0.66 at
+25M–400M); ladders whose runs share one schedule shape cannot pin it, so it is held at these values."""
+CURVE_LAWS = {"multipower": ("multi-power law", fit_multipower), "momentum": ("momentum law", fit_momentum)}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the candidates fit (the predictor's settings pass through)."""
+
+    smooth: int | None | str = "auto"
+    """Per-fraction law: basis size in log g; None: free at every fraction; "auto": leave one run out."""
+    E: float | None = None
+    """Pin the per-fraction law's irreducible loss (None: fitted)."""
+    shape: dict[str, float] | None = dataclasses.field(default_factory=lambda: dict(PUBLISHED_SHAPE))
+    """Multi-power annealing shape held fixed (None: fitted)."""
+    n_boot: int = 200
+    seed: int = 0
+    ratio_tol: float = 0.01
+    score_from: float = 0.1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A candidate's prediction of one target."""
+
+    band: Band
+    why: str
+    params: dict
+    warnings: tuple[str, ...] = ()
+
+
+def _widen(band: Band, sd: np.ndarray) -> Band:
+    """Add an independent standard deviation `sd` (absolute) to both sides of a band in quadrature."""
+    m = band.median
+    return Band(m, m - np.hypot(m - band.lo50, Z50 * sd), m + np.hypot(band.hi50 - m, Z50 * sd),
+                m - np.hypot(m - band.lo90, Z90 * sd), m + np.hypot(band.hi90 - m, Z90 * sd))
+
+
+def _shift(band: Band, d: np.ndarray) -> Band:
+    return Band(*(x + d for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
+
+
+def nan_band(n: int) -> Band:
+    x = np.full(n, np.nan)
+    return Band(x, x, x, x, x)
+
+
+# ---- per-fraction law ---------------------------------------------------------------------------------
+
+
+def per_fraction_runs(runs: list[Run], target: Run, tol: float) -> list[Run]:
+    """The runs that share the target's token ratio and schedule shape, smallest compute first."""
+    chosen = [r for r in runs if same_ratio(r, target, tol) and same_shape(r, target) and r.steps.size >= 3]
+    return sorted(chosen, key=lambda r: r.compute)
+
+
+def _matrix(runs: list[Run]) -> tuple[np.ndarray, np.ndarray]:
+    """Each run at its own logged fractions (NaN elsewhere), from the first fraction three runs share."""
+    own = [np.round(r.fractions, 9) for r in runs]
+    grid = np.unique(np.concatenate(own))
+    grid = grid[(grid > 0) & (grid <= 1)]
+    losses = np.full((len(runs), grid.size), np.nan)
+    for i, (g, r) in enumerate(zip(own, runs)):
+        ok = (g > 0) & (g <= 1)
+        losses[i, np.searchsorted(grid, g[ok])] = r.values[ok]
+    first = np.sort([g[g > 0].min() for g in own])[min(2, len(own) - 1)]
+    keep = grid >= first - 1e-12
+    return grid[keep], losses[:, keep]
+
+
+def _free_matrix(runs: list[Run], every: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Every run interpolated onto every 5% of the run (the free law has its own A_g, α_g at each
+    fraction, so each needs values from the runs); crashed runs contribute up to where they stopped."""
+    grid = np.round(np.arange(1, int(round(1 / every)) + 1) * every, 9)
+    losses = np.vstack([sample_curve(r.fractions, r.values, 1.0, grid) for r in runs])
+    keep = np.sum(np.isfinite(losses), axis=0) >= 3
+    return grid[keep], losses[:, keep]
+
+
+class PerFraction:
+    name = "per-fraction"
+
+    def __init__(self, runs: list[Run], options: Options) -> None:
+        self.runs, self.options = runs, options
+
+    def predict(self, target: Run, steps: np.ndarray) -> Outcome:
+        o = self.options
+        runs = per_fraction_runs(self.runs, target, o.ratio_tol)
+        if len(runs) < 3:
+            raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
+                           f"± {o.ratio_tol:.0%}) and schedule shape; the ladder has {len(runs)}")
+        C = np.array([r.compute for r in runs])
+        smooth, chosen_by = choose_smooth(runs, o)
+        if smooth is None and o.E is None and len(runs) < 4:
+            raise FitError(f"the free per-fraction law needs 4 runs with the target's token ratio when E is fitted "
+                           f"(2 parameters per fraction and E); the ladder has {len(runs)}")
+        grid2, losses2 = _matrix(runs)
+        grid, losses = _free_matrix(runs) if smooth is None else (grid2, losses2)
+        g = steps / float(target.planned_steps)
+        at = np.clip(g, grid.min(), grid.max())
+        compute = target.compute
+        fit = fit_per_fraction(C, grid, losses, smooth=smooth, E=o.E)
+        point = fit.predict(compute, at)
+        pinned = fit if fit.E_pinned else fit_per_fraction(C, grid, losses, E=fit.E, smooth=smooth)
+        ens = bootstrap(pinned, o.n_boot, o.seed)
+        q = np.quantile(ens.samples(compute, at), [0.05, 0.25, 0.75, 0.95], axis=0) - pinned.predict(compute, at)
+        lo = {50: np.maximum(-q[1], 0), 90: np.maximum(-q[0], 0)}
+        hi = {50: np.maximum(q[2], 0), 90: np.maximum(q[3], 0)}
+        sd = np.interp(at, grid, fit.scatter()) * point
+        for level, z in ((50, Z50), (90, Z90)):
+            lo[level], hi[level] = np.hypot(lo[level], z * sd), np.hypot(hi[level], z * sd)
+        if not fit.E_pinned:
+            prof = fit.profile_E(compute, dof=fit.effective_dof())
+            for level in (50, 90):
+                E_lo, E_hi, _, _ = prof.plausible(level / 100)
+                preds = [point] + [fit_per_fraction(C, grid, losses, E=float(e), smooth=smooth).predict(compute, at)
+                                   for e in np.linspace(E_lo, E_hi, 5) if abs(e - fit.E) > 1e-9 * max(fit.E, 1.0)]
+                preds = np.array(preds)
+                lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
+                hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
+        band = Band(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90])
+        early = g < grid.min() * 0.98  # before the first fraction the runs share (eval steps round)
+        band = Band(*(np.where(early, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
+        basis = ("free (A_g, α_g) at every shared fraction" if smooth is None
+                 else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
+        why = (f"{len(runs)} runs share the target's token ratio and schedule shape; {basis}"
+               + (f" ({chosen_by})" if chosen_by else "") + ("; E pinned" if o.E is not None else ""))
+        params = {"E": fit.E, "A_end": float(fit.A[-1]), "alpha_end": float(fit.alpha[-1]),
+                  "smooth": smooth, "runs": [r.name for r in runs]}
+        warnings = list(fit.warnings) + list(ens.warnings)
+        if target.lrs is not None and target.plan_lrs is not None and _parted(target.lrs, target.plan_lrs, steps).any():
+            try:
+                band, note = _schedule_difference(self.runs, target, steps, band, o)
+            except FitError as exc:
+                raise FitError(f"the target's schedule was edited and no curve law could model the edit: {exc}") from None
+            why += "; " + note
+        return Outcome(band, why, params, tuple(warnings))
+
+
+def choose_smooth(runs: list[Run], o: Options) -> tuple[int | None, str]:
+    """The per-fraction basis size: the setting, or for "auto" the leave-one-run-out choice."""
+    if o.smooth != "auto":
+        return o.smooth, ""
+    grid, losses = _matrix(runs)
+    try:
+        choice = select_smooth(np.array([r.compute for r in runs]), grid, losses, E=o.E)
+    except FitError:  # too few runs to leave one out: straight lines in log g
+        return 2, "too few runs to choose by leaving one out"
+    return choice.chosen, choice.summary()
+
+
+def resolve_smooth(runs: list[Run], target: Run, o: Options) -> Options:
+    """Options with "auto" replaced by the basis the whole ladder chooses for `target` (so a backtest on
+    fewer runs uses the same law)."""
+    if o.smooth != "auto":
+        return o
+    chosen = per_fraction_runs(runs, target, o.ratio_tol)
+    if len(chosen) < 3:
+        return o
+    return dataclasses.replace(o, smooth=choose_smooth(chosen, o)[0])
+
+
+def _parted(lrs: np.ndarray, ref: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Steps whose loss has seen an LR where the two schedules disagree."""
+    n = min(len(lrs), len(ref))
+    differs = np.abs(lrs[:n] - ref[:n]) > 1e-9 * max(float(np.max(np.abs(ref))), 1e-300)
+    return steps > (int(np.argmax(differs)) if differs.any() else n)
+
+
+def _schedule_difference(runs, target, steps, band, o: Options):
+    """Add MP(target LRs) − MP(plan LRs), with a jackknife over sizes and half the gap to the momentum law."""
+    parted = _parted(target.lrs, target.plan_lrs, steps)
+    model = CurveLaw("multipower", runs, o)
+    law = model.fit()
+    scale = scale_of(target)
+    d = law.predict(steps, target.lrs, scale) - law.predict(steps, target.plan_lrs, scale)
+    draws = [f.predict(steps, target.lrs, scale) - f.predict(steps, target.plan_lrs, scale) for f in model.refits()]
+    se = _jackknife_se(np.array(draws)) if len(draws) >= 2 else 0.5 * np.abs(d)
+    try:
+        other = CurveLaw("momentum", runs, o).fit()
+        d2 = other.predict(steps, target.lrs, scale) - other.predict(steps, target.plan_lrs, scale)
+        se = np.hypot(se, np.abs(d - d2) / 2)
+    except FitError:
+        pass
+    d, se = np.where(parted, d, 0.0), np.where(parted, se, 0.0)
+    return _widen(_shift(band, d), se), "the multi-power law adds what the edited schedule changes"
+
+
+def _jackknife_se(draws: np.ndarray) -> np.ndarray:
+    k = draws.shape[0]
+    return np.sqrt((k - 1) / k * np.sum((draws - draws.mean(axis=0)) ** 2, axis=0))
+
+
+# ---- curve laws -----------------------------------------------------------------------------------------
+
+
+def scale_of(r: Run) -> float:
+    """The size the curve laws' parameters follow: the parameter count where known, else FLOPs per token
+    (attention's FLOPs grow with the context, not the model, and weigh most at small sizes)."""
+    return r.params if r.n_params else r.flops_per_token
+
+
+def first_step(r: Run) -> int:
+    """The first step a curve law fits: past twice the warmup and 5% of the run (the evals before follow
+    the warmup and the initialisation more than the law)."""
+    warmup = int(np.argmax(r.lrs >= 0.999 * np.max(r.lrs[: r.planned_steps + 1]))) if r.lrs is not None else 0
+    return max(2 * warmup, int(np.ceil(0.05 * r.planned_steps)), 1)
+
+
+class CurveLaw:
+    """A schedule-aware law over every curve with an LR sequence; its fit is shared by every target."""
+
+    def __init__(self, name: str, runs: list[Run], options: Options) -> None:
+        if name not in CURVE_LAWS:
+            raise FitError(f"unknown curve law {name!r}; choose from {sorted(CURVE_LAWS)}")
+        self.name, self.options = name, options
+        self.label, self._fit_fn = CURVE_LAWS[name]
+        self.runs = [r for r in runs if r.lrs is not None and r.steps.size >= 3]
+        self._fit = self._refits = None
+
+    def _curves(self, runs):
+        out = []
+        for r in runs:
+            keep = r.steps >= first_step(r)
+            steps = r.steps[keep]
+            if steps.size < 3 or len(r.lrs) < steps.max():
+                continue
+            out.append(Curve(steps, r.values[keep], r.lrs, scale_of(r), r.name))
+        return out
+
+    def _fit_on(self, runs):
+        shape = self.options.shape if self.name == "multipower" else None
+        curves = self._curves(runs)
+        if len({round(np.log(c.scale), 3) for c in curves}) < 2:
+            raise FitError(f"the {self.label} needs curves with their LR sequences from 2 sizes or more; "
+                           f"the ladder has {len(curves)} curve(s) with LRs")
+        return self._fit_fn(curves, shape=shape)
+
+    def fit(self):
+        if self._fit is None:
+            self._fit = self._fit_on(self.runs)
+        return self._fit
+
+    def refits(self) -> list:
+        """Refits each without one size (a jackknife over sizes; sizes, not curves, are the independent unit)."""
+        if self._refits is None:
+            out = []
+            law = self.fit()
+            scales = np.array([c.scale for c in law.curves])
+            all_sizes = sizes(self.runs)
+            if all_sizes.size >= 3:
+                for s in all_sizes:
+                    keep = np.flatnonzero(np.abs(scales / s - 1) > 1e-3)
+                    try:
+                        out.append(law.refit(keep))  # started from the full fit
+                    except FitError:
+                        continue
+            self._refits = out
+        return self._refits
+
+    def scatter(self) -> float:
+        """Relative standard deviation of one run's level around the law (per-run mean log residual)."""
+        law = self.fit()
+        offsets = [float(np.mean(np.log(c.loss / law.predict(c.steps, c.lrs, c.scale)))) for c in law.curves]
+        n, p = len(offsets), len(sizes(self.runs))
+        return float(np.sqrt(np.sum(np.square(offsets)) / max(n - min(p, n - 1), 1)))
+
+    def check_identified(self) -> None:
+        """A curve law predicts a run on its own only when sizes have several curves each.
+
+        With one curve per size, the law's asymptote L0 and its power-law term are not told apart within a
+        size (the fit drives L0 to its bound), and the power laws across sizes extrapolate that confusion;
+        curves of other lengths or schedules at the same size separate them (Luo et al. fit each size on
+        several schedules). The per-fraction law still uses such a fit for the difference a schedule edit makes."""
+        counts: dict[float, int] = {}
+        for c in self._curves(self.runs):
+            key = next((k for k in counts if abs(c.scale / k - 1) <= 1e-3), c.scale)
+            counts[key] = counts.get(key, 0) + 1
+        if sum(1 for n in counts.values() if n >= 2) < 2:
+            raise FitError(f"the {self.label} needs 2 or more curves (lengths or schedules) at each of 2 sizes or more "
+                           f"to tell its asymptote from its power-law term; the ladder has "
+                           f"{max(counts.values(), default=0)} curve(s) at most per size")
+
+    def predict(self, target: Run, steps: np.ndarray) -> Outcome:
+        self.check_identified()
+        if target.lrs is None:
+            raise FitError(f"the {self.label} needs the target's LR sequence")
+        if len(target.lrs) < int(np.max(steps)):
+            raise FitError(f"the target's LR sequence covers {len(target.lrs)} steps, short of step {int(np.max(steps))}")
+        law = self.fit()
+        scale = scale_of(target)
+        point = law.predict(steps, target.lrs, scale)
+        draws = [f.predict(steps, target.lrs, scale) for f in self.refits()]
+        from scipy import stats
+
+        if len(draws) >= 2:
+            se = _jackknife_se(np.array(draws))
+            t = stats.t.ppf(0.95, len(draws) - 1) / Z90  # the jackknife's t quantile, as a z multiple
+            se = se * t
+        else:
+            se = np.zeros_like(point)
+        band = _widen(Band(point, point, point, point, point), np.hypot(se, self.scatter() * point))
+        n_sizes = len(sizes(self.runs))
+        why = (f"{len(law.curves)} curves of {n_sizes} sizes with their LR sequences; predicts the target from its "
+               f"own schedule and size" + ("; annealing shape held at published values"
+                                            if self.name == "multipower" and self.options.shape else ""))
+        warnings = [w for w in law.warnings if "do not pin the annealing shape" not in w]
+        return Outcome(band, why, {k: float(v) for k, v in law.params.items()}, tuple(warnings))
+
+
+def make(name: str, runs: list[Run], options: Options):
+    """The candidate called `name` fitted lazily on `runs`."""
+    if name == "per-fraction":
+        return PerFraction(runs, options)
+    if name == "per-fraction-free":
+        model = PerFraction(runs, dataclasses.replace(options, smooth=None))
+        model.name = name
+        return model
+    if name in CURVE_LAWS:
+        return CurveLaw(name, runs, options)
+    raise FitError(f"unknown candidate {name!r}; choose from per-fraction, per-fraction-free, "
+                   + ", ".join(CURVE_LAWS) + ", ensemble")

@@ -1,0 +1,364 @@
+"""The prediction core: a target's whole curve from a ladder's runs, the law chosen by a backtest on
+that ladder, and a band no narrower than what the backtest saw.
+
+No single law wins on every ladder, and the only evidence at prediction time is the ladder itself.
+So every candidate (`fits.candidates`) is backtested on it: the largest size is held out and
+predicted from the smaller ones (and, with five sizes or more, the two largest from the rest), the
+held-out runs that share the target's token ratio (else every run of that size) scored at their
+logged evals from `score_from` of the run on. A candidate's score is the mean of its |final error|
+and its mean |error| along the curve. An ensemble of the candidates, weighted by 1/score², is
+scored the same way. The single law with the lowest score predicts (`method="auto"`), or the method
+the user names ("ensemble" included: it is not chosen automatically, since its weights come from the
+same short backtest that would score it, and laws part ways further out than a backtest can see).
+
+The band: the chosen method's own band (its statistics), widened in quadrature by the backtest's
+error at each fraction carried to the target's distance (error × log(target size / largest rung
+size) ÷ log(held-out size / largest fitted size), the way an extrapolated slope's error grows), so
+it is never narrower than the backtest's errors at that distance; then by the spread across forms,
+so that its 90% band holds the median of every other candidate that could predict the target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fits import candidates as cand
+from fits.candidates import Z50, Z90, Options, nan_band
+from fits.errors import FitError
+from fits.runs import Run, same_ratio, same_size, sizes
+from fits.uncertainty import Band
+
+CANDIDATES = ("per-fraction", "multipower")
+METHODS = CANDIDATES + ("momentum", "per-fraction-free", "ensemble")
+
+
+@dataclass(frozen=True)
+class Settings:
+    method: str = "auto"
+    """"auto" (lowest backtest score) or one of `METHODS`."""
+    candidates: tuple[str, ...] = CANDIDATES
+    options: Options = field(default_factory=Options)
+    backtest: bool = True
+    """Backtest the candidates on the ladder (needs 3 sizes or more); off: no choice, no widening."""
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["candidates"] = list(self.candidates)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Settings:
+        d = dict(d)
+        opts = Options(**d.pop("options", {}))
+        return cls(options=opts, candidates=tuple(d.pop("candidates", CANDIDATES)), **d)
+
+
+@dataclass(frozen=True)
+class Score:
+    """One method's backtest on one held-out size."""
+
+    method: str
+    held_out: tuple[str, ...]
+    distance: float
+    """log(held-out size / largest fitted size)."""
+    fractions: np.ndarray
+    errors: np.ndarray
+    """predicted / actual − 1 at each scored eval (pooled over held-out runs)."""
+    inside90: np.ndarray
+    final_errors: np.ndarray
+    """One per held-out run."""
+    failed: str = ""
+
+    @property
+    def final_abs(self) -> float:
+        return float(np.mean(np.abs(self.final_errors))) if self.final_errors.size else np.nan
+
+    @property
+    def mean_abs(self) -> float:
+        return float(np.mean(np.abs(self.errors))) if self.errors.size else np.nan
+
+    @property
+    def coverage90(self) -> float:
+        return float(np.mean(self.inside90)) if self.inside90.size else np.nan
+
+    @property
+    def score(self) -> float:
+        return 0.5 * (self.final_abs + self.mean_abs) if not self.failed else np.inf
+
+    def record(self) -> dict:
+        return {"method": self.method, "held_out": list(self.held_out), "size_ratio": float(np.exp(self.distance)),
+                "final_error": float(np.mean(self.final_errors)) if self.final_errors.size else None,
+                "final_abs_error": _num(self.final_abs), "mean_abs_error": _num(self.mean_abs),
+                "coverage90": _num(self.coverage90), "evals": int(self.errors.size), "failed": self.failed}
+
+
+def _num(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class CorePrediction:
+    steps: np.ndarray
+    band: Band
+    method: str
+    why: str
+    candidates: dict[str, Band]
+    outcomes: dict[str, cand.Outcome]
+    backtest: tuple[Score, ...]
+    weights: dict[str, float]
+    settings: Settings
+    warnings: tuple[str, ...] = ()
+    failed: dict[str, str] = field(default_factory=dict)
+    """Candidates that could not predict the target, with why."""
+    distance: float = 0.0
+    """log(target size / largest rung size): how far the backtest's errors are carried."""
+    fractions: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The predicted steps as fractions of the target's plan."""
+
+    def band_for(self, method: str) -> Band:
+        """`method`'s band widened by its own backtest errors carried to the target (as the chosen one's is)."""
+        return floored(self.candidates[method], self.backtest, method, self.distance, self.fractions)
+
+    def scores(self) -> dict[str, float]:
+        return method_scores(self.backtest)
+
+    def table(self) -> list[dict]:
+        """The backtest as rows: one per method and held-out size."""
+        return [s.record() for s in self.backtest]
+
+
+def method_scores(backtest) -> dict[str, float]:
+    by: dict[str, list[float]] = {}
+    for s in backtest:
+        by.setdefault(s.method, []).append(s.score)
+    return {m: float(np.mean(v)) for m, v in by.items()}
+
+
+# ---- predicting with every candidate ---------------------------------------------------------------------
+
+
+def _predict_all(runs: list[Run], target: Run, steps: np.ndarray, names, options: Options):
+    outcomes, failed = {}, {}
+    for name in names:
+        try:
+            outcomes[name] = cand.make(name, runs, options).predict(target, steps)
+        except FitError as exc:
+            failed[name] = str(exc)
+    return outcomes, failed
+
+
+def _predict_many(runs: list[Run], targets: list[Run], names, options: Options):
+    """{name: [Outcome or error text per target]}; each candidate fitted once for all targets."""
+    out = {}
+    for name in names:
+        model = cand.make(name, runs, options)
+        res = []
+        for t in targets:
+            try:
+                res.append(model.predict(t, t.steps))
+            except FitError as exc:
+                res.append(str(exc))
+        out[name] = res
+    return out
+
+
+def ensemble(bands: dict[str, Band], weights: dict[str, float]) -> Band:
+    """Weighted median; each bound's distance from it is the weighted mean distance ⊕ the spread of the medians."""
+    names = [n for n in bands if weights.get(n, 0) > 0]
+    w = np.array([weights[n] for n in names], dtype=float)
+    w = w / w.sum()
+    M = np.vstack([bands[n].median for n in names])
+    m = np.sum(w[:, None] * M, axis=0)
+    spread = np.sqrt(np.sum(w[:, None] * (M - m) ** 2, axis=0))
+
+    def side(attr: str) -> np.ndarray:
+        return np.sum(w[:, None] * np.abs(np.vstack([getattr(bands[n], attr) for n in names]) - M), axis=0)
+
+    return Band(m, m - np.hypot(side("lo50"), Z50 / Z90 * spread), m + np.hypot(side("hi50"), Z50 / Z90 * spread),
+                m - np.hypot(side("lo90"), spread), m + np.hypot(side("hi90"), spread))
+
+
+def weights_from(scores: dict[str, float]) -> dict[str, float]:
+    finite = {k: v for k, v in scores.items() if np.isfinite(v)}
+    if not finite:
+        return {}
+    floor = 1e-4  # 0.01%: no method is trusted beyond what one backtest can show
+    return {k: 1.0 / max(v, floor) ** 2 for k, v in finite.items()}
+
+
+# ---- the backtest ------------------------------------------------------------------------------------------
+
+
+def cuts(runs: list[Run]) -> list[tuple[np.ndarray, float]]:
+    """(held-out sizes, largest fitted size) per backtest: the largest size; the two largest too with 5+ sizes."""
+    s = sizes(runs)
+    if s.size < 3:
+        return []
+    out = [(s[-1:], s[-2])]
+    if s.size >= 5:
+        out.append((s[-2:], s[-3]))
+    return out
+
+
+def backtest(runs: list[Run], target: Run, settings: Settings) -> tuple[Score, ...]:
+    """Every candidate (and their ensemble) predicting the held-out sizes from the smaller ones."""
+    o = settings.options
+    rows: list[Score] = []
+    for held_sizes, top in cuts(runs):
+        fit_runs = [r for r in runs if r.flops_per_token <= top * 1.001]
+        held = [r for r in runs if any(same_size(r, s) for s in held_sizes)]
+        like = [r for r in held if same_ratio(r, target, o.ratio_tol)]
+        held = [_as_target(r, o.score_from) for r in (like or held)]
+        held = [h for h in held if h.steps.size]
+        if not held:
+            continue
+        distance = float(np.log(max(h.flops_per_token for h in held) / top))
+        results = _predict_many(fit_runs, held, settings.candidates, o)
+        ok = {n: res for n, res in results.items() if all(isinstance(x, cand.Outcome) for x in res)}
+        for name, res in results.items():
+            if name not in ok:
+                why = next(x for x in res if isinstance(x, str))
+                rows.append(_failed(name, held, distance, why))
+                continue
+            rows.append(_score(name, held, [x.band for x in res], distance))
+        cut_scores = method_scores([r for r in rows if r.held_out == tuple(h.name for h in held)])
+        w = weights_from({k: v for k, v in cut_scores.items() if k in ok})
+        if len(w) >= 2:
+            bands = [ensemble({n: ok[n][i].band for n in w}, w) for i in range(len(held))]
+            rows.append(_score("ensemble", held, bands, distance))
+    return tuple(rows)
+
+
+def _as_target(r: Run, score_from: float) -> Run:
+    keep = r.fractions >= score_from - 1e-9
+    return dataclasses.replace(r, steps=r.steps[keep], values=r.values[keep], reference_lrs=None)
+
+
+def _failed(name: str, held: list[Run], distance: float, why: str) -> Score:
+    empty = np.zeros(0)
+    return Score(name, tuple(h.name for h in held), distance, empty, empty, empty.astype(bool), empty, failed=why)
+
+
+def _score(name: str, held: list[Run], bands: list[Band], distance: float) -> Score:
+    g, e, inside, finals = [], [], [], []
+    for h, b in zip(held, bands):
+        ok = np.isfinite(b.median)
+        if not ok.any():
+            continue
+        err = b.median[ok] / h.values[ok] - 1
+        g.append(h.fractions[ok])
+        e.append(err)
+        inside.append((b.lo90[ok] <= h.values[ok]) & (h.values[ok] <= b.hi90[ok]))
+        finals.append(err[-1])
+    if not e:
+        return _failed(name, held, distance, "no held-out eval inside the fitted fractions")
+    return Score(name, tuple(h.name for h in held), distance, np.concatenate(g), np.concatenate(e),
+                 np.concatenate(inside), np.array(finals))
+
+
+def carried_error(backtest_rows, method: str, distance: float, fractions: np.ndarray) -> np.ndarray:
+    """The backtest's |error| of `method` at each fraction, carried to `distance` (largest over held-out sizes).
+
+    At each fraction: the larger of the error seen nearest it and the held-out curve's RMS error (one
+    held-out curve's errors at neighbouring evals are one draw, not a profile to trust point by point)."""
+    out = np.zeros(fractions.shape)
+    for s in backtest_rows:
+        if s.method != method or s.failed or not s.errors.size or s.distance <= 0:
+            continue
+        order = np.argsort(s.fractions, kind="stable")
+        g, e = s.fractions[order], np.abs(s.errors[order])
+        grid = np.unique(np.round(g, 6))
+        worst = np.array([e[np.isclose(np.round(g, 6), x)].max() for x in grid])
+        level = np.maximum(np.interp(fractions, grid, worst), float(np.sqrt(np.mean(e * e))))
+        out = np.maximum(out, level * max(distance, 0.0) / s.distance)
+    return out
+
+
+# ---- the prediction ------------------------------------------------------------------------------------------
+
+
+def predict(runs: list[Run], target: Run, steps, settings: Settings | None = None) -> CorePrediction:
+    """The target's metric at `steps` (its planned evals) from the ladder's `runs`."""
+    settings = settings or Settings()
+    steps = np.asarray(steps, dtype=np.int64)
+    if not runs:
+        raise FitError("no runs to predict from")
+    if settings.method not in ("auto",) + METHODS:
+        raise FitError(f"unknown method {settings.method!r}; choose auto or one of {', '.join(METHODS)}")
+    names = list(dict.fromkeys(list(settings.candidates)
+                               + ([settings.method] if settings.method not in ("auto", "ensemble") else [])))
+    outcomes, failed = _predict_all(runs, target, steps, names, settings.options)
+    if not outcomes:
+        raise FitError("no law could predict the target: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
+    if settings.backtest:
+        options = cand.resolve_smooth(runs, target, settings.options)
+        # the backtest's bands only score coverage: fewer refits do
+        options = dataclasses.replace(options, n_boot=min(options.n_boot, 100))
+        fixed = dataclasses.replace(settings, options=options)
+        rows = backtest(runs, target, fixed)
+    else:
+        rows = ()
+    scores = {k: v for k, v in method_scores(rows).items() if k in outcomes or k == "ensemble"}
+    weights = weights_from({k: v for k, v in scores.items() if k in outcomes and k in settings.candidates})
+    bands = {k: o.band for k, o in outcomes.items()}
+    if len(weights) >= 2:
+        bands["ensemble"] = ensemble({k: bands[k] for k in weights}, weights)
+    warnings = []
+    for o in outcomes.values():
+        warnings += list(o.warnings)
+    if settings.method == "auto":
+        # a single law: the ensemble's weights come from the same short backtest that scores it, and the laws
+        # part ways further out than the backtest can see (the ensemble stays available by name)
+        ranked = sorted((v, k) for k, v in scores.items() if k in bands and k != "ensemble" and np.isfinite(v))
+        method = ranked[0][1] if ranked else next(iter(outcomes))
+        if ranked:
+            why = (f"lowest backtest score ({scores[ranked[0][1]]:.2%}: mean of |final error| and mean |error| predicting "
+                   f"the held-out largest size from the smaller ones)")
+        else:
+            why = "no backtest possible (fewer than 3 sizes): the first candidate that applies"
+            warnings.append("the ladder has fewer than 3 sizes, so no backtest chose the law or checked its band")
+    else:
+        method = settings.method
+        if method not in bands:
+            raise FitError(f"method {method!r} cannot predict this target: "
+                           + failed.get(method, "it needs two candidates with backtest scores"))
+        why = "named in the settings"
+    distance = float(np.log(target.flops_per_token / sizes(runs)[-1]))
+    g = steps / float(target.planned_steps)
+    band = floored(bands[method], rows, method, distance, g)
+    if band is not bands[method]:
+        why += "; band widened by the backtest's errors carried to the target's distance"
+    others = [k for k in outcomes if k != method and k in settings.candidates]
+    if method in outcomes and others:
+        band = spread(band, [bands[k] for k in others])
+        why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
+    if method == "ensemble":
+        why += " (weights " + ", ".join(f"{k} {v / sum(weights.values()):.2f}" for k, v in weights.items()) + ")"
+    return CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
+                          tuple(dict.fromkeys(warnings)), failed, distance, g)
+
+
+def spread(band: Band, others: list[Band]) -> Band:
+    """The band widened in quadrature so its 90% bounds reach every other law's median (the spread across forms:
+    where laws that fit the ladder disagree at the target, the data do not say which is right)."""
+    m = band.median
+    gap = np.zeros(m.shape)
+    for o in others:
+        d = np.abs(np.where(np.isfinite(o.median), o.median, m) - m)
+        gap = np.maximum(gap, d)
+    return cand._widen(band, gap / Z90)
+
+
+def floored(band: Band, rows, method: str, distance: float, fractions: np.ndarray) -> Band:
+    """The band with the backtest's |errors| carried to `distance` added in quadrature at the 90% level."""
+    carried = carried_error(rows, method, distance, fractions) * np.abs(band.median)
+    if not np.any(carried > 0):
+        return band
+    return cand._widen(band, carried / Z90)
+
+
+__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "nan_band",
+           "predict"]

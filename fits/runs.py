@@ -1,0 +1,130 @@
+"""A run as the prediction core sees it: its coordinates, its LR sequence and its evals, as arrays.
+
+No model spec, config file or store: a ladder trained by any trainer enters with these numbers.
+
+- `flops_per_token`: fit FLOPs per token (3 × forward FLOPs without the output head), or 6·N when
+  only N is known. It is also the run's *size*: runs of one model share it, and the curve laws
+  follow their parameters as power laws in it.
+- `tokens_per_step`, `planned_steps`: the plan the run was started with; fraction = step ÷ planned.
+- `lrs`: the LR of every step 0, 1, … (optional: the per-fraction law does not need it; the curve
+  laws do).
+- `steps`, `values`: the logged evals (for a target: empty, or its actual curve to score against).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fits.errors import FitError
+
+_EMPTY = np.zeros(0)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a ladder (a rung) or the run to predict (a target)."""
+
+    name: str
+    flops_per_token: float
+    tokens_per_step: float
+    planned_steps: int
+    steps: np.ndarray = field(default_factory=lambda: _EMPTY.astype(np.int64))
+    values: np.ndarray = field(default_factory=lambda: _EMPTY)
+    lrs: np.ndarray | None = None
+    """LR of every step from 0; for a target, the schedule it will run (edits included)."""
+    reference_lrs: np.ndarray | None = None
+    """For a target whose schedule was edited: the LRs of the unedited plan (default: `lrs`)."""
+    finished: bool = True
+    """False for a run that stopped before its plan (crashed): its logged evals count, nothing after."""
+    n_params: float | None = None
+    """Parameters (active, non-embedding), when known: the token ratio uses them, else 6·tokens/FLOPs."""
+    ratio: float | None = None
+    """The token ratio the ladder was planned at, when declared (rounding steps moves the realised one)."""
+
+    def __post_init__(self) -> None:
+        for label, value in (("FLOPs per token", self.flops_per_token), ("tokens per step", self.tokens_per_step),
+                             ("planned steps", self.planned_steps)):
+            if not np.isfinite(value) or value <= 0:
+                raise FitError(f"run {self.name!r}: {label} must be a positive number, got {value!r}")
+        steps = np.asarray(self.steps, dtype=np.float64).ravel()
+        values = np.asarray(self.values, dtype=np.float64).ravel()
+        if steps.size != values.size:
+            raise FitError(f"run {self.name!r}: {steps.size} steps but {values.size} values")
+        if steps.size and (np.any(~np.isfinite(steps)) or np.any(steps < 0) or np.any(np.diff(steps) <= 0)):
+            raise FitError(f"run {self.name!r}: steps must be finite, ≥ 0 and strictly increasing")
+        if np.any(~np.isfinite(values)) or np.any(values <= 0):
+            raise FitError(f"run {self.name!r}: values must be positive and finite (drop NaN evals first)")
+        object.__setattr__(self, "steps", steps.astype(np.int64))
+        object.__setattr__(self, "values", values)
+        for name in ("lrs", "reference_lrs"):
+            lrs = getattr(self, name)
+            if lrs is not None:
+                lrs = np.asarray(lrs, dtype=np.float64).ravel()
+                if np.any(~np.isfinite(lrs)) or np.any(lrs < 0):
+                    raise FitError(f"run {self.name!r}: {name} must be finite and ≥ 0")
+                object.__setattr__(self, name, lrs)
+
+    @property
+    def planned_tokens(self) -> float:
+        return float(self.tokens_per_step) * float(self.planned_steps)
+
+    @property
+    def compute(self) -> float:
+        """Fit compute of the planned run (FLOPs)."""
+        return float(self.flops_per_token) * self.planned_tokens
+
+    @property
+    def params(self) -> float:
+        """N: the given parameter count, else FLOPs per token ÷ 6."""
+        return float(self.n_params) if self.n_params else float(self.flops_per_token) / 6.0
+
+    @property
+    def token_ratio(self) -> float:
+        """Planned tokens per parameter: the declared ratio, else planned tokens ÷ parameters."""
+        return float(self.ratio) if self.ratio else self.planned_tokens / self.params
+
+    @property
+    def fractions(self) -> np.ndarray:
+        return self.steps / float(self.planned_steps)
+
+    @property
+    def plan_lrs(self) -> np.ndarray | None:
+        """The LRs of the unedited plan."""
+        return self.reference_lrs if self.reference_lrs is not None else self.lrs
+
+
+def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 191) -> np.ndarray:
+    """The LR as a fraction of its peak at 5% … 100% of the plan (the first 5% left out: short
+    warmups round differently at different lengths)."""
+    at = np.round(np.linspace(0.05, 1, n) * (planned_steps - 1)).astype(int)
+    at = np.minimum(at, len(lrs) - 1)
+    peak = float(np.max(lrs)) or 1.0
+    return lrs[at] / peak
+
+
+def same_shape(a: Run, b: Run, tol: float = 0.03) -> bool:
+    """Both plans have the same LR shape in fraction of the run (True when either has no LRs)."""
+    la, lb = a.plan_lrs, b.plan_lrs
+    if la is None or lb is None:
+        return True
+    return float(np.max(np.abs(shape_signature(la, a.planned_steps) - shape_signature(lb, b.planned_steps)))) <= tol
+
+
+def same_ratio(a: Run, b: Run, tol: float = 0.01) -> bool:
+    """Token ratios equal within a relative tolerance (1% by default)."""
+    return abs(a.token_ratio / b.token_ratio - 1.0) <= tol
+
+
+def sizes(runs: list[Run]) -> np.ndarray:
+    """The distinct sizes (FLOPs per token), ascending; runs within 0.1% count as one size."""
+    out: list[float] = []
+    for s in sorted(r.flops_per_token for r in runs):
+        if not out or s > out[-1] * 1.001:
+            out.append(s)
+    return np.array(out)
+
+
+def same_size(run: Run, size: float) -> bool:
+    return abs(run.flops_per_token / size - 1.0) <= 1e-3

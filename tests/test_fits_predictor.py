@@ -1,0 +1,159 @@
+"""The prediction core on arrays: runs drawn from known laws, no store, config or file."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import fits.multipower as mp
+from fits import FitError
+from fits import predictor as core
+from fits.candidates import Options
+from fits.runs import Run, same_ratio, sizes
+from fits.synthetic import known_law
+
+FAST = core.Settings(options=Options(n_boot=60))
+TPS = 4096.0  # tokens per step
+TPP = 20.0
+
+
+def linear_lrs(T: int, peak: float, warmup: float = 0.02, floor: float = 0.05) -> np.ndarray:
+    s = np.arange(T + 1, dtype=np.float64)
+    w = max(int(warmup * T), 1)
+    return np.where(s < w, peak * (s + 1) / w, peak * (1 - (1 - floor) * (s - w) / (T - w)))
+
+
+def ladder_run(name: str, n: float, law, rng, noise=0.002, lr_peak=None, ratio=TPP, upto: float = 1.0) -> Run:
+    """A fixed-ratio run of n parameters (6·n FLOPs per token), evals every 5%, losses from `law(run, steps)`."""
+    T = int(round(ratio * n / TPS))
+    lrs = linear_lrs(T, lr_peak or 0.01 * (n / 1e5) ** -0.3)
+    run = Run(name, 6 * n, TPS, T, lrs=lrs, n_params=n)
+    steps = np.round(np.arange(1, 21) * 0.05 * T).astype(np.int64)
+    steps = steps[steps <= upto * T + 1e-9]
+    values = law(run, steps) * np.exp(rng.normal(0, noise, steps.size))
+    return dataclasses.replace(run, steps=steps, values=values, finished=upto >= 1)
+
+
+def pf_law(run: Run, steps: np.ndarray) -> np.ndarray:
+    """L(g) = E + A_g (C g)^-α_g with A_g, α_g smooth in g."""
+    g = steps / run.planned_steps
+    alpha = 0.09 + 0.02 * np.log(g)
+    A = 60.0 * g**-0.1
+    return 1.5 + A * (run.compute * g) ** -alpha
+
+
+MP_LAW = known_law(mp.MultiPower, {"C": 2.0, "beta": 0.6, "gamma": 0.6},
+                   {"L0": 1.8, "A": 0.8, "alpha": 0.45, "B": 300.0}, {"L0": -0.05, "A": -0.1, "B": -0.1},
+                   scale_ref=1e5)
+
+
+def mp_law(run: Run, steps: np.ndarray) -> np.ndarray:
+    return MP_LAW.predict(steps, run.lrs, run.n_params)
+
+
+def ladder(law, seed=0, n_sizes=5, **kw) -> tuple[list[Run], Run]:
+    """Runs at the hero's token ratio and at twice it (a second curve per size, which the curve laws need)."""
+    rng = np.random.default_rng(seed)
+    ns = 1e5 * 2.0 ** np.arange(n_sizes)
+    runs = [ladder_run(f"r{i}", n, law, rng, **kw) for i, n in enumerate(ns)]
+    runs += [ladder_run(f"r{i}-2x", n, law, rng, ratio=2 * TPP, **kw) for i, n in enumerate(ns)]
+    hero = ladder_run("hero", ns[-1] * 8, law, rng, noise=0.0)
+    return runs, hero
+
+
+def test_the_backtest_chooses_the_law_the_ladder_follows():
+    for law, name in ((pf_law, "per-fraction"), (mp_law, "multipower")):
+        runs, hero = ladder(law)
+        blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+        res = core.predict(runs, blank, hero.steps, FAST)
+        assert res.method == name, (name, res.scores())
+        assert res.scores()[name] < min(v for k, v in res.scores().items() if k not in (name, "ensemble"))
+        assert max(res.weights, key=res.weights.get) == name
+        err = res.band.median / hero.values - 1
+        assert np.max(np.abs(err)) < 0.01  # 8x in size, 0.2% noise
+        inside = (res.band.lo90 <= hero.values) & (hero.values <= res.band.hi90)
+        assert inside.mean() >= 0.8
+        # two held-out cuts with five sizes: the largest, and the two largest
+        held = {s.held_out for s in res.backtest}
+        assert held == {("r4",), ("r3", "r4")}  # the held-out runs with the target's token ratio
+
+
+def test_one_curve_per_size_leaves_the_curve_laws_out():
+    rng = np.random.default_rng(5)
+    runs = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
+    hero = ladder_run("hero", 3e6, mp_law, rng, noise=0.0)
+    res = core.predict(runs, hero, hero.steps, FAST)
+    assert res.method == "per-fraction" and "multipower" in res.failed
+    assert "curves (lengths or schedules) at each of 2 sizes" in res.failed["multipower"]
+
+
+def test_the_band_is_never_narrower_than_the_carried_backtest_error():
+    runs, hero = ladder(mp_law, seed=1, noise=0.01)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    res = core.predict(runs, blank, hero.steps, dataclasses.replace(FAST, method="per-fraction"))
+    distance = np.log(hero.flops_per_token / sizes(runs)[-1])
+    carried = core.carried_error(res.backtest, "per-fraction", distance, hero.steps / hero.planned_steps)
+    half = np.minimum(res.band.hi90 - res.band.median, res.band.median - res.band.lo90) / res.band.median
+    assert np.all(carried > 0)
+    assert np.all(half >= carried * (1 - 1e-9))
+    # carried errors grow with the distance, in proportion to its log
+    far = core.carried_error(res.backtest, "per-fraction", 2 * distance, hero.steps / hero.planned_steps)
+    np.testing.assert_allclose(far, 2 * carried)
+
+
+def test_a_named_method_and_the_ensemble():
+    runs, hero = ladder(pf_law, seed=2)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    res = core.predict(runs, blank, hero.steps, dataclasses.replace(FAST, method="ensemble"))
+    pf, m = res.candidates["per-fraction"].median, res.candidates["multipower"].median
+    assert np.all(np.minimum(pf, m) - 1e-12 <= res.band.median) and np.all(res.band.median <= np.maximum(pf, m) + 1e-12)
+    w = res.weights
+    assert set(w) == {"per-fraction", "multipower"} and w["per-fraction"] > w["multipower"]
+    with pytest.raises(FitError, match="unknown method"):
+        core.predict(runs, blank, hero.steps, dataclasses.replace(FAST, method="cubic"))
+
+
+def test_token_ratios_within_the_tolerance_are_one_ratio():
+    rng = np.random.default_rng(3)
+    runs = [ladder_run(f"r{i}", n, pf_law, rng, ratio=TPP * (1 + 0.003 * i)) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
+    hero = ladder_run("hero", 4e6, pf_law, rng, ratio=TPP)
+    assert all(same_ratio(r, hero) for r in runs)
+    assert not same_ratio(dataclasses.replace(runs[0], ratio=TPP * 1.02), hero)
+    out = core.predict(runs, hero, hero.steps, dataclasses.replace(FAST, method="per-fraction", backtest=False))
+    assert np.all(np.isfinite(out.band.median))
+    strict = dataclasses.replace(FAST.options, ratio_tol=0.001)
+    with pytest.raises(FitError, match="per-fraction law needs 3 runs"):
+        core.predict(runs, hero, hero.steps, core.Settings(method="per-fraction", options=strict, backtest=False))
+
+
+def test_a_crashed_run_enters_with_the_evals_it_logged():
+    rng = np.random.default_rng(4)
+    ns = 1e5 * 2.0 ** np.arange(4)
+    runs = [ladder_run(f"r{i}", n, pf_law, rng, upto=0.8 if i == 3 else 1.0) for i, n in enumerate(ns)]
+    hero = ladder_run("hero", ns[-1] * 6, pf_law, rng, noise=0.0)
+    res = core.predict(runs, hero, hero.steps, FAST)
+    assert not runs[3].finished and runs[3].fractions.max() <= 0.8
+    assert np.max(np.abs(res.band.median / hero.values - 1)) < 0.015
+
+
+def test_two_sizes_cannot_be_backtested_and_say_so():
+    runs, hero = ladder(mp_law, n_sizes=2)
+    res = core.predict(runs, hero, hero.steps, FAST)
+    assert res.backtest == () and res.method in ("multipower", "per-fraction")
+    assert any("fewer than 3 sizes" in w for w in res.warnings)
+
+
+def test_bad_runs_are_refused_with_the_field_named():
+    with pytest.raises(FitError, match="FLOPs per token must be a positive number"):
+        Run("x", -1.0, 10.0, 100)
+    with pytest.raises(FitError, match="strictly increasing"):
+        Run("x", 1.0, 10.0, 100, steps=[5, 5], values=[1.0, 1.0])
+    with pytest.raises(FitError, match="positive and finite"):
+        Run("x", 1.0, 10.0, 100, steps=[5, 6], values=[1.0, np.nan])
+
+
+def test_settings_round_trip():
+    s = core.Settings(method="multipower", options=Options(smooth=3, E=1.2, n_boot=50))
+    assert core.Settings.from_dict(s.to_dict()) == s
