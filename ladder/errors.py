@@ -7,3 +7,8 @@ what to do. The CLI prints it as one line and exits with code 2; anything else i
 
 class LadderError(ValueError):
     """Bad input from the user (a config, a flag, a file); the message says what to do."""
+
+
+class SourceUnavailable(LadderError):
+    """The source as a whole cannot be read (no credentials, a server that does not answer), as opposed to
+    one run of it: a pull stops there instead of skipping the run."""

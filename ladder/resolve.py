@@ -243,6 +243,13 @@ def _last_per_key(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 def _history_frame(rows: pd.DataFrame, coords: Coordinates) -> pd.DataFrame:
     step = rows["step"].to_numpy(np.int64)
     tokens = rows["tokens"].to_numpy(np.float64)
+    if len(step) and float(step.max()) * coords.tokens_per_step >= 2.0**63:
+        raise LadderError(
+            f"step {int(step.max()):,} × {coords.tokens_per_step:,} tokens per step is more tokens than the store "
+            "holds (2^63-1): check the step column or key and tokens_per_step"
+        )
+    if np.isfinite(tokens).any() and (np.nanmax(tokens) >= 2.0**63 or np.nanmin(tokens) < 0):
+        raise LadderError("a logged token count is out of range (0 to 2^63-1): check the tokens column or key")
     computed = step * np.int64(coords.tokens_per_step)
     tokens = np.where(np.isnan(tokens), computed, np.round(tokens)).astype(np.int64)
     out = pd.DataFrame(

@@ -6,7 +6,10 @@ A run directory holds:
 - ``metrics.jsonl``: one JSON object per line, ``{"step": int, "tokens": int, "time": float, KEY: value, ...}``.
   ``step`` counts optimizer updates completed. Several lines may share a step (train and eval
   metrics are written separately); a reader merges them, the later value winning. A resumed run
-  truncates the file to its checkpoint first, so a clean file has no step twice per key;
+  truncates the file to its checkpoint first, so a clean file has no step twice per key, and then
+  writes a resume marker ``{"step": k, "resumed_from": k}``. Steps never go back except right after
+  such a marker (a trainer that appends on resume instead of truncating writes it too): a step that
+  goes back without one is refused, since it is more likely a broken file than a restart;
 - ``status.json``: ``{"state": "running" | "finished" | "crashed", "step": int, "updated": float}``;
 - ``checkpoints/`` and ``wandb/`` (wandb's own offline or online run folders).
 
@@ -16,6 +19,8 @@ Metric keys follow the levanter/Marin names (DESIGN.md); which key a fit uses is
 CONFIG_FILE = "run.yaml"
 METRICS_FILE = "metrics.jsonl"
 STATUS_FILE = "status.json"
+RESUME_KEY = "resumed_from"
+"""The key of the resume marker line in ``metrics.jsonl``: the step the run restarted from."""
 CHECKPOINT_DIR = "checkpoints"
 WANDB_DIR = "wandb"
 

@@ -10,8 +10,14 @@ Layout (default ``.ladder/``)::
 Files are never changed once written. A pull stages each run it has read (a new history file and a
 line in its pending file) and commits them all by replacing ``manifest.json`` in one rename, so a
 pull interrupted at any point leaves the store as it was, and the same pull run again picks up the
-runs it had staged instead of fetching them twice. Readers take the manifest and the files it names;
-one writer at a time holds ``.lock``.
+runs it had staged instead of fetching them twice, when it runs with the same flags (the pending file
+starts with their digest; other flags discard what was staged). Readers take the manifest and the
+files it names; one writer at a time holds ``.lock`` and removes temporary files a killed writer left.
+
+Readers trust no file: a damaged manifest, runs table or history file is a `LadderError` naming the
+file and the way out. Each history file also carries its run's row (parquet metadata), so
+`Store.repair` can rebuild the manifest and the runs table, and drops only the runs whose own file is
+damaged (to be pulled again).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ladder.errors import LadderError
-from ladder.files import write_text_atomic
+from ladder.files import atomic_path, write_text_atomic
 from ladder.resolve import HISTORY_COLUMNS, MetricSettings, ResolveReport
 from ladder.runconfig import RunConfig
 
@@ -64,10 +71,13 @@ RUNS_COLUMNS = {
 }
 """Columns of `Store.runs`: parameters active / total as DESIGN.md counts them, FLOPs per token for
 fits (3 × forward, no output head), planned steps and tokens, the state, where the run came from
-(``wandb:ENTITY/PROJECT``, ``offline:DIR``, ``local:DIR``, ``csv:FILE``), the last step stored and its
-fraction, history rows, the pull time (Unix seconds), the run's full config and the resolve report
-(JSON). Missing coordinates (declared unknown) are <NA>."""
+(``wandb:ENTITY/PROJECT``, ``offline:DIR``, ``local:RUN_DIR``, ``csv:FILE``: `RunRef.source`),
+the last step stored and its fraction, history rows, the pull time (Unix seconds), the run's full
+config and the resolve report (JSON). Missing coordinates (declared unknown) are <NA>."""
 _INTERNAL = ("cursor_json",)
+_ROW_KEY = b"ladder.run"
+"""Parquet metadata key of a history file holding its run's row (JSON), for `Store.repair`."""
+_REPAIR = "`ladder runs --repair --store {root}`"
 _HISTORY_SCHEMA = pa.schema(
     [
         ("step", pa.int64()),
@@ -90,11 +100,23 @@ class Store:
 
     # ---- read side ------------------------------------------------------------------------------
     def exists(self) -> bool:
+        self._check_root()
         return (self.root / "manifest.json").is_file()
 
     def settings(self) -> MetricSettings:
         data = self._manifest().get("settings") or {}
         return MetricSettings(**data) if data else MetricSettings()
+
+    def damaged(self) -> list[tuple[str, str]]:
+        """(run id, problem) for each committed history file that cannot be opened (a cheap check of
+        each file's footer; `repair` reads them whole)."""
+        out = []
+        for run_id, name in self._manifest().get("history", {}).items():
+            try:
+                pq.read_metadata(self.root / name)
+            except (OSError, ValueError) as exc:
+                out.append((run_id, f"{self.root / name}: {_first_line(exc)}"))
+        return out
 
     def runs(self) -> pd.DataFrame:
         """One row per run, sorted by group and name (`RUNS_COLUMNS`)."""
@@ -139,17 +161,37 @@ class Store:
             ids = list(files) if run_ids is None else self._resolve_ids(_as_list(run_ids), manifest)
             try:
                 return _read_histories(self.root, [(i, files[i]) for i in ids], _as_list(metrics), include_nonfinite)
-            except FileNotFoundError:
-                continue
+            except FileNotFoundError as exc:
+                if self._manifest().get("generation") == manifest.get("generation"):
+                    raise LadderError(
+                        f"{exc.filename}: a history file the store names is missing; "
+                        f"{_REPAIR.format(root=self.root)} drops its run so it can be pulled again"
+                    ) from None
         raise LadderError(f"{self.root}: the store kept changing while being read; try again")
+
+    def repair(self) -> RepairReport:
+        """Rebuild what is damaged: the manifest and the runs table from the history files (each holds
+        its run's row), dropping the runs whose history file is damaged or missing."""
+        with self._locked():
+            return _repair(self)
 
     # ---- write side -----------------------------------------------------------------------------
     @contextlib.contextmanager
-    def writer(self, key: str) -> Iterator[StoreWriter]:
-        """The one writer, for the pull named `key` (its source); staged runs survive an interruption."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "history").mkdir(exist_ok=True)
-        lock = open(self.root / ".lock", "a+")
+    def writer(self, key: str, flags: dict[str, Any] | None = None) -> Iterator[StoreWriter]:
+        """The one writer, for the pull named `key` (its source) with `flags` (what changes its result);
+        runs staged by an interrupted pull with the same key and flags survive into this one."""
+        with self._locked():
+            yield StoreWriter(self, key, flags)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self._check_root()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / "history").mkdir(exist_ok=True)
+            lock = open(self.root / ".lock", "a+")
+        except OSError as exc:
+            raise LadderError(f"{self.root}: cannot write the store there ({exc.strerror})") from None
         try:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -157,21 +199,36 @@ class Store:
                 raise LadderError(
                     f"{self.root}: another pull is writing to this store; wait for it to finish"
                 ) from None
-            yield StoreWriter(self, key)
+            _remove_temporary(self.root)
+            yield
         finally:
             lock.close()
 
     # ---- internals ------------------------------------------------------------------------------
+    def _check_root(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise LadderError(f"{self.root}: not a store folder (it is a file); give --store a folder")
+        for name in ("manifest.json", "history"):
+            path = self.root / name
+            if path.exists() and path.is_dir() == (name == "manifest.json"):
+                raise LadderError(f"{path}: expected a {'file' if name == 'manifest.json' else 'folder'}; "
+                                  f"{_REPAIR.format(root=self.root)} or pull into a new store")
+
     def _manifest(self) -> dict[str, Any]:
         path = self.root / "manifest.json"
         if not path.is_file():
             return {"format": FORMAT, "generation": 0, "runs": None, "history": {}}
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise LadderError(f"{path}: unreadable store manifest ({exc})") from None
-        if data.get("format") != FORMAT:
-            raise LadderError(f"{path}: store format {data.get('format')} is not {FORMAT}; pull into a new store")
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise LadderError(f"{path}: damaged store manifest ({_first_line(exc)}); {_REPAIR.format(root=self.root)} "
+                              "rebuilds it from the run files") from None
+        if isinstance(data, dict) and "format" in data and data.get("format") != FORMAT:
+            raise LadderError(f"{path}: store format {data.get('format')!r} is not {FORMAT}; pull into a new store")
+        problem = _manifest_problem(data)
+        if problem:
+            raise LadderError(f"{path}: damaged store manifest ({problem}); {_REPAIR.format(root=self.root)} "
+                              "rebuilds it from the run files")
         return data
 
     def _runs_table(self, manifest: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -179,10 +236,23 @@ class Store:
             manifest = manifest or self._manifest()
             if not manifest.get("runs"):
                 return _typed_runs([])
+            path = self.root / manifest["runs"]
             try:
-                return pq.read_table(self.root / manifest["runs"]).to_pandas()
+                table = pq.read_table(path).to_pandas()
             except FileNotFoundError:
-                manifest = None  # a commit replaced it meanwhile: read the new manifest
+                if self._manifest().get("generation") != manifest.get("generation"):
+                    manifest = None  # a commit replaced it meanwhile: read the new manifest
+                    continue
+                raise LadderError(f"{path}: the store's runs table is missing; "
+                                  f"{_REPAIR.format(root=self.root)} rebuilds it") from None
+            except (OSError, ValueError) as exc:
+                raise LadderError(f"{path}: damaged runs table ({_first_line(exc)}); "
+                                  f"{_REPAIR.format(root=self.root)} rebuilds it") from None
+            missing = [c for c in [*RUNS_COLUMNS, *_INTERNAL] if c not in table]
+            if missing:
+                raise LadderError(f"{path}: damaged runs table (no column {missing[0]}); "
+                                  f"{_REPAIR.format(root=self.root)} rebuilds it")
+            return table
         raise LadderError(f"{self.root}: the store kept changing while being read; try again")
 
     def _resolve_ids(self, wanted: list[str], manifest: dict[str, Any]) -> list[str]:
@@ -206,25 +276,51 @@ class Store:
 class StoreWriter:
     """Stages runs of one pull and commits them together."""
 
-    def __init__(self, store: Store, key: str):
+    def __init__(self, store: Store, key: str, flags: dict[str, Any] | None = None):
         self.store = store
         self.key = key
         self.root = store.root
         self._manifest = store._manifest()
         self._runs = store._runs_table(self._manifest).set_index("run_id", drop=False)
         self._pending_path = self.root / "pending" / f"{_slug(key)[:40]}-{_digest(key)}.jsonl"
+        self.flags = _digest(json.dumps(flags or {}, sort_keys=True, default=str))
         self.staged: dict[str, dict[str, Any]] = {}
         self.settings_update: dict[str, Any] | None = None
+        self.notes: list[str] = []
+        """What happened to runs an interrupted pull had staged (discarded, and why)."""
         _drop_torn_line(self._pending_path)
-        for entry in _read_journal(self._pending_path):
-            if entry.get("key") != key:
-                continue
+        self._resume(_read_journal(self._pending_path))
+
+    def _resume(self, entries: list[dict[str, Any]]) -> None:
+        """Take over the runs an interrupted run of this pull staged, when they are still good."""
+        entries = [e for e in entries if isinstance(e, dict) and e.get("key") == self.key]
+        staged = [e for e in entries if "run_id" in e]
+        flags = [e["flags"] for e in entries if "flags" in e]
+        if flags and flags[0] != self.flags:
+            self._drop_pending()
+            if staged:
+                self.notes.append(
+                    f"{_n_runs(len(staged))} staged by an interrupted pull with other flags discarded; read again with these flags"
+                )
+            return
+        bad = 0
+        for entry in entries:
             if "settings" in entry:
-                self.settings_update = entry["settings"]
-            if "run_id" in entry and entry.get("base") == self._history_file(entry["run_id"]):
+                try:
+                    MetricSettings(**entry["settings"])
+                    self.settings_update = entry["settings"]
+                except (TypeError, LadderError):
+                    bad += 1
+            if "run_id" not in entry:
+                continue
+            if not _entry_usable(self.root, entry):
+                bad += 1
+            elif entry.get("base") == self._history_file(entry["run_id"]):
                 # Staged against the history committed now; another pull that committed this run
                 # since makes the staged copy stale, so it is read again instead.
                 self.staged[entry["run_id"]] = entry
+        if bad:
+            self.notes.append(f"{bad} damaged line(s) in {self._pending_path} ignored; their runs are read again")
 
     def settings(self) -> MetricSettings:
         if self.settings_update is not None:
@@ -257,12 +353,15 @@ class StoreWriter:
     def stage(self, row: dict[str, Any], history: pd.DataFrame) -> None:
         """Write one run's full resolved history and remember it for the commit."""
         run_id = row["run_id"]
+        row = _jsonable(row)
+        _check_row(row)  # before anything is written: a row the runs table cannot hold never gets staged
         name = f"history/{_slug(run_id)[:40]}-{uuid.uuid4().hex[:12]}.parquet"
         table = pa.Table.from_pandas(history.loc[:, list(HISTORY_COLUMNS)], schema=_HISTORY_SCHEMA, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), _ROW_KEY: json.dumps(row).encode()})
         tmp = self.root / (name + ".tmp")
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, self.root / name)
-        entry = {"key": self.key, "run_id": run_id, "row": _jsonable(row), "history": name, "base": self._history_file(run_id)}
+        entry = {"key": self.key, "run_id": run_id, "row": row, "history": name, "base": self._history_file(run_id)}
         self._journal(entry)
         self.staged[run_id] = entry
 
@@ -303,7 +402,10 @@ class StoreWriter:
     def _journal(self, entry: dict[str, Any]) -> None:
         """Append one line; a line cut short by a crash is ignored when the pull resumes."""
         self._pending_path.parent.mkdir(exist_ok=True)
+        fresh = not self._pending_path.exists() or not self._pending_path.stat().st_size
         with open(self._pending_path, "a", encoding="utf-8") as f:
+            if fresh:
+                f.write(json.dumps({"key": self.key, "flags": self.flags}) + "\n")
             f.write(json.dumps(entry) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -313,15 +415,19 @@ class StoreWriter:
             self._pending_path.unlink()
 
     def _collect_garbage(self) -> None:
-        """Remove files no manifest or pending pull names (readers retry if one vanishes under them)."""
-        keep = {self._manifest["runs"], *self._manifest["history"].values()}
-        for pending in (self.root / "pending").glob("*.jsonl"):
-            keep |= {e["history"] for e in _read_journal(pending) if "history" in e}
-        candidates = [*self.root.glob("runs-*.parquet*"), *(self.root / "history").glob("*.parquet*")]
-        for path in candidates:
-            if str(path.relative_to(self.root)) not in keep:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+        _collect_garbage(self.root, self._manifest)
+
+
+def _collect_garbage(root: Path, manifest: dict[str, Any]) -> None:
+    """Remove files no manifest or pending pull names (readers retry if one vanishes under them)."""
+    keep = {manifest["runs"], *manifest["history"].values()}
+    for pending in (root / "pending").glob("*.jsonl"):
+        keep |= {str(e["history"]) for e in _read_journal(pending) if isinstance(e, dict) and "history" in e}
+    candidates = [*root.glob("runs-*.parquet*"), *(root / "history").glob("*.parquet*")]
+    for path in candidates:
+        if str(path.relative_to(root)) not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
 
 def _read_histories(
@@ -329,7 +435,15 @@ def _read_histories(
 ) -> pd.DataFrame:
     tables = []
     for run_id, name in files:
-        table = pq.read_table(root / name)
+        try:
+            table = pq.read_table(root / name).select(list(HISTORY_COLUMNS))
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise LadderError(
+                f"{root / name}: damaged history of run {run_id} ({_first_line(exc)}); "
+                f"{_REPAIR.format(root=root)} drops it from the store, then pull it again"
+            ) from None
         mask = None
         if metrics is not None:
             mask = pc.is_in(table["metric"].combine_chunks().dictionary_decode(), pa.array(metrics, pa.string()))
@@ -414,8 +528,166 @@ def _drop_torn_line(path: Path) -> None:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+    """A file-name part from any text: letters, digits, ``_.-`` only, never starting with a dot."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "run"
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _n_runs(n: int) -> str:
+    return f"{n:,} run" + ("" if n == 1 else "s")
+
+
+def _manifest_problem(data: Any) -> str:
+    """What is wrong with a parsed manifest, or "" when it has the documented shape."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    if not isinstance(data.get("generation", 0), int):
+        return "generation is not an integer"
+    if data.get("runs") is not None and not _store_name(data["runs"]):
+        return f"runs file {data['runs']!r} is not a file of this store"
+    history = data.get("history", {})
+    if not isinstance(history, dict):
+        return "history is not an object"
+    for run_id, name in history.items():
+        if not _store_name(name):
+            return f"history file {name!r} of run {run_id!r} is not a file of this store"
+    settings = data.get("settings")
+    if settings is not None:
+        try:
+            MetricSettings(**settings)
+        except (TypeError, LadderError) as exc:
+            return f"settings: {_first_line(exc)}"
+    return ""
+
+
+def _store_name(name: Any) -> bool:
+    """A file name a manifest may hold: a relative path inside the store, no way out of it."""
+    return isinstance(name, str) and bool(name) and not name.startswith("/") and ".." not in name.split("/")
+
+
+def _check_row(row: Any) -> None:
+    """A runs-table row (JSON values) whose every value fits its column (`RUNS_COLUMNS`)."""
+    if not isinstance(row, dict) or not isinstance(row.get("run_id"), str):
+        raise LadderError("a run row without a run id")
+    for column, dtype in RUNS_COLUMNS.items():
+        value = row.get(column)
+        if value is None:
+            ok = column not in ("run_id", "rows")
+        elif dtype in ("Int64", "int64"):
+            ok = isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+        elif dtype == "float64":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            raise LadderError(f"run {row['run_id']!r}: {column} = {str(value)[:40]!r} does not fit the runs table")
+
+
+def _entry_usable(root: Path, entry: dict[str, Any]) -> bool:
+    """A staged journal line that can be committed: its history file is there and its row is valid."""
+    try:
+        if not isinstance(entry.get("row"), dict) or not _store_name(entry.get("history")):
+            return False
+        if not (root / entry["history"]).is_file() or entry["row"].get("run_id") != entry["run_id"]:
+            return False
+        _check_row(entry["row"])
+        return True
+    except (LadderError, TypeError, OSError):
+        return False
+
+
+def _remove_temporary(root: Path) -> None:
+    """Temporary files a killed writer left (the caller holds the lock, so none is being written)."""
+    for path in [*root.glob(".*.tmp"), *root.glob("*.tmp"), *(root / "history").glob("*.tmp")]:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What `Store.repair` did."""
+
+    rebuilt: tuple[str, ...] = ()
+    """What was rebuilt (the manifest, the runs table)."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """(run id, why) for each run taken out of the store: pull it again."""
+    kept: int = 0
+    """Runs in the store after the repair."""
+
+
+def _repair(store: Store) -> RepairReport:
+    root = store.root
+    rebuilt: list[str] = []
+    try:
+        manifest = store._manifest()
+    except LadderError:
+        manifest = _manifest_from_files(root)
+        rebuilt.append("manifest (settings reset to the defaults)")
+    try:
+        table = store._runs_table(manifest)
+        rows = {r["run_id"]: r for r in table.to_dict("records")}
+    except LadderError:
+        rows = {}
+        rebuilt.append("runs table")
+    history, dropped = {}, []
+    for run_id, name in manifest.get("history", {}).items():
+        try:
+            data = pq.read_table(root / name)
+            data.select(list(HISTORY_COLUMNS)).to_pandas()
+        except (OSError, ValueError) as exc:
+            dropped.append((run_id, f"history file {name} damaged or missing ({_first_line(exc)})"))
+            continue
+        if run_id not in rows:
+            meta = (data.schema.metadata or {}).get(_ROW_KEY)
+            try:
+                row = json.loads(meta) if meta else None
+                _check_row(row)
+            except (ValueError, LadderError, TypeError):
+                row = None
+            if row is None:
+                dropped.append((run_id, "its row in the runs table is lost and its history file does not hold it"))
+                continue
+            rows[run_id] = row
+        history[run_id] = name
+    runs = [rows[r] for r in history]
+    if not rebuilt and not dropped and set(rows) == set(history):
+        return RepairReport(kept=len(history))
+    table = _typed_runs(runs)
+    generation = int(manifest.get("generation", 0)) + 1
+    runs_name = f"runs-{generation}-{uuid.uuid4().hex[:8]}.parquet"
+    with atomic_path(root / runs_name) as tmp:
+        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp)
+    new = {"format": FORMAT, "generation": generation, "runs": runs_name, "history": history,
+           "settings": manifest.get("settings"), "committed_at": time.time()}
+    write_text_atomic(root / "manifest.json", json.dumps(new, indent=1) + "\n")
+    _collect_garbage(root, new)
+    return RepairReport(tuple(rebuilt), tuple(dropped), len(history))
+
+
+def _manifest_from_files(root: Path) -> dict[str, Any]:
+    """A manifest naming, per run, the newest history file that holds its row (pending pulls' files aside)."""
+    pending = set()
+    for journal in (root / "pending").glob("*.jsonl"):
+        pending |= {str(e.get("history")) for e in _read_journal(journal) if isinstance(e, dict)}
+    newest: dict[str, tuple[float, str]] = {}
+    for path in (root / "history").glob("*.parquet"):
+        name = str(path.relative_to(root))
+        if name in pending:
+            continue
+        try:
+            meta = pq.read_schema(path).metadata or {}
+            run_id = json.loads(meta[_ROW_KEY])["run_id"]
+            stamp = path.stat().st_mtime
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if run_id not in newest or stamp > newest[run_id][0]:
+            newest[run_id] = (stamp, name)
+    return {"format": FORMAT, "generation": 0, "runs": None, "history": {r: n for r, (_, n) in newest.items()}}

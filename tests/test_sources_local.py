@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import time
 
 import pytest
@@ -10,7 +12,9 @@ from typer.testing import CliRunner
 
 from ladder import load_recipe, plan, runfiles
 from ladder.cli import app
-from ladder.sources import LocalSource
+from ladder.errors import LadderError
+from ladder.sources import ColumnMap, LocalSource, TableSource
+from ladder.sources import local as local_source
 from ladder.sources.pull import pull
 from ladder.store import Store
 
@@ -105,6 +109,69 @@ def test_a_rewritten_file_is_read_again_from_the_start(tmp_path):
     want = expected(cfg, range(1, 41)) | {("train/loss", 41): 77.0}
     assert pairs(store.history(include_nonfinite=True)) == want
     assert result.rows == len(want)
+
+
+def test_a_resume_marker_is_no_data(tmp_path):
+    """The line a resumed trainer writes after truncating to its checkpoint adds no rows."""
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path, cfg, range(1, 11))
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.write(json.dumps({"step": 10, runfiles.RESUME_KEY: 10, "time": time.time()}) + "\n")
+        f.write(line(11, cfg.tokens_per_step, **{"train/loss": 77.0}))
+    store = Store(tmp_path / "store")
+    (pulled,) = pull(store, LocalSource(run_dir)).pulled
+    assert pairs(store.history(include_nonfinite=True)) == expected(cfg, range(1, 11)) | {("train/loss", 11): 77.0}
+    assert not any("skipped" in m for m in pulled.messages)
+
+
+def test_a_run_pulled_through_its_folder_or_the_parent_is_one_run(tmp_path):
+    """The watcher pulls the hero from its own folder, a later pull sees it under runs/: one source.
+    The same id from a CSV import or from another folder is still refused."""
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path / "runs", cfg, range(1, 31), state="running")
+    store = Store(tmp_path / "store")
+    pull(store, LocalSource(run_dir))
+    new = {s: 5.0 + 1.0 / s for s in range(31, 41)}
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.writelines(line(s, cfg.tokens_per_step, **{"train/loss": v, "grad/norm/total": 0.5}) for s, v in new.items())
+    (again,) = pull(store, LocalSource(tmp_path / "runs")).pulled
+    assert again.rows_read == 2 * len(new)  # only the new lines: the first pull's cursor held
+    want = expected(cfg, range(1, 31)) | {("train/loss", s): v for s, v in new.items()}
+    want |= {("grad/norm/total", s): 0.5 for s in new}
+    runs = store.runs()
+    assert list(runs["source"]) == [f"local:{run_dir.resolve()}"]
+    h = store.history(include_nonfinite=True)
+    assert not h.duplicated(["run_id", "metric", "step"]).any() and pairs(h) == want
+    assert pull(store, LocalSource(run_dir)).unchanged == 1
+
+    run_id = runs.loc[0, "run_id"]
+    table = tmp_path / "import.csv"
+    table.write_text(f"run,step,loss\n{run_id},1,3.0\n")
+    shutil.copytree(run_dir, tmp_path / "copy" / cfg.name)
+    make_run(run_dir / "retry", cfg, range(1, 11))  # a run folder inside the run's own folder
+    before = (store.root / "manifest.json").read_text()
+    for other, where in [(TableSource(table, ColumnMap({"eval/loss": "loss"}, run="run", step="step")), f"csv:{table}"),
+                         (LocalSource(tmp_path / "copy"), f"local:{tmp_path / 'copy' / cfg.name}"),
+                         (LocalSource(run_dir / "retry"), f"local:{run_dir / 'retry' / cfg.name}")]:
+        stored = re.escape(f"run id '{run_id}' is already in the store from local:{run_dir.resolve()} ")
+        with pytest.raises(LadderError, match=f"{stored}.*; {re.escape(where)} has a run with the same id.*--replace"):
+            pull(store, other)
+    assert (store.root / "manifest.json").read_text() == before and len(store.runs()) == 1
+
+
+def test_a_run_stored_under_the_folder_an_older_pull_was_given_is_the_same_run(tmp_path, monkeypatch):
+    """Stores written before runs were identified by their own folder name the folder pulled."""
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path / "runs", cfg, range(1, 31))
+    store = Store(tmp_path / "store")
+    monkeypatch.setattr(local_source, "run_source", lambda d: f"local:{(tmp_path / 'runs').resolve()}")
+    pull(store, LocalSource(tmp_path / "runs"))
+    monkeypatch.undo()
+    assert pull(store, LocalSource(run_dir)).unchanged == 1
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.write(line(31, cfg.tokens_per_step, **{"train/loss": 9.0}))
+    (again,) = pull(store, LocalSource(tmp_path / "runs")).pulled
+    assert again.rows_read == 1 and store.run(cfg.name)["source"] == f"local:{run_dir.resolve()}"
 
 
 def test_bad_lines_are_skipped_and_counted(tmp_path):

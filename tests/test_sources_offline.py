@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from ladder import load_recipe, plan
 from ladder.cli import app
+from ladder.errors import LadderError
 from ladder.resolve import MetricSettings
 from ladder.sources import CoordinateOverrides, OfflineSource
 from ladder.sources.leveldb import BLOCK, Stop, read_log
@@ -188,19 +189,38 @@ def test_resumed_run_is_one_run_and_the_restart_wins(runs, tmp_path):
     result = pull(store, OfflineSource(runs["resumed"]))
     (pulled,) = result.pulled
     assert pulled.state == "finished"
-    expected = {}
-    for first in (True, False):
-        for s, m in rung_logs(first):
-            if first and s > RESUME_AT:
-                continue  # logged before the crash, past the checkpoint the run restarted from
-            expected.update({(k, s): v for k, v in m.items()})
-    assert _pairs(store.history()) == expected
+    assert _pairs(store.history()) == resumed_expected()
     report = json.loads(store.run(RUNG.name)["report_json"])
     assert report["rewinds"] == [[FIRST_STOP, RESUME_AT + 1]]
     evals_dropped = sum(1 for s in RUNG.eval_steps() if RESUME_AT < s <= FIRST_STOP)
     assert report["dropped_by_rewind"] == (FIRST_STOP - RESUME_AT - 1) + evals_dropped
     assert report["relogged"] == 1  # train/loss at step 41, logged by both processes
     assert any("went back from 50 to 41" in m for m in pulled.messages)
+
+
+def resumed_expected() -> dict[tuple[str, int], float]:
+    expected = {}
+    for first in (True, False):
+        for s, m in rung_logs(first):
+            if first and s > RESUME_AT:
+                continue  # logged before the crash, past the checkpoint the run restarted from
+            expected.update({(k, s): v for k, v in m.items()})
+    return expected
+
+
+def test_a_run_pulled_through_one_of_its_folders_or_the_folder_above_is_one_run(runs, tmp_path):
+    """A run is identified by the folder wandb ran in, not by the path pulled; a copy elsewhere is another run.
+    The restart's folder alone, then the whole run: its first file comes before the one read, so all is read again."""
+    second = sorted(runs["resumed"].glob("wandb/offline-run-*"))[-1]
+    store = Store(tmp_path / "store")
+    pull(store, OfflineSource(second))
+    (again,) = pull(store, OfflineSource(runs["resumed"])).pulled
+    assert list(store.runs()["source"]) == [f"offline:{runs['resumed'].resolve()}"]
+    assert _pairs(store.history()) == resumed_expected()
+    assert pull(store, OfflineSource(runs["resumed"] / "wandb")).unchanged == 1
+    shutil.copytree(runs["resumed"], tmp_path / "copy")
+    with pytest.raises(LadderError, match="run id 'rung0001' is already in the store from offline:.*--replace"):
+        pull(store, OfflineSource(tmp_path / "copy"))
 
 
 # ---- killed with SIGKILL --------------------------------------------------------------------------

@@ -192,9 +192,14 @@ def test_a_staged_run_committed_meanwhile_by_another_pull_is_read_again(tmp_path
     other = MemorySource({"r1": ("rung-1", series(10, base=9.0))})
     other.key = "memory:other"
     pull(store, other)  # commits r1 from another source
+    before = snapshot(store)
+    with pytest.raises(LadderError, match="run id 'r1' is already in the store from memory:other .10 rows.*--replace"):
+        pull(store, MemorySource(runs3()))
+    assert same(snapshot(store), before)
     source = MemorySource(runs3())
-    result = pull(store, source)
+    result = pull(store, source, replace=True)
     assert result.resumed == 1 and source.reads == ["r1", "r3"]  # r2 reused; r1 read again
+    assert any("replaced: run id 'r1'" in m and "memory:other" in m for m in result.messages)
     h = store.history("r1")
     np.testing.assert_array_equal(h["value"], 3.0 + 1.0 / np.arange(1, 11))
 
@@ -207,7 +212,12 @@ def test_corrected_coordinates_apply_to_stored_rows(tmp_path):
     source = MemorySource(runs3())
     assert pull(store, source).unchanged == 3 and source.reads == ["r1", "r2", "r3"]
     fixed = CoordinateOverrides(per_run={"rung-2": {"stop_after_steps": 40}})
-    result = pull(store, MemorySource(runs3()), overrides=fixed)
+    before = snapshot(store)
+    with pytest.raises(LadderError, match=r"run 'r2' is stored with stop_after_steps=100 \(this pull gives 40\).*--replace"):
+        pull(store, MemorySource(runs3()), overrides=fixed)
+    assert same(snapshot(store), before)
+    result = pull(store, MemorySource(runs3()), overrides=fixed, replace=True)
+    assert "rung-2: coordinates changed: stop_after_steps 100 → 40" in result.messages
     assert [r.run_id for r in result.pulled] == ["r2"] and result.unchanged == 2
     h = store.history("r2")
     assert store.run("r2")["stop_after_steps"] == 40 and len(h) == 20

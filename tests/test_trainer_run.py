@@ -167,8 +167,9 @@ def test_user_errors_are_one_line_from_both_entry_points(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trainer_jax", str(bad)], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 2
+    line = next(i for i, text in enumerate(bad.read_text().splitlines(), 1) if "betta1" in text)
     assert proc.stderr.strip().splitlines() == [
-        f"error: {bad}.optimizer: unknown field 'betta1' (did you mean 'beta1'?)"]
+        f"error: {bad}.optimizer: unknown field 'betta1' (did you mean 'beta1'?) (line {line})"]
     res = CliRunner().invoke(app, ["train", str(bad)])
     assert res.exit_code == 2 and "unknown field 'betta1'" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(app, ["train"])
@@ -228,5 +229,11 @@ def test_resume_truncates_the_metrics_file_to_the_checkpoint(tmp_path):
     lines = [{"step": s, "tokens": s, "time": 0.0, "train/loss": 1.0 / s} for s in range(1, 8)]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"step": 8, "tok')  # torn last line
     assert truncate_metrics(path, 5) == 5
-    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
+    *kept, marker = [json.loads(x) for x in path.read_text().splitlines()]
+    assert kept == lines[:5]  # the metrics rows; readers skip the marker, which is no row
+    assert marker == {"step": 5, runfiles.RESUME_KEY: 5, "time": marker["time"]}
+    assert truncate_metrics(path, 3) == 3  # resumed again, from an earlier checkpoint
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x for x in rows if runfiles.RESUME_KEY not in x] == lines[:3]
+    assert [x["step"] for x in rows if runfiles.RESUME_KEY in x] == [3]
     assert truncate_metrics(tmp_path / "missing.jsonl", 5) == 0

@@ -72,8 +72,9 @@ class JsonlSink:
 
 
 def truncate_metrics(path: Path, last_step: int) -> int:
-    """Keep only lines with ``step <= last_step`` (a torn last line is dropped); returns lines kept."""
-    if not path.exists():
+    """Keep only lines with ``step <= last_step`` (a torn last line is dropped) and add the resume
+    marker (`ladder.runfiles.RESUME_KEY`); returns lines kept. A run starting from scratch writes nothing."""
+    if not path.exists() or last_step == 0 and not path.stat().st_size:
         return 0
     kept = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -83,8 +84,10 @@ def truncate_metrics(path: Path, last_step: int) -> int:
             continue
         if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= last_step:
             kept.append(line)
+    # The resume marker: a reader that saw later steps before the truncation knows they are abandoned.
+    marker = json.dumps({"step": last_step, runfiles.RESUME_KEY: last_step, "time": time.time()})
     with atomic_path(path) as tmp:
-        tmp.write_text("".join(x + "\n" for x in kept), encoding="utf-8")
+        tmp.write_text("".join(x + "\n" for x in [*kept, marker]), encoding="utf-8")
     return len(kept)
 
 

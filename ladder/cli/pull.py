@@ -22,7 +22,7 @@ from ladder.sources import (
     TableSource,
     WandbSource,
 )
-from ladder.sources.pull import PullResult, Source, pull
+from ladder.sources.pull import PullResult, PullSkipped, Source, pull
 from ladder.spec import format_count
 from ladder.store import DEFAULT_ROOT, Store
 
@@ -47,6 +47,10 @@ COORDS_HELP = "YAML file of coordinates per run: {RUN_NAME_OR_ID: {FIELD: VALUE}
 RENAME_HELP = "Store a logged key under another name, OLD=NEW, e.g. eval/paloma/macro_loss=eval/loss (repeatable; kept for later pulls)."
 FIT_HELP = "The metric fits read (kept in the store; default eval/loss)."
 FULL_HELP = "Read every run again from the start instead of only what is new."
+REPLACE_HELP = (
+    "Replace stored runs that have the same id but come from another source, or that this pull gives "
+    "other coordinates (refused without it; the output says what was replaced)."
+)
 
 
 class Format(StrEnum):
@@ -75,6 +79,7 @@ def pull_wandb(
     rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
     fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
     full: bool = typer.Option(False, "--full", help=FULL_HELP),
+    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
 ) -> None:
     """Pull the runs of a wandb project through its API (WANDB_API_KEY from the environment).
 
@@ -85,7 +90,7 @@ def pull_wandb(
     filters = _parse_filter(filter_json)
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
     source = WandbSource(project, group=group, tag=tag, filters=filters, keys=key_list, step_key=step_key)
-    _run_pull(store, source, coord, coords, rename, fit_metric, full)
+    _run_pull(store, source, coord, coords, rename, fit_metric, full, replace)
 
 
 @command("offline", parent=pull_app)
@@ -98,6 +103,7 @@ def pull_offline(
     rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
     fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
     full: bool = typer.Option(False, "--full", help=FULL_HELP),
+    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
 ) -> None:
     """Pull wandb offline runs (what WANDB_MODE=offline writes) by reading their .wandb files.
 
@@ -105,7 +111,7 @@ def pull_offline(
     without an exit record is running while its file changed in the last 2 minutes, else crashed
     (killed): every whole record is kept. A corrupt chunk stops that file with a warning.
     """
-    _run_pull(store, OfflineSource(path, step_key=step_key), coord, coords, rename, fit_metric, full)
+    _run_pull(store, OfflineSource(path, step_key=step_key), coord, coords, rename, fit_metric, full, replace)
 
 
 @command("local", parent=pull_app)
@@ -117,9 +123,10 @@ def pull_local(
     rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
     fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
     full: bool = typer.Option(False, "--full", help=FULL_HELP),
+    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
 ) -> None:
     """Pull the trainer's own metrics files; the coordinates come from each run.yaml."""
-    _run_pull(store, LocalSource(path), coord, coords, rename, fit_metric, full)
+    _run_pull(store, LocalSource(path), coord, coords, rename, fit_metric, full, replace)
 
 
 @command("csv", parent=import_app)
@@ -135,11 +142,14 @@ def import_csv(
     coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
     rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
     fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
+    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
 ) -> None:
     """Import a table of runs: one row per (run, step), metric columns side by side.
 
     Columns with one value per run become the run's config (so a column named stop_after_steps or
-    active_params is read as that coordinate). Importing the file again replaces its runs.
+    active_params is read as that coordinate). Importing the file again replaces its runs; a run id
+    already stored from another source is refused unless --replace. Every step, token count and value
+    is checked (with its line) before anything is stored.
     """
     columns = ColumnMap(
         metrics=ColumnMap.parse_pairs(metric, "--metric"),
@@ -148,7 +158,7 @@ def import_csv(
         tokens=tokens,
         coords=ColumnMap.parse_pairs(coord_column, "--coord-column"),
     )
-    _run_pull(store, TableSource(file, columns), coord, coords, rename, fit_metric, True)
+    _run_pull(store, TableSource(file, columns), coord, coords, rename, fit_metric, True, replace)
 
 
 def _run_pull(
@@ -159,6 +169,7 @@ def _run_pull(
     rename: list[str],
     fit_metric: str | None,
     full: bool,
+    replace: bool = False,
 ) -> None:
     target = Store(store)
     overrides = CoordinateOverrides.parse(coord, coords)
@@ -169,11 +180,15 @@ def _run_pull(
             fit_metric=fit_metric or current.fit_metric,
             renames={**current.renames, **MetricSettings.parse_renames(rename)},
         )
-    result = pull(target, source, overrides=overrides, settings=settings, full=full)
+    try:
+        result = pull(target, source, overrides=overrides, settings=settings, full=full, replace=replace)
+    except PullSkipped as exc:
+        _print_pull(exc.result, target, summary=False)
+        raise LadderError(str(exc)) from None
     _print_pull(result, target)
 
 
-def _print_pull(result: PullResult, store: Store) -> None:
+def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
     if result.pulled:
         t = Table(title=f"Pulled from {result.source}")
         for col in ("run", "state", "rows read", "rows stored", "last step", "fraction"):
@@ -190,6 +205,8 @@ def _print_pull(result: PullResult, store: Store) -> None:
         console.print(t)
     for message in result.messages:
         err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    if not summary:
+        return
     parts = [f"{len(result.pulled)} run{'' if len(result.pulled) == 1 else 's'} updated", f"{result.unchanged} unchanged"]
     if result.resumed:
         parts.append(f"{result.resumed} read by an interrupted run of this pull, committed now")
@@ -213,14 +230,22 @@ def _parse_filter(text: str | None) -> dict | None:
 def runs_command(
     fmt: Format = typer.Option(Format.table, "--format", help="table (rich) or json (one list on stdout)."),
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
+    repair: bool = typer.Option(False, "--repair", help="Rebuild a damaged manifest or runs table from the run files, and drop runs whose own file is damaged (pull them again)."),
 ) -> None:
     """List the runs in the store: ladder coordinates, state, steps and where each came from.
 
     Parameters: active and total as the planner counts them; C/token is fit compute per token
     (3 × forward FLOPs without the output head).
     """
+    if repair:
+        _repair(store)
+        return
     target = _existing(store)
     runs = target.runs()
+    for run_id, problem in target.damaged():
+        err_console.print(f"[yellow]warning:[/] run {run_id}: damaged history file ({problem}); "
+                          f"`ladder runs --repair --store {store}` drops it so it can be pulled again",
+                          highlight=False, soft_wrap=True)
     if fmt is Format.json:
         records = []
         for row in runs.to_dict("records"):
@@ -265,6 +290,10 @@ def history_command(
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
 ) -> None:
     """Print or export one run's metric series: step, tokens, fraction of the planned steps, value."""
+    if out is not None and out.is_dir():
+        raise LadderError(f"--out {out}: is a folder; give a file name, e.g. {out / 'history.csv'}")
+    if tail < 0:
+        raise LadderError(f"--tail {tail}: must be 0 or more")
     target = _existing(store)
     info = target.run(run)
     metrics = None if "all" in metric else (metric or [target.settings().fit_metric])
@@ -288,8 +317,26 @@ def history_command(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        write_text_atomic(out, text)
+        try:
+            write_text_atomic(out, text)
+        except OSError as exc:
+            raise LadderError(f"--out {out}: cannot write it ({exc.strerror})") from None
         console.print(f"Wrote {len(h):,} rows to {out}", highlight=False)
+
+
+def _repair(store: Path) -> None:
+    target = Store(store)
+    if not (target.root / "manifest.json").exists() and not (target.root / "history").is_dir():
+        raise LadderError(f"no store at {store}/: nothing to repair")
+    report = target.repair()
+    for what in report.rebuilt:
+        console.print(f"rebuilt the {what}", highlight=False)
+    for run_id, why in report.dropped:
+        err_console.print(f"[yellow]dropped[/] run {run_id}: {why}; pull it again", highlight=False, soft_wrap=True)
+    if not report.rebuilt and not report.dropped:
+        console.print(f"nothing to repair: {report.kept} runs in {target.root}/ read whole", highlight=False)
+    else:
+        console.print(f"{report.kept} runs kept in {target.root}/", highlight=False)
 
 
 def _existing(store: Path) -> Store:

@@ -61,6 +61,8 @@ class CoordinateOverrides:
             if not sep or not key:
                 raise LadderError(f"--coord {item!r}: expected FIELD=VALUE, e.g. --coord stop_after_steps=5000")
             _check_field(key, f"--coord {item}")
+            if key in FIELDS:
+                _number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
             all_runs[key] = value.strip()
         per_run: dict[str, dict[str, Any]] = {}
         if file is not None:
@@ -68,8 +70,10 @@ class CoordinateOverrides:
             for run, fields in data.items():
                 if not isinstance(fields, dict):
                     raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}")
-                for key in fields:
+                for key, value in fields.items():
                     _check_field(str(key), f"{file}: {run}")
+                    if key in FIELDS:
+                        _number(f"{file}: {run}", str(key), value)
                 per_run[str(run)] = {str(k): v for k, v in fields.items()}
         return cls(all_runs, per_run)
 
@@ -150,10 +154,13 @@ def resolve_coordinates(
     role = labels.get("role", "")
     if role and role not in ROLES:
         raise LadderError(f"run {run_label}: role {role!r} is not one of {', '.join(ROLES)}")
-    clean = {f: _number(run_label, f, v) for f, v in values.items()}
+    clean = {f: _number(f"run {run_label}", f, v) for f, v in values.items()}
     if "stop_after_steps" not in clean and schedule is not None:
         clean["stop_after_steps"] = schedule.horizon
     _derive_tokens(clean)
+    for f in ("planned_tokens", "tokens_per_step", "stop_after_steps"):
+        if clean.get(f) is not None and not 0 < clean[f] < 2**63:
+            raise LadderError(f"run {run_label}: '{f}' = {clean[f]} (derived from the other two) is out of range")
     for f in FIELDS:
         if f not in clean:
             raise LadderError(
@@ -187,22 +194,26 @@ def _derive_tokens(values: dict[str, Any]) -> None:
         values["stop_after_steps"] = round(total / per_step)
 
 
-def _number(run_label: str, name: str, value: Any) -> int | float | None:
+def _number(where: str, name: str, value: Any) -> int | float | None:
     if isinstance(value, str) and value.strip().lower() == UNKNOWN:
         if name not in MAY_BE_UNKNOWN:
             raise LadderError(
-                f"run {run_label}: '{name}' cannot be unknown: the fraction and tokens of each step need it"
+                f"{where}: '{name}' cannot be unknown: the fraction and tokens of each step need it"
             )
         return None
     try:
         number = float(value.replace("_", "") if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise LadderError(f"run {run_label}: '{name}' = {value!r} is not a number") from None
+    except (TypeError, ValueError, OverflowError):
+        raise LadderError(f"{where}: '{name}' = {str(value)[:40]!r} is not a number in range") from None
     if not math.isfinite(number) or number <= 0:
-        raise LadderError(f"run {run_label}: '{name}' = {value!r} must be a positive number")
+        raise LadderError(f"{where}: '{name}' = {value!r} must be a positive number")
     if name in INT_FIELDS:
         if abs(number - round(number)) > 1e-6 * max(1.0, abs(number)):
-            raise LadderError(f"run {run_label}: '{name}' = {value!r} must be a whole number")
+            raise LadderError(f"{where}: '{name}' = {value!r} must be a whole number")
+        if number >= 2.0**63:
+            raise LadderError(f"{where}: '{name}' = {value!r} is out of range (at most 2^63-1)")
+        if round(number) < 1:
+            raise LadderError(f"{where}: '{name}' = {value!r} must be at least 1")
         return int(round(number))
     return number
 

@@ -60,6 +60,15 @@ class LogRead:
     stop: Stop
     problem: str = ""
     """What was wrong, for PARTIAL and CORRUPT, with the byte offset."""
+    ends: tuple[int, ...] = ()
+    """Byte offset just past each record, in order (where a read may continue after it)."""
+    start: int = 0
+    """Byte offset the read started at."""
+
+    def cut(self, n: int, problem: str) -> LogRead:
+        """The first `n` records only, stopped as CORRUPT before record `n` (one that did not parse)."""
+        end = self.ends[n - 1] if n else self.start
+        return LogRead(self.records[:n], end, self.size, Stop.CORRUPT, problem, self.ends[:n], self.start)
 
 
 def check_header(path: Path) -> None:
@@ -92,6 +101,7 @@ def read_log(path: str | os.PathLike, start: int = 0) -> LogRead:
 
 def _scan(data: bytes, base: int, size: int) -> LogRead:
     records: list[bytes] = []
+    ends: list[int] = []
     parts: list[bytes] = []  # chunks of the record being assembled
     end = base  # offset after the last whole record
     pos = base  # absolute offset of the next chunk header
@@ -105,39 +115,42 @@ def _scan(data: bytes, base: int, size: int) -> LogRead:
         i = pos - base
         if i + HEADER_LEN > len(data):
             if i >= len(data) and not parts:
-                return LogRead(records, end, size, Stop.END)
-            return LogRead(records, end, size, Stop.PARTIAL, f"the file ends inside a record at byte {size}")
+                return LogRead(records, end, size, Stop.END, "", tuple(ends), base)
+            return LogRead(records, end, size, Stop.PARTIAL, f"the file ends inside a record at byte {size}", tuple(ends), base)
         crc, length, kind = unpack(data, i)
         if crc == 0 and length == 0 and kind == 0:
             # A zero-filled tail: space the writer reserved but has not written yet.
-            return LogRead(records, end, size, Stop.PARTIAL, f"zero-filled bytes from byte {pos} on")
+            return LogRead(records, end, size, Stop.PARTIAL, f"zero-filled bytes from byte {pos} on", tuple(ends), base)
         if kind not in _TYPE_CRC or length > left_in_block - HEADER_LEN:
-            return _corrupt(records, end, size, pos, f"invalid chunk header (type {kind}, length {length})")
+            return _corrupt(records, ends, base, size, pos, f"invalid chunk header (type {kind}, length {length})")
         j = i + HEADER_LEN
         if j + length > len(data):
-            return LogRead(records, end, size, Stop.PARTIAL, f"the file ends inside a chunk at byte {size}")
+            return LogRead(records, end, size, Stop.PARTIAL, f"the file ends inside a chunk at byte {size}", tuple(ends), base)
         payload = data[j : j + length]
         if crc32(payload, _TYPE_CRC[kind]) != crc:
-            return _corrupt(records, end, size, pos, "checksum mismatch")
+            return _corrupt(records, ends, base, size, pos, "checksum mismatch")
         pos += HEADER_LEN + length
         if kind == FULL:
             if parts:
-                return _corrupt(records, end, size, pos, "a whole record inside an unfinished one")
+                return _corrupt(records, ends, base, size, pos, "a whole record inside an unfinished one")
             records.append(payload)
             end = pos
+            ends.append(end)
         elif kind == FIRST:
             if parts:
-                return _corrupt(records, end, size, pos, "a record starts inside an unfinished one")
+                return _corrupt(records, ends, base, size, pos, "a record starts inside an unfinished one")
             parts.append(payload)
         else:
             if not parts:
-                return _corrupt(records, end, size, pos, "a record continues without its start")
+                return _corrupt(records, ends, base, size, pos, "a record continues without its start")
             parts.append(payload)
             if kind == LAST:
                 records.append(b"".join(parts))
                 parts = []
                 end = pos
+                ends.append(end)
 
 
-def _corrupt(records: list[bytes], end: int, size: int, pos: int, what: str) -> LogRead:
-    return LogRead(records, end, size, Stop.CORRUPT, f"{what} in the chunk at byte {pos}")
+def _corrupt(records: list[bytes], ends: list[int], base: int, size: int, pos: int, what: str) -> LogRead:
+    end = ends[-1] if ends else base
+    return LogRead(records, end, size, Stop.CORRUPT, f"{what} in the chunk at byte {pos}", tuple(ends), base)

@@ -3,7 +3,14 @@
 `LocalSource` takes one run directory or a folder of them (``runs/``). ``metrics.jsonl`` is read from
 where the previous read stopped; a line still being written (no newline yet) waits for the next
 read, and a file that was rewritten (a resumed run truncates it to its checkpoint) is read again from
-the start. A line that is not a JSON object with an integer ``step`` is skipped and counted.
+the start. A line that is not a JSON object with an integer ``step`` is skipped and counted (with its
+line number). Numbers are checked where they enter: a step or token count outside 0..2^63-1, an
+integer too large for a float, or a step that goes back without the trainer's resume marker
+(`ladder.runfiles`) refuses the run with the file and line, and nothing of it is read. The resume
+marker itself is no data: it only says where steps may go back to.
+
+Each run is identified by its own folder (``local:/abs/runs/NAME``), not by the folder the pull was
+given, so the same run pulled through ``runs/`` or directly is one run of the store.
 """
 
 from __future__ import annotations
@@ -19,9 +26,18 @@ from ladder import runfiles
 from ladder.configio import load_yaml
 from ladder.errors import LadderError
 from ladder.sources.growing import still_valid, tail_check
-from ladder.sources.table import RowBuilder, RunRef, SourceRun, as_number, map_state
+from ladder.sources.table import (
+    RowBuilder,
+    RunRef,
+    SourceRun,
+    as_number,
+    finite_or_nan,
+    map_state,
+    whole_count,
+)
 
-_NOT_METRICS = {"step", "tokens", "time"}
+_NOT_METRICS = {"step", "tokens", "time", runfiles.RESUME_KEY}
+_SHOWN_LINES = 5
 
 
 class LocalSource:
@@ -51,28 +67,35 @@ class LocalSource:
             )
         refs = []
         for d in dirs:
-            config = _config(d)
+            try:
+                config = _config(d)
+            except LadderError as exc:
+                refs.append(RunRef(d.name, run_source(d), label=f"{d.name} ({d})", handle=d, problem=str(exc)))
+                continue
             name = str(config.get("name") or d.name)
             group = str(config.get("group") or "")
             run_id = f"{group}/{name}" if group else name
-            refs.append(RunRef(run_id, self.key, label=f"{name} ({d})", name=name, config=config, handle=d))
+            refs.append(RunRef(run_id, run_source(d), label=f"{name} ({d})", name=name, config=config, handle=d))
         return refs
 
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
         run_dir: Path = ref.handle
         path = run_dir / runfiles.METRICS_FILE
-        offset = int((cursor or {}).get("offset", 0))
-        replace = cursor is None or not still_valid(path, offset, (cursor or {}).get("check"))
-        if replace:
-            offset = 0
-        rows, end, bad = _read_lines(path, offset)
-        warnings = [f"{path}: {bad} lines that are not a JSON object with an integer step were skipped"] if bad else []
+        cursor = cursor or {}
+        offset = int(cursor.get("offset", 0))
+        replace = not cursor or not still_valid(path, offset, cursor.get("check"))
+        start = _Position() if replace else _Position(int(cursor.get("line", 0)), int(cursor.get("high", -1)))
+        rows, end, bad, pos = _read_lines(path, 0 if replace else offset, start)
+        warnings = []
+        if bad:
+            shown = ", ".join(map(str, bad[:_SHOWN_LINES])) + (", ..." if len(bad) > _SHOWN_LINES else "")
+            warnings.append(f"{path}: {len(bad)} lines that are not a JSON object with an integer step were skipped (lines {shown})")
         config = ref.config if ref.config is not None else _config(run_dir)
         return SourceRun(
             run_id=ref.run_id,
-            source=self.key,
+            source=ref.source,
             rows=rows.frame(),
-            cursor={"offset": end, "check": tail_check(path, end)},
+            cursor={"offset": end, "check": tail_check(path, end), "line": pos.line, "high": pos.high},
             state=self._state(run_dir, path),
             config=config,
             name=str(config.get("name") or run_dir.name),
@@ -92,6 +115,11 @@ class LocalSource:
         return "crashed"
 
 
+def run_source(run_dir: Path) -> str:
+    """A local run's source: its own folder, resolved, whichever folder above it a pull was given."""
+    return f"local:{run_dir.resolve()}"
+
+
 def _is_run_dir(path: Path) -> bool:
     return path.is_dir() and (path / runfiles.METRICS_FILE).is_file()
 
@@ -101,34 +129,68 @@ def _config(run_dir: Path) -> dict[str, Any]:
     return load_yaml(path) if path.is_file() else {}
 
 
-def _read_lines(path: Path, offset: int) -> tuple[RowBuilder, int, int]:
+class _Position:
+    """Where a read of a metrics file is: lines read so far, and the highest step since the last resume."""
+
+    def __init__(self, line: int = 0, high: int = -1):
+        self.line = line
+        self.high = high
+
+
+def _read_lines(path: Path, offset: int, pos: _Position) -> tuple[RowBuilder, int, list[int], _Position]:
     rows = RowBuilder()
     if not path.exists():
-        return rows, 0, 0
+        return rows, 0, [], pos
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read()
     cut = data.rfind(b"\n") + 1  # a last line without its newline is still being written
-    bad = 0
+    bad: list[int] = []
     add = rows.add
-    for line in data[:cut].splitlines():
+    for line in data[:cut].split(b"\n")[:-1]:
+        pos.line += 1
         if not line.strip():
             continue
+        where = f"{path}: line {pos.line}"
         try:
             record = json.loads(line)
             step = record["step"]
-        except (ValueError, KeyError, TypeError):
-            bad += 1
+        except (ValueError, KeyError, TypeError, RecursionError):
+            bad.append(pos.line)
             continue
         if not isinstance(step, int) or isinstance(step, bool):
-            bad += 1
+            bad.append(pos.line)
             continue
-        tokens = as_number(record.get("tokens"))
-        tokens = math.nan if tokens is None else tokens
+        step = whole_count(step, "step", where)
+        _check_order(record, step, pos, where)
+        tokens = _tokens(record.get("tokens"), where)
         for key, raw in record.items():
             if key in _NOT_METRICS:
                 continue
-            value = as_number(raw)
+            value = as_number(raw) if not isinstance(raw, int) else finite_or_nan(raw, repr(key), where)
             if value is not None:
                 add(step, key, value, tokens)
-    return rows, offset + cut, bad
+    return rows, offset + cut, bad, pos
+
+
+def _check_order(record: dict[str, Any], step: int, pos: _Position, where: str) -> None:
+    """Steps only go back right after a resume marker, and not below the step it names."""
+    if runfiles.RESUME_KEY in record:
+        pos.high = whole_count(record[runfiles.RESUME_KEY], runfiles.RESUME_KEY, where)
+    if step < pos.high:
+        raise LadderError(
+            f"{where}: step {step} goes back from step {pos.high} without a resume marker "
+            f'(a line {{"step": {step}, "{runfiles.RESUME_KEY}": {step}}} before it says the run restarted '
+            "from that checkpoint); nothing of this run was read: fix the file, then pull again"
+        )
+    pos.high = step
+
+
+def _tokens(raw: Any, where: str) -> float:
+    """Tokens seen (NaN when not logged); fractional counts are rounded, others must be in range."""
+    tokens = as_number(raw) if not isinstance(raw, int) else raw
+    if tokens is None:
+        return math.nan
+    if isinstance(tokens, float) and math.isfinite(tokens):
+        tokens = round(tokens)
+    return float(whole_count(tokens, "tokens", where))

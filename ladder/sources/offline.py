@@ -10,6 +10,11 @@ A read starts where the previous one stopped (the cursor holds each file's offse
 before it, so a file that was replaced is noticed and read again from the start). The run is
 finished when its newest file holds an exit record with code 0, crashed with another code, and when
 there is no exit record it is running while the file keeps changing, else crashed (killed).
+
+Each run is identified by the folder wandb ran in (``offline:/abs/runs/NAME`` for
+``runs/NAME/wandb/offline-run-*/``), not by the path the pull was given, so the same run pulled
+through a parent folder or directly is one run of the store; a cursor that names other files than
+the first ones listed reads the run again from the start.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from ladder import runfiles
 from ladder.errors import LadderError
 from ladder.sources.growing import still_valid, tail_check
 from ladder.sources.leveldb import LogRead, Stop, read_log
-from ladder.sources.table import RowBuilder, RunRef, SourceRun, concat_rows, json_number
+from ladder.sources.table import RowBuilder, RunRef, SourceRun, concat_rows, json_number, whole_count
 
 _FILE = re.compile(r"^run-(?P<id>.+)\.wandb$")
 _DIR_STAMP = re.compile(r"(?:offline-)?run-(?P<stamp>\d{8}_\d{6})-")
@@ -61,13 +66,18 @@ class OfflineSource:
     def key(self) -> str:
         return f"offline:{self.path}"
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """What changes the rows read (part of a pull's flags)."""
+        return {"step_key": self.step_key, "tokens_key": self.tokens_key}
+
     def runs(self) -> list[RunRef]:
         files = find_run_files(self.path)
         by_id: dict[str, list[Path]] = defaultdict(list)
         for f in files:
             by_id[_run_id_of(f)].append(f)
         return [
-            RunRef(run_id, self.key, label=f"{run_id} ({paths[0].parent})", handle=sorted(paths, key=_start_key))
+            RunRef(run_id, _run_source(paths), label=f"{run_id} ({paths[0].parent})", handle=sorted(paths, key=_start_key))
             for run_id, paths in sorted(by_id.items())
         ]
 
@@ -84,7 +94,10 @@ class OfflineSource:
             if state.get("stop") == Stop.END and state["offset"] == f.stat().st_size:
                 continue
             log = read_log(f, state["offset"])
-            decoder.decode(log.records)
+            bad = decoder.decode(log.records, f, log)
+            if bad is not None:  # a record whose checksum holds but whose bytes are not a wandb record
+                at = log.ends[bad - 1] if bad else log.start
+                log = log.cut(bad, f"record {bad + 1} of this read (at byte {at}) is not a wandb record")
             frames.append(decoder.take_rows())
             seen[str(f)] = _file_state(f, log, state, decoder.exit_code)
             decoder.exit_code = None
@@ -100,7 +113,7 @@ class OfflineSource:
             warnings.append(note)
         return SourceRun(
             run_id=ref.run_id,
-            source=self.key,
+            source=ref.source,
             rows=concat_rows(frames),
             cursor={"files": seen},
             state=state,
@@ -151,18 +164,34 @@ def _run_id_of(path: Path) -> str:
     return m.group("id") if m else path.stem
 
 
+def _run_source(files: list[Path]) -> str:
+    """An offline run's source: the folder wandb ran in (the one holding ``wandb/``, e.g. the trainer's
+    run folder), the same whichever folder at or above it, or which of its run folders or files, a
+    pull was given."""
+    return f"offline:{os.path.commonpath(sorted({str(_home(f)) for f in files}))}"
+
+
+def _home(path: Path) -> Path:
+    folder = path.parent
+    if not _DIR_STAMP.match(folder.name):
+        return folder  # a loose .wandb file
+    return folder.parent.parent if folder.parent.name == runfiles.WANDB_DIR else folder.parent
+
+
 def _start_key(path: Path) -> tuple[str, int]:
     m = _DIR_STAMP.match(path.parent.name)
     return (m.group("stamp") if m else "", path.stat().st_mtime_ns)
 
 
 def _cursor_holds(files: list[Path], seen: dict[str, dict[str, Any]]) -> bool:
-    """Every file the cursor names is still there and only grew since."""
-    present = {str(f): f for f in files}
-    return all(
-        name in present and still_valid(present[name], state["offset"], state.get("check"))
-        for name, state in seen.items()
-    )
+    """The cursor names the first of the files, in order, and each only grew since.
+
+    A pull given one run folder of a resumed run and then the folder above sees more files: when one
+    comes before those read, reading only it would put its rows after theirs.
+    """
+    if list(seen) != [str(f) for f in files[: len(seen)]]:
+        return False
+    return all(still_valid(f, seen[str(f)]["offset"], seen[str(f)].get("check")) for f in files[: len(seen)])
 
 
 def _file_state(path: Path, log: LogRead, before: dict[str, Any], exit_code: int | None) -> dict[str, Any]:
@@ -243,24 +272,35 @@ class _Decoder:
         self.rows = RowBuilder()
         return frame
 
-    def decode(self, records: list[bytes]) -> None:
+    def decode(self, records: list[bytes], path: Path | None = None, log: LogRead | None = None) -> int | None:
+        """Decode `records`; returns the index of the first one that does not parse (None: all did).
+
+        Rows of the records before it are kept; a step out of range is a `LadderError` naming the record.
+        """
+        from google.protobuf.message import DecodeError
+
         record = self._record()
-        for payload in records:
+        for i, payload in enumerate(records):
             field = _content_field(payload, self._content)
             if field is not None and field not in _KEEP:
                 continue
-            record.ParseFromString(payload)
+            try:
+                record.ParseFromString(payload)
+            except (DecodeError, RecursionError):
+                return i
             kind = record.WhichOneof("record_type")
             if kind == "history":
-                self._history(record.history)
+                at = (log.ends[i - 1] if i else log.start) if log is not None and log.ends else 0
+                self._history(record.history, f"{path}: history record at byte {at}")
             elif kind == "run":
                 self._run(record.run)
             elif kind == "config":
                 self._config(record.config)
             elif kind == "exit":
                 self.exit_code = record.exit.exit_code
+        return None
 
-    def _history(self, history: Any) -> None:
+    def _history(self, history: Any, where: str = "a history record") -> None:
         step = history.step.num if self.step_key == "_step" and history.HasField("step") else None
         pairs = []
         tokens = math.nan
@@ -269,8 +309,8 @@ class _Decoder:
             key = item.key or (nested[0] if len(nested) == 1 else ".".join(nested))
             if key == self.step_key:
                 value = _item_value(item)
-                if step is None and value is not None and math.isfinite(value):
-                    step = int(value)
+                if step is None and value is not None:
+                    step = whole_count(value, f"step ('{self.step_key}')", where)
                 continue
             if not key or key[0] == "_":
                 continue  # wandb's own (_runtime, _timestamp, ...)
@@ -282,12 +322,13 @@ class _Decoder:
             if value is None:
                 self.skipped_text[key] += 1
                 continue
-            if key == self.tokens_key:
-                tokens = value
+            if key == self.tokens_key and math.isfinite(value):
+                tokens = float(whole_count(round(value), f"tokens ('{key}')", where))
             pairs.append((key, value))
         if step is None:
             self.without_step += 1
             return
+        step = whole_count(step, "step", where)
         add = self.rows.add
         for key, value in pairs:
             add(step, key, value, tokens)

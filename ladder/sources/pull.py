@@ -3,7 +3,15 @@
 Every source has ``key`` (where runs come from), ``runs()`` (a cheap listing) and
 ``read(ref, cursor)`` (rows new since the cursor). The pull gives each run the cursor its last pull
 stored, so a second pull reads only what is new and tops up running runs. A run staged by a pull
-that was cut off is not read again when the same pull runs again.
+that was cut off is not read again when the same pull runs again with the same flags.
+
+Nothing is replaced silently: a run id already stored from another source, or stored with other
+coordinates than the user now gives, refuses the whole pull before anything is read, unless
+`replace` (the message then says what was replaced). A run's source is its own (``RunRef.source``:
+a local run's folder, the folder an offline run's ``wandb/`` is in), not the path a pull was given,
+so one run reached through a parent folder or directly is the same run. A run that cannot be read (a
+damaged file, a value out of range) is skipped: the others are committed and `PullSkipped` lists the
+skipped ones.
 """
 
 from __future__ import annotations
@@ -11,15 +19,17 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from ladder.errors import LadderError
+from ladder import runfiles
+from ladder.errors import LadderError, SourceUnavailable
 from ladder.resolve import MetricSettings, resolve
 from ladder.sources.coords import FIELDS, CoordinateOverrides, resolve_coordinates
-from ladder.sources.table import RunRef, SourceRun
+from ladder.sources.table import RunRef, SourceRun, check_run_id
 from ladder.store import Store, StoreWriter
 
 
@@ -54,10 +64,28 @@ class PullResult:
     """Runs listed that had nothing new."""
     resumed: int
     """Runs staged by an earlier, interrupted run of this pull and committed now."""
+    skipped: tuple[tuple[str, str], ...] = ()
+    """(run, why) for runs that could not be read; nothing of them was stored."""
+    notes: tuple[str, ...] = ()
+    """What happened to the store beyond the runs pulled (runs replaced, staged runs discarded)."""
 
     @property
     def messages(self) -> list[str]:
-        return [f"{r.name}: {m}" for r in self.pulled for m in r.messages]
+        return [*self.notes, *(f"{r.name}: {m}" for r in self.pulled for m in r.messages)]
+
+
+class PullSkipped(LadderError):
+    """Some runs could not be read; the others were committed. `result` says which is which."""
+
+    def __init__(self, result: PullResult):
+        self.result = result
+        others = len(result.pulled) + result.unchanged + result.resumed
+        done = f" ({_n_runs(others)} pulled beside it)" if others else ""
+        super().__init__("; ".join(f"skipped {run}: {why}" for run, why in result.skipped) + done)
+
+
+def _n_runs(n: int) -> str:
+    return f"{n:,} run" + ("" if n == 1 else "s")
 
 
 def pull(
@@ -67,15 +95,28 @@ def pull(
     overrides: CoordinateOverrides | None = None,
     settings: MetricSettings | None = None,
     full: bool = False,
+    replace: bool = False,
 ) -> PullResult:
-    """Read `source` into `store`; `settings` (when given) become the store's; `full` reads every run anew."""
+    """Read `source` into `store`; `settings` (when given) become the store's; `full` reads every run anew;
+    `replace` lets this pull replace runs stored from another source or with other coordinates.
+
+    Raises `PullSkipped` (after committing the rest) when some runs could not be read.
+    """
     overrides = overrides or CoordinateOverrides()
-    with store.writer(source.key) as writer:
+    # What decides the rows and coordinates staged (`replace` does not: it only lets a clash through).
+    flags = {"overrides": [overrides.all_runs, overrides.per_run], "settings": None if settings is None else
+             [settings.fit_metric, settings.renames], "full": full, "source": getattr(source, "options", None)}
+    with store.writer(source.key, flags) as writer:
+        notes = list(writer.notes)
         if settings is not None and settings != writer.settings():
             writer.set_settings(settings)
         settings = writer.settings()
         refs = source.runs()
+        skipped = [(ref.label or ref.run_id, ref.problem) for ref in refs if ref.problem]
+        refs = [ref for ref in refs if not ref.problem]
+        _check_listing(refs, source.key)
         resumed = sum(ref.run_id in writer.staged for ref in refs)
+        notes += _check_clashes(writer, refs, source.key, overrides, replace)
         for ref in refs:  # coordinates known from the listing: check them all before reading any history
             if ref.config is not None and ref.run_id not in writer.staged:
                 prev = writer.stored(ref.run_id)
@@ -87,19 +128,69 @@ def pull(
                 continue
             try:
                 done = _pull_run(writer, source, ref, overrides, settings, full)
-            except LadderError as exc:
+            except SourceUnavailable as exc:
                 if writer.staged:
-                    raise LadderError(
+                    raise SourceUnavailable(
                         f"{exc} ({len(writer.staged)} run(s) read before this one are kept aside, "
                         "not committed; run the same pull again to continue from them)"
                     ) from None
                 raise
+            except (LadderError, OSError) as exc:
+                skipped.append((ref.label or ref.run_id, _reason(exc)))
+                continue
             if done is None:
                 unchanged += 1
             else:
                 pulled.append(done)
         writer.commit()
-    return PullResult(source.key, tuple(pulled), unchanged, resumed)
+    result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes))
+    if skipped:
+        raise PullSkipped(result)
+    return result
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and not isinstance(exc, LadderError):
+        return f"{exc.filename or 'a file'}: cannot read it ({exc.strerror or exc})"
+    return str(exc)
+
+
+def _check_listing(refs: list[RunRef], key: str) -> None:
+    """Run ids are safe to keep and unique within one source (two runs under one id would merge)."""
+    seen: dict[str, str] = {}
+    for ref in refs:
+        check_run_id(ref.run_id, f"{key}: run {ref.label or ref.run_id!r}")
+        if ref.run_id in seen:
+            raise LadderError(
+                f"{key}: two runs have the id {ref.run_id!r} ({seen[ref.run_id]} and {ref.label}); "
+                "give them different names or groups, or pull them one at a time into different stores"
+            )
+        seen[ref.run_id] = ref.label
+
+
+def _check_clashes(
+    writer: StoreWriter, refs: list[RunRef], key: str, overrides: CoordinateOverrides, replace: bool
+) -> list[str]:
+    """Refuse (or, with `replace`, announce) runs that would replace a stored run from elsewhere."""
+    clashes = []
+    for ref in refs:
+        prev = writer.stored(ref.run_id)
+        if prev is None or ref.run_id in writer.staged:
+            continue
+        if not _same_source(prev["source"], ref.source or key):
+            clashes.append(f"run id {ref.run_id!r} is already in the store from {prev['source']} "
+                           f"({prev['rows']:,} rows); {ref.source or key} has a run with the same id")
+        else:
+            moved = _coordinates_moved(ref, prev, overrides)
+            if moved:
+                clashes.append(f"run {ref.run_id!r} is stored with {moved}")
+    if clashes and not replace:
+        more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
+        raise LadderError(
+            f"{clashes[0]}{more}; nothing was pulled: pass --replace to replace the stored run(s), "
+            "or give the new run(s) other ids"
+        )
+    return [f"replaced: {c}" for c in clashes]
 
 
 def _pull_run(
@@ -111,7 +202,9 @@ def _pull_run(
     full: bool,
 ) -> RunPulled | None:
     prev = writer.stored(ref.run_id)
-    usable = prev is not None and prev["source"] == source.key and not full
+    origin = ref.source or source.key
+    same = prev is not None and _same_source(prev["source"], origin)
+    usable = same and not full
     if usable and _coordinates_moved(ref, prev, overrides):
         usable = False  # every stored row's tokens and fraction change: read the run again
     got = source.read(ref, json.loads(prev["cursor_json"]) if usable and prev["cursor_json"] else None)
@@ -121,6 +214,7 @@ def _pull_run(
         return None
     name = _name(ref, got, config, prev)
     coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(prev), overrides)
+    moved = _moved(_coords(prev), coords.values()) if same else ""
     earlier = None if fresh else writer.stored_report(ref.run_id)
     history, report = resolve(got.rows, coords, settings, None if fresh else writer.stored_history(ref.run_id))
     total = report.plus(earlier)
@@ -135,7 +229,7 @@ def _pull_run(
         "role": str(labels.get("role") or (prev or {}).get("role") or ""),
         **coords.values(),
         "state": got.state,
-        "source": source.key,
+        "source": origin,
         "last_step": last_step,
         "last_fraction": last_fraction,
         "rows": len(history),
@@ -153,24 +247,50 @@ def _pull_run(
         len(history),
         last_step,
         last_fraction,
-        tuple(got.warnings) + tuple(report.messages(earlier)),
+        tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(earlier)),
     )
+
+
+def _same_source(stored: str, origin: str) -> bool:
+    """Whether a run stored from `stored` comes from `origin` (a run's own source, `RunRef.source`).
+
+    Runs pulled before local and offline runs were identified by their own folders are stored under
+    the path that pull was given: a folder of runs above this run's folder, or for offline files also
+    one of the run's own folders or files. Those are this run too; another run folder is not.
+    """
+    if stored == origin:
+        return True
+    kind, _, path = origin.partition(":")
+    stored_kind, _, stored_path = stored.partition(":")
+    if kind != stored_kind or kind not in ("local", "offline"):
+        return False
+    here, there = Path(path), Path(stored_path)
+    if kind == "local":
+        return here.is_relative_to(there) and not (there / runfiles.METRICS_FILE).is_file()
+    return here.is_relative_to(there) or there.is_relative_to(here)
 
 
 def _name(ref: RunRef, got: SourceRun | None, config: dict[str, Any], prev: dict[str, Any] | None) -> str:
     return str((got.name if got else None) or ref.name or config.get("name") or (prev or {}).get("name") or ref.run_id)
 
 
-def _coordinates_moved(ref: RunRef, prev: dict[str, Any], overrides: CoordinateOverrides) -> bool:
-    """The user gives this run coordinates or labels other than the stored ones."""
+def _coordinates_moved(ref: RunRef, prev: dict[str, Any], overrides: CoordinateOverrides) -> str:
+    """The stored values the user now gives other values for ("" when none), e.g.
+    ``stop_after_steps=100 (this pull gives 40)``."""
     given = overrides.for_run(ref.run_id, prev["name"])
     if not given:
-        return False
+        return ""
     config = {**_config(prev), **(ref.config or {})}
     coords, labels = resolve_coordinates(ref.label, ref.run_id, prev["name"], config, _coords(prev), overrides)
     now = {**coords.values(), **labels, "name": given.get("name", prev["name"])}
     before = {**_coords(prev), **{k: prev[k] for k in ("name", "group", "role")}}
-    return any(now.get(k, before[k]) != before[k] for k in before)
+    moved = [k for k in before if now.get(k, before[k]) != before[k]]
+    return ", ".join(f"{k}={before[k]} (this pull gives {now[k]})" for k in moved)
+
+
+def _moved(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """``field old → new`` for each coordinate that differs ("" when none)."""
+    return ", ".join(f"{k} {before[k]} → {now[k]}" for k in before if now.get(k) != before[k])
 
 
 def _config(prev: dict[str, Any] | None) -> dict[str, Any]:

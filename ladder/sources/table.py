@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ladder.errors import LadderError
+
 RAW_COLUMNS = ("seq", "step", "metric", "value", "tokens")
 STATES = ("finished", "crashed", "running")
+MAX_INT = 2**63 - 1
+"""The largest step, token count or parameter count the store holds (int64)."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,8 @@ class RunRef:
 
     run_id: str
     source: str
-    """Where it comes from, e.g. ``wandb:entity/project``, ``offline:/abs/dir``, ``local:/abs/dir``."""
+    """Where it comes from, e.g. ``wandb:entity/project``, ``offline:/abs/runs/NAME``, ``local:/abs/runs/NAME``:
+    the run's own place (a local run's folder), the same whichever folder above it a pull was given."""
     label: str = ""
     """How messages name it (its name, or a path)."""
     name: str | None = None
@@ -42,6 +49,8 @@ class RunRef:
     """Its config when the listing already holds it (wandb cloud), else None until read."""
     handle: Any = None
     """Whatever the source needs to read it (files, an API object)."""
+    problem: str = ""
+    """Why it cannot be read at all (a damaged config), so that a pull skips it by name and reads the rest."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ def as_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
-        return float(value)
+        return finite_or_nan(value, "value", "a logged value")
     if isinstance(value, np.generic) and np.issubdtype(type(value), np.number):
         return float(value)
     return None
@@ -159,3 +168,52 @@ def map_state(text: str) -> str:
     if state in ("running", "pending", "preempting"):
         return "running"
     return "crashed"  # crashed, failed, killed, preempted: the run stopped before its end
+
+
+def whole_count(value: Any, field: str, where: str) -> int:
+    """A step or token count as an int in 0..2^63-1; anything else is a `LadderError` naming `where`.
+
+    Floats are accepted when whole (1000.0), since JSON writers and tables often hold counts as floats.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    number = value
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise LadderError(f"{where}: {field} {value!r} is not a number")
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value) or value != math.floor(value):
+            raise LadderError(f"{where}: {field} {value!r} is not a whole number")
+        if abs(value) >= 2.0**63:
+            raise LadderError(f"{where}: {field} {value!r} is out of range (0 to 2^63-1)")
+        number = int(value)
+    number = int(number)
+    if number < 0 or number > MAX_INT:
+        raise LadderError(f"{where}: {field} {_short(value)} is out of range (0 to 2^63-1)")
+    return number
+
+
+def finite_or_nan(value: Any, field: str, where: str) -> float:
+    """A logged value as a float; an integer too large for a float is a `LadderError` naming `where`."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise LadderError(f"{where}: {field} {_short(value)} is too large for a float") from None
+
+
+def check_run_id(run_id: str, where: str) -> str:
+    """A run id is data (kept as given) but also names files: refuse what no file name should carry."""
+    if not run_id or not run_id.strip():
+        raise LadderError(f"{where}: empty run id")
+    if _CONTROL.search(run_id):
+        raise LadderError(f"{where}: run id {run_id!r} holds a control character (NUL, newline, ...); rename the run")
+    parts = run_id.replace("\\", "/").split("/")
+    if run_id.startswith("/") or any(p in (".", "..") for p in parts):
+        raise LadderError(f"{where}: run id {run_id!r} looks like a file path ('..', '.' or a leading '/'); rename the run")
+    if len(run_id) > 512:
+        raise LadderError(f"{where}: run id of {len(run_id)} characters (at most 512)")
+    return run_id
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:12]}...({len(text)} digits)"

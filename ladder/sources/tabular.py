@@ -9,6 +9,8 @@ with pyarrow (no pickled objects); a re-import replaces the runs it holds.
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,7 @@ import pandas as pd
 
 from ladder.errors import LadderError
 from ladder.sources.coords import FIELDS, LABELS
-from ladder.sources.table import RunRef, SourceRun, raw_frame
+from ladder.sources.table import RunRef, SourceRun, check_run_id, raw_frame, whole_count
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,12 @@ class TableSource:
     def key(self) -> str:
         return f"csv:{self.path}"
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """What changes the rows read (part of a pull's flags)."""
+        c = self.columns
+        return {"metrics": c.metrics, "run": c.run, "step": c.step, "tokens": c.tokens, "coords": c.coords}
+
     def runs(self) -> list[RunRef]:
         table = self._load()
         c = self.columns
@@ -101,13 +109,10 @@ class TableSource:
         rows: pd.DataFrame = ref.handle
         c = self.columns
         if c.step is None:
-            step = np.full(len(rows), int(ref.config.get("stop_after_steps") or 1), dtype=np.int64)
+            planned = ref.config.get("stop_after_steps") or 1
+            step = np.full(len(rows), whole_count(planned, "stop_after_steps", f"{self.path}: run {ref.run_id!r}"), dtype=np.int64)
         else:
-            step = rows[c.step].to_numpy(np.float64)
-            if np.isnan(step).any() or (step != np.round(step)).any():
-                bad = rows[c.step][np.isnan(step) | (step != np.round(step))].iloc[0]
-                raise LadderError(f"{self.path}: run {ref.run_id!r}: step {bad!r} in column '{c.step}' is not a whole number")
-            step = step.astype(np.int64)
+            step = rows[c.step].to_numpy(np.int64)  # checked when the table was loaded
         tokens = rows[c.tokens].to_numpy(np.float64) if c.tokens else np.full(len(rows), np.nan)
         order = np.argsort(step, kind="stable")  # a table has no log order: read it in step order
         steps, metrics, values, toks = [], [], [], []
@@ -138,14 +143,29 @@ class TableSource:
             return self._table
         if not self.path.is_file():
             raise LadderError(f"{self.path}: no such file")
+        self._lines: list[int] | None = None
         try:
             if self.path.suffix.lower() in (".parquet", ".pq"):
                 table = pd.read_parquet(self.path, engine="pyarrow")
             else:
-                table = pd.read_csv(self.path)
-        except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+                text = _csv_text(self.path)
+                self._lines = _csv_record_lines(self.path, text)
+                table = pd.read_csv(io.StringIO(text), index_col=False)
+                if self.columns.run is not None and self.columns.run in table:
+                    # Run ids as written: "007" is not "7", and "NA" or "null" is an id, not a missing value.
+                    ids = pd.read_csv(io.StringIO(text), index_col=False, usecols=[self.columns.run], dtype=str,
+                                      keep_default_na=False)
+                    table[self.columns.run] = ids[self.columns.run].to_numpy()
+        except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError, RecursionError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LadderError(f"{self.path}: cannot read it as a table ({first})") from None
+        if self._lines is not None and len(self._lines) != len(table):
+            self._lines = None  # quoting the two readers see differently: name rows by number instead
+        duplicated = [str(c) for c in table.columns[table.columns.duplicated()]]
+        if duplicated:
+            raise LadderError(f"{self.path}: column {duplicated[0]!r} appears twice; rename one of them")
+        if not len(table):
+            raise LadderError(f"{self.path}: the table has no rows (only a header)")
         c = self.columns
         wanted = {"--run": c.run, "--step": c.step, "--tokens": c.tokens}
         wanted |= {f"--metric {k}": v for k, v in c.metrics.items()}
@@ -154,8 +174,98 @@ class TableSource:
             if column is not None and column not in table.columns:
                 shown = ", ".join(map(str, table.columns[:12])) + (", ..." if len(table.columns) > 12 else "")
                 raise LadderError(f"{self.path}: no column '{column}' (mapped by {option}); its columns are: {shown}")
-        self._table = table
+        self._table = self._checked(table)
+        return self._table
+
+    def _where(self, row: int) -> str:
+        return f"{self.path}: line {self._lines[row]}" if self._lines is not None else f"{self.path}: row {row + 1}"
+
+    def _checked(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The table with its run, step, tokens and metric columns checked, and steps as int64."""
+        c = self.columns
+        table = table.copy()
+        if c.run is not None:
+            ids = table[c.run]
+            for i in np.flatnonzero((ids.isna() | (ids.astype(str).str.strip() == "")).to_numpy()):
+                raise LadderError(f"{self._where(int(i))}: empty run id in column '{c.run}'")
+            ids = ids.astype(str)
+            for i in ids.drop_duplicates().index:
+                check_run_id(ids[i], f"{self._where(table.index.get_loc(i))}: column '{c.run}'")
+            table[c.run] = ids
+        if c.step is not None:
+            table[c.step] = self._counts(table[c.step], f"step (column '{c.step}')", empty_ok=False).astype(np.int64)
+        if c.tokens is not None:
+            table[c.tokens] = self._counts(table[c.tokens], f"tokens (column '{c.tokens}')", empty_ok=True, whole=False)
+        for column in c.metrics.values():
+            self._numbers(table[column], f"value (column '{column}')")
         return table
+
+    def _numbers(self, column: pd.Series, what: str) -> np.ndarray:
+        """Floats (NaN where empty); a cell that is not a number is a `LadderError` with its line."""
+        values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+        bad = np.isnan(values) & ~column.isna().to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise LadderError(f"{self._where(i)}: {what} {column.iloc[i]!r} is not a number")
+        return values
+
+    def _counts(self, column: pd.Series, what: str, empty_ok: bool, whole: bool = True) -> np.ndarray:
+        """Counts in 0..2^63-1 as floats (NaN where empty, when allowed); fractions rounded unless `whole`."""
+        values = self._numbers(column, what)
+        if not whole:
+            values = np.round(values)
+        present = ~np.isnan(values)
+        if not empty_ok and not present.all():
+            raise LadderError(f"{self._where(int(np.flatnonzero(~present)[0]))}: empty {what}")
+        ok = ~present | (np.isfinite(values) & (values >= 0) & (values < 2.0**63) & (values == np.round(values)))
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            whole_count(values[i] if not whole else column.iloc[i], what, self._where(i))  # raises with the reason
+            raise LadderError(f"{self._where(i)}: {what} {column.iloc[i]!r} is out of range (0 to 2^63-1)")
+        if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
+            return column.to_numpy()  # exact: an int64 above 2^53 does not survive a float
+        return values
+
+
+def _csv_text(path: Path) -> str:
+    data = path.read_bytes()
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise LadderError(f"{path}: line {line}: a NUL byte; this is not a text table")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise LadderError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x})") from None
+
+
+def _csv_record_lines(path: Path, text: str) -> list[int]:
+    """The line each data record starts on, after checking every record has as many fields as the header."""
+    reader = csv.reader(io.StringIO(text))
+    header, lines, start = None, [], 1
+    try:
+        for record in reader:
+            line, start = start, reader.line_num + 1
+            if not record:
+                continue
+            if header is None:
+                header = record
+                if any(not name.strip() for name in header):
+                    raise LadderError(f"{path}: line {line}: the header has an empty column name")
+                twice = sorted({name for name in header if header.count(name) > 1})
+                if twice:
+                    raise LadderError(f"{path}: line {line}: column {twice[0]!r} appears twice; rename one of them")
+                continue
+            if len(record) != len(header):
+                raise LadderError(
+                    f"{path}: line {line}: {len(record)} fields where the header has {len(header)}; "
+                    "every row needs one value per column (an empty value is allowed)"
+                )
+            lines.append(line)
+    except csv.Error as exc:
+        raise LadderError(f"{path}: line {reader.line_num}: {exc}") from None
+    return lines
 
 
 def _per_run_constants(table: pd.DataFrame, ids: pd.Series, exclude: set[str | None]) -> dict[str, dict[str, Any]]:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ladder import runfiles
-from ladder.errors import LadderError
-from ladder.sources.table import RowBuilder, RunRef, SourceRun, as_number, map_state, raw_frame
+from ladder.errors import LadderError, SourceUnavailable
+from ladder.sources.table import RowBuilder, RunRef, SourceRun, as_number, map_state, raw_frame, whole_count
 
 _PATH = re.compile(r"^[^/\s]+/[^/\s]+$")
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
@@ -78,6 +78,11 @@ class WandbSource:
     @property
     def key(self) -> str:
         return f"wandb:{self.path}"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """What changes the runs and rows read (part of a pull's flags)."""
+        return {"query": self.query(), "keys": self.keys, "step_key": self.step_key, "tokens_key": self.tokens_key}
 
     def query(self) -> dict[str, Any]:
         """The MongoDB-style filter sent to the API."""
@@ -151,20 +156,26 @@ class WandbSource:
         while True:
             try:
                 for row in run.scan_history(keys=keys, page_size=self.page_size, min_step=next_step):
-                    step = _int(row.get(self.step_key))
-                    if step is None:
+                    raw = row.get(self.step_key)
+                    if as_number(raw) is None:
                         continue
-                    self._add(row, step, rows)
+                    step = whole_count(raw, f"step ('{self.step_key}')", f"wandb run {label}")
+                    self._add(row, step, rows, label)
                     last, next_step = step, step + 1
                 return last if last is not None else (start if start else None)
+            except LadderError:
+                raise
             except Exception as exc:  # noqa: BLE001 - sorted into retry / user error / bug below
                 attempt += 1
                 self._wait_or_raise(exc, attempt, f"reading the history of {label}")
 
-    def _add(self, row: dict[str, Any], step: int, rows: RowBuilder) -> None:
+    def _add(self, row: dict[str, Any], step: int, rows: RowBuilder, label: str = "") -> None:
         flat = _flatten(row)
         tokens = as_number(flat.get(self.tokens_key))
-        tokens = float("nan") if tokens is None else tokens
+        if tokens is None or tokens != tokens or abs(tokens) == float("inf"):
+            tokens = float("nan")
+        else:
+            tokens = float(whole_count(round(tokens), f"tokens ('{self.tokens_key}')", f"wandb run {label}, step {step}"))
         for key, raw in flat.items():
             if key.startswith("_") or key == self.step_key:
                 continue
@@ -198,9 +209,9 @@ class WandbSource:
         if kind == "bug":
             raise exc
         if kind == "no key":
-            raise LadderError("no wandb API key: set WANDB_API_KEY or run `wandb login`") from None
+            raise SourceUnavailable("no wandb API key: set WANDB_API_KEY or run `wandb login`") from None
         if kind == "auth":
-            raise LadderError(f"{where}: wandb rejected the API key ({reason}); check WANDB_API_KEY or run `wandb login`") from None
+            raise SourceUnavailable(f"{where}: wandb rejected the API key ({reason}); check WANDB_API_KEY or run `wandb login`") from None
         if kind == "missing":
             raise LadderError(
                 f"{where}: not found ({reason}); check ENTITY/PROJECT and that your API key can see it"
@@ -208,7 +219,7 @@ class WandbSource:
         if kind == "fatal":
             raise LadderError(f"{where}: {reason}") from None
         if attempt >= (attempts or self.retry.attempts):
-            raise LadderError(
+            raise SourceUnavailable(
                 f"{where}: gave up after {attempt} tries ({reason}); "
                 "check the server set by WANDB_BASE_URL and your network, then pull again (it resumes)"
             ) from None
