@@ -3,13 +3,14 @@
 Every config record (`ModelSpec`, `Schedule`, `RunConfig`, recipes, ...) is built from plain YAML
 data by `build`, which checks field names (with a "did you mean" hint), types and literal choices
 and reports the first problem as a `LadderError` naming the field's full path. YAML is only ever
-read with `yaml.safe_load`.
+read with `yaml.SafeLoader` (plain data only, nesting bounded).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import types
 import typing
@@ -24,13 +25,66 @@ from ladder.files import write_text_atomic
 T = TypeVar("T")
 
 
+INT64 = 2**63
+"""Integers must fit in a signed 64-bit integer (what numpy, parquet and JAX hold)."""
+
+
+class _Lines(dict):
+    """A YAML mapping that remembers the line (from 1) each key's value starts on."""
+
+    line: int = 0
+    lines: dict[Any, int]
+
+
+MAX_DEPTH = 100
+"""Nesting deeper than this is not a config (and would exhaust the stack)."""
+
+
+class _TooDeep(Exception):
+    pass
+
+
+class _SafeLineLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` (no tags beyond plain data) whose mappings know their lines, and which stops
+    at `MAX_DEPTH` levels of nesting."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _TooDeep
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _construct_mapping(loader: _SafeLineLoader, node: yaml.MappingNode) -> Any:
+    data = _Lines()
+    data.line, data.lines = node.start_mark.line + 1, {}
+    yield data
+    data.update(loader.construct_mapping(node))  # flattens merge keys into node.value first
+    for key_node, value_node in node.value:
+        if isinstance(key_node, yaml.ScalarNode):
+            data.lines.setdefault(loader.construct_object(key_node), value_node.start_mark.line + 1)
+
+
+_SafeLineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+yaml.SafeDumper.add_representer(_Lines, yaml.SafeDumper.represent_dict)  # what was read can be written back
+
+
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a YAML mapping from `path` with `safe_load`; any problem is a `LadderError`."""
+    """Read a YAML mapping from `path` with a safe loader; any problem is a `LadderError`.
+
+    Mappings remember the line of each key, so a bad value is reported with its line."""
     p = Path(path)
     if not p.is_file():
         raise LadderError(f"{p}: no such file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
+    except (RecursionError, _TooDeep):
+        raise LadderError(f"{p}: YAML nested too deeply to be a config (more than {MAX_DEPTH} levels)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -60,8 +114,13 @@ def to_dict(obj: Any) -> Any:
 
 
 def build(cls: type[T], data: Any, where: str = "") -> T:
-    """Build dataclass `cls` from YAML data, checking names, types and choices."""
-    return _convert(cls, data, where or cls.__name__)
+    """Build dataclass `cls` from YAML data, checking names, types, choices and that every number
+    is finite and every integer fits in 64 bits."""
+    where = where or cls.__name__
+    try:
+        return _convert(cls, data, where)
+    except RecursionError:
+        raise LadderError(f"{where}: nested too deeply to be a config") from None
 
 
 def replace_path(obj: T, dotted: str, raw_value: str, where: str = "--set") -> T:
@@ -71,9 +130,9 @@ def replace_path(obj: T, dotted: str, raw_value: str, where: str = "--set") -> T
     checked against the field's type like any other input.
     """
     try:
-        value = yaml.safe_load(raw_value)
-    except yaml.YAMLError:
-        raise LadderError(f"{where} {dotted}={raw_value}: value is not valid YAML") from None
+        value = yaml.load(raw_value, Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
+    except (yaml.YAMLError, RecursionError, _TooDeep):
+        raise LadderError(f"{where} {dotted}={_short(raw_value)}: value is not valid YAML") from None
     data = to_dict(obj)
     node = data
     parts = dotted.split(".")
@@ -106,87 +165,127 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         options = get_args(tp)
         if value is None and type(None) in options:
             return None
-        errors = []
+        errors: list[LadderError] = []
         for option in options:
             if option is type(None):
                 continue
             try:
                 return _convert(option, value, where)
             except LadderError as exc:
-                errors.append(str(exc))
-        raise LadderError(errors[0] if errors else f"{where}: must not be empty")
+                errors.append(exc)
+        raise errors[0] if errors else LadderError(f"{where}: must not be empty")
     if origin is Literal:
         choices = get_args(tp)
         if value not in choices:
             shown = ", ".join(repr(c) for c in choices)
-            raise LadderError(f"{where}: {value!r} is not one of {shown}")
+            raise LadderError(f"{where}: {_short(value)} is not one of {shown}")
         return value
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise LadderError(f"{where}: expected a list, got {value!r}")
+            raise LadderError(f"{where}: expected a list, got {_short(value)}")
         args = get_args(tp)
         item_tp = args[0] if args else Any
         items = [_convert(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            raise LadderError(f"{where}: expected a mapping, got {value!r}")
+            raise LadderError(f"{where}: expected a mapping, got {_short(value)}")
         _, val_tp = get_args(tp) or (Any, Any)
         return {str(k): _convert(val_tp, v, f"{where}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         return _build_dataclass(tp, value, where)
     if tp is bool:
         if not isinstance(value, bool):
-            raise LadderError(f"{where}: expected true or false, got {value!r}")
+            raise LadderError(f"{where}: expected true or false, got {_short(value)}")
         return value
     if tp is int:
         if isinstance(value, bool):
-            raise LadderError(f"{where}: expected an integer, got {value!r}")
+            raise LadderError(f"{where}: expected an integer, got {_short(value)}")
+        number = None
         if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
+            number = value
+        elif isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str):
             try:
                 as_float = float(value.replace("_", ""))
             except ValueError:
                 as_float = None
             if as_float is not None and as_float.is_integer():
-                return int(as_float)
-        raise LadderError(f"{where}: expected an integer, got {value!r}")
+                number = int(as_float)
+        if number is None:
+            raise LadderError(f"{where}: expected an integer, got {_short(value)}")
+        if not -INT64 <= number < INT64:
+            raise LadderError(f"{where}: {_short(value)} is too large: integers must fit in 64 bits")
+        return number
     if tp is float:
         if isinstance(value, bool):
-            raise LadderError(f"{where}: expected a number, got {value!r}")
+            raise LadderError(f"{where}: expected a number, got {_short(value)}")
+        number = None
         if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads `1e-3` as a string
             try:
-                return float(value)
+                number = float(value)
+            except OverflowError:  # an int beyond any float
+                number = float("inf")
+        elif isinstance(value, str):  # YAML 1.1 reads `1e-3` as a string
+            try:
+                number = float(value)
             except ValueError:
                 pass
-        raise LadderError(f"{where}: expected a number, got {value!r}")
+        if number is None:
+            raise LadderError(f"{where}: expected a number, got {_short(value)}")
+        if not math.isfinite(number):
+            raise LadderError(f"{where}: {_short(value)} is not a finite number")
+        return number
     if tp is str:
         if not isinstance(value, str):
-            raise LadderError(f"{where}: expected text, got {value!r}")
+            raise LadderError(f"{where}: expected text, got {_short(value)}")
         return value
     raise TypeError(f"configio cannot convert to {tp!r}")  # a programming error
 
 
 def _build_dataclass(cls: type, value: Any, where: str) -> Any:
     if not isinstance(value, dict):
-        raise LadderError(f"{where}: expected a mapping of fields, got {value!r}")
+        raise LadderError(f"{where}: expected a mapping of fields, got {_short(value)}")
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    lines = getattr(value, "lines", {})
     for key in value:
         if key not in fields:
-            raise LadderError(f"{where}: unknown field '{key}'" + _suggest(str(key), sorted(fields)))
+            raise _at(LadderError(f"{where}: unknown field '{key}'" + _suggest(str(key), sorted(fields))),
+                      lines.get(key))
     kwargs = {}
     for name, f in fields.items():
         if name in value:
-            kwargs[name] = _convert(hints[name], value[name], f"{where}.{name}")
+            try:
+                kwargs[name] = _convert(hints[name], value[name], f"{where}.{name}")
+            except LadderError as exc:
+                raise _at(exc, lines.get(name)) from None
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise LadderError(f"{where}: missing required field '{name}'")
+            raise _at(LadderError(f"{where}: missing required field '{name}'"), getattr(value, "line", None))
     try:
         return cls(**kwargs)
     except LadderError as exc:
-        raise LadderError(f"{where}: {exc}") from None
+        # The record's own check names the field it refused (``d_model=33 ...``): point at that line.
+        named = [lines[k] for k in lines if isinstance(k, str) and f"{k}=" in str(exc)]
+        line = named[0] if named else getattr(value, "line", None)
+        raise _at(LadderError(f"{where}: {exc}"), line) from None
+
+
+class _Located(LadderError):
+    """A config error whose message already ends with the line it came from."""
+
+
+def _at(exc: LadderError, line: int | None) -> LadderError:
+    if isinstance(exc, _Located) or not line:
+        return exc
+    return _Located(f"{exc} (line {line})")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """A value as the user wrote it, cut short when it is long (a 5,000-deep list, a huge number)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # ints beyond Python's printing limit, deep nests
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -14,6 +14,19 @@ from typing import Literal
 
 from ladder.configio import build, load_yaml
 from ladder.errors import LadderError
+from ladder.limits import (
+    MAX_BATCH,
+    MAX_EXPERTS,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+    MAX_VOCAB,
+    MAX_WIDTH,
+    MIN_EVAL_FRACTION,
+    in_range,
+    positive,
+)
 from ladder.runconfig import (
     CheckpointConfig,
     DataConfig,
@@ -52,9 +65,31 @@ class ArchRules:
     router: Literal["softmax", "sigmoid"] = "softmax"
     tied_embeddings: bool = False
 
+    def __post_init__(self) -> None:
+        for name, hi in (("vocab_size", MAX_VOCAB), ("head_dim", MAX_WIDTH), ("kv_local_divisor", MAX_HEADS),
+                         ("kv_global_divisor", MAX_HEADS), ("global_every", MAX_LAYERS)):
+            positive(f"arch.{name}", getattr(self, name), hi)
+        if self.window is not None:
+            positive("arch.window", self.window, MAX_SEQ_LEN)
+        in_range("arch.n_experts", self.n_experts, 0, MAX_EXPERTS, "0 builds a dense model")
+        if self.n_experts == 0 and self.top_k != 0:
+            raise LadderError(
+                f"arch.n_experts=0 with arch.top_k={self.top_k}: a token cannot use {self.top_k} of 0 experts; "
+                "for a dense model set arch.top_k=0 too, for an MoE give n_experts >= top_k"
+            )
+        if self.n_experts and not 1 <= self.top_k <= self.n_experts:
+            raise LadderError(f"arch.top_k={self.top_k} must be between 1 and n_experts={self.n_experts}: "
+                              "a token cannot use more experts than the layer has")
+        in_range("arch.n_shared_experts", self.n_shared_experts, 0, MAX_EXPERTS)
+        for name in ("expert_width_ratio", "shared_width_ratio", "dense_width_ratio", "capacity_factor"):
+            positive(f"arch.{name}", getattr(self, name), 1e3)
+        if self.latent_ratio is not None:
+            positive("arch.latent_ratio", self.latent_ratio, 1.0, "null routes on the full width")
+        if any(i < 0 for i in self.dense_layers):
+            raise LadderError(f"arch.dense_layers={list(self.dense_layers)} must be layer numbers from 0")
+
     def spec(self, d_model: int, n_layers: int) -> ModelSpec:
-        if d_model <= 0 or n_layers <= 0:
-            raise LadderError(f"width {d_model} and depth {n_layers} must be positive")
+        _check_shape(d_model, n_layers)
         if d_model % self.head_dim:
             raise LadderError(
                 f"width {d_model} is not divisible by the head size {self.head_dim}: "
@@ -92,6 +127,13 @@ class ArchRules:
         )
 
 
+def _check_shape(d_model: int, n_layers: int) -> None:
+    if d_model <= 0 or n_layers <= 0:
+        raise LadderError(f"width {d_model} and depth {n_layers} must be positive")
+    if d_model > MAX_WIDTH or n_layers > MAX_LAYERS:
+        raise LadderError(f"width {d_model} and depth {n_layers}: at most {MAX_WIDTH:,} wide and {MAX_LAYERS:,} deep")
+
+
 def _width(ratio: float, d_model: int) -> int:
     return max(1, int(round(ratio * d_model)))
 
@@ -105,6 +147,10 @@ class RunShape:
     batch_multiplier: int = 1
     """Batch in sequences = recipe.batch_sequences × this."""
 
+    def __post_init__(self) -> None:
+        _check_shape(self.d_model, self.n_layers)
+        positive("batch multiplier", self.batch_multiplier, MAX_BATCH)
+
 
 @dataclass(frozen=True)
 class LRRule:
@@ -117,6 +163,11 @@ class LRRule:
     tokens_exponent: float = 0.0
     width_exponent: float = 0.0
     batch_exponent: float = 0.0
+
+    def __post_init__(self) -> None:
+        positive("lr.coefficient", self.coefficient)
+        for name in ("tokens_exponent", "width_exponent", "batch_exponent"):
+            in_range(f"lr.{name}", getattr(self, name), -10.0, 10.0)
 
     def peak_lr(self, tokens: float, d_model: int, batch_tokens: float) -> float:
         return (
@@ -139,6 +190,11 @@ class ScheduleRule:
     cooldown_shape: Shape = "linear"
     seq_phases: tuple[SeqPhase, ...] = ()
 
+    def __post_init__(self) -> None:
+        in_range("schedule.warmup_fraction", self.warmup_fraction, 0.0, 0.99)
+        in_range("schedule.min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        in_range("schedule.cooldown_fraction", self.cooldown_fraction, 0.0, 1.0)
+
 
 @dataclass(frozen=True)
 class PlannedEdit:
@@ -154,9 +210,9 @@ class PlannedEdit:
     shape: Shape = "linear"
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.at_fraction < self.to_fraction:
+        if not 0.0 < self.at_fraction < self.to_fraction <= 1.0:
             raise LadderError(
-                f"hero edit: need 0 < at_fraction ({self.at_fraction}) < to_fraction ({self.to_fraction})"
+                f"hero edit: need 0 < at_fraction ({self.at_fraction}) < to_fraction ({self.to_fraction}) <= 1"
             )
 
 
@@ -187,18 +243,13 @@ class Recipe:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.tpp > 0:
-            raise LadderError(f"tpp={self.tpp} must be positive (tokens per active parameter, e.g. 791)")
+        positive("tpp", self.tpp, 1e9, "tokens per active parameter, e.g. 791")
         if not self.rungs:
             raise LadderError("a recipe needs at least one rung")
-        if self.seq_len <= 0 or self.batch_sequences <= 0:
-            raise LadderError(
-                f"seq_len={self.seq_len} and batch_sequences={self.batch_sequences} must be positive"
-            )
-        if not 0.0 < self.eval_every_fraction <= 1.0:
-            raise LadderError(f"eval_every_fraction={self.eval_every_fraction} must be in (0, 1]")
-        if self.step_multiple < 1:
-            raise LadderError(f"step_multiple={self.step_multiple} must be at least 1")
+        positive("seq_len", self.seq_len, MAX_SEQ_LEN)
+        positive("batch_sequences", self.batch_sequences, MAX_BATCH)
+        in_range("eval_every_fraction", self.eval_every_fraction, MIN_EVAL_FRACTION, 1.0, "e.g. 0.05 for every 5%")
+        in_range("step_multiple", self.step_multiple, 1, MAX_STEPS)
 
 
 PRESETS_PACKAGE = "ladder.presets"

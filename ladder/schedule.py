@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 
 from ladder.errors import LadderError
+from ladder.limits import MAX_SEQ_LEN, MAX_STEPS, positive
 
 Shape = Literal["linear", "cosine", "1-sqrt"]
 Decay = Literal["constant", "linear", "cosine", "1-sqrt", "wsd"]
@@ -39,8 +40,7 @@ class SeqPhase:
     def __post_init__(self) -> None:
         if not 0.0 < self.start_fraction < 1.0:
             raise LadderError(f"seq phase start_fraction={self.start_fraction} must be in (0, 1)")
-        if self.seq_len <= 0:
-            raise LadderError(f"seq phase seq_len={self.seq_len} must be positive")
+        positive("seq phase seq_len", self.seq_len, MAX_SEQ_LEN)
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,13 @@ class Schedule:
     edits: tuple[ScheduleEdit, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.peak_lr <= 0:
-            raise LadderError(f"peak_lr={self.peak_lr} must be positive")
-        if self.total_steps <= 0:
-            raise LadderError(f"total_steps={self.total_steps} must be positive")
+        positive("peak_lr", self.peak_lr, 1e3, "the Adam step size, e.g. 3e-4")
+        positive("total_steps", self.total_steps, MAX_STEPS)
         if not 0 <= self.warmup_steps < self.total_steps:
             raise LadderError(
                 f"warmup_steps={self.warmup_steps} must be in [0, total_steps={self.total_steps})"
             )
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
+        if not 0.0 <= self.min_lr_ratio <= 1.0:  # false for NaN too
             raise LadderError(f"min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
         if self.decay == "wsd" and not 0 < self.cooldown_steps <= self.total_steps - self.warmup_steps:
             raise LadderError(
@@ -112,6 +110,9 @@ class Schedule:
                 )
             if edit.kind == "cooldown" and edit.length <= 0:
                 raise LadderError(f"cooldown at step {edit.at_step}: length={edit.length} must be positive")
+            if edit.horizon > MAX_STEPS:
+                raise LadderError(f"{edit.kind} at step {edit.at_step}: a horizon of {edit.horizon} steps "
+                                  f"is beyond the {MAX_STEPS:.0e} a run may have")
             horizon = edit.horizon
 
     # ---- edits ----------------------------------------------------------------------------------

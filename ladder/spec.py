@@ -17,6 +17,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ladder.errors import LadderError
+from ladder.limits import (
+    MAX_EXPERTS,
+    MAX_FFN_WIDTH,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_SEQ_LEN,
+    MAX_VOCAB,
+    MAX_WIDTH,
+    finite,
+    positive,
+)
 
 Kind = Literal["active", "total"]
 Convention = Literal["published", "exact"]
@@ -63,15 +74,33 @@ class ModelSpec:
     """Share the input embedding with the output head."""
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "n_layers", "n_heads", "head_dim", "vocab_size", "global_every"):
-            if getattr(self, name) <= 0:
-                raise LadderError(f"{name}={getattr(self, name)} must be positive")
+        for name, hi in (("d_model", MAX_WIDTH), ("n_layers", MAX_LAYERS), ("n_heads", MAX_HEADS),
+                         ("head_dim", MAX_WIDTH), ("vocab_size", MAX_VOCAB), ("global_every", MAX_LAYERS)):
+            positive(name, getattr(self, name), hi)
+        if self.n_heads * self.head_dim != self.d_model:
+            raise LadderError(
+                f"n_heads={self.n_heads} × head_dim={self.head_dim} = {self.n_heads * self.head_dim} "
+                f"must equal d_model={self.d_model}: the heads split the residual width evenly"
+            )
+        for name, hi in (("n_experts", MAX_EXPERTS), ("top_k", MAX_EXPERTS), ("n_shared_experts", MAX_EXPERTS),
+                         ("expert_width", MAX_FFN_WIDTH), ("shared_width", MAX_FFN_WIDTH),
+                         ("dense_width", MAX_FFN_WIDTH)):
+            if getattr(self, name) > hi:
+                raise LadderError(f"{name}={getattr(self, name)} is too large: at most {hi:,}")
+        finite("capacity_factor", self.capacity_factor)
+        if self.window is not None:
+            positive("window", self.window, MAX_SEQ_LEN)
+        if self.latent_dim is not None:
+            positive("latent_dim", self.latent_dim, MAX_WIDTH)
+        if not self.n_experts and self.top_k:
+            raise LadderError(
+                f"top_k={self.top_k} with n_experts=0: a dense model routes to no experts; "
+                "set top_k to 0 (dense) or n_experts to at least top_k"
+            )
         for name in ("n_kv_heads_local", "n_kv_heads_global"):
             kv = getattr(self, name)
             if kv <= 0 or self.n_heads % kv:
                 raise LadderError(f"{name}={kv} must be positive and divide n_heads={self.n_heads}")
-        if self.window is not None and self.window <= 0:
-            raise LadderError(f"window={self.window} must be positive (or null for no window)")
         if self.n_experts < 0:
             raise LadderError(f"n_experts={self.n_experts} must be 0 (dense) or positive")
         if self.n_experts:

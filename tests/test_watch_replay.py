@@ -83,7 +83,7 @@ def run_replay(tmp: Path, replay, change=lambda step, frac: 0.0, restart_every: 
 @pytest.mark.slow
 def test_clean_replay_raises_no_alarm(tmp_path, replay):
     codes, alerts, _ = run_replay(tmp_path, replay)
-    assert max(codes) <= 1, codes
+    assert set(codes) <= {0, 4}, codes  # on track or a warning, never an alarm
     assert [a for a in alerts if a["level"] == "alarm"] == []
 
 
@@ -91,8 +91,8 @@ def test_clean_replay_raises_no_alarm(tmp_path, replay):
 def test_one_percent_from_40_percent_alarms_within_two_evals(tmp_path, replay):
     codes, alerts, steps = run_replay(tmp_path, replay, change=lambda s, f: 0.01 if f >= 0.4 else 0.0)
     first = int(np.argmax(steps / replay[1].stop_after_steps >= 0.4))
-    assert max(codes[:first]) <= 1
-    assert 2 in codes[first:first + 2], codes
+    assert set(codes[:first]) <= {0, 4}
+    assert 5 in codes[first:first + 2], codes  # 5: alarm
     alarms = [a for a in alerts if a["level"] == "alarm"]
     assert alarms and alarms[0]["step"] <= steps[first + 1]
 
@@ -113,7 +113,7 @@ def test_restarted_watcher_never_repeats_an_alert(tmp_path, replay):
     codes, alerts, _ = run_replay(tmp_path, replay, change=lambda s, f: 0.02 if f >= 0.5 else 0.0)
     keys = [a["key"] for a in alerts]
     assert keys and len(keys) == len(set(keys))
-    assert max(codes) == 2
+    assert max(codes) == 5
 
 
 def test_an_eval_that_arrives_after_its_steps_train_row_still_gets_its_verdict(tmp_path, replay):
@@ -130,6 +130,6 @@ def test_an_eval_that_arrives_after_its_steps_train_row_still_gets_its_verdict(t
                 f.write(json.dumps(row) + "\n")
             res = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "prediction"), "--local", str(run_dir),
                                       "--store", str(tmp_path / "store"), "--once"])
-            assert res.exit_code in (0, 1), res.output
+            assert res.exit_code in (0, 4), res.output
     state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
     assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:4]]

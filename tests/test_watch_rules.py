@@ -171,3 +171,77 @@ def test_webhook_failure_reports_false_without_the_url(capsys):
     sink = WebhookSink("http://127.0.0.1:9/none", timeout=0.5, retries=1)
     assert sink.send([R.Alert("stale", "warning", 1, "x")], "warning", "s") is False
     assert "127.0.0.1:9" not in capsys.readouterr().err
+
+
+def _serve(handler):
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_webhook_never_follows_a_redirect_and_reports_the_alert_undelivered():
+    import io
+
+    from rich.console import Console
+
+    hits = {"redirecting": 0, "target": []}
+
+    class Target(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - what urllib would send after a 302
+            hits["target"].append("GET")
+            self.send_response(200)
+            self.end_headers()
+
+        do_POST = do_GET  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    target = _serve(Target)
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            hits["redirecting"] += 1
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{target.server_port}/elsewhere")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    redirecting = _serve(Redirecting)
+    out = io.StringIO()
+    try:
+        sink = WebhookSink(f"http://127.0.0.1:{redirecting.server_port}/hook", retries=3, backoff=0.01,
+                           console=Console(file=out, width=200))
+        delivered = sink.send([R.Alert("deviation", "alarm", 800, "off")], "alarm", "step 800")
+    finally:
+        redirecting.shutdown()
+        target.shutdown()
+    assert delivered is False
+    assert hits == {"redirecting": 3, "target": []}  # tried three times, never sent anywhere else
+    assert "webhook delivery failed after 3 tries (HTTP 302" in out.getvalue()
+    assert str(redirecting.server_port) not in out.getvalue()
+
+
+def test_webhook_counts_only_a_2xx_as_delivered():
+    codes = iter([500, 204])
+
+    class Flaky(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(next(codes))
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = _serve(Flaky)
+    try:
+        sink = WebhookSink(f"http://127.0.0.1:{server.server_port}/hook", retries=1, backoff=0.01)
+        alert = [R.Alert("spike", "warning", 5, "x")]
+        assert sink.send(alert, "warning", "s") is False  # 500
+        assert sink.send(alert, "warning", "s") is True  # 204
+    finally:
+        server.shutdown()

@@ -1,12 +1,15 @@
 """`python -m trainer_jax RUN.yaml [--resume]`: train one planner run config.
 
 A relative ``run_dir`` in the config is taken relative to the config file's folder (where the
-planner's ``launch.sh`` runs). User errors print one line and exit with code 2.
+planner's ``launch.sh`` runs). User errors print one line and exit with code 2; an unexpected error
+prints one line saying it is a bug and exits with code 1 (`--debug` or ``LADDER_DEBUG=1`` shows the
+traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinator", default=None, help="host:port of process 0, for multi-process runs.")
     parser.add_argument("--num-processes", type=int, default=0, help="Processes in a multi-process run.")
     parser.add_argument("--process-id", type=int, default=-1, help="This process's index in a multi-process run.")
+    parser.add_argument("--debug", action="store_true", help="Show the traceback of an unexpected error.")
     args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("LADDER_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
     try:
         # Both must come before anything touches the devices.
         from trainer_jax.host import reuse_freed_memory
@@ -44,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: the run is marked crashed; continue it with --resume", file=sys.stderr, flush=True)
         return 130
+    except Exception as exc:
+        if debug:
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"error: {type(exc).__name__}: {first}; this is a bug: rerun with --debug for the traceback",
+              file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

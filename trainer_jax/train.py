@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -64,7 +65,9 @@ class TrainResult:
 
 # ---- checks -------------------------------------------------------------------------------------
 def check_config(cfg: RunConfig) -> None:
-    """Reject what the trainer cannot run, with a message that says what to change."""
+    """Reject what the trainer cannot run, with a message that says what to change (before anything
+    is compiled or written)."""
+    _check_numbers(cfg)
     if cfg.schedule.seq_phases:
         raise LadderError(
             f"{cfg.name}: sequence-length phases are not supported by trainer_jax: "
@@ -80,6 +83,32 @@ def check_config(cfg: RunConfig) -> None:
         raise LadderError(f"optimizer.clip_norm={cfg.optimizer.clip_norm} must be positive, or null for no clipping")
     if cfg.logging.peak_flops is not None and cfg.logging.peak_flops <= 0:
         raise LadderError(f"logging.peak_flops={cfg.logging.peak_flops} must be positive, or null to measure it")
+
+
+def _check_numbers(cfg: RunConfig) -> None:
+    """The config's own checks run when it is built; these hold even for one changed in place."""
+    sizes = {"batch_size": cfg.batch_size, "seq_len": cfg.seq_len, "schedule.total_steps": cfg.schedule.total_steps,
+             "stop_after_steps": cfg.stop_after_steps}
+    for name, value in sizes.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+            raise LadderError(f"{cfg.name}: {name}={value!r} must be a positive integer")
+    peak = cfg.schedule.peak_lr
+    if not (isinstance(peak, (int, float)) and math.isfinite(peak) and peak > 0):
+        raise LadderError(f"{cfg.name}: schedule.peak_lr={peak!r} must be a positive finite number")
+    lrs = cfg.schedule.lrs()
+    if not np.isfinite(lrs).all() or (lrs < 0).any():
+        bad = int(np.argmax(~np.isfinite(lrs) | (lrs < 0)))
+        raise LadderError(f"{cfg.name}: the schedule gives LR {lrs[bad]} at step {bad}: every LR must be finite and >= 0")
+    o, m = cfg.optimizer, cfg.moe
+    numbers = {"optimizer.beta1": o.beta1, "optimizer.beta2": o.beta2, "optimizer.eps": o.eps,
+               "optimizer.weight_decay": o.weight_decay, "moe.load_balancing": m.load_balancing,
+               "moe.router_z": m.router_z, "moe.logit_z": m.logit_z}
+    for name, value in numbers.items():
+        if not math.isfinite(value) or value < 0:
+            raise LadderError(f"{cfg.name}: {name}={value} must be finite and >= 0")
+    if not (o.beta1 < 1 and o.beta2 < 1 and o.eps > 0):
+        raise LadderError(f"{cfg.name}: need optimizer.beta1 and beta2 below 1 and eps above 0 "
+                          f"(got {o.beta1}, {o.beta2}, {o.eps})")
 
 
 def checkpoint_steps(cfg: RunConfig) -> set[int]:

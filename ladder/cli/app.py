@@ -1,7 +1,10 @@
 """The typer application and the `command` decorator every CLI module registers with.
 
 A command parses its options, calls one library function and prints. User errors
-(`LadderError`, `FitError`) become one red line on stderr and exit code 2.
+(`LadderError`, `FitError`) and files that cannot be read or written become one red line on stderr
+and exit code 2. Anything else is a bug: one line that says so, exit code 1, and the traceback only
+with `ladder --debug ...` or ``LADDER_DEBUG=1``. Secrets from the environment never appear in a
+message.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
+import click
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from fits.errors import FitError
 from ladder.errors import LadderError
@@ -38,14 +44,62 @@ console = Console(width=_WIDTH)
 err_console = Console(stderr=True, width=_WIDTH)
 
 
+DEBUG_ENV = "LADDER_DEBUG"
+SECRET_ENVS = ("WANDB_API_KEY", "LADDER_WEBHOOK_URL")
+"""Environment variables whose values are never printed, even inside an error message."""
+USAGE_ERROR = 2
+BUG = 1
+
+
+_debug_flag: ContextVar[bool] = ContextVar("ladder_debug", default=False)
+"""`--debug` as given to this invocation (set by the callback before every command)."""
+# Exits and usage errors pass through the guard untouched: typer (which may carry its own copy of
+# click) and click print them.
+_PASS_THROUGH = tuple({typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException,
+                       *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(False, "--debug", help=f"Show the traceback of an unexpected error (or set {DEBUG_ENV}=1)."),
+) -> None:
+    _debug_flag.set(debug)
+
+
 def fail(message: str) -> typer.Exit:
     """Print a user error and return the exit to raise (code 2)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(2)
+    _say_error(redact(message))
+    return typer.Exit(USAGE_ERROR)
+
+
+def _say_error(text: str) -> None:
+    """One line on stderr; the text is printed as is (a value like ``[/x]`` is not markup)."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", text), highlight=False, soft_wrap=True)
+
+
+def redact(text: str) -> str:
+    """`text` with the value of every secret environment variable replaced."""
+    for var in SECRET_ENVS:
+        secret = os.environ.get(var, "")
+        if len(secret) >= 4:
+            text = text.replace(secret, f"${var}")
+    return text
+
+
+def _debugging() -> bool:
+    return _debug_flag.get() or os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _bug(exc: BaseException) -> typer.Exit:
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    _say_error(f"{type(exc).__name__}: {redact(first)}; this is a bug: rerun with `--debug` "
+               f"(`ladder --debug COMMAND ...` or {DEBUG_ENV}=1) for the traceback")
+    return typer.Exit(BUG)
 
 
 def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwargs: Any) -> Callable:
-    """Register a CLI command whose user errors exit with code 2 and one clear line."""
+    """Register a CLI command whose user errors exit with code 2 and one clear line, and whose
+    unexpected errors exit with code 1 and one line saying it is a bug."""
 
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -54,11 +108,27 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
                 return fn(*args, **kw)
             except (LadderError, FitError) as exc:
                 raise fail(str(exc)) from None
+            except _PASS_THROUGH:
+                raise
+            except OSError as exc:  # the disk or the network said no: not a bug in the program
+                if _debugging():
+                    raise
+                raise fail(_os_message(exc)) from None
+            except Exception as exc:
+                if _debugging():
+                    raise
+                raise _bug(exc) from None
 
         (parent or app).command(name, **kwargs)(wrapper)
         return fn
 
     return decorate
+
+
+def _os_message(exc: OSError) -> str:
+    where = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{where}: {reason}" if where else reason
 
 
 def print_json(data: Any) -> None:

@@ -11,11 +11,13 @@ import pandas as pd
 import typer
 from rich.table import Table
 
+from fits.predictor import METHODS
 from ladder import runfiles as keys
 from ladder.cli.app import command, console, print_json
 from ladder.cli.plan import Format
 from ladder.display import show_prediction
 from ladder.errors import LadderError
+from ladder.outpaths import out_dir
 from ladder.predict import PredictSettings, predict
 from ladder.replan import horizon_that_fits, shortened, with_cooldown
 from ladder.runconfig import RunConfig
@@ -23,14 +25,27 @@ from ladder.store import DEFAULT_ROOT, Store
 
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
 METRIC = typer.Option(keys.EVAL_LOSS, "--metric", help="Metric to predict (nats per token).")
-N_BOOT = typer.Option(400, "--n-boot", help="Bootstrap refits over rungs for the bands.")
+N_BOOT = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the bands.")
 GROUP = typer.Option(None, "--group", help="The rungs' group (default: the target config's group).")
+METHOD = typer.Option("auto", "--method", help=(
+    "The law: auto (the one with the lowest backtest score on the ladder: the largest size predicted from "
+    "the smaller ones), per-fraction, per-fraction-free, multipower, momentum, or ensemble (weighted by "
+    "backtest score)."))
+PIN_E = typer.Option(None, "--E", help="Pin the per-fraction law's irreducible loss (nats/token); default: fitted.")
+RATIO_TOL = typer.Option(0.01, "--ratio-tol", help="Token ratios within this relative tolerance count as one ratio.")
 
 
-def _settings(metric: str, n_boot: int, group: str | None) -> PredictSettings:
+def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto", E: float | None = None,
+              ratio_tol: float = 0.01) -> PredictSettings:
     if n_boot < 20:
         raise LadderError(f"--n-boot {n_boot}: use at least 20 refits for a band")
-    return PredictSettings(metric=metric, n_boot=n_boot, group=group)
+    if method not in ("auto",) + METHODS:
+        raise LadderError(f"--method {method!r}: choose auto or one of {', '.join(METHODS)}")
+    if E is not None and not (np.isfinite(E) and E >= 0):
+        raise LadderError(f"--E {E}: the irreducible loss must be a finite number ≥ 0 (nats/token)")
+    if not (np.isfinite(ratio_tol) and 0 <= ratio_tol < 1):
+        raise LadderError(f"--ratio-tol {ratio_tol}: give a relative tolerance in [0, 1), e.g. 0.01")
+    return PredictSettings(metric=metric, n_boot=n_boot, group=group, method=method, E=E, ratio_tol=ratio_tol)
 
 
 def _existing_store(path: Path) -> Store:
@@ -48,17 +63,24 @@ def predict_command(
     metric: str = METRIC,
     n_boot: int = N_BOOT,
     group: str | None = GROUP,
+    method: str = METHOD,
+    pin_e: float | None = PIN_E,
+    ratio_tol: float = RATIO_TOL,
     fmt: Format = typer.Option(Format.table, "--format", help="table (rich, every 5%) or json."),
 ) -> None:
     """Predict the target run's loss at every planned eval step and checkpoint, with 50% and 90% bands.
 
-    The per-fraction law carries the rungs to the target's compute; where the target's schedule
-    differs from the rungs' (a horizon cut, an early cooldown), the multi-power law adds the
-    difference that schedule makes. Steps past a change no law models are flagged.
+    Every candidate law (the per-fraction law over the rungs that share the target's token ratio; the
+    multi-power law over every curve of every size) is backtested on the ladder itself: the largest
+    size is held out and predicted from the smaller ones. The law with the lowest error predicts, and
+    its band is widened by the backtest's errors carried to the target's distance. The table "why this
+    law" shows the backtest. Where the target's schedule differs from the rungs' (a horizon cut, an
+    early cooldown), the per-fraction law adds the difference the multi-power law says that schedule
+    makes. Steps past a change no law models are flagged.
     """
     target = RunConfig.load(config)
-    pred = predict(_existing_store(store), target, _settings(metric, n_boot, group))
-    folder = out or Path("predictions") / target.name
+    folder = out_dir(out or Path("predictions") / target.name)
+    pred = predict(_existing_store(store), target, _settings(metric, n_boot, group, method, pin_e, ratio_tol))
     written = pred.save(folder)
     if fmt is Format.json:
         print_json(pred.to_json())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from ladder.cli.app import command, console
 from ladder.cli.predict import _seconds_until
 from ladder.errors import LadderError
 from ladder.figures import draw_all, hero_actual
+from ladder.outpaths import out_dir, out_file
 from ladder.predict import PredictSettings, predict
 from ladder.prediction import Prediction
 from ladder.report import read_alerts, write_report
@@ -28,6 +30,9 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None):
     given = [x for x in (local, offline, wandb) if x is not None]
     if len(given) != 1:
         raise LadderError("give exactly one of --local RUN_DIR, --offline WANDB_DIR, --wandb ENTITY/PROJECT")
+    for option, path in (("--local", local), ("--offline", offline)):
+        if path is not None and not path.is_dir():  # a typo, not a run that cannot be read (exit 3)
+            raise LadderError(f"{option} {path}: no such folder; give the run's folder (it must exist)")
     if local is not None:
         return LocalSource(local)
     if offline is not None:
@@ -42,7 +47,7 @@ def watch_command(
     offline: Path | None = typer.Option(None, "--offline", help="A wandb offline folder being written (wandb/)."),
     wandb: str | None = typer.Option(None, "--wandb", help="ENTITY/PROJECT on wandb (WANDB_API_KEY from the environment)."),
     store: Path = STORE,
-    once: bool = typer.Option(False, "--once", help="Check once and exit: 0 on track, 1 warning, 2 alarm, 3 cannot read (for cron)."),
+    once: bool = typer.Option(False, "--once", help="Check once and exit: 0 on track, 3 cannot judge, 4 warning, 5 alarm (1 is a bug, 2 a usage error; for cron)."),
     poll: float = typer.Option(60.0, "--poll", help="Seconds between checks."),
     max_checks: int | None = typer.Option(None, "--max-checks", help="Stop after this many checks."),
     jsonl: Path | None = typer.Option(None, "--jsonl", help="Append alerts and verdicts here (default: alerts.jsonl beside the prediction)."),
@@ -58,16 +63,20 @@ def watch_command(
     fraction, stale telemetry, throughput against a deadline. A schedule edit in the run's config
     triggers a new prediction from the realised LR sequence. Alerts are never sent twice, also
     across restarts.
+
+    Exit codes, of the last check (with --once, or when the run has ended): 0 on track; 3 cannot
+    judge (the prediction has no usable value at the eval, the run never logs the predicted metric,
+    or the run cannot be read); 4 warning; 5 alarm. 2 is a usage error (a bad option or file) and 1
+    a bug, so a cron job can tell a failing run from a typo.
     """
+    _check_numbers(poll, max_checks, stale_minutes)
     pred = Prediction.load(prediction)
     folder = prediction if prediction.is_dir() else prediction.parent
-    if poll <= 0:
-        raise LadderError(f"--poll {poll}: must be positive seconds")
     source = only_run(_source(local, offline, wandb), pred.run_name)
     rules = AlertRules(
         metric=pred.metric,
         stale_after_s=stale_minutes * 60,
-        deadline=None if deadline is None else time.time() + _seconds_until(deadline),
+        deadline=None if deadline is None else time.time() + _deadline_seconds(deadline),
     )
     sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl or folder / "alerts.jsonl")}
     if webhook:
@@ -79,13 +88,30 @@ def watch_command(
         if cfg is None:
             return old
         console.print(f"[bold]schedule edited[/] ({cfg.schedule.describe()}): predicting again from the new LR sequence")
-        return predict(st, cfg, PredictSettings(metric=old.metric))
+        # exactly the settings the stored prediction was made with
+        settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
+        return predict(st, cfg, settings)
 
     watcher = Watcher(st, source, pred, rules, sinks, state or folder / "watch-state.json",
                       repredict=repredict, prediction_dir=folder)
     result = watcher.check() if once else watcher.run(poll, max_checks)
-    if once or result.verdict == "unreadable":
-        raise typer.Exit(result.exit_code)
+    raise typer.Exit(result.exit_code)
+
+
+def _check_numbers(poll: float, max_checks: int | None, stale_minutes: float) -> None:
+    if not math.isfinite(poll) or not 0 < poll <= 7 * 86400:
+        raise LadderError(f"--poll {poll}: must be positive seconds, at most a week")
+    if max_checks is not None and max_checks < 1:
+        raise LadderError(f"--max-checks {max_checks}: must be at least 1")
+    if not math.isfinite(stale_minutes) or stale_minutes <= 0:
+        raise LadderError(f"--stale-minutes {stale_minutes}: must be positive minutes")
+
+
+def _deadline_seconds(deadline: str) -> float:
+    seconds = _seconds_until(deadline)
+    if not math.isfinite(seconds) or abs(seconds) > 100 * 365 * 86400:
+        raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)")
+    return seconds
 
 
 @command("plot")
@@ -96,6 +122,7 @@ def plot_command(
 ) -> None:
     """Draw the ladder fit, the predicted hero curve with its bands and the actual curve so far,
     collapsed curves, residuals and training diagnostics (PNG and SVG)."""
+    out = out_dir(out)
     pred = Prediction.load(prediction)
     paths = draw_all(_store(store), pred, out)
     console.print("Wrote " + ", ".join(str(p) for p in paths if p.suffix == ".png") + " (and SVG)")
@@ -111,6 +138,7 @@ def report_command(
     """One self-contained HTML page: figures, the prediction every 5%, the forms and assumptions, alerts."""
     pred = Prediction.load(prediction)
     folder = prediction if prediction.is_dir() else prediction.parent
+    out = out_file(out)
     st = _store(store)
     figures = draw_all(st, pred, out.parent / f"{out.stem}_figures")
     alert_rows, verdicts = read_alerts(alerts or folder / "alerts.jsonl"), []

@@ -2,8 +2,13 @@
 
 A check pulls what is new from the run's source into the store (the same incremental, atomic pull
 as `ladder pull`), evaluates every rule on the run's whole history, sends each sink the alerts it
-has not had yet, prints a verdict for every new eval, and saves the state. Exit codes of a check:
-0 on track, 1 warning, 2 alarm, 3 cannot read.
+has not had yet, prints a verdict for every new eval, and saves the state.
+
+It fails closed: an eval the prediction cannot be compared with (a NaN or missing value at that
+step, a step outside the prediction, a row outside its assumptions, a run that never logs the
+predicted metric) is ``cannot-judge``, never ``ok``. Exit codes of a check (`EXIT`): 0 on track,
+3 cannot judge (or cannot read the run), 4 warning, 5 alarm; 1 and 2 stay the CLI's codes for a bug
+and a usage error.
 """
 
 from __future__ import annotations
@@ -22,11 +27,16 @@ from ladder.errors import LadderError
 from ladder.prediction import Prediction
 from ladder.sources.pull import Source, pull
 from ladder.store import Store
-from ladder.watch.rules import LEVELS, Alert, AlertRules, Observed, RungCurves, evaluate
+from ladder.watch.rules import LEVELS, Alert, AlertRules, Observed, RungCurves, evaluate, evaluate_run
 from ladder.watch.sinks import Sink
 from ladder.watch.state import WatchState
 
-EXIT = {"ok": 0, "warning": 1, "alarm": 2, "unreadable": 3}
+CANNOT_JUDGE = "cannot-judge"
+EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
+"""Exit code of each verdict; 1 (a bug) and 2 (a usage error) belong to the CLI."""
+RANK = {"ok": 0, CANNOT_JUDGE: 1, "unreadable": 1, "warning": 2, "alarm": 3}
+"""Which verdict wins when several apply to one eval."""
+BAND_COLUMNS = ["median", "lo50", "hi50", "lo90", "hi90"]
 
 Repredict = Callable[[Prediction, dict], Prediction]
 """Given the stale prediction and the run's config (with its schedule edits), a new prediction."""
@@ -35,7 +45,7 @@ Repredict = Callable[[Prediction, dict], Prediction]
 @dataclass(frozen=True)
 class CheckResult:
     verdict: str
-    """ok, warning, alarm or unreadable."""
+    """ok, cannot-judge, warning, alarm or unreadable."""
     new_alerts: tuple[Alert, ...] = ()
     lines: tuple[str, ...] = ()
     """One verdict line per new eval."""
@@ -78,13 +88,24 @@ class Watcher:
         config = self.store.config(str(run["run_id"]))
         self._maybe_repredict(config)
         obs = self._observed(run, state, now)
+        finished = str(run["state"]) != "running"
+        flaw = unusable(self.prediction)
+        if flaw is not None:  # the rules that need no prediction still run: a NaN loss is still an alarm
+            alerts = evaluate_run(obs, self.rules, now, *self._rung_refs(run))
+            verdict = _worse(CANNOT_JUDGE, _worst(alerts))
+            summary = (f"cannot judge {self.prediction.run_name}: the prediction is unusable ({flaw}); "
+                       f"make it again with `ladder predict`: {verdict.upper()}")
+            fresh = self._deliver(state, alerts, verdict, summary)
+            state.last_step = max(state.last_step, obs.last_step)
+            state.save(self.state_path)
+            return CheckResult(verdict, tuple(fresh), (summary,), finished, self.prediction)
         alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run))
-        lines, verdict = self._verdicts(obs, alerts, state)
+        lines, verdict = self._verdicts(obs, alerts, state, finished)
         summary = "\n".join(lines) if lines else self._status_line(obs, verdict)
         fresh = self._deliver(state, alerts, verdict, summary, quiet=not lines)
         state.last_step = max(state.last_step, obs.last_step)
         state.save(self.state_path)
-        return CheckResult(verdict, tuple(fresh), tuple(lines), str(run["state"]) != "running", self.prediction)
+        return CheckResult(verdict, tuple(fresh), tuple(lines), finished, self.prediction)
 
     def run(self, poll_seconds: float, max_checks: int | None = None) -> CheckResult:
         """Check every `poll_seconds` until the run finishes (or `max_checks`)."""
@@ -99,14 +120,18 @@ class Watcher:
     # ---- pieces -------------------------------------------------------------------------------------
     def _observed(self, run: pd.Series, state: WatchState, now: float) -> Observed:
         hist = self.store.history(run_ids=[str(run["run_id"])], include_nonfinite=True)
-        series = hist.pivot_table(index="step", columns="metric", values="value", aggfunc="last", observed=True)
+        # The last value logged at each step, NaN included (a pivot table's "last" would skip a NaN
+        # and the NaN rule would never see it).
+        hist = hist.assign(metric=hist["metric"].astype(str)).drop_duplicates(["step", "metric"], keep="last")
+        series = hist.pivot(index="step", columns="metric", values="value").sort_index()
+        logged = hist.assign(value=1.0).pivot(index="step", columns="metric", values="value").notna().sort_index()
         last = int(series.index.max()) if len(series) else 0
         # Staleness is measured from when the watcher saw the step advance: sources differ in
         # which clock, if any, they log.
         if last > state.last_step or state.advanced_at is None:
             state.advanced_at = now
-        return Observed(series.sort_index(), int(run["stop_after_steps"]), int(run["tokens_per_step"]),
-                        last_update=state.advanced_at)
+        return Observed(series, int(run["stop_after_steps"]), int(run["tokens_per_step"]),
+                        last_update=state.advanced_at, logged=logged)
 
     def _rung_refs(self, run: pd.Series) -> tuple[RungCurves | None, RungCurves | None]:
         runs = self.store.runs()
@@ -138,7 +163,8 @@ class Watcher:
         if self.prediction_dir is not None:
             self.prediction.save(self.prediction_dir)
 
-    def _verdicts(self, obs: Observed, alerts: list[Alert], state: WatchState) -> tuple[list[str], str]:
+    def _verdicts(self, obs: Observed, alerts: list[Alert], state: WatchState,
+                  finished: bool = False) -> tuple[list[str], str]:
         evals = obs.column(self.rules.metric)
         # The last eval judged, not the last step seen: a step's train row can arrive before its eval.
         judged = max((int(v["step"]) for v in state.verdicts), default=0)
@@ -152,21 +178,47 @@ class Watcher:
             row = at.iloc[i]
             value = float(evals.loc[step])
             frac = step / obs.planned_steps
-            if np.isfinite(row["median"]) and row["in_assumptions"]:
+            why_not = self._not_comparable(row, step)
+            if not np.isfinite(value):  # the NaN rule alerts once; every such eval is an alarm
+                cmp = f"{value} (not a finite loss)"
+                verdict = "alarm"
+            elif why_not is None:
                 cmp = (f"{value:.4f} vs predicted {row['median']:.4f} "
                        f"[{row['lo50']:.4f}, {row['hi50']:.4f}] ({value / row['median'] - 1:+.2%})")
             else:
-                cmp = f"{value:.4f} (outside the prediction's assumptions: not compared)"
+                cmp = f"{value:.4f} ({why_not}: not compared)"
+                verdict = _worse(verdict, CANNOT_JUDGE)
             lines.append(f"step {step:,} ({frac:.0%}): {self.rules.metric} {cmp}: {verdict.upper()}")
             state.verdicts.append({"step": step, "verdict": verdict, "time": self.clock()})
             prev = step
         live = [a for a in alerts if a.rule in ("stale", "throughput")]
         if not new_evals and state.verdicts:
             verdict = state.verdicts[-1]["verdict"]
-        worst = _worst(live)
-        if LEVELS[worst] > LEVELS[verdict]:
-            verdict = worst
-        return lines, verdict
+        elif not new_evals and evals.empty and self._metric_missing(obs, finished):
+            verdict = CANNOT_JUDGE
+            others = ", ".join(c for c in obs.series.columns if str(c).startswith("eval")) or "no eval metric"
+            lines.append(f"step {obs.last_step:,} ({obs.last_step / max(obs.planned_steps, 1):.0%}): the run "
+                         f"logs no {self.rules.metric}, the metric predicted (it logs {others}): "
+                         f"{CANNOT_JUDGE.upper()}")
+        return lines, _worse(verdict, _worst(live))
+
+    def _not_comparable(self, row: pd.Series, step: int) -> str | None:
+        """Why the prediction cannot judge the eval at `step`, or None when it can."""
+        steps = self.prediction.table["step"]
+        if not steps.min() <= step <= steps.max():
+            return f"outside the prediction's steps {int(steps.min()):,}–{int(steps.max()):,}"
+        bad = [c for c in BAND_COLUMNS if not np.isfinite(row[c])]
+        if bad:
+            return f"the prediction has no value for {', '.join(bad)} here"
+        if not row["in_assumptions"]:
+            return "outside the prediction's assumptions"
+        return None
+
+    def _metric_missing(self, obs: Observed, finished: bool) -> bool:
+        """The predicted metric should have been logged by now: the first predicted eval has passed
+        (a later step arrived) or the run is over."""
+        first = int(self.prediction.table["step"].min())
+        return obs.last_step > first or (finished and obs.last_step > 0)
 
     def _status_line(self, obs: Observed, verdict: str) -> str:
         return f"step {obs.last_step:,} ({obs.last_step / max(obs.planned_steps, 1):.0%}): no new eval; {verdict.upper()}"
@@ -221,6 +273,29 @@ def only_run(source: Source, name: str) -> Source:
 def _worst(alerts: list[Alert]) -> str:
     level = max((LEVELS[a.level] for a in alerts), default=0)
     return {0: "ok", 1: "warning", 2: "alarm"}[level]
+
+
+def _worse(a: str, b: str) -> str:
+    return a if RANK.get(a, RANK[CANNOT_JUDGE]) >= RANK.get(b, RANK[CANNOT_JUDGE]) else b
+
+
+def unusable(pred: Prediction) -> str | None:
+    """Why no eval could be judged against `pred` (no rows, values that are not numbers, steps out of
+    order, no finite row inside its assumptions), or None when some can."""
+    t = pred.table
+    if t.empty:
+        return "it has no rows"
+    try:
+        steps = t["step"].to_numpy(dtype=float)
+        values = t[BAND_COLUMNS].to_numpy(dtype=float)
+        inside = t["in_assumptions"].to_numpy(dtype=bool)
+    except (TypeError, ValueError):
+        return "its table holds values that are not numbers"
+    if not np.isfinite(steps).all() or (steps <= 0).any() or (np.diff(steps) <= 0).any():
+        return "its steps are not positive and increasing"
+    if not (np.isfinite(values).all(axis=1) & inside).any():
+        return "no row has a finite median and bands inside its assumptions"
+    return None
 
 
 def _schedule_of(config: dict) -> dict:

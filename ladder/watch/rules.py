@@ -99,10 +99,15 @@ class Observed:
     tokens_per_step: int
     last_update: float | None = None
     """Unix time of the newest telemetry, when the source knows it."""
+    logged: pd.DataFrame | None = None
+    """Which cells of `series` the run logged (a logged NaN is kept); None: every non-NaN cell."""
 
     def column(self, key: str) -> pd.Series:
+        """The values the run logged for `key` (NaN and inf included when `logged` says so)."""
         if key not in self.series.columns:
             return pd.Series(dtype=float)
+        if self.logged is not None and key in self.logged.columns:
+            return self.series[key][self.logged[key].to_numpy(bool)]
         return self.series[key].dropna()
 
     @property
@@ -130,8 +135,9 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
     at = pred.at(y.index.to_numpy())
     out = []
     for (step, value), row in zip(y.items(), at.itertuples()):
-        if not row.in_assumptions or not np.isfinite(row.median) or not np.isfinite(value):
-            continue
+        bands = (row.median, row.lo50, row.hi50, row.lo90, row.hi90)
+        if not row.in_assumptions or not np.isfinite(bands).all() or not np.isfinite(value):
+            continue  # the watcher reports such an eval as cannot-judge
         rel = value / row.median - 1.0
         warn = max(abs(row.hi50 - row.median), abs(row.median - row.lo50), rules.warn_rel * row.median)
         alarm = max(abs(row.hi90 - row.median), abs(row.median - row.lo90), rules.alarm_rel * row.median)
@@ -220,10 +226,8 @@ def non_finite(obs: Observed, rules: AlertRules) -> list[Alert]:
     """NaN or inf in the loss, the eval metric or the grad norm: always an alarm."""
     out = []
     for key in dict.fromkeys((keys.TRAIN_LOSS, rules.metric, keys.GRAD_NORM)):
-        if key not in obs.series.columns:
-            continue
-        col = obs.series[key]
-        bad = col[col.notna() & ~np.isfinite(col.to_numpy(dtype=float))]
+        col = obs.column(key)
+        bad = col[~np.isfinite(col.to_numpy(dtype=float))]
         if len(bad):
             step = int(bad.index[0])
             out.append(Alert("non_finite", "alarm", step, f"{key} is {bad.iloc[0]} at step {step}"))
@@ -324,10 +328,21 @@ def evaluate(
     drop_rungs: RungCurves | None = None,
 ) -> list[Alert]:
     """Every rule on the run so far, sorted by step."""
+    alerts = deviation(obs, pred, rules) + drift(obs, pred, rules)
+    alerts += evaluate_run(obs, rules, now, grad_rungs, drop_rungs)
+    return sorted(alerts, key=lambda a: (a.step, -LEVELS[a.level], a.rule))
+
+
+def evaluate_run(
+    obs: Observed,
+    rules: AlertRules,
+    now: float,
+    grad_rungs: RungCurves | None = None,
+    drop_rungs: RungCurves | None = None,
+) -> list[Alert]:
+    """The rules that need no prediction (spikes, NaN, grad norm, drops, staleness, throughput)."""
     alerts = (
-        deviation(obs, pred, rules)
-        + drift(obs, pred, rules)
-        + spikes(obs, rules)
+        spikes(obs, rules)
         + non_finite(obs, rules)
         + grad_norm_shape(obs, grad_rungs, rules)
         + drop_fraction(obs, drop_rungs, rules)

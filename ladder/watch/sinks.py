@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Protocol
 
 from rich.console import Console
+from rich.markup import escape
 
 from ladder.errors import LadderError
 from ladder.watch.rules import Alert
 
 WEBHOOK_ENV = "LADDER_WEBHOOK_URL"
-STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": "magenta"}
+STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": "magenta", "cannot-judge": "magenta"}
 
 
 class Sink(Protocol):
@@ -42,9 +43,9 @@ class TerminalSink:
         for line in summary.splitlines():  # one line per eval, each ending with its own verdict
             own = line.rsplit(": ", 1)[-1].strip().lower()
             label = own if own in STYLE else verdict
-            self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {line}", highlight=False)
-        for a in alerts:
-            self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] [{a.rule}] step {a.step}: {a.message}",
+            self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False)
+        for a in alerts:  # rule names and messages are text, not markup: "[non_finite]" must show
+            self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] {escape(f'[{a.rule}] step {a.step}: {a.message}')}",
                                highlight=False)
         return True
 
@@ -65,19 +66,32 @@ class JsonlSink:
         return True
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse every redirect: urllib would follow a 302 as a GET without the body, to another address."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        return None  # urllib then raises HTTPError with the 3xx code
+
+
 class WebhookSink:
     """HTTP POST of JSON to an incoming-webhook URL (chat tools read ``text`` or ``content``).
 
-    Only new alerts are posted; a plain on-track verdict is not.
+    Only new alerts are posted; a plain on-track verdict is not. Delivery counts only on a 2xx
+    answer: a redirect is not followed (the alert would arrive nowhere, or as an empty GET) but is a
+    failed delivery, retried and then reported, and the watcher sends it again on its next check.
     """
 
-    def __init__(self, url: str, timeout: float = 10.0, retries: int = 3, console: Console | None = None) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, retries: int = 3, console: Console | None = None,
+                 backoff: float = 0.5) -> None:
         if not url.startswith(("http://", "https://")):
             raise LadderError(f"${WEBHOOK_ENV} must be an http(s) URL")
         self._url = url
         self.timeout = timeout
         self.retries = retries
+        self.backoff = backoff
+        """Seconds before the first retry, doubled for each next one (at most 5)."""
         self.console = console or Console(stderr=True)
+        self._opener = urllib.request.build_opener(_NoRedirect)
 
     @classmethod
     def from_env(cls, var: str = WEBHOOK_ENV) -> WebhookSink:
@@ -94,15 +108,21 @@ class WebhookSink:
         )
         body = json.dumps({"text": text, "content": text[:2000], "verdict": verdict,
                            "alerts": [a.to_json() for a in alerts]}).encode()
-        request = urllib.request.Request(self._url, data=body, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(self._url, data=body, headers={"Content-Type": "application/json"},
+                                         method="POST")
+        reason = ""
         for attempt in range(self.retries):
+            if attempt:
+                time.sleep(min(2.0 ** (attempt - 1) * self.backoff, 5.0))
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                with self._opener.open(request, timeout=self.timeout) as response:
                     if 200 <= response.status < 300:
                         return True
+                    reason = f"HTTP {response.status}"
+            except urllib.error.HTTPError as exc:
+                reason = f"HTTP {exc.code}" + (" (a redirect: give the final URL)" if 300 <= exc.code < 400 else "")
             except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                reason = getattr(exc, "code", None) or type(exc).__name__
-                if attempt == self.retries - 1:
-                    self.console.print(f"[yellow]webhook delivery failed ({reason}); will retry on the next check[/]")
-            time.sleep(min(2.0**attempt * 0.5, 5.0))
+                reason = type(getattr(exc, "reason", None) or exc).__name__
+        self.console.print(f"[yellow]webhook delivery failed after {self.retries} tries ({reason}); "
+                           "will retry on the next check[/]", highlight=False)
         return False

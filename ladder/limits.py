@@ -1,0 +1,58 @@
+"""The ranges a config number must fall in: finite, positive where it is a size, small enough to plan.
+
+The upper bounds sit far beyond any model trained so far (the published 535B run has d_model 6144,
+48 layers, 384 experts and a few million steps); they exist so that a typo such as ``d_model: 1e15``
+is refused with a clear line instead of planning a model whose accounting never returns.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ladder.errors import LadderError
+
+MAX_WIDTH = 2**20
+"""d_model, head_dim, latent width."""
+MAX_FFN_WIDTH = 2**24
+"""Hidden width of an expert, a shared expert or a dense FFN."""
+MAX_LAYERS = 10_000
+MAX_HEADS = 2**16
+MAX_EXPERTS = 2**16
+MAX_VOCAB = 2**31 - 1
+"""Token ids are 32-bit in the trainer."""
+MAX_SEQ_LEN = 2**24
+MAX_BATCH = 2**24
+"""Sequences per optimizer step."""
+MAX_STEPS = 10**8
+"""Optimizer steps of one run (the longest published runs have a few million)."""
+MIN_EVAL_FRACTION = 1e-5
+"""Evals every this fraction of a run at the most often (100,000 evals)."""
+
+
+def in_range(name: str, value: float, lo: float, hi: float, what: str = "") -> None:
+    """Refuse a non-finite `value` or one outside [lo, hi], naming the field."""
+    if not _finite(value):
+        raise LadderError(f"{name}={value} must be a finite number")
+    if not lo <= value <= hi:
+        hint = f" ({what})" if what else ""
+        raise LadderError(f"{name}={value:g} is out of range: must be in [{lo:g}, {hi:g}]{hint}")
+
+
+def positive(name: str, value: float, hi: float = math.inf, what: str = "") -> None:
+    """Refuse a value that is not finite, not above zero, or above `hi`."""
+    if not _finite(value) or value <= 0:
+        raise LadderError(f"{name}={value} must be positive and finite" + (f" ({what})" if what else ""))
+    if value > hi:
+        raise LadderError(f"{name}={value:g} is too large: at most {hi:g}" + (f" ({what})" if what else ""))
+
+
+def finite(name: str, value: float | None) -> None:
+    if value is not None and not _finite(value):
+        raise LadderError(f"{name}={value} must be a finite number")
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except (TypeError, OverflowError):
+        return False
