@@ -5,6 +5,10 @@ Variable projection: for fixed exponents (α, β) the loss is linear in (E, A, B
 least-squares (E, A, B) (weights 1/L², so residuals approximate log residuals) by enumerating the
 active sets of the 3-variable NNLS. The best few grid points then start a Huber refinement of all
 five parameters. This replaces the thousands of random or gridded starts of the published fits.
+
+`shared_exponent=True` fits one exponent for both terms (α = β), the constrained variant that Li,
+Kudugunta & Zettlemoyer 2025 ("(Mis)Fitting", arXiv:2502.18969) fit beside the free form: only the
+diagonal of the grid is searched, and the refinement moves α and β together.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from fits.errors import FitError
 from fits.linear import nnls_batch
 from fits.objective import HUBER_DELTA, REFIT_TOL, TOL, huber, huber_rows, solve
 from fits.powerlaw import residual_covariance
-from fits.uncertainty import student_t_band
+from fits.uncertainty import Band, Ensemble, student_t_band
 
 FORM = "Chinchilla surface L(N, D) = E + A/N^α + B/D^β"
 EXP_MAX = 3.0
@@ -48,6 +52,8 @@ class SurfaceFit:
     cov: np.ndarray = field(repr=False)
     s2: float = field(repr=False)
     warnings: tuple[str, ...] = ()
+    shared_exponent: bool = False
+    """α = β was imposed (one exponent for N and D); `params` still lists both."""
 
     form = FORM
 
@@ -69,7 +75,7 @@ class SurfaceFit:
 
     @property
     def n_params(self) -> int:
-        return 4 if self.E_pinned else 5
+        return 5 - self.E_pinned - self.shared_exponent
 
     @property
     def dof(self) -> int:
@@ -89,11 +95,24 @@ class SurfaceFit:
         """Student-t band with n − p dof (delta method in log space); see `EndpointFit.interval`."""
         un, ud, tn, td = self._terms(n_params, tokens)
         p = self.E + tn + td
-        g = [tn / p, td / p, -un * tn / p, -ud * td / p]
-        if not self.E_pinned:
-            g = [1.0 / p] + g
-        g = np.stack(np.broadcast_arrays(*g), axis=-1)
+        g = _log_grad(un, ud, tn, td, p, not self.E_pinned, self.shared_exponent)
         return student_t_band(p, g, self.cov, self.s2, self.dof, level, kind)
+
+    def band(self, n_params, tokens, ensemble: Ensemble | None = None) -> Band:
+        """Median with 50% and 90% bands at N = `n_params`, D = `tokens`.
+
+        Each band is the Student-t observation band (`interval`) or, with an `ensemble` of refits
+        of this fit (`bootstrap`), the wider of it and the ensemble's band at each bound; the
+        median is then the refits'. Without spare runs (dof ≤ 0) only the ensemble's band is used.
+        """
+        t50, t90 = self.interval(n_params, tokens, 0.5), self.interval(n_params, tokens, 0.9)
+        if ensemble is None:
+            return Band(np.asarray(self.predict(n_params, tokens)), *t50, *t90)
+        b = ensemble.band(n_params, tokens)
+        if self.dof <= 0:
+            return b
+        return Band(b.median, np.minimum(b.lo50, t50[0]), np.maximum(b.hi50, t50[1]),
+                    np.minimum(b.lo90, t90[0]), np.maximum(b.hi90, t90[1]))
 
     def resample_ok(self, indices) -> bool:
         idx = np.asarray(indices)
@@ -110,15 +129,18 @@ class SurfaceFit:
         return fit_surface(
             self.params_count[idx], self.tokens[idx], self.loss[idx],
             E=self.E if self.E_pinned else None, grid=REFIT_GRID, starts=1, start=self.params, tol=REFIT_TOL,
+            shared_exponent=self.shared_exponent,
         )
 
     def summary(self, at: tuple[float, float] | None = None, level: float = 0.9) -> str:
         p = self.params
+        exps = (f"alpha = beta = {p['alpha']:.4f} (shared)" if self.shared_exponent
+                else f"alpha = {p['alpha']:.4f}   beta = {p['beta']:.4f}")
         lines = [
             f"{FORM}: {self.n_runs} runs, N {self.params_count.min():.3g} .. {self.params_count.max():.3g}, "
             f"D {self.tokens.min():.3g} .. {self.tokens.max():.3g} tokens",
             f"  E = {p['E']:.4f}{' (pinned)' if self.E_pinned else ''}   A = {p['A']:.4g}   B = {p['B']:.4g}   "
-            f"alpha = {p['alpha']:.4f}   beta = {p['beta']:.4f}   objective = {self.objective:.4e}",
+            f"{exps}   objective = {self.objective:.4e}",
         ]
         warnings = list(self.warnings)
         if at is not None:
@@ -170,12 +192,35 @@ def _grid_solutions(x, y, L, w, E_fixed):
     return coef, huber_rows(res, HUBER_DELTA, w), ai, bi
 
 
+def _log_grad(un, ud, tn, td, pred, E_free: bool, shared: bool) -> np.ndarray:
+    """d log L / d(free parameters), on the last axis: (E,) log A, log B, α (, β); one exponent
+    column for both terms when `shared`."""
+    cols = [tn / pred, td / pred]
+    cols += [-(un * tn + ud * td) / pred] if shared else [-un * tn / pred, -ud * td / pred]
+    if E_free:
+        cols = [1.0 / pred] + cols
+    return np.stack(np.broadcast_arrays(*cols), axis=-1)
+
+
+def _full(q, E_fixed: float | None, shared: bool) -> tuple:
+    """(E, log A, log B, α, β) from the free parameters `q`."""
+    q = ([E_fixed] if E_fixed is not None else []) + list(q)
+    return (*q, q[3]) if shared else tuple(q)
+
+
+def _free(full, E_fixed: float | None, shared: bool) -> list:
+    """The free parameters of (E, log A, log B, α, β): the inverse of `_full`."""
+    q = list(full)[: 4 if shared else 5]
+    return q[1:] if E_fixed is not None else q
+
+
 def fit_surface(
     n_params,
     tokens,
     loss,
     *,
     E: float | None = None,
+    shared_exponent: bool = False,
     grid: int = GRID,
     starts: int = STARTS,
     start: dict[str, float] | None = None,
@@ -184,15 +229,15 @@ def fit_surface(
 ) -> SurfaceFit:
     """Fit L(N, D) = E + A/N^α + B/D^β to runs of `n_params` parameters trained on `tokens` tokens.
 
-    `E` pins the irreducible loss. `grid` points per exponent on (0, 3]; the `starts` best grid
-    points (and `start`, parameters of an earlier fit, if given) are refined on the Huber
-    objective and the lowest wins. `tol`: the solver's stopping tolerance.
+    `E` pins the irreducible loss; `shared_exponent` imposes α = β. `grid` points per exponent on
+    (0, 3]; the `starts` best grid points (and `start`, parameters of an earlier fit, if given) are
+    refined on the Huber objective and the lowest wins. `tol`: the solver's stopping tolerance.
     """
     N = checks.as_array("n_params", n_params)
     D = checks.as_array("tokens", tokens)
     L = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=L)
-    p = 4 if E is not None else 5
+    p = 5 - (E is not None) - shared_exponent
     n_distinct = len({(a, b) for a, b in zip(N, D)})
     checks.need_runs(n_distinct, p, FORM, "runs")
     if np.unique(N).size < 2 or np.unique(D).size < 2:
@@ -207,61 +252,56 @@ def fit_surface(
     x = np.exp(-exps[:, None] * un[None, :])
     y = np.exp(-exps[:, None] * ud[None, :])
     coef, obj, ai, bi = _grid_solutions(x, y, L, w, E)
+    if shared_exponent:
+        obj = np.where(ai == bi, obj, np.inf)
     order = np.argsort(obj)[: max(starts, 1)]
     if not np.isfinite(obj[order[0]]):
         raise FitError("no grid point gives a finite surface fit; check the losses")
-
-    logL = np.log(L)
-    fixed = E
-
-    def unpack(q):
-        return (fixed, *q) if fixed is not None else tuple(q)
-
-    def res(q):
-        e, a, b, al, be = unpack(q)
-        with np.errstate(over="ignore"):
-            return np.log(e + np.exp(a - al * un) + np.exp(b - be * ud)) - logL
-
-    def jac(q):
-        e, a, b, al, be = unpack(q)
-        with np.errstate(over="ignore", invalid="ignore"):
-            tn, td = np.exp(a - al * un), np.exp(b - be * ud)
-            pr = e + tn + td
-            cols = [tn / pr, td / pr, -un * tn / pr, -ud * td / pr]
-        if fixed is None:
-            cols = [1.0 / pr] + cols
-        return np.stack(cols, axis=1)
-
-    lo = [0.0, -np.inf, -np.inf, 0.0, 0.0]
-    hi = [L.min() * (1 - 1e-12), np.inf, np.inf, 2 * EXP_MAX, 2 * EXP_MAX]
-    if fixed is not None:
-        lo, hi = lo[1:], hi[1:]
-    best = None
-    tiny = 1e-12 * L.min()
     inits = [(*coef[k], exps[ai[k]], exps[bi[k]]) for k in order]
     if start is not None:
         inits.append((start["E"], start["A"] * n_ref ** -start["alpha"], start["B"] * d_ref ** -start["beta"],
                       start["alpha"], start["beta"]))
-    for e0, A0, B0, al0, be0 in inits:
-        q0 = [min(e0, L.min() * (1 - 1e-9)), np.log(max(A0, tiny)), np.log(max(B0, tiny)), al0, be0]
-        if fixed is not None:
-            q0 = q0[1:]
-        sol = solve(res, jac, np.array(q0), np.array(lo), np.array(hi), weights=w, tol=tol)
-        if best is None or sol.objective < best.objective:
-            best = sol
-    q = np.asarray(unpack(best.x), dtype=np.float64)
-    dof = L.size - p
-    cov, s2 = residual_covariance(best.residuals, best.jac, w, dof)
+    best = _refine(inits, un, ud, L, w, E, shared_exponent, tol)
+    q = np.asarray(_full(best.x, E, shared_exponent), dtype=np.float64)
+    cov, s2 = residual_covariance(best.residuals, best.jac, w, L.size - p)
     warnings = (
         checks.few_runs(L.size, p, FORM.split(":")[0])
         + checks.not_converged(best.converged, best.message)
         + checks.E_at_bound(float(q[0]), float(L.min()), E is not None)
         + checks.at_bound("alpha", float(q[3]), 0.0, 2 * EXP_MAX)
-        + checks.at_bound("beta", float(q[4]), 0.0, 2 * EXP_MAX)
+        + ([] if shared_exponent else checks.at_bound("beta", float(q[4]), 0.0, 2 * EXP_MAX))
     )
     return SurfaceFit(
         E=float(q[0]), a=float(q[1]), b=float(q[2]), alpha=float(q[3]), beta=float(q[4]),
         n_ref=n_ref, d_ref=d_ref, objective=huber(best.residuals, HUBER_DELTA, w),
         params_count=N, tokens=D, loss=L, E_pinned=E is not None, converged=best.converged,
-        cov=cov, s2=s2, warnings=tuple(warnings),
+        cov=cov, s2=s2, warnings=tuple(warnings), shared_exponent=shared_exponent,
     )
+
+
+def _refine(inits, un, ud, L, w, E_fixed, shared, tol):
+    """Huber refinement from each start (E, A, B, α, β) at the reference size and tokens; the
+    lowest objective wins."""
+    logL = np.log(L)
+
+    def res(q):
+        e, a, b, al, be = _full(q, E_fixed, shared)
+        with np.errstate(over="ignore"):
+            return np.log(e + np.exp(a - al * un) + np.exp(b - be * ud)) - logL
+
+    def jac(q):
+        e, a, b, al, be = _full(q, E_fixed, shared)
+        with np.errstate(over="ignore", invalid="ignore"):
+            tn, td = np.exp(a - al * un), np.exp(b - be * ud)
+            return _log_grad(un, ud, tn, td, e + tn + td, E_fixed is None, shared)
+
+    lo = np.array(_free([0.0, -np.inf, -np.inf, 0.0, 0.0], E_fixed, shared))
+    hi = np.array(_free([L.min() * (1 - 1e-12), np.inf, np.inf, 2 * EXP_MAX, 2 * EXP_MAX], E_fixed, shared))
+    tiny = 1e-12 * L.min()
+    best = None
+    for e0, A0, B0, al0, be0 in inits:
+        q0 = [min(e0, L.min() * (1 - 1e-9)), np.log(max(A0, tiny)), np.log(max(B0, tiny)), al0, be0]
+        sol = solve(res, jac, np.array(_free(q0, E_fixed, shared)), lo, hi, weights=w, tol=tol)
+        if best is None or sol.objective < best.objective:
+            best = sol
+    return best

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fits import Momentum, fit_momentum
-from fits.synthetic import endpoint_losses, known_law, per_fraction_losses
+from fits.synthetic import endpoint_losses, known_law, per_fraction_losses, surface_losses
 from ladder import Schedule, fitdata
 from ladder.cli import app
 from ladder.errors import LadderError
@@ -243,3 +243,108 @@ def test_schedule_aware_laws_read_the_lr_from_each_runs_schedule():
 def test_schedule_aware_laws_refuse_a_csv(curves_csv):
     one_error_line(run("fit", "curve", "--csv", curves_csv, "--law", "multipower"), "LR of every step", "--store")
     one_error_line(run("fit", "curve", "--law", "momentum", "--shape", "lambda"), "--shape")
+
+
+# ---- the surface from a plain endpoint CSV (params,tokens,loss), and predictions of targets --------
+SURFACE = dict(E=1.8, A=480.0, B=2100.0, alpha=0.35, beta=0.37)
+TARGETS = [(1e9, 2e10), (1e10, 2e11), (7e10, 1.4e12)]
+
+
+def surface_csv(path: Path, noise: float = 0.005, **law: float) -> Path:
+    """One row per run, nothing but params, tokens, loss: 6 sizes × 5 token ratios."""
+    N = np.repeat(np.geomspace(5e7, 5e9, 6), 5)
+    D = N * np.tile(np.geomspace(5, 200, 5), 6)
+    y = surface_losses(np.random.default_rng(3), N, D, **(SURFACE | law), noise=noise)
+    pd.DataFrame({"params": N, "tokens": D, "loss": y}).to_csv(path, index=False)
+    return path
+
+
+def truth(N: float, D: float, **law: float) -> float:
+    p = SURFACE | law
+    return p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** p["beta"]
+
+
+@pytest.fixture
+def plain_csv(tmp_path) -> Path:
+    return surface_csv(tmp_path / "runs.csv")
+
+
+@pytest.fixture
+def targets_csv(tmp_path) -> Path:
+    path = tmp_path / "targets.csv"
+    pd.DataFrame(TARGETS, columns=["params", "tokens"]).to_csv(path, index=False)
+    return path
+
+
+def test_fit_surface_reads_a_plain_endpoint_csv(plain_csv):
+    res = run("fit", "surface", "--csv", plain_csv, "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n_runs"] == 30 and out["shared_exponent"] is False and out["predictions"] == []
+    p = out["params"]
+    assert p["E"] == pytest.approx(1.8, abs=0.03)
+    assert p["alpha"] == pytest.approx(0.35, abs=0.03) and p["beta"] == pytest.approx(0.37, abs=0.03)
+    # The explicit flags of a table with no run column still give the same fit.
+    flags = run("fit", "surface", "--csv", plain_csv, "--run-col", "", "--step-col", "", "--format", "json")
+    assert json.loads(flags.stdout)["params"] == p
+
+
+def test_fit_surface_predicts_the_targets_of_a_csv(plain_csv, targets_csv):
+    res = run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--bootstrap", "30", "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert {"form", "params", "objective", "bootstrap", "warnings"} <= set(out) and out["bootstrap"]["n"] == 30
+    assert "bootstrap" in out["band"] and "Student-t" in out["band"]
+    preds = out["predictions"]
+    assert [(p["params"], p["tokens"]) for p in preds] == TARGETS
+    for p in preds:
+        assert list(p) == ["params", "tokens", "median", "lo50", "hi50", "lo90", "hi90"]
+        assert p["lo90"] <= p["lo50"] <= p["median"] <= p["hi50"] <= p["hi90"]
+        assert p["lo90"] <= truth(p["params"], p["tokens"]) <= p["hi90"]
+    # Each band is at least the Student-t band of the fit alone.
+    alone = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--format", "json").stdout)
+    assert alone["band"] == "Student-t observation band (25 dof)"
+    for p, t in zip(preds, alone["predictions"]):
+        assert p["lo90"] <= t["lo90"] and p["hi90"] >= t["hi90"] and p["lo50"] <= t["lo50"] and p["hi50"] >= t["hi50"]
+
+
+def test_fit_surface_prints_the_predictions_as_a_table(plain_csv, targets_csv):
+    res = run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv)
+    assert res.exit_code == 0, res.output
+    assert "predicted loss" in res.stdout and "90% band" in res.stdout and "1.4e+12" in res.stdout
+    assert "--predict-csv" in run("fit", "surface", "--help").output
+
+
+def test_fit_surface_with_one_exponent(tmp_path):
+    csv = surface_csv(tmp_path / "shared.csv", alpha=0.36, beta=0.36)
+    out = json.loads(run("fit", "surface", "--csv", csv, "--shared-exponent", "--format", "json").stdout)
+    assert out["shared_exponent"] is True
+    assert out["params"]["alpha"] == out["params"]["beta"] == pytest.approx(0.36, abs=0.02)
+    assert "alpha = beta" in run("fit", "surface", "--csv", csv, "--shared-exponent").stdout
+
+
+def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_path):
+    def write(name: str, text: str) -> Path:
+        (tmp_path / name).write_text(text)
+        return tmp_path / name
+
+    no_loss = write("no_loss.csv", "params,tokens\n1e8,1e9\n")
+    one_error_line(run("fit", "surface", "--csv", no_loss), "no column 'loss'")
+    # Checkpoints (a step column) without a run column are not taken for one row per run.
+    steps = write("steps.csv", "params,tokens,step,loss\n1e8,1e9,10,3.5\n1e8,2e9,20,3.1\n")
+    one_error_line(run("fit", "surface", "--csv", steps), "no column 'run_id'", "--run-col")
+    no_tokens = write("no_tokens.csv", "params,loss\n1e8,3.0\n")
+    one_error_line(run("fit", "surface", "--csv", no_tokens), "no column 'tokens'")
+    words = write("words.csv", "params,tokens,loss\n1e8,2e9,3.1\nabc,4e9,3.0\n")
+    one_error_line(run("fit", "surface", "--csv", words), "column 'params'", "(abc)", "line 3")
+    neg = write("neg.csv", "params,tokens,loss\n" + "\n".join(f"{n},{n * 20},-2.5" for n in (1e8, 2e8)) + "\n")
+    one_error_line(run("fit", "surface", "--csv", neg), "column 'loss'", "non-positive", "(-2.5)")
+    for empty in (write("empty.csv", ""), write("header.csv", "params,tokens\n")):
+        one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", empty), "no targets", "params,tokens")
+    zero = write("zero.csv", "params,tokens\n1e9,2e10\n0,1e12\n")
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", zero), "column 'params'", "0", "line 3")
+    text = write("text.csv", "params,tokens\n1e9,lots\n")
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", text), "column 'tokens'", "'lots'")
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", tmp_path / "nope.csv"), "no such file")
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--at", "1e9,1e10"),
+                   "--at and --predict-csv")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import typer
+from rich.table import Table
 
 import fits
-from ladder import fitdata
+from ladder import endpointcsv, fitdata
 from ladder.cli.app import app, command, console, print_json
 from ladder.errors import LadderError
 from ladder.store import DEFAULT_ROOT, Store
@@ -181,14 +182,27 @@ def fit_surface_command(
     metric: str | None = METRIC,
     group: str | None = GROUP,
     role: str = ROLE,
-    run_col: str = RUN_COL,
+    run_col: str | None = typer.Option(
+        None, "--run-col", show_default=False,
+        help="CSV: column naming each row's run ('' if every row is a run; default: run_id, or every row a "
+             "run when the file has neither run_id nor a step column).",
+    ),
     loss_col: str = LOSS_COL,
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
     params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
     E: float | None = E_OPT,
+    shared_exponent: bool = typer.Option(
+        False, "--shared-exponent", help="Fit one exponent for N and D (α = β), as in the (Mis)Fitting survey's variant.",
+    ),
     at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
+    predict_csv: Path | None = typer.Option(
+        None, "--predict-csv",
+        help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names): "
+             "median with 50% and 90% bands, each the wider of the Student-t observation band of the fit "
+             "(n − p dof) and, with --bootstrap N, the bootstrap-over-runs band.",
+    ),
     bootstrap: int = BOOT,
     seed: int = SEED,
     level: float = LEVEL,
@@ -198,17 +212,42 @@ def fit_surface_command(
 
     Solved by variable projection: every (α, β) of a grid gets its non-negative least-squares
     (E, A, B) at once, and the best start a Huber refinement. From the store, N is active
-    parameters and D the tokens at each run's last step.
+    parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
+    columns params, tokens, loss (ladder fit surface --csv runs.csv).
     """
     _check_level(level)
+    if at and predict_csv is not None:
+        raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
-        cols = _cols(run_col, loss_col, step_col, drop_col, params=params_col, tokens=tokens_col)
+        cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col,
+                     params=params_col, tokens=tokens_col)
         data = fitdata.finals_from_csv(csv, cols, ("params", "tokens"))
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
-    fit = fits.fit_surface(data.params, data.tokens, data.loss, E=E)
+    targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col) if predict_csv is not None else None
+    fit = fits.fit_surface(data.params, data.tokens, data.loss, E=E, shared_exponent=shared_exponent)
     ens, boot = _boot(fit, bootstrap, seed, level)
+    preds = _surface_at(fit, ens, at, level) if targets is None else _surface_bands(fit, ens, *targets)
+    if fmt is Format.json:
+        out = _base(fit, "surface") | {"shared_exponent": shared_exponent, "bootstrap": boot or None,
+                                       "predictions": preds}
+        if targets is not None:
+            out["band"] = _band_text(fit, ens)
+        print_json(out)
+        return
+    _print_params(fit, boot, level)
+    if targets is not None:
+        _print_bands(preds, _band_text(fit, ens))
+        return
+    for p in preds:
+        console.print(
+            f"at N = {p['params']:.3g}, D = {p['tokens']:.3g}: L = {p['loss']:.4f}  "
+            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})", highlight=False,
+        )
+
+
+def _surface_at(fit, ens, at: list[str], level: float) -> list[dict]:
     preds = []
     for item in at:
         nd = _floats(item, "--at")
@@ -217,15 +256,43 @@ def fit_surface_command(
         lo, hi = ens.interval(*nd, level=level) if ens else fit.interval(*nd, level=level)
         preds.append({"params": nd[0], "tokens": nd[1], "loss": float(fit.predict(*nd)), "lo": float(lo),
                       "hi": float(hi), "band": "bootstrap" if ens else f"student-t, {fit.dof} dof"})
-    if fmt is Format.json:
-        print_json(_base(fit, "surface") | {"bootstrap": boot or None, "predictions": preds})
-        return
-    _print_params(fit, boot, level)
+    return preds
+
+
+def _surface_bands(fit, ens, n_params: np.ndarray, tokens: np.ndarray) -> list[dict]:
+    b = fit.band(n_params, tokens, ens)
+    keys = ("median", "lo50", "hi50", "lo90", "hi90")
+    cols = [np.broadcast_to(getattr(b, k), n_params.shape) for k in keys]
+    return [{"params": float(n), "tokens": float(d)} | {k: _finite(c[i]) for k, c in zip(keys, cols)}
+            for i, (n, d) in enumerate(zip(n_params, tokens))]
+
+
+def _finite(x) -> float | None:
+    """JSON has no infinity: an unbounded band edge (no spare runs) is null."""
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _band_text(fit, ens) -> str:
+    t = f"Student-t observation band ({fit.dof} dof)" if fit.dof > 0 else ""
+    if ens is None:
+        return t or "none: no spare runs for a Student-t band; add --bootstrap N"
+    b = f"bootstrap over runs ({ens.n} refits)"
+    return f"the wider of the {b} and the {t}" if t else b
+
+
+def _print_bands(preds: list[dict], band: str) -> None:
+    table = Table(title="predicted loss (nats/token)", caption=f"bands: {band}")
+    for name in ("N (params)", "D (tokens)", "median", "50% band", "90% band"):
+        table.add_column(name, justify="right")
+
+    def edge(x: float | None) -> str:
+        return "inf" if x is None else f"{x:.4f}"
+
     for p in preds:
-        console.print(
-            f"at N = {p['params']:.3g}, D = {p['tokens']:.3g}: L = {p['loss']:.4f}  "
-            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})", highlight=False,
-        )
+        table.add_row(f"{p['params']:.4g}", f"{p['tokens']:.4g}", edge(p["median"]),
+                      f"{edge(p['lo50'])} .. {edge(p['hi50'])}", f"{edge(p['lo90'])} .. {edge(p['hi90'])}")
+    console.print(table)
 
 
 def _fractions(every: float) -> np.ndarray:
