@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/ladder: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,ray]'
 	touch $(BIN)/ladder
 
 demo: $(BIN)/ladder

@@ -16,8 +16,9 @@ from typing import Any
 from ladder.configio import replace_path
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
+from ladder.limits import MAX_BATCH, MAX_STEPS
 from ladder.recipe import Recipe, RunShape
-from ladder.runconfig import EvalConfig, RunConfig
+from ladder.runconfig import EvalConfig, ResourcesConfig, RunConfig
 from ladder.schedule import Schedule
 
 
@@ -77,6 +78,15 @@ class Plan:
         return paths
 
 
+def with_resources(p: Plan, per_run: ResourcesConfig, hero_hosts: int = 1) -> Plan:
+    """The plan with every run asking a cluster for `per_run` (per process); the hero spreads over
+    `hero_hosts` hosts, one trainer process and one `per_run` on each."""
+    hero = dataclasses.replace(per_run, hosts=hero_hosts)
+    return dataclasses.replace(
+        p, rungs=tuple(r.replace(resources=per_run) for r in p.rungs), hero=p.hero.replace(resources=hero),
+    )
+
+
 def plan(recipe: Recipe) -> Plan:
     rungs = tuple(_run(recipe, shape, "rung") for shape in recipe.rungs)
     hero = _run(recipe, recipe.hero, "hero")
@@ -89,11 +99,20 @@ def plan(recipe: Recipe) -> Plan:
 def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
     spec = recipe.arch.spec(shape.d_model, shape.n_layers)
     batch = recipe.batch_sequences * shape.batch_multiplier
-    if batch <= 0:
-        raise LadderError(f"batch multiplier {shape.batch_multiplier} must be positive")
+    if not 0 < batch <= MAX_BATCH:
+        raise LadderError(
+            f"batch {recipe.batch_sequences} × multiplier {shape.batch_multiplier} = {batch} sequences: "
+            f"must be between 1 and {MAX_BATCH:,}"
+        )
     tokens_per_step = batch * recipe.seq_len
     m = recipe.step_multiple
-    steps = m * round(recipe.tpp * spec.active_params() / tokens_per_step / m)
+    exact_steps = recipe.tpp * spec.active_params() / tokens_per_step
+    if not exact_steps <= MAX_STEPS:
+        raise LadderError(
+            f"{spec.name()} would train {exact_steps:.3g} steps at tpp={recipe.tpp:g} with {tokens_per_step} "
+            f"tokens per step, beyond the {MAX_STEPS:.0e} steps a plan allows: lower tpp or the model size"
+        )
+    steps = m * round(exact_steps / m)
     if steps < 10:
         raise LadderError(
             f"{spec.name()} plans only {steps} steps at tpp={recipe.tpp} with {tokens_per_step} tokens "

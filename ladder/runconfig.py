@@ -17,6 +17,7 @@ import numpy as np
 
 from ladder.configio import build, dump_yaml, load_yaml, to_dict
 from ladder.errors import LadderError
+from ladder.limits import MAX_BATCH, MAX_SEQ_LEN, MAX_STEPS, MIN_EVAL_FRACTION, in_range, positive
 from ladder.schedule import Schedule
 from ladder.spec import ModelSpec
 
@@ -33,6 +34,14 @@ class OptimizerConfig:
     clip_norm: float | None = 1.0
     """Global gradient-norm clip; null disables clipping."""
 
+    def __post_init__(self) -> None:
+        in_range("optimizer.beta1", self.beta1, 0.0, 0.999999)
+        in_range("optimizer.beta2", self.beta2, 0.0, 0.999999)
+        positive("optimizer.eps", self.eps, 1.0)
+        in_range("optimizer.weight_decay", self.weight_decay, 0.0, 1e3)
+        if self.clip_norm is not None:
+            positive("optimizer.clip_norm", self.clip_norm, what="or null for no clipping")
+
 
 @dataclass(frozen=True)
 class MoELossConfig:
@@ -42,6 +51,10 @@ class MoELossConfig:
     router_z: float = 0.001
     logit_z: float = 0.0
     """z-loss on the output logits (log of the softmax normaliser, squared)."""
+
+    def __post_init__(self) -> None:
+        for name in ("load_balancing", "router_z", "logit_z"):
+            in_range(f"moe.{name}", getattr(self, name), 0.0, 1e3)
 
 
 @dataclass(frozen=True)
@@ -57,11 +70,18 @@ class DataConfig:
     eval_sequences: int = 128
     """Sequences in the fixed held-out eval set."""
 
+    def __post_init__(self) -> None:
+        positive("data.markov_concentration", self.markov_concentration, 1e6)
+        positive("data.eval_sequences", self.eval_sequences, MAX_BATCH)
+
 
 @dataclass(frozen=True)
 class EvalConfig:
     every_fraction: float = 0.05
     """Evaluate every this fraction of the planned steps (and always at the end)."""
+
+    def __post_init__(self) -> None:
+        in_range("eval.every_fraction", self.every_fraction, MIN_EVAL_FRACTION, 1.0, "e.g. 0.05 for every 5%")
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,10 @@ class CheckpointConfig:
     """Save every this many steps; 0 saves at every eval."""
     keep: int = 2
     """Checkpoints kept on disk (the newest)."""
+
+    def __post_init__(self) -> None:
+        in_range("checkpoint.every_steps", self.every_steps, 0, MAX_STEPS, "0: at every eval")
+        in_range("checkpoint.keep", self.keep, 1, 10_000)
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,34 @@ class LoggingConfig:
     """Log train metrics every this many steps."""
     peak_flops: float | None = None
     """Peak FLOP/s of the hardware for MFU; null measures a matmul peak on the CPU."""
+
+    def __post_init__(self) -> None:
+        in_range("logging.log_every", self.log_every, 1, MAX_STEPS)
+        if self.peak_flops is not None:
+            positive("logging.peak_flops", self.peak_flops, what="or null to measure it")
+
+
+@dataclass(frozen=True)
+class ResourcesConfig:
+    """What one trainer process asks of a cluster scheduler (`ladder train --ray`); a plain
+    `ladder train` ignores it. A multi-host run asks this much on each of its hosts."""
+
+    cpus: float = 1.0
+    """CPU cores per process."""
+    gpus: float = 0.0
+    """GPUs per process (Ray gives the process exactly these through CUDA_VISIBLE_DEVICES)."""
+    custom: dict[str, float] = field(default_factory=dict)
+    """Other resources per process, by the cluster's names: ``{TPU: 4}``, ``{TPU-v5p-16-head: 1}``."""
+    hosts: int = 1
+    """Trainer processes, one per host, joined by ``jax.distributed`` into one mesh."""
+
+    def __post_init__(self) -> None:
+        amounts = {"cpus": self.cpus, "gpus": self.gpus} | {f"custom.{k}": v for k, v in self.custom.items()}
+        for name, value in amounts.items():
+            if not 0 <= value < float("inf"):  # NaN fails too
+                raise LadderError(f"resources.{name}={value} must be a finite number >= 0")
+        if self.hosts < 1:
+            raise LadderError(f"resources.hosts={self.hosts} must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -109,12 +161,15 @@ class RunConfig:
     """Tokens per active parameter the plan aimed at (0 when not planned)."""
     run_dir: str = ""
     """Where checkpoints and the local metrics file go; empty: runs/<name>."""
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    """What each trainer process asks of a cluster (`ladder train --ray`); not part of the training."""
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise LadderError(f"name={self.name!r} must be a non-empty name without '/'")
-        if self.seq_len <= 0 or self.batch_size <= 0:
-            raise LadderError(f"seq_len={self.seq_len} and batch_size={self.batch_size} must be positive")
+        positive("seq_len", self.seq_len, MAX_SEQ_LEN)
+        positive("batch_size", self.batch_size, MAX_BATCH, "sequences per optimizer step")
+        in_range("tpp", self.tpp, 0.0, 1e9, "0 when not planned")
         if not 0.0 < self.eval.every_fraction <= 1.0:
             raise LadderError(f"eval.every_fraction={self.eval.every_fraction} must be in (0, 1]")
 
@@ -134,6 +189,8 @@ class RunConfig:
     def forward_flops_per_token(self, include_head: bool = False) -> float:
         """Forward FLOPs per token averaged over the sequence-length phases."""
         steps = self.stop_after_steps
+        if not self.schedule.seq_phases:  # the same arithmetic as below, without a step array
+            return steps * self.spec.forward_flops_per_token(self.seq_len, include_head) / steps
         lens = self.schedule.seq_len_at(np.arange(steps), self.seq_len)
         values, counts = np.unique(lens, return_counts=True)
         return sum(

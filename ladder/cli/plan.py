@@ -11,9 +11,11 @@ from rich.table import Table
 from ladder.cli.app import command, console, parse_int_list, print_json
 from ladder.configio import build, load_yaml
 from ladder.errors import LadderError
-from ladder.plan import Plan, override, plan
+from ladder.limits import MAX_SEQ_LEN
+from ladder.outpaths import out_dir
+from ladder.plan import Plan, override, plan, with_resources
 from ladder.recipe import load_recipe, preset_names
-from ladder.runconfig import RunConfig
+from ladder.runconfig import ResourcesConfig, RunConfig
 from ladder.spec import ModelSpec, format_count
 
 
@@ -36,12 +38,19 @@ def plan_command(
     sets: list[str] = typer.Option([], "--set", help="Override any recipe field: --set arch.n_experts=64 (repeatable)."),
     fmt: Format = typer.Option(Format.table, "--format", help="table (rich) or json (one object on stdout)."),
     out: Path | None = typer.Option(None, "--out", help="Write one RunConfig YAML per run and launch.sh here."),
+    cpus_per_run: float = typer.Option(1.0, "--cpus-per-run", help="CPU cores each trainer process asks of a cluster (`ladder train --ray`)."),
+    gpus_per_run: float = typer.Option(0.0, "--gpus-per-run", help="GPUs each trainer process asks of a cluster (per host for the hero)."),
+    resource_per_run: list[str] = typer.Option(
+        [], "--resource-per-run", help="Another cluster resource per process, NAME=AMOUNT, e.g. TPU=4 (repeatable)."),
+    hero_hosts: int = typer.Option(1, "--hero-hosts", help="Hosts the hero trains on: one trainer process per host, joined by jax.distributed."),
 ) -> None:
     """Plan a ladder: rung and hero run configs from a recipe, with sizes, tokens, LR and compute.
 
     Steps = round(TPP × active params / tokens per step). Compute is fit compute
     (3 × forward FLOPs per token without the output head × tokens); 6·N_act·D is in the JSON.
     """
+    if out is not None:
+        out_dir(out)
     r = override(
         load_recipe(recipe),
         tpp=tpp,
@@ -51,7 +60,7 @@ def plan_command(
         seq_len=seq_len,
         sets=sets,
     )
-    p = plan(r)
+    p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run), hero_hosts)
     written = p.write(out) if out else []
     if fmt is Format.json:
         print_json(p.to_json())
@@ -64,6 +73,19 @@ def plan_command(
     )
     if written:
         console.print(f"Wrote {len(written)} files to {out}/ (one RunConfig per run, launch.sh)")
+
+
+def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
+    amounts = {}
+    for item in custom:
+        name, _, amount = item.partition("=")
+        try:
+            amounts[name.strip()] = float(amount)
+        except ValueError:
+            raise LadderError(f"--resource-per-run {item!r}: expected NAME=AMOUNT, e.g. TPU=4") from None
+        if not name.strip():
+            raise LadderError(f"--resource-per-run {item!r}: the resource needs a name, e.g. TPU=4")
+    return ResourcesConfig(cpus=cpus, gpus=gpus, custom=amounts)
 
 
 def plan_table(p: Plan) -> Table:
@@ -99,9 +121,9 @@ def spec_command(
     data = load_yaml(config)
     run = RunConfig.from_dict(data, where=str(config)) if "spec" in data else None
     spec = run.spec if run else build(ModelSpec, data, where=str(config))
-    seq = seq_len or (run.seq_len if run else 4096)
-    if seq <= 0:
-        raise LadderError(f"--seq-len {seq} must be positive")
+    seq = seq_len if seq_len is not None else (run.seq_len if run else 4096)
+    if not 0 < seq <= MAX_SEQ_LEN:
+        raise LadderError(f"--seq-len {seq} must be between 1 and {MAX_SEQ_LEN:,} tokens")
     groups = {
         (kind, conv): spec.param_breakdown(kind, conv)
         for kind in ("active", "total")

@@ -1,18 +1,46 @@
-"""`ladder train`: train one run config, or every run of a planned ladder folder (see `ladder.launch`)."""
+"""`ladder train`: train one run config, or every run of a planned ladder folder, one after another
+on this machine (see `ladder.launch`) or all at once on Ray (see `ladder.cluster`)."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
+import click
 import typer
+from typer.core import TyperCommand
 
-from ladder.cli.app import command, console
+from ladder.cli.app import command, console, err_console
 from ladder.errors import LadderError
 from ladder.launch import final_eval_loss, is_done, ladder_runs, run_dir_of, run_state, train
 from ladder.runconfig import RunConfig
 
+LOCAL = "local"
 
-@command("train")
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+
+
+class _RayFlag(TyperCommand):
+    """Lets ``--ray`` stand alone (a local Ray instance) as well as take an address."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = list(args)
+        for i, arg in enumerate(args):
+            if arg == "--ray":
+                following = args[i + 1] if i + 1 < len(args) else None
+                if following is None or following.startswith("-") or following.endswith((".yaml", ".yml")):
+                    args.insert(i + 1, LOCAL)
+                break
+        return super().parse_args(ctx, args)
+
+
+@command("train", cls=_RayFlag)
 def train_command(
     config: Path | None = typer.Argument(None, help="A RunConfig YAML (from `ladder plan --out`)."),
     ladder: Path | None = typer.Option(
@@ -23,21 +51,40 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="Continue the run from its last checkpoint (if any)."),
     rungs_only: bool = typer.Option(False, "--rungs-only", help="With --ladder: train the rungs, not the hero."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    ray: str | None = typer.Option(
+        None, "--ray", metavar="[ADDRESS]",
+        help="Train on Ray, every run at once as resources allow (each asks for its config's `resources`). "
+        "Alone: start a local Ray instance; `auto`: join this machine's cluster; `ray://HOST:PORT`: a "
+        "remote cluster. Needs Ray (the package's `ray` extra).",
+    ),
+    retries: int = typer.Option(2, "--retries", help="With --ray: start a failed run again from its checkpoint up to this many times."),
+    ray_cpus: int | None = typer.Option(None, "--ray-cpus", help="With a local Ray instance: the CPUs it offers (default: all)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="With --ray: the live table, or one JSON line per change of a run."),
 ) -> None:
     """Train a run config with the JAX trainer; `--ladder DIR` trains a whole planned ladder."""
     if (config is None) == (ladder is None):
         raise LadderError("give either one RUN.yaml or --ladder DIR (a folder written by `ladder plan --out`)")
     if config is not None:
-        RunConfig.load(config)  # a bad config fails here, with the field named, before a process starts
+        runs = [(config, RunConfig.load(config))]  # a bad config fails here, with the field named
+    else:
+        runs = ladder_runs(ladder, rungs_only)
+    if ray is not None:
+        _train_on_ray(runs, ray, retries, resume or ladder is not None, ray_cpus, fmt)
+    elif config is not None:
         _run(config, resume, progress)
         return
-    runs = ladder_runs(ladder, rungs_only)
-    for path, cfg in runs:
-        if is_done(path, cfg):
-            console.print(f"[dim]{cfg.name}: finished already ({run_dir_of(path, cfg)}), skipped[/]")
-            continue
-        _run(path, True, progress)  # a run from another config is refused by the trainer, clearly
-    console.print(f"Trained {len(runs)} runs of {ladder}:")
+    else:
+        for path, cfg in runs:
+            if is_done(path, cfg):
+                console.print(f"[dim]{cfg.name}: finished already ({run_dir_of(path, cfg)}), skipped[/]")
+                continue
+            _run(path, True, progress)  # a run from another config is refused by the trainer, clearly
+    if fmt is Format.table:
+        _summary(runs, ladder or config)
+
+
+def _summary(runs: list[tuple[Path, RunConfig]], where: Path) -> None:
+    console.print(f"Trained {len(runs)} runs of {where}:")
     for path, cfg in runs:
         run_dir = run_dir_of(path, cfg)
         loss = final_eval_loss(run_dir)
@@ -52,3 +99,35 @@ def _run(config: Path, resume: bool, progress: bool) -> None:
         raise typer.Exit(130) from None
     if code:  # the trainer has printed its own message (one line for a user error, exit code 2)
         raise typer.Exit(code)
+
+
+def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int, resume: bool,
+                  ray_cpus: int | None, fmt: Format) -> None:
+    from ladder.cluster import Board, train_on_ray
+
+    if ray_cpus is not None and (address != LOCAL or ray_cpus < 1):
+        raise LadderError(f"--ray-cpus {ray_cpus}: give a positive count, and only with a local Ray instance (--ray alone)")
+
+    stdout = sys.stdout
+
+    def board(rows: list[Any]) -> Board:
+        return Board(rows, fmt.value, console, err_console, json_out=stdout)
+
+    try:
+        # Ray prints its own notices on standard output; with --format json that holds JSON only.
+        with contextlib.redirect_stdout(sys.stderr) if fmt is Format.json else contextlib.nullcontext():
+            jobs = train_on_ray(runs, address=address, retries=retries, resume=resume, board_factory=board,
+                                local_cpus=ray_cpus)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: every run was stopped at or after its last checkpoint; run the same "
+                          "command again to resume them", highlight=False)
+        raise typer.Exit(130) from None
+    bad = [j for j in jobs.values() if j.state in ("failed", "cancelled")]
+    for job in bad:
+        codes = ", ".join("lost" if c is None else str(c) for c in job.codes)
+        err_console.print(f"{job.name}: {job.state} after {job.attempts} attempt(s) (exit {codes}); its log: "
+                          f"{job.run_dir / 'train.log'}", highlight=False)
+    if bad:
+        if fmt is Format.table:
+            _summary(runs, runs[0][0].parent)
+        raise typer.Exit(1)

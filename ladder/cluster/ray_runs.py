@@ -1,0 +1,285 @@
+"""Training the runs of a ladder on a Ray cluster (or a local Ray instance): one Ray task per
+trainer process, with the resources its config asks for, as many at once as the cluster holds.
+
+A run on one host is one task. A run over several hosts (``resources.hosts > 1``, the hero) gets a
+placement group with one bundle per host and one task per bundle; the launcher picks a free port
+on bundle 0's node and hands every process the ``jax.distributed`` coordinator address, the process
+count and its index. Finished runs are skipped; the others resume from their last checkpoint; a run
+that fails is started again from its checkpoint up to `retries` times; an interrupt cancels every
+task and leaves each run resumable. Run folders must be at the same path on every node (a shared
+filesystem): that is where checkpoints, metrics and logs go, and what the live table reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ladder.cluster.board import Board, log_file
+from ladder.cluster.worker import GRACE_SECONDS, INTERRUPTED, coordinator_address, run_trainer, trainer_args
+from ladder.errors import LadderError
+from ladder.launch import is_done, run_dir_of
+from ladder.runconfig import ResourcesConfig, RunConfig
+
+INSTALL = "pip install 'scaling-ladder[ray]'"
+USER_ERROR = 2
+"""Exit code of a trainer that refused its config: trying again cannot help."""
+_ADDRESS = re.compile(r"^(auto|local|ray://[^\s/:]+:\d+|[^\s/:]+:\d+)$")
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise LadderError(f"--ray needs Ray, which is not installed: {INSTALL}") from None
+    return ray
+
+
+def check_address(address: str) -> str:
+    if not _ADDRESS.match(address):
+        raise LadderError(
+            f"--ray {address!r}: expected nothing (start a local Ray instance), auto (the cluster this "
+            "machine belongs to), ray://HOST:PORT (a remote cluster) or HOST:PORT (its head node)"
+        )
+    return address
+
+
+def connect(ray: Any, address: str, local_cpus: int | None) -> bool:
+    """Start a local Ray instance (address ``local``) or join a cluster; True when started here."""
+    local = address == "local"
+    try:
+        if local:
+            ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR)
+        else:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = "a local Ray instance" if local else f"the Ray cluster at {address}"
+        raise LadderError(f"could not start or reach {where}: {first}") from None
+    return local
+
+
+@dataclass
+class Job:
+    """One run under the launcher: its attempts, its tasks and (for several hosts) its placement group."""
+
+    config: Path
+    cfg: RunConfig
+    state: str = "queued"
+    attempts: int = 0
+    codes: list[int | None] = field(default_factory=list)
+    """Exit codes of the last attempt's processes (None: the task itself was lost)."""
+    refs: list[Any] = field(default_factory=list)
+    pg: Any = None
+    pg_ready: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir_of(self.config, self.cfg)
+
+    @property
+    def hosts(self) -> int:
+        return self.cfg.resources.hosts
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("queued", "running", "retrying")
+
+    def waiting_on(self) -> list[Any]:
+        return [self.pg_ready] if self.pg_ready is not None else list(self.refs)
+
+
+def task_options(r: ResourcesConfig) -> dict[str, Any]:
+    return {"num_cpus": r.cpus, "num_gpus": r.gpus, "resources": dict(r.custom), "max_retries": 0}
+
+
+def bundle(r: ResourcesConfig) -> dict[str, float]:
+    return {k: v for k, v in {"CPU": r.cpus, "GPU": r.gpus, **r.custom}.items() if v > 0}
+
+
+def check_fits(jobs: list[Job], available: dict[str, float]) -> None:
+    """Refuse a run that asks for more than the whole (local) instance holds."""
+    for job in jobs:
+        for name, per_process in bundle(job.cfg.resources).items():
+            need, have = per_process * job.hosts, available.get(name, 0.0)
+            if need > have:
+                raise LadderError(
+                    f"{job.name} asks for {job.hosts} × {per_process:g} {name} but the local Ray instance has "
+                    f"{have:g}: lower its resources block (ladder plan --cpus-per-run/--gpus-per-run/--hero-hosts) "
+                    "or give Ray more (--ray-cpus)"
+                )
+
+
+class RayLauncher:
+    """Submits, watches, retries and cancels the jobs of one `ladder train --ray` call."""
+
+    def __init__(self, ray: Any, jobs: list[Job], retries: int, resume_first: bool):
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        self.ray, self.jobs, self.retries, self.resume_first = ray, jobs, retries, resume_first
+        self._pg, self._remove_pg, self._in_bundle = placement_group, remove_placement_group, PlacementGroupSchedulingStrategy
+        self._train = ray.remote(run_trainer)
+        self._address = ray.remote(coordinator_address)
+
+    # ---- starting ----------------------------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        job.attempts += 1
+        job.codes = []
+        if job.hosts == 1:
+            job.refs = [self._start_process(job, None, {})]
+        else:
+            job.pg = self._pg([bundle(job.cfg.resources)] * job.hosts, strategy="SPREAD")
+            job.pg_ready = job.pg.ready()
+
+    def _start_process(self, job: Job, distributed: tuple[str, int, int] | None, placement: dict) -> Any:
+        resume = self.resume_first or job.attempts > 1
+        process = distributed[2] if distributed else 0
+        header = f"{job.name}: attempt {job.attempts}" + (f", process {process}" if distributed else "")
+        name = job.name if not distributed else f"{job.name}/{process}"
+        options = task_options(job.cfg.resources) | placement | {"name": name}
+        args = trainer_args(job.config.absolute(), resume, distributed)
+        return self._train.options(**options).remote(args, str(log_file(job.run_dir, process).absolute()), header)
+
+    def _start_hosts(self, job: Job) -> None:
+        """The placement group is ready: one trainer process per bundle, process 0's node coordinating."""
+        job.pg_ready = None
+        first = self._in_bundle(placement_group=job.pg, placement_group_bundle_index=0)
+        try:
+            address = self.ray.get(self._address.options(num_cpus=0, scheduling_strategy=first).remote(), timeout=120)
+        except self.ray.exceptions.RayError:  # bundle 0's node went away: try again, like any failure
+            job.codes = [None]
+            self._finish_attempt(job)
+            return
+        job.refs = [
+            self._start_process(job, (address, job.hosts, i), {
+                "scheduling_strategy": self._in_bundle(placement_group=job.pg, placement_group_bundle_index=i)})
+            for i in range(job.hosts)
+        ]
+
+    # ---- watching ----------------------------------------------------------------------------------
+    def run(self, board: Board, tick: float = 1.0) -> None:
+        """Until every job is finished or has failed for good."""
+        for job in self.jobs:
+            if job.state == "queued":
+                self.submit(job)
+        while any(job.active for job in self.jobs):
+            refs = [ref for job in self.jobs if job.active for ref in job.waiting_on()]
+            ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=tick, fetch_local=False)
+            for ref in ready:
+                self._settle(ref)
+            board.update(self.states())
+
+    def states(self) -> dict[str, tuple[str, int]]:
+        return {job.name: (job.state, job.attempts) for job in self.jobs}
+
+    def _settle(self, ref: Any) -> None:
+        job = next((j for j in self.jobs if j.active and any(r == ref for r in j.waiting_on())), None)
+        if job is None:
+            return
+        if job.pg_ready is not None and ref == job.pg_ready:
+            self._start_hosts(job)
+            return
+        job.refs = [r for r in job.refs if r != ref]
+        code = self._exit_code(ref)
+        job.codes.append(code)
+        if code != 0 and job.refs:  # the other processes of a multi-host run would wait for it forever
+            for other in job.refs:
+                self.ray.cancel(other, force=True)
+            job.codes += [None] * len(job.refs)
+            job.refs = []
+        if not job.refs:
+            self._finish_attempt(job)
+
+    def _exit_code(self, ref: Any) -> int | None:
+        try:
+            return int(self.ray.get(ref))
+        except self.ray.exceptions.RayError:  # the worker died, its node was lost, the task was cancelled
+            return None
+
+    def _finish_attempt(self, job: Job) -> None:
+        self._release(job)
+        failed = [c for c in job.codes if c != 0]
+        if not failed:
+            job.state = "finished"
+        elif USER_ERROR in failed:
+            job.state = "failed"
+        elif INTERRUPTED in failed:
+            job.state = "cancelled"
+        elif job.attempts <= self.retries:
+            job.state = "retrying"
+            self.submit(job)
+        else:
+            job.state = "failed"
+
+    def _release(self, job: Job) -> None:
+        if job.pg is not None:
+            self._remove_pg(job.pg)
+            job.pg = job.pg_ready = None
+
+    # ---- stopping ----------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop every task: each trainer gets SIGINT and marks its run resumable; what does not end
+        within the grace period is killed (a killed run resumes from its last checkpoint too)."""
+        refs = [ref for job in self.jobs if job.active for ref in job.refs]
+        for ref in refs:
+            self.ray.cancel(ref, force=False)
+        if refs:
+            self.ray.wait(refs, num_returns=len(refs), timeout=GRACE_SECONDS + 5, fetch_local=False)
+        for ref in refs:
+            self.ray.cancel(ref, force=True)
+        for job in self.jobs:
+            if job.active:
+                job.state = "cancelled"
+            self._release(job)
+
+
+def train_on_ray(
+    runs: list[tuple[Path, RunConfig]],
+    *,
+    address: str,
+    retries: int,
+    resume: bool,
+    board_factory: Any,
+    local_cpus: int | None = None,
+) -> dict[str, Job]:
+    """Train `runs` on Ray at `address` (``local``: start an instance here) and return each run's
+    job by name. Runs finished with the same config are skipped. Raises KeyboardInterrupt after
+    cancelling everything when interrupted."""
+    if retries < 0:
+        raise LadderError(f"--retries {retries} must be >= 0")
+    check_address(address)
+    ray = import_ray()
+    jobs = [Job(path, cfg) for path, cfg in runs]
+    for job in jobs:
+        if is_done(job.config, job.cfg):
+            job.state = "skipped"
+    started_here = connect(ray, address, local_cpus)
+    try:
+        if started_here:  # nothing joins a local instance later: a run that cannot fit would wait forever
+            check_fits([j for j in jobs if j.state != "skipped"], ray.cluster_resources())
+    except LadderError:
+        ray.shutdown()
+        raise
+    launcher = RayLauncher(ray, jobs, retries, resume)
+    board = board_factory([(j.name, j.run_dir, j.cfg.stop_after_steps, j.cfg.tokens_per_step, j.hosts) for j in jobs])
+    try:
+        with board:
+            try:
+                launcher.run(board)
+            except KeyboardInterrupt:
+                launcher.cancel()
+                board.update(launcher.states())
+                raise
+    finally:
+        if started_here:
+            ray.shutdown()
+    return {job.name: job for job in jobs}

@@ -1,0 +1,97 @@
+"""What runs on a cluster node for one trainer process: ``python -m trainer_jax`` as a child process
+whose output goes to a log file in its run folder, and which dies with the Ray worker that started it.
+
+These are plain module-level functions (Ray ships them by reference, and they work under any process
+start method); `ladder.cluster.ray_runs` wraps them as Ray tasks. Ray is imported only to ask a
+node for its address.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ladder.launch import trainer_env
+
+INTERRUPTED = 130
+"""Exit code of a trainer stopped by Ctrl-C (it marks its run crashed and resumable)."""
+GRACE_SECONDS = 20.0
+"""How long a trainer gets to mark its run and exit after SIGINT before it is killed."""
+
+# Started in the child before the trainer: on Linux the child is killed when the worker that
+# started it dies (a Ray worker killed with SIGKILL cannot stop its children itself), and Ctrl-C
+# reaches the trainer again (a Ray worker blocks SIGINT, and the mask is inherited across exec).
+_DIE_WITH_PARENT = """\
+import ctypes, os, runpy, signal, sys
+parent = int(sys.argv.pop(1))
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != parent:
+    sys.exit(137)
+sys.argv[0] = "trainer_jax"
+runpy.run_module("trainer_jax", run_name="__main__", alter_sys=True)
+"""
+
+
+def trainer_args(config: Path, resume: bool, distributed: tuple[str, int, int] | None = None) -> list[str]:
+    """Arguments of ``python -m trainer_jax`` for one process; `distributed` is (coordinator
+    host:port, process count, this process's id)."""
+    args = [str(config), "--no-progress"] + (["--resume"] if resume else [])
+    if distributed is not None:
+        coordinator, n, pid = distributed
+        args += ["--coordinator", coordinator, "--num-processes", str(n), "--process-id", str(pid)]
+    return args
+
+
+def run_trainer(args: list[str], log: str, header: str) -> int:
+    """Run the trainer with `args` to its end, appending its output to the file `log` after a
+    `header` line; its exit code. Interrupted (Ray cancels the task with KeyboardInterrupt), it
+    passes SIGINT on, waits for the trainer to mark its run resumable, and returns 130."""
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *args]
+    with open(log, "a", buffering=1) as out:
+        out.write(f"--- {header} on {socket.gethostname()} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=trainer_env(),
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            while proc.poll() is None:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            _stop(proc)
+            return INTERRUPTED
+        return proc.returncode
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def coordinator_address() -> str:
+    """host:port for process 0 of a multi-host run, on the node this runs on (a free port)."""
+    host = _node_ip()
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return f"{host}:{s.getsockname()[1]}"
+
+
+def _node_ip() -> str:
+    try:
+        import ray  # present wherever this runs as a Ray task
+
+        return ray.util.get_node_ip_address()
+    except ImportError:  # pragma: no cover - only without Ray
+        return socket.gethostbyname(socket.gethostname())

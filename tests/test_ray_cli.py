@@ -1,0 +1,111 @@
+"""The quick parts of training on Ray: the planner's resources block, the `--ray` flag's checks and
+its message without Ray installed, and the live table read from run folders."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from ladder import load_recipe, plan, runfiles
+from ladder.cli import app
+from ladder.cluster import Board
+from ladder.errors import LadderError
+from ladder.runconfig import ResourcesConfig, RunConfig
+
+runner = CliRunner()
+
+
+def test_plan_writes_the_resources_each_run_asks_for(tmp_path):
+    res = runner.invoke(app, ["plan", "micro-cpu", "--out", str(tmp_path), "--gpus-per-run", "1",
+                              "--cpus-per-run", "4", "--resource-per-run", "TPU=4", "--hero-hosts", "2"])
+    assert res.exit_code == 0, res.output
+    runs = [RunConfig.load(p) for p in sorted(tmp_path.glob("*.yaml"))]
+    for cfg in runs:
+        hosts = 2 if cfg.role == "hero" else 1
+        assert cfg.resources == ResourcesConfig(cpus=4, gpus=1, custom={"TPU": 4.0}, hosts=hosts)
+    bad = runner.invoke(app, ["plan", "micro-cpu", "--resource-per-run", "TPU"])
+    assert bad.exit_code == 2 and "--resource-per-run 'TPU': expected NAME=AMOUNT" in bad.output
+
+
+def test_a_plan_without_resources_asks_for_one_cpu_per_run():
+    for cfg in plan(load_recipe("micro-cpu")).runs():
+        assert cfg.resources == ResourcesConfig(cpus=1.0, gpus=0.0, custom={}, hosts=1)
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"gpus": -1}, "resources.gpus=-1.0 must be a finite number >= 0"),
+    ({"cpus": float("nan")}, "resources.cpus: nan is not a finite number"),
+    ({"hosts": 0}, "resources.hosts=0 must be at least 1"),
+    ({"custom": {"TPU": -2}}, "resources.custom.TPU=-2.0 must be a finite number >= 0"),
+])
+def test_bad_resources_are_refused_with_the_field_named(block, message):
+    data = plan(load_recipe("micro-cpu")).rungs[0].to_dict() | {"resources": block}
+    with pytest.raises(LadderError, match=message.replace(".", r"\.")):
+        RunConfig.from_dict(data)
+
+
+@pytest.fixture()
+def ladder_folder(tmp_path):
+    plan(load_recipe("micro-cpu")).write(tmp_path)
+    return tmp_path
+
+
+def test_without_ray_installed_the_flag_says_how_to_install_it(ladder_folder, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
+    assert res.exit_code == 2
+    assert res.output.strip() == "error: --ray needs Ray, which is not installed: pip install 'scaling-ladder[ray]'"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ray", "not an address"], "--ray 'not an address': expected nothing (start a local Ray instance)"),
+    (["--ray", "auto", "--ray-cpus", "2"], "--ray-cpus 2: give a positive count, and only with a local Ray instance"),
+    (["--ray", "--retries", "-1"], "--retries -1 must be >= 0"),
+])
+def test_bad_ray_options_are_one_line_and_exit_2(ladder_folder, args, message):
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), *args])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"error: {message}")
+    assert len(res.output.strip().splitlines()) <= 2  # one line, wrapped at most once
+
+
+def test_the_table_reads_each_run_folder_and_prefixes_its_log_lines(tmp_path, capsys):
+    run_dir = tmp_path / "runs" / "a"
+    run_dir.mkdir(parents=True)
+    (run_dir / "train.log").write_text("an earlier attempt\n")
+    lines = [
+        {"step": 10, "train/loss": 3.0, runfiles.TOKENS_PER_SECOND: 1000.0},
+        {"step": 20, "train/loss": 2.5, runfiles.TOKENS_PER_SECOND: 2000.0},
+        {"step": 20, "eval/loss": 2.6},
+    ]
+    (run_dir / runfiles.METRICS_FILE).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    err = Console(file=sys.stderr, width=200)
+    board = Board([("a", run_dir, 100, 256, 1), ("b", tmp_path / "runs" / "b", 50, 256, 1)], "json",
+                  Console(width=200), err, json_every=0.0)
+    with board:
+        board.update({"a": ("queued", 1), "b": ("queued", 1)})
+        with open(run_dir / "train.log", "a") as f:
+            f.write("a: resuming at step 20\n")
+        board.update({"a": ("queued", 1), "b": ("queued", 1)})
+    out, log = capsys.readouterr()
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert rows[0] == {"run": "a", "state": "queued", "step": 20, "steps": 100, "loss": 2.5,
+                       "tokens_per_second": 2000.0, "eta_seconds": None, "attempt": 1}
+    assert rows[1]["run"] == "b" and rows[1]["loss"] is None and rows[1]["step"] == 0
+    # Its log grew: it is running, and the ETA is the remaining 80 steps × 256 tokens at 2,000 tokens/s.
+    assert rows[2] | {"state": "running", "eta_seconds": 80 * 256 / 2000.0} == rows[2]
+    assert len(rows) == 3  # b did not change
+    assert log.strip() == "a | a: resuming at step 20"  # the earlier attempt's lines are not replayed
+
+
+def test_a_run_bigger_than_the_local_instance_is_refused_before_it_waits_forever(tmp_path):
+    from ladder.cluster.ray_runs import Job, check_fits
+
+    hero = plan(load_recipe("micro-cpu")).hero.replace(resources=ResourcesConfig(cpus=1, hosts=3))
+    with pytest.raises(LadderError, match=r"asks for 3 × 1 CPU but the local Ray instance has 2: lower"):
+        check_fits([Job(tmp_path / "hero.yaml", hero)], {"CPU": 2.0})
+    check_fits([Job(tmp_path / "hero.yaml", hero.replace(resources=ResourcesConfig(hosts=2)))], {"CPU": 2.0})
