@@ -22,7 +22,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from fits.errors import FitError
 from ladder.errors import LadderError
 
 app = typer.Typer(
@@ -106,7 +105,7 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
         def wrapper(*args: Any, **kw: Any) -> Any:
             try:
                 return fn(*args, **kw)
-            except (LadderError, FitError) as exc:
+            except _user_errors() as exc:
                 raise fail(str(exc)) from None
             except _PASS_THROUGH:
                 raise
@@ -123,6 +122,13 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
         return fn
 
     return decorate
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """`LadderError`, and `FitError` once `fits` is loaded: a command that never imported `fits` cannot
+    raise it, and importing it here would load scipy into every command (and `--help`)."""
+    fit_errors = sys.modules.get("fits.errors")
+    return (LadderError,) if fit_errors is None else (LadderError, fit_errors.FitError)
 
 
 def _os_message(exc: OSError) -> str:

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from ladder.cli.app import command, console
-from ladder.demo import run_demo
 
 
 @command("demo")
@@ -23,4 +22,6 @@ def demo_command(
     Runs on a laptop CPU with no network and no wandb account (wandb logs offline). Finished runs
     are reused, so a second run takes about a minute.
     """
+    from ladder.demo import run_demo  # jax, scipy and matplotlib: only when the demo runs
+
     run_demo(out or Path("demo-quick" if quick else "demo"), quick, console, poll_seconds=poll, n_boot=n_boot)

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
 from rich.table import Table
 
-import fits
-from ladder import endpointcsv, fitdata
+from ladder import endpointcsv
 from ladder.cli.app import app, command, console, print_json
 from ladder.errors import LadderError
 from ladder.store import DEFAULT_ROOT, Store
+
+# `fits` (scipy) loads inside the commands that fit, so `ladder --help` and the other commands skip it.
+if TYPE_CHECKING:
+    import fits
+    from ladder import fitdata
 
 fit_app = typer.Typer(
     help=(
@@ -66,6 +71,7 @@ DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in
 
 
 def _cols(run_col: str, loss_col: str, step_col: str, drop: str | None, **more: str | None) -> fitdata.Columns:
+    from ladder import fitdata
     return fitdata.Columns(run=run_col or None, loss=loss_col, step=step_col or None, drop=drop, **more)
 
 
@@ -88,6 +94,7 @@ def _check_level(level: float) -> None:
 
 
 def _boot(fit, n: int, seed: int, level: float) -> tuple[fits.Ensemble | None, dict]:
+    import fits
     if n < 0:
         raise LadderError(f"--bootstrap {n}: must be 0 or more")
     if not n:
@@ -150,6 +157,8 @@ def fit_endpoint_command(
     output head). Predictions carry a Student-t band (n − p dof), or the bootstrap's with
     --bootstrap N.
     """
+    import fits
+    from ladder import fitdata
     _check_level(level)
     if csv is not None:
         data = fitdata.finals_from_csv(csv, _cols(run_col, loss_col, step_col, drop_col, compute=compute_col), ("compute",))
@@ -215,6 +224,8 @@ def fit_surface_command(
     parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
     """
+    import fits
+    from ladder import fitdata
     _check_level(level)
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
@@ -338,6 +349,8 @@ def fit_curve_command(
     of every step rebuilt from the schedule in its config (so from the store only); shape
     parameters shared, L0, A, alpha, B power laws in --scale.
     """
+    import fits
+    from ladder import fitdata
     _check_level(level)
     if law is not Law.perfraction:
         _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt)
@@ -395,6 +408,8 @@ def _shape(text: str | None) -> dict[str, float]:
 
 
 def _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt) -> None:
+    import fits
+    from ladder import fitdata
     if csv is not None:
         raise LadderError(
             f"--law {law.value} needs the LR of every step, which a CSV of checkpoints does not hold; "
@@ -449,6 +464,8 @@ def backtest_command(
     curves, the mean and worst error over 10–100% of the run), and how often the nominal band
     covered the truth.
     """
+    import fits
+    from ladder import fitdata
     _check_level(level)
     ks = [int(x) for x in _floats(holdout, "--holdout")]
     s = Store(store)

@@ -5,23 +5,26 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import typer
 from rich.table import Table
 
-from fits.predictor import METHODS
 from ladder import runfiles as keys
 from ladder.cli.app import command, console, print_json
 from ladder.cli.plan import Format
 from ladder.display import show_prediction
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir
-from ladder.predict import PredictSettings, predict
 from ladder.replan import horizon_that_fits, shortened, with_cooldown
 from ladder.runconfig import RunConfig
 from ladder.store import DEFAULT_ROOT, Store
+
+# `ladder.predict` and `fits` (scipy) load inside the commands that predict, not for `ladder --help`.
+if TYPE_CHECKING:
+    from ladder.predict import PredictSettings
 
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
 METRIC = typer.Option(keys.EVAL_LOSS, "--metric", help="Metric to predict (nats per token).")
@@ -37,6 +40,9 @@ RATIO_TOL = typer.Option(0.01, "--ratio-tol", help="Token ratios within this rel
 
 def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto", E: float | None = None,
               ratio_tol: float = 0.01) -> PredictSettings:
+    from fits.predictor import METHODS
+    from ladder.predict import PredictSettings
+
     if n_boot < 20:
         raise LadderError(f"--n-boot {n_boot}: use at least 20 refits for a band")
     if method not in ("auto",) + METHODS:
@@ -78,6 +84,8 @@ def predict_command(
     early cooldown), the per-fraction law adds the difference the multi-power law says that schedule
     makes. Steps past a change no law models are flagged.
     """
+    from ladder.predict import predict
+
     target = RunConfig.load(config)
     folder = out_dir(out or Path("predictions") / target.name)
     pred = predict(_existing_store(store), target, _settings(metric, n_boot, group, method, pin_e, ratio_tol))
@@ -108,6 +116,8 @@ def replan_command(
     Give --shorten-to STEPS or --cooldown-steps K (with --at STEP), or give --deadline (and a
     throughput) to be told which horizon fits.
     """
+    from ladder.predict import predict
+
     hero = RunConfig.load(config)
     st = _existing_store(store)
     step = at if at is not None else _last_step(st, hero.name)

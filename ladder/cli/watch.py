@@ -11,9 +11,7 @@ import typer
 from ladder.cli.app import command, console
 from ladder.cli.predict import _seconds_until
 from ladder.errors import LadderError
-from ladder.figures import draw_all, hero_actual
 from ladder.outpaths import out_dir, out_file
-from ladder.predict import PredictSettings, predict
 from ladder.prediction import Prediction
 from ladder.report import read_alerts, write_report
 from ladder.sources import LocalSource, OfflineSource, WandbSource
@@ -88,6 +86,8 @@ def watch_command(
         if cfg is None:
             return old
         console.print(f"[bold]schedule edited[/] ({cfg.schedule.describe()}): predicting again from the new LR sequence")
+        from ladder.predict import PredictSettings, predict  # scipy: only when the schedule changes
+
         # exactly the settings the stored prediction was made with
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
         return predict(st, cfg, settings)
@@ -122,6 +122,8 @@ def plot_command(
 ) -> None:
     """Draw the ladder fit, the predicted hero curve with its bands and the actual curve so far,
     collapsed curves, residuals and training diagnostics (PNG and SVG)."""
+    from ladder.figures import draw_all  # matplotlib and scipy: only for the commands that draw
+
     out = out_dir(out)
     pred = Prediction.load(prediction)
     paths = draw_all(_store(store), pred, out)
@@ -136,6 +138,8 @@ def report_command(
     alerts: Path | None = typer.Option(None, "--alerts", help="Alerts JSON lines (default: alerts.jsonl beside the prediction)."),
 ) -> None:
     """One self-contained HTML page: figures, the prediction every 5%, the forms and assumptions, alerts."""
+    from ladder.figures import draw_all, hero_actual
+
     pred = Prediction.load(prediction)
     folder = prediction if prediction.is_dir() else prediction.parent
     out = out_file(out)
