@@ -68,6 +68,21 @@ class Prediction:
             raise LadderError(f"prediction table lacks columns {missing}")
 
     @property
+    def started_with(self) -> float:
+        """The target's planned steps when it started (before any edit): step ÷ fraction of the table."""
+        t = self.table[self.table["fraction"] > 0]
+        if t.empty:
+            return float(self.planned_steps)
+        return float(t["step"].iloc[-1]) / float(t["fraction"].iloc[-1])
+
+    def fraction_label(self, step: int, planned_now: float | None = None) -> str:
+        """"40%", or "40% of the plan, 50% of the edited plan" where the horizon was edited."""
+        f = step / max(self.started_with, 1.0)
+        if planned_now and abs(planned_now - self.started_with) > 0.5:
+            return f"{f:.0%} of the plan, {step / planned_now:.0%} of the edited plan"
+        return f"{f:.0%}"
+
+    @property
     def final(self) -> pd.Series:
         return self.table.iloc[-1]
 

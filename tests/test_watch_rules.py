@@ -57,7 +57,9 @@ def test_one_percent_jump_alarms_within_two_evals():
     alerts = evaluate(observed(y), prediction(), AlertRules(), now=0.0)
     alarms = [a for a in alerts if a.level == "alarm"]
     assert alarms and alarms[0].step <= EVALS[start + 1]
-    assert alarms[0].rule == "deviation" and "+1.0" in alarms[0].message
+    # one sign convention: the error is predicted / actual − 1 (the words say which side the actual is on)
+    assert alarms[0].rule == "deviation" and "1.0" in alarms[0].message and "above the predicted" in alarms[0].message
+    assert alarms[0].value == pytest.approx(1 / 1.01 - 1, abs=2e-3) and f"error {alarms[0].value:+.2%}" in alarms[0].message
 
 
 def test_slow_drift_is_caught_by_cusum_before_the_band():

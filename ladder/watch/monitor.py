@@ -177,18 +177,18 @@ class Watcher:
             verdict = _worst(window)
             row = at.iloc[i]
             value = float(evals.loc[step])
-            frac = step / obs.planned_steps
+            frac = self.prediction.fraction_label(step, obs.planned_steps)
             why_not = self._not_comparable(row, step)
             if not np.isfinite(value):  # the NaN rule alerts once; every such eval is an alarm
                 cmp = f"{value} (not a finite loss)"
                 verdict = "alarm"
             elif why_not is None:
                 cmp = (f"{value:.4f} vs predicted {row['median']:.4f} "
-                       f"[{row['lo50']:.4f}, {row['hi50']:.4f}] ({value / row['median'] - 1:+.2%})")
+                       f"[{row['lo50']:.4f}, {row['hi50']:.4f}] (error {row['median'] / value - 1:+.2%})")
             else:
                 cmp = f"{value:.4f} ({why_not}: not compared)"
                 verdict = _worse(verdict, CANNOT_JUDGE)
-            lines.append(f"step {step:,} ({frac:.0%}): {self.rules.metric} {cmp}: {verdict.upper()}")
+            lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}: {verdict.upper()}")
             state.verdicts.append({"step": step, "verdict": verdict, "time": self.clock()})
             prev = step
         live = [a for a in alerts if a.rule in ("stale", "throughput")]

@@ -138,7 +138,7 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
         bands = (row.median, row.lo50, row.hi50, row.lo90, row.hi90)
         if not row.in_assumptions or not np.isfinite(bands).all() or not np.isfinite(value):
             continue  # the watcher reports such an eval as cannot-judge
-        rel = value / row.median - 1.0
+        rel = row.median / value - 1.0  # predicted / actual − 1, as everywhere
         warn = max(abs(row.hi50 - row.median), abs(row.median - row.lo50), rules.warn_rel * row.median)
         alarm = max(abs(row.hi90 - row.median), abs(row.median - row.lo90), rules.alarm_rel * row.median)
         gap = abs(value - row.median)
@@ -148,7 +148,8 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             limit = alarm if level == "alarm" else warn
             out.append(Alert(
                 "deviation", level, int(step),
-                f"{rules.metric} {value:.4f} is {rel:+.2%} off the predicted {row.median:.4f} "
+                f"{rules.metric} {value:.4f} is {abs(value / row.median - 1):.2%} "
+                f"{'above' if value > row.median else 'below'} the predicted {row.median:.4f} (error {rel:+.2%}) "
                 f"(limit ±{limit / row.median:.2%}: the {band} band or "
                 f"{(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%}, whichever is wider)",
                 rel,
