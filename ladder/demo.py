@@ -138,11 +138,20 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
                   f"[bold]{result.final_actual:.4f}[/]: relative error [bold]{result.final_error:+.2%}[/]")
     console.print(f"whole curve (10%–100% of the run): mean error {result.curve_mean_error:.2%}, worst "
                   f"{result.curve_worst_error:.2%}, {result.inside_90:.0%} of evals inside the 90% band")
+    if not quick:
+        console.print(f"seed noise: the hero's final loss moves by {HERO_SEED_SD:.2%} (one standard deviation over "
+                      f"3 training seeds, benchmarks/demo_seeds.py); this error is {abs(result.final_error) / HERO_SEED_SD:.1f} "
+                      "of that")
     console.print(f"prediction: {pred_dir}/ (parquet, CSV, JSON; the watcher's alerts.jsonl)")
     console.print(f"figures: {out / 'figures'}/ (PNG and SVG)")
     console.print(f"report:  {report}")
     console.print(f"results: {out / 'results.json'}   ({result.seconds:.0f} s)")
     return result
+
+
+HERO_SEED_SD = 0.0173
+"""Relative standard deviation of the full demo hero's final eval loss over training seeds 0, 1, 2
+(1.1212, 1.0906, 1.1260), measured by benchmarks/demo_seeds.py on the micro-cpu preset."""
 
 
 def score(pred: Prediction, actual, seconds: float, report: Path) -> DemoResult:
