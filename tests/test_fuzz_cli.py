@@ -351,8 +351,8 @@ TRAIN = [
 
 WATCH = [
     _watch("on-track", "on-track", ["step", "OK"], 0),
-    _watch("warning", "warning", ["WARNING", "+0.70%"], 4),
-    _watch("alarm-60%-off", "off-60%", ["ALARM", "+60.00%"], 5),
+    _watch("warning", "warning", ["WARNING", "error -0.70%"], 4),  # predicted / actual − 1
+    _watch("alarm-60%-off", "off-60%", ["ALARM", "error -37.50%"], 5),
     _watch("nan-prediction-57%-off", "off-57%-nan-prediction", ["prediction is unusable", "no row has a finite median"], 3),
     _watch("nan-median-75%-off", "off-75%-nan-median", ["prediction is unusable"], 3),
     _watch("nan-band", "off-60%-nan-band", ["prediction is unusable"], 3),
