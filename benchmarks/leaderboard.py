@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import fit_datasets as ds  # noqa: E402
 from benchmarks.fit_misfitting import best_lr_runs  # noqa: E402
-from fits import fit_surface  # noqa: E402
+from fits import FitError, fit_surface  # noqa: E402
 from fits import predictor as core  # noqa: E402
 from fits.candidates import Options  # noqa: E402
 from fits.runs import Run  # noqa: E402
@@ -181,18 +181,16 @@ def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
         chosen.append(res.method)
         for m in METHODS:
             name = res.method if m == "default" else m
-            if name not in res.candidates:
-                if name == "per-fraction-free" and name not in res.candidates:
-                    try:
-                        few = replace(settings, method=name, backtest=False, options=Options(n_boot=20))
-                        extra = core.predict(task.runs, blank, steps, few)
-                        band = extra.band
-                    except Exception:  # noqa: BLE001 — a method that does not apply is reported as such
-                        continue
-                else:
+            if name in res.candidates:
+                band = res.band if m == "default" else res.band_for(name)
+            elif name == "per-fraction-free":  # not a default candidate: predicted on its own, no backtest floor
+                try:
+                    few = replace(settings, method=name, backtest=False, options=Options(n_boot=20))
+                    band = core.predict(task.runs, blank, steps, few).band
+                except FitError:  # a method that does not apply to the task is reported as n/a
                     continue
             else:
-                band = res.band if m == "default" else res.band_for(name)
+                continue
             ok = np.isfinite(band.median)
             if not ok.any():
                 continue
@@ -234,10 +232,7 @@ def score_endpoint(task) -> dict[str, dict]:
     name, N, D, y, Nt, Dt, yt = task
     rows = {}
     for label, kw in (("surface", {}), ("surface α=β", {"shared_exponent": True})):
-        try:
-            fit = fit_surface(N, D, y, **kw)
-        except TypeError:
-            continue
+        fit = fit_surface(N, D, y, **kw)
         pred = fit.predict(Nt, Dt)
         lo, hi = bootstrap(fit, 200, seed=0).interval(Nt, Dt)
         tlo, thi = fit.interval(Nt, Dt)

@@ -45,6 +45,8 @@ class Options:
 
     smooth: int | None | str = "auto"
     """Per-fraction law: basis size in log g; None: free at every fraction; "auto": leave one run out."""
+    smooth_note: str = ""
+    """How the basis size was chosen, when "auto" was resolved (`resolve_smooth`)."""
     E: float | None = None
     """Pin the per-fraction law's irreducible loss (None: fitted)."""
     shape: dict[str, float] | None = dataclasses.field(default_factory=lambda: dict(PUBLISHED_SHAPE))
@@ -65,7 +67,7 @@ class Outcome:
     warnings: tuple[str, ...] = ()
 
 
-def _widen(band: Band, sd: np.ndarray) -> Band:
+def widen(band: Band, sd: np.ndarray) -> Band:
     """Add an independent standard deviation `sd` (absolute) to both sides of a band in quadrature."""
     m = band.median
     return Band(m, m - np.hypot(m - band.lo50, Z50 * sd), m + np.hypot(band.hi50 - m, Z50 * sd),
@@ -74,11 +76,6 @@ def _widen(band: Band, sd: np.ndarray) -> Band:
 
 def _shift(band: Band, d: np.ndarray) -> Band:
     return Band(*(x + d for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
-
-
-def nan_band(n: int) -> Band:
-    x = np.full(n, np.nan)
-    return Band(x, x, x, x, x)
 
 
 # ---- per-fraction law ---------------------------------------------------------------------------------
@@ -176,7 +173,7 @@ class PerFraction:
 def choose_smooth(runs: list[Run], o: Options) -> tuple[int | None, str]:
     """The per-fraction basis size: the setting, or for "auto" the leave-one-run-out choice."""
     if o.smooth != "auto":
-        return o.smooth, ""
+        return o.smooth, o.smooth_note
     grid, losses = _matrix(runs)
     try:
         choice = select_smooth(np.array([r.compute for r in runs]), grid, losses, E=o.E)
@@ -186,14 +183,15 @@ def choose_smooth(runs: list[Run], o: Options) -> tuple[int | None, str]:
 
 
 def resolve_smooth(runs: list[Run], target: Run, o: Options) -> Options:
-    """Options with "auto" replaced by the basis the whole ladder chooses for `target` (so a backtest on
-    fewer runs uses the same law)."""
+    """Options with "auto" replaced by the basis the whole ladder chooses for `target` (chosen once; a
+    backtest on fewer runs then uses the same law)."""
     if o.smooth != "auto":
         return o
     chosen = per_fraction_runs(runs, target, o.ratio_tol)
     if len(chosen) < 3:
         return o
-    return dataclasses.replace(o, smooth=choose_smooth(chosen, o)[0])
+    smooth, note = choose_smooth(chosen, o)
+    return dataclasses.replace(o, smooth=smooth, smooth_note=note)
 
 
 def _parted(lrs: np.ndarray, ref: np.ndarray, steps: np.ndarray) -> np.ndarray:
@@ -219,7 +217,7 @@ def _schedule_difference(runs, target, steps, band, o: Options):
     except FitError:
         pass
     d, se = np.where(parted, d, 0.0), np.where(parted, se, 0.0)
-    return _widen(_shift(band, d), se), "the multi-power law adds what the edited schedule changes"
+    return widen(_shift(band, d), se), "the multi-power law adds what the edited schedule changes"
 
 
 def _jackknife_se(draws: np.ndarray) -> np.ndarray:
@@ -243,6 +241,11 @@ def first_step(r: Run) -> int:
     return max(2 * warmup, int(np.ceil(0.05 * r.planned_steps)), 1)
 
 
+def _curves_per_size(curves: list[Curve]) -> np.ndarray:
+    """How many curves each size has (sizes equal to 3 decimals of their log count as one)."""
+    return np.unique(np.round(np.log([c.scale for c in curves]), 3), return_counts=True)[1]
+
+
 class CurveLaw:
     """A schedule-aware law over every curve with an LR sequence; its fit is shared by every target."""
 
@@ -252,7 +255,7 @@ class CurveLaw:
         self.name, self.options = name, options
         self.label, self._fit_fn = CURVE_LAWS[name]
         self.runs = [r for r in runs if r.lrs is not None and r.steps.size >= 3]
-        self._fit = self._refits = None
+        self._fit = self._refits = self._per_size = None
 
     def _curves(self, runs):
         out = []
@@ -267,7 +270,7 @@ class CurveLaw:
     def _fit_on(self, runs):
         shape = self.options.shape if self.name == "multipower" else None
         curves = self._curves(runs)
-        if len({round(np.log(c.scale), 3) for c in curves}) < 2:
+        if _curves_per_size(curves).size < 2:
             raise FitError(f"the {self.label} needs curves with their LR sequences from 2 sizes or more; "
                            f"the ladder has {len(curves)} curve(s) with LRs")
         return self._fit_fn(curves, shape=shape)
@@ -308,14 +311,12 @@ class CurveLaw:
         size (the fit drives L0 to its bound), and the power laws across sizes extrapolate that confusion;
         curves of other lengths or schedules at the same size separate them (Luo et al. fit each size on
         several schedules). The per-fraction law still uses such a fit for the difference a schedule edit makes."""
-        counts: dict[float, int] = {}
-        for c in self._curves(self.runs):
-            key = next((k for k in counts if abs(c.scale / k - 1) <= 1e-3), c.scale)
-            counts[key] = counts.get(key, 0) + 1
-        if sum(1 for n in counts.values() if n >= 2) < 2:
+        if self._per_size is None:
+            self._per_size = _curves_per_size(self._curves(self.runs))
+        if np.sum(self._per_size >= 2) < 2:
             raise FitError(f"the {self.label} needs 2 or more curves (lengths or schedules) at each of 2 sizes or more "
                            f"to tell its asymptote from its power-law term; the ladder has "
-                           f"{max(counts.values(), default=0)} curve(s) at most per size")
+                           f"{int(self._per_size.max(initial=0))} curve(s) at most per size")
 
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         self.check_identified()
@@ -335,7 +336,7 @@ class CurveLaw:
             se = se * t
         else:
             se = np.zeros_like(point)
-        band = _widen(Band(point, point, point, point, point), np.hypot(se, self.scatter() * point))
+        band = widen(Band(point, point, point, point, point), np.hypot(se, self.scatter() * point))
         n_sizes = len(sizes(self.runs))
         why = (f"{len(law.curves)} curves of {n_sizes} sizes with their LR sequences; predicts the target from its "
                f"own schedule and size" + ("; annealing shape held at published values"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fits import candidates as cand
-from fits.candidates import Z50, Z90, Options, nan_band
+from fits.candidates import Z50, Z90, Options
 from fits.errors import FitError
 from fits.runs import Run, same_ratio, same_size, sizes
 from fits.uncertainty import Band
@@ -141,24 +141,21 @@ def method_scores(backtest) -> dict[str, float]:
 
 
 def _predict_all(runs: list[Run], target: Run, steps: np.ndarray, names, options: Options):
-    outcomes, failed = {}, {}
-    for name in names:
-        try:
-            outcomes[name] = cand.make(name, runs, options).predict(target, steps)
-        except FitError as exc:
-            failed[name] = str(exc)
-    return outcomes, failed
+    """({name: Outcome}, {name: why it failed}) for one target at `steps`."""
+    results = _predict_many(runs, [(target, steps)], names, options)
+    outcomes = {n: r[0] for n, r in results.items() if isinstance(r[0], cand.Outcome)}
+    return outcomes, {n: r[0] for n, r in results.items() if n not in outcomes}
 
 
-def _predict_many(runs: list[Run], targets: list[Run], names, options: Options):
-    """{name: [Outcome or error text per target]}; each candidate fitted once for all targets."""
+def _predict_many(runs: list[Run], jobs: list[tuple[Run, np.ndarray]], names, options: Options):
+    """{name: [Outcome or error text per (target, steps)]}; each candidate fitted once for all targets."""
     out = {}
     for name in names:
         model = cand.make(name, runs, options)
         res = []
-        for t in targets:
+        for target, steps in jobs:
             try:
-                res.append(model.predict(t, t.steps))
+                res.append(model.predict(target, steps))
             except FitError as exc:
                 res.append(str(exc))
         out[name] = res
@@ -216,7 +213,7 @@ def backtest(runs: list[Run], target: Run, settings: Settings) -> tuple[Score, .
         if not held:
             continue
         distance = float(np.log(max(h.flops_per_token for h in held) / top))
-        results = _predict_many(fit_runs, held, settings.candidates, o)
+        results = _predict_many(fit_runs, [(h, h.steps) for h in held], settings.candidates, o)
         ok = {n: res for n, res in results.items() if all(isinstance(x, cand.Outcome) for x in res)}
         for name, res in results.items():
             if name not in ok:
@@ -290,11 +287,11 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         raise FitError(f"unknown method {settings.method!r}; choose auto or one of {', '.join(METHODS)}")
     names = list(dict.fromkeys(list(settings.candidates)
                                + ([settings.method] if settings.method not in ("auto", "ensemble") else [])))
-    outcomes, failed = _predict_all(runs, target, steps, names, settings.options)
+    options = cand.resolve_smooth(runs, target, settings.options)
+    outcomes, failed = _predict_all(runs, target, steps, names, options)
     if not outcomes:
         raise FitError("no law could predict the target: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
     if settings.backtest:
-        options = cand.resolve_smooth(runs, target, settings.options)
         # the backtest's bands only score coverage: fewer refits do
         options = dataclasses.replace(options, n_boot=min(options.n_boot, 100))
         fixed = dataclasses.replace(settings, options=options)
@@ -349,7 +346,7 @@ def spread(band: Band, others: list[Band]) -> Band:
     for o in others:
         d = np.abs(np.where(np.isfinite(o.median), o.median, m) - m)
         gap = np.maximum(gap, d)
-    return cand._widen(band, gap / Z90)
+    return cand.widen(band, gap / Z90)
 
 
 def floored(band: Band, rows, method: str, distance: float, fractions: np.ndarray) -> Band:
@@ -357,8 +354,7 @@ def floored(band: Band, rows, method: str, distance: float, fractions: np.ndarra
     carried = carried_error(rows, method, distance, fractions) * np.abs(band.median)
     if not np.any(carried > 0):
         return band
-    return cand._widen(band, carried / Z90)
+    return cand.widen(band, carried / Z90)
 
 
-__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "nan_band",
-           "predict"]
+__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "predict"]
