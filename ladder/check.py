@@ -1,0 +1,535 @@
+"""`ladder check`: a pre-flight verdict on a finished ladder, before its hero run starts.
+
+Reads the rungs of one group from the store and asks six questions, each answered by a `Finding`
+(status ok / warning / alarm, or "not checked" with the reason, or "skipped" when deliberately not
+asked). Statistics are per rung, trends are across rungs against fit compute C (fit FLOPs per token
+× planned tokens, DESIGN.md), and projections are at the hero's C:
+
+- grad-norm: the peak of each rung's grad norm (a rolling median over 2% of the run, past the
+  first 5%, where every run peaks trivially while its weights are still random), as a power law
+  of C; the hero's peak with its 90% band is held against a limit (4.0).
+- spikes: train-loss spikes per 1,000 steps (`fits.trends.count_spikes`, past the first 5%), as a
+  Poisson rate trend in C; alarm when the hero's projected rate exceeds the limit and the rate grows.
+- drops: the MoE drop fraction (mean past the first 5%) as a line in log C; the hero's projection
+  against the watch rules' thresholds.
+- off-trend: each rung's final eval loss against the endpoint trend of the others (leave one out).
+- crashed: a rung not finished, stopped before its planned steps, or with a non-finite loss.
+- lr-rule: each rung's peak LR against the recipe's rule (skipped when no recipe is known).
+
+The math is `fits.trends`; this module only turns the store into arrays and numbers into words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from fits import trends
+from ladder import runfiles as keys
+from ladder.errors import LadderError
+from ladder.recipe import Recipe, load_recipe, preset_names
+from ladder.store import Store
+from ladder.watch.rules import AlertRules
+
+Status = Literal["ok", "warning", "alarm", "not checked", "skipped"]
+CHECKS = ("grad-norm", "spikes", "drops", "off-trend", "crashed", "lr-rule")
+EXIT = {"ok": 0, "not checked": 3, "warning": 4, "alarm": 5}
+_RANK = {"skipped": 0, "ok": 0, "not checked": 1, "warning": 2, "alarm": 3}
+_WATCH = AlertRules()
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """Thresholds of every check. Fractions are of a run's planned steps."""
+
+    grad_limit: float = 4.0
+    """The hero's projected grad-norm peak (global L2 norm before clipping) that raises an alarm."""
+    skip_fraction: float = 0.05
+    """Leading fraction of each run left out of the grad-norm peak, spikes and drop fraction."""
+    peak_window: float = 0.02
+    """Fraction of a run over which the grad norm's rolling median runs."""
+    spike_z: float = 6.0
+    """Robust z-score above the rolling median that makes a train-loss spike (as `ladder watch`)."""
+    spike_window: float = 0.02
+    """Fraction of a run (at least 21 steps) of the rolling median the spikes stand out from."""
+    spike_limit: float = 1.0
+    """Spikes per 1,000 steps the hero may be projected to have."""
+    drop_warn: float = _WATCH.drop_warn
+    drop_alarm: float = _WATCH.drop_alarm
+    drop_margin: float = _WATCH.drop_margin
+    """A growing drop fraction warns when the hero's projection passes the largest rung's by this."""
+    outlier_level: float = 0.95
+    """Leave-one-out: a clean ladder flags some rung with probability about 1 − this."""
+    outlier_floor: float = 0.002
+    """Leave-one-out: the least relative scatter assumed of final losses (seed-to-seed noise)."""
+    lr_tolerance: float = 0.10
+    """A rung's peak LR may differ from the recipe's rule by this fraction."""
+    level: float = 0.9
+    """Central probability of the projected bands."""
+    metric: str = keys.EVAL_LOSS
+    """The eval metric whose final value the off-trend check fits."""
+
+    def __post_init__(self) -> None:
+        for name in ("grad_limit", "spike_z", "spike_limit", "outlier_floor", "lr_tolerance", "peak_window",
+                     "spike_window"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise LadderError(f"--{name.replace('_', '-')} {value}: must be a positive number")
+        for name in ("skip_fraction",):
+            if not 0 <= getattr(self, name) < 1:
+                raise LadderError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be in [0, 1)")
+        for name in ("outlier_level", "level"):
+            if not 0 < getattr(self, name) < 1:
+                raise LadderError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be in (0, 1)")
+
+
+@dataclass(frozen=True)
+class HeroCompute:
+    flops: float
+    """Fit compute of the whole planned hero run (FLOPs, 3 × forward without the head)."""
+    source: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    status: Status
+    evidence: str
+    hero: str = ""
+    """The projected hero value with its band, where the check projects one."""
+    remedy: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+    """The numbers behind `evidence`, for JSON."""
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    group: str
+    rungs: tuple[str, ...]
+    hero: HeroCompute | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def status(self) -> Status:
+        worst = max((f.status for f in self.findings), key=_RANK.__getitem__, default="not checked")
+        return "ok" if worst == "skipped" else worst
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.status]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group": self.group, "rungs": list(self.rungs), "status": self.status, "exit_code": self.exit_code,
+                "hero": None if self.hero is None else asdict(self.hero),
+                "findings": [asdict(f) for f in self.findings]}
+
+
+@dataclass(frozen=True)
+class _Rung:
+    run_id: str
+    name: str
+    compute: float
+    """Planned fit compute (NaN when a coordinate is missing)."""
+    planned_steps: int | None
+    complete: bool
+    """Finished its planned steps with state 'finished'."""
+    series: dict[str, pd.DataFrame]
+    """metric → rows (step, fraction, value), finite values only, by step."""
+
+
+# ---- entry point ----------------------------------------------------------------------------------
+def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | None = None,
+                 recipe: str | None = None, settings: CheckSettings = CheckSettings(),
+                 skip: tuple[str, ...] = ()) -> CheckReport:
+    """Every check on the rungs of `group` (the store's only group when None)."""
+    unknown = [s for s in skip if s not in CHECKS]
+    if unknown:
+        raise LadderError(f"--skip {unknown[0]!r}: not a check; the checks are {', '.join(CHECKS)}")
+    runs = _group_runs(store, group)
+    group = str(runs["group"].iloc[0])
+    rung_rows = runs[runs["role"] == "rung"]
+    if rung_rows.empty:
+        raise LadderError(f"{store.root}: group {group!r} has no runs with role 'rung'; pull the rungs first")
+    hero = hero or _stored_hero(runs)
+    hist = store.history(list(rung_rows["run_id"]), [keys.GRAD_NORM, keys.TRAIN_LOSS, keys.DROP_FRACTION,
+                                                     keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
+    rungs = [_rung(row, hist) for _, row in rung_rows.iterrows()]
+    checks = {
+        "grad-norm": lambda: _grad_norm(rungs, hero, settings),
+        "spikes": lambda: _spikes(rungs, hero, settings),
+        "drops": lambda: _drops(store, rungs, hero, settings),
+        "off-trend": lambda: _off_trend(rungs, settings),
+        "crashed": lambda: _crashed(rung_rows, hist, settings),
+        "lr-rule": lambda: _lr_rule(store, rungs, group, recipe, settings),
+    }
+    findings = tuple(Finding(name, "skipped", "skipped with --skip") if name in skip else run()
+                     for name, run in checks.items())
+    return CheckReport(group, tuple(r.name for r in rungs), hero, findings)
+
+
+def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
+    if not store.exists():
+        raise LadderError(f"{store.root}: no store here; pull the rungs first (`ladder pull local runs/`) "
+                          "or give --store")
+    runs = store.runs()
+    groups = sorted(set(runs["group"].astype(str)))
+    if group is None:
+        if len(groups) != 1:
+            raise LadderError(f"{store.root} holds the groups {', '.join(map(repr, groups)) or 'none'}; "
+                              "pick one with --group")
+        group = groups[0]
+    picked = runs[runs["group"] == group]
+    if picked.empty:
+        raise LadderError(f"--group {group!r}: no such group in {store.root}; it holds {', '.join(map(repr, groups))}")
+    return picked
+
+
+def _stored_hero(runs: pd.DataFrame) -> HeroCompute | None:
+    heroes = runs[runs["role"] == "hero"]
+    flops = heroes["fit_flops_per_token"].astype(float) * heroes["planned_tokens"].astype(float)
+    flops = flops[np.isfinite(flops) & (flops > 0)]
+    if flops.empty:
+        return None
+    name = heroes.loc[flops.index[-1], "name"]
+    return HeroCompute(float(flops.iloc[-1]), f"the hero run {name!r} in the store")
+
+
+def hero_from_config(path) -> HeroCompute:
+    """The hero's fit compute from a planner run config: fit FLOPs per token × tokens of the plan it starts with."""
+    from ladder.runconfig import RunConfig
+    from ladder.runview import from_config
+
+    cfg = RunConfig.load(path)
+    return HeroCompute(from_config(cfg).compute, f"hero config {path} ({cfg.schedule.total_steps:,} steps)")
+
+
+def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:
+    planned = None if pd.isna(row["stop_after_steps"]) else int(row["stop_after_steps"])
+    last = None if pd.isna(row["last_step"]) else int(row["last_step"])
+    flops = row["fit_flops_per_token"]
+    tokens = row["planned_tokens"]
+    compute = float(flops) * float(tokens) if not (pd.isna(flops) or pd.isna(tokens)) else float("nan")
+    complete = row["state"] == "finished" and planned is not None and last is not None and last >= planned
+    h = hist[(hist["run_id"] == row["run_id"]) & np.isfinite(hist["value"].to_numpy(dtype=float))]
+    series = {str(m): g.sort_values("step")[["step", "fraction", "value"]].reset_index(drop=True)
+              for m, g in h.groupby("metric", observed=True)}
+    return _Rung(str(row["run_id"]), str(row["name"]), compute, planned, bool(complete), series)
+
+
+def _usable(rungs: list[_Rung], metric: str) -> tuple[list[_Rung], list[str]]:
+    """Complete rungs with a known compute that logged `metric`, and why the others are left out."""
+    out, left = [], []
+    for r in rungs:
+        if not r.complete:
+            left.append(f"{r.name} (not complete)")
+        elif not math.isfinite(r.compute) or r.compute <= 0:
+            left.append(f"{r.name} (no fit compute)")
+        elif metric not in r.series or r.series[metric].empty:
+            left.append(f"{r.name} (no {metric})")
+        else:
+            out.append(r)
+    return sorted(out, key=lambda r: r.compute), left
+
+
+def _not_checked(name: str, why: str, **values: Any) -> Finding:
+    return Finding(name, "not checked", f"not checked: {why}", values=values)
+
+
+def _too_few(name: str, metric: str, rungs: list[_Rung], usable: list[_Rung], left: list[str],
+             need: int = 3) -> Finding | None:
+    if len(usable) >= need:
+        return None
+    if not any(metric in r.series for r in rungs):
+        return _not_checked(name, f"no rung logs {metric}")
+    why = f"needs {need} complete rungs with {metric}, has {len(usable)}"
+    return _not_checked(name, why + ("; left out: " + ", ".join(left) if left else ""))
+
+
+def _band(value: float, lo: float, hi: float, fmt: str, level: float) -> str:
+    return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}] ({level:.0%})"
+
+
+def _distance(hero: HeroCompute, usable: list[_Rung]) -> str:
+    return f"C = {hero.flops:.3g} FLOPs, {hero.flops / usable[-1].compute:.3g}× the largest rung"
+
+
+_NO_HERO = ("no hero compute: give --hero CONFIG.yaml or --hero-compute FLOPS, or pull the hero run "
+            "(role 'hero') into the store")
+
+
+# ---- 1. grad-norm peak ------------------------------------------------------------------------------
+def _grad_norm(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) -> Finding:
+    name = "grad-norm"
+    usable, left = _usable(rungs, keys.GRAD_NORM)
+    if (few := _too_few(name, keys.GRAD_NORM, rungs, usable, left)) is not None:
+        return few
+    peaks = []
+    for r in usable:
+        s = r.series[keys.GRAD_NORM]
+        peaks.append(trends.smoothed_peak(s["fraction"], s["value"], skip=st.skip_fraction, window=st.peak_window))
+    height = np.array([p.height for p in peaks])
+    if np.any(height <= 0):
+        return _not_checked(name, "a rung's grad norm is 0 after the warmup; nothing to fit")
+    compute = np.array([r.compute for r in usable])
+    trend = trends.fit_trend(compute, height)
+    lo_b, hi_b = trend.slope_interval(st.level)
+    per_rung = ", ".join(f"{r.name} {p.height:.3g} at {p.fraction:.0%}" for r, p in zip(usable, peaks))
+    evidence = (f"peak (rolling median over {st.peak_window:.0%} of the run, after the first {st.skip_fraction:.0%}): "
+                f"{per_rung}; ∝ C^{trend.b:.2f} [{lo_b:.2f}, {hi_b:.2f}]")
+    values = {"rungs": [r.name for r in usable], "compute": compute, "peak": height,
+              "peak_fraction": [p.fraction for p in peaks], "exponent": trend.b, "exponent_band": [lo_b, hi_b],
+              "limit": st.grad_limit}
+    remedy = ("add a logit z-loss (moe.logit_z) or a stronger router z-loss, or lower the peak LR; "
+              "then rerun the largest rung")
+    over = [r.name for r, h in zip(usable, height) if h > st.grad_limit]
+    if hero is None:
+        if over:
+            return Finding(name, "alarm", f"{evidence}; already above the limit {st.grad_limit:g}: {', '.join(over)}",
+                           remedy=remedy, values=values)
+        return Finding(name, "not checked", f"not checked: {_NO_HERO} ({evidence})", values=values)
+    mid = float(trend.predict(hero.flops))
+    lo, hi = (float(v) for v in trend.interval(hero.flops, st.level))
+    values.update(hero=mid, hero_band=[lo, hi])
+    hero_text = f"{_band(mid, lo, hi, '.3g', st.level)} at {_distance(hero, usable)}"
+    if mid > st.grad_limit or over:
+        status: Status = "alarm"
+        evidence += f"; projected hero peak above the limit {st.grad_limit:g}"
+    elif hi > st.grad_limit:
+        status = "warning"
+        evidence += f"; the {st.level:.0%} band reaches the limit {st.grad_limit:g}"
+    else:
+        status = "ok"
+        evidence += f"; the projection stays below the limit {st.grad_limit:g}"
+    return Finding(name, status, evidence, hero_text, remedy if status != "ok" else "", values)
+
+
+# ---- 2. loss spikes ---------------------------------------------------------------------------------
+def _spikes(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) -> Finding:
+    name = "spikes"
+    usable, left = _usable(rungs, keys.TRAIN_LOSS)
+    if (few := _too_few(name, keys.TRAIN_LOSS, rungs, usable, left)) is not None:
+        return few
+    counts, steps = [], []
+    for r in usable:
+        s = r.series[keys.TRAIN_LOSS]
+        start = int(np.searchsorted(s["fraction"].to_numpy(), st.skip_fraction))
+        n = len(s)
+        sp = trends.count_spikes(s["value"], window=max(21, st.spike_window * n), k=st.spike_z, start=start)
+        # Exposure in optimizer steps, so a series logged every k steps counts the steps it spans.
+        covered = float(s["step"].iloc[-1] - s["step"].iloc[min(start, n - 1)]) + 1.0
+        counts.append(sp.count)
+        steps.append(max(covered, 1.0))
+    counts_a, steps_a = np.array(counts, dtype=float), np.array(steps)
+    compute = np.array([r.compute for r in usable])
+    rate = 1000.0 * counts_a / steps_a
+    per_rung = ", ".join(f"{r.name} {c:.0f} ({x:.2g}/1k steps)" for r, c, x in zip(usable, counts_a, rate))
+    evidence = (f"spikes (train loss {st.spike_z:g} robust SDs above its rolling median, after the first "
+                f"{st.skip_fraction:.0%}): {per_rung}")
+    values = {"rungs": [r.name for r in usable], "compute": compute, "spikes": counts_a, "steps": steps_a,
+              "per_1k_steps": rate, "limit_per_1k_steps": st.spike_limit}
+    remedy = ("find what the spikes share (data shards, LR at the time, grad norm); lower the peak LR, "
+              "tighten grad clipping or add a z-loss before the hero starts")
+    if counts_a.sum() == 0:
+        return Finding(name, "ok", f"{evidence}: no spikes in any rung", "0 expected" if hero else "", values=values)
+    fit = trends.fit_rate_trend(compute, counts_a, steps_a)
+    lo_b, hi_b = fit.slope_interval(st.level)
+    evidence += f"; rate ∝ C^{fit.b:.2f} [{lo_b:.2f}, {hi_b:.2f}]"
+    values.update(exponent=fit.b, exponent_band=[lo_b, hi_b])
+    growing = fit.growing(st.level)
+    already = rate[-1] > st.spike_limit
+    if hero is None:
+        status: Status = "warning" if growing or already else "not checked"
+        text = evidence if status == "warning" else f"not checked: {_NO_HERO} ({evidence})"
+        return Finding(name, status, text, remedy=remedy if status == "warning" else "", values=values)
+    mid = 1000.0 * float(fit.predict(hero.flops))
+    lo, hi = (1000.0 * float(v) for v in fit.interval(hero.flops, st.level))
+    values.update(hero_per_1k_steps=mid, hero_band=[lo, hi])
+    hero_text = f"{_band(mid, lo, hi, '.2g', st.level)} per 1k steps at {_distance(hero, usable)}"
+    if mid > st.spike_limit and fit.b > 0:
+        status = "alarm"
+        evidence += f"; the hero is projected above {st.spike_limit:g} per 1k steps"
+    elif growing or already:
+        status = "warning"
+        evidence += ("; the rate grows with size" if growing else
+                     f"; the largest rung is already above {st.spike_limit:g} per 1k steps")
+    else:
+        status = "ok"
+    return Finding(name, status, evidence, hero_text, remedy if status != "ok" else "", values)
+
+
+# ---- 3. drop fraction -------------------------------------------------------------------------------
+def _drops(store: Store, rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) -> Finding:
+    name = "drops"
+    usable, left = _usable(rungs, keys.DROP_FRACTION)
+    if not usable and _all_dense(store, rungs):
+        return Finding(name, "skipped", "skipped: dense model (no experts, no drop fraction)")
+    if (few := _too_few(name, keys.DROP_FRACTION, rungs, usable, left)) is not None:
+        return few
+    means = []
+    for r in usable:
+        s = r.series[keys.DROP_FRACTION]
+        after = s[s["fraction"] >= st.skip_fraction]
+        means.append(float((after if len(after) else s)["value"].mean()))
+    drop = np.array(means)
+    compute = np.array([r.compute for r in usable])
+    trend = trends.fit_trend(compute, drop, log_y=False)
+    lo_b, hi_b = trend.slope_interval(st.level)
+    per_rung = ", ".join(f"{r.name} {d:.1%}" for r, d in zip(usable, drop))
+    evidence = (f"mean drop fraction after the first {st.skip_fraction:.0%}: {per_rung}; "
+                f"{trend.b * math.log(10):+.2%} per decade of C [{lo_b * math.log(10):+.2%}, {hi_b * math.log(10):+.2%}]")
+    values = {"rungs": [r.name for r in usable], "compute": compute, "drop_fraction": drop,
+              "per_decade": trend.b * math.log(10)}
+    remedy = ("raise the capacity factor or the load-balancing loss weight, or check the router "
+              "(z-loss, latent width) before the hero starts")
+    if hero is None:
+        worst = float(drop.max())
+        if worst > st.drop_warn:
+            status: Status = "alarm" if worst > st.drop_alarm else "warning"
+            return Finding(name, status, f"{evidence}; a rung is already above {st.drop_warn:.0%}", remedy=remedy,
+                           values=values)
+        return Finding(name, "not checked", f"not checked: {_NO_HERO} ({evidence})", values=values)
+    mid = float(np.clip(trend.predict(hero.flops), 0, 1))
+    lo, hi = (float(np.clip(v, 0, 1)) for v in trend.interval(hero.flops, st.level))
+    values.update(hero=mid, hero_band=[lo, hi])
+    hero_text = f"{mid:.1%} [{lo:.1%}, {hi:.1%}] ({st.level:.0%}) at {_distance(hero, usable)}"
+    if mid > st.drop_alarm:
+        status, why = "alarm", f"; the hero is projected above {st.drop_alarm:.0%}"
+    elif mid > st.drop_warn:
+        status, why = "warning", f"; the hero is projected above {st.drop_warn:.0%}"
+    elif trend.growing(st.level) and mid > drop[-1] + st.drop_margin:
+        status, why = "warning", f"; it grows with size, the hero {mid - drop[-1]:.1%} above the largest rung"
+    else:
+        status, why = "ok", ""
+    return Finding(name, status, evidence + why, hero_text, remedy if status != "ok" else "", values)
+
+
+def _all_dense(store: Store, rungs: list[_Rung]) -> bool:
+    configs = [_run_config(store, r.run_id) for r in rungs]
+    return bool(configs) and all(c is not None and c.spec.n_experts == 0 for c in configs)
+
+
+def _run_config(store: Store, run_id: str):
+    try:
+        return store.run_config(run_id)
+    except LadderError:
+        return None
+
+
+# ---- 4. a rung off the others' trend -----------------------------------------------------------------
+def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
+    name = "off-trend"
+    usable, left = _usable(rungs, st.metric)
+    if (few := _too_few(name, st.metric, rungs, usable, left, need=4)) is not None:
+        return few
+    final = np.array([float(r.series[st.metric]["value"].iloc[-1]) for r in usable])
+    if np.any(final <= 0):
+        return _not_checked(name, f"a final {st.metric} is not positive")
+    compute = np.array([r.compute for r in usable])
+    loo = trends.leave_one_out(compute, final, level=st.outlier_level, floor=st.outlier_floor)
+    values = {"rungs": [r.name for r in usable], "compute": compute, "final": final,
+              "expected": [h.expected for h in loo.held], "rel_error": [h.rel_error for h in loo.held],
+              "score": [h.score for h in loo.held], "limit": loo.held[0].limit, "dof": loo.dof}
+    caveat = "" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)"
+    flagged = [loo.held[i] for i in loo.flagged]
+    if not flagged:
+        w = loo.worst()
+        return Finding(name, "ok", (f"final {st.metric} of each rung against the others' trend: largest deviation "
+                                    f"{usable[w.index].name} {w.rel_error:+.2%} (score {w.score:.1f}, limit "
+                                    f"±{w.limit:.1f}){caveat}"), values=values)
+    parts = [f"{usable[h.index].name} {h.value:.4g} vs {h.expected:.4g} expected ({h.rel_error:+.2%}, "
+             f"score {h.score:.1f}, limit ±{h.limit:.1f})" for h in flagged]
+    largest_worse = any(h.index == len(usable) - 1 and h.rel_error > 0 for h in flagged)
+    status: Status = "alarm" if largest_worse else "warning"
+    evidence = "off the others' endpoint trend: " + "; ".join(parts)
+    if largest_worse:
+        evidence += "; the largest rung is worse than the trend: the recipe may stop scaling"
+    remedy = ("look for what sets the rung apart (shape: depth for its width, batch, LR, data); rerun it, "
+              "or leave it out of the fits and say so")
+    return Finding(name, status, evidence, "", remedy, values)
+
+
+# ---- 5. crashed rungs -------------------------------------------------------------------------------
+def _crashed(rows: pd.DataFrame, hist: pd.DataFrame, st: CheckSettings) -> Finding:
+    name = "crashed"
+    problems, status = [], "ok"
+    bad = hist[~np.isfinite(hist["value"].to_numpy(dtype=float))
+               & hist["metric"].isin([keys.TRAIN_LOSS, st.metric, keys.GRAD_NORM])]
+    for _, row in rows.iterrows():
+        planned = None if pd.isna(row["stop_after_steps"]) else int(row["stop_after_steps"])
+        last = 0 if pd.isna(row["last_step"]) else int(row["last_step"])
+        where = f"step {last:,}" + (f" of {planned:,}" if planned else "")
+        state = str(row["state"])
+        if state == "running":
+            problems.append(f"{row['name']} still running ({where})")
+            status = max(status, "warning", key=_RANK.__getitem__)
+        elif state != "finished":
+            problems.append(f"{row['name']} {state} at {where}")
+            status = "alarm"
+        elif planned is not None and last < planned:
+            problems.append(f"{row['name']} stopped at {where} ({last / planned:.0%})")
+            status = "alarm"
+        nonfinite = bad[bad["run_id"] == row["run_id"]]
+        if len(nonfinite):
+            first = nonfinite.sort_values("step").iloc[0]
+            problems.append(f"{row['name']} logged {first['metric']} = {first['value']} at step {int(first['step']):,}")
+            status = "alarm"
+    if not problems:
+        return Finding(name, "ok", f"all {len(rows)} rungs finished their planned steps with finite losses")
+    return Finding(name, status, "; ".join(problems), "",
+                   "find out why before the hero starts (a rung that diverged predicts a hero that will); "
+                   "resume or rerun it, then pull again", {"problems": problems})
+
+
+# ---- 6. peak LR against the recipe's rule --------------------------------------------------------
+def _lr_rule(store: Store, rungs: list[_Rung], group: str, recipe: str | None, st: CheckSettings) -> Finding:
+    name = "lr-rule"
+    rec, where = _recipe(recipe, group)
+    if rec is None:
+        return Finding(name, "skipped", f"skipped: no recipe known (group {group!r} is not a shipped preset); "
+                       "pass --recipe NAME|FILE to check the rungs' LRs against its rule")
+    rows, off, missing = [], [], []
+    for r in rungs:
+        cfg = _run_config(store, r.run_id)
+        if cfg is None:
+            missing.append(r.name)
+            continue
+        rule = rec.lr.peak_lr(cfg.tokens, cfg.spec.d_model, cfg.tokens_per_step)
+        logged = r.series.get(keys.LEARNING_RATE)
+        if r.complete and logged is not None and len(logged):
+            peak, how = float(logged["value"].max()), "logged"
+        else:
+            peak, how = float(cfg.schedule.peak_lr), "config"
+        ratio = peak / rule
+        rows.append({"rung": r.name, "peak_lr": peak, "from": how, "rule": rule, "ratio": ratio})
+        if abs(ratio - 1) > st.lr_tolerance:
+            off.append(f"{r.name} {peak:.3g} ({how}) vs rule {rule:.3g} (×{ratio:.2f})")
+    values = {"recipe": where, "rungs": rows}
+    if not rows:
+        return _not_checked(name, f"no rung carries a run config (spec, schedule) to compare with {where}", **values)
+    note = f"; no run config for {', '.join(missing)}" if missing else ""
+    if off:
+        remedy = "retrain the rung with the rule's LR, or fix the recipe so rungs and hero follow one rule"
+        if recipe is None:
+            remedy += f"; if the plan overrode {where}'s LR rule, pass --recipe with the recipe it used"
+        return Finding(name, "warning", f"peak LR off the LR rule of {where} by more than {st.lr_tolerance:.0%}: "
+                       + "; ".join(off) + note, "", remedy, values)
+    worst = max(rows, key=lambda x: abs(x["ratio"] - 1))
+    status: Status = "not checked" if missing else "ok"
+    prefix = "not checked for every rung: " if missing else ""
+    return Finding(name, status, f"{prefix}every rung's peak LR within {st.lr_tolerance:.0%} of the LR rule of {where} "
+                   f"(furthest: {worst['rung']} ×{worst['ratio']:.3f}){note}", values=values)
+
+
+def _recipe(recipe: str | None, group: str) -> tuple[Recipe | None, str]:
+    if recipe is not None:
+        return load_recipe(recipe), f"recipe {recipe}"
+    if group in preset_names():
+        return load_recipe(group), f"preset {group!r} (named by the group)"
+    return None, ""
+
+
+__all__ = ["CHECKS", "CheckReport", "CheckSettings", "Finding", "HeroCompute", "check_ladder", "hero_from_config"]

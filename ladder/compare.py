@@ -1,0 +1,242 @@
+"""Two ladders from the store, compared as a compute-equivalent multiplier (`ladder compare`).
+
+Reads each group's finished rungs (final value of the fit metric, fit compute = fit FLOPs per token
+× tokens per step × planned steps), hands them to `fits.compare`, and turns the result into the JSON
+and the figure the command writes. The hero's compute comes from its run config, from a number, or,
+when neither is given, is ten times the largest rung's compute (the result says which).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fits.compare import Comparison, compare_ladders
+from ladder.check import HeroCompute, hero_from_config
+from ladder.errors import LadderError
+from ladder.store import Store
+
+MIN_RUNGS = 3
+DEFAULT_REACH = 10.0
+"""Without a hero: the target is this many times the largest rung's compute."""
+CONVENTION = "m(C) = C_B(L_A(C)) / C: compute B needs to reach the loss A reaches at C, over C; > 1: B is worse"
+
+
+@dataclass(frozen=True)
+class GroupFinals:
+    """One group's rungs, by fit compute: final loss (nats per token) at fit compute (FLOPs)."""
+
+    group: str
+    names: list[str]
+    compute: np.ndarray
+    loss: np.ndarray
+    left_out: tuple[str, ...] = ()
+    """Rungs of the group that are not used, each with the reason."""
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    a: GroupFinals
+    b: GroupFinals
+    metric: str
+    target: HeroCompute
+    result: Comparison
+
+
+def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
+    """The finished rungs of `group` with their final `metric` and fit compute, smallest first."""
+    runs = store.runs()
+    known = sorted(set(runs["group"].dropna()))
+    if group not in known:
+        raise LadderError(f"no group {group!r} in {store.root}; groups there: {', '.join(known) or 'none'}")
+    runs = runs[(runs["group"] == group) & (runs["role"] == "rung")]
+    hist = store.history(list(runs["run_id"]), [metric]) if len(runs) else None
+    names, compute, loss, left_out = [], [], [], []
+    for row in runs.to_dict("records"):
+        why, value = _final(row, hist, metric)
+        if why:
+            left_out.append(f"{row['name']}: {why}")
+            continue
+        names.append(str(row["name"]))
+        compute.append(float(row["fit_flops_per_token"]) * float(row["tokens_per_step"]) * float(row["stop_after_steps"]))
+        loss.append(value)
+    if len(names) < MIN_RUNGS:
+        extra = f" ({'; '.join(left_out)})" if left_out else ""
+        raise LadderError(f"group {group!r} has {len(names)} finished rungs with a final {metric!r}, "
+                          f"a comparison needs at least {MIN_RUNGS}{extra}")
+    order = np.argsort(compute, kind="stable")
+    return GroupFinals(group, [names[i] for i in order], np.asarray(compute)[order], np.asarray(loss)[order],
+                       tuple(left_out))
+
+
+def _final(row: dict[str, Any], hist, metric: str) -> tuple[str, float]:
+    """(reason the run cannot be used, '' if it can; its final value)."""
+    if row["state"] != "finished":
+        return f"state {row['state']}", math.nan
+    for col in ("fit_flops_per_token", "tokens_per_step", "stop_after_steps"):
+        if _missing(row[col]):
+            return f"no {col.replace('_', ' ')} in its coordinates", math.nan
+    h = hist[hist["run_id"] == row["run_id"]]
+    if h.empty:
+        return f"no {metric!r} values", math.nan
+    last = h.sort_values("step").iloc[-1]
+    if int(last["step"]) < int(row["stop_after_steps"]):
+        return f"last {metric!r} at step {int(last['step'])} of {int(row['stop_after_steps'])}", math.nan
+    return "", float(last["value"])
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return value is None or bool(np.isnan(value))
+    except TypeError:
+        return False
+
+
+def target_compute(hero: Path | None, flops: float | None, largest: float) -> HeroCompute:
+    """The hero's fit compute from its config, from `flops`, or `DEFAULT_REACH` × the largest rung's."""
+    if hero is not None and flops is not None:
+        raise LadderError("give --hero CONFIG.yaml or --hero-compute FLOPS, not both")
+    if hero is not None:
+        if not Path(hero).is_file():
+            raise LadderError(f"--hero {hero}: no such file; give the hero's run config (YAML)")
+        return hero_from_config(hero)
+    if flops is not None:
+        if not math.isfinite(flops) or flops <= 0:
+            raise LadderError(f"--hero-compute {flops}: must be positive FLOPs, e.g. 3e23")
+        return HeroCompute(float(flops), "--hero-compute")
+    return HeroCompute(DEFAULT_REACH * largest, "default (no --hero or --hero-compute given)")
+
+
+def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | None = None,
+                   hero: Path | None = None, hero_compute: float | None = None, E: str | float = "shared",
+                   n_boot: int = 1000, seed: int = 0) -> GroupComparison:
+    """Compare group B with group A (see `fits.compare`): rungs paired by rank of compute."""
+    if not store.exists():
+        raise LadderError(f"{store.root}: no store here; pull the runs first (`ladder pull local runs/`)")
+    metric = metric or store.settings().fit_metric
+    a, b = group_finals(store, group_a, metric), group_finals(store, group_b, metric)
+    if a.loss.size != b.loss.size:
+        raise LadderError(f"group {group_a!r} has {a.loss.size} usable rungs and {group_b!r} has {b.loss.size}; "
+                          "rungs are paired by size, so both need the same sizes")
+    target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())))
+    if n_boot < 0:
+        raise LadderError(f"--bootstrap {n_boot}: must be 0 or more")
+    result = compare_ladders(a.compute, a.loss, b.compute, b.loss, target.flops, E=E, n_boot=n_boot, seed=seed)
+    return GroupComparison(a, b, metric, target, result)
+
+
+# ---- JSON -------------------------------------------------------------------------------------------
+def _num(x: Any) -> float | None:
+    """A finite float, or None (JSON has no infinity: B never reaching A's loss is null)."""
+    v = float(x)
+    return v if math.isfinite(v) else None
+
+
+def _band_at(result: Comparison, i: int, band=None) -> dict[str, float | None]:
+    b = band or result.band
+    return {k: _num(getattr(b, k)[i]) for k in ("median", "lo50", "hi50", "lo90", "hi90")}
+
+
+def _E(result: Comparison) -> dict[str, Any]:
+    if result.E_mode == "separate":
+        return {"mode": "separate", "E_a": result.law_a.E, "E_b": result.law_b.E}
+    return {"mode": result.E_mode, "value": result.law_a.E}
+
+
+def to_json(cmp: GroupComparison) -> dict[str, Any]:
+    """Every number of the comparison, with units and conventions."""
+    r = cmp.result
+    rungs = [
+        {"rung_a": na, "rung_b": nb, "compute": float(c), "multiplier": _num(m), **_band_at(r, i)}
+        for i, (na, nb, c, m) in enumerate(zip(cmp.a.names, cmp.b.names, r.compute_a, r.multiplier[:-1]))
+    ]
+    gap = r.loss_gap_band
+    return {
+        "metric": cmp.metric,
+        "units": {"compute": "fit FLOPs (3 × forward without the output head × tokens)", "loss": "nats per token"},
+        "groups": {key: _group_json(g, law) for key, g, law in (("a", cmp.a, r.law_a), ("b", cmp.b, r.law_b))},
+        "law": "L(C) = E + A·C^-alpha",
+        "E": _E(r),
+        "pairing": "rungs paired by rank of fit compute (i-th smallest of A with i-th smallest of B)",
+        "multiplier": {
+            "convention": CONVENTION,
+            "rungs": rungs,
+            "target": {"compute": r.target, "source": cmp.target.source,
+                       "extrapolation": r.target / float(max(r.compute_a.max(), r.compute_b.max())),
+                       "multiplier": _num(r.multiplier_target), **_band_at(r, -1)},
+        },
+        "loss_at_target": {
+            "a": r.loss_target_a, "b": r.loss_target_b, "difference": r.loss_gap,
+            "convention": "B − A in nats per token; > 0: B is worse",
+            **{k: _num(getattr(gap, k)[0]) for k in ("median", "lo50", "hi50", "lo90", "hi90")},
+        },
+        "bootstrap": {"method": "paired over sizes: size indices drawn with replacement, both laws refitted",
+                      "n": r.n_boot, "failed": r.failed, "seed": r.seed},
+        "warnings": list(r.warnings),
+    }
+
+
+def _group_json(g: GroupFinals, law) -> dict[str, Any]:
+    return {
+        "group": g.group,
+        "rungs": [{"name": n, "compute": float(c), "loss": float(y)} for n, c, y in zip(g.names, g.compute, g.loss)],
+        "fit": {"E": law.E, "A": law.A, "alpha": law.alpha},
+        "left_out": list(g.left_out),
+    }
+
+
+# ---- figure -----------------------------------------------------------------------------------------
+def draw(cmp: GroupComparison, out_dir: Path) -> Path:
+    """Both ladders' rungs and fits against compute, and the multiplier with its bands; a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    from ladder.files import atomic_path
+
+    r = cmp.result
+    lo = float(min(r.compute_a.min(), r.compute_b.min())) / 1.5
+    grid = np.geomspace(lo, max(r.target, float(r.compute_b.max())) * 1.5, 200)
+    fig, (ax, mx) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for label, g, law, color in (("A", cmp.a, r.law_a, "#2c7fb8"), ("B", cmp.b, r.law_b, "#d95f0e")):
+        ax.scatter(g.compute, g.loss, color=color, zorder=3, label=f"{label}: {g.group} rungs")
+        ax.plot(grid, law.predict(grid), color=color, lw=1.2,
+                label=f"{label} fit: E {law.E:.3f}, α {law.alpha:.3f}")
+        ax.scatter([r.target], [law.predict(r.target)], color=color, marker="*", s=120, zorder=4)
+    ax.axvline(r.target, color="grey", ls=":", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("fit compute C (FLOPs, 3 × forward without head × tokens)")
+    ax.set_ylabel(f"final {cmp.metric} (nats per token)")
+    ax.set_title(f"fits with E {r.E_mode}; ★ at the target ({cmp.target.source.split(' (')[0]})", fontsize=9)
+    ax.legend(fontsize=8)
+
+    with np.errstate(all="ignore"):
+        mx.plot(grid, r.multiplier_at(grid), color="black", lw=1.2, label="m(C), full fit")
+    b = r.band
+    mx.fill_between(r.at, b.lo90, b.hi90, color="#bbbbbb", alpha=0.5, label="90% band (paired bootstrap)")
+    mx.fill_between(r.at, b.lo50, b.hi50, color="#888888", alpha=0.5, label="50% band")
+    mx.scatter(r.at, r.multiplier, color="black", zorder=3)
+    mx.axhline(1.0, color="grey", lw=0.8)
+    mx.axvline(r.target, color="grey", ls=":", lw=1)
+    mx.set_xscale("log")
+    mx.set_yscale("log")
+    for axis in (mx.yaxis.set_major_formatter, mx.yaxis.set_minor_formatter):
+        axis(matplotlib.ticker.FormatStrFormatter("%.3g"))
+    mx.set_xlabel("fit compute C of A (FLOPs)")
+    mx.set_ylabel("compute multiplier of B (> 1: B is worse)")
+    mx.set_title(f"{cmp.b.group} vs {cmp.a.group}: m at target {r.multiplier_target:.3g}", fontsize=9)
+    mx.legend(fontsize=8)
+    fig.tight_layout()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "compare.png"
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=130)
+    plt.close(fig)
+    return path

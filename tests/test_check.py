@@ -1,0 +1,237 @@
+"""`ladder check`: each injected fault in a synthetic ladder is flagged with its exit code, and a clean
+ladder raises nothing. Runs are written as trainer run folders and pulled into a store."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ladder.check import CHECKS, check_ladder
+from ladder.cli import app
+from ladder.cli.check import CHECK_NAMES
+from ladder.plan import override, plan
+from ladder.recipe import load_recipe
+from ladder.runconfig import RunConfig
+from ladder.sources import LocalSource
+from ladder.sources.pull import pull
+from ladder.store import Store
+
+# Five rungs of the micro-cpu recipe at half its token ratio: 160 to 960 steps, LRs by its rule.
+PLAN = plan(override(load_recipe("micro-cpu"), widths=[32, 48, 48, 64, 64], depths=[2, 2, 3, 3, 4],
+                     sets=["tpp=6"]))
+C_MIN = min(r.fit_flops for r in PLAN.rungs)
+runner = CliRunner()
+
+
+def final_loss(cfg: RunConfig) -> float:
+    return 1.2 + 2.0 * (cfg.fit_flops / C_MIN) ** -0.2
+
+
+def write_run(root: Path, cfg: RunConfig, seed: int, *, grad_growth: float = 0.0, spikes: int = 0,
+              off_trend: float = 0.0, upto: int | None = None, state: str = "finished") -> None:
+    """A run folder: train loss, grad norm, drop fraction and LR every step, eval loss at the evals."""
+    run = root / cfg.name
+    run.mkdir(parents=True)
+    cfg.save(run / "run.yaml")
+    rng = np.random.default_rng(seed)
+    T = cfg.stop_after_steps
+    last = upto or T
+    steps = np.arange(1, last + 1)
+    g = steps / T
+    curve = final_loss(cfg) * (1 + 2.0 * np.exp(-5 * g))
+    train = curve * (1 + 0.005 * rng.standard_normal(steps.size))
+    for at in np.linspace(0.15, 0.95, spikes) if spikes else []:
+        i = int(at * T)
+        train[i:i + 3] *= 1.3
+    scale = (cfg.fit_flops / C_MIN) ** grad_growth
+    grad = scale * (0.5 + 0.3 * g) * np.exp(0.1 * rng.standard_normal(steps.size))
+    grad[:3] = 5.0  # random weights at the start
+    drop = np.clip(0.08 + 0.01 * rng.standard_normal(steps.size), 0, 1)
+    lines = [{"step": int(s), "tokens": int(s) * cfg.tokens_per_step, "train/loss": float(v),
+              "grad/norm/total": float(gn), "moe/drop_fraction": float(d),
+              "optim/learning_rate": float(cfg.schedule.lr(int(s) - 1))}
+             for s, v, gn, d in zip(steps, train, grad, drop)]
+    for s in cfg.eval_steps():
+        if s <= last:
+            value = final_loss(cfg) * (1 + 2.0 * np.exp(-5 * s / T)) * (1 + off_trend + 0.0005 * rng.standard_normal())
+            lines.append({"step": int(s), "eval/loss": float(value)})
+    lines.sort(key=lambda x: x["step"])
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (run / "status.json").write_text(json.dumps({"state": state, "step": int(last), "updated": 0.0}))
+
+
+def ladder_store(tmp: Path, rungs=None, *, hero: bool = True, **faults) -> Path:
+    """A store of the rungs (with per-rung faults: name → write_run options) and, if asked, a hero run
+    that has just started."""
+    for i, cfg in enumerate(rungs or PLAN.rungs):
+        write_run(tmp / "runs", cfg, seed=i, **faults.get(cfg.name, {}))
+    if hero:
+        write_run(tmp / "runs", PLAN.hero, seed=99, upto=20, state="running")
+    pull(Store(tmp / "store"), LocalSource(tmp / "runs"))
+    return tmp / "store"
+
+
+def check(store: Path, *args) -> tuple[int, dict]:
+    result = runner.invoke(app, ["check", "--store", str(store), "--format", "json", *map(str, args)])
+    assert result.exit_code in (0, 3, 4, 5), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def finding(report: dict, name: str) -> dict:
+    return next(f for f in report["findings"] if f["name"] == name)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> Path:
+    return ladder_store(tmp_path_factory.mktemp("clean"))
+
+
+def test_clean_ladder_raises_nothing(clean):
+    code, report = check(clean)
+    assert code == 0, [(f["name"], f["status"], f["evidence"]) for f in report["findings"]]
+    assert {f["name"]: f["status"] for f in report["findings"]} == dict.fromkeys(CHECKS, "ok")
+    assert report["hero"]["flops"] == pytest.approx(PLAN.hero.fit_flops)
+    grad = finding(report, "grad-norm")["values"]
+    assert grad["hero"] < 4.0 and grad["hero_band"][0] < grad["hero"] < grad["hero_band"][1]
+    assert min(grad["peak_fraction"]) > 0.05  # the first steps' large norm is not the peak
+
+
+def test_clean_ladder_table(clean):
+    result = runner.invoke(app, ["check", "--store", str(clean)])
+    assert result.exit_code == 0, result.output
+    assert "nothing raised" in result.output and "grad-norm" in result.output
+
+
+def test_growing_grad_norm_peak_is_an_alarm(tmp_path):
+    store = ladder_store(tmp_path, **{r.name: {"grad_growth": 0.5} for r in PLAN.rungs})
+    code, report = check(store)
+    f = finding(report, "grad-norm")
+    assert code == 5 and f["status"] == "alarm"
+    assert f["values"]["exponent"] == pytest.approx(0.5, abs=0.1)
+    assert f["values"]["hero"] > 4.0 and "z-loss" in f["remedy"]
+    code, report = check(store, "--grad-limit", 100)
+    assert finding(report, "grad-norm")["status"] == "ok"
+
+
+def test_growing_spike_rate_is_flagged(tmp_path):
+    counts = [0, 1, 3, 6, 12]
+    store = ladder_store(tmp_path, **{r.name: {"spikes": n} for r, n in zip(PLAN.rungs, counts)})
+    code, report = check(store)
+    f = finding(report, "spikes")
+    assert f["values"]["spikes"] == counts
+    assert code == 5 and f["status"] == "alarm", f["evidence"]
+    assert f["values"]["exponent_band"][0] > 0
+
+
+def test_rung_off_trend_is_flagged(tmp_path):
+    off = PLAN.rungs[2].name
+    store = ladder_store(tmp_path, **{off: {"off_trend": 0.05}})
+    code, report = check(store)
+    f = finding(report, "off-trend")
+    assert code == 4 and f["status"] == "warning" and off in f["evidence"]
+    flagged = [r for r, s, lim in zip(f["values"]["rungs"], f["values"]["score"], [f["values"]["limit"]] * 5)
+               if abs(s) > lim]
+    assert flagged == [off]
+
+
+def test_largest_rung_worse_than_trend_is_an_alarm(tmp_path):
+    largest = max(PLAN.rungs, key=lambda r: r.fit_flops).name
+    code, report = check(ladder_store(tmp_path, **{largest: {"off_trend": 0.05}}))
+    assert code == 5 and finding(report, "off-trend")["status"] == "alarm"
+
+
+def test_crashed_rung_is_an_alarm(tmp_path):
+    cfg = PLAN.rungs[3]
+    store = ladder_store(tmp_path, **{cfg.name: {"upto": cfg.stop_after_steps * 6 // 10, "state": "crashed"}})
+    code, report = check(store)
+    f = finding(report, "crashed")
+    assert code == 5 and f["status"] == "alarm" and f"{cfg.name} crashed at step" in f["evidence"]
+    # the crashed rung stays out of the trends, which still run on the other four
+    assert cfg.name not in finding(report, "grad-norm")["values"]["rungs"]
+    assert finding(report, "grad-norm")["status"] == "ok"
+
+
+def test_rung_off_the_lr_rule_is_a_warning(tmp_path):
+    rungs = list(PLAN.rungs)
+    rungs[1] = rungs[1].replace(schedule=dataclasses.replace(rungs[1].schedule, peak_lr=1.3 * rungs[1].schedule.peak_lr))
+    code, report = check(ladder_store(tmp_path, rungs))
+    f = finding(report, "lr-rule")
+    assert code == 4 and f["status"] == "warning" and rungs[1].name in f["evidence"] and "×1.30" in f["evidence"]
+
+
+def test_no_recipe_skips_the_lr_check(tmp_path):
+    rungs = [r.replace(group="my-ladder") for r in PLAN.rungs]
+    code, report = check(ladder_store(tmp_path, rungs, hero=False), "--hero-compute", PLAN.hero.fit_flops)
+    f = finding(report, "lr-rule")
+    assert code == 0 and f["status"] == "skipped" and "--recipe" in f["evidence"]
+    code, report = check(tmp_path / "store", "--hero-compute", PLAN.hero.fit_flops, "--recipe", "micro-cpu")
+    assert code == 0 and finding(report, "lr-rule")["status"] == "ok"
+
+
+def test_hero_from_config_or_nothing(tmp_path):
+    store = ladder_store(tmp_path, hero=False)
+    code, report = check(store)
+    assert code == 3
+    assert "no hero compute" in finding(report, "grad-norm")["evidence"]
+    assert finding(report, "grad-norm")["status"] == "not checked"
+    hero = PLAN.hero.save(tmp_path / "hero.yaml")
+    code, report = check(store, "--hero", hero)
+    assert code == 0 and report["hero"]["flops"] == pytest.approx(PLAN.hero.fit_flops)
+
+
+def test_too_few_rungs_cannot_judge(tmp_path):
+    code, report = check(ladder_store(tmp_path, PLAN.rungs[:2]))
+    assert code == 3
+    assert finding(report, "grad-norm")["evidence"].startswith("not checked: needs 3 complete rungs")
+    assert finding(report, "off-trend")["status"] == "not checked"
+    assert finding(report, "crashed")["status"] == "ok"
+
+
+def test_skip_leaves_a_check_out(clean):
+    code, report = check(clean, "--skip", "spikes", "--skip", "lr-rule")
+    assert code == 0 and finding(report, "spikes")["status"] == "skipped"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--hero-compute", "1e20", "--hero", "x.yaml"], "not both"),
+    (["--hero-compute", "-5"], "--hero-compute"),
+    (["--hero", "missing.yaml"], "missing.yaml"),
+    (["--skip", "everything"], "'everything'"),
+    (["--grad-limit", "0"], "--grad-limit"),
+    (["--group", "nope"], "'nope'"),
+    (["--recipe", "no-such-preset"], "no-such-preset"),
+])
+def test_usage_errors_are_one_line_and_exit_2(clean, args, words):
+    result = runner.invoke(app, ["check", "--store", str(clean), *args])
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+
+
+def test_missing_store_is_a_usage_error(tmp_path):
+    result = runner.invoke(app, ["check", "--store", str(tmp_path / "none")])
+    assert result.exit_code == 2 and "no store here" in result.output
+
+
+def test_cli_check_names_match_the_library():
+    assert CHECK_NAMES == CHECKS
+
+
+def test_library_call_matches_the_command(clean):
+    report = check_ladder(Store(clean))
+    assert report.exit_code == 0 and set(report.rungs) == {r.name for r in PLAN.rungs}
+
+
+def test_check_help_loads_no_heavy_library():
+    script = ("import json, sys\nfrom typer.testing import CliRunner\nfrom ladder.cli import app\n"
+              "assert CliRunner().invoke(app, ['check', '--help']).exit_code == 0\n"
+              "print(json.dumps([m for m in ('scipy', 'matplotlib', 'jax', 'wandb') if m in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

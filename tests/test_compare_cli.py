@@ -1,0 +1,166 @@
+"""`ladder compare GROUP_A GROUP_B` on two synthetic ladders in a temporary store: the table, the JSON
+numbers against the known multiplier, the files it writes, and one-line errors (exit 2) for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ladder.cli import app
+from ladder.plan import override, plan
+from ladder.recipe import load_recipe
+from ladder.sources.pull import pull
+from ladder.sources.table import RunRef, SourceRun, raw_frame
+from ladder.store import Store
+
+runner = CliRunner()
+E, A, ALPHA, M = 1.9, 60.0, 0.12, 2.0
+TOKENS_PER_STEP = 1000
+FLOPS_PER_TOKEN = [2e5, 4e5, 8e5, 1.6e6, 3.2e6]
+STEPS = [100, 200, 400, 800, 1600]
+
+
+def law(compute: float, m: float = 1.0) -> float:
+    """Final loss at fit compute; m > 1: the recipe needs m× the compute for the same loss."""
+    return E + A * (compute / m) ** -ALPHA
+
+
+class LadderSource:
+    """Runs in memory: {run_id: (name, group, fit FLOPs per token, steps, final loss, state)}."""
+
+    key = "memory:compare"
+
+    def __init__(self, runs):
+        self.data = runs
+
+    def runs(self):
+        return [RunRef(rid, self.key, label=rid, name=name,
+                       config={"group": group, "role": "rung", "fit_flops_per_token": fpt, "stop_after_steps": steps,
+                               "tokens_per_step": TOKENS_PER_STEP, "active_params": int(fpt / 6),
+                               "total_params": int(fpt / 2)})
+                for rid, (name, group, fpt, steps, _, _) in self.data.items()]
+
+    def read(self, ref, cursor=None):
+        _, _, _, steps, final, state = self.data[ref.run_id]
+        at = [steps // 4, steps // 2, steps]
+        values = [final + 0.4, final + 0.1, final]
+        if state != "finished":
+            at, values = at[:2], values[:2]
+        frame = raw_frame(at, ["eval/loss"] * len(at), values)
+        return SourceRun(ref.run_id, self.key, frame, {"n": len(at)}, state, config=ref.config,
+                         name=ref.config and self.data[ref.run_id][0], replace=cursor is None)
+
+
+def rungs(group: str, m: float, sizes=range(5), crashed=()):
+    out = {}
+    for i in sizes:
+        c = FLOPS_PER_TOKEN[i] * TOKENS_PER_STEP * STEPS[i]
+        state = "crashed" if i in crashed else "finished"
+        out[f"{group}/r{i}"] = (f"r{i}", group, FLOPS_PER_TOKEN[i], STEPS[i], law(c, m), state)
+    return out
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare") / "store"
+    runs = {**rungs("zloss-on", 1.0), **rungs("zloss-off", M), **rungs("four", 1.0, range(4)),
+            **rungs("broken", 1.0, range(4), crashed=(1, 2))}
+    pull(Store(root), LadderSource(runs))
+    return root
+
+
+def run(*args):
+    return runner.invoke(app, ["compare", *[str(a) for a in args]])
+
+
+def one_error_line(res, *fragments: str) -> None:
+    assert res.exit_code == 2, res.output
+    text = res.output.strip()
+    assert text.startswith("error:") and "Traceback" not in text and len(text.splitlines()) == 1, text
+    for f in fragments:
+        assert f in text, text
+
+
+def test_json_numbers_recover_the_known_multiplier(store, tmp_path):
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json",
+              "--hero-compute", "1e16", "--bootstrap", "200")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data == json.loads((tmp_path / "compare.json").read_text())
+    assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data["groups"]["a"]["group"] == "zloss-on" and data["groups"]["b"]["group"] == "zloss-off"
+    assert [r["rung_a"] for r in data["multiplier"]["rungs"]] == [f"r{i}" for i in range(5)]
+    computes = [f * TOKENS_PER_STEP * s for f, s in zip(FLOPS_PER_TOKEN, STEPS)]
+    assert [r["compute"] for r in data["multiplier"]["rungs"]] == pytest.approx(computes)
+    assert [r["loss"] for r in data["groups"]["b"]["rungs"]] == pytest.approx([law(c, M) for c in computes])
+    for row in [*data["multiplier"]["rungs"], data["multiplier"]["target"]]:
+        assert row["multiplier"] == pytest.approx(M, rel=1e-3)
+        assert row["lo90"] <= row["lo50"] <= row["median"] <= row["hi50"] <= row["hi90"]
+    target = data["multiplier"]["target"]
+    assert target["compute"] == 1e16 and target["source"] == "--hero-compute"
+    loss = data["loss_at_target"]
+    assert loss["a"] == pytest.approx(law(1e16), abs=1e-4) and loss["b"] == pytest.approx(law(1e16, M), abs=1e-4)
+    assert loss["difference"] == pytest.approx(law(1e16, M) - law(1e16), abs=1e-4)
+    assert data["E"]["mode"] == "shared" and data["E"]["value"] == pytest.approx(E, abs=1e-3)
+    assert data["bootstrap"]["n"] == 200 and "paired" in data["pairing"] + data["bootstrap"]["method"]
+
+
+def test_table_says_the_default_target_and_the_E_choice(store, tmp_path):
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path / "figs", "--bootstrap", "100")
+    assert res.exit_code == 0, res.output
+    for text in ("zloss-off", "zloss-on", "E shared", "target", "10× the largest rung", "B − A", "compare.png"):
+        assert text in res.output, res.output
+    data = json.loads((tmp_path / "figs" / "compare.json").read_text())
+    assert data["multiplier"]["target"]["compute"] == pytest.approx(10 * FLOPS_PER_TOKEN[-1] * TOKENS_PER_STEP * STEPS[-1])
+
+
+def test_a_group_against_itself_has_multiplier_one(store, tmp_path):
+    res = run("zloss-on", "zloss-on", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "50")
+    assert res.exit_code == 0, res.output
+    target = json.loads(res.stdout)["multiplier"]["target"]
+    assert target["multiplier"] == pytest.approx(1.0) and target["lo90"] <= 1.0 <= target["hi90"]
+
+
+@pytest.mark.parametrize("E, mode", [("separate", "separate"), ("1.5", "pinned")])
+def test_E_separate_or_pinned_is_in_the_output(store, tmp_path, E, mode):
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--E", E,
+              "--bootstrap", "50")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["E"]["mode"] == mode
+    assert data["multiplier"]["rungs"][2]["multiplier"] == pytest.approx(M, rel=0.05)
+
+
+def test_hero_config_gives_the_target(store, tmp_path):
+    hero = plan(override(load_recipe("micro-cpu"))).hero
+    path = hero.save(tmp_path / "hero.yaml")
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--hero", path,
+              "--bootstrap", "20")
+    assert res.exit_code == 0, res.output
+    target = json.loads(res.stdout)["multiplier"]["target"]
+    assert target["compute"] == pytest.approx(hero.fit_flops_per_token * hero.tokens_per_step * hero.schedule.total_steps)
+    assert "hero config" in target["source"]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (("zloss-on", "nope"), ("no group 'nope'", "zloss-off")),
+        (("zloss-on", "broken"), ("group 'broken' has 2 finished rungs", "at least 3", "state crashed")),
+        (("zloss-on", "four"), ("'zloss-on' has 5", "'four' has 4", "same sizes")),
+        (("zloss-on", "zloss-off", "--hero-compute", "1e16", "--hero", "x.yaml"), ("not both",)),
+        (("zloss-on", "zloss-off", "--hero-compute", "-3"), ("--hero-compute",)),
+        (("zloss-on", "zloss-off", "--hero", "missing.yaml"), ("--hero missing.yaml", "no such file")),
+        (("zloss-on", "zloss-off", "--E", "free"), ("--E 'free'",)),
+        (("zloss-on", "zloss-off", "--E", "5"), ("pinned E",)),
+        (("zloss-on", "zloss-off", "--bootstrap", "-1"), ("--bootstrap",)),
+    ],
+)
+def test_bad_input_is_one_red_line_and_exit_2(store, tmp_path, args, fragments):
+    one_error_line(run(*args, "--store", store, "--out", tmp_path), *fragments)
+
+
+def test_missing_store_is_a_usage_error(tmp_path):
+    one_error_line(run("a", "b", "--store", tmp_path / "none", "--out", tmp_path), "no store")
