@@ -46,7 +46,7 @@ from benchmarks.fit_misfitting import best_lr_runs  # noqa: E402
 from fits import FitError, fit_surface  # noqa: E402
 from fits import predictor as core  # noqa: E402
 from fits.candidates import Options  # noqa: E402
-from fits.runs import Run  # noqa: E402
+from fits.runs import Run, lrs_from_logged  # noqa: E402
 
 METHODS = ("default", "per-fraction", "per-fraction-free", "multipower", "ensemble")
 SCORE_FROM = 0.1
@@ -65,6 +65,8 @@ class Task:
 
 
 def olmo_tasks() -> list[Task]:
+    """Rungs with their logged LR (as `ladder import csv` stores it); the 3.2B target with its declared
+    schedule (as a target file gives it): the numbers `ladder predict --target` gives on the same data."""
     lad, runs = ds.olmo_ladder()
     R = {}
     for _, r in runs.iterrows():
@@ -73,11 +75,25 @@ def olmo_tasks() -> list[Task]:
         g = g[g["step"] <= T]
         R[(r["size"], float(r["length_multiplier_xC"]))] = Run(
             r["run_id"], float(g["flops_per_token"].iloc[0]), float(r["batch_size_tokens"]), T,
-            g["step"].to_numpy(), g["loss"].to_numpy(), ds.olmo_lrs(r["size"], float(r["peak_lr"]), T),
-            n_params=float(r["params_nonembed"]), ratio=20.0 * float(r["length_multiplier_xC"]))
+            g["step"].to_numpy(), g["loss"].to_numpy(), lrs_from_logged(g["step"].to_numpy(), g["lr"].to_numpy(), T),
+            n_params=float(r["params_nonembed"]))
     rungs = [v for (s, _), v in R.items() if s != "3.2B"]
-    return [Task(f"olmo-3.2B-{m:g}xC", "4 smaller sizes × 5 lengths → 3.2B (5.6× compute)", rungs, [R[("3.2B", m)]])
-            for m in ds.OLMO_MULTIPLIERS]
+    tasks = []
+    for m in ds.OLMO_MULTIPLIERS:
+        target = R[("3.2B", m)]
+        peak = float(runs.loc[runs["run_id"] == target.name, "peak_lr"].iloc[0])
+        declared = olmo_schedule(peak, target.planned_steps).lrs(0, target.planned_steps + 1)
+        tasks.append(Task(f"olmo-3.2B-{m:g}xC", "4 smaller sizes × 5 lengths → 3.2B (5.6× compute)", rungs,
+                          [replace(target, lrs=declared)]))
+    return tasks
+
+
+def olmo_schedule(peak_lr: float, total_steps: int):
+    """The OLMo ladder's schedule as a target file declares it: warmup, cosine to 10% of the peak."""
+    from ladder.schedule import Schedule
+
+    return Schedule(peak_lr=peak_lr, total_steps=total_steps, warmup_steps=ds.OLMO_WARMUP["3.2B"], decay="cosine",
+                    min_lr_ratio=0.1)
 
 
 MARIN = ds.DATA / "marin_ladder"
@@ -143,8 +159,8 @@ def mpl_tasks() -> list[Task]:
 
 def demo_tasks(folder: Path) -> list[Task]:
     """The demo's rungs and hero from its store, as `ladder predict` reads them."""
-    from ladder.predict import as_run, load_rungs
     from ladder.runconfig import RunConfig
+    from ladder.runview import from_config, rungs_from_store
     from ladder.store import Store
 
     store = Store(folder / "store")
@@ -154,14 +170,14 @@ def demo_tasks(folder: Path) -> list[Task]:
     hero_cfg = next((c for c in map(RunConfig.load, sorted(plan.glob("*.yaml"))) if c.role == "hero"), None)
     if hero_cfg is None:
         return []
-    rungs = load_rungs(store, hero_cfg.group, "eval/loss")
+    rungs = rungs_from_store(store, hero_cfg.group, "eval/loss")
     h = store.history([hero_cfg.name], ["eval/loss"]) if hero_cfg.name in set(store.runs()["name"]) else None
     if h is None or h.empty:
         return []
     h = h.sort_values("step")
-    target = as_run(hero_cfg, h["step"].to_numpy(), h["value"].to_numpy())
+    target = from_config(hero_cfg, h["step"].to_numpy(), h["value"].to_numpy()).as_run()
     return [Task("demo-hero", "4 micro rungs → the hero (6.3× compute, horizon cut at half way)",
-                 [as_run(r.config, r.steps, r.values, r.state) for r in rungs], [target])]
+                 [r.as_run() for r in rungs], [target])]
 
 
 # ---- scoring ------------------------------------------------------------------------------------------------

@@ -95,13 +95,36 @@ class Run:
         return self.reference_lrs if self.reference_lrs is not None else self.lrs
 
 
-def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 191) -> np.ndarray:
-    """The LR as a fraction of its peak at 5% … 100% of the plan (the first 5% left out: short
-    warmups round differently at different lengths)."""
-    at = np.round(np.linspace(0.05, 1, n) * (planned_steps - 1)).astype(int)
+def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.ndarray:
+    """The LR of every step 0 … `last_step` from a logged LR series (e.g. every 50 steps).
+
+    Linear between logged steps; from 0 at step 0 to the first logged value (a linear warmup is
+    exact); the last logged value held after it. Steps with a non-finite LR are left out.
+    """
+    steps = np.asarray(steps, dtype=np.float64).ravel()
+    lrs = np.asarray(lrs, dtype=np.float64).ravel()
+    ok = np.isfinite(steps) & np.isfinite(lrs)
+    steps, lrs = steps[ok], lrs[ok]
+    if steps.size == 0:
+        raise FitError("no finite logged LR values")
+    if np.any(lrs < 0):
+        raise FitError(f"logged LR {float(lrs.min())!r} is negative")
+    order = np.argsort(steps, kind="stable")
+    steps, lrs = steps[order], lrs[order]
+    keep = np.r_[True, np.diff(steps) > 0]
+    steps, lrs = steps[keep], lrs[keep]
+    if steps[0] > 0:
+        steps, lrs = np.r_[0.0, steps], np.r_[0.0, lrs]
+    return np.interp(np.arange(int(last_step) + 1, dtype=np.float64), steps, lrs)
+
+
+def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 181) -> np.ndarray:
+    """The LR at 10% … 100% of the plan as a fraction of its largest value there (the first 10% left out: warmups
+    round differently at different lengths, and an LR logged every few % of the run blurs their end)."""
+    at = np.round(np.linspace(0.10, 1, n) * (planned_steps - 1)).astype(int)
     at = np.minimum(at, len(lrs) - 1)
-    peak = float(np.max(lrs)) or 1.0
-    return lrs[at] / peak
+    sig = lrs[at]
+    return sig / (float(np.max(sig)) or 1.0)  # not the warmup's peak: an LR logged every few steps can miss it
 
 
 def same_shape(a: Run, b: Run, tol: float = 0.03) -> bool:

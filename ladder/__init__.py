@@ -1,7 +1,12 @@
-"""scaling-ladder: plan a ladder of small runs, fit scaling laws, predict and watch the hero run."""
+"""scaling-ladder: plan a ladder of small runs, fit scaling laws, predict and watch the hero run.
 
+`ladder.plan` is the planner module: ``ladder.plan.plan(recipe)`` plans a ladder, ``ladder.plan.override``
+changes a recipe first (a function of the same name here would hide the module).
+"""
+
+from ladder import plan
 from ladder.errors import LadderError
-from ladder.plan import Plan, plan
+from ladder.plan import Plan
 from ladder.recipe import (
     ArchRules,
     LRRule,

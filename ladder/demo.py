@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 
 from ladder import runfiles as keys
@@ -155,19 +154,16 @@ HERO_SEED_SD = 0.0173
 
 
 def score(pred: Prediction, actual, seconds: float, report: Path) -> DemoResult:
+    """The hero's final eval and its curve from 10% of the run on, as `ladder score` scores them."""
+    from ladder.scoring import score_prediction
+
     if actual.empty:
         raise LadderError(f"{pred.run_name} logged no {pred.metric}; the demo cannot score its prediction")
-    at = pred.at(actual.index.to_numpy())
-    err = at["median"].to_numpy() / actual.to_numpy() - 1  # predicted / actual − 1
-    frac = actual.index.to_numpy() / pred.planned_steps
-    use = (frac >= 0.1) & np.isfinite(err)
-    inside = (actual.to_numpy() >= at["lo90"].to_numpy()) & (actual.to_numpy() <= at["hi90"].to_numpy())
-    final_pred = float(at["median"].iloc[-1])
-    final_act = float(actual.iloc[-1])
+    sc = score_prediction(pred, actual, start=0.1)
     return DemoResult(
-        final_predicted=final_pred, final_actual=final_act, final_error=final_pred / final_act - 1,
-        curve_mean_error=float(np.mean(np.abs(err[use]))), curve_worst_error=float(np.max(np.abs(err[use]))),
-        inside_90=float(np.mean(inside[use])), seconds=seconds, report=report,
+        final_predicted=sc.last_predicted, final_actual=sc.last_actual, final_error=sc.last_error,
+        curve_mean_error=sc.curve_mean_error, curve_worst_error=sc.curve_worst_error,
+        inside_90=sc.inside_90, seconds=seconds, report=report,
     )
 
 

@@ -42,6 +42,18 @@ class Curve:
         return float(self.value[-1])
 
 
+MAX_LABELS = 8
+"""Beyond this many runs a legend names the smallest and the largest only (the colours run between them)."""
+
+
+def _labels(runs) -> list[str | None]:
+    n = len(runs)
+    if n <= MAX_LABELS:
+        return [r.label for r in runs]
+    return [f"{runs[0].label} (smallest of {n})" if i == 0 else f"{r.label} (largest)" if i == n - 1 else None
+            for i, r in enumerate(runs)]
+
+
 def _colors(n: int) -> list:
     cmap = plt.get_cmap("viridis")
     return [cmap(x) for x in np.linspace(0.1, 0.85, max(n, 1))]
@@ -60,8 +72,8 @@ def ladder_fit(
     c = np.array([r.compute for r in rungs])
     grid = np.geomspace(c.min() / 1.5, hero_compute * 1.5, 200)
     ax.plot(grid, law(grid), color="0.4", lw=1.2, label="fitted law")
-    for r, col in zip(rungs, _colors(len(rungs))):
-        ax.scatter(r.compute, r.final, color=col, s=36, zorder=3, label=r.label)
+    for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
+        ax.scatter(r.compute, r.final, color=col, s=36, zorder=3, label=label)
     fin = prediction.final
     ax.errorbar([hero_compute], [fin["median"]], yerr=[[fin["median"] - fin["lo90"]], [fin["hi90"] - fin["median"]]],
                 fmt="D", color=HERO, capsize=4, label=f"hero predicted {fin['median']:.4f} (90% band)")
@@ -89,8 +101,8 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     out = ~t["in_assumptions"].to_numpy(bool)
     if out.any():
         ax.axvspan(f[out].min(), f[out].max(), color="0.85", alpha=0.6, label="outside assumptions")
-    for r, col in zip(rungs, _colors(len(rungs))):
-        ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=r.label)
+    for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
+        ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=label)
     if actual is not None and len(actual.value):
         ax.plot(actual.fraction, actual.value, "o-", color=HERO, ms=3, lw=1, label=f"{actual.label} actual")
     lo = np.nanmin(t["lo90"])
@@ -108,8 +120,8 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
 def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None) -> Figure:
     """Normalised curves (L − E)/(L_final − E): on a fixed-ratio ladder they fall on one line."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r, col in zip(rungs, _colors(len(rungs))):
-        ax.plot(r.fraction, (r.value - E) / (r.final - E), color=col, lw=1.2, label=r.label)
+    for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
+        ax.plot(r.fraction, (r.value - E) / (r.final - E), color=col, lw=1.2, label=label)
     if hero is not None and len(hero.value):
         ref = np.median([(r.final - E) for r in rungs]) if rungs else 1.0
         scale = hero.final - E if hero.fraction[-1] >= 0.999 else ref
@@ -152,8 +164,8 @@ def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, curves, label in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
         cols = _colors(len(curves) - 1) + [HERO] if hero_last else _colors(len(curves))
-        for r, col in zip(curves, cols):
-            ax.plot(r.fraction, _smooth(r.value), color=col, lw=1, label=r.label)
+        for r, col, label in zip(curves, cols, _labels(curves)):
+            ax.plot(r.fraction, _smooth(r.value), color=col, lw=1, label=label)
         ax.set_xlabel("fraction of the planned run")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)

@@ -20,11 +20,11 @@ import pandas as pd
 import fits
 from fits import predictor as core
 from fits.candidates import PUBLISHED_SHAPE, Options
-from fits.runs import Run
 from ladder import runfiles as keys
 from ladder.errors import LadderError
 from ladder.prediction import FormUsed, Prediction
 from ladder.runconfig import RunConfig
+from ladder.runview import SIX_N, LadderRun, flops_notes, from_config, rungs_from_store
 from ladder.schedule import Schedule
 from ladder.store import Store
 
@@ -75,108 +75,50 @@ class PredictSettings:
         return cls(**d)
 
 
-@dataclass(frozen=True)
-class Rung:
-    name: str
-    config: RunConfig
-    steps: np.ndarray
-    values: np.ndarray
-    state: str
-
-    @property
-    def fractions(self) -> np.ndarray:
-        return self.steps / self.config.schedule.total_steps
-
-    @property
-    def compute(self) -> float:
-        """Fit compute of the planned (unedited) run."""
-        return self.config.fit_flops_per_token * self.config.schedule.total_steps * self.config.tokens_per_step
-
-
-# ---- reading the rungs ----------------------------------------------------------------------------------
-
-
-def load_rungs(store: Store, group: str, metric: str) -> list[Rung]:
-    runs = store.runs()
-    rungs = runs[(runs["role"] == "rung") & (runs["group"] == group)]
-    if len(rungs) < 3:
-        raise LadderError(
-            f"{store.root}: {len(rungs)} rung(s) of group {group!r} in the store; a prediction needs at least 3 "
-            "(pull the ladder's rungs, or give --group)"
-        )
-    hist = store.history(list(rungs["run_id"]), [metric])
-    out = []
-    for _, row in rungs.iterrows():
-        cfg = store.run_config(str(row["run_id"]))
-        if cfg is None:
-            raise LadderError(f"rung {row['name']!r}: its config holds no run config (schedule, sizes); "
-                              "predictions need rungs trained from planner configs")
-        h = hist[hist["run_id"] == row["run_id"]].sort_values("step")
-        h = h[np.isfinite(h["value"].to_numpy(float))]
-        if len(h) < 3:
-            raise LadderError(f"rung {row['name']!r} has {len(h)} values of {metric!r}; pull it again or drop it")
-        out.append(Rung(str(row["name"]), cfg, h["step"].to_numpy(np.int64), h["value"].to_numpy(float),
-                        str(row["state"])))
-    return sorted(out, key=lambda r: r.compute)
-
-
-def as_run(cfg: RunConfig, steps=None, values=None, state: str = "finished") -> Run:
-    """A planner config (and its evals) as the prediction core's run record."""
-    sched = cfg.schedule
-    last = max(int(cfg.stop_after_steps), int(sched.total_steps))
-    return Run(cfg.name, cfg.fit_flops_per_token, cfg.tokens_per_step, sched.total_steps,
-               np.zeros(0) if steps is None else steps, np.zeros(0) if values is None else values,
-               lrs=sched.lrs(0, last + 1), reference_lrs=sched.without_edits().lrs(0, last + 1),
-               finished=state == "finished", n_params=float(cfg.spec.active_params()), ratio=cfg.tpp or None)
-
-
 # ---- the prediction -----------------------------------------------------------------------------------------
 
 
-def prediction_steps(target: RunConfig) -> np.ndarray:
-    """Every planned eval step and checkpoint of the target."""
-    steps = set(target.eval_steps())
-    every = target.checkpoint.every_steps
-    if every > 0:
-        steps |= set(range(every, target.stop_after_steps + 1, every))
-    return np.array(sorted(steps), dtype=np.int64)
+def prediction_steps(target: RunConfig | LadderRun) -> np.ndarray:
+    """Every planned eval step and checkpoint of the target (a target file: every 1% of its plan)."""
+    return (from_config(target) if isinstance(target, RunConfig) else target).prediction_steps()
 
 
-def planned_fraction(schedule: Schedule, steps: np.ndarray) -> np.ndarray:
+def planned_fraction(schedule: Schedule | None, steps: np.ndarray, planned: int) -> np.ndarray:
     """step / the plan in force at that step (the edited plan's fraction, shown beside the original's)."""
-    planned = np.full(steps.shape, float(schedule.total_steps))
-    for edit in schedule.edits:
-        planned = np.where(steps > edit.at_step, float(edit.horizon), planned)
-    return steps / planned
+    now = np.full(steps.shape, float(planned))
+    for edit in schedule.edits if schedule is not None else ():
+        now = np.where(steps > edit.at_step, float(edit.horizon), now)
+    return steps / now
 
 
-def predict(store: Store, target: RunConfig, settings: PredictSettings | None = None) -> Prediction:
+def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettings | None = None) -> Prediction:
+    """The target's curve from the rungs in the store: a planner config, or any run's coordinates."""
     settings = settings or PredictSettings()
+    target = from_config(target) if isinstance(target, RunConfig) else target
     group = settings.group if settings.group is not None else target.group
-    rungs = load_rungs(store, group, settings.metric)
+    rungs = rungs_from_store(store, group, settings.metric)
     if any(r.name == target.name for r in rungs):
         raise LadderError(f"{target.name!r} is one of the rungs; predict a run that is not part of the ladder")
-    if target.stop_after_steps > target.schedule.total_steps:
+    if target.stop_after_steps > target.planned_steps:
         raise LadderError(
-            f"{target.name}: its schedule runs to step {target.stop_after_steps:,}, past the {target.schedule.total_steps:,} "
+            f"{target.name}: its schedule runs to step {target.stop_after_steps:,}, past the {target.planned_steps:,} "
             "it was planned for; the rungs never trained past their plan, so no fit covers it. "
             "Plan the run with the longer horizon instead"
         )
-    steps = prediction_steps(target)
-    runs = [as_run(r.config, r.steps, r.values, r.state) for r in rungs]
+    steps = target.prediction_steps()
     try:
-        result = core.predict(runs, as_run(target), steps, settings.core())
+        result = core.predict([r.as_run() for r in rungs], target.as_run(with_evals=False), steps, settings.core())
     except fits.FitError as exc:
         raise LadderError(f"{target.name}: {exc}") from None
     return to_prediction(result, target, rungs, steps, settings)
 
 
-def to_prediction(result: core.CorePrediction, target: RunConfig, rungs: list[Rung], steps: np.ndarray,
+def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[LadderRun], steps: np.ndarray,
                   settings: PredictSettings) -> Prediction:
     b = result.band
-    warnings = list(result.warnings)
+    warnings = flops_notes([*rungs, target]) + list(result.warnings)
     for r in rungs:
-        if r.state != "finished" or r.fractions[-1] < 1 - 1e-9:
+        if r.state != "finished" or r.steps[-1] < r.planned_steps - max(1, r.planned_steps // 200):
             warnings.append(f"rung {r.name} stopped at {r.fractions[-1]:.0%} of its plan; the laws take the evals it "
                             "logged (the per-fraction law fits it where it has data)")
     in_assumptions, assumptions = _assumptions(rungs, target, steps, settings.ratio_tol)
@@ -190,9 +132,9 @@ def to_prediction(result: core.CorePrediction, target: RunConfig, rungs: list[Ru
     table = pd.DataFrame({
         "step": steps,
         "tokens": steps * target.tokens_per_step,
-        "fraction": steps / target.schedule.total_steps,
-        "fraction_edited": planned_fraction(target.schedule, steps),
-        "compute": steps * target.tokens_per_step * target.fit_flops_per_token,
+        "fraction": steps / target.planned_steps,
+        "fraction_edited": planned_fraction(target.schedule, steps, target.planned_steps),
+        "compute": steps * target.tokens_per_step * target.flops_per_token,
         "median": median, "lo50": b.lo50, "hi50": b.hi50, "lo90": b.lo90, "hi90": b.hi90,
         "in_assumptions": in_assumptions,
     })
@@ -220,35 +162,63 @@ def _forms(result: core.CorePrediction) -> list[FormUsed]:
 # ---- assumptions --------------------------------------------------------------------------------------------
 
 
-def _assumptions(rungs: list[Rung], target: RunConfig, steps: np.ndarray, ratio_tol: float = 0.01):
+def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, ratio_tol: float = 0.01):
+    """What the prediction holds under, from what the runs' descriptions say (nothing they do not say)."""
     ok = np.ones(steps.shape, dtype=bool)
-    rung = rungs[-1].config
-    same_tpp = all(abs(r.config.tpp / target.tpp - 1) <= ratio_tol for r in rungs) if target.tpp > 0 else False
-    out = {
-        "schedule": f"rungs: {rung.schedule.without_edits().describe()}; target: {target.schedule.describe()}",
-        "token ratio": f"rungs {rung.tpp:g}, target {target.tpp:g} tokens per active parameter"
-                       + ("" if same_tpp else " (differs: the per-fraction law does not apply)"),
-    }
-    rung_phases = [(p.start_fraction, p.seq_len) for p in rung.schedule.seq_phases]
-    target_phases = [(p.start_fraction, p.seq_len) for p in target.schedule.seq_phases]
-    if target.seq_len != rung.seq_len or target_phases != rung_phases:
-        first = min([f for f, _ in target_phases if (f, _) not in rung_phases] or [0.0])
-        ok &= steps / target.schedule.total_steps < first
-        out["sequence length"] = (f"target {target.seq_len} with switches {target_phases}, rungs {rung.seq_len} with "
-                                  f"{rung_phases}: steps from {first:.0%} on are outside the assumptions")
-    else:
-        out["sequence length"] = f"{target.seq_len} tokens" + (f", switches {target_phases}" if target_phases else "")
-    if target.data != rung.data:
-        ok[:] = False
-        out["data mix"] = f"target {target.data.source} differs from the rungs' {rung.data.source}: not comparable"
-    else:
-        out["data mix"] = f"{rung.data.source}, as the rungs"
+    big = rungs[-1]
+    ratios = [r.as_run().token_ratio for r in rungs]
+    mine = target.as_run(with_evals=False).token_ratio
+    same = [abs(x / mine - 1) <= ratio_tol for x in ratios]
+    out = {"schedule": f"rungs: {_describe_rungs(rungs)}; target: {_describe(target, edited=True)}"}
+    out["token ratio"] = (f"rungs {_span(ratios)}, target {mine:.4g} tokens per parameter"
+                          + ("" if all(same) else f" ({sum(same)} of {len(rungs)} rungs within {ratio_tol:.0%})"))
+    out["compute"] = ("6·N·D for " + ", ".join(r.name for r in [*rungs, target] if r.flops_from == SIX_N)
+                      if any(r.flops_from == SIX_N for r in [*rungs, target]) else "fit FLOPs per token × tokens")
+    rung, cfg = big.config, target.config
+    if rung is not None and cfg is not None:
+        rung_phases = [(p.start_fraction, p.seq_len) for p in rung.schedule.seq_phases]
+        target_phases = [(p.start_fraction, p.seq_len) for p in cfg.schedule.seq_phases]
+        if cfg.seq_len != rung.seq_len or target_phases != rung_phases:
+            first = min([f for f, _ in target_phases if (f, _) not in rung_phases] or [0.0])
+            ok &= steps / cfg.schedule.total_steps < first
+            out["sequence length"] = (f"target {cfg.seq_len} with switches {target_phases}, rungs {rung.seq_len} "
+                                      f"with {rung_phases}: steps from {first:.0%} on are outside the assumptions")
+        else:
+            out["sequence length"] = f"{cfg.seq_len} tokens" + (f", switches {target_phases}" if target_phases else "")
+        if cfg.data != rung.data:
+            ok[:] = False
+            out["data mix"] = f"target {cfg.data.source} differs from the rungs' {rung.data.source}: not comparable"
+        else:
+            out["data mix"] = f"{rung.data.source}, as the rungs"
     valid = steps[ok]
     out["valid up to"] = f"step {int(valid.max()):,}" if len(valid) else "nowhere: see above"
     return ok, out
 
 
-def _schedule_dict(schedule: Schedule) -> dict:
+def _describe(run: LadderRun, edited: bool = False) -> str:
+    if run.schedule is not None:
+        return (run.schedule if edited else run.schedule.without_edits()).describe()
+    if run.logged_lrs is not None:
+        return f"its logged LR over {run.planned_steps:,} steps"
+    return f"{run.planned_steps:,} steps, LR not given"
+
+
+def _describe_rungs(rungs: list[LadderRun]) -> str:
+    """The largest rung's schedule, or where the rungs' LRs come from when no schedule is declared."""
+    if rungs[-1].schedule is not None:
+        return _describe(rungs[-1])
+    logged = sum(r.logged_lrs is not None for r in rungs)
+    if logged == len(rungs):
+        return f"each rung's logged LR ({keys.LEARNING_RATE})"
+    return f"{logged} of {len(rungs)} rungs with a logged LR, no schedule declared"
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.4g}" if abs(hi / lo - 1) < 5e-4 else f"{lo:.4g}–{hi:.4g}"
+
+
+def _schedule_dict(schedule: Schedule | None) -> dict:
     from ladder.configio import to_dict
 
-    return to_dict(schedule)
+    return {} if schedule is None else to_dict(schedule)

@@ -6,11 +6,19 @@ where they go and says so in words.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
 
 from ladder.errors import LadderError
 from ladder.runconfig import RunConfig
+from ladder.schedule import Schedule
+
+if TYPE_CHECKING:  # the prediction's run view loads fits (scipy); a what-if only edits its schedule
+    from ladder.runview import LadderRun
+
+Target = Union[RunConfig, "LadderRun"]
 
 MAX_CUT = 0.25
 """A horizon is shortened by at most this share of the planned tokens."""
@@ -64,7 +72,7 @@ def horizon_that_fits(
                       tokens_per_second, seconds_left)
 
 
-def shortened(run: RunConfig, at_step: int, new_total_steps: int) -> RunConfig:
+def shortened(run: Target, at_step: int, new_total_steps: int) -> Target:
     """The run with its horizon cut to `new_total_steps` at `at_step` (at most a 25% cut)."""
     planned = run.stop_after_steps
     if new_total_steps >= planned:
@@ -74,9 +82,22 @@ def shortened(run: RunConfig, at_step: int, new_total_steps: int) -> RunConfig:
             f"--shorten-to {new_total_steps} cuts {1 - new_total_steps / planned:.0%} of the run; "
             f"at most {MAX_CUT:.0%} is supported (use an early cooldown for more)"
         )
-    return run.replace(schedule=run.schedule.shorten(at_step, new_total_steps))
+    return _with_schedule(run, _schedule(run).shorten(at_step, new_total_steps))
 
 
-def with_cooldown(run: RunConfig, at_step: int, length: int) -> RunConfig:
+def with_cooldown(run: Target, at_step: int, length: int) -> Target:
     """The run branching into an early cooldown of `length` steps at `at_step`."""
-    return run.replace(schedule=run.schedule.early_cooldown(at_step, length))
+    return _with_schedule(run, _schedule(run).early_cooldown(at_step, length))
+
+
+def _schedule(run: Target) -> Schedule:
+    if run.schedule is None:
+        raise LadderError(f"{run.name}: no LR schedule is known for it; a what-if needs one (give `schedule:` "
+                          "in its target file: peak_lr, total_steps, warmup_steps, decay, min_lr_ratio)")
+    return run.schedule
+
+
+def _with_schedule(run: Target, schedule: Schedule) -> Target:
+    if isinstance(run, RunConfig):
+        return run.replace(schedule=schedule)
+    return dataclasses.replace(run, schedule=schedule, stop_after_steps=schedule.horizon)

@@ -113,9 +113,11 @@ class Store:
         out = []
         for run_id, name in self._manifest().get("history", {}).items():
             try:
-                pq.read_metadata(self.root / name)
+                problem = _schema_problem(pq.read_schema(self.root / name))
             except (OSError, ValueError) as exc:
-                out.append((run_id, f"{self.root / name}: {_first_line(exc)}"))
+                problem = _first_line(exc)
+            if problem:
+                out.append((run_id, f"{self.root / name}: {problem}"))
         return out
 
     def runs(self) -> pd.DataFrame:
@@ -161,6 +163,8 @@ class Store:
             ids = list(files) if run_ids is None else self._resolve_ids(_as_list(run_ids), manifest)
             try:
                 return _read_histories(self.root, [(i, files[i]) for i in ids], _as_list(metrics), include_nonfinite)
+            except _DamagedHistory as exc:
+                raise LadderError(self._damaged_message(exc, manifest)) from None
             except FileNotFoundError as exc:
                 if self._manifest().get("generation") == manifest.get("generation"):
                     raise LadderError(
@@ -205,6 +209,16 @@ class Store:
             lock.close()
 
     # ---- internals ------------------------------------------------------------------------------
+    def _damaged_message(self, exc: _DamagedHistory, manifest: dict[str, Any]) -> str:
+        """What to do about one run's damaged history file: the run, by name when the runs table still
+        knows it, and where it was pulled from, so it can be pulled again."""
+        run, source = repr(exc.run_id), ""
+        with contextlib.suppress(LadderError, KeyError):  # the runs table damaged too, or without the run
+            row = self._runs_table(manifest).set_index("run_id").loc[exc.run_id]
+            run, source = f"{row['name']!r} (id {exc.run_id})", f" from {row['source']}"
+        return (f"{exc.path}: damaged history of run {run} ({exc.problem}); "
+                f"{_REPAIR.format(root=self.root)} drops that run from the store, then pull it again{source}")
+
     def _check_root(self) -> None:
         if self.root.exists() and not self.root.is_dir():
             raise LadderError(f"{self.root}: not a store folder (it is a file); give --store a folder")
@@ -341,10 +355,18 @@ class StoreWriter:
         return self._manifest.get("history", {}).get(run_id)
 
     def stored_history(self, run_id: str) -> pd.DataFrame | None:
-        path = self._history_file(run_id)
-        if not path:
+        """The committed history of `run_id`, to extend; a `LadderError` when its file is damaged (the pull
+        then skips that run and leaves its file as it is)."""
+        name = self._history_file(run_id)
+        if not name:
             return None
-        return pq.read_table(self.root / path).to_pandas()
+        try:
+            return _open_history(self.root / name, run_id).to_pandas()
+        except _DamagedHistory as exc:
+            raise LadderError(
+                f"{exc.path}: damaged history file ({exc.problem}); pull again with --full (reads every run "
+                f"anew), or {_REPAIR.format(root=self.root)} drops it so that the next pull reads it again"
+            ) from None
 
     def stored_report(self, run_id: str) -> ResolveReport | None:
         row = self.stored(run_id)
@@ -426,7 +448,7 @@ def _collect_garbage(root: Path, manifest: dict[str, Any]) -> None:
     candidates = [*root.glob("runs-*.parquet*"), *(root / "history").glob("*.parquet*")]
     for path in candidates:
         if str(path.relative_to(root)) not in keep:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # the commit is done: what cannot go (a folder) just stays
                 path.unlink()
 
 
@@ -435,15 +457,7 @@ def _read_histories(
 ) -> pd.DataFrame:
     tables = []
     for run_id, name in files:
-        try:
-            table = pq.read_table(root / name).select(list(HISTORY_COLUMNS))
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError) as exc:
-            raise LadderError(
-                f"{root / name}: damaged history of run {run_id} ({_first_line(exc)}); "
-                f"{_REPAIR.format(root=root)} drops it from the store, then pull it again"
-            ) from None
+        table = _open_history(root / name, run_id)
         mask = None
         if metrics is not None:
             mask = pc.is_in(table["metric"].combine_chunks().dictionary_decode(), pa.array(metrics, pa.string()))
@@ -460,6 +474,44 @@ def _read_histories(
         return _empty_history()
     table = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
     return table.to_pandas()
+
+
+class _DamagedHistory(Exception):
+    """A committed history file that cannot be read as one (`Store.history` says what to do)."""
+
+    def __init__(self, run_id: str, path: Path, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.run_id, self.path, self.problem = run_id, path, problem
+
+
+def _open_history(path: Path, run_id: str) -> pa.Table:
+    """One run's history file as a table of exactly `_HISTORY_SCHEMA`; a missing file is a
+    `FileNotFoundError` (a commit may have removed it meanwhile), any other problem `_DamagedHistory`."""
+    if path.is_dir():
+        raise _DamagedHistory(run_id, path, "a folder, not a file")
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # pyarrow's errors are OSError or ValueError subclasses
+        problem = _first_line(exc).replace(f"Could not open Parquet input source '{path}': ", "")
+        raise _DamagedHistory(run_id, path, problem) from None
+    problem = _schema_problem(table.schema)
+    if problem:
+        raise _DamagedHistory(run_id, path, problem)
+    # The same columns, types and order in every file, so histories concatenate without surprises.
+    return pa.Table.from_arrays([table[c] for c in HISTORY_COLUMNS], schema=_HISTORY_SCHEMA)
+
+
+def _schema_problem(schema: pa.Schema) -> str:
+    """What keeps a history file's columns from being `_HISTORY_SCHEMA`, or "" when nothing does."""
+    for want in _HISTORY_SCHEMA:
+        if want.name not in schema.names:
+            return f"no column {want.name!r}"
+        got = schema.field(want.name).type
+        if got != want.type:
+            return f"column {want.name!r} holds {got}, not {want.type}"
+    return ""
 
 
 def _empty_history() -> pd.DataFrame:
@@ -640,15 +692,17 @@ def _repair(store: Store) -> RepairReport:
     history, dropped = {}, []
     for run_id, name in manifest.get("history", {}).items():
         try:
-            data = pq.read_table(root / name)
-            data.select(list(HISTORY_COLUMNS)).to_pandas()
+            _open_history(root / name, run_id).to_pandas()
+            meta = pq.read_schema(root / name).metadata or {}
         except (OSError, ValueError) as exc:
             dropped.append((run_id, f"history file {name} damaged or missing ({_first_line(exc)})"))
             continue
+        except _DamagedHistory as exc:
+            dropped.append((run_id, f"history file {name} damaged ({exc.problem})"))
+            continue
         if run_id not in rows:
-            meta = (data.schema.metadata or {}).get(_ROW_KEY)
             try:
-                row = json.loads(meta) if meta else None
+                row = json.loads(meta[_ROW_KEY]) if _ROW_KEY in meta else None
                 _check_row(row)
             except (ValueError, LadderError, TypeError):
                 row = None

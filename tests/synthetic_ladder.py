@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 import fits.multipower as mp
-from ladder import load_recipe, plan
-from ladder.plan import override
+from ladder import load_recipe
+from ladder.plan import override, plan
 from ladder.runconfig import RunConfig
 
 SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}

@@ -204,7 +204,7 @@ case("csv/tab-in-run-id", 2, "control character")(one_csv([["a\tb", 1, 3.0]]))
 case("csv/empty-run-id", 2, "line 3", "empty run id")(one_csv([["r", 1, 3.0], ["", 2, 3.0]]))
 case("csv/long-run-id", 2, "at most 512")(one_csv([["x" * 600, 1, 3.0]]))
 case("csv/text-value", 2, "line 3", "'oops'", "not a number")(one_csv([["r", 1, 3.0], ["r", 2, "oops"]]))
-case("csv/nan-text-is-an-empty-cell", 0, "1 run updated", check=lambda s: _rows_of(s, "r", 1))(
+case("csv/nan-text-is-a-logged-nan", 0, "NaN/inf", check=lambda s: _rows_of(s, "r", 2))(
     one_csv([["r", 1, 3.0], ["r", 2, "nan"]]))
 case("csv/inf-value-kept-out-of-fits", 0, "NaN/inf")(one_csv([["r", 1, 3.0], ["r", 2, "inf"]]))
 case("csv/repeated-step-later-kept", 0, "logged again")(one_csv([["r", 1, 3.0], ["r", 1, 2.0]]))

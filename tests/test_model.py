@@ -64,7 +64,8 @@ def test_parameter_tree_matches_the_exact_accounting(name):
 
 
 def test_micro_cpu_runs_have_exact_trees():
-    from ladder import load_recipe, plan
+    from ladder import load_recipe
+    from ladder.plan import plan
 
     for run in plan(load_recipe("micro-cpu")).runs():
         shapes = jax.eval_shape(functools.partial(M.init_params, run.spec), jax.random.key(0))

@@ -7,8 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from ladder import RunConfig, load_recipe, plan
+from ladder import RunConfig, load_recipe
 from ladder.cli import app
+from ladder.plan import plan
 
 runner = CliRunner()
 

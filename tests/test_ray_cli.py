@@ -10,10 +10,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from ladder import load_recipe, plan, runfiles
+from ladder import load_recipe, runfiles
 from ladder.cli import app
 from ladder.cluster import Board
 from ladder.errors import LadderError
+from ladder.plan import plan
 from ladder.runconfig import ResourcesConfig, RunConfig
 
 runner = CliRunner()

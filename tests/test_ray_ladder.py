@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ladder import load_recipe, plan, runfiles
+from ladder import load_recipe, runfiles
 from ladder.launch import trainer_env
-from ladder.plan import override
+from ladder.plan import override, plan
 from ladder.runconfig import ResourcesConfig, RunConfig
 
 LADDER = Path(sys.executable).parent / "ladder"

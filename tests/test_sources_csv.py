@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ladder.cli import app
 from ladder.errors import LadderError
-from ladder.sources import ColumnMap, TableSource
+from ladder.sources import ColumnMap, CoordinateOverrides, TableSource
 from ladder.sources.pull import pull
 from ladder.store import Store
 
@@ -127,3 +127,54 @@ def test_chinchilla_final_losses_one_row_per_run(shared_data, tmp_path):
     got = h.set_index("run_id")
     np.testing.assert_array_equal(got.loc[raw["run_id"], "value"], raw["loss"])
     np.testing.assert_array_equal(got.loc[raw["run_id"], "tokens"], np.round(raw["tokens"]).astype(np.int64))
+
+
+# A metric cell spelt as a non-finite number is a value the run logged (a diverged loss): kept, counted
+# and left out of fits, as from every other source. Only an empty cell (or a missing-value marker) is a
+# value not logged.
+@pytest.mark.parametrize("cell, stored", [
+    ("nan", np.nan), ("NaN", np.nan), ("-nan", np.nan), (" nan ", np.nan), ("inf", np.inf), ("Infinity", np.inf),
+    ("-inf", -np.inf), ("", None), ("NA", None), ("null", None),
+])
+def test_a_nonfinite_metric_cell_is_a_logged_value_counted_and_kept_out_of_fits(tmp_path, cell, stored):
+    path = tmp_path / "t.csv"
+    path.write_text(f"run,step,loss\nr,1,3.0\nr,2,{cell}\nr,3,2.5\n")
+    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step",
+                                   "--metric", "eval/loss=loss", "--coord", "stop_after_steps=3",
+                                   "--coord", "tokens_per_step=10", "--coord", "active_params=1000",
+                                   "--store", str(tmp_path / "s"),
+                                   *(x for k, v in UNKNOWN.items() for x in ("--coord", f"{k}={v}"))])
+    assert res.exit_code == 0, res.output
+    store = Store(tmp_path / "s")
+    h = store.history(include_nonfinite=True)
+    if stored is None:
+        assert list(h["step"]) == [1, 3] and "NaN/inf" not in res.output
+    else:
+        assert list(h["step"]) == [1, 2, 3] and np.array_equal(h["value"], [3.0, stored, 2.5], equal_nan=True)
+        assert "eval/loss: 1 NaN/inf value (first at step 2), kept out of fits" in res.output
+        assert json.loads(store.runs()["report_json"][0])["nonfinite"] == [["eval/loss", 1, 2]]
+    assert list(store.history()["step"]) == [1, 3]  # what fits read
+
+
+def test_parquet_nulls_are_not_logged_and_nans_are(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"run": ["r"] * 4, "step": [1, 2, 3, 4], "loss": [3.0, float("nan"), None, float("inf")],
+                             "bpb": ["1.5", "nan", None, ""]}), path)
+    store = Store(tmp_path / "s")
+    columns = ColumnMap(metrics={"eval/loss": "loss", "eval/bpb": "bpb"}, run="run", step="step")
+    coords = {"stop_after_steps": 4, "tokens_per_step": 10, "active_params": 1000, **UNKNOWN}
+    pull(store, TableSource(path, columns), overrides=CoordinateOverrides(all_runs=coords))
+    h = store.history(include_nonfinite=True)
+    loss, bpb = h[h["metric"] == "eval/loss"], h[h["metric"] == "eval/bpb"]
+    assert list(loss["step"]) == [1, 2, 4] and np.array_equal(loss["value"], [3.0, np.nan, np.inf], equal_nan=True)
+    assert list(bpb["step"]) == [1, 2] and np.array_equal(bpb["value"], [1.5, np.nan], equal_nan=True)
+
+
+def test_a_metric_cell_that_is_no_number_names_its_line(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,loss\nr,1,3.0\nr,2,nan\nr,3,n/a?\n")
+    with pytest.raises(LadderError, match=r"t\.csv: line 4: value \(column 'loss'\) 'n/a\?' is not a number"):
+        TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run", step="step")).runs()

@@ -10,9 +10,10 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from ladder import load_recipe, plan, runfiles
+from ladder import load_recipe, runfiles
 from ladder.cli import app
 from ladder.errors import LadderError
+from ladder.plan import plan
 from ladder.sources import ColumnMap, LocalSource, TableSource
 from ladder.sources import local as local_source
 from ladder.sources.pull import pull

@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ladder import load_recipe, plan
+from ladder import load_recipe
 from ladder.cli import app
 from ladder.errors import LadderError
+from ladder.plan import plan
 from ladder.resolve import MetricSettings
 from ladder.sources import CoordinateOverrides, OfflineSource
 from ladder.sources.leveldb import BLOCK, Stop, read_log

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from ladder import LadderError, ModelSpec, load_recipe, plan
+from ladder import LadderError, ModelSpec, load_recipe
+from ladder.plan import plan
 from ladder.recipe import ArchRules
 
 

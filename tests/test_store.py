@@ -242,3 +242,89 @@ def test_cli_reading_a_missing_store_or_run(tmp_path):
     bad.write_text("rung-1: [unclosed\n")
     res = runner.invoke(app, ["pull", "local", str(tmp_path), "--coords", str(bad), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and "malformed YAML" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+# ---- one damaged history file ---------------------------------------------------------------------
+def _history_path(store, run_id):
+    return store.root / json.loads((store.root / "manifest.json").read_text())["history"][run_id]
+
+
+def _rewrite(path, change):
+    import pyarrow.parquet as pq
+
+    pq.write_table(change(pq.read_table(path)), path)
+
+
+def _as_folder(path):
+    path.unlink()
+    path.mkdir()
+
+
+DAMAGES = {
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[:30]),
+    "empty": lambda p: p.write_bytes(b""),
+    "a folder": _as_folder,
+    "no value column": lambda p: _rewrite(p, lambda t: t.drop(["value"])),
+    "values as text": lambda p: _rewrite(p, lambda t: t.set_column(
+        4, "value", t["value"].cast("string"))),
+    "plain metric names": lambda p: _rewrite(p, lambda t: t.set_column(
+        3, "metric", t["metric"].combine_chunks().dictionary_decode())),
+    "steps as 32-bit": lambda p: _rewrite(p, lambda t: t.set_column(0, "step", t["step"].cast("int32"))),
+}
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_damaged_history_file_is_named_with_the_way_out(tmp_path, how):
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    path = _history_path(store, "r2")
+    DAMAGES[how](path)
+    with pytest.raises(LadderError) as err:
+        store.history()
+    message = str(err.value)
+    assert message.startswith(f"{path}: damaged history of run 'rung-2' (id r2) (")
+    assert f"`ladder runs --repair --store {tmp_path}` drops that run" in message
+    assert "pull it again from memory:test" in message and "\n" not in message
+    assert len(store.history(["r1", "r3"])) == 40  # the other runs read as before
+    assert [r for r, _ in store.damaged()] == ["r2"]
+    report = store.repair()
+    assert [r for r, _ in report.dropped] == ["r2"] and report.kept == 2
+    pull(store, MemorySource(runs3()))
+    assert len(store.history()) == 60
+
+
+def test_a_fit_over_a_damaged_run_stops_with_one_line_naming_the_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from ladder.cli import app
+
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    path = _history_path(store, "r2")
+    DAMAGES["values as text"](path)
+    before = path.read_bytes()
+    res = CliRunner().invoke(app, ["fit", "endpoint", "--store", str(tmp_path), "--metric", "eval/loss"])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"error: {path}: damaged history of run 'rung-2'") and "--repair" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert path.read_bytes() == before  # reading never changes the store
+
+
+def test_a_pull_skips_a_run_whose_stored_history_is_damaged_and_full_reads_it_anew(tmp_path):
+    from ladder.sources.pull import PullSkipped
+
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    path = _history_path(store, "r2")
+    DAMAGES["no value column"](path)
+    grown = {**runs3(), "r2": ("rung-2", series(25)), "r3": ("rung-3", series(35))}
+    with pytest.raises(PullSkipped) as err:
+        pull(store, MemorySource(grown))
+    message = str(err.value)
+    assert message.startswith(f"skipped r2: {path}: damaged history file (no column 'value'); pull again with --full")
+    assert "--repair" in message
+    assert _history_path(store, "r2") == path  # left as it was, not replaced by the new rows alone
+    assert len(store.history(["r3"])) == 35  # the runs beside it were pulled
+    pull(store, MemorySource(grown), full=True)
+    h = store.history()
+    assert len(h) == 10 + 25 + 35 and not path.exists()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ladder import load_recipe, plan, runfiles
+from ladder import load_recipe, runfiles
 from ladder.launch import trainer_env
-from ladder.plan import override
+from ladder.plan import override, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from ladder import RunConfig, load_recipe, plan, runfiles
+from ladder import RunConfig, load_recipe, runfiles
 from ladder.cli import app
 from ladder.errors import LadderError
-from ladder.plan import override
+from ladder.plan import override, plan
 from ladder.schedule import SeqPhase
 from trainer_jax import train
 from trainer_jax.checkpoint import check_compatible, checkpoint_meta

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
+from enum import StrEnum
 from typing import Any
 
 import click
@@ -41,6 +42,13 @@ app = typer.Typer(
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 150
 console = Console(width=_WIDTH)
 err_console = Console(stderr=True, width=_WIDTH)
+
+
+class Format(StrEnum):
+    """--format of every command that prints a result: a rich table, or one JSON object on stdout."""
+
+    table = "table"
+    json = "json"
 
 
 DEBUG_ENV = "LADDER_DEBUG"

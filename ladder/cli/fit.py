@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from ladder import endpointcsv
-from ladder.cli.app import app, command, console, print_json
+from ladder.cli.app import Format, app, command, console, print_json
 from ladder.errors import LadderError
 from ladder.store import DEFAULT_ROOT, Store
 
@@ -34,11 +34,6 @@ fit_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(fit_app, name="fit")
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
 
 
 class Form(StrEnum):

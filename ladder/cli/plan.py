@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from ladder.cli.app import command, console, parse_int_list, print_json
+from ladder.cli.app import Format, command, console, parse_int_list, print_json
 from ladder.configio import build, load_yaml
 from ladder.errors import LadderError
 from ladder.limits import MAX_SEQ_LEN
@@ -17,11 +16,6 @@ from ladder.plan import Plan, override, plan, with_resources
 from ladder.recipe import load_recipe, preset_names
 from ladder.runconfig import ResourcesConfig, RunConfig
 from ladder.spec import ModelSpec, format_count
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
 
 
 @command("plan")

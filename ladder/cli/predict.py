@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime
 from pathlib import Path
@@ -13,8 +14,7 @@ import typer
 from rich.table import Table
 
 from ladder import runfiles as keys
-from ladder.cli.app import command, console, print_json
-from ladder.cli.plan import Format
+from ladder.cli.app import Format, command, console, print_json
 from ladder.display import show_prediction
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir
@@ -61,9 +61,33 @@ def _existing_store(path: Path) -> Store:
     return store
 
 
+TARGET_FILE = typer.Option(None, "--target", help=(
+    "A target this tool did not plan: a YAML file with name, active_params and/or fit_flops_per_token, "
+    "stop_after_steps, tokens_per_step, group and schedule (peak_lr, total_steps, warmup_steps, decay, "
+    "min_lr_ratio); see README, 'Your own ladder'."))
+TARGET_RUN = typer.Option(None, "--target-run", help="A run already in the store (e.g. the live hero), by name or id.")
+
+
+def resolve_target(config: Path | None, target_file: Path | None, target_run: str | None, store: Path, metric: str):
+    """The run to predict, from exactly one of a planner config, a target file or a run in the store at `store`."""
+    from ladder.runview import from_config, target_from_file, target_from_store
+
+    given = [x for x in (config, target_file, target_run) if x is not None]
+    if len(given) != 1:
+        raise LadderError("give the target as exactly one of: CONFIG.yaml (from `ladder plan --out`), "
+                          "--target TARGET.yaml, or --target-run NAME (a run in the store)")
+    if config is not None:
+        return from_config(RunConfig.load(config))
+    if target_file is not None:
+        return target_from_file(target_file)
+    return target_from_store(_existing_store(store), target_run, metric)
+
+
 @command("predict")
 def predict_command(
-    config: Path = typer.Argument(..., help="The target (hero) RunConfig YAML from `ladder plan --out`."),
+    config: Path | None = typer.Argument(None, help="The target (hero) RunConfig YAML from `ladder plan --out`; or give --target / --target-run."),
+    target_file: Path | None = TARGET_FILE,
+    target_run: str | None = TARGET_RUN,
     store: Path = STORE,
     out: Path | None = typer.Option(None, "--out", help="Folder for prediction.parquet/.csv/.json (default: predictions/NAME)."),
     metric: str = METRIC,
@@ -72,9 +96,18 @@ def predict_command(
     method: str = METHOD,
     pin_e: float | None = PIN_E,
     ratio_tol: float = RATIO_TOL,
+    to_wandb: str | None = typer.Option(None, "--to-wandb", help=(
+        "Also log the prediction to wandb as its own run, ENTITY/PROJECT (online with WANDB_API_KEY, or "
+        "offline under WANDB_MODE=offline): predicted/<metric> and its _lo50/_hi50/_lo90/_hi90 bounds on the "
+        "target's step axis, grouped with the target.")),
     fmt: Format = typer.Option(Format.table, "--format", help="table (rich, every 5%) or json."),
 ) -> None:
     """Predict the target run's loss at every planned eval step and checkpoint, with 50% and 90% bands.
+
+    The target is a config from `ladder plan`, a target file (--target) for a run planned elsewhere,
+    or a run already in the store (--target-run). The rungs are the store's runs with role 'rung'
+    in the target's group (or --group): their coordinates, their LR (a declared schedule, or the
+    logged optim/learning_rate series) and their evals.
 
     Every candidate law (the per-fraction law over the rungs that share the target's token ratio; the
     multi-power law over every curve of every size) is backtested on the ladder itself: the largest
@@ -86,20 +119,66 @@ def predict_command(
     """
     from ladder.predict import predict
 
-    target = RunConfig.load(config)
+    settings = _settings(metric, n_boot, group, method, pin_e, ratio_tol)
+    if to_wandb is not None:
+        from ladder.towandb import parse_project
+
+        parse_project(to_wandb)
+    target = resolve_target(config, target_file, target_run, store, metric)
     folder = out_dir(out or Path("predictions") / target.name)
-    pred = predict(_existing_store(store), target, _settings(metric, n_boot, group, method, pin_e, ratio_tol))
+    pred = predict(_existing_store(store), target, settings)
     written = pred.save(folder)
+    logged = None
+    if to_wandb is not None:
+        from ladder.towandb import log_prediction
+
+        logged = log_prediction(pred, to_wandb, group=target.group or None, root=folder)
     if fmt is Format.json:
         print_json(pred.to_json())
         return
     show_prediction(console, pred)
     console.print(f"Wrote {', '.join(str(p) for p in written)}")
+    if logged:
+        console.print(f"Logged the prediction to wandb: {logged}")
+
+
+@command("score")
+def score_command(
+    prediction: Path = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`."),
+    store: Path = STORE,
+    run: str | None = typer.Option(None, "--run", help="The run to score against (default: the prediction's target)."),
+    start: float = typer.Option(0.1, "--from", help="Score the evals from this fraction of the plan on."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
+) -> None:
+    """Score a prediction against the run's actual evals: the final error (predicted / actual − 1), the
+    mean and worst error along the curve, and how often the 50% and 90% bands held."""
+    from ladder.prediction import Prediction
+    from ladder.scoring import score_prediction
+
+    if not (np.isfinite(start) and 0 <= start < 1):
+        raise LadderError(f"--from {start}: give a fraction in [0, 1), e.g. 0.1")
+    pred = Prediction.load(prediction)
+    st = _existing_store(store)
+    name = run or pred.run_name
+    st.run(name)  # a clear error when it is not there
+    actual = st.history([name], [pred.metric])
+    sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start)
+    if fmt is Format.json:
+        print_json({"run": name, **sc.to_json()})
+        return
+    t = Table(title=f"{pred.run_name}: predicted {pred.metric} against {name}'s evals from {start:.0%} of the plan")
+    for col in ("", "value"):
+        t.add_column(col, justify="right" if col else "left")
+    for label, value in sc.rows():
+        t.add_row(label, value)
+    console.print(t)
 
 
 @command("replan")
 def replan_command(
-    config: Path = typer.Argument(..., help="The hero's RunConfig YAML."),
+    config: Path | None = typer.Argument(None, help="The hero's RunConfig YAML; or give --target / --target-run."),
+    target_file: Path | None = TARGET_FILE,
+    target_run: str | None = TARGET_RUN,
     store: Path = STORE,
     at: int | None = typer.Option(None, "--at", help="Step where the edit applies (default: the hero's last step in the store)."),
     shorten_to: int | None = typer.Option(None, "--shorten-to", help="New total steps: cut the horizon (at most 25%) and re-aim the decay."),
@@ -118,8 +197,12 @@ def replan_command(
     """
     from ladder.predict import predict
 
-    hero = RunConfig.load(config)
+    hero = resolve_target(config, target_file, target_run, store, metric)
     st = _existing_store(store)
+    if out is not None:
+        for path in (out / f"{hero.name}.yaml", out / "prediction.json"):
+            if path.exists():
+                raise LadderError(f"{path} exists; give --out a new folder (nothing was written)")
     step = at if at is not None else _last_step(st, hero.name)
     if deadline is not None:
         rate = throughput or _recent_throughput(st, hero.name)
@@ -153,9 +236,29 @@ def replan_command(
                   f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
                   f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})")
     if out is not None:
-        edited.save(out / f"{edited.name}.yaml")
+        written = _save_target(edited, out)
         new.save(out)
-        console.print(f"Wrote {out / (edited.name + '.yaml')} and its prediction to {out}/")
+        console.print(f"Wrote {written} and its prediction to {out}/")
+
+
+def _save_target(target, out: Path) -> Path:
+    """The edited run as a file `ladder predict` reads back: a RunConfig, or a target file."""
+    path = out / f"{target.name}.yaml"
+    if target.config is not None:
+        target.config.replace(schedule=target.schedule).save(path)
+        return path
+    import yaml
+
+    from ladder.configio import to_dict
+    from ladder.files import write_text_atomic
+    from ladder.runview import SIX_N
+
+    n = target.active_params
+    entry = {"name": target.name, "group": target.group, "active_params": int(n) if n and float(n).is_integer() else n,
+             "fit_flops_per_token": target.flops_per_token if target.flops_from != SIX_N else None, "stop_after_steps": target.stop_after_steps,
+             "tokens_per_step": target.tokens_per_step, "schedule": to_dict(target.schedule)}
+    out.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(path, yaml.safe_dump({k: v for k, v in entry.items() if v not in (None, "")}, sort_keys=False))
 
 
 def _fmt(v: float, signed: bool = False) -> str:
@@ -183,9 +286,11 @@ def _seconds_until(deadline: str) -> float:
     text = deadline.strip()
     if text.endswith("h"):
         try:
-            return float(text[:-1]) * 3600
+            hours = float(text[:-1])
         except ValueError:
-            pass
+            hours = None
+        if hours is not None and math.isfinite(hours) and abs(hours) <= 100 * 365 * 24:
+            return hours * 3600
     try:
         return datetime.fromisoformat(text).timestamp() - time.time()
     except ValueError:

@@ -10,7 +10,7 @@ import pandas as pd
 import typer
 from rich.table import Table
 
-from ladder.cli.app import app, command, console, err_console, print_json
+from ladder.cli.app import Format, app, command, console, err_console, print_json
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
 from ladder.resolve import MetricSettings
@@ -43,7 +43,8 @@ COORD_HELP = (
     "total_params, fit_flops_per_token, stop_after_steps, tokens_per_step, planned_tokens, name, group, "
     "role (repeatable); VALUE 'unknown' stores a parameter or FLOP count as missing."
 )
-COORDS_HELP = "YAML file of coordinates per run: {RUN_NAME_OR_ID: {FIELD: VALUE}}."
+COORDS_HELP = ("YAML file of coordinates per run: {RUN_NAME_OR_ID: {FIELD: VALUE}}, FIELD as for --coord, plus "
+               "schedule: {peak_lr, total_steps, warmup_steps, decay, min_lr_ratio} (README, 'Your own ladder').")
 RENAME_HELP = "Store a logged key under another name, OLD=NEW, e.g. eval/paloma/macro_loss=eval/loss (repeatable; kept for later pulls)."
 FIT_HELP = "The metric fits read (kept in the store; default eval/loss)."
 FULL_HELP = "Read every run again from the start instead of only what is new."
@@ -51,11 +52,6 @@ REPLACE_HELP = (
     "Replace stored runs that have the same id but come from another source, or that this pull gives "
     "other coordinates (refused without it; the output says what was replaced)."
 )
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
 
 
 class HistoryFormat(StrEnum):
@@ -147,7 +143,8 @@ def import_csv(
     """Import a table of runs: one row per (run, step), metric columns side by side.
 
     Columns with one value per run become the run's config (so a column named stop_after_steps or
-    active_params is read as that coordinate). Importing the file again replaces its runs; a run id
+    active_params is read as that coordinate, and a column named state gives finished / crashed /
+    running; without it every run counts as finished). Importing the file again replaces its runs; a run id
     already stored from another source is refused unless --replace. Every step, token count and value
     is checked (with its line) before anything is stored.
     """

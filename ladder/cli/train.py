@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +12,12 @@ import click
 import typer
 from typer.core import TyperCommand
 
-from ladder.cli.app import command, console, err_console
+from ladder.cli.app import Format, command, console, err_console
 from ladder.errors import LadderError
 from ladder.launch import final_eval_loss, is_done, ladder_runs, run_dir_of, run_state, train
 from ladder.runconfig import RunConfig
 
 LOCAL = "local"
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
 
 
 class _RayFlag(TyperCommand):

@@ -14,7 +14,7 @@ from ladder.errors import LadderError
 from ladder.outpaths import out_dir, out_file
 from ladder.prediction import Prediction
 from ladder.report import read_alerts, write_report
-from ladder.sources import LocalSource, OfflineSource, WandbSource
+from ladder.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
 from ladder.store import DEFAULT_ROOT, Store
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
 from ladder.watch.monitor import Watcher, only_run
@@ -26,8 +26,11 @@ STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding t
 
 def _source(local: Path | None, offline: Path | None, wandb: str | None):
     given = [x for x in (local, offline, wandb) if x is not None]
-    if len(given) != 1:
-        raise LadderError("give exactly one of --local RUN_DIR, --offline WANDB_DIR, --wandb ENTITY/PROJECT")
+    if len(given) > 1:
+        raise LadderError("give at most one of --local RUN_DIR, --offline WANDB_DIR, --wandb ENTITY/PROJECT "
+                          "(none: watch the run as the store holds it)")
+    if not given:
+        return None
     for option, path in (("--local", local), ("--offline", offline)):
         if path is not None and not path.is_dir():  # a typo, not a run that cannot be read (exit 3)
             raise LadderError(f"{option} {path}: no such folder; give the run's folder (it must exist)")
@@ -53,8 +56,14 @@ def watch_command(
     state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
     deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish (ISO time or hours like 72h): warns when throughput will miss it."),
     stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long."),
+    coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
+    coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
 ) -> None:
     """Follow a live run and say at every eval whether it is on track with its prediction.
+
+    The run comes from --local, --offline or --wandb (pulled into the store at every check), or,
+    with none of them, from the store as it is (a run you keep fresh with `ladder pull` or `ladder
+    import`).
 
     Rules: deviation beyond the band (warn at the 50% band or 0.5%, alarm at the 90% band or 1%),
     slow drift (CUSUM), loss spikes, NaN/inf, grad-norm shape against the rungs, MoE drop
@@ -70,7 +79,9 @@ def watch_command(
     _check_numbers(poll, max_checks, stale_minutes)
     pred = Prediction.load(prediction)
     folder = prediction if prediction.is_dir() else prediction.parent
-    source = only_run(_source(local, offline, wandb), pred.run_name)
+    source = _source(local, offline, wandb)
+    source = None if source is None else only_run(source, pred.run_name)
+    overrides = CoordinateOverrides.parse(coord, coords)
     rules = AlertRules(
         metric=pred.metric,
         stale_after_s=stale_minutes * 60,
@@ -80,20 +91,24 @@ def watch_command(
     if webhook:
         sinks["webhook"] = WebhookSink.from_env()
     st = Store(store)
+    if source is None and not st.exists():
+        raise LadderError(f"{store}: no store here; give the run's source (--local, --offline or --wandb) or the "
+                          "store that holds it (--store)")
 
     def repredict(old: Prediction, config: dict) -> Prediction:
-        cfg = st.run_config(old.run_name)
-        if cfg is None:
-            return old
-        console.print(f"[bold]schedule edited[/] ({cfg.schedule.describe()}): predicting again from the new LR sequence")
         from ladder.predict import PredictSettings, predict  # scipy: only when the schedule changes
+        from ladder.runview import target_from_store
 
+        target = target_from_store(st, old.run_name, old.metric)
+        if target.schedule is None:
+            return old
+        console.print(f"[bold]schedule edited[/] ({target.schedule.describe()}): predicting again from the new LR sequence")
         # exactly the settings the stored prediction was made with
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
-        return predict(st, cfg, settings)
+        return predict(st, target, settings)
 
     watcher = Watcher(st, source, pred, rules, sinks, state or folder / "watch-state.json",
-                      repredict=repredict, prediction_dir=folder)
+                      repredict=repredict, prediction_dir=folder, overrides=overrides)
     result = watcher.check() if once else watcher.run(poll, max_checks)
     raise typer.Exit(result.exit_code)
 

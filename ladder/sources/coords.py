@@ -28,6 +28,11 @@ INT_FIELDS = ("active_params", "total_params", "stop_after_steps", "tokens_per_s
 FLOAT_FIELDS = ("fit_flops_per_token",)
 FIELDS = ("active_params", "total_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step", "planned_tokens")
 LABELS = ("name", "group", "role")
+SCHEDULE = "schedule"
+"""A run's LR schedule in a coordinates file: ``{peak_lr, total_steps, warmup_steps, decay, min_lr_ratio, ...}``
+(the fields of `ladder.schedule.Schedule`); kept in the run's config, where predictions read it."""
+OPTIONAL = ("total_params",)
+"""Fields no law reads: stored as missing when not given."""
 ROLES = ("rung", "hero", "single")
 UNKNOWN = "unknown"
 MAY_BE_UNKNOWN = ("active_params", "total_params", "fit_flops_per_token")
@@ -62,7 +67,7 @@ class CoordinateOverrides:
                 raise LadderError(f"--coord {item!r}: expected FIELD=VALUE, e.g. --coord stop_after_steps=5000")
             _check_field(key, f"--coord {item}")
             if key in FIELDS:
-                _number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
+                coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
             all_runs[key] = value.strip()
         per_run: dict[str, dict[str, Any]] = {}
         if file is not None:
@@ -71,9 +76,12 @@ class CoordinateOverrides:
                 if not isinstance(fields, dict):
                     raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}")
                 for key, value in fields.items():
+                    if key == SCHEDULE:
+                        schedule_from(value, f"{file}: {run}")
+                        continue
                     _check_field(str(key), f"{file}: {run}")
                     if key in FIELDS:
-                        _number(f"{file}: {run}", str(key), value)
+                        coordinate_number(f"{file}: {run}", str(key), value)
                 per_run[str(run)] = {str(k): v for k, v in fields.items()}
         return cls(all_runs, per_run)
 
@@ -141,6 +149,8 @@ def resolve_coordinates(
     """
     from_config, labels, schedule = coordinates_from_config(config)
     given = overrides.for_run(run_id, name)
+    if given.get(SCHEDULE) is not None:
+        schedule = schedule_from(given[SCHEDULE], f"run {run_label}")
     values: dict[str, Any] = {}
     for f in FIELDS:
         for place in (given, from_config, stored):
@@ -154,15 +164,23 @@ def resolve_coordinates(
     role = labels.get("role", "")
     if role and role not in ROLES:
         raise LadderError(f"run {run_label}: role {role!r} is not one of {', '.join(ROLES)}")
-    clean = {f: _number(f"run {run_label}", f, v) for f, v in values.items()}
+    clean = {f: coordinate_number(f"run {run_label}", f, v) for f, v in values.items()}
     if "stop_after_steps" not in clean and schedule is not None:
         clean["stop_after_steps"] = schedule.horizon
     _derive_tokens(clean)
     for f in ("planned_tokens", "tokens_per_step", "stop_after_steps"):
         if clean.get(f) is not None and not 0 < clean[f] < 2**63:
             raise LadderError(f"run {run_label}: '{f}' = {clean[f]} (derived from the other two) is out of range")
+    if schedule is not None and schedule.horizon != clean["stop_after_steps"]:
+        raise LadderError(
+            f"run {run_label}: its schedule runs {schedule.horizon:,} steps but stop_after_steps is "
+            f"{clean['stop_after_steps']:,}; make them agree (the schedule's total_steps, with its edits, is the plan)"
+        )
+    optional = OPTIONAL + (("fit_flops_per_token",) if clean.get("active_params") else ())
     for f in FIELDS:
-        if f not in clean:
+        if f not in clean and f in optional:
+            clean[f] = None  # no law needs it (FLOPs per token: 6·N is used, and said, where it is needed)
+        elif f not in clean:
             raise LadderError(
                 f"run {run_label}: no '{f}' in its config; " + HOW_TO_SUPPLY.format(field=f, run=name or run_id)
             )
@@ -194,7 +212,7 @@ def _derive_tokens(values: dict[str, Any]) -> None:
         values["stop_after_steps"] = round(total / per_step)
 
 
-def _number(where: str, name: str, value: Any) -> int | float | None:
+def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
     if isinstance(value, str) and value.strip().lower() == UNKNOWN:
         if name not in MAY_BE_UNKNOWN:
             raise LadderError(
@@ -228,6 +246,14 @@ def _unwrap(value: Any) -> Any:
     if isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}:
         return value["value"]
     return value
+
+
+def schedule_from(data: Any, where: str) -> Schedule:
+    """A schedule the user gives (a coordinates file, a target file); a bad one is a `LadderError`."""
+    if not isinstance(data, dict):
+        raise LadderError(f"{where}: schedule must be a mapping like {{peak_lr: 3e-4, total_steps: 10000, "
+                          f"warmup_steps: 500, decay: cosine, min_lr_ratio: 0.1}}, got {str(data)[:60]!r}")
+    return build(Schedule, data, f"{where}: schedule")
 
 
 def _schedule(data: Any) -> Schedule | None:

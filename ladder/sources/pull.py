@@ -28,7 +28,7 @@ import pandas as pd
 from ladder import runfiles
 from ladder.errors import LadderError, SourceUnavailable
 from ladder.resolve import MetricSettings, resolve
-from ladder.sources.coords import FIELDS, CoordinateOverrides, resolve_coordinates
+from ladder.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, resolve_coordinates
 from ladder.sources.table import RunRef, SourceRun, check_run_id
 from ladder.store import Store, StoreWriter
 
@@ -213,6 +213,9 @@ def _pull_run(
     if not fresh and not len(got.rows) and got.state == prev["state"] and config == _config(prev):
         return None
     name = _name(ref, got, config, prev)
+    schedule = overrides.for_run(ref.run_id, name).get(SCHEDULE)
+    if schedule is not None:  # a schedule from a coordinates file is kept with the run, where predictions read it
+        config = {**config, SCHEDULE: schedule}
     coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(prev), overrides)
     moved = _moved(_coords(prev), coords.values()) if same else ""
     earlier = None if fresh else writer.stored_report(ref.run_id)

@@ -3,8 +3,10 @@
 A table holds one row per (run, step) with metric columns side by side, or one row per run when it
 only gives final values (no step column: each row sits at the end of its run, fraction 1). Columns
 that hold one value per run become that run's config, and coordinate columns are mapped explicitly
-(``active_params=params_nonembed``). An empty cell is a value the run did not log. Parquet is read
-with pyarrow (no pickled objects); a re-import replaces the runs it holds.
+(``active_params=params_nonembed``). In a metric column, an empty cell (or ``NA``, ``null``, a parquet
+null) is a value the run did not log, while ``nan``, ``inf`` and ``-inf`` are values it logged: kept
+as logged, counted and left out of fits, as from every other source. Parquet is read with pyarrow
+(no pickled objects); a re-import replaces the runs it holds.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ import pandas as pd
 
 from ladder.errors import LadderError
 from ladder.sources.coords import FIELDS, LABELS
-from ladder.sources.table import RunRef, SourceRun, check_run_id, raw_frame, whole_count
+from ladder.sources.table import RunRef, SourceRun, check_run_id, map_state, raw_frame, whole_count
+
+_NOT_LOGGED = frozenset({"", "NA", "N/A", "n/a", "NULL", "null", "None", "#N/A", "#N/A N/A", "#NA", "<NA>"})
+"""Metric cells that mark a value the run did not log: pandas' missing-value markers, less the
+spellings of NaN (`_NAN_TEXT`), which are values the run logged."""
+_NAN_TEXT = frozenset({"nan", "1.#ind", "1.#qnan"})
+"""NaN as writers print it (compared in lower case, without a sign)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,10 @@ class TableSource:
         self.path = Path(path).expanduser().resolve()
         self.columns = columns
         self._table: pd.DataFrame | None = None
+        self._values: dict[str, np.ndarray] = {}
+        """Per metric column, its values by row of the table, as float64."""
+        self._logged: dict[str, np.ndarray] = {}
+        """Per metric column, which rows of the table hold a value the run logged (NaN and inf included)."""
 
     @property
     def key(self) -> str:
@@ -115,10 +127,10 @@ class TableSource:
             step = rows[c.step].to_numpy(np.int64)  # checked when the table was loaded
         tokens = rows[c.tokens].to_numpy(np.float64) if c.tokens else np.full(len(rows), np.nan)
         order = np.argsort(step, kind="stable")  # a table has no log order: read it in step order
+        at = rows.index.to_numpy()[order]  # the table's index is its row numbers
         steps, metrics, values, toks = [], [], [], []
         for name, column in c.metrics.items():
-            value = pd.to_numeric(rows[column], errors="coerce").to_numpy(np.float64)[order]
-            present = ~pd.isna(rows[column]).to_numpy()[order]
+            value, present = self._values[column][at], self._logged[column][at]
             steps.append(step[order][present])
             values.append(value[present])
             toks.append(tokens[order][present])
@@ -131,7 +143,7 @@ class TableSource:
             source=self.key,
             rows=frame,
             cursor={},
-            state="finished",
+            state=map_state(str(ref.config["state"])) if (ref.config or {}).get("state") else "finished",
             config=ref.config or {},
             name=ref.name,
             group=str(ref.config.get("group")) if ref.config.get("group") else None,
@@ -144,18 +156,21 @@ class TableSource:
         if not self.path.is_file():
             raise LadderError(f"{self.path}: no such file")
         self._lines: list[int] | None = None
+        c = self.columns
         try:
             if self.path.suffix.lower() in (".parquet", ".pq"):
-                table = pd.read_parquet(self.path, engine="pyarrow")
+                table = pd.read_parquet(self.path, engine="pyarrow").reset_index(drop=True)
+                cells = _parquet_cells(self.path, [m for m in dict.fromkeys(c.metrics.values()) if m in table])
             else:
                 text = _csv_text(self.path)
                 self._lines = _csv_record_lines(self.path, text)
                 table = pd.read_csv(io.StringIO(text), index_col=False)
-                if self.columns.run is not None and self.columns.run in table:
-                    # Run ids as written: "007" is not "7", and "NA" or "null" is an id, not a missing value.
-                    ids = pd.read_csv(io.StringIO(text), index_col=False, usecols=[self.columns.run], dtype=str,
-                                      keep_default_na=False)
-                    table[self.columns.run] = ids[self.columns.run].to_numpy()
+                # Cells as written: run id "007" is not "7", "NA" is an id, and a metric's "nan" is not empty.
+                as_written = [x for x in dict.fromkeys([c.run, *c.metrics.values()]) if x is not None and x in table]
+                cells = pd.read_csv(io.StringIO(text), index_col=False, usecols=as_written, dtype=str,
+                                    keep_default_na=False) if as_written else pd.DataFrame(index=table.index)
+                if c.run is not None and c.run in table:
+                    table[c.run] = cells[c.run].to_numpy()
         except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError, RecursionError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LadderError(f"{self.path}: cannot read it as a table ({first})") from None
@@ -166,7 +181,6 @@ class TableSource:
             raise LadderError(f"{self.path}: column {duplicated[0]!r} appears twice; rename one of them")
         if not len(table):
             raise LadderError(f"{self.path}: the table has no rows (only a header)")
-        c = self.columns
         wanted = {"--run": c.run, "--step": c.step, "--tokens": c.tokens}
         wanted |= {f"--metric {k}": v for k, v in c.metrics.items()}
         wanted |= {f"--coord-column {k}": v for k, v in c.coords.items()}
@@ -174,14 +188,15 @@ class TableSource:
             if column is not None and column not in table.columns:
                 shown = ", ".join(map(str, table.columns[:12])) + (", ..." if len(table.columns) > 12 else "")
                 raise LadderError(f"{self.path}: no column '{column}' (mapped by {option}); its columns are: {shown}")
-        self._table = self._checked(table)
+        self._table = self._checked(table, cells)
         return self._table
 
     def _where(self, row: int) -> str:
         return f"{self.path}: line {self._lines[row]}" if self._lines is not None else f"{self.path}: row {row + 1}"
 
-    def _checked(self, table: pd.DataFrame) -> pd.DataFrame:
-        """The table with its run, step, tokens and metric columns checked, and steps as int64."""
+    def _checked(self, table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+        """The table with its run, step, tokens and metric columns checked, and steps as int64; `cells`
+        holds each metric's cells as written (NaN for a parquet null)."""
         c = self.columns
         table = table.copy()
         if c.run is not None:
@@ -196,9 +211,24 @@ class TableSource:
             table[c.step] = self._counts(table[c.step], f"step (column '{c.step}')", empty_ok=False).astype(np.int64)
         if c.tokens is not None:
             table[c.tokens] = self._counts(table[c.tokens], f"tokens (column '{c.tokens}')", empty_ok=True, whole=False)
-        for column in c.metrics.values():
-            self._numbers(table[column], f"value (column '{column}')")
+        for column in dict.fromkeys(c.metrics.values()):
+            self._values[column], self._logged[column] = self._metric(table[column], cells[column], f"value (column '{column}')")
         return table
+
+    def _metric(self, column: pd.Series, written: pd.Series, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """A metric's values and which of them the run logged: an empty cell (`_NOT_LOGGED`) was not
+        logged; ``nan``, ``inf`` and numbers were; any other cell is a `LadderError` with its line."""
+        values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64, copy=True)
+        text = written.astype(str).str.strip()
+        logged = ~(written.isna() | text.isin(_NOT_LOGGED)).to_numpy()
+        nan = text.str.lower().str.lstrip("+-").isin(_NAN_TEXT).to_numpy()
+        bad = logged & np.isnan(values) & ~nan
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise LadderError(f"{self._where(i)}: {what} {written.iloc[i]!r} is not a number "
+                              "(leave the cell empty for a value not logged)")
+        values[logged & nan] = np.nan  # a number the writer spelt as NaN, whatever the parser made of it
+        return values, logged
 
     def _numbers(self, column: pd.Series, what: str) -> np.ndarray:
         """Floats (NaN where empty); a cell that is not a number is a `LadderError` with its line."""
@@ -225,6 +255,19 @@ class TableSource:
         if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
             return column.to_numpy()  # exact: an int64 above 2^53 does not survive a float
         return values
+
+
+def _parquet_cells(path: Path, columns: list[str]) -> pd.DataFrame:
+    """The columns with parquet nulls as NaN and NaN values as written ("nan"): pandas reads both as NaN."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=columns)
+    out = {}
+    for name in columns:
+        array = table[name]
+        text = pd.Series(array.to_pandas(), dtype=object).map(str)
+        out[name] = text.where(~array.is_null().to_numpy(zero_copy_only=False))
+    return pd.DataFrame(out)
 
 
 def _csv_text(path: Path) -> str:

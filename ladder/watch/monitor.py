@@ -25,6 +25,7 @@ import pandas as pd
 from ladder import runfiles as keys
 from ladder.errors import LadderError
 from ladder.prediction import Prediction
+from ladder.sources.coords import CoordinateOverrides
 from ladder.sources.pull import Source, pull
 from ladder.store import Store
 from ladder.watch.rules import LEVELS, Alert, AlertRules, Observed, RungCurves, evaluate, evaluate_run
@@ -60,7 +61,8 @@ class CheckResult:
 @dataclass
 class Watcher:
     store: Store
-    source: Source
+    source: Source | None
+    """Where new evals come from; None: the store as it is (runs kept fresh by `ladder pull` / `import`)."""
     prediction: Prediction
     rules: AlertRules
     sinks: dict[str, Sink]
@@ -69,6 +71,8 @@ class Watcher:
     prediction_dir: Path | None = None
     """Where a re-made prediction is saved (next to the original)."""
     clock: Callable[[], float] = time.time
+    overrides: CoordinateOverrides | None = None
+    """Coordinates for the run the source does not give (`--coord`, `--coords`)."""
     _state: WatchState | None = field(default=None, repr=False)
 
     def check(self) -> CheckResult:
@@ -76,7 +80,8 @@ class Watcher:
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
         self._state = state
         try:
-            pull(self.store, self.source)
+            if self.source is not None:
+                pull(self.store, self.source, overrides=self.overrides)
             run = self.store.run(self.prediction.run_name)
         except WrongRun:
             raise
@@ -148,7 +153,7 @@ class Watcher:
                 if len(one):
                     fr.append(one["fraction"].to_numpy(float))
                     vals.append(one["value"].to_numpy(float))
-                    comp.append(float(r["fit_flops_per_token"]) * float(r["planned_tokens"]))
+                    comp.append(fit_compute(r))
             out.append(RungCurves(fr, vals, np.array(comp)) if fr else None)
         return out[0], out[1]
 
@@ -264,6 +269,14 @@ class _OnlyRun:
 
 class WrongRun(LadderError):
     """The source holds runs, none of them the predicted one."""
+
+
+def fit_compute(run: pd.Series) -> float:
+    """A stored run's planned fit compute: fit FLOPs per token × planned tokens (6·N when only N is known)."""
+    flops = run["fit_flops_per_token"]
+    if pd.isna(flops):
+        flops = 6.0 * float(run["active_params"])
+    return float(flops) * float(run["planned_tokens"])
 
 
 def only_run(source: Source, name: str) -> Source:

@@ -1,0 +1,71 @@
+"""How a prediction did against the run's actual evals: error (predicted / actual − 1) and band coverage."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from ladder.errors import LadderError
+from ladder.prediction import Prediction
+
+
+@dataclass(frozen=True)
+class Score:
+    last_step: int
+    """The last eval scored (the run's final eval once it has finished)."""
+    last_fraction: float
+    """Of the plan the run started with."""
+    last_predicted: float
+    last_actual: float
+    last_error: float
+    """Predicted / actual − 1 at `last_step`."""
+    curve_mean_error: float
+    """Mean |predicted / actual − 1| over the evals scored."""
+    curve_worst_error: float
+    inside_50: float
+    inside_90: float
+    """Share of the evals scored inside the 90% band."""
+    n: int
+    """Evals scored: from `start` of the plan on, where the prediction has a value."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("evals scored", f"{self.n}"),
+            (f"last eval (step {self.last_step:,}, {self.last_fraction:.0%})",
+             f"predicted {self.last_predicted:.4f}, actual {self.last_actual:.4f}: {self.last_error:+.2%}"),
+            ("mean |error| along the curve", f"{self.curve_mean_error:.2%}"),
+            ("worst |error|", f"{self.curve_worst_error:.2%}"),
+            ("inside the 50% band", f"{self.inside_50:.0%}"),
+            ("inside the 90% band", f"{self.inside_90:.0%}"),
+        ]
+
+
+def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1) -> Score:
+    """`actual`: the run's values indexed by step. Evals before `start` of the plan are left out."""
+    actual = actual[np.isfinite(actual.to_numpy(float))]
+    if actual.empty:
+        raise LadderError(f"{pred.run_name}: no values of {pred.metric} to score the prediction against")
+    steps = actual.index.to_numpy()
+    at = pred.at(steps)
+    y = actual.to_numpy(float)
+    median = at["median"].to_numpy()
+    use = (steps / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(median)
+    if not use.any():
+        raise LadderError(f"{pred.run_name}: none of its {len(y)} evals from {start:.0%} of the plan on falls where "
+                          "the prediction has a value")
+    err = median[use] / y[use] - 1
+    band = {k: at[k].to_numpy()[use] for k in ("lo50", "hi50", "lo90", "hi90")}
+    last = int(np.flatnonzero(use)[-1])
+    return Score(
+        last_step=int(steps[last]), last_fraction=float(steps[last] / max(pred.started_with, 1.0)),
+        last_predicted=float(median[last]), last_actual=float(y[last]), last_error=float(median[last] / y[last] - 1),
+        curve_mean_error=float(np.mean(np.abs(err))), curve_worst_error=float(np.max(np.abs(err))),
+        inside_50=float(np.mean((band["lo50"] <= y[use]) & (y[use] <= band["hi50"]))),
+        inside_90=float(np.mean((band["lo90"] <= y[use]) & (y[use] <= band["hi90"]))),
+        n=int(use.sum()),
+    )

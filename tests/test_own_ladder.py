@@ -1,0 +1,285 @@
+"""A ladder this tool neither planned nor trained: coordinates, target files, 6·N·D, and the README walkthrough."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fits.runs import lrs_from_logged
+from ladder.cli import app
+from ladder.configio import to_dict
+from ladder.errors import LadderError
+from ladder.predict import PredictSettings, predict
+from ladder.runview import target_from_file
+from ladder.sources import CoordinateOverrides, LocalSource
+from ladder.sources.pull import pull
+from ladder.store import Store
+from tests.synthetic_ladder import micro_plan, pf_truth, write_run
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = micro_plan()
+HERO = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+# ---- a ladder as a CSV: N only, the LR logged --------------------------------------------------------------
+
+
+def ladder_csv(path: Path, with_flops: bool = False) -> Path:
+    """The synthetic rungs as one table: run, step, loss, logged LR, N and the plan (FLOPs only if asked)."""
+    rows = []
+    for cfg in PLAN.rungs:
+        steps = np.array(cfg.eval_steps())
+        rows.append(pd.DataFrame({
+            "run": cfg.name, "step": steps, "loss": pf_truth(cfg, steps), "lr": cfg.schedule.lr(steps),
+            "n": cfg.spec.active_params(), "planned": cfg.stop_after_steps, "batch_tokens": cfg.tokens_per_step,
+            "tpp": cfg.tpp,  # the ratio the plan declared (rounding steps moves the realised one by a few %)
+            **({"flops": cfg.fit_flops_per_token} if with_flops else {}),
+        }))
+    pd.concat(rows).to_csv(path, index=False)
+    return path
+
+
+def import_csv(csv: Path, store: Path, *extra: str):
+    return invoke("import", "csv", str(csv), "--store", str(store), "--run", "run", "--step", "step",
+                  "--metric", "eval/loss=loss", "--metric", "optim/learning_rate=lr",
+                  "--coord-column", "active_params=n", "--coord-column", "stop_after_steps=planned",
+                  "--coord-column", "tokens_per_step=batch_tokens", "--coord", "group=mine", "--coord", "role=rung",
+                  *extra)
+
+
+def target_yaml(path: Path, **fields) -> Path:
+    entry = {"name": "big", "group": "mine", "active_params": HERO.spec.active_params(),
+             "stop_after_steps": HERO.stop_after_steps, "tokens_per_step": HERO.tokens_per_step,
+             "schedule": to_dict(HERO.schedule), "tpp": HERO.tpp, **fields}
+    path.write_text(yaml.safe_dump({k: v for k, v in entry.items() if v is not None}))
+    return path
+
+
+def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
+    res = import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store")
+    assert res.exit_code == 0, res.output
+    runs = Store(tmp_path / "store").runs()
+    assert runs["fit_flops_per_token"].isna().all() and runs["total_params"].isna().all()  # neither was given
+    target = target_yaml(tmp_path / "big.yaml")
+    res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "store"), "--n-boot", "40",
+                 "--out", str(tmp_path / "pred"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert any("6·N·D" in w and "big" in w for w in out["warnings"])
+    assert out["assumptions"]["compute"].startswith("6·N·D for ")
+    saved = json.loads((tmp_path / "pred" / "prediction.json").read_text())
+    assert saved["warnings"] == out["warnings"]
+    table = invoke("predict", "--target", str(target), "--store", str(tmp_path / "store"), "--n-boot", "40",
+                   "--out", str(tmp_path / "pred2"))
+    assert "6·N·D" in table.output and "nan" not in table.output.lower()
+    # the compute of every row is 6·N per token
+    t = pd.DataFrame(out["table"])
+    n = HERO.spec.active_params()
+    assert np.allclose(t["compute"], 6 * n * t["tokens"])
+
+
+def test_fit_flops_change_the_compute_and_the_note_goes(tmp_path):
+    res = import_csv(ladder_csv(tmp_path / "ladder.csv", with_flops=True), tmp_path / "store",
+                     "--coord-column", "fit_flops_per_token=flops")
+    assert res.exit_code == 0, res.output
+    pred = predict(Store(tmp_path / "store"), target_from_file(target_yaml(
+        tmp_path / "big.yaml", fit_flops_per_token=HERO.fit_flops_per_token)), PredictSettings(n_boot=40))
+    assert not any("6·N·D" in w for w in pred.warnings)
+    assert pred.assumptions["compute"] == "fit FLOPs per token × tokens"
+    assert pred.assumptions["schedule"].startswith("rungs: each rung's logged LR (optim/learning_rate)")
+
+
+def test_a_declared_target_predicts_what_its_planner_config_predicts(tmp_path):
+    """The same hero as a target file (coordinates and schedule) and as a planner config: one prediction."""
+    for i, rung in enumerate(PLAN.rungs):
+        write_run(tmp_path / "runs", rung, seed=i, law=pf_truth, noise=0.001)
+    store = Store(tmp_path / "store")
+    pull(store, LocalSource(tmp_path / "runs"))
+    settings = PredictSettings(n_boot=40)
+    from_config = predict(store, HERO, settings)
+    from_file = predict(store, target_from_file(target_yaml(
+        tmp_path / "big.yaml", name=HERO.name, group=HERO.group, fit_flops_per_token=HERO.fit_flops_per_token)),
+        settings)
+    a = from_config.table.set_index("step")["median"]
+    b = from_file.table.set_index("step")["median"]
+    shared = a.index.intersection(b.index)
+    assert len(shared) >= 10
+    assert np.allclose(a[shared], b[shared], rtol=1e-9, equal_nan=True)
+    assert "data mix" not in from_file.assumptions  # a target file says nothing about its data
+    assert "data mix" in from_config.assumptions
+
+
+def test_spec_and_stored_flops_that_disagree_are_refused(tmp_path):
+    for i, rung in enumerate(PLAN.rungs):
+        write_run(tmp_path / "runs", rung, seed=i, law=pf_truth)
+    store = Store(tmp_path / "store")
+    rung = PLAN.rungs[1]
+    wrong = rung.fit_flops_per_token * 1.05
+    pull(store, LocalSource(tmp_path / "runs"),
+         overrides=CoordinateOverrides(per_run={rung.name: {"fit_flops_per_token": wrong}}))
+    with pytest.raises(LadderError) as err:
+        predict(store, HERO, PredictSettings(n_boot=40))
+    msg = str(err.value)
+    assert rung.name in msg and f"{rung.fit_flops_per_token:.4g}" in msg and f"{wrong:.4g}" in msg
+    hero = tmp_path / "hero.yaml"
+    HERO.save(hero)
+    res = invoke("predict", str(hero), "--store", str(tmp_path / "store"), "--out", str(tmp_path / "p"))
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert not (tmp_path / "p" / "prediction.json").exists()
+
+
+@pytest.mark.parametrize("bad, expect", [
+    ({"active_params": -5}, "must be a positive number"),
+    ({"stop_after_steps": 0}, "must be a positive number"),
+    ({"schedule": {"peak_lr": 1e-3, "total_steps": 999, "warmup_steps": 10}}, "its schedule runs 999 steps"),
+    ({"schedule": "cosine"}, "schedule must be a mapping"),
+    ({"learning_rate": 3}, "unknown coordinate 'learning_rate'"),
+])
+def test_bad_coordinates_exit_2_and_change_nothing(tmp_path, bad, expect):
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    assert import_csv(csv, tmp_path / "store").exit_code == 0
+    store = tmp_path / "store"
+    before = {p.relative_to(store): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+    coords = tmp_path / "coords.yaml"
+    coords.write_text(yaml.safe_dump({PLAN.rungs[0].name: bad}))
+    res = import_csv(csv, store, "--coords", str(coords), "--replace")
+    assert res.exit_code == 2, res.output
+    assert expect in " ".join(res.output.split()) and "Traceback" not in res.output
+    after = {p.relative_to(store): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+    assert after == before
+
+
+def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
+    """No logged LR: the coordinates file's schedule is kept with the run and gives its LR sequence."""
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    table = pd.read_csv(csv).drop(columns=["lr"])
+    table.to_csv(csv, index=False)
+    coords = {c.name: {"schedule": to_dict(c.schedule.without_edits())} for c in PLAN.rungs}
+    (tmp_path / "coords.yaml").write_text(yaml.safe_dump(coords))
+    res = invoke("import", "csv", str(csv), "--store", str(tmp_path / "store"), "--run", "run", "--step", "step",
+                 "--metric", "eval/loss=loss", "--coord-column", "active_params=n",
+                 "--coord-column", "stop_after_steps=planned", "--coord-column", "tokens_per_step=batch_tokens",
+                 "--coord", "group=mine", "--coord", "role=rung", "--coords", str(tmp_path / "coords.yaml"))
+    assert res.exit_code == 0, res.output
+    from ladder.runview import rungs_from_store
+
+    rungs = rungs_from_store(Store(tmp_path / "store"), "mine", "eval/loss")
+    for r in rungs:
+        cfg = next(c for c in PLAN.rungs if c.name == r.name)
+        assert r.lr_source == "schedule"
+        assert np.allclose(r.as_run().lrs[:cfg.stop_after_steps], cfg.schedule.lrs(0, cfg.stop_after_steps))
+
+
+@pytest.mark.parametrize("fields, expect", [
+    ({"stop_after_steps": 123}, "its schedule runs"),
+    ({"tokens_per_step": -1}, "must be a positive number"),
+    ({"colour": "red"}, "unknown field(s) colour"),
+    ({"active_params": None}, "neither fit_flops_per_token nor active_params"),
+])
+def test_bad_target_files_exit_2(tmp_path, fields, expect):
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml", **fields)), "--store",
+                 str(tmp_path / "store"), "--out", str(tmp_path / "p"))
+    assert res.exit_code == 2, res.output
+    assert expect in " ".join(res.output.split())
+    assert not (tmp_path / "p").exists()
+
+
+def test_the_target_is_given_once(tmp_path):
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    res = invoke("predict", "--store", str(tmp_path / "store"))
+    assert res.exit_code == 2 and "exactly one of" in res.output
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml")), "--target-run", "x",
+                 "--store", str(tmp_path / "store"))
+    assert res.exit_code == 2 and "exactly one of" in res.output
+
+
+def test_replan_checks_its_inputs_before_predicting(tmp_path):
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    target = target_yaml(tmp_path / "t.yaml")
+    res = invoke("replan", "--target", str(target), "--store", str(tmp_path / "store"), "--deadline", "nanh",
+                 "--tokens-per-second", "1000", "--at", "100")
+    assert res.exit_code == 2 and "--deadline 'nanh'" in res.output
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "big.yaml").write_text("keep: me\n")
+    res = invoke("replan", "--target", str(target), "--store", str(tmp_path / "store"), "--at", "100",
+                 "--shorten-to", str(int(0.9 * HERO.stop_after_steps)), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 2 and "exists" in res.output
+    assert (tmp_path / "out" / "big.yaml").read_text() == "keep: me\n"
+
+
+# ---- the LR from a logged series --------------------------------------------------------------------------
+
+
+def test_logged_lrs_are_interpolated_to_every_step():
+    steps = np.array([50, 100, 200, 400])
+    lrs = np.array([0.5, 1.0, 0.8, 0.2])
+    out = lrs_from_logged(steps, lrs, 500)
+    assert out.shape == (501,)
+    assert out[0] == 0 and out[25] == pytest.approx(0.25)  # a linear warmup from 0 is exact
+    assert out[150] == pytest.approx(0.9) and out[300] == pytest.approx(0.5)
+    assert (out[400:] == 0.2).all()  # the last logged value is held
+    shuffled = lrs_from_logged(steps[::-1], lrs[::-1], 500)
+    assert np.array_equal(out, shuffled)
+
+
+# ---- the README walkthrough, as written -------------------------------------------------------------------
+
+
+def walkthrough() -> str:
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"<!-- walkthrough -->\n```bash\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 2
+    return "set -euo pipefail\n" + "\n".join(blocks)
+
+
+@pytest.mark.slow
+def test_the_readme_walkthrough_runs_as_written(tmp_path, shared_data):
+    env = {**os.environ, "DATA": str(shared_data), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "COLUMNS": "160"}
+    env.pop("WANDB_MODE", None)
+    done = subprocess.run(["bash", "-c", walkthrough()], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    # the score: the leaderboard's olmo-3.2B-1xC row (tests/test_predict_public.py pins the same number)
+    from tests.test_predict_public import PINNED
+
+    pred = json.loads((tmp_path / "olmo-3b-1xC" / "prediction.json").read_text())
+    actual = Store(tmp_path / "olmo-store").history(["olmo_ladder_3B-1xC"], ["eval/loss"])["value"].iloc[-1]
+    assert pred["final"]["median"] / actual - 1 == pytest.approx(PINNED["olmo-3.2B-1xC"], abs=1e-3)
+    assert f"{pred['final']['median'] / actual - 1:+.2%}" in out
+    assert "watch exit code 4" in out  # the replay ends on a warning: the 3.2B sits ~1% above its prediction
+    # the prediction's offline wandb run, read back by the offline reader
+    wandb_dir = tmp_path / "olmo-3b-1xC" / "wandb"
+    res = invoke("pull", "offline", str(wandb_dir), "--store", str(tmp_path / "wb"), "--coord", "stop_after_steps=20162",
+                 "--coord", "tokens_per_step=3145728", "--coord", "active_params=unknown",
+                 "--coord", "fit_flops_per_token=unknown", "--coord", "total_params=unknown")
+    assert res.exit_code == 0, res.output
+    wb = Store(tmp_path / "wb")
+    run = wb.runs().iloc[0]
+    assert run["name"] == "olmo_ladder_3B-1xC-predicted" and run["group"] == "olmo"
+    h = wb.history([run["run_id"]], ["predicted/eval/loss", "predicted/eval/loss_lo90"])
+    last = h[h["step"] == 20162].set_index("metric")["value"]
+    assert last["predicted/eval/loss"] == pytest.approx(pred["final"]["median"], rel=1e-6)
+    assert last["predicted/eval/loss_lo90"] == pytest.approx(pred["final"]["lo90"], rel=1e-6)
+    # the 535B hero beside the published 2.039
+    hero = json.loads((tmp_path / "marin-hero" / "prediction.json").read_text())["final"]
+    assert hero["median"] == pytest.approx(2.0016, abs=5e-4)
+    assert hero["lo90"] == pytest.approx(1.9675, abs=5e-4) and hero["hi90"] == pytest.approx(2.0338, abs=5e-4)
+    assert "nan" not in out.lower().replace("nans", "")
