@@ -172,7 +172,8 @@ def compare_ladders(
     warnings = _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot, ok_fit)
     return Comparison(
         compute_a=ca, loss_a=ya, compute_b=cb, loss_b=yb, law_a=laws[0], law_b=laws[1], E_mode=mode,
-        target=target, at=at, multiplier=mult, band=_band(draws), loss_gap_band=_band(gaps[:, None]),
+        target=target, at=at, multiplier=mult, band=_band(draws, mult),
+        loss_gap_band=_band(gaps[:, None], np.array([laws[1].predict(target) - laws[0].predict(target)])),
         n_boot=int(draws.shape[0]) if n_boot else 0, failed=failed, seed=int(seed),
         warnings=tuple(warnings), objective=objective,
     )
@@ -361,10 +362,13 @@ def _draw_sizes(rng, n: int, need: int, n_boot: int, max_tries: int = 20) -> np.
     raise FitError(f"could not draw resamples with {need} distinct sizes out of {n}; add rungs")
 
 
-def _band(draws: np.ndarray) -> Band:
+def _band(draws: np.ndarray, point: np.ndarray) -> Band:
+    """Percentiles of the resampled values, widened where needed to hold the full fit's value: with few
+    sizes the resamples leave out an end of the ladder and their spread can sit beside the estimate."""
     with np.errstate(invalid="ignore"):  # infinite draws (B never reaching A's loss) stay infinite
         q = np.quantile(draws, [0.5, 0.25, 0.75, 0.05, 0.95], axis=0)
-    return Band(*q)
+        point = np.broadcast_to(point, q[0].shape)
+        return Band(q[0], np.fmin(q[1], point), np.fmax(q[2], point), np.fmin(q[3], point), np.fmax(q[4], point))
 
 
 # ---- warnings ---------------------------------------------------------------------------------------

@@ -8,6 +8,11 @@
 - `leave_one_out(x, y)`: each run against the endpoint trend of the others; flags a run whose value
   sits further from the others' trend than their scatter allows.
 - `smoothed_peak(fraction, values)`, `count_spikes(values)`: per-run statistics of a metric series.
+- `on_grid(fraction, values)`, `project_series(x, values, x_target)`: a series such as the grad norm,
+  sampled on a common grid of fractions of each run, projected fraction by fraction to a larger run
+  (the same line in log x as `fit_trend` at each fraction, or flat where the runs show no trend).
+- `project_rate(x, counts, exposure, x_target)`: an event rate (e.g. spikes per step) projected the
+  same way, from `fit_rate_trend`.
 
 Arrays in, frozen dataclasses out; nothing here knows where the numbers came from.
 """
@@ -342,3 +347,270 @@ def _window(points: float, at_least: int) -> int:
     """An odd window of at least `at_least` points."""
     w = max(int(round(points)), at_least)
     return w if w % 2 else w + 1
+
+
+# ---- a series projected across sizes, fraction by fraction ---------------------------------------
+FRACTIONS = np.round(np.arange(1, 51) * 0.02, 10)
+"""The default grid: 2%, 4%, …, 100% of the planned run."""
+
+
+def on_grid(fraction, values, grid=FRACTIONS, *, window: float = 0.02, min_points: int = 5) -> np.ndarray:
+    """A run's series at each `grid` fraction: the median of its points within ±`window`/2 of it
+    (the `min_points` nearest where the window holds fewer), so single noisy steps do not dominate.
+
+    NaN at grid fractions outside what the run logged (before its first point or after its last, by
+    more than half a window). Non-finite values are dropped first."""
+    f = np.asarray(fraction, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    checks.same_length(fraction=f, values=v)
+    g = np.asarray(grid, dtype=np.float64)
+    ok = np.isfinite(f) & np.isfinite(v)
+    f, v = f[ok], v[ok]
+    order = np.argsort(f, kind="stable")
+    f, v = f[order], v[order]
+    out = np.full(g.size, np.nan)
+    if f.size == 0:
+        return out
+    lo = np.searchsorted(f, g - window / 2, side="left")
+    hi = np.searchsorted(f, g + window / 2, side="right")
+    inside = (g >= f[0] - window / 2) & (g <= f[-1] + window / 2)
+    k = min(min_points, f.size)
+    for i in np.flatnonzero(inside):
+        a, b = int(lo[i]), int(hi[i])
+        if b - a < k:  # too few in the window: the k points nearest to the grid fraction
+            j = int(np.clip(np.searchsorted(f, g[i]), 1, f.size - 1)) if f.size > 1 else 0
+            nearest = j - 1 if j > 0 and g[i] - f[j - 1] <= f[j] - g[i] else j
+            a = int(np.clip(nearest - k // 2, 0, f.size - k))
+            b = a + k
+        out[i] = float(np.median(v[a:b]))
+    return out
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A series projected to size `x`, fraction by fraction.
+
+    At each fraction, across the runs that reach it: z = a + b·u with z = ln y (`log_y`) or y, and
+    u = ln(x / x_ref) (x_ref their geometric mean), by least squares, as `fit_trend`. Where the slope's
+    central `flat_level` interval contains 0 (no trend distinguishable across sizes; voted over
+    neighbouring fractions, see `project_series`), the projection is flat: the runs' mean of z. Bands are Student-t prediction intervals for a new run at `x`:
+    on n − 2 degrees of freedom with the trend, on n − 1 when flat (the runs' spread around their mean).
+    """
+
+    x: float
+    """The size projected to (e.g. the hero's fit compute, FLOPs)."""
+    fraction: np.ndarray
+    centre: np.ndarray
+    """Projected z at each fraction (NaN where fewer than `min_runs` runs reach it)."""
+    se: np.ndarray
+    """Standard error of a new run's z about `centre`."""
+    dof: np.ndarray
+    slope: np.ndarray
+    """b at each fraction (z per e-fold of x): the power-law exponent when `log_y`."""
+    slope_lo: np.ndarray
+    slope_hi: np.ndarray
+    """Central `flat_level` interval of b."""
+    flat: np.ndarray
+    """True where the projection is flat (the slope's interval contains 0 at half or more of the
+    neighbouring fractions, or the sizes are all equal)."""
+    runs: np.ndarray
+    """Runs with a value at each fraction."""
+    log_y: bool
+    flat_level: float
+    grid: np.ndarray
+    """The runs' values on the grid (runs × fractions), NaN where a run has none."""
+    xs: np.ndarray
+    """The runs' sizes."""
+
+    @property
+    def median(self) -> np.ndarray:
+        return self._out(self.centre)
+
+    def interval(self, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+        """Central `level` band where a new run of size `x` lands, at each fraction."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level}")
+        q = stats.t.ppf(0.5 + level / 2, np.maximum(self.dof, 1))
+        half = np.where(self.dof >= 1, q * self.se, np.nan)
+        return self._out(self.centre - half), self._out(self.centre + half)
+
+    def at(self, fraction, level: float = 0.9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(median, lo, hi) of the `level` band at any fractions: linear between grid fractions (in z),
+        NaN outside the grid or where the projection is missing."""
+        f = np.atleast_1d(np.asarray(fraction, dtype=np.float64))
+        lo, hi = self.interval(level)
+        out = []
+        for y in (self.median, lo, hi):
+            z = self._z(y)
+            ok = np.isfinite(z)
+            if ok.sum() < 2:
+                out.append(np.full(f.shape, np.nan))
+                continue
+            zi = np.interp(f, self.fraction[ok], z[ok], left=np.nan, right=np.nan)
+            # no bridging across a stretch without a projection
+            gap = np.interp(f, self.fraction, (~ok).astype(float), left=1.0, right=1.0) > 0
+            out.append(self._out(np.where(gap, np.nan, zi)))
+        return out[0], out[1], out[2]
+
+    @property
+    def usable(self) -> bool:
+        return bool(np.isfinite(self.centre).any())
+
+    def summary(self) -> str:
+        ok = np.isfinite(self.centre)
+        if not ok.any():
+            return "no projection: fewer runs than needed at every fraction"
+        n_flat = int((self.flat & ok).sum())
+        text = f"projected at {int(ok.sum())} fractions from {int(self.runs[ok].max())} runs"
+        if n_flat == ok.sum():
+            return text + (f"; flat at every fraction (no trend across sizes: the slope's "
+                           f"{self.flat_level:.0%} interval contains 0)")
+        b = float(np.nanmedian(self.slope[ok & ~self.flat]))
+        unit = "exponent" if self.log_y else "slope per e-fold"
+        text += f"; trend across sizes at {int((ok & ~self.flat).sum())} (median {unit} {b:+.3f})"
+        if n_flat:
+            text += f", flat at {n_flat} (slope's {self.flat_level:.0%} interval contains 0)"
+        return text
+
+    def _out(self, z: np.ndarray) -> np.ndarray:
+        return np.exp(z) if self.log_y else z
+
+    def _z(self, y: np.ndarray) -> np.ndarray:
+        if not self.log_y:
+            return y
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(y)
+
+
+def project_series(x, values, x_target: float, *, fractions=FRACTIONS, log_y: bool | None = None,
+                   flat_level: float = 0.9, flat_span: float = 0.1, min_runs: int = 3) -> Projection:
+    """Project each column of `values` (runs × fractions, NaN where a run has no value, e.g. from
+    `on_grid`) to size `x_target` across the runs' sizes `x`. See `Projection` for the method.
+
+    Flat or not is voted over the fractions within ±`flat_span` of each (with a projection): flat
+    where the slope's interval contains 0 at half of them or more. One fraction's slope is noisy, and
+    a projection that switched between trend and flat from one fraction to the next would jump by
+    the whole trend at the target; `flat_span=0` decides each fraction on its own slope.
+
+    `log_y` None: in log y when every value is positive, else in y. Fractions with fewer than
+    `min_runs` runs (at least 3) have no projection (NaN)."""
+    xs = checks.as_array("x", x)
+    Y = np.asarray(values, dtype=np.float64)
+    fr = np.asarray(fractions, dtype=np.float64)
+    if Y.ndim != 2 or Y.shape != (xs.size, fr.size):
+        raise FitError(f"values: expected shape (runs, fractions) = ({xs.size}, {fr.size}), got {Y.shape}")
+    if not (np.isfinite(x_target) and x_target > 0):
+        raise FitError(f"x_target must be a positive number, got {x_target}")
+    min_runs = max(int(min_runs), 3)
+    have = np.isfinite(Y)
+    if log_y is None:
+        log_y = bool(have.any() and np.all(Y[have] > 0))
+    if log_y and np.any(Y[have] <= 0):
+        raise FitError("values must be positive for a projection in log y; use log_y=False")
+    Z = np.where(have, np.log(np.where(have & (Y > 0), Y, 1.0)) if log_y else Y, np.nan)
+    m = fr.size
+    names = ("flat_centre", "flat_se", "trend_centre", "trend_se", "slope", "slope_lo", "slope_hi", "n")
+    cols = {k: np.full(m, np.nan) for k in names}
+    runs = have.sum(axis=0)
+    # Columns with the same runs present share one design: solve each group at once.
+    patterns: dict[bytes, list[int]] = {}
+    for j in np.flatnonzero(runs >= min_runs):
+        patterns.setdefault(have[:, j].tobytes(), []).append(int(j))
+    for key, js in patterns.items():
+        rows = np.frombuffer(key, dtype=bool)
+        for k, v in _project_columns(xs[rows], Z[rows][:, js], float(x_target), flat_level).items():
+            cols[k][js] = v
+    made = np.isfinite(cols["flat_centre"])
+    no_slope = ~((cols["slope_lo"] > 0) | (cols["slope_hi"] < 0))  # NaN slope (equal sizes): no slope
+    flat = np.zeros(m, dtype=bool)
+    for j in np.flatnonzero(made):
+        near = made & (np.abs(fr - fr[j]) <= flat_span + 1e-9)
+        flat[j] = no_slope[near].mean() >= 0.5 or not np.isfinite(cols["slope"][j])
+    n = cols["n"]
+    centre = np.where(flat, cols["flat_centre"], cols["trend_centre"])
+    se = np.where(flat, cols["flat_se"], cols["trend_se"])
+    dof = np.where(made, np.where(flat, n - 1.0, n - 2.0), np.nan)
+    return Projection(float(x_target), fr, centre, se, dof, cols["slope"], cols["slope_lo"], cols["slope_hi"],
+                      flat & made, runs, log_y, flat_level, Y, xs)
+
+
+def _project_columns(x: np.ndarray, Z: np.ndarray, x_target: float, level: float) -> dict[str, np.ndarray]:
+    """Both projections of columns of Z (runs × k) that share the runs `x`: flat (the runs' mean and
+    spread) and the least-squares line in u = ln(x / x_ref), with the slope's central `level` interval."""
+    n = x.size
+    x_ref = float(np.exp(np.mean(np.log(x))))
+    u = np.log(x / x_ref)
+    u_ss = float(np.sum(u * u))
+    u0 = float(np.log(x_target / x_ref))
+    a = Z.mean(axis=0)
+    nan = np.full(a.shape, np.nan)
+    # flat: a new run's z has variance s²·(1 + 1/n) about the runs' mean
+    out = {"flat_centre": a, "flat_se": Z.std(axis=0, ddof=1) * np.sqrt(1 + 1 / n), "n": np.full(a.shape, n),
+           "trend_centre": nan, "trend_se": nan, "slope": nan, "slope_lo": nan, "slope_hi": nan}
+    if u_ss <= 1e-12:
+        return out
+    b = u @ (Z - a) / u_ss
+    s = np.sqrt(np.sum((Z - a - np.outer(u, b)) ** 2, axis=0) / (n - 2))
+    half = stats.t.ppf(0.5 + level / 2, n - 2) * s / np.sqrt(u_ss)
+    out.update(trend_centre=a + b * u0, trend_se=s * np.sqrt(1 + 1 / n + u0**2 / u_ss),
+               slope=b, slope_lo=b - half, slope_hi=b + half)
+    return out
+
+
+@dataclass(frozen=True)
+class RateProjection:
+    """An event rate (events per unit exposure) projected to size `x`.
+
+    From `fit_rate_trend` where its slope's central `flat_level` interval excludes 0; otherwise
+    flat: the pooled rate Σ counts / Σ exposure, its band widened by the trend fit's dispersion.
+    With no events at all the median and lower bounds are 0 and the upper bound the rate at which
+    seeing none would have had probability (1 − level) / 2. Bands are for the rate, not a count."""
+
+    x: float
+    median: float
+    bands: dict[float, tuple[float, float]]
+    """level → (lo, hi), for 0.5 and 0.9."""
+    flat: bool
+    slope: float
+    slope_lo: float
+    slope_hi: float
+    rates: np.ndarray
+    """Each run's counts / exposure."""
+    xs: np.ndarray
+
+    def interval(self, level: float = 0.9) -> tuple[float, float]:
+        if level not in self.bands:
+            raise ValueError(f"level must be one of {sorted(self.bands)}, got {level}")
+        return self.bands[level]
+
+    def summary(self) -> str:
+        if self.flat:
+            return f"flat (no trend across sizes distinguishable from 0): {self.median:.3g}"
+        return f"trend across sizes (exponent {self.slope:+.2f}): {self.median:.3g}"
+
+
+def project_rate(x, counts, exposure, x_target: float, *, flat_level: float = 0.9,
+                 levels: tuple[float, ...] = (0.5, 0.9)) -> RateProjection:
+    """Project the rate counts / exposure of 3 or more runs to size `x_target` (see `RateProjection`)."""
+    xs = checks.as_array("x", x)
+    c = checks.as_array("counts", counts, positive=False)
+    t = checks.as_array("exposure", exposure)
+    checks.same_length(x=xs, counts=c, exposure=t)
+    checks.need_runs(xs.size, 3, "rate projection")
+    rates = c / t
+    if c.sum() == 0:
+        bands = {lv: (0.0, float(-np.log((1 - lv) / 2) / t.sum())) for lv in levels}
+        return RateProjection(float(x_target), 0.0, bands, True, float("nan"), float("nan"), float("nan"), rates, xs)
+    fit = fit_rate_trend(xs, c, t)
+    lo_b, hi_b = fit.slope_interval(flat_level)
+    flat = bool(lo_b <= 0 <= hi_b)
+    if flat:
+        pooled = float(c.sum() / t.sum())
+        se = float(np.sqrt(fit.dispersion / c.sum()))
+        bands = {lv: (pooled * float(np.exp(-stats.norm.ppf(0.5 + lv / 2) * se)),
+                      pooled * float(np.exp(stats.norm.ppf(0.5 + lv / 2) * se))) for lv in levels}
+        median = pooled
+    else:
+        median = float(fit.predict(x_target))
+        bands = {lv: tuple(float(v) for v in fit.interval(x_target, lv)) for lv in levels}
+    return RateProjection(float(x_target), median, bands, flat, fit.b, lo_b, hi_b, rates, xs)

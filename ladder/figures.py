@@ -11,11 +11,12 @@ import pandas as pd
 import fits
 from ladder import plots
 from ladder import runfiles as keys
+from ladder.dynamics import project_dynamics
 from ladder.errors import LadderError
 from ladder.prediction import Prediction
 from ladder.store import Store
 
-FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics")
+FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics", "dynamics")
 
 
 def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame,
@@ -81,4 +82,7 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     drop = curves(store, rung_ids + hero_ids, keys.DROP_FRACTION, runs, started)
     if any(len(c.value) for c in grad):
         paths += plots.save(plots.diagnostics(grad, drop, hero_last=bool(hero_ids)), out, "diagnostics")
+    dyn = project_dynamics(store, pred, grp)
+    if dyn.series or dyn.spikes is not None:
+        paths += plots.save(plots.dynamics(dyn), out, "dynamics")
     return paths

@@ -1,4 +1,5 @@
-"""The figures a team looks at: ladder fit, predicted hero curve, collapsed curves, residuals, diagnostics.
+"""The figures a team looks at: ladder fit, predicted hero curve, collapsed curves, residuals, diagnostics,
+training dynamics projected to the hero.
 
 Each function takes plain curves and a `Prediction` and returns a matplotlib Figure; `save` writes
 it as PNG and SVG. Losses are in nats per token, compute in FLOPs (fit compute: 3 × forward
@@ -11,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -21,6 +23,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from ladder.files import atomic_path  # noqa: E402
 from ladder.prediction import Prediction  # noqa: E402
+
+if TYPE_CHECKING:
+    from ladder.dynamics import Dynamics, SeriesDynamics, SpikeDynamics
 
 HERO = "#c0392b"
 BAND = "#e67e22"
@@ -174,6 +179,91 @@ def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = 
     fig.suptitle("Training diagnostics: rungs and hero at the same fraction (rolling mean over 2% of each run)")
     fig.tight_layout()
     return fig
+
+
+DYNAMICS_LABELS = {
+    "grad/norm/total": "grad norm (global L2)",
+    "moe/drop_fraction": "MoE drop fraction",
+    "train/router/load_balancing_loss": "router load-balancing loss",
+    "train/router/router_z_loss": "router z-loss",
+}
+
+
+def dynamics(dyn: Dynamics) -> Figure:
+    """One panel per projected series: the rungs' curves (rolling medians, thin), the projection to the
+    hero's fit compute (median, 50% and 90% bands) and the hero's own series where logged; a last panel
+    for the train-loss spike rate against compute."""
+    panels = len(dyn.series) + (dyn.spikes is not None)
+    cols = 2 if panels > 1 else 1
+    rows = max(1, -(-panels // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 3.7 * rows), squeeze=False)
+    flat_axes = list(axes.ravel())
+    for i, (ax, s) in enumerate(zip(flat_axes, dyn.series)):
+        _dynamics_panel(ax, s, legend=i == 0)
+    if dyn.spikes is not None:
+        _spike_panel(flat_axes[len(dyn.series)], dyn.spikes, dyn.compute)
+    for ax in flat_axes[panels:]:
+        ax.set_visible(False)
+    fig.suptitle(f"{dyn.target}: training dynamics projected to its size "
+                 f"(fit compute {dyn.compute:.3g} FLOPs) from the rungs at the same fraction", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _dynamics_panel(ax, s: SeriesDynamics, legend: bool) -> None:
+    from fits.trends import FRACTIONS, on_grid
+
+    cols = _colors(len(s.rungs))
+    for r, col, label in zip(s.rungs, cols, _labels(s.rungs)):
+        ax.plot(FRACTIONS, on_grid(r.fraction, r.value, FRACTIONS), color=col, lw=0.8, alpha=0.8, label=label)
+    p = s.projection
+    if p is not None:
+        f = p.fraction
+        lo90, hi90 = p.interval(0.9)
+        lo50, hi50 = p.interval(0.5)
+        ax.fill_between(f, lo90, hi90, color=BAND, alpha=0.18, lw=0, label="projected 90% band")
+        ax.fill_between(f, lo50, hi50, color=BAND, alpha=0.35, lw=0, label="projected 50% band")
+        ax.plot(f, p.median, color=BAND, lw=1.6, label="projected median")
+        if p.flat.any():
+            ax.plot(f[p.flat], p.median[p.flat], "o", ms=2.5, mfc="white", color=BAND,
+                    label="flat here (no trend across sizes)")
+    if s.hero is not None:
+        hero = on_grid(s.hero.fraction, s.hero.value, FRACTIONS)
+        ax.plot(FRACTIONS, hero, "o-", color=HERO, ms=2.5, lw=1.1, label=f"{s.hero.name} actual")
+    label = DYNAMICS_LABELS.get(s.metric, s.metric)
+    positive = p.log_y if p is not None else all(np.nanmin(r.value) > 0 for r in s.rungs)
+    if positive and s.metric != "moe/drop_fraction":
+        ax.set_yscale("log")
+    note = "not projected (fewer than 3 rungs)" if p is None else (
+        "projected flat: no trend across sizes" if p.flat.all() else
+        "power law in compute" + (f", flat at {int(p.flat.sum())} fractions" if p.flat.any() else ""))
+    ax.set_title(f"{label}\n{note}", fontsize=9)
+    ax.set_xlabel("fraction of the planned run")
+    ax.set_ylabel(f"{s.metric} (rolling median, 2% of the run)", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    if legend:  # the same runs and bands in every panel: one legend
+        ax.legend(fontsize=6.5, loc="best")
+
+
+def _spike_panel(ax, sp: SpikeDynamics, hero_compute: float) -> None:
+    ax.scatter(sp.compute, sp.per_1k, color=_colors(len(sp.rungs)), s=30, zorder=3, label="rungs")
+    p = sp.projection
+    if p is not None:
+        for level, width in ((0.9, 1.2), (0.5, 3.5)):
+            lo, hi = p.interval(level)
+            ax.plot([hero_compute] * 2, [1000 * lo, 1000 * hi], color=BAND, lw=width, alpha=0.7,
+                    label=f"projected {level:.0%} band")
+        ax.plot([hero_compute], [1000 * p.median], "D", color=BAND, label="projected")
+    if sp.hero_rate is not None:
+        ax.plot([hero_compute], [sp.hero_rate], "*", ms=11, color=HERO, label="hero so far")
+    ax.set_xscale("log")
+    note = "not projected (fewer than 3 rungs)" if p is None else (
+        "projected flat: no trend across sizes" if p.flat else f"trend in compute (exponent {p.slope:+.2f})")
+    ax.set_title(f"train-loss spikes per 1,000 steps (past 5% of the run)\n{note}", fontsize=9)
+    ax.set_xlabel("fit compute C (FLOPs)")
+    ax.set_ylabel("spikes per 1,000 steps", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=6.5)
 
 
 def _smooth(values: np.ndarray, share: float = 0.02) -> np.ndarray:

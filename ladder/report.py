@@ -30,6 +30,20 @@ th { background: #f4f4f4; } td.l, th.l { text-align: left; }
 """
 
 
+SECTIONS = {
+    "dynamics": (
+        "Training dynamics projected to the hero",
+        "Grad norm, MoE drop fraction and router losses of the rungs (thin lines: rolling medians over 2% of "
+        "each run) at the same fraction of their planned runs, projected to the hero's fit compute: at each "
+        "fraction a power law in compute across the rungs, or flat (the rungs' mean and spread) where the "
+        "slope is not distinguishable from 0; bands are 50% and 90% prediction intervals for a run of the "
+        "hero's size. The hero's own series in red. `ladder watch` warns when the hero's grad norm or drop "
+        "fraction stays above the 90% band. Last panel: train-loss spikes per 1,000 steps against compute.",
+    ),
+}
+"""Figures shown in a section of their own (heading and caption) rather than with the others."""
+
+
 def _table(df: pd.DataFrame, formats: dict[str, str] | None = None, left: Sequence[str] = ()) -> str:
     formats = formats or {}
     head = "".join(f'<th class="{"l" if c in left else ""}">{html.escape(str(c))}</th>' for c in df.columns)
@@ -143,8 +157,13 @@ def write_report(
                      f'at step {last["step"]:,}.</p>')
     for w in pred.warnings:
         parts.append(f'<p class="note">{html.escape(w)}</p>')
+    pngs = [Path(p) for p in figures if Path(p).suffix == ".png" and Path(p).exists()]
     parts.append("<h2>Figures</h2>")
-    parts += [_figure(Path(p)) for p in figures if Path(p).suffix == ".png" and Path(p).exists()]
+    parts += [_figure(p) for p in pngs if p.stem not in SECTIONS]
+    for p in pngs:
+        if p.stem in SECTIONS:
+            heading, caption = SECTIONS[p.stem]
+            parts.append(f"<h2>{html.escape(heading)}</h2><p>{html.escape(caption)}</p>{_figure(p)}")
     parts.append("<h2>Prediction every 5% of the run</h2>")
     parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"}))
     parts.append("<h2>Why this law</h2>")

@@ -134,3 +134,146 @@ def test_smoothed_peak_ignores_the_warmup_and_single_steps():
     peak = smoothed_peak(f, grad, skip=0.05, window=0.02)
     assert peak.height == pytest.approx(1.0, abs=0.02)
     assert peak.fraction > 0.98
+
+
+# ---- projections of a series across sizes, fraction by fraction -------------------------------------
+RUNG_C = np.geomspace(1e18, 1e20, 5)
+RUNG_STEPS = [300, 500, 800, 1300, 2000]
+HERO_C, HERO_STEPS = 1e21, 4000
+CHECK_AT = [0.1, 0.3, 0.5, 0.7, 0.9]
+
+
+def series_run(compute, steps, rng, exponent=0.15, run_sd=0.06, step_sd=0.2):
+    """A grad-norm-like series: a power of compute times a shape in fraction, a per-run offset (the
+    scatter across sizes) and per-step noise (what the rolling median smooths away)."""
+    f = np.arange(1, steps + 1) / steps
+    level = 0.5 * (compute / 1e18) ** exponent * (0.6 + 0.8 * f) * np.exp(run_sd * rng.standard_normal())
+    return f, level * np.exp(step_sd * rng.standard_normal(steps))
+
+
+def synthetic_projection(seed, exponent=0.15):
+    """A ladder's projection to the hero, and the hero's own series on the same grid (the truth: a new
+    run drawn from the same process, smoothed the same way)."""
+    from fits.trends import FRACTIONS, on_grid, project_series
+
+    rng = np.random.default_rng(seed)
+    grid = np.array([on_grid(*series_run(c, n, rng, exponent)) for c, n in zip(RUNG_C, RUNG_STEPS)])
+    hero = on_grid(*series_run(HERO_C, HERO_STEPS, rng, exponent))
+    return project_series(RUNG_C, grid, HERO_C), hero, FRACTIONS
+
+
+def test_projection_90_and_50_bands_cover_the_hero_at_about_their_level():
+    seeds = 200
+    idx = None
+    in90, in50, flat = [], [], 0
+    for seed in range(seeds):
+        proj, hero, fractions = synthetic_projection(seed)
+        if idx is None:
+            idx = [int(np.argmin(np.abs(fractions - f))) for f in CHECK_AT]
+        lo90, hi90 = proj.interval(0.9)
+        lo50, hi50 = proj.interval(0.5)
+        in90.append((lo90[idx] <= hero[idx]) & (hero[idx] <= hi90[idx]))
+        in50.append((lo50[idx] <= hero[idx]) & (hero[idx] <= hi50[idx]))
+        flat += int(proj.flat[idx].sum())
+    in90, in50 = np.array(in90), np.array(in50)
+    assert flat <= 0.02 * in90.size  # the trend is plain: projected with it, almost never flat
+    # per fraction (200 seeds each) and over all five
+    assert np.all((in90.mean(axis=0) >= 0.8) & (in90.mean(axis=0) <= 0.98)), in90.mean(axis=0)
+    assert 0.84 <= in90.mean() <= 0.96
+    assert 0.38 <= in50.mean() <= 0.62
+
+
+def test_projection_recovers_the_exponent_and_the_truth_at_the_hero():
+    proj, hero, fractions = synthetic_projection(0)
+    ok = np.isfinite(proj.centre)
+    assert ok.all() and not proj.flat.any() and proj.log_y
+    assert np.median(proj.slope) == pytest.approx(0.15, abs=0.03)
+    truth = 0.5 * 1e3**0.15 * (0.6 + 0.8 * fractions)
+    assert np.median(np.abs(proj.median / truth - 1)) < 0.1
+    assert "trend across sizes" in proj.summary()
+
+
+def test_projection_is_the_trend_line_at_each_fraction():
+    from fits.trends import project_series
+
+    rng = np.random.default_rng(3)
+    grid = power(RUNG_C)[:, None] * np.exp(0.02 * rng.standard_normal((RUNG_C.size, 4)))
+    proj = project_series(RUNG_C, grid, HERO_C, fractions=[0.25, 0.5, 0.75, 1.0])
+    for j in range(4):
+        trend = fit_trend(RUNG_C, grid[:, j])
+        assert proj.median[j] == pytest.approx(float(trend.predict(HERO_C)), rel=1e-12)
+        lo, hi = trend.interval(HERO_C, 0.9, "observation")
+        assert proj.interval(0.9)[0][j] == pytest.approx(float(lo), rel=1e-12)
+        assert proj.interval(0.9)[1][j] == pytest.approx(float(hi), rel=1e-12)
+        assert (proj.slope_lo[j], proj.slope_hi[j]) == pytest.approx(trend.slope_interval(0.9), rel=1e-12)
+
+
+def test_a_series_without_a_trend_is_projected_flat_and_says_so():
+    from fits.trends import FRACTIONS, on_grid, project_series
+
+    shares, contains0 = [], []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        grid = np.array([on_grid(*series_run(c, n, rng, exponent=0.0)) for c, n in zip(RUNG_C, RUNG_STEPS)])
+        proj = project_series(RUNG_C, grid, HERO_C)
+        shares.append(proj.flat.mean())
+        at = np.flatnonzero(proj.flat)
+        # flat: the rungs' (geometric) mean at that fraction, a band from their spread
+        np.testing.assert_allclose(proj.median[at], np.exp(np.nanmean(np.log(grid[:, at]), axis=0)), rtol=1e-12)
+        contains0.append(np.mean((proj.slope_lo[at] <= 0) & (proj.slope_hi[at] >= 0)))
+        one_by_one = project_series(RUNG_C, grid, HERO_C, flat_span=0.0)
+        np.testing.assert_array_equal(one_by_one.flat, (one_by_one.slope_lo <= 0) & (one_by_one.slope_hi >= 0))
+        lo, hi = proj.interval(0.9)
+        assert np.all(lo[at] < proj.median[at]) and np.all(hi[at] > proj.median[at])
+        truth = 0.5 * (0.6 + 0.8 * FRACTIONS)
+        assert np.median(np.abs(proj.median / truth - 1)) < 0.15
+        if proj.flat.all():
+            assert "flat at every fraction" in proj.summary() and "contains 0" in proj.summary()
+        else:
+            assert f"flat at {int(proj.flat.sum())} " in proj.summary()
+    # a slope's 90% interval excludes 0 at about 10% of fractions by chance; the vote over
+    # neighbouring fractions keeps most of those flat too
+    assert np.mean(shares) >= 0.9
+    assert np.mean(contains0) >= 0.85  # where flat, the slope's interval mostly contains 0 there too
+
+
+def test_projection_needs_three_runs_at_a_fraction_and_interpolates_between_fractions():
+    from fits.trends import project_series
+
+    fractions = np.array([0.2, 0.4, 0.6, 0.8])
+    grid = np.outer(power(X[:4]), [1.0, 1.1, 1.2, 1.3])
+    grid[2:, 3] = np.nan  # two runs stopped before 80%
+    proj = project_series(X[:4], grid, X_HERO, fractions=fractions)
+    assert np.isfinite(proj.centre[:3]).all() and np.isnan(proj.centre[3])
+    med, lo, hi = proj.at([0.3, 0.5, 0.7, 0.9])
+    assert med[0] == pytest.approx(np.sqrt(proj.median[0] * proj.median[1]), rel=1e-9)
+    assert np.isnan(med[2:]).all()  # no bridging into, or past, a fraction without a projection
+    with pytest.raises(FitError, match="shape"):
+        project_series(X[:4], grid[:, :2], X_HERO, fractions=fractions)
+
+
+def test_on_grid_is_a_rolling_median_and_leaves_fractions_the_run_did_not_reach():
+    from fits.trends import on_grid
+
+    f = np.arange(1, 501) / 1000  # half a run, 1000 planned steps
+    v = np.ones(500)
+    v[::50] = 100.0  # single noisy steps
+    g = on_grid(f, v, [0.02, 0.1, 0.4, 0.5, 0.6])
+    np.testing.assert_array_equal(g[:4], 1.0)
+    assert np.isnan(g[4])
+    sparse = on_grid([0.05, 0.1, 0.15, 0.2, 0.25, 0.3], [1, 2, 3, 4, 5, 6], [0.02, 0.16], min_points=3)
+    assert np.isnan(sparse[0]) and sparse[1] == 3.0  # the 3 points nearest 16%
+
+
+def test_rate_projection_flat_without_trend_and_with_trend_when_growing():
+    from fits.trends import project_rate
+
+    exposure = np.full(X.size, 20_000.0)
+    rng = np.random.default_rng(2)
+    flat = project_rate(X, rng.poisson(5e-4 * exposure), exposure, X_HERO)
+    assert flat.flat and "flat" in flat.summary()
+    assert flat.interval(0.9)[0] < 5e-4 < flat.interval(0.9)[1]
+    growing = project_rate(X, rng.poisson(1e-4 * (X / 1e18) ** 0.7 * exposure), exposure, X_HERO)
+    assert not growing.flat and growing.median > growing.rates.max()
+    none = project_rate(X, np.zeros(X.size), exposure, X_HERO)
+    assert none.median == 0.0 and none.interval(0.9) == (0.0, pytest.approx(-np.log(0.05) / exposure.sum()))

@@ -36,7 +36,7 @@ def test_plot_renders_every_figure(predicted):
     res = runner.invoke(app, ["plot", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
                               "--out", str(out)])
     assert res.exit_code == 0, res.output
-    for name in ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics"):
+    for name in ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics", "dynamics"):
         img = mpimg.imread(out / f"{name}.png")
         assert img.shape[0] > 300 and img.shape[1] > 600
         assert img[..., :3].std() > 0.05  # something was drawn, not a blank canvas
@@ -50,11 +50,11 @@ def test_report_is_one_self_contained_page(predicted):
     assert res.exit_code == 0, res.output
     page = out.read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
-    assert len(images) == 5
+    assert len(images) == 6
     assert all(base64.b64decode(x)[:8] == b"\x89PNG\r\n\x1a\n" for x in images)
     assert 'src="http' not in page and "<link" not in page
     for text in ("Prediction every 5% of the run", "per-fraction law", "Assumptions", "Alert history",
-                 "Actual so far"):
+                 "Actual so far", "Training dynamics projected to the hero", 'alt="dynamics"'):
         assert text in page
 
 

@@ -133,3 +133,68 @@ def test_an_eval_that_arrives_after_its_steps_train_row_still_gets_its_verdict(t
             assert res.exit_code in (0, 4), res.output
     state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
     assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:4]]
+
+
+# ---- grad norm against the rungs projected to the hero's size, replayed eval by eval -----------------
+def replay_micro_hero(tmp: Path, hero_growth: float):
+    """The micro ladder's rungs in the store; its hero written eval by eval and checked each time."""
+    import shutil
+
+    from tests.test_dynamics import GROWTH, hero_prediction, write_ladder
+
+    plan = write_ladder(tmp / "rungs", hero_growth=None)
+    res = runner.invoke(app, ["pull", "local", str(tmp / "rungs"), "--store", str(tmp / "store")])
+    assert res.exit_code == 0, res.output
+    write_ladder(tmp / "full", hero_growth=hero_growth)
+    hero = plan.hero
+    pred_dir = tmp / "prediction"
+    hero_prediction(hero).save(pred_dir)
+    run_dir = tmp / "runs" / hero.name
+    run_dir.mkdir(parents=True)
+    shutil.copy(tmp / "full" / hero.name / "run.yaml", run_dir / "run.yaml")
+    lines = (tmp / "full" / hero.name / "metrics.jsonl").read_text().splitlines()
+    evals = hero.eval_steps()
+    for k, e in enumerate(evals):
+        (run_dir / "metrics.jsonl").write_text("\n".join(x for x in lines if json.loads(x)["step"] <= e) + "\n")
+        state = "finished" if k == len(evals) - 1 else "running"
+        (run_dir / "status.json").write_text(json.dumps({"state": state, "step": int(e)}))
+        res = runner.invoke(app, ["watch", "--prediction", str(pred_dir), "--local", str(run_dir),
+                                  "--store", str(tmp / "store"), "--once"])
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.output
+    rows = [json.loads(x) for x in (pred_dir / "alerts.jsonl").read_text().splitlines()]
+    alerts = [x for x in rows if x["kind"] == "alert"]
+    return alerts, np.array(evals), hero, GROWTH
+
+
+@pytest.mark.slow
+def test_clean_micro_hero_raises_nothing_from_the_dynamics_rules(tmp_path):
+    from tests.test_dynamics import GROWTH
+
+    alerts, _, _, _ = replay_micro_hero(tmp_path, hero_growth=GROWTH)
+    assert [a for a in alerts if a["rule"] in ("grad_norm", "drop_fraction")] == []
+
+
+@pytest.mark.slow
+def test_grad_norm_growing_twice_as_fast_as_projected_warns_within_three_evals(tmp_path):
+    from ladder.dynamics import hero_compute, project_curves
+    from tests.test_dynamics import GROWTH, hero_prediction
+
+    alerts, evals, hero, _ = replay_micro_hero(tmp_path, hero_growth=2 * GROWTH)
+    grad = [a for a in alerts if a["rule"] == "grad_norm"]
+    # at least a warning (an alarm when it is already twice the band's width above the median)
+    assert grad and grad[0]["level"] in ("warning", "alarm") and "projected to this run's size" in grad[0]["message"]
+    # the eval from which the hero's noise-free grad norm stays above the projection's 90% band
+    from ladder.store import Store
+
+    store = Store(tmp_path / "store")
+    rungs = store.runs().query("role == 'rung'")
+    hist = store.history(list(rungs["run_id"]), ["grad/norm/total"])
+    one = [hist[hist["run_id"] == r] for r in rungs["run_id"]]
+    proj = project_curves([h["fraction"].to_numpy() for h in one], [h["value"].to_numpy() for h in one],
+                          list(rungs["fit_flops_per_token"] * rungs["planned_tokens"].astype(float)),
+                          hero_compute(hero_prediction(hero)))
+    frac = evals / hero.stop_after_steps
+    above = 0.5 * np.exp(2 * GROWTH * frac) > proj.at(frac, 0.9)[2]
+    exit_at = int(np.flatnonzero(~above)[-1]) + 1
+    assert exit_at < len(evals) - 3
+    assert evals[exit_at] <= grad[0]["step"] <= evals[exit_at + 3]

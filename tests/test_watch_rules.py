@@ -247,3 +247,101 @@ def test_webhook_counts_only_a_2xx_as_delivered():
         assert sink.send(alert, "warning", "s") is True  # 204
     finally:
         server.shutdown()
+
+
+# ---- grad norm and drop fraction against the rungs projected to the run's size ----------------------
+RUNG_C = np.geomspace(1e18, 1e20, 4)
+RUNG_STEPS = [300, 500, 800, 1300]
+HERO_C = 1e21
+GROWTH = 0.8
+"""d ln grad-norm / d fraction of every run."""
+
+
+def grad_series(compute, steps, rng, growth=GROWTH, run_sd=0.05, step_sd=0.1):
+    f = np.arange(1, steps + 1) / steps
+    level = 0.4 * (compute / 1e18) ** 0.1 * np.exp(growth * f + run_sd * rng.standard_normal())
+    return f, level * np.exp(step_sd * rng.standard_normal(steps))
+
+
+def drop_series(compute, steps, rng, run_sd=0.05, step_sd=0.3):
+    f = np.arange(1, steps + 1) / steps
+    level = 0.08 * (compute / 1e18) ** -0.03 * (1.2 - 0.4 * f) * np.exp(run_sd * rng.standard_normal())
+    return f, np.clip(level * np.exp(step_sd * rng.standard_normal(steps)), 0, 1)
+
+
+def rung_refs(series, seed=0) -> R.RungCurves:
+    from ladder.dynamics import project_curves
+
+    rng = np.random.default_rng(seed)
+    fr, vals = zip(*[series(c, n, rng) for c, n in zip(RUNG_C, RUNG_STEPS)])
+    proj = project_curves(list(fr), list(vals), list(RUNG_C), HERO_C)
+    return R.RungCurves(list(fr), list(vals), RUNG_C, proj)
+
+
+def with_series(key, values) -> Observed:
+    steps = np.arange(1, len(values) + 1)
+    return observed(clean_values(), extra={key: pd.Series(values, index=steps)})
+
+
+def first_exit(truth, proj) -> int:
+    """Index of the eval from which the run's noise-free value stays above the projection's 90% band."""
+    hi = proj.at(EVALS / STEPS, 0.9)[2]
+    inside = np.flatnonzero(~(truth[EVALS - 1] > hi))
+    return int(inside[-1]) + 1 if len(inside) else 0
+
+
+def test_grad_norm_that_grows_as_projected_raises_nothing():
+    refs = rung_refs(grad_series)
+    assert refs.projected is not None and not refs.projected.flat[5:].any()
+    rng = np.random.default_rng(11)
+    on_projection = refs.projected.at(np.arange(1, STEPS + 1) / STEPS)[0] * np.exp(0.1 * rng.standard_normal(STEPS))
+    assert R.grad_norm_shape(with_series(keys.GRAD_NORM, on_projection), refs, AlertRules()) == []
+    # heroes drawn like the rungs (their own offset from the trend): the band is one-sided 95%
+    warned = 0
+    for seed in range(25):
+        _, g = grad_series(HERO_C, STEPS, np.random.default_rng(100 + seed))
+        warned += bool(R.grad_norm_shape(with_series(keys.GRAD_NORM, g), rung_refs(grad_series, seed), AlertRules()))
+    assert warned <= 4
+
+
+def test_grad_norm_growing_twice_as_fast_as_projected_warns_within_three_evals():
+    refs = rung_refs(grad_series)
+    f = np.arange(1, STEPS + 1) / STEPS
+    truth = 0.4 * (HERO_C / 1e18) ** 0.1 * np.exp(2 * GROWTH * f)
+    fast = truth * np.exp(0.1 * np.random.default_rng(5).standard_normal(STEPS))
+    alerts = R.grad_norm_shape(with_series(keys.GRAD_NORM, fast), refs, AlertRules())
+    exit_at = first_exit(truth, refs.projected)
+    assert 0 < exit_at < len(EVALS) - 4
+    assert alerts and {a.rule for a in alerts} == {"grad_norm"}
+    assert alerts[0].level == "warning" and EVALS[exit_at] <= alerts[0].step <= EVALS[exit_at + 3]
+    assert "projected to this run's size" in alerts[0].message and "90% band" in alerts[0].message
+    # one alert per eval while it lasts, and an alarm once it is twice the band's width above the median
+    assert [a.step for a in alerts] == sorted({a.step for a in alerts})
+    assert alerts[-1].level == "alarm" and alerts[-1].step == EVALS[-1]
+    # judged on what was logged up to each eval: the same alerts when the run is cut there
+    cut = alerts[0].step
+    early = R.grad_norm_shape(with_series(keys.GRAD_NORM, fast[:cut]), refs, AlertRules())
+    assert [a.key for a in early] == [a.key for a in alerts if a.step <= cut]
+
+
+def test_grad_norm_falls_back_to_the_rungs_range_without_a_projection():
+    refs = rung_refs(grad_series)
+    few = R.RungCurves(refs.fractions[:2], refs.values[:2], RUNG_C[:2], None)
+    f = np.arange(1, STEPS + 1) / STEPS
+    rising = with_series(keys.GRAD_NORM, np.exp(4.0 * f))
+    [a] = R.grad_norm_shape(rising, few, AlertRules())
+    assert a.rule == "grad_norm" and "the rungs did" in a.message
+
+
+def test_drop_fraction_against_the_projection():
+    refs = rung_refs(drop_series)
+    assert refs.projected is not None
+    _, clean = drop_series(HERO_C, STEPS, np.random.default_rng(3), run_sd=0.0)
+    assert R.drop_fraction(with_series(keys.DROP_FRACTION, clean), refs, AlertRules()) == []
+    f = np.arange(1, STEPS + 1) / STEPS
+    high = np.where(f >= 0.4, 0.18, clean)  # below the fixed 25% warning, far above the projection
+    alerts = R.drop_fraction(with_series(keys.DROP_FRACTION, high), refs, AlertRules())
+    start = int(np.argmax(EVALS / STEPS >= 0.4))
+    assert alerts and {(a.rule, a.level) for a in alerts} == {("drop_fraction", "warning")}
+    assert EVALS[start] <= alerts[0].step <= EVALS[start + 3]
+    assert "projected" in alerts[0].message

@@ -139,11 +139,17 @@ class Watcher:
                         last_update=state.advanced_at, logged=logged)
 
     def _rung_refs(self, run: pd.Series) -> tuple[RungCurves | None, RungCurves | None]:
+        """The rungs' grad norm and drop fraction against fraction of their run, each with its projection
+        to the watched run's size (`ladder.dynamics`) where 3 or more rungs log it."""
         runs = self.store.runs()
         rungs = runs[(runs["role"] == "rung") & (runs["group"] == run["group"])]
         if rungs.empty:
             return None, None
+        from ladder.dynamics import DynamicsSettings, hero_compute, project_curves  # scipy: not for --help
+
         hist = self.store.history(run_ids=list(rungs["run_id"]), metrics=[keys.GRAD_NORM, keys.DROP_FRACTION])
+        target = hero_compute(self.prediction)
+        settings = DynamicsSettings(window=self.rules.projection_window)
         out = []
         for metric in (keys.GRAD_NORM, keys.DROP_FRACTION):
             h = hist[hist["metric"] == metric]
@@ -154,7 +160,8 @@ class Watcher:
                     fr.append(one["fraction"].to_numpy(float))
                     vals.append(one["value"].to_numpy(float))
                     comp.append(fit_compute(r))
-            out.append(RungCurves(fr, vals, np.array(comp)) if fr else None)
+            proj = project_curves(fr, vals, comp, target, settings) if fr else None
+            out.append(RungCurves(fr, vals, np.array(comp), proj) if fr else None)
         return out[0], out[1]
 
     def _maybe_repredict(self, config: dict) -> None:
@@ -272,11 +279,16 @@ class WrongRun(LadderError):
 
 
 def fit_compute(run: pd.Series) -> float:
-    """A stored run's planned fit compute: fit FLOPs per token × planned tokens (6·N when only N is known)."""
-    flops = run["fit_flops_per_token"]
-    if pd.isna(flops):
-        flops = 6.0 * float(run["active_params"])
-    return float(flops) * float(run["planned_tokens"])
+    """A stored run's planned fit compute: fit FLOPs per token × planned tokens (6·N when only N is
+    known); NaN when neither is known."""
+    flops = run.get("fit_flops_per_token")
+    if flops is None or pd.isna(flops):
+        active = run.get("active_params")
+        if active is None or pd.isna(active):
+            return float("nan")
+        flops = 6.0 * float(active)
+    tokens = run.get("planned_tokens")
+    return float("nan") if tokens is None or pd.isna(tokens) else float(flops) * float(tokens)
 
 
 def only_run(source: Source, name: str) -> Source:

@@ -10,7 +10,7 @@ says which rule fired and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,9 @@ import pandas as pd
 from ladder import runfiles as keys
 from ladder.prediction import Prediction
 from ladder.replan import horizon_that_fits
+
+if TYPE_CHECKING:  # scipy stays out of `ladder --help`
+    from fits.trends import Projection
 
 Level = Literal["warning", "alarm"]
 LEVELS = {"ok": 0, "warning": 1, "alarm": 2}
@@ -54,15 +57,29 @@ class AlertRules:
     spike_warn_z: float = 6.0
     spike_alarm_z: float = 12.0
     grad_window: float = 0.1
-    """Fraction of the run over which the grad-norm slope is measured."""
+    """Fraction of the run over which the grad-norm slope is measured (the comparison with the rungs'
+    range, used when too few rungs log the grad norm for a projection)."""
     grad_tolerance: float = 1.0
     """Allowed distance of the slope (d ln grad-norm / d fraction) outside the rungs' range."""
+    grad_alarm_bands: float = 2.0
+    """Against the projection: alarm when the smoothed grad norm is this many times as far above the
+    projected median as the 90% band's upper edge (in ln units), and has stayed above the band."""
+    projection_window: float = 0.02
+    """Share of the planned run (at least 5 points) of the trailing rolling median that smooths the
+    run's grad norm and drop fraction before they are compared with the projection to its size (the
+    rungs' series are smoothed over the same share of their runs)."""
+    persist_evals: int = 3
+    """A projection rule fires at an eval when the smoothed series was above the projection's 90% band
+    at this many evals in a row (this one the last)."""
+    projection_skip: float = 0.05
+    """Leading fraction of the run (warmup) the projection rules leave out."""
     drop_warn: float = 0.25
     """MoE drop fraction (mean of the last 20 logs) that warns whatever the rungs did ..."""
     drop_alarm: float = 0.5
     """... and that alarms."""
     drop_margin: float = 0.05
-    """Warn when the drop fraction exceeds every rung's at the same fraction by this much."""
+    """Warn when the drop fraction exceeds the projection's median at the same fraction by this much
+    and its 90% band (without a projection: every rung's at the same fraction by this much)."""
     stale_after_s: float = 1800.0
     """Warn when nothing new arrived for this long (alarm at three times)."""
     deadline: float | None = None
@@ -122,6 +139,13 @@ class RungCurves:
     fractions: list[np.ndarray]
     values: list[np.ndarray]
     compute: np.ndarray
+    projection: Projection | None = None
+    """The metric projected to the watched run's size, fraction by fraction (`ladder.dynamics`);
+    None when too few rungs log it, and the rules fall back to the rungs' range."""
+
+    @property
+    def projected(self) -> Projection | None:
+        return self.projection if self.projection is not None and self.projection.usable else None
 
 
 # ---- rules ----------------------------------------------------------------------------------------
@@ -236,9 +260,12 @@ def non_finite(obs: Observed, rules: AlertRules) -> list[Alert]:
 
 
 def grad_norm_shape(obs: Observed, rungs: RungCurves | None, rules: AlertRules) -> list[Alert]:
-    """Rate of change of ln grad-norm over the last window, against the rungs at the same fraction."""
+    """The grad norm against the rungs' grad norm projected to this run's size at the same fraction;
+    without a projection, the slope of ln grad-norm over the last window against the rungs' slopes."""
     g = obs.column(keys.GRAD_NORM)
     g = g[np.isfinite(g.to_numpy()) & (g.to_numpy() > 0)]
+    if rungs is not None and rungs.projected is not None:
+        return _grad_norm_projected(obs, g, rungs.projected, rules)
     if rungs is None or len(g) < 10:
         return []
     frac = g.index.to_numpy(float) / obs.planned_steps
@@ -260,6 +287,20 @@ def grad_norm_shape(obs: Observed, rungs: RungCurves | None, rules: AlertRules) 
                   f"{ref.min():+.2f} to {ref.max():+.2f} (tolerance ±{rules.grad_tolerance:g})", float(hero))]
 
 
+def _grad_norm_projected(obs: Observed, g: pd.Series, proj: Projection, rules: AlertRules) -> list[Alert]:
+    out = []
+    for hit in _above_projection(obs, g, proj, rules):
+        # how far above the median, in units of the band's upper half-width (ln units when log_y)
+        far = (_z(hit.value, proj) - _z(hit.median, proj)) / (_z(hit.hi90, proj) - _z(hit.median, proj))
+        level: Level = "alarm" if far > rules.grad_alarm_bands else "warning"
+        out.append(Alert(
+            "grad_norm", level, hit.step,
+            f"grad norm {hit.value:.3g} ({_smoothing(rules)}) has been above the rungs' grad norm projected "
+            f"to this run's size at every eval since step {hit.since:,} (at {hit.fraction:.0%}: projected {hit.median:.3g}, "
+            f"90% band up to {hit.hi90:.3g}; {_flat_or_trend(proj, hit.fraction)})",
+            hit.value / hit.median,
+        ))
+    return out
 def _slope(x: np.ndarray, y: np.ndarray, x0: float, x1: float) -> float:
     m = (x >= x0) & (x <= x1)
     if m.sum() < 3:
@@ -268,7 +309,8 @@ def _slope(x: np.ndarray, y: np.ndarray, x0: float, x1: float) -> float:
 
 
 def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) -> list[Alert]:
-    """MoE drop fraction above a fixed threshold, or above what every rung had at the same fraction."""
+    """MoE drop fraction above a fixed threshold, or above the rungs' drop fraction projected to this
+    run's size at the same fraction (without a projection: above what every rung had there)."""
     d = obs.column(keys.DROP_FRACTION)
     if d.empty:
         return []
@@ -279,6 +321,16 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
         limit = rules.drop_alarm if level == "alarm" else rules.drop_warn
         return [Alert("drop_fraction", level, step,
                       f"MoE drop fraction {recent:.1%} (mean of the last 20 logs) is above {limit:.0%}", recent)]
+    if rungs is not None and rungs.projected is not None:
+        proj = rungs.projected
+        d = d[np.isfinite(d.to_numpy())]
+        return [Alert("drop_fraction", "warning", hit.step,
+                      f"MoE drop fraction {hit.value:.1%} ({_smoothing(rules)}) has been above the rungs' drop "
+                      f"fraction projected to this run's size at every eval since step {hit.since:,} (at {hit.fraction:.0%}: "
+                      f"projected {hit.median:.1%}, 90% band up to {hit.hi90:.1%}; limit the band or "
+                      f"{rules.drop_margin:.0%} above the projection, whichever is higher; "
+                      f"{_flat_or_trend(proj, hit.fraction)})", hit.value)
+                for hit in _above_projection(obs, d, proj, rules, margin=rules.drop_margin)]
     if rungs is None or not rungs.values:
         return []
     f = step / obs.planned_steps
@@ -289,6 +341,71 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
                       f"MoE drop fraction {recent:.1%} is above every rung's at this fraction (at most "
                       f"{expected:.1%}) by more than {rules.drop_margin:.0%}", recent)]
     return []
+
+
+# ---- against a projection to the run's size -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Above:
+    step: int
+    fraction: float
+    value: float
+    """The smoothed series at `step`."""
+    median: float
+    hi90: float
+    since: int
+    """The first of the evals that were all above."""
+
+
+def _above_projection(obs: Observed, series: pd.Series, proj: Projection, rules: AlertRules,
+                      margin: float = 0.0) -> list[_Above]:
+    """The evals at which the run's smoothed series was above the projection's 90% band (and `margin`
+    above its median) at that eval and at each of the `persist_evals` − 1 evals before it.
+
+    The series is smoothed by a trailing rolling median, so each eval is judged on what was logged up
+    to it and a restarted watcher raises the same alerts. A run that logs no eval is judged at its
+    last step alone."""
+    if series.empty or obs.planned_steps <= 0:
+        return []
+    steps = series.index.to_numpy(np.int64)
+    frac = steps / obs.planned_steps
+    spacing = float(np.median(np.diff(steps))) if len(steps) > 1 else 1.0
+    w = max(5, int(round(rules.projection_window * obs.planned_steps / max(spacing, 1.0))))
+    smooth = series.rolling(w, min_periods=min(w, 3)).median().to_numpy(float)
+    med, _, hi = proj.at(frac, 0.9)
+    with np.errstate(invalid="ignore"):  # NaN (no projection there, too few points yet): not above
+        above = (smooth > np.maximum(hi, med + margin)) & (frac >= rules.projection_skip)
+    evals = obs.column(rules.metric).index.to_numpy(np.int64)
+    evals = evals[(evals >= steps[0]) & (evals <= steps[-1])] if len(evals) else steps[-1:]
+    # the series' last point at or before each eval
+    at = np.searchsorted(steps, evals, side="right") - 1
+    k = max(int(rules.persist_evals), 1) if len(evals) > 1 or len(obs.column(rules.metric)) else 1
+    out = []
+    for i in range(k - 1, len(evals)):
+        if not above[at[i - k + 1: i + 1]].all():
+            continue
+        j = int(at[i])
+        out.append(_Above(int(evals[i]), float(frac[j]), float(smooth[j]), float(med[j]), float(hi[j]),
+                          int(evals[i - k + 1])))
+    return out
+
+
+def _z(value: float, proj: Projection) -> float:
+    return float(np.log(value)) if proj.log_y else float(value)
+
+
+def _smoothing(rules: AlertRules) -> str:
+    return f"rolling median over {rules.projection_window:.0%} of the run"
+
+
+def _flat_or_trend(proj: Projection, fraction: float) -> str:
+    i = int(np.argmin(np.abs(proj.fraction - fraction)))
+    runs = int(proj.runs[i])
+    if proj.flat[i]:
+        return f"projected flat from {runs} rungs: no trend across sizes there"
+    unit = "exponent" if proj.log_y else "slope per e-fold of compute"
+    return f"from {runs} rungs, {unit} {proj.slope[i]:+.2f} in compute"
 
 
 def stale(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
