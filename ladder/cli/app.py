@@ -126,10 +126,31 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
                     raise
                 raise _bug(exc) from None
 
+        if fn.__doc__ and "help" not in kwargs:
+            kwargs["help"] = reflow(fn.__doc__)
         (parent or app).command(name, **kwargs)(wrapper)
         return fn
 
     return decorate
+
+
+def reflow(doc: str) -> str:
+    """A docstring as `--help` shows it: each paragraph one line (the terminal wraps it), list items and
+    indented lines kept on their own."""
+    import inspect
+
+    paragraphs = []
+    for block in inspect.cleandoc(doc).split("\n\n"):
+        lines = block.splitlines()
+        out: list[str] = []
+        for line in lines:
+            keep = line.startswith(("  ", "- ", "* ")) or line[:3].rstrip(".").isdigit()
+            if out and not keep:
+                out[-1] += " " + line.strip()
+            else:
+                out.append(line)
+        paragraphs.append("\n".join(out))
+    return "\n\n".join(paragraphs)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
