@@ -15,7 +15,9 @@ The band: the chosen method's own band (its statistics), widened in quadrature b
 error at each fraction carried to the target's distance (error × log(target size / largest rung
 size) ÷ log(held-out size / largest fitted size), the way an extrapolated slope's error grows), so
 it is never narrower than the backtest's errors at that distance; then by the spread across forms,
-so that its 90% band holds the median of every other candidate that could predict the target.
+so that its 90% band holds the median of every other candidate that could predict the target. A law
+the ladder cannot backtest (fewer than 3 sizes) gets an assumed error per e-fold of extrapolation
+(`UNTESTED_ERROR`) instead, and the prediction says so.
 """
 
 from __future__ import annotations
@@ -326,7 +328,12 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     distance = float(np.log(target.flops_per_token / sizes(runs)[-1]))
     g = steps / float(target.planned_steps)
     band = floored(bands[method], rows, method, distance, g)
-    if band is not bands[method]:
+    if not tested(rows, method) and distance > 0:
+        why += (f"; no backtest of this law on the ladder, so its band is widened by an assumed "
+                f"{UNTESTED_ERROR:.0%} per e-fold of extrapolation ({np.exp(distance):.1f}× the largest rung)")
+        warnings.append(f"the band of the {method} law is not checked by a backtest on this ladder: it assumes "
+                        f"{UNTESTED_ERROR:.0%} error (one sd) per e-fold of extrapolation; a third size would test it")
+    elif band is not bands[method]:
         why += "; band widened by the backtest's errors carried to the target's distance"
     others = [k for k in outcomes if k != method and k in settings.candidates]
     if method in outcomes and others:
@@ -349,12 +356,27 @@ def spread(band: Band, others: list[Band]) -> Band:
     return cand.widen(band, gap / Z90)
 
 
+UNTESTED_ERROR = 0.01
+"""Relative error (one standard deviation) per e-fold of extrapolation in size, assumed for a law the
+ladder could not backtest (fewer than 3 sizes, or the law failed on the smaller ladder): the size of the
+errors that backtests and held-out large runs of public ladders show (benchmarks/RESULTS.md). A ladder
+with evidence of its own replaces it."""
+
+
 def floored(band: Band, rows, method: str, distance: float, fractions: np.ndarray) -> Band:
-    """The band with the backtest's |errors| carried to `distance` added in quadrature at the 90% level."""
+    """The band with the backtest's |errors| carried to `distance` added in quadrature at the 90% level;
+    without a backtest of `method`, with `UNTESTED_ERROR` per e-fold of `distance`."""
+    if not tested(rows, method):
+        return cand.widen(band, UNTESTED_ERROR * max(distance, 0.0) * np.abs(band.median)) if distance > 0 else band
     carried = carried_error(rows, method, distance, fractions) * np.abs(band.median)
     if not np.any(carried > 0):
         return band
     return cand.widen(band, carried / Z90)
+
+
+def tested(rows, method: str) -> bool:
+    """Whether the backtest scored `method` on a held-out size."""
+    return any(s.method == method and not s.failed and s.errors.size and s.distance > 0 for s in rows)
 
 
 __all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "predict"]

@@ -143,6 +143,13 @@ def test_two_sizes_cannot_be_backtested_and_say_so():
     res = core.predict(runs, hero, hero.steps, FAST)
     assert res.backtest == () and res.method in ("multipower", "per-fraction")
     assert any("fewer than 3 sizes" in w for w in res.warnings)
+    # no evidence of its own: the band assumes 1% (one sd) per e-fold of extrapolation, and says so
+    assert any("not checked by a backtest" in w for w in res.warnings) and "assumed 1% per e-fold" in res.why
+    half = (res.band.hi90 - res.band.lo90) / 2 / res.band.median
+    own = res.candidates[res.method]
+    assert np.all(half >= core.Z90 * core.UNTESTED_ERROR * res.distance * 0.999)
+    assert np.all(half > (own.hi90 - own.lo90) / 2 / own.median)
+    assert res.distance == pytest.approx(np.log(8.0))
 
 
 def test_bad_runs_are_refused_with_the_field_named():
