@@ -15,9 +15,10 @@ The band: the chosen method's own band (its statistics), widened in quadrature b
 error at each fraction carried to the target's distance (error × log(target size / largest rung
 size) ÷ log(held-out size / largest fitted size), the way an extrapolated slope's error grows), so
 it is never narrower than the backtest's errors at that distance; then by the spread across forms,
-so that its 90% band holds the median of every other candidate that could predict the target. A law
-the ladder cannot backtest (fewer than 3 sizes) gets an assumed error per e-fold of extrapolation
-(`UNTESTED_ERROR`) instead, and the prediction says so.
+so that its 90% band holds the median of every other candidate that could predict the target. The
+band is never narrower than an assumed error per e-fold of extrapolation (`UNTESTED_ERROR`, one sd):
+a short backtest can raise it, not lower it; a law the ladder cannot backtest (fewer than 3 sizes)
+gets that alone, and the prediction says so.
 """
 
 from __future__ import annotations
@@ -334,7 +335,8 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         warnings.append(f"the band of the {method} law is not checked by a backtest on this ladder: it assumes "
                         f"{UNTESTED_ERROR:.0%} error (one sd) per e-fold of extrapolation; a third size would test it")
     elif band is not bands[method]:
-        why += "; band widened by the backtest's errors carried to the target's distance"
+        why += (f"; band widened by the backtest's errors carried to the target's distance, and to at least "
+                f"{UNTESTED_ERROR:.0%} per e-fold of extrapolation")
     others = [k for k in outcomes if k != method and k in settings.candidates]
     if method in outcomes and others:
         band = spread(band, [bands[k] for k in others])
@@ -357,21 +359,25 @@ def spread(band: Band, others: list[Band]) -> Band:
 
 
 UNTESTED_ERROR = 0.01
-"""Relative error (one standard deviation) per e-fold of extrapolation in size, assumed for a law the
-ladder could not backtest (fewer than 3 sizes, or the law failed on the smaller ladder): the size of the
-errors that backtests and held-out large runs of public ladders show (benchmarks/RESULTS.md). A ladder
-with evidence of its own replaces it."""
+"""Relative error (one standard deviation) per e-fold of extrapolation in size: the least a band assumes,
+and all it has for a law the ladder could not backtest (fewer than 3 sizes, or the law failed on the
+smaller ladder). The size of the errors held-out large runs of public ladders show (benchmarks/RESULTS.md:
+1–2% at 4–6× the largest rung)."""
 
 
 def floored(band: Band, rows, method: str, distance: float, fractions: np.ndarray) -> Band:
-    """The band with the backtest's |errors| carried to `distance` added in quadrature at the 90% level;
-    without a backtest of `method`, with `UNTESTED_ERROR` per e-fold of `distance`."""
-    if not tested(rows, method):
-        return cand.widen(band, UNTESTED_ERROR * max(distance, 0.0) * np.abs(band.median)) if distance > 0 else band
-    carried = carried_error(rows, method, distance, fractions) * np.abs(band.median)
-    if not np.any(carried > 0):
+    """The band with the larger of two errors added in quadrature: the backtest's |errors| of `method`
+    carried to `distance` (at the 90% level), and `UNTESTED_ERROR` per e-fold of `distance` (one sd).
+
+    The backtest sees a short distance (the largest size over the next, often under 2×); errors it
+    did not see there can still grow further out, so it can raise the band above what public ladders
+    show but not lower it."""
+    prior = UNTESTED_ERROR * max(distance, 0.0) * np.abs(band.median)
+    carried = carried_error(rows, method, distance, fractions) * np.abs(band.median) / Z90
+    sd = np.maximum(carried, prior)
+    if not np.any(sd > 0):
         return band
-    return cand.widen(band, carried / Z90)
+    return cand.widen(band, sd)
 
 
 def tested(rows, method: str) -> bool:
