@@ -46,9 +46,18 @@ def mp_store(tmp_path_factory) -> Store:
     return ladder_store(tmp_path_factory.mktemp("mp"))
 
 
-def test_same_schedule_uses_the_per_fraction_law_and_recovers_it(pf_store):
-    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
-    pred = predict(pf_store, hero, FAST)
+UNEDITED = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+
+
+@pytest.fixture(scope="module")
+def pf_unedited(pf_store) -> Prediction:
+    """The hero without its schedule edit predicted from `pf_store` (read by several tests, changed by none)."""
+    return predict(pf_store, UNEDITED, FAST)
+
+
+def test_same_schedule_uses_the_per_fraction_law_and_recovers_it(pf_unedited):
+    hero = UNEDITED
+    pred = pf_unedited
     assert [f.name for f in pred.forms] == ["per-fraction law"]
     t = pred.table[pred.table["in_assumptions"]]
     truth_at = pf_truth(hero, t["step"].to_numpy())
@@ -74,9 +83,9 @@ def test_table_has_every_eval_and_checkpoint_with_the_store_fraction(pf_store):
     assert (pred.table["tokens"] == pred.table["step"] * hero.tokens_per_step).all()
 
 
-def test_the_backtest_chooses_the_law_and_reports_why(pf_store):
-    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
-    pred = predict(pf_store, hero, FAST)
+def test_the_backtest_chooses_the_law_and_reports_why(pf_store, pf_unedited):
+    hero = UNEDITED
+    pred = pf_unedited
     assert pred.method == "per-fraction" and "backtest" in pred.why
     rows = {r["method"]: r for r in pred.backtest}
     assert rows["per-fraction"]["held_out"] == [PLAN.rungs[-1].name] and rows["per-fraction"]["evals"] > 0
@@ -105,10 +114,10 @@ def test_a_shortened_hero_adds_the_schedule_difference(mp_store):
     assert fin["lo90"] <= truth_end <= fin["hi90"]
 
 
-def test_crashed_rung_is_completed_with_a_wider_band(tmp_path, pf_store):
+def test_crashed_rung_is_completed_with_a_wider_band(tmp_path, pf_unedited):
     crashed = ladder_store(tmp_path, law=pf_truth, crash=PLAN.rungs[-1].name)
-    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
-    full, part = predict(pf_store, hero, FAST), predict(crashed, hero, FAST)
+    hero = UNEDITED
+    full, part = pf_unedited, predict(crashed, hero, FAST)
     assert any("stopped at 80%" in w and "take the evals it logged" in w for w in part.warnings)
     width = lambda p: (p.final["hi90"] - p.final["lo90"])  # noqa: E731
     assert width(part) > width(full)

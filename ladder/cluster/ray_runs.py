@@ -232,9 +232,10 @@ class RayLauncher:
         refs = [ref for job in self.jobs if job.active for ref in job.refs]
         for ref in refs:
             self.ray.cancel(ref, force=False)
+        left = refs
         if refs:
-            self.ray.wait(refs, num_returns=len(refs), timeout=GRACE_SECONDS + 5, fetch_local=False)
-        for ref in refs:
+            _, left = self.ray.wait(refs, num_returns=len(refs), timeout=GRACE_SECONDS + 5, fetch_local=False)
+        for ref in left:  # only what did not stop: force-cancelling a task that has ended can crash Ray's driver
             self.ray.cancel(ref, force=True)
         for job in self.jobs:
             if job.active:
