@@ -154,7 +154,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     rung_rows = runs[runs["role"] == "rung"]
     if rung_rows.empty:
         raise LadderError(f"{store.root}: group {group!r} has no runs with role 'rung'; pull the rungs first")
-    hero = hero or _stored_hero(runs)
+    hero = hero or _stored_hero(store, runs)
     hist = store.history(list(rung_rows["run_id"]), [keys.GRAD_NORM, keys.TRAIN_LOSS, keys.DROP_FRACTION,
                                                      keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
     rungs = [_rung(row, hist) for _, row in rung_rows.iterrows()]
@@ -188,14 +188,18 @@ def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
     return picked
 
 
-def _stored_hero(runs: pd.DataFrame) -> HeroCompute | None:
-    heroes = runs[runs["role"] == "hero"]
-    flops = heroes["fit_flops_per_token"].astype(float) * heroes["planned_tokens"].astype(float)
-    flops = flops[np.isfinite(flops) & (flops > 0)]
-    if flops.empty:
-        return None
-    name = heroes.loc[flops.index[-1], "name"]
-    return HeroCompute(float(flops.iloc[-1]), f"the hero run {name!r} in the store")
+def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
+    """The fit compute of the group's hero in the store (of the plan it started with, as predict counts it)."""
+    from ladder.runview import from_store
+
+    for _, row in runs[runs["role"] == "hero"].iloc[::-1].iterrows():
+        try:
+            compute = from_store(store, row, keys.EVAL_LOSS, need_evals=0).compute
+        except LadderError:
+            continue
+        if np.isfinite(compute) and compute > 0:
+            return HeroCompute(float(compute), f"the hero run {row['name']!r} in the store")
+    return None
 
 
 def hero_from_config(path) -> HeroCompute:
