@@ -198,3 +198,25 @@ def test_grad_norm_growing_twice_as_fast_as_projected_warns_within_three_evals(t
     exit_at = int(np.flatnonzero(~above)[-1]) + 1
     assert exit_at < len(evals) - 3
     assert evals[exit_at] <= grad[0]["step"] <= evals[exit_at + 3]
+
+
+@pytest.mark.slow
+def test_a_finished_run_checked_hours_later_is_not_stale(tmp_path, replay):
+    codes, _, _ = run_replay(tmp_path, replay)
+    pred_dir = tmp_path / "prediction"
+    state_file = pred_dir / "watch-state.json"
+    state = json.loads(state_file.read_text())
+
+    def ten_hours_earlier(node):  # the last step arrived ten hours ago
+        if isinstance(node, dict):
+            return {k: (v - 36000.0 if k == "advanced_at" and v is not None else ten_hours_earlier(v)) for k, v in node.items()}
+        return node
+
+    shifted = ten_hours_earlier(state)
+    assert shifted != state
+    state_file.write_text(json.dumps(shifted))
+    res = runner.invoke(app, ["watch", "--prediction", str(pred_dir), "--local", str(tmp_path / "runs" / "replay-400M"),
+                              "--store", str(tmp_path / "store"), "--once"])
+    assert res.exit_code == codes[-1], res.output
+    lines = [json.loads(x) for x in (pred_dir / "alerts.jsonl").read_text().splitlines()]
+    assert not [x for x in lines if x.get("kind") == "alert" and x.get("rule") == "stale"]

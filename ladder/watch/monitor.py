@@ -135,8 +135,9 @@ class Watcher:
         # which clock, if any, they log.
         if last > state.last_step or state.advanced_at is None:
             state.advanced_at = now
+        ended = str(run["state"]) != "running"  # an ended run is not stale, however long ago it stopped
         return Observed(series, int(run["stop_after_steps"]), int(run["tokens_per_step"]),
-                        last_update=state.advanced_at, logged=logged)
+                        last_update=None if ended else state.advanced_at, logged=logged)
 
     def _rung_refs(self, run: pd.Series) -> tuple[RungCurves | None, RungCurves | None]:
         """The rungs' grad norm and drop fraction against fraction of their run, each with its projection
