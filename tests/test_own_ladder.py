@@ -284,3 +284,27 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path, shared_data):
     assert hero["lo90"] == pytest.approx(1.9054, abs=5e-4) and hero["hi90"] == pytest.approx(2.0971, abs=5e-4)
     assert hero["lo90"] < 2.039 < hero["hi90"]  # the published projection
     assert "nan" not in out.lower().replace("nans", "")
+
+
+def test_watch_follows_a_run_named_other_than_the_target(tmp_path):
+    """A prediction from a target file named "big", the live run stored as "big-v2": --target-run follows it."""
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    assert import_csv(csv, tmp_path / "store").exit_code == 0
+    steps = np.array(HERO.eval_steps())
+    pd.DataFrame({"run": "big-v2", "step": steps, "loss": pf_truth(HERO, steps), "lr": HERO.schedule.lr(steps),
+                  "n": HERO.spec.active_params(), "planned": HERO.stop_after_steps,
+                  "batch_tokens": HERO.tokens_per_step, "tpp": HERO.tpp}).to_csv(tmp_path / "hero.csv", index=False)
+    res = invoke("import", "csv", str(tmp_path / "hero.csv"), "--store", str(tmp_path / "store"), "--run", "run",
+                 "--step", "step", "--metric", "eval/loss=loss", "--metric", "optim/learning_rate=lr",
+                 "--coord-column", "active_params=n", "--coord-column", "stop_after_steps=planned",
+                 "--coord-column", "tokens_per_step=batch_tokens", "--coord", "group=mine", "--coord", "role=hero")
+    assert res.exit_code == 0, res.output
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "big.yaml")), "--store", str(tmp_path / "store"),
+                 "--n-boot", "40", "--out", str(tmp_path / "pred"))
+    assert res.exit_code == 0, res.output
+    res = invoke("watch", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "store"), "--once")
+    assert res.exit_code == 3 and "cannot read big" in " ".join(res.output.split())
+    res = invoke("watch", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "store"), "--once",
+                 "--target-run", "big-v2", "--state", str(tmp_path / "state.json"))
+    assert res.exit_code in (0, 4, 5), res.output
+    assert "vs predicted" in res.output

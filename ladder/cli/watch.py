@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -58,6 +59,7 @@ def watch_command(
     stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long."),
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
+    target_run: str | None = typer.Option(None, "--target-run", help="The run to follow, by name, when it differs from the prediction's target (e.g. a prediction made from a target file)."),
 ) -> None:
     """Follow a live run and say at every eval whether it is on track with its prediction.
 
@@ -78,6 +80,10 @@ def watch_command(
     """
     _check_numbers(poll, max_checks, stale_minutes)
     pred = Prediction.load(prediction)
+    if target_run is not None:
+        if not target_run.strip():
+            raise LadderError("--target-run: give the run's name")
+        pred = dataclasses.replace(pred, run_name=target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
     source = _source(local, offline, wandb)
     source = None if source is None else only_run(source, pred.run_name)
