@@ -343,6 +343,20 @@ def count_spikes(values, *, window: int = 21, k: float = 6.0, start: int = 0) ->
     return Spikes(len(starts), np.asarray(starts, dtype=np.int64), np.asarray(heights), max(v.size - start, 0))
 
 
+def spikes_in_run(fraction, values, steps, *, skip: float = 0.05, window: float = 0.02, k: float = 6.0
+                  ) -> tuple[int, float]:
+    """Spikes of one run's series past `skip` of its plan (`count_spikes`, a rolling median over
+    `window` of the points and at least 21), and the optimizer steps examined: a series logged every
+    few steps counts the steps it spans (0 when nothing is past `skip`)."""
+    fraction = np.asarray(fraction, dtype=np.float64)
+    steps = np.asarray(steps, dtype=np.float64)
+    start, n = int(np.searchsorted(fraction, skip)), len(fraction)
+    if n == 0 or start >= n:
+        return 0, 0.0
+    sp = count_spikes(values, window=max(21, window * n), k=k, start=start)
+    return sp.count, float(steps[-1] - steps[start]) + 1.0
+
+
 def _window(points: float, at_least: int) -> int:
     """An odd window of at least `at_least` points."""
     w = max(int(round(points)), at_least)

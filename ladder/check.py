@@ -320,12 +320,9 @@ def _spikes(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) -> 
     counts, steps = [], []
     for r in usable:
         s = r.series[keys.TRAIN_LOSS]
-        start = int(np.searchsorted(s["fraction"].to_numpy(), st.skip_fraction))
-        n = len(s)
-        sp = trends.count_spikes(s["value"], window=max(21, st.spike_window * n), k=st.spike_z, start=start)
-        # Exposure in optimizer steps, so a series logged every k steps counts the steps it spans.
-        covered = float(s["step"].iloc[-1] - s["step"].iloc[min(start, n - 1)]) + 1.0
-        counts.append(sp.count)
+        count, covered = trends.spikes_in_run(s["fraction"], s["value"], s["step"], skip=st.skip_fraction,
+                                              window=st.spike_window, k=st.spike_z)
+        counts.append(count)
         steps.append(max(covered, 1.0))
     counts_a, steps_a = np.array(counts, dtype=float), np.array(steps)
     compute = np.array([r.compute for r in usable])

@@ -23,10 +23,10 @@ from fits.trends import (
     FRACTIONS,
     Projection,
     RateProjection,
-    count_spikes,
     on_grid,
     project_rate,
     project_series,
+    spikes_in_run,
 )
 from ladder import runfiles as keys
 from ladder.errors import LadderError
@@ -151,16 +151,23 @@ def project_curves(fractions, values, compute, target_compute: float,
     return proj if proj.usable else None
 
 
-def project_dynamics(store: Store, pred: Prediction, group: str | None = None,
-                     settings: DynamicsSettings = DynamicsSettings()) -> Dynamics:
-    """Every series in `SERIES` the rungs log, and their spike rate, projected to the prediction's target."""
+def target_and_rungs(store: Store, pred: Prediction, group: str | None, purpose: str
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The store's runs, the prediction's target among them (no rows when it is not there) and the
+    rungs of its group (or `group`) by planned fit compute; a `LadderError` when there are no rungs."""
     runs = store.runs()
     target = runs[runs["name"] == pred.run_name]
     grp = group if group is not None else (str(target["group"].iloc[0]) if len(target) else None)
     rungs = runs[(runs["role"] == "rung") & ((runs["group"] == grp) if grp is not None else True)]
     if rungs.empty:
-        raise LadderError(f"{store.root}: no rungs of group {grp!r} to project the training dynamics from")
-    rungs = rungs.assign(_c=[fit_compute(r) for _, r in rungs.iterrows()]).sort_values("_c")
+        raise LadderError(f"{store.root}: no rungs of group {grp!r} {purpose}")
+    return runs, target, rungs.assign(_c=[fit_compute(r) for _, r in rungs.iterrows()]).sort_values("_c")
+
+
+def project_dynamics(store: Store, pred: Prediction, group: str | None = None,
+                     settings: DynamicsSettings = DynamicsSettings()) -> Dynamics:
+    """Every series in `SERIES` the rungs log, and their spike rate, projected to the prediction's target."""
+    _, target, rungs = target_and_rungs(store, pred, group, "to project the training dynamics from")
     compute = hero_compute(pred)
     hero_id = str(target["run_id"].iloc[0]) if len(target) else None
     ids = list(rungs["run_id"]) + ([hero_id] if hero_id else [])
@@ -191,13 +198,8 @@ def _run_series(hist: pd.DataFrame, run: pd.Series, metric: str, started_with: f
 def spike_count(fraction: np.ndarray, values: np.ndarray, steps: np.ndarray,
                 settings: DynamicsSettings = DynamicsSettings()) -> tuple[int, float]:
     """Train-loss spikes past `spike_skip` of a run, and the optimizer steps examined."""
-    start = int(np.searchsorted(fraction, settings.spike_skip))
-    n = len(values)
-    if n == 0 or start >= n:
-        return 0, 0.0
-    sp = count_spikes(values, window=max(21, settings.spike_window * n), k=settings.spike_z, start=start)
-    # exposure in optimizer steps, so a series logged every k steps counts the steps it spans
-    return sp.count, float(steps[-1] - steps[start]) + 1.0
+    return spikes_in_run(fraction, values, steps, skip=settings.spike_skip, window=settings.spike_window,
+                         k=settings.spike_z)
 
 
 def _spikes(hist: pd.DataFrame, rungs: pd.DataFrame, hero: pd.Series | None, compute: float,

@@ -11,7 +11,7 @@ import pandas as pd
 import fits
 from ladder import plots
 from ladder import runfiles as keys
-from ladder.dynamics import project_dynamics
+from ladder.dynamics import project_dynamics, target_and_rungs
 from ladder.errors import LadderError
 from ladder.prediction import Prediction
 from ladder.store import Store
@@ -53,13 +53,7 @@ def hero_actual(store: Store, pred: Prediction) -> pd.Series:
 
 def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:
     """Draw every figure into `out_dir` (PNG and SVG); return the paths."""
-    runs = store.runs()
-    target = runs[runs["name"] == pred.run_name]
-    grp = group if group is not None else (str(target["group"].iloc[0]) if len(target) else None)
-    rungs = runs[(runs["role"] == "rung") & ((runs["group"] == grp) if grp is not None else True)]
-    if rungs.empty:
-        raise LadderError(f"{store.root}: no rungs of group {grp!r} to draw")
-    rungs = rungs.assign(_c=rungs["fit_flops_per_token"] * rungs["planned_tokens"].astype(float)).sort_values("_c")
+    runs, target, rungs = target_and_rungs(store, pred, group, "to draw")
     rung_ids = list(rungs["run_id"])
     rung_curves = curves(store, rung_ids, pred.metric, runs)
     hero_ids = [str(target["run_id"].iloc[0])] if len(target) else []
@@ -82,7 +76,7 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     drop = curves(store, rung_ids + hero_ids, keys.DROP_FRACTION, runs, started)
     if any(len(c.value) for c in grad):
         paths += plots.save(plots.diagnostics(grad, drop, hero_last=bool(hero_ids)), out, "diagnostics")
-    dyn = project_dynamics(store, pred, grp)
+    dyn = project_dynamics(store, pred, group)
     if dyn.series or dyn.spikes is not None:
         paths += plots.save(plots.dynamics(dyn), out, "dynamics")
     return paths

@@ -26,6 +26,7 @@ from ladder.prediction import FormUsed, Prediction
 from ladder.runconfig import RunConfig
 from ladder.runview import SIX_N, LadderRun, flops_notes, from_config, rungs_from_store
 from ladder.schedule import Schedule
+from ladder.sources.coords import planned_steps_at
 from ladder.store import Store
 
 FORM_NAMES = {"per-fraction": "per-fraction law", "per-fraction-free": "per-fraction law (free)",
@@ -85,10 +86,8 @@ def prediction_steps(target: RunConfig | LadderRun) -> np.ndarray:
 
 def planned_fraction(schedule: Schedule | None, steps: np.ndarray, planned: int) -> np.ndarray:
     """step / the plan in force at that step (the edited plan's fraction, shown beside the original's)."""
-    now = np.full(steps.shape, float(planned))
-    for edit in schedule.edits if schedule is not None else ():
-        now = np.where(steps > edit.at_step, float(edit.horizon), now)
-    return steps / now
+    edits = tuple((e.at_step, e.horizon) for e in schedule.edits) if schedule is not None else ()
+    return steps / planned_steps_at(steps, planned, edits)
 
 
 def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettings | None = None) -> Prediction:

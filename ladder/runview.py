@@ -122,9 +122,7 @@ def from_config(cfg: RunConfig, steps=None, values=None, state: str = "finished"
 def from_store(store: Store, row, metric: str, *, need_evals: int = 3) -> LadderRun:
     """A stored run (a row of `Store.runs`) with its `metric` evals."""
     name, run_id = str(row["name"]), str(row["run_id"])
-    hist = store.history([run_id], [metric, keys.LEARNING_RATE])
-    evals = hist[hist["metric"] == metric].sort_values("step")
-    evals = evals[np.isfinite(evals["value"].to_numpy(float))]
+    evals = store.history([run_id], [metric]).sort_values("step")  # finite values only
     if len(evals) < need_evals:
         raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r}; pull it again or leave it out")
     steps, values, state = evals["step"].to_numpy(np.int64), evals["value"].to_numpy(float), str(row["state"])
@@ -134,15 +132,15 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 3) -> Ladder
         return from_config(cfg, steps, values, state)
     config = store.config(run_id)
     _, _, schedule = coordinates_from_config(config)
-    stop = _int(row["stop_after_steps"])
+    stop = int(row["stop_after_steps"])
     flops, flops_from, n = _flops(name, row)
     lrs = None
-    if schedule is None:
-        lr = hist[hist["metric"] == keys.LEARNING_RATE]
+    if schedule is None:  # no declared schedule: the logged LR, if any
+        lr = store.history([run_id], [keys.LEARNING_RATE])
         if len(lr):
             lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), max(stop, int(steps.max())))
     return LadderRun(
-        name, flops, _int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
+        name, flops, int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
         group=str(row["group"]), active_params=n, tpp=_float(config.get("tpp")), schedule=schedule,
         logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from,
     )
@@ -211,6 +209,27 @@ def target_from_file(path: Path) -> LadderRun:
                      eval_every=int(num.get("eval_every", 0)))
 
 
+def save_target(run: LadderRun, path: Path) -> Path:
+    """`run` as a file `ladder predict` reads back: its planner config when it has one, else a target file."""
+    if run.config is not None:
+        run.config.replace(schedule=run.schedule).save(path)
+        return path
+    import yaml
+
+    from ladder.configio import to_dict
+    from ladder.files import write_text_atomic
+
+    n = run.active_params
+    entry = {"name": run.name, "group": run.group, "active_params": int(n) if n and float(n).is_integer() else n,
+             "fit_flops_per_token": run.flops_per_token if run.flops_from != SIX_N else None,
+             "stop_after_steps": run.stop_after_steps, "tokens_per_step": run.tokens_per_step, "tpp": run.tpp,
+             "eval_every": run.eval_every or None,
+             "schedule": to_dict(run.schedule) if run.schedule is not None else None}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(path, yaml.safe_dump({k: v for k, v in entry.items() if v not in (None, "")},
+                                                  sort_keys=False))
+
+
 # ---- coordinates --------------------------------------------------------------------------------------------
 
 
@@ -249,7 +268,3 @@ def _float(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if np.isfinite(f) and f > 0 else None
-
-
-def _int(v: Any) -> int:
-    return int(v)

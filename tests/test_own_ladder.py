@@ -221,6 +221,14 @@ def test_replan_checks_its_inputs_before_predicting(tmp_path):
                  "--shorten-to", str(int(0.9 * HERO.stop_after_steps)), "--out", str(tmp_path / "out"))
     assert res.exit_code == 2 and "exists" in res.output
     assert (tmp_path / "out" / "big.yaml").read_text() == "keep: me\n"
+    # the edited target is written as a target file that reads back with the edit
+    cut = int(0.9 * HERO.stop_after_steps)
+    res = invoke("replan", "--target", str(target), "--store", str(tmp_path / "store"), "--at", "100",
+                 "--shorten-to", str(cut), "--n-boot", "40", "--out", str(tmp_path / "new"))
+    assert res.exit_code == 0, res.output
+    back = target_from_file(tmp_path / "new" / "big.yaml")
+    assert back.stop_after_steps == cut and back.planned_steps == HERO.schedule.total_steps
+    assert back.tpp == HERO.tpp and back.flops_from == "6·N" and len(back.schedule.edits) == 1
 
 
 # ---- the LR from a logged series --------------------------------------------------------------------------

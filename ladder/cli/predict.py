@@ -236,29 +236,11 @@ def replan_command(
                   f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
                   f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})")
     if out is not None:
-        written = _save_target(edited, out)
+        from ladder.runview import save_target
+
+        written = save_target(edited, out / f"{edited.name}.yaml")
         new.save(out)
         console.print(f"Wrote {written} and its prediction to {out}/")
-
-
-def _save_target(target, out: Path) -> Path:
-    """The edited run as a file `ladder predict` reads back: a RunConfig, or a target file."""
-    path = out / f"{target.name}.yaml"
-    if target.config is not None:
-        target.config.replace(schedule=target.schedule).save(path)
-        return path
-    import yaml
-
-    from ladder.configio import to_dict
-    from ladder.files import write_text_atomic
-    from ladder.runview import SIX_N
-
-    n = target.active_params
-    entry = {"name": target.name, "group": target.group, "active_params": int(n) if n and float(n).is_integer() else n,
-             "fit_flops_per_token": target.flops_per_token if target.flops_from != SIX_N else None, "stop_after_steps": target.stop_after_steps,
-             "tokens_per_step": target.tokens_per_step, "schedule": to_dict(target.schedule)}
-    out.mkdir(parents=True, exist_ok=True)
-    return write_text_atomic(path, yaml.safe_dump({k: v for k, v in entry.items() if v not in (None, "")}, sort_keys=False))
 
 
 def _fmt(v: float, signed: bool = False) -> str:

@@ -104,11 +104,7 @@ class Coordinates:
     """Planned steps before any schedule edit (0: the same as `stop_after_steps`)."""
 
     def planned_steps_at(self, steps: np.ndarray) -> np.ndarray:
-        steps = np.asarray(steps, dtype=np.int64)
-        planned = np.full(steps.shape, self.initial_steps or self.stop_after_steps, dtype=np.int64)
-        for at_step, horizon in self.horizons:
-            planned = np.where(steps > at_step, horizon, planned)
-        return planned
+        return planned_steps_at(steps, self.initial_steps or self.stop_after_steps, self.horizons)
 
     def fraction(self, steps: np.ndarray) -> np.ndarray:
         steps = np.asarray(steps, dtype=np.int64)
@@ -116,6 +112,16 @@ class Coordinates:
 
     def values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in FIELDS}
+
+
+def planned_steps_at(steps: np.ndarray, initial: int, horizons: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The plan in force at each step: `initial`, then each edit's horizon after its step (an eval at the
+    edit's step still belongs to the old plan)."""
+    steps = np.asarray(steps, dtype=np.int64)
+    planned = np.full(steps.shape, initial, dtype=np.int64)
+    for at_step, horizon in horizons:
+        planned = np.where(steps > at_step, horizon, planned)
+    return planned
 
 
 def coordinates_from_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], Schedule | None]:
