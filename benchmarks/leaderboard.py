@@ -20,7 +20,10 @@ Tasks (curve): the target's logged evals from 10% of its run on are scored.
 - demo-hero: the micro demo's four rungs predict its hero (horizon cut to 80% at half way), from
   the demo's store (`make demo` first; skipped when missing).
 Tasks (endpoint, `ladder fit surface`): olmo2-13B and olmo2-7B from the whole OLMo ladder's final
-losses; chinchilla-top: the 30 runs with the most compute predicted from the others.
+losses; chinchilla-top: the 30 runs with the most compute predicted from the others; olmo-3.2B-finals:
+the five 3.2B final losses from the 20 smaller runs'; misfitting-1b-finals: the 1B runs' final losses
+from every best-LR run of 12m–400m. Rows: the default (the form a backtest on the runs chooses) and
+each form by name; every band is widened by the form's backtest error carried to the target.
 
 Metrics per task: final |error| (signed in brackets), mean |error| along the curve, and the share
 of actual points inside the 90% band. Then, per method, the pooled summary.
@@ -43,12 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import fit_datasets as ds  # noqa: E402
 from benchmarks.fit_misfitting import best_lr_runs  # noqa: E402
-from fits import FitError, fit_surface  # noqa: E402
+from fits import FitError  # noqa: E402
 from fits import predictor as core  # noqa: E402
 from fits.candidates import Options  # noqa: E402
 from fits.runs import Run, lrs_from_logged  # noqa: E402
+from fits.surfacechoice import choose_surface  # noqa: E402
 
 METHODS = ("default", "per-fraction", "per-fraction-free", "multipower", "ensemble")
+ENDPOINT_METHODS = {"default (form by backtest)": "auto", "surface (free α, β)": "free", "surface, one exponent": "shared"}
 SCORE_FROM = 0.1
 
 
@@ -225,7 +230,7 @@ def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
 
 
 def endpoint_tasks() -> list[dict]:
-    """Surface fits on final losses: the plain Chinchilla surface and the one-exponent variant."""
+    """Surface fits on final losses (N, D, loss; then the targets' N, D, loss)."""
     lad, _ = ds.olmo_ladder()
     finals = ds.olmo_finals(lad)
     out = []
@@ -233,6 +238,15 @@ def endpoint_tasks() -> list[dict]:
     for name, (N, D, actual) in tg.items():
         out.append(("olmo2-" + name, finals["N"].to_numpy(), finals["D"].to_numpy(), finals["loss"].to_numpy(),
                     np.array([N]), np.array([D]), np.array([actual])))
+    small, big = finals[finals["N"] < 3e9], finals[finals["N"] >= 3e9]
+    out.append(("olmo-3.2B-finals", small["N"].to_numpy(), small["D"].to_numpy(), small["loss"].to_numpy(),
+                big["N"].to_numpy(), big["D"].to_numpy(), big["loss"].to_numpy()))
+    df = best_lr_runs(ds.misfitting()).sort_values("step")
+    fin = df.groupby("run_id").agg(N=("params_nonembed", "first"), D=("tokens", "max"), loss=("loss", "last"),
+                                   model=("model", "first"))
+    s, b = fin[fin["model"] != "misfitting_1b"], fin[fin["model"] == "misfitting_1b"]
+    out.append(("misfitting-1b-finals", s["N"].to_numpy(), s["D"].to_numpy(), s["loss"].to_numpy(),
+                b["N"].to_numpy(), b["D"].to_numpy(), b["loss"].to_numpy()))
     ch = ds.chinchilla()
     order = np.argsort(ch["flops"].to_numpy())
     fit_i, test_i = order[:-30], order[-30:]
@@ -247,12 +261,11 @@ def score_endpoint(task) -> dict[str, dict]:
 
     name, N, D, y, Nt, Dt, yt = task
     rows = {}
-    for label, kw in (("surface", {}), ("surface α=β", {"shared_exponent": True})):
-        fit = fit_surface(N, D, y, **kw)
-        pred = fit.predict(Nt, Dt)
-        lo, hi = bootstrap(fit, 200, seed=0).interval(Nt, Dt)
-        tlo, thi = fit.interval(Nt, Dt)
-        lo, hi = np.minimum(lo, tlo), np.maximum(hi, thi)
+    for label, form in ENDPOINT_METHODS.items():
+        choice = choose_surface(N, D, y, form=form)
+        pred = choice.fit.predict(Nt, Dt)
+        band = choice.band(Nt, Dt, bootstrap(choice.fit, 200, seed=0))
+        lo, hi = band.lo90, band.hi90
         err = pred / yt - 1
         rows[label] = {"final": float(np.mean(err)), "final_abs": float(np.mean(np.abs(err))),
                        "mean_abs": float(np.mean(np.abs(err))), "inside": int(np.sum((lo <= yt) & (yt <= hi))),
@@ -333,7 +346,7 @@ def main() -> None:
         for task in endpoint_tasks():
             ep[task[0]] = score_endpoint(task)
         print("\nendpoint tasks (`ladder fit surface`):")
-        print_table(ep, ("surface", "surface α=β"))
+        print_table(ep, tuple(ENDPOINT_METHODS))
         print()
         for line in marin_hero(args.n_boot):
             print(line)

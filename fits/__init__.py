@@ -5,7 +5,8 @@ one objective (`huber`: mean Huber, δ = 1e-3, on log residuals, float64) and re
 result with `predict`, `interval`, `summary` and the `warnings` that say when not to trust it.
 
 - `fit_endpoint(compute, loss)`: L(C) = E + A·C^−α on final losses (profile over E).
-- `fit_surface(n_params, tokens, loss)`: L(N, D) = E + A/N^α + B/D^β (variable projection).
+- `fit_surface(n_params, tokens, loss)`: L(N, D) = E + A/N^α + B/D^β (variable projection);
+  `choose_surface` picks α and β free or one exponent by a backtest on the runs, and carries its error.
 - `fit_per_fraction(compute, fractions, losses)`: L(g) = E + A_g·(C·g)^−α_g for whole curves
   (`smooth=K`: A_g, α_g smooth in g; `select_smooth` picks K by leaving out one run at a time).
 - `fit_multipower(curves)`, `fit_momentum(curves)`: schedule-aware curve laws across runs and sizes.
@@ -39,6 +40,7 @@ from fits.perfraction import (
 )
 from fits.powerlaw import EProfile
 from fits.surface import SurfaceFit, fit_surface
+from fits.surfacechoice import SurfaceChoice, choose_surface
 from fits.uncertainty import Band, Ensemble, FormSpread, bootstrap, form_spread, jackknife
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "MultiPower",
     "PerFractionFit",
     "SmoothChoice",
+    "SurfaceChoice",
     "SurfaceFit",
     "backtest_curve_law",
     "backtest_endpoint",
@@ -65,6 +68,7 @@ __all__ = [
     "backtest_prefix",
     "backtest_surface",
     "bootstrap",
+    "choose_surface",
     "fit_curve_law",
     "fit_endpoint",
     "fit_momentum",

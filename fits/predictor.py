@@ -372,12 +372,19 @@ def floored(band: Band, rows, method: str, distance: float, fractions: np.ndarra
     The backtest sees a short distance (the largest size over the next, often under 2×); errors it
     did not see there can still grow further out, so it can raise the band above what public ladders
     show but not lower it."""
-    prior = UNTESTED_ERROR * max(distance, 0.0) * np.abs(band.median)
-    carried = carried_error(rows, method, distance, fractions) * np.abs(band.median) / Z90
-    sd = np.maximum(carried, prior)
+    sd = floor_sd(band.median, carried_error(rows, method, distance, fractions), distance)
     if not np.any(sd > 0):
         return band
     return cand.widen(band, sd)
+
+
+def floor_sd(median, carried90, distance) -> np.ndarray:
+    """One standard deviation (absolute) a band gets at `distance` e-folds of extrapolation: the larger
+    of the relative error a backtest carried there (`carried90`, read as a 90% bound) and
+    `UNTESTED_ERROR` per e-fold."""
+    scale = np.abs(np.asarray(median, dtype=np.float64))
+    prior = UNTESTED_ERROR * np.maximum(distance, 0.0) * scale
+    return np.maximum(np.asarray(carried90) * scale / Z90, prior)
 
 
 def tested(rows, method: str) -> bool:
@@ -385,4 +392,4 @@ def tested(rows, method: str) -> bool:
     return any(s.method == method and not s.failed and s.errors.size and s.distance > 0 for s in rows)
 
 
-__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "predict"]
+__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "floor_sd", "predict"]

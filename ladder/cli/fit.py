@@ -42,6 +42,12 @@ class Form(StrEnum):
     curve = "curve"
 
 
+class SurfaceForm(StrEnum):
+    auto = "auto"
+    free = "free"
+    shared = "shared"
+
+
 class Law(StrEnum):
     perfraction = "perfraction"
     multipower = "multipower"
@@ -197,9 +203,12 @@ def fit_surface_command(
     params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
     E: float | None = E_OPT,
-    shared_exponent: bool = typer.Option(
-        False, "--shared-exponent", help="Fit one exponent for N and D (α = β), as in the (Mis)Fitting survey's variant.",
+    form: SurfaceForm = typer.Option(
+        SurfaceForm.auto, "--form",
+        help="free: α and β apart; shared: one exponent for N and D (α = β); auto: the one with the lower error "
+             "predicting the largest size from the smaller ones (a backtest on these runs; free with under 3 sizes).",
     ),
+    shared_exponent: bool = typer.Option(False, "--shared-exponent", help="Same as --form shared."),
     at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
     predict_csv: Path | None = typer.Option(
         None, "--predict-csv",
@@ -215,7 +224,9 @@ def fit_surface_command(
     """Fit the Chinchilla surface L(N, D) = E + A/N^α + B/D^β to runs that vary size and tokens.
 
     Solved by variable projection: every (α, β) of a grid gets its non-negative least-squares
-    (E, A, B) at once, and the best start a Huber refinement. From the store, N is active
+    (E, A, B) at once, and the best start a Huber refinement. The form (α and β free, or one
+    exponent) is chosen by predicting the largest size from the smaller ones (--form auto), and
+    every band is widened by that backtest's error carried to the target. From the store, N is active
     parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
     """
@@ -231,18 +242,29 @@ def fit_surface_command(
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
+    if shared_exponent:
+        if form is SurfaceForm.free:
+            raise LadderError("--shared-exponent and --form free contradict each other; give one")
+        form = SurfaceForm.shared
     targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col) if predict_csv is not None else None
-    fit = fits.fit_surface(data.params, data.tokens, data.loss, E=E, shared_exponent=shared_exponent)
+    from fits.surfacechoice import choose_surface
+    choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value)
+    fit = choice.fit
     ens, boot = _boot(fit, bootstrap, seed, level)
-    preds = _surface_at(fit, ens, at, level) if targets is None else _surface_bands(fit, ens, *targets)
+    preds = _surface_at(choice, ens, at, level) if targets is None else _surface_bands(choice, ens, *targets)
     if fmt is Format.json:
-        out = _base(fit, "surface") | {"shared_exponent": shared_exponent, "bootstrap": boot or None,
+        out = _base(fit, "surface") | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
+                                       "form_choice": {"form": choice.form, "why": choice.why,
+                                                       "backtest": choice.table(), "warnings": list(choice.warnings)},
                                        "predictions": preds}
         if targets is not None:
             out["band"] = _band_text(fit, ens)
         print_json(out)
         return
     _print_params(fit, boot, level)
+    console.print(choice.summary(), highlight=False)
+    for w in choice.warnings:
+        console.print(f"warning: {w}", highlight=False)
     if targets is not None:
         _print_bands(preds, _band_text(fit, ens))
         return
@@ -253,20 +275,23 @@ def fit_surface_command(
         )
 
 
-def _surface_at(fit, ens, at: list[str], level: float) -> list[dict]:
-    preds = []
+def _surface_at(choice, ens, at: list[str], level: float) -> list[dict]:
+    fit, preds = choice.fit, []
     for item in at:
         nd = _floats(item, "--at")
         if len(nd) != 2:
             raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
         lo, hi = ens.interval(*nd, level=level) if ens else fit.interval(*nd, level=level)
-        preds.append({"params": nd[0], "tokens": nd[1], "loss": float(fit.predict(*nd)), "lo": float(lo),
-                      "hi": float(hi), "band": "bootstrap" if ens else f"student-t, {fit.dof} dof"})
+        m = float(fit.predict(*nd))
+        lo, hi = choice.floor_interval(m, lo, hi, *nd, level=level)
+        preds.append({"params": nd[0], "tokens": nd[1], "loss": m, "lo": float(lo),
+                      "hi": float(hi), "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof")
+                      + ", widened by the backtest's error carried to the target"})
     return preds
 
 
-def _surface_bands(fit, ens, n_params: np.ndarray, tokens: np.ndarray) -> list[dict]:
-    b = fit.band(n_params, tokens, ens)
+def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray) -> list[dict]:
+    b = choice.band(n_params, tokens, ens)
     keys = ("median", "lo50", "hi50", "lo90", "hi90")
     cols = [np.broadcast_to(getattr(b, k), n_params.shape) for k in keys]
     return [{"params": float(n), "tokens": float(d)} | {k: _finite(c[i]) for k, c in zip(keys, cols)}
@@ -280,11 +305,14 @@ def _finite(x) -> float | None:
 
 
 def _band_text(fit, ens) -> str:
+    from fits.predictor import UNTESTED_ERROR
     t = f"Student-t observation band ({fit.dof} dof)" if fit.dof > 0 else ""
+    widened = ("; widened in quadrature by the form backtest's error per e-fold of extrapolation carried to "
+               f"each target, and to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold")
     if ens is None:
-        return t or "none: no spare runs for a Student-t band; add --bootstrap N"
+        return (t + widened) if t else "none: no spare runs for a Student-t band; add --bootstrap N"
     b = f"bootstrap over runs ({ens.n} refits)"
-    return f"the wider of the {b} and the {t}" if t else b
+    return (f"the wider of the {b} and the {t}" if t else b) + widened
 
 
 def _print_bands(preds: list[dict], band: str) -> None:

@@ -1,0 +1,197 @@
+"""The surface's form chosen by a backtest on the runs themselves, and a band no narrower than it saw.
+
+Two forms of L(N, D) = E + A/N^α + B/D^β can predict a larger run: α and β free, or one exponent
+for both (α = β). With few model sizes the free form trades α against E, and which form carries
+to a larger size is not something a fit's residuals say. So each form is backtested on the runs:
+the largest size is held out and predicted from the smaller ones (and, with five sizes or more,
+the two largest from the rest), and the form with the lower mean |error| over the held-out runs
+predicts (ties keep the free form). Sizes within 1% count as one.
+
+The band: the chosen form's own band (Student-t or bootstrap, which hold the runs' own scatter),
+widened in quadrature by the backtest's error beyond that scatter, per e-fold of extrapolation,
+carried to the target's distance (the 90% level), and to at least `fits.predictor.UNTESTED_ERROR`
+per e-fold (one sd), as the curve predictor does.
+The distance of a run from a fit is the larger of its size and its tokens per parameter over the
+largest fitted, in e-folds (0 inside the fitted range).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from fits import checks
+from fits.candidates import Z90
+from fits.errors import FitError
+from fits.predictor import floor_sd
+from fits.surface import SurfaceFit, fit_surface
+from fits.uncertainty import Band
+
+FORMS = ("free", "shared")
+"""free: α and β fitted apart; shared: one exponent for N and D (α = β)."""
+
+
+@dataclass(frozen=True)
+class FormTrial:
+    """One form predicting one held-out set of sizes."""
+
+    form: str
+    held_out: tuple[float, ...]
+    """The held-out model sizes (N)."""
+    distance: float
+    """How far the held-out runs reach beyond the fitted ones (e-folds; the farthest held-out run, as
+    the curve predictor counts a backtest's distance)."""
+    errors: np.ndarray
+    """predicted / actual − 1, one per held-out run."""
+    scatter: float = 0.0
+    """The fitted runs' scatter around the law (log residual sd): the part of a held-out run's error
+    that is its own noise, which extrapolating further does not grow."""
+    failed: str = ""
+
+    @property
+    def mean_abs(self) -> float:
+        return float(np.mean(np.abs(self.errors))) if self.errors.size and not self.failed else np.inf
+
+    @property
+    def per_efold(self) -> float:
+        """RMS error per e-fold of extrapolation, beyond the runs' own scatter:
+        sqrt(max(mean error² − scatter², 0)) / distance."""
+        if self.failed or not self.errors.size:
+            return 0.0
+        excess = max(float(np.mean(self.errors**2)) - self.scatter**2, 0.0)
+        return float(np.sqrt(excess) / max(self.distance, 1e-9))
+
+    def record(self) -> dict:
+        ok = self.errors.size and not self.failed
+        return {"form": self.form, "held_out_sizes": [float(n) for n in self.held_out], "runs": int(self.errors.size),
+                "mean_error": float(np.mean(self.errors)) if ok else None,
+                "mean_abs_error": self.mean_abs if ok else None,
+                "distance_efolds": self.distance, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class SurfaceChoice:
+    form: str
+    fit: SurfaceFit
+    why: str
+    trials: tuple[FormTrial, ...] = ()
+    n_max: float = 1.0
+    ratio_max: float = 1.0
+    warnings: tuple[str, ...] = field(default=())
+
+    def scores(self) -> dict[str, float]:
+        return _scores(self.trials)
+
+    def per_efold(self) -> float:
+        """The chosen form's largest backtest RMS error per e-fold (0 without a backtest)."""
+        return max((t.per_efold for t in self.trials if t.form == self.form), default=0.0)
+
+    def distance(self, n_params, tokens) -> np.ndarray:
+        return distance(n_params, tokens, self.n_max, self.ratio_max)
+
+    def sd(self, median, n_params, tokens) -> np.ndarray:
+        """One standard deviation (absolute) the band adds: backtest error carried, or the untested floor."""
+        d = self.distance(n_params, tokens)
+        return floor_sd(np.asarray(median, dtype=np.float64), self.per_efold() * d, d)
+
+    def band(self, n_params, tokens, ensemble=None) -> Band:
+        """The chosen fit's band (`SurfaceFit.band`) with the backtest's carried error added to each part."""
+        sd = self.sd(self.fit.predict(n_params, tokens), n_params, tokens)
+        return self.fit.band(n_params, tokens, ensemble, extra_sd=sd)
+
+    def floor_interval(self, median, lo, hi, n_params, tokens, level: float):
+        """A `level` interval (lo, hi) around `median` widened the same way."""
+        z = stats.norm.ppf(0.5 + level / 2) * self.sd(median, n_params, tokens)
+        return median - np.hypot(median - lo, z), median + np.hypot(hi - median, z)
+
+    def table(self) -> list[dict]:
+        return [t.record() for t in self.trials]
+
+    def summary(self) -> str:
+        lines = [f"form: {self.form} ({self.why})"]
+        for t in self.trials:
+            sizes = ", ".join(f"{n:.3g}" for n in t.held_out)
+            res = (f"failed: {t.failed}" if t.failed else
+                   f"mean error {np.mean(t.errors):+.2%}, mean |error| {t.mean_abs:.2%} over {t.errors.size} runs "
+                   f"(reaching {t.distance:.2f} e-folds out)")
+            lines.append(f"  backtest {t.form:<6} holding out N = {sizes}: {res}")
+        return "\n".join(lines)
+
+
+def distance(n_params, tokens, n_max: float, ratio_max: float) -> np.ndarray:
+    """e-folds beyond the fitted runs: the larger of log(N / largest N) and log(D/N / largest D/N), ≥ 0
+    (a larger model, or more tokens per parameter than any fitted run)."""
+    N = np.asarray(n_params, dtype=np.float64)
+    D = np.asarray(tokens, dtype=np.float64)
+    return np.maximum(np.maximum(np.log(N / n_max), np.log(D / N / ratio_max)), 0.0)
+
+
+def size_classes(N: np.ndarray) -> np.ndarray:
+    """Each run's size class: sizes within 1% are one (log N rounded to 2 decimals)."""
+    return np.round(np.log(N), 2)
+
+
+def _scores(trials) -> dict[str, float]:
+    by: dict[str, list[float]] = {}
+    for t in trials:
+        by.setdefault(t.form, []).append(t.mean_abs)
+    return {f: float(np.mean(v)) for f, v in by.items()}
+
+
+def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS) -> tuple[FormTrial, ...]:
+    """Each form fitted without the largest size (and the two largest with 5+ sizes), predicting them."""
+    cls = size_classes(N)
+    distinct = np.unique(cls)
+    if distinct.size < 3:
+        return ()
+    trials = []
+    for k in (1, 2) if distinct.size >= 5 else (1,):
+        held = cls >= distinct[-k]
+        fit_i, out_i = np.flatnonzero(~held), np.flatnonzero(held)
+        d = float(distance(N[out_i], D[out_i], N[fit_i].max(), (D[fit_i] / N[fit_i]).max()).max())
+        sizes = tuple(float(n) for n in np.unique(N[out_i]))
+        for form in forms:
+            try:
+                fit = fit_surface(N[fit_i], D[fit_i], L[fit_i], E=E, shared_exponent=form == "shared")
+            except FitError as exc:
+                trials.append(FormTrial(form, sizes, d, np.zeros(0), failed=str(exc)))
+                continue
+            scatter = float(np.sqrt(fit.s2)) if np.isfinite(fit.s2) else 0.0
+            trials.append(FormTrial(form, sizes, d, fit.predict(N[out_i], D[out_i]) / L[out_i] - 1, scatter))
+    return tuple(trials)
+
+
+def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str = "auto") -> SurfaceChoice:
+    """The surface fitted in the form a backtest on these runs prefers (`form="auto"`), or in `form`."""
+    if form not in ("auto",) + FORMS:
+        raise FitError(f"unknown surface form {form!r}; choose auto, free or shared")
+    N = checks.as_array("n_params", n_params)
+    D = checks.as_array("tokens", tokens)
+    L = checks.as_array("loss", loss)
+    checks.same_length(n_params=N, tokens=D, loss=L)
+    trials = backtest_forms(N, D, L, E=E)
+    scores = _scores(trials)
+    warnings = []
+    if form != "auto":
+        chosen, why = form, "named"
+    elif not trials:
+        chosen, why = "free", "fewer than 3 model sizes: no backtest possible, the free form"
+        warnings.append("fewer than 3 model sizes, so no backtest chose the form or checked its band")
+    else:
+        ranked = sorted((v, i, f) for i, (f, v) in enumerate(scores.items()) if np.isfinite(v))
+        if not ranked:
+            raise FitError("no form of the surface could be backtested: "
+                           + "; ".join(f"{t.form}: {t.failed}" for t in trials if t.failed))
+        chosen = ranked[0][2]
+        why = (f"lower backtest mean |error| predicting the largest size from the smaller ones: "
+               + ", ".join(f"{f} {v:.2%}" for f, v in scores.items()))
+    fit = fit_surface(N, D, L, E=E, shared_exponent=chosen == "shared")
+    floor_note = ("bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
+                  "least the untested floor" if trials else "bands widened by the untested floor per e-fold")
+    return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, float(N.max()), float((D / N).max()),
+                         tuple(warnings))
+
+
+__all__ = ["FORMS", "FormTrial", "SurfaceChoice", "backtest_forms", "choose_surface", "distance"]
