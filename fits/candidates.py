@@ -29,7 +29,7 @@ from fits.errors import FitError
 from fits.momentum import fit_momentum
 from fits.multipower import fit_multipower
 from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
-from fits.runs import Run, same_ratio, same_shape, sizes
+from fits.runs import Run, law_compute, same_ratio, same_shape, sizes
 from fits.uncertainty import Band, bootstrap
 
 Z50, Z90 = 0.6744897501960817, 1.6448536269514722
@@ -122,8 +122,9 @@ class PerFraction:
         if len(runs) < 3:
             raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
                            f"± {o.ratio_tol:.0%}) and schedule shape; the ladder has {len(runs)}")
-        C = np.array([r.compute for r in runs])
-        smooth, chosen_by = choose_smooth(runs, o)
+        Cs, axis = law_compute(runs + [target])
+        C, compute = Cs[:-1], float(Cs[-1])
+        smooth, chosen_by = choose_smooth(runs, o, C)
         if smooth is None and o.E is None and len(runs) < 4:
             raise FitError(f"the free per-fraction law needs 4 runs with the target's token ratio when E is fitted "
                            f"(2 parameters per fraction and E); the ladder has {len(runs)}")
@@ -131,7 +132,6 @@ class PerFraction:
         grid, losses = _free_matrix(runs) if smooth is None else (grid2, losses2)
         g = steps / float(target.planned_steps)
         at = np.clip(g, grid.min(), grid.max())
-        compute = target.compute
         fit = fit_per_fraction(C, grid, losses, smooth=smooth, E=o.E)
         point = fit.predict(compute, at)
         pinned = fit if fit.E_pinned else fit_per_fraction(C, grid, losses, E=fit.E, smooth=smooth)
@@ -156,9 +156,9 @@ class PerFraction:
         band = Band(*(np.where(early, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
         basis = ("free (A_g, α_g) at every shared fraction" if smooth is None
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
-        why = (f"{len(runs)} runs share the target's token ratio and schedule shape; {basis}"
+        why = (f"{len(runs)} runs share the target's token ratio and schedule shape; compute as {axis}; {basis}"
                + (f" ({chosen_by})" if chosen_by else "") + ("; E pinned" if o.E is not None else ""))
-        params = {"E": fit.E, "A_end": float(fit.A[-1]), "alpha_end": float(fit.alpha[-1]),
+        params = {"E": fit.E, "A_end": float(fit.A[-1]), "alpha_end": float(fit.alpha[-1]), "compute": axis,
                   "smooth": smooth, "runs": [r.name for r in runs]}
         warnings = list(fit.warnings) + list(ens.warnings)
         if target.lrs is not None and target.plan_lrs is not None and _parted(target.lrs, target.plan_lrs, steps).any():
@@ -170,13 +170,13 @@ class PerFraction:
         return Outcome(band, why, params, tuple(warnings))
 
 
-def choose_smooth(runs: list[Run], o: Options) -> tuple[int | None, str]:
+def choose_smooth(runs: list[Run], o: Options, compute: np.ndarray) -> tuple[int | None, str]:
     """The per-fraction basis size: the setting, or for "auto" the leave-one-run-out choice."""
     if o.smooth != "auto":
         return o.smooth, o.smooth_note
     grid, losses = _matrix(runs)
     try:
-        choice = select_smooth(np.array([r.compute for r in runs]), grid, losses, E=o.E)
+        choice = select_smooth(compute, grid, losses, E=o.E)
     except FitError:  # too few runs to leave one out: straight lines in log g
         return 2, "too few runs to choose by leaving one out"
     return choice.chosen, choice.summary()
@@ -190,7 +190,7 @@ def resolve_smooth(runs: list[Run], target: Run, o: Options) -> Options:
     chosen = per_fraction_runs(runs, target, o.ratio_tol)
     if len(chosen) < 3:
         return o
-    smooth, note = choose_smooth(chosen, o)
+    smooth, note = choose_smooth(chosen, o, law_compute(chosen + [target])[0][:-1])
     return dataclasses.replace(o, smooth=smooth, smooth_note=note)
 
 

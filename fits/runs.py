@@ -76,6 +76,11 @@ class Run:
         return float(self.flops_per_token) * self.planned_tokens
 
     @property
+    def param_compute(self) -> float:
+        """6·N·D of the planned run: compute counted by parameters alone (= `compute` when N is unknown)."""
+        return 6.0 * self.params * self.planned_tokens
+
+    @property
     def params(self) -> float:
         """N: the given parameter count, else FLOPs per token ÷ 6."""
         return float(self.n_params) if self.n_params else float(self.flops_per_token) / 6.0
@@ -133,6 +138,19 @@ def same_shape(a: Run, b: Run, tol: float = 0.03) -> bool:
     if la is None or lb is None:
         return True
     return float(np.max(np.abs(shape_signature(la, a.planned_steps) - shape_signature(lb, b.planned_steps)))) <= tol
+
+
+def law_compute(runs: list[Run]) -> tuple[np.ndarray, str]:
+    """The compute axis of a power law in compute across `runs`: 6·N·D when every run knows N, else fit FLOPs.
+
+    Fit FLOPs per token count attention, whose share of a small model's FLOPs is larger (1.67× 6N at
+    OLMo's 190M, 1.21× at 3.2B): on that axis the small rungs sit further right than their parameters
+    put them, the fitted slope steepens, and larger runs are under-predicted. Counted by parameters, the
+    per-fraction law's predictions of held-out larger runs moved toward the truth on every public ladder
+    here that gives N (benchmarks/RESULTS.md). Returns (compute per run, what it is)."""
+    if runs and all(r.n_params for r in runs):
+        return np.array([r.param_compute for r in runs]), "6·N·D (parameters known)"
+    return np.array([r.compute for r in runs]), "fit FLOPs (N not known for every run)"
 
 
 def same_ratio(a: Run, b: Run, tol: float = 0.01) -> bool:

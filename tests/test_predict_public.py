@@ -62,5 +62,5 @@ def test_olmo_3b_at_1xc_from_the_four_smaller_sizes():
     assert abs(mp[-1] / task.targets[0].values[-1] - 1) < abs(err[-1])
 
 
-PINNED = {"marin-d2048": 0.0013, "olmo-3.2B-1xC": -0.0112}
+PINNED = {"marin-d2048": 0.0018, "olmo-3.2B-1xC": -0.0098}
 """Final relative errors of the default (predicted / actual − 1), as benchmarks/leaderboard.py measures them."""
