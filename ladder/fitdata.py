@@ -57,6 +57,8 @@ class Finals:
     compute: np.ndarray | None = None
     params: np.ndarray | None = None
     tokens: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+    """What the numbers assume (compute as 6·N·D where only N is known)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Curves:
     fractions: np.ndarray
     losses: np.ndarray
     """(runs, fractions)."""
+    notes: tuple[str, ...] = ()
 
 
 # ---- CSV ------------------------------------------------------------------------------------------
@@ -180,13 +183,17 @@ def _store_runs(store, group: str | None, role: str | None, finished: bool) -> p
         what = ", ".join(x for x in (f"group {group!r}" if group else "", f"role {role!r}" if role else "",
                                       "finished" if finished else "") if x)
         raise LadderError(f"{store.root}: no runs match ({what or 'any'}); see `ladder pull` and the runs table")
-    missing = runs["fit_flops_per_token"].isna()
-    if missing.any():
-        raise LadderError(
-            f"run {runs['name'][missing].iloc[0]!r} has no fit FLOPs per token; give it in the run's config "
-            "or pull it with that coordinate"
-        )
     return runs
+
+
+def _flops_per_token(runs: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each run's fit FLOPs per token, 6·N where only N is known (as `ladder predict` counts it), and the note."""
+    from ladder.runview import SIX_N, flops_per_token
+
+    got = [flops_per_token(str(row["name"]), row) for _, row in runs.iterrows()]
+    six = [str(name) for name, (_, source) in zip(runs["name"], got) if source == SIX_N]
+    note = (f"compute is 6·N·D for {', '.join(six)}: only N is known",) if six else ()
+    return np.array([f for f, _ in got], dtype=np.float64), note
 
 
 def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -209,12 +216,14 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
             "its last value is not a final loss (finish it, or mark it crashed and leave it out)"
         )
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
+    flops, notes = _flops_per_token(runs)
     return Finals(
         names=runs["name"].tolist(),
         loss=last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64),
-        compute=runs["fit_flops_per_token"].to_numpy(dtype=np.float64) * tokens,
+        compute=flops * tokens,
         params=runs["active_params"].to_numpy(dtype=np.float64),
         tokens=tokens,
+        notes=notes,
     )
 
 
@@ -223,15 +232,16 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
     """Every run's `metric` at `fractions` of its planned steps (running runs included)."""
     runs = _store_runs(store, group, role, finished=False)
     hist = _store_history(store, runs, metric)
+    flops, notes = _flops_per_token(runs)
     names, totals, rows = [], [], []
-    for _, run in runs.iterrows():
+    for (_, run), f in zip(runs.iterrows(), flops):
         h = hist[hist["run_id"] == run["run_id"]]
         if h.empty:
             continue
         names.append(run["name"])
-        totals.append(float(run["fit_flops_per_token"]) * float(run["planned_tokens"]))
+        totals.append(f * float(run["planned_tokens"]))
         rows.append(fits.sample_curve(h["fraction"].to_numpy(), h["value"].to_numpy(), 1.0, fractions))
-    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 
 def lr_curves_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",

@@ -173,6 +173,8 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
                           + ("" if all(same) else f" ({sum(same)} of {len(rungs)} rungs within {ratio_tol:.0%})"))
     out["compute"] = ("6·N·D for " + ", ".join(r.name for r in [*rungs, target] if r.flops_from == SIX_N)
                       if any(r.flops_from == SIX_N for r in [*rungs, target]) else "fit FLOPs per token × tokens")
+    if all(r.active_params for r in [*rungs, target]):
+        out["compute"] += "; the per-fraction law's axis is 6·N·D (N known for every run: fit FLOPs count attention)"
     rung, cfg = big.config, target.config
     if rung is not None and cfg is not None:
         rung_phases = [(p.start_fraction, p.seq_len) for p in rung.schedule.seq_phases]

@@ -233,6 +233,12 @@ def save_target(run: LadderRun, path: Path) -> Path:
 # ---- coordinates --------------------------------------------------------------------------------------------
 
 
+def flops_per_token(name: str, row: Any) -> tuple[float, str]:
+    """A stored run's fit FLOPs per token, or 6·N when only N is known, and which it is."""
+    flops, source, _ = _flops(name, row)
+    return flops, source
+
+
 def _flops(name: str, row: Any, where: str | None = None) -> tuple[float, str, float | None]:
     flops, n = _float(row["fit_flops_per_token"]), _float(row["active_params"])
     if flops is not None:

@@ -91,6 +91,14 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     t = pd.DataFrame(out["table"])
     n = HERO.spec.active_params()
     assert np.allclose(t["compute"], 6 * n * t["tokens"])
+    # the fits count the same compute, and say so
+    fit = invoke("fit", "endpoint", "--store", str(tmp_path / "store"), "--group", "mine", "--format", "json")
+    assert fit.exit_code == 0, fit.output
+    fitted = json.loads(fit.output)
+    assert fitted["n_runs"] == len(PLAN.rungs) and fitted["notes"][0].startswith("compute is 6·N·D for ")
+    curve = invoke("fit", "curve", "--store", str(tmp_path / "store"), "--group", "mine")
+    assert curve.exit_code == 0, curve.output
+    assert "note: compute is 6·N·D for" in curve.output
 
 
 def test_fit_flops_change_the_compute_and_the_note_goes(tmp_path):
@@ -100,7 +108,7 @@ def test_fit_flops_change_the_compute_and_the_note_goes(tmp_path):
     pred = predict(Store(tmp_path / "store"), target_from_file(target_yaml(
         tmp_path / "big.yaml", fit_flops_per_token=HERO.fit_flops_per_token)), PredictSettings(n_boot=40))
     assert not any("6·N·D" in w for w in pred.warnings)
-    assert pred.assumptions["compute"] == "fit FLOPs per token × tokens"
+    assert pred.assumptions["compute"].startswith("fit FLOPs per token × tokens; the per-fraction law's axis is 6·N·D")
     assert pred.assumptions["schedule"].startswith("rungs: each rung's logged LR (optim/learning_rate)")
 
 

@@ -111,7 +111,7 @@ def _boot(fit, n: int, seed: int, level: float) -> tuple[fits.Ensemble | None, d
     }
 
 
-def _base(fit, form: str) -> dict:
+def _base(fit, form: str, notes=()) -> dict:
     return {
         "form": form,
         "n_runs": fit.n_runs,
@@ -119,11 +119,14 @@ def _base(fit, form: str) -> dict:
         "objective": fit.objective,
         "converged": fit.converged,
         "warnings": list(fit.warnings),
+        "notes": list(notes),
     }
 
 
-def _print_params(fit, boot: dict, level: float) -> None:
+def _print_params(fit, boot: dict, level: float, notes=()) -> None:
     console.print(fit.summary(), highlight=False)
+    for n in notes:
+        console.print(f"note: {n}", highlight=False)
     if boot:
         console.print(f"bootstrap over runs: {boot['n']} refits, {level:.0%} intervals", highlight=False)
         for k, (lo, hi) in boot["intervals"].items():
@@ -175,9 +178,9 @@ def fit_endpoint_command(
                       "band": "bootstrap" if ens else f"student-t, {fit.dof} dof",
                       "extrapolation": c / float(data.compute.max())})
     if fmt is Format.json:
-        print_json(_base(fit, "endpoint") | {"bootstrap": boot or None, "predictions": preds})
+        print_json(_base(fit, "endpoint", data.notes) | {"bootstrap": boot or None, "predictions": preds})
         return
-    _print_params(fit, boot, level)
+    _print_params(fit, boot, level, data.notes)
     for p in preds:
         console.print(
             f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {p['loss']:.4f}  "
@@ -399,14 +402,14 @@ def fit_curve_command(
             lo, hi = fit.interval(at, level=level)
             curve = {"fraction": g, "loss": fit.predict(at), "lo": lo, "hi": hi}
     if fmt is Format.json:
-        out = _base(fit, "per-fraction") | {
+        out = _base(fit, "per-fraction", data.notes) | {
             "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
             "bootstrap": boot or None,
             "prediction": None if curve is None else {"compute": at} | {k: np.asarray(v).tolist() for k, v in curve.items()},
         }
         print_json(out)
         return
-    _print_params(fit, boot, level)
+    _print_params(fit, boot, level, data.notes)
     if curve is not None:
         console.print(f"predicted curve at C = {at:.3g} FLOPs (x{at / data.compute.max():.3g} the largest run):",
                       highlight=False)
@@ -517,6 +520,8 @@ def backtest_command(
                                        n_boot=bootstrap, seed=seed)
     if fmt is Format.json:
         print_json({"form": bt.form, "level": level, "coverage": bt.coverage,
-                    "mean_abs_error": bt.mean_abs_error, "rows": bt.records()})
+                    "mean_abs_error": bt.mean_abs_error, "rows": bt.records(), "notes": list(data.notes)})
         return
     console.print(bt.summary(), highlight=False)
+    for n in data.notes:
+        console.print(f"note: {n}", highlight=False)
