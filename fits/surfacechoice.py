@@ -23,9 +23,8 @@ import numpy as np
 from scipy import stats
 
 from fits import checks
-from fits.candidates import Z90
 from fits.errors import FitError
-from fits.predictor import floor_sd
+from fits.predictor import UNTESTED_ERROR, floor_sd
 from fits.surface import SurfaceFit, fit_surface
 from fits.uncertainty import Band
 
@@ -114,7 +113,8 @@ class SurfaceChoice:
         for t in self.trials:
             sizes = ", ".join(f"{n:.3g}" for n in t.held_out)
             res = (f"failed: {t.failed}" if t.failed else
-                   f"mean error {np.mean(t.errors):+.2%}, mean |error| {t.mean_abs:.2%} over {t.errors.size} runs "
+                   f"mean error {np.mean(t.errors):+.2%}, mean |error| {t.mean_abs:.2%} over {t.errors.size} "
+                   f"run{'s' if t.errors.size > 1 else ''} "
                    f"(reaching {t.distance:.2f} e-folds out)")
             lines.append(f"  backtest {t.form:<6} holding out N = {sizes}: {res}")
         return "\n".join(lines)
@@ -151,7 +151,7 @@ def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS) -> tuple[For
         held = cls >= distinct[-k]
         fit_i, out_i = np.flatnonzero(~held), np.flatnonzero(held)
         d = float(distance(N[out_i], D[out_i], N[fit_i].max(), (D[fit_i] / N[fit_i]).max()).max())
-        sizes = tuple(float(n) for n in np.unique(N[out_i]))
+        sizes = tuple(float(np.median(N[out_i][cls[out_i] == c])) for c in np.unique(cls[out_i]))
         for form in forms:
             try:
                 fit = fit_surface(N[fit_i], D[fit_i], L[fit_i], E=E, shared_exponent=form == "shared")
@@ -185,11 +185,12 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
             raise FitError("no form of the surface could be backtested: "
                            + "; ".join(f"{t.form}: {t.failed}" for t in trials if t.failed))
         chosen = ranked[0][2]
-        why = (f"lower backtest mean |error| predicting the largest size from the smaller ones: "
+        why = ("lower backtest mean |error| predicting the largest size from the smaller ones: "
                + ", ".join(f"{f} {v:.2%}" for f, v in scores.items()))
     fit = fit_surface(N, D, L, E=E, shared_exponent=chosen == "shared")
-    floor_note = ("bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
-                  "least the untested floor" if trials else "bands widened by the untested floor per e-fold")
+    floor = f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation"
+    floor_note = (f"bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
+                  f"least {floor}" if trials else f"bands widened by {floor}")
     return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, float(N.max()), float((D / N).max()),
                          tuple(warnings))
 

@@ -107,9 +107,10 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     hero_path, hero = runs[-1]
     pred = predict(store, hero, PredictSettings(n_boot=n_boot))
     pred_dir = out / "prediction"
-    if not is_done(hero_path, hero):  # a fresh hero starts a fresh watch
-        for name in ("alerts.jsonl", "watch-state.json"):
-            (pred_dir / name).unlink(missing_ok=True)
+    # a fresh hero starts a fresh watch; a finished one is replayed against this prediction (an earlier
+    # watch judged it against the prediction of an earlier demo, which may differ)
+    for name in ("alerts.jsonl", "watch-state.json"):
+        (pred_dir / name).unlink(missing_ok=True)
     pred.save(pred_dir)
     show_prediction(console, pred)
 

@@ -233,7 +233,6 @@ def fit_surface_command(
     parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
     """
-    import fits
     from ladder import fitdata
     _check_level(level)
     if at and predict_csv is not None:
