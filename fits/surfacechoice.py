@@ -181,16 +181,19 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
         warnings.append("fewer than 3 model sizes, so no backtest chose the form or checked its band")
     else:
         ranked = sorted((v, i, f) for i, (f, v) in enumerate(scores.items()) if np.isfinite(v))
-        if not ranked:
-            raise FitError("no form of the surface could be backtested: "
-                           + "; ".join(f"{t.form}: {t.failed}" for t in trials if t.failed))
-        chosen = ranked[0][2]
-        why = ("lower backtest mean |error| predicting the largest size from the smaller ones: "
-               + ", ".join(f"{f} {v:.2%}" for f, v in scores.items()))
+        if ranked:
+            chosen = ranked[0][2]
+            why = ("lower backtest mean |error| predicting the largest size from the smaller ones: "
+                   + ", ".join(f"{f} {v:.2%}" for f, v in scores.items()))
+        else:
+            chosen, why = "free", "no form could be fitted without the largest size: the free form"
+            warnings.append("too few runs below the largest size to fit either form, so no backtest chose the form "
+                            "or checked its band (" + "; ".join(f"{t.form}: {t.failed}" for t in trials) + ")")
     fit = fit_surface(N, D, L, E=E, shared_exponent=chosen == "shared")
     floor = f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation"
+    tested = any(t.form == chosen and not t.failed for t in trials)
     floor_note = (f"bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
-                  f"least {floor}" if trials else f"bands widened by {floor}")
+                  f"least {floor}" if tested else f"bands widened by {floor}")
     return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, float(N.max()), float((D / N).max()),
                          tuple(warnings))
 

@@ -83,6 +83,20 @@ def test_two_sizes_get_the_free_form_and_the_untested_floor():
         choose_surface(N, D, y, form="both")
 
 
+def test_too_few_runs_below_the_largest_size_fall_back_to_the_free_form():
+    """Three sizes, three runs below the largest: they cannot fit five (or four) parameters, so neither form
+    is backtested; the fit on all six still stands, with the floor."""
+    N = np.array([5e7, 5e7, 2e8, 8e8, 8e8, 8e8])
+    D = N * np.array([10.0, 80.0, 20.0, 10.0, 40.0, 160.0])
+    y = surface_losses(np.random.default_rng(5), N, D, E=1.8, A=480.0, B=2100.0, alpha=0.3, beta=0.35, noise=0.0)
+    ch = choose_surface(N, D, y)
+    assert ch.form == "free" and all(t.failed for t in ch.trials) and ch.per_efold() == 0.0
+    assert "no form could be fitted" in ch.why and ch.warnings and "too few runs" in ch.warnings[0]
+    band = ch.band(3.2e9, 3.2e9 * 20)
+    d = np.log(3.2e9 / 8e8)
+    assert float(band.hi90 - band.median) >= Z90 * UNTESTED_ERROR * d * float(band.median) * (1 - 1e-9)
+
+
 def test_olmo_ladder_to_olmo_2_by_default():
     """The whole OLMo ladder's final losses (5 sizes × 5 lengths) predict OLMo 2 7B and 13B; the backtest
     prefers one exponent (the free form misses the 3.2B runs by -1.07% from the smaller sizes, one
