@@ -81,7 +81,7 @@ def _names(names, n):
     return [str(x) for x in names] if names is not None else [f"run {i}" for i in range(n)]
 
 
-def _holdouts(order_key: np.ndarray, holdout) -> list[tuple[int, np.ndarray, np.ndarray]]:
+def holdouts(order_key: np.ndarray, holdout) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """For each k: (k, indices fitted, indices held out), holding out the k largest distinct keys."""
     distinct = np.unique(order_key)
     out = []
@@ -108,7 +108,7 @@ def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=
     checks.same_length(compute=c, loss=y)
     names = _names(names, c.size)
     rows = []
-    for k, fit_idx, out_idx in _holdouts(c, holdout):
+    for k, fit_idx, out_idx in holdouts(c, holdout):
         fit = fit_endpoint(c[fit_idx], y[fit_idx], E=E)
         for i in out_idx:
             lo, hi = _interval(fit, (c[i],), level, n_boot, seed)
@@ -125,7 +125,7 @@ def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None
     checks.same_length(n_params=N, tokens=D, loss=y)
     names = _names(names, N.size)
     rows = []
-    for k, fit_idx, out_idx in _holdouts(N, holdout):
+    for k, fit_idx, out_idx in holdouts(N, holdout):
         fit = fit_surface(N[fit_idx], D[fit_idx], y[fit_idx], E=E)
         c_fit = (N[fit_idx] * D[fit_idx]).max()
         for i in out_idx:
@@ -149,7 +149,7 @@ def backtest_per_fraction(
     names = _names(names, C.size)
     scored = g >= score_from
     rows = []
-    for k, fit_idx, out_idx in _holdouts(C, holdout):
+    for k, fit_idx, out_idx in holdouts(C, holdout):
         fit = fit_per_fraction(C[fit_idx], g, Y[fit_idx], E=E)
         for i in out_idx:
             pred = fit.predict(C[i])
@@ -173,7 +173,7 @@ def backtest_curve_law(fit_fn, curves, compute=None, holdout=(1,), *, level=0.9,
     scale = np.array([c.scale for c in curves])
     comp = scale if compute is None else checks.as_array("compute", compute)
     rows, form = [], "curve law"
-    for k, fit_idx, out_idx in _holdouts(scale, holdout):
+    for k, fit_idx, out_idx in holdouts(scale, holdout):
         fit: CurveLawFit = fit_fn([curves[i] for i in fit_idx])
         form = fit.form_name
         ens = bootstrap(fit, n_boot, seed) if n_boot else None

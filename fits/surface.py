@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fits import checks
+from fits.candidates import widen
 from fits.errors import FitError
 from fits.linear import nnls_batch
 from fits.objective import HUBER_DELTA, REFIT_TOL, TOL, huber, huber_rows, solve
@@ -106,8 +107,6 @@ class SurfaceFit:
         median is then the refits'. Without spare runs (dof ≤ 0) only the ensemble's band is used.
         `extra_sd` (absolute) is added in quadrature to each before they are merged.
         """
-        from fits.candidates import widen
-
         t50, t90 = self.interval(n_params, tokens, 0.5), self.interval(n_params, tokens, 0.9)
         t = Band(np.asarray(self.predict(n_params, tokens)), *t50, *t90)
         if extra_sd is not None:

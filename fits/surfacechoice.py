@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from fits import checks
+from fits.backtest import holdouts
 from fits.errors import FitError
 from fits.predictor import UNTESTED_ERROR, floor_sd
 from fits.surface import SurfaceFit, fit_surface
@@ -143,13 +144,11 @@ def _scores(trials) -> dict[str, float]:
 def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS) -> tuple[FormTrial, ...]:
     """Each form fitted without the largest size (and the two largest with 5+ sizes), predicting them."""
     cls = size_classes(N)
-    distinct = np.unique(cls)
-    if distinct.size < 3:
+    n_sizes = np.unique(cls).size
+    if n_sizes < 3:
         return ()
     trials = []
-    for k in (1, 2) if distinct.size >= 5 else (1,):
-        held = cls >= distinct[-k]
-        fit_i, out_i = np.flatnonzero(~held), np.flatnonzero(held)
+    for _, fit_i, out_i in holdouts(cls, (1, 2) if n_sizes >= 5 else (1,)):
         d = float(distance(N[out_i], D[out_i], N[fit_i].max(), (D[fit_i] / N[fit_i]).max()).max())
         sizes = tuple(float(np.median(N[out_i][cls[out_i] == c])) for c in np.unique(cls[out_i]))
         for form in forms:

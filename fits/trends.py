@@ -343,8 +343,16 @@ def count_spikes(values, *, window: int = 21, k: float = 6.0, start: int = 0) ->
     return Spikes(len(starts), np.asarray(starts, dtype=np.int64), np.asarray(heights), max(v.size - start, 0))
 
 
-def spikes_in_run(fraction, values, steps, *, skip: float = 0.05, window: float = 0.02, k: float = 6.0
-                  ) -> tuple[int, float]:
+SPIKE_SKIP = 0.05
+"""Leading fraction of a run (warmup) where spikes are not counted."""
+SPIKE_WINDOW = 0.02
+"""Share of a run's points (at least 21) in the rolling median a spike stands out from."""
+SPIKE_Z = 6.0
+"""Robust z-score above that rolling median that makes a spike."""
+
+
+def spikes_in_run(fraction, values, steps, *, skip: float = SPIKE_SKIP, window: float = SPIKE_WINDOW,
+                  k: float = SPIKE_Z) -> tuple[int, float]:
     """Spikes of one run's series past `skip` of its plan (`count_spikes`, a rolling median over
     `window` of the points and at least 21), and the optimizer steps examined: a series logged every
     few steps counts the steps it spans (0 when nothing is past `skip`)."""

@@ -48,13 +48,13 @@ class CheckSettings:
 
     grad_limit: float = 4.0
     """The hero's projected grad-norm peak (global L2 norm before clipping) that raises an alarm."""
-    skip_fraction: float = 0.05
+    skip_fraction: float = trends.SPIKE_SKIP
     """Leading fraction of each run left out of the grad-norm peak, spikes and drop fraction."""
     peak_window: float = 0.02
     """Fraction of a run over which the grad norm's rolling median runs."""
-    spike_z: float = 6.0
+    spike_z: float = trends.SPIKE_Z
     """Robust z-score above the rolling median that makes a train-loss spike (as `ladder watch`)."""
-    spike_window: float = 0.02
+    spike_window: float = trends.SPIKE_WINDOW
     """Fraction of a run (at least 21 steps) of the rolling median the spikes stand out from."""
     spike_limit: float = 1.0
     """Spikes per 1,000 steps the hero may be projected to have."""

@@ -21,6 +21,9 @@ import pandas as pd
 from fits.errors import FitError
 from fits.trends import (
     FRACTIONS,
+    SPIKE_SKIP,
+    SPIKE_WINDOW,
+    SPIKE_Z,
     Projection,
     RateProjection,
     on_grid,
@@ -48,11 +51,11 @@ class DynamicsSettings:
     """Rungs needed at a fraction for a projection there; with fewer, none is made."""
     flat_level: float = 0.9
     """Projected flat where the slope's central interval at this level contains 0."""
-    spike_skip: float = 0.05
+    spike_skip: float = SPIKE_SKIP
     """Leading fraction of each run (warmup) where spikes are not counted."""
-    spike_window: float = 0.02
+    spike_window: float = SPIKE_WINDOW
     """Share of a run (at least 21 steps) of the rolling median a spike stands out from (as `ladder check`)."""
-    spike_z: float = 6.0
+    spike_z: float = SPIKE_Z
     """Robust z-score above that rolling median that makes a spike."""
 
 

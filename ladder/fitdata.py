@@ -188,12 +188,11 @@ def _store_runs(store, group: str | None, role: str | None, finished: bool) -> p
 
 def _flops_per_token(runs: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
     """Each run's fit FLOPs per token, 6·N where only N is known (as `ladder predict` counts it), and the note."""
-    from ladder.runview import SIX_N, flops_per_token
+    from ladder.runview import SIX_N, flops_per_token, six_n_note
 
     got = [flops_per_token(str(row["name"]), row) for _, row in runs.iterrows()]
     six = [str(name) for name, (_, source) in zip(runs["name"], got) if source == SIX_N]
-    note = (f"compute is 6·N·D for {', '.join(six)}: only N is known",) if six else ()
-    return np.array([f for f, _ in got], dtype=np.float64), note
+    return np.array([f for f, _ in got], dtype=np.float64), tuple(six_n_note(six))
 
 
 def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -261,10 +261,14 @@ def _check_flops(name: str, cfg: RunConfig, row) -> None:
 
 def flops_notes(runs: list[LadderRun]) -> list[str]:
     """One line naming the runs whose compute is 6·N·D (only N known)."""
-    six = [r.name for r in runs if r.flops_from == SIX_N]
-    if not six:
+    return six_n_note([r.name for r in runs if r.flops_from == SIX_N])
+
+
+def six_n_note(names: list[str]) -> list[str]:
+    """The line that says which runs' compute is 6·N·D (none when `names` is empty)."""
+    if not names:
         return []
-    return [f"compute is 6·N·D for {', '.join(six)}: only N is known (fit FLOPs per token count attention, 6·N "
+    return [f"compute is 6·N·D for {', '.join(names)}: only N is known (fit FLOPs per token count attention, 6·N "
             "does not)"]
 
 
