@@ -1,0 +1,100 @@
+"""The alternatives tried for the leaderboard's low bias and not adopted, with their numbers.
+
+    .venv/bin/python benchmarks/bias_evidence.py      # about 4 min on 2 cores
+
+1. One irreducible loss E shared by all five OLMo lengths: the per-fraction law's log residuals summed
+   over the five lengths (each with the smaller sizes' runs of that length) on a grid of pinned E; the
+   3.2B final at each length with the best joint E.
+2. The multi-power law's floor at the median under a flat prior on [0, smallest loss), weighted by its
+   profile (one observation per curve), against the default floor 0: (Mis)Fitting 1B, MPL 400M, OLMo 3.2B.
+3. The momentum law by name (no backtest) against the truth on the same targets.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import leaderboard as lb  # noqa: E402
+from fits import predictor as core  # noqa: E402
+from fits.candidates import CurveLaw, Options, _matrix, choose_smooth, per_fraction_runs, scale_of  # noqa: E402
+from fits.multipower import fit_multipower  # noqa: E402
+from fits.perfraction import fit_per_fraction  # noqa: E402
+from fits.runs import law_compute  # noqa: E402
+
+
+def joint_E(tasks) -> None:
+    Es = np.linspace(0, 2.6, 27)
+    total, preds = np.zeros(Es.size), {}
+    for t in tasks:
+        tg = t.targets[0]
+        runs = per_fraction_runs(t.runs, tg, 0.01)
+        Cs, _ = law_compute(runs + [tg])
+        C, target_C = Cs[:-1], Cs[-1]
+        smooth, _ = choose_smooth(runs, Options(), C)
+        grid, losses = _matrix(runs)
+        ri, ci = np.nonzero(np.isfinite(losses))
+        ss, err = [], []
+        for E in Es:
+            f = fit_per_fraction(C, grid, losses, smooth=smooth, E=float(E))
+            P = np.vstack([f.predict(c) for c in C])
+            r = np.log(P[ri, ci]) - np.log(losses[ri, ci])
+            ss.append(float(np.sum(r * r)))
+            err.append(f.predict(target_C, np.array([1.0]))[0] / tg.values[-1] - 1)
+        ss = np.array(ss)
+        total += ss / ss.min()
+        preds[t.name] = np.array(err)
+    j = int(np.argmin(total))
+    print(f"1. joint E over the five OLMo lengths: {Es[j]:.1f}; 3.2B final at that E: "
+          + ", ".join(f"{k} {v[j]:+.2%}" for k, v in preds.items()))
+
+
+def multipower_floor(tasks) -> None:
+    print("2. multi-power floor: default (0) vs the profile-weighted median")
+    for t in tasks:
+        cl = CurveLaw("multipower", t.runs, Options())
+        curves = cl._curves(cl.runs)
+        lmin = min(float(c.loss.min()) for c in curves)
+        qs = np.arange(10) / 10
+        fits_ = [fit_multipower(curves, E=None if q == 0 else q * lmin, shape=Options().shape) for q in qs]
+        obj = np.array([f.objective for f in fits_])
+        w = np.exp(-(len(curves) / 2) * np.log(obj / obj.min()))
+        w /= w.sum()
+        q = float(np.interp(0.5, np.cumsum(w) - w / 2, qs))
+        law = fit_multipower(curves, E=q * lmin if q > 0 else None, shape=Options().shape)
+        e0 = [fits_[0].predict(tg.steps[-1:], tg.lrs, scale_of(tg))[0] / tg.values[-1] - 1 for tg in t.targets]
+        e1 = [law.predict(tg.steps[-1:], tg.lrs, scale_of(tg))[0] / tg.values[-1] - 1 for tg in t.targets]
+        print(f"   {t.name:<22} floor {q * lmin:.2f}: final {np.mean(e0):+.2%} -> {np.mean(e1):+.2%}")
+
+
+def momentum(tasks) -> None:
+    print("3. momentum law by name")
+    for t in tasks:
+        t0, errs = time.perf_counter(), []
+        for tg in t.targets:
+            keep = tg.fractions >= 0.1
+            blank = replace(tg, steps=np.zeros(0, np.int64), values=np.zeros(0))
+            res = core.predict(t.runs, blank, tg.steps[keep], core.Settings(
+                method="momentum", candidates=("momentum",), backtest=False, options=Options(n_boot=20)))
+            errs.append(res.band.median[-1] / tg.values[keep][-1] - 1)
+        print(f"   {t.name:<22} final {np.mean(errs):+.2%}  [{time.perf_counter() - t0:.0f} s]")
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    olmo = lb.olmo_tasks()
+    joint_E(olmo)
+    curve_tasks = lb.misfitting_tasks() + lb.mpl_tasks() + [olmo[i] for i in (0, 2, 4)]
+    multipower_floor(curve_tasks)
+    momentum([olmo[1]] + lb.misfitting_tasks() + lb.mpl_tasks())
+
+
+if __name__ == "__main__":
+    main()
