@@ -10,7 +10,9 @@ predicts (ties keep the free form). Sizes within 1% count as one.
 The band: the chosen form's own band (Student-t or bootstrap, which hold the runs' own scatter),
 widened in quadrature by the backtest's error beyond that scatter, per e-fold of extrapolation,
 carried to the target's distance (the 90% level), and to at least `fits.predictor.UNTESTED_ERROR`
-per e-fold (one sd), as the curve predictor does.
+per e-fold (one sd), as the curve predictor does; then, as the curve predictor does across its laws,
+so that its 90% band holds the other form's prediction (the spread across forms: where two forms
+that fit the runs disagree at the target, the runs do not say which is right).
 The distance of a run from a fit is the larger of its size and its tokens per parameter over the
 largest fitted, in e-folds (0 inside the fitted range).
 """
@@ -24,6 +26,7 @@ from scipy import stats
 
 from fits import checks
 from fits.backtest import holdouts
+from fits.candidates import Z90
 from fits.errors import FitError
 from fits.predictor import UNTESTED_ERROR, floor_sd
 from fits.surface import SurfaceFit, fit_surface
@@ -80,6 +83,8 @@ class SurfaceChoice:
     n_max: float = 1.0
     ratio_max: float = 1.0
     warnings: tuple[str, ...] = field(default=())
+    others: tuple[SurfaceFit, ...] = ()
+    """The other forms fitted on the same runs: their predictions set the spread across forms."""
 
     def scores(self) -> dict[str, float]:
         return _scores(self.trials)
@@ -92,9 +97,15 @@ class SurfaceChoice:
         return distance(n_params, tokens, self.n_max, self.ratio_max)
 
     def sd(self, median, n_params, tokens) -> np.ndarray:
-        """One standard deviation (absolute) the band adds: backtest error carried, or the untested floor."""
+        """One standard deviation (absolute) the band adds: the backtest's error carried (or the untested
+        floor) and the spread across forms (the other forms' distance from `median` at the 90% level), in
+        quadrature."""
+        median = np.asarray(median, dtype=np.float64)
         d = self.distance(n_params, tokens)
-        return floor_sd(np.asarray(median, dtype=np.float64), self.per_efold() * d, d)
+        gap = np.zeros(np.broadcast(median, d).shape)
+        for other in self.others:
+            gap = np.maximum(gap, np.abs(other.predict(n_params, tokens) - median))
+        return np.hypot(floor_sd(median, self.per_efold() * d, d), gap / Z90)
 
     def band(self, n_params, tokens, ensemble=None) -> Band:
         """The chosen fit's band (`SurfaceFit.band`) with the backtest's carried error added to each part."""
@@ -189,12 +200,21 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
             warnings.append("too few runs below the largest size to fit either form, so no backtest chose the form "
                             "or checked its band (" + "; ".join(f"{t.form}: {t.failed}" for t in trials) + ")")
     fit = fit_surface(N, D, L, E=E, shared_exponent=chosen == "shared")
+    others = []
+    for other in FORMS:
+        if other != chosen:
+            try:
+                others.append(fit_surface(N, D, L, E=E, shared_exponent=other == "shared"))
+            except FitError:
+                continue
     floor = f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation"
     tested = any(t.form == chosen and not t.failed for t in trials)
     floor_note = (f"bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
                   f"least {floor}" if tested else f"bands widened by {floor}")
+    if others:
+        floor_note += ", and so that the 90% band holds the other form's prediction"
     return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, float(N.max()), float((D / N).max()),
-                         tuple(warnings))
+                         tuple(warnings), tuple(others))
 
 
 __all__ = ["FORMS", "FormTrial", "SurfaceChoice", "backtest_forms", "choose_surface", "distance"]

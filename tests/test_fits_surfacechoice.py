@@ -65,10 +65,17 @@ def test_the_band_holds_the_backtest_error_carried_to_the_target():
     half = np.minimum(band.median - band.lo90, band.hi90 - band.median)
     need = np.maximum(ch.per_efold() * d, Z90 * UNTESTED_ERROR * d) * band.median
     assert np.all(half >= need * (1 - 1e-9))
-    # inside the fitted range nothing is added
+    # the 90% band holds the other form's prediction (the spread across forms)
+    [other] = ch.others
+    assert other.shared_exponent != ch.fit.shared_exponent
+    theirs = other.predict(Nt, Dt)
+    assert np.all((band.lo90 <= theirs) & (theirs <= band.hi90))
+    # inside the fitted range no extrapolation error is added: only the forms' small disagreement there
     inside = ch.fit.band(N[:3], D[:3])
     same = ch.band(N[:3], D[:3])
-    np.testing.assert_allclose(same.lo90, inside.lo90) and np.testing.assert_allclose(same.hi90, inside.hi90)
+    gap = np.abs(other.predict(N[:3], D[:3]) - ch.fit.predict(N[:3], D[:3]))
+    np.testing.assert_allclose(same.hi90 - same.median, np.hypot(inside.hi90 - inside.median, gap))
+    np.testing.assert_allclose(same.median - same.lo90, np.hypot(inside.median - inside.lo90, gap))
 
 
 def test_two_sizes_get_the_free_form_and_the_untested_floor():

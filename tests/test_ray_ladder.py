@@ -56,6 +56,13 @@ def values(run_dir: Path, key: str) -> list[tuple[int, float]]:
     return [(r["step"], r[key]) for r in records(run_dir) if key in r]
 
 
+def launched(run_dir: Path) -> float:
+    """When the run's first attempt was launched, from its log's header line (whole seconds: the latest
+    time it can have been)."""
+    header = next(line for line in (run_dir / "train.log").read_text().splitlines() if line.startswith("--- "))
+    return time.mktime(time.strptime(header.rsplit(" at ", 1)[1], "%Y-%m-%d %H:%M:%S")) + 1.0
+
+
 def trainers(marker: str) -> list[tuple[int, int]]:
     """(pid, parent pid) of every trainer process whose command line holds `marker`."""
     found = []
@@ -134,9 +141,10 @@ def test_rungs_train_concurrently_into_the_same_folders_with_the_same_losses(seq
         final_a, final_b = values(a, runfiles.EVAL_LOSS)[-1], values(b, runfiles.EVAL_LOSS)[-1]
         assert final_a[0] == final_b[0] == cfg.stop_after_steps
         assert abs(final_a[1] - final_b[1]) < 1e-5
-        times = [r["time"] for r in records(b) if runfiles.TRAIN_LOSS in r]
-        starts[name], ends[name] = min(times), max(times)
-    # Both trained at once: each logged its first step before the other logged its last.
+        starts[name] = launched(b)
+        ends[name] = max(r["time"] for r in records(b) if runfiles.TRAIN_LOSS in r)
+    # Both ran at once: each trainer was launched before the other logged its last step (launch times, not
+    # first steps: a busy machine can compile one rung for longer than the other takes to train).
     assert starts[SMALL] < ends[LARGE] and starts[LARGE] < ends[SMALL]
     # The untouched rung is bit for bit the sequential one.
     assert values(reference / "runs" / SMALL, runfiles.TRAIN_LOSS) == values(folder / "runs" / SMALL, runfiles.TRAIN_LOSS)

@@ -229,7 +229,9 @@ def fit_surface_command(
     Solved by variable projection: every (α, β) of a grid gets its non-negative least-squares
     (E, A, B) at once, and the best start a Huber refinement. The form (α and β free, or one
     exponent) is chosen by predicting the largest size from the smaller ones (--form auto), and
-    every band is widened by that backtest's error carried to the target. From the store, N is active
+    every band is widened by that backtest's error carried to the target and so that its 90% band
+    holds the other form's prediction (where the forms disagree, the runs do not say which is
+    right). From the store, N is active
     parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
     """
