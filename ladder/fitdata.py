@@ -186,10 +186,28 @@ def _store_runs(store, group: str | None, role: str | None, finished: bool) -> p
     return runs
 
 
-def _flops_per_token(runs: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Each run's fit FLOPs per token, 6·N where only N is known (as `ladder predict` counts it), and the note."""
-    from ladder.runview import SIX_N, flops_per_token, six_n_note
+COMPUTE_AXES = ("auto", "fit", "6nd")
+"""How the fits from the store count a run's compute: fit FLOPs ("fit"; 6·N per token where only N is
+known), 6·N·D ("6nd"; every run needs N), or "auto": 6·N·D when every run gives N, else fit FLOPs, the
+rule `ladder predict` follows (`fits.runs.law_compute`)."""
 
+
+def _flops_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each run's compute per token on the `compute` axis (`COMPUTE_AXES`), and the note that says which."""
+    from ladder.runview import SIX_N, active_params, flops_per_token, six_n_note
+
+    if compute not in COMPUTE_AXES:
+        raise LadderError(f"--compute {compute!r}: choose {', '.join(COMPUTE_AXES)}")
+    n = [active_params(row) for _, row in runs.iterrows()]
+    if compute == "6nd" or (compute == "auto" and all(n)):
+        missing = [str(name) for name, x in zip(runs["name"], n) if not x]
+        if missing:
+            raise LadderError(f"--compute 6nd: no parameter count (active_params) for {', '.join(missing)}; "
+                              "pull them with N, or use --compute fit")
+        why = ("every run gives N, so" if compute == "auto" else "as asked,")
+        note = (f"compute is 6·N·D: {why} the law counts compute by parameters as `ladder predict` does "
+                "(fit FLOPs per token count attention, which weighs most at small sizes); --compute fit for fit FLOPs")
+        return 6.0 * np.array(n, dtype=np.float64), (note,)
     got = [flops_per_token(str(row["name"]), row) for _, row in runs.iterrows()]
     six = [str(name) for name, (_, source) in zip(runs["name"], got) if source == SIX_N]
     return np.array([f for f, _ in got], dtype=np.float64), tuple(six_n_note(six))
@@ -202,8 +220,10 @@ def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return hist
 
 
-def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung") -> Finals:
-    """Each finished run's last value of `metric`; compute = fit FLOPs per token × tokens there."""
+def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
+                      compute: str = "auto") -> Finals:
+    """Each finished run's last value of `metric`; compute = compute per token (on the `compute` axis,
+    `COMPUTE_AXES`) × tokens there."""
     runs = _store_runs(store, group, role, finished=True)
     hist = _store_history(store, runs, metric)
     last = hist.sort_values(["run_id", "step"]).groupby("run_id").tail(1).set_index("run_id")
@@ -215,7 +235,7 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
             "its last value is not a final loss (finish it, or mark it crashed and leave it out)"
         )
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
-    flops, notes = _flops_per_token(runs)
+    flops, notes = _flops_per_token(runs, compute)
     return Finals(
         names=runs["name"].tolist(),
         loss=last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64),
@@ -227,11 +247,12 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
 
 
 def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | None = None,
-                      role: str | None = "rung") -> Curves:
-    """Every run's `metric` at `fractions` of its planned steps (running runs included)."""
+                      role: str | None = "rung", compute: str = "auto") -> Curves:
+    """Every run's `metric` at `fractions` of its planned steps (running runs included); compute on the
+    `compute` axis (`COMPUTE_AXES`)."""
     runs = _store_runs(store, group, role, finished=False)
     hist = _store_history(store, runs, metric)
-    flops, notes = _flops_per_token(runs)
+    flops, notes = _flops_per_token(runs, compute)
     names, totals, rows = [], [], []
     for (_, run), f in zip(runs.iterrows(), flops):
         h = hist[hist["run_id"] == run["run_id"]]

@@ -272,6 +272,11 @@ def six_n_note(names: list[str]) -> list[str]:
             "does not)"]
 
 
+def active_params(row: Any) -> float | None:
+    """A stored run's active parameter count N (None when not known)."""
+    return _float(row["active_params"])
+
+
 def _float(v: Any) -> float | None:
     try:
         f = float(v)

@@ -203,12 +203,27 @@ def fake_store(finished=True) -> FakeStore:
 
 def test_store_finals_and_curves():
     store = fake_store()
-    finals = fitdata.finals_from_store(store, "eval/loss")
+    finals = fitdata.finals_from_store(store, "eval/loss", compute="fit")
     assert finals.names == [f"rung{i}" for i in range(5)]
     np.testing.assert_allclose(finals.compute, COMPUTE[:5])
     np.testing.assert_allclose(finals.loss, 1.7 + 2e3 * COMPUTE[:5] ** -0.2)
-    curves = fitdata.curves_from_store(store, "eval/loss", np.array([0.5, 1.0]))
+    curves = fitdata.curves_from_store(store, "eval/loss", np.array([0.5, 1.0]), compute="fit")
     np.testing.assert_allclose(curves.compute, COMPUTE[:5])
+    # by default, every run giving N, compute is 6·N·D, as `ladder predict` counts it, and a note says so
+    n, tokens = 1e6 * 2.0 ** np.arange(5), 1000 * 2.0 ** np.arange(5)
+    auto = fitdata.finals_from_store(store, "eval/loss")
+    np.testing.assert_allclose(auto.compute, 6 * n * tokens)
+    assert auto.notes[0].startswith("compute is 6·N·D: every run gives N")
+    np.testing.assert_allclose(fitdata.curves_from_store(store, "eval/loss", np.array([1.0])).compute, 6 * n * tokens)
+    # a run without N: auto falls back to fit FLOPs; 6nd names the run
+    runs = store.runs().copy()
+    runs.loc[2, "active_params"] = np.nan
+    partial = FakeStore(runs, store.history())
+    np.testing.assert_allclose(fitdata.finals_from_store(partial, "eval/loss").compute, COMPUTE[:5])
+    with pytest.raises(LadderError, match="no parameter count .* for rung2"):
+        fitdata.finals_from_store(partial, "eval/loss", compute="6nd")
+    with pytest.raises(LadderError, match="--compute 'flops'"):
+        fitdata.finals_from_store(store, "eval/loss", compute="flops")
     np.testing.assert_allclose(curves.losses[:, 0], 1.7 + 2e3 * (COMPUTE[:5] / 2) ** -0.2)
     with pytest.raises(LadderError, match="no values of 'train/loss'"):
         fitdata.finals_from_store(store, "train/loss")

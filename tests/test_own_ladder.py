@@ -95,10 +95,15 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     fit = invoke("fit", "endpoint", "--store", str(tmp_path / "store"), "--group", "mine", "--format", "json")
     assert fit.exit_code == 0, fit.output
     fitted = json.loads(fit.output)
-    assert fitted["n_runs"] == len(PLAN.rungs) and fitted["notes"][0].startswith("compute is 6·N·D for ")
+    assert fitted["n_runs"] == len(PLAN.rungs) and fitted["notes"][0].startswith("compute is 6·N·D: every run gives N")
     curve = invoke("fit", "curve", "--store", str(tmp_path / "store"), "--group", "mine")
     assert curve.exit_code == 0, curve.output
-    assert "note: compute is 6·N·D for" in curve.output
+    assert "note: compute is 6·N·D: every run gives N" in curve.output
+    # asked for fit FLOPs, runs with only N still count 6·N per token, and each is named
+    fit_axis = invoke("fit", "endpoint", "--store", str(tmp_path / "store"), "--group", "mine", "--compute", "fit",
+                      "--format", "json")
+    assert json.loads(fit_axis.output)["notes"][0].startswith("compute is 6·N·D for ")
+    assert json.loads(fit_axis.output)["params"] == fitted["params"]
 
 
 def test_fit_flops_change_the_compute_and_the_note_goes(tmp_path):

@@ -48,6 +48,12 @@ class SurfaceForm(StrEnum):
     shared = "shared"
 
 
+class ComputeAxis(StrEnum):
+    auto = "auto"
+    fit = "fit"
+    six_nd = "6nd"
+
+
 class Law(StrEnum):
     perfraction = "perfraction"
     multipower = "multipower"
@@ -68,6 +74,11 @@ BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with repl
 SEED = typer.Option(0, "--seed", help="Seed of the bootstrap resampling.")
 LEVEL = typer.Option(0.9, "--level", help="Level of the intervals.")
 FMT = typer.Option(Format.table, "--format", help="table, or json (one object on stdout).")
+COMPUTE = typer.Option(
+    ComputeAxis.auto, "--compute",
+    help="Store: the law's compute axis: 6nd (6·N·D, by parameters), fit (fit FLOPs, which count attention), or "
+         "auto (6nd when every run gives N, as `ladder predict` counts it; else fit). --at is on this axis.",
+)
 DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is true (e.g. a quality flag).")
 
 
@@ -148,8 +159,10 @@ def fit_endpoint_command(
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of each run's fit compute (FLOPs)."),
+    compute: ComputeAxis = COMPUTE,
     E: float | None = E_OPT,
-    at: str | None = typer.Option(None, "--at", help="Predict the final loss at these computes (FLOPs), comma-separated."),
+    at: str | None = typer.Option(None, "--at", help="Predict the final loss at these computes (FLOPs on the law's axis: "
+                                  "the CSV's column, or --compute's), comma-separated."),
     bootstrap: int = BOOT,
     seed: int = SEED,
     level: float = LEVEL,
@@ -157,9 +170,10 @@ def fit_endpoint_command(
 ) -> None:
     """Fit the endpoint law L(C) = E + A·C^-α to the runs' final losses.
 
-    Final loss: each run's last logged value. C: fit compute (FLOPs, 3 × forward without the
-    output head). Predictions carry a Student-t band (n − p dof), or the bootstrap's with
-    --bootstrap N.
+    Final loss: each run's last logged value. C: from a CSV, its compute column; from the store,
+    6·N·D when every run gives N (as `ladder predict` counts it), else fit compute (FLOPs, 3 ×
+    forward without the output head); --compute chooses. Predictions carry a Student-t band
+    (n − p dof), or the bootstrap's with --bootstrap N.
     """
     import fits
     from ladder import fitdata
@@ -168,7 +182,7 @@ def fit_endpoint_command(
         data = fitdata.finals_from_csv(csv, _cols(run_col, loss_col, step_col, drop_col, compute=compute_col), ("compute",))
     else:
         s = Store(store)
-        data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
+        data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
     fit = fits.fit_endpoint(data.compute, data.loss, E=E)
     ens, boot = _boot(fit, bootstrap, seed, level)
     preds = []
@@ -355,8 +369,10 @@ def fit_curve_command(
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: column of the fraction of planned steps (instead of step / total)."),
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of the fit compute spent by the row (FLOPs)."),
     every: float = typer.Option(0.05, "--every", help="Fit the law at every this fraction of the runs (0.05: 5%, 10%, … 100%)."),
+    compute: ComputeAxis = COMPUTE,
     E: float | None = E_OPT,
-    at: float | None = typer.Option(None, "--at", help="Predict the whole curve of a run of this total fit compute (FLOPs)."),
+    at: float | None = typer.Option(None, "--at", help="Predict the whole curve of a run of this total compute (FLOPs on "
+                                    "the law's axis: the CSV's column, or --compute's)."),
     law: Law = typer.Option(Law.perfraction, "--law", help="perfraction, or a schedule-aware law (multipower, momentum; store only)."),
     shape: str | None = typer.Option(None, "--shape", help="Schedule-aware laws: hold shape parameters, e.g. C=2,beta=0.6,gamma=0.6."),
     scale: str = typer.Option("fit_flops_per_token", "--scale", help="Schedule-aware laws: the runs-table column their power laws use (fit_flops_per_token, active_params)."),
@@ -369,7 +385,8 @@ def fit_curve_command(
 
     perfraction (default): L(g) = E + A_g·(C·g)^-α_g for a fixed-ratio ladder. Each run is sampled
     at common fractions g of its planned steps (linear interpolation between its checkpoints); one
-    power law per fraction, one E for all. With --at C, the predicted curve of a run of total
+    power law per fraction, one E for all. From the store, C is 6·N·D when every run gives N (as
+    `ladder predict` counts it), else fit compute; --compute chooses. With --at C, the predicted curve of a run of total
     compute C, with 50% and 90% bands when --bootstrap N is given.
 
     multipower / momentum: the schedule-aware laws, fitted on every run's checkpoints with the LR
@@ -391,7 +408,7 @@ def fit_curve_command(
         data = fitdata.curves_from_csv(csv, cols, g)
     else:
         s = Store(store)
-        data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None)
+        data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
     fit = fits.fit_per_fraction(data.compute, data.fractions, data.losses, E=E)
     ens, boot = _boot(fit, bootstrap, seed, level)
     curve = None
@@ -479,6 +496,7 @@ def backtest_command(
     total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: planned steps column (curve)."),
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: fraction column (curve)."),
     every: float = typer.Option(0.05, "--every", help="curve: fractions fitted (every this fraction)."),
+    compute: ComputeAxis = COMPUTE,
     E: float | None = E_OPT,
     bootstrap: int = typer.Option(0, "--bootstrap", help="Bands from N bootstrap refits (0: Student-t bands)."),
     seed: int = SEED,
@@ -503,7 +521,7 @@ def backtest_command(
                                    fraction=fraction_col, total_steps=total_steps_col, drop=drop_col)
             data = fitdata.curves_from_csv(csv, cols, g)
         else:
-            data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None)
+            data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
         bt = fits.backtest_per_fraction(data.compute, data.fractions, data.losses, data.names, ks, E=E,
                                         level=level, n_boot=bootstrap, seed=seed)
     else:
@@ -512,7 +530,7 @@ def backtest_command(
             cols = _cols(run_col, loss_col, step_col, drop_col, compute=compute_col, params=params_col, tokens=tokens_col)
             data = fitdata.finals_from_csv(csv, cols, need)
         else:
-            data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
+            data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
         if form is Form.endpoint:
             bt = fits.backtest_endpoint(data.compute, data.loss, data.names, ks, E=E, level=level,
                                         n_boot=bootstrap, seed=seed)
