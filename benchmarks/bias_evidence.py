@@ -8,6 +8,9 @@
 2. The multi-power law's floor at the median under a flat prior on [0, smallest loss), weighted by its
    profile (one observation per curve), against the default floor 0: (Mis)Fitting 1B, MPL 400M, OLMo 3.2B.
 3. The momentum law by name (no backtest) against the truth on the same targets.
+4. E from the whole ladder: the Chinchilla surface fitted on the 20 smaller OLMo runs' final losses in
+   each form (its E and standard error), and the per-fraction law with E pinned there (and at ±1.645 se)
+   predicting the 3.2B at each length.
 """
 
 from __future__ import annotations
@@ -24,10 +27,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import leaderboard as lb  # noqa: E402
 from fits import predictor as core  # noqa: E402
-from fits.candidates import CurveLaw, Options, _matrix, choose_smooth, per_fraction_runs, scale_of  # noqa: E402
+from fits.candidates import (  # noqa: E402
+    CurveLaw,
+    Options,
+    PerFraction,
+    _matrix,
+    choose_smooth,
+    per_fraction_runs,
+    resolve_smooth,
+    scale_of,
+)
 from fits.multipower import fit_multipower  # noqa: E402
 from fits.perfraction import fit_per_fraction  # noqa: E402
 from fits.runs import law_compute  # noqa: E402
+from fits.surface import fit_surface  # noqa: E402
 
 
 def joint_E(tasks) -> None:
@@ -87,6 +100,32 @@ def momentum(tasks) -> None:
         print(f"   {t.name:<22} final {np.mean(errs):+.2%}  [{time.perf_counter() - t0:.0f} s]")
 
 
+def surface_E(tasks) -> None:
+    print("4. E from the surface of the 20 smaller OLMo runs' final losses")
+    runs = tasks[0].runs
+    N = np.array([r.params for r in runs])
+    D = np.array([r.planned_steps * r.tokens_per_step for r in runs], dtype=np.float64)
+    L = np.array([r.values[-1] for r in runs])
+    for shared in (False, True):
+        fit = fit_surface(N, D, L, shared_exponent=shared)
+        se = float(np.sqrt(fit.cov[0, 0]))
+        print(f"   {'one exponent' if shared else 'free α, β'}: E = {fit.E:.2f} ± {se:.2f}")
+    E, se = fit.E, float(np.sqrt(fit.cov[0, 0]))
+    for t in tasks:
+        tg = t.targets[0]
+        errs = []
+        for e in (None, E, E - 1.645 * se, E + 1.645 * se):
+            o = cand_options(t.runs, tg, e)
+            band = PerFraction(t.runs, o).predict(tg, tg.steps[-1:]).band
+            errs.append(float(band.median[-1] / tg.values[-1] - 1))
+        print(f"   {t.name:<22} E fitted {errs[0]:+.2%}; E = {E:.2f}: {errs[1]:+.2%} "
+              f"(at {E - 1.645 * se:.2f}: {errs[2]:+.2%}, at {E + 1.645 * se:.2f}: {errs[3]:+.2%})")
+
+
+def cand_options(runs, target, E) -> Options:
+    return resolve_smooth(runs, target, Options(E=E, n_boot=20))
+
+
 def main() -> None:
     warnings.simplefilter("ignore")
     olmo = lb.olmo_tasks()
@@ -94,6 +133,7 @@ def main() -> None:
     curve_tasks = lb.misfitting_tasks() + lb.mpl_tasks() + [olmo[i] for i in (0, 2, 4)]
     multipower_floor(curve_tasks)
     momentum([olmo[1]] + lb.misfitting_tasks() + lb.mpl_tasks())
+    surface_E(olmo)
 
 
 if __name__ == "__main__":

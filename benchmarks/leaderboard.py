@@ -52,7 +52,9 @@ from fits.candidates import Options  # noqa: E402
 from fits.runs import Run, lrs_from_logged  # noqa: E402
 from fits.surfacechoice import choose_surface  # noqa: E402
 
-METHODS = ("default", "per-fraction", "per-fraction-free", "multipower", "ensemble")
+METHODS = ("default", "per-fraction", "per-fraction-free", "per-fraction-ladder-E", "multipower", "ensemble")
+LADDER_E = "per-fraction-ladder-E"
+"""The per-fraction law with E from the surface of every run's final loss (`--E ladder`), with its own backtest."""
 ENDPOINT_METHODS = {"default (form by backtest)": "auto", "surface (free α, β)": "free", "surface, one exponent": "shared"}
 SCORE_FROM = 0.1
 
@@ -209,6 +211,13 @@ def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
                     few = replace(settings, method=name, backtest=False, options=Options(n_boot=20))
                     band = core.predict(task.runs, blank, steps, few).band
                 except FitError:  # a method that does not apply to the task is reported as n/a
+                    continue
+            elif name == LADDER_E:  # an option, not a default candidate: its own backtest floors its band
+                try:
+                    opts = Options(n_boot=n_boot, E_from="ladder")
+                    one = core.Settings(method="per-fraction", candidates=("per-fraction",), options=opts)
+                    band = core.predict(task.runs, blank, steps, one).band
+                except FitError:
                     continue
             else:
                 continue

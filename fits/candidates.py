@@ -5,10 +5,12 @@ returning a `fits.Band` and the reasons behind it, or raising `FitError` when it
 (too few runs with the target's token ratio, no LR sequences, ...):
 
 - ``per-fraction``: L(g) = E + A_g·(C·g)^−α_g across the runs that share the target's token ratio
-  and schedule shape (smooth in g, basis chosen by leaving out one run; or free; E fitted or
-  pinned). Band: a bootstrap over runs with E held ⊕ the runs' scatter around the law ⊕ the spread
-  over the values of E the data do not reject. When the target's schedule was edited, the
-  multi-power law adds the difference its schedule makes.
+  and schedule shape (smooth in g, basis chosen by leaving out one run; or free). E: fitted at the
+  target's ratio; or, asked for (`Options.E_from="ladder"`), from every run of a ladder that trains
+  several token ratios (`fits.asymptote`); or pinned. Band: a bootstrap over runs with E held ⊕ the
+  runs' scatter around the law ⊕ the spread over the values of E the data do not reject (or over E's
+  own interval). When the target's schedule was edited, the multi-power law adds the difference its
+  schedule makes.
 - ``multipower`` / ``momentum``: the schedule-aware curve laws fitted over every curve of every
   size and length (runs of other lengths and schedules add information), predicting the target
   from its own LR sequence and size. Band: a jackknife over sizes ⊕ the runs' scatter around the law.
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fits.asymptote import LadderE, ladder_E
 from fits.curvelaw import Curve
 from fits.errors import FitError
 from fits.momentum import fit_momentum
@@ -36,6 +39,8 @@ Z50, Z90 = 0.6744897501960817, 1.6448536269514722
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
 """Annealing shape of the multi-power law (Luo et al. 2025: C ≈ 2.0–2.1, β ≈ 0.58–0.60, γ ≈ 0.64–0.66 at
 25M–400M); ladders whose runs share one schedule shape cannot pin it, so it is held at these values."""
+E_SOURCES = ("fit", "ladder")
+"""Where the per-fraction law's E comes from when not pinned (`Options.E_from`)."""
 CURVE_LAWS = {"multipower": ("multi-power law", fit_multipower), "momentum": ("momentum law", fit_momentum)}
 
 
@@ -48,7 +53,11 @@ class Options:
     smooth_note: str = ""
     """How the basis size was chosen, when "auto" was resolved (`resolve_smooth`)."""
     E: float | None = None
-    """Pin the per-fraction law's irreducible loss (None: fitted)."""
+    """Pin the per-fraction law's irreducible loss (None: `E_from` says where it comes from)."""
+    E_from: str = "fit"
+    """Per-fraction law, E not pinned: "ladder" takes it from the surface of every run's final loss
+    where the ladder trains several token ratios and pins it (`fits.asymptote`; else fitted); "fit"
+    fits it to the runs at the target's ratio."""
     shape: dict[str, float] | None = dataclasses.field(default_factory=lambda: dict(PUBLISHED_SHAPE))
     """Multi-power annealing shape held fixed (None: fitted)."""
     n_boot: int = 200
@@ -115,6 +124,15 @@ class PerFraction:
 
     def __init__(self, runs: list[Run], options: Options) -> None:
         self.runs, self.options = runs, options
+        self._ladder_E: LadderE | None | bool = False
+
+    def shared_E(self) -> LadderE | None:
+        """E from the whole ladder (computed once), when the options ask for it and the ladder pins it."""
+        if self.options.E is not None or self.options.E_from != "ladder":
+            return None
+        if self._ladder_E is False:
+            self._ladder_E = ladder_E(self.runs)
+        return self._ladder_E
 
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         o = self.options
@@ -132,7 +150,11 @@ class PerFraction:
         grid, losses = _free_matrix(runs) if smooth is None else (grid2, losses2)
         g = steps / float(target.planned_steps)
         at = np.clip(g, grid.min(), grid.max())
-        fit = fit_per_fraction(C, grid, losses, smooth=smooth, E=o.E)
+        shared = self.shared_E()
+        if shared is not None and shared.E >= np.nanmin(losses):
+            shared = None
+        E = shared.E if shared is not None else o.E
+        fit = fit_per_fraction(C, grid, losses, smooth=smooth, E=E)
         point = fit.predict(compute, at)
         pinned = fit if fit.E_pinned else fit_per_fraction(C, grid, losses, E=fit.E, smooth=smooth)
         ens = bootstrap(pinned, o.n_boot, o.seed)
@@ -142,7 +164,15 @@ class PerFraction:
         sd = np.interp(at, grid, fit.scatter()) * point
         for level, z in ((50, Z50), (90, Z90)):
             lo[level], hi[level] = np.hypot(lo[level], z * sd), np.hypot(hi[level], z * sd)
-        if not fit.E_pinned:
+        if shared is not None:  # E's own interval, carried through the law
+            top = 0.999 * float(np.nanmin(losses))
+            for level, z in ((50, Z50), (90, Z90)):
+                Es = np.clip([shared.E - z * shared.se, shared.E + z * shared.se], 0.0, top)
+                preds = np.array([point] + [fit_per_fraction(C, grid, losses, E=float(e), smooth=smooth).predict(compute, at)
+                                            for e in Es])
+                lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
+                hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
+        elif not fit.E_pinned:
             prof = fit.profile_E(compute, dof=fit.effective_dof())
             for level in (50, 90):
                 E_lo, E_hi, _, _ = prof.plausible(level / 100)
@@ -156,10 +186,16 @@ class PerFraction:
         band = Band(*(np.where(early, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
         basis = ("free (A_g, α_g) at every shared fraction" if smooth is None
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
+        E_note = ("E pinned" if o.E is not None else shared.why() if shared is not None
+                  else "E fitted at the target's token ratio")
         why = (f"{len(runs)} runs share the target's token ratio and schedule shape; compute as {axis}; {basis}"
-               + (f" ({chosen_by})" if chosen_by else "") + ("; E pinned" if o.E is not None else ""))
-        params = {"E": fit.E, "A_end": float(fit.A[-1]), "alpha_end": float(fit.alpha[-1]), "compute": axis,
+               + (f" ({chosen_by})" if chosen_by else "") + f"; {E_note}")
+        params = {"E": fit.E, "E_from": ("pinned" if o.E is not None else "ladder surface" if shared is not None
+                                         else "fitted"),
+                  "A_end": float(fit.A[-1]), "alpha_end": float(fit.alpha[-1]), "compute": axis,
                   "smooth": smooth, "runs": [r.name for r in runs]}
+        if shared is not None:
+            params["E_se"] = shared.se
         warnings = list(fit.warnings) + list(ens.warnings)
         if target.lrs is not None and target.plan_lrs is not None and _parted(target.lrs, target.plan_lrs, steps).any():
             try:
@@ -190,7 +226,9 @@ def resolve_smooth(runs: list[Run], target: Run, o: Options) -> Options:
     chosen = per_fraction_runs(runs, target, o.ratio_tol)
     if len(chosen) < 3:
         return o
-    smooth, note = choose_smooth(chosen, o, law_compute(chosen + [target])[0][:-1])
+    shared = ladder_E(runs) if o.E is None and o.E_from == "ladder" else None
+    pinned = o if shared is None else dataclasses.replace(o, E=shared.E)  # chosen under the E the law will use
+    smooth, note = choose_smooth(chosen, pinned, law_compute(chosen + [target])[0][:-1])
     return dataclasses.replace(o, smooth=smooth, smooth_note=note)
 
 

@@ -288,6 +288,8 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         raise FitError("no runs to predict from")
     if settings.method not in ("auto",) + METHODS:
         raise FitError(f"unknown method {settings.method!r}; choose auto or one of {', '.join(METHODS)}")
+    if settings.options.E_from not in cand.E_SOURCES:
+        raise FitError(f"unknown E source {settings.options.E_from!r}; choose {' or '.join(cand.E_SOURCES)}")
     names = list(dict.fromkeys(list(settings.candidates)
                                + ([settings.method] if settings.method not in ("auto", "ensemble") else [])))
     options = cand.resolve_smooth(runs, target, settings.options)

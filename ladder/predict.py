@@ -51,14 +51,17 @@ class PredictSettings:
     """Per-fraction law: basis size in log g; None: free; "auto": chosen by leaving out one rung."""
     E: float | None = None
     """Pin the per-fraction law's irreducible loss."""
+    E_from: str = "fit"
+    """Per-fraction law, E not pinned: "fit" (at the target's token ratio) or "ladder" (from every rung's
+    final loss, `fits.asymptote`)."""
     ratio_tol: float = 0.01
     """Token ratios within this relative tolerance count as one."""
     backtest: bool = True
     """Choose the law and floor the band by a backtest on the ladder (needs 3 sizes)."""
 
     def core(self) -> core.Settings:
-        options = Options(smooth=self.smooth, E=self.E, shape=self.shape, n_boot=self.n_boot, seed=self.seed,
-                          ratio_tol=self.ratio_tol)
+        options = Options(smooth=self.smooth, E=self.E, E_from=self.E_from, shape=self.shape, n_boot=self.n_boot,
+                          seed=self.seed, ratio_tol=self.ratio_tol)
         return core.Settings(method=self.method, candidates=tuple(self.candidates), options=options,
                              backtest=self.backtest)
 

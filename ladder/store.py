@@ -75,6 +75,9 @@ fits (3 × forward, no output head), planned steps and tokens, the state, where 
 the last step stored and its fraction, history rows, the pull time (Unix seconds), the run's full
 config and the resolve report (JSON). Missing coordinates (declared unknown) are <NA>."""
 _INTERNAL = ("cursor_json",)
+GIVEN_KEY = "ladder_given"
+"""Key of a stored run's config that keeps the coordinates the user gave for it (--coord, --coords), so that
+a later pull without them does not replace them with the run's own config; `Store.config` leaves it out."""
 _ROW_KEY = b"ladder.run"
 """Parquet metadata key of a history file holding its run's row (JSON), for `Store.repair`."""
 _REPAIR = "`ladder runs --repair --store {root}`"
@@ -132,7 +135,9 @@ class Store:
 
     def config(self, id_or_name: str) -> dict[str, Any]:
         """The run's full config as its source gave it (the wandb config, or run.yaml)."""
-        return json.loads(self.run(id_or_name)["config_json"] or "{}")
+        config = json.loads(self.run(id_or_name)["config_json"] or "{}")
+        config.pop(GIVEN_KEY, None)
+        return config
 
     def run_config(self, id_or_name: str) -> RunConfig | None:
         """The `RunConfig` the run trained with, when its config holds one (this tool's trainer), else None.

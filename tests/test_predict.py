@@ -165,6 +165,15 @@ def test_cli_writes_the_tables_and_bad_input_exits_2(tmp_path, pf_store):
     assert Prediction.load(out).table["median"].round(12).equals(table["median"].round(12))
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(tmp_path / "nowhere")])
     assert res.exit_code == 2 and "no store here" in res.stderr
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--E", "surface"])
+    assert res.exit_code == 2 and "--E surface" in res.stderr and "'ladder'" in res.stderr
+    # --E ladder on rungs of one token ratio: E is fitted, and the settings saved say what was asked
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--out", str(tmp_path / "pl"),
+                              "--n-boot", "20", "--E", "ladder", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    saved = Prediction.load(tmp_path / "pl")
+    assert saved.settings["E_from"] == "ladder" and saved.settings["E"] is None
+    assert "E fitted at the target's token ratio" in json.dumps(json.loads(res.stdout))
     # watching another run than the one predicted
     other = tmp_path / "runs"
     write_run(other, PLAN.rungs[0])

@@ -223,6 +223,16 @@ def test_corrected_coordinates_apply_to_stored_rows(tmp_path):
     assert store.run("r2")["stop_after_steps"] == 40 and len(h) == 20
     np.testing.assert_array_equal(h["fraction"], np.arange(1, 21) / 40)
     assert json.loads(store.run("r2")["report_json"])["relogged"] == 0
+    # later pulls without the correction keep it: the run's own config (100 steps) does not replace it
+    for full in (False, True):
+        again = pull(store, MemorySource(runs3()), full=full)
+        assert not any("coordinates changed" in m for m in again.messages)
+        assert store.run("r2")["stop_after_steps"] == 40 and store.run("r1")["stop_after_steps"] == 100
+    np.testing.assert_array_equal(store.history("r2")["fraction"], np.arange(1, 21) / 40)
+    assert "ladder_given" not in store.config("r2")  # kept beside the run's own config, not in it
+    # a new value given later is a change like the first (refused without --replace)
+    with pytest.raises(LadderError, match=r"stop_after_steps=40 \(this pull gives 20\)"):
+        pull(store, MemorySource(runs3()), overrides=CoordinateOverrides(per_run={"r2": {"stop_after_steps": 20}}))
 
 
 def test_cli_reading_a_missing_store_or_run(tmp_path):

@@ -34,11 +34,14 @@ METHOD = typer.Option("auto", "--method", help=(
     "The law: auto (the one with the lowest backtest score on the ladder: the largest size predicted from "
     "the smaller ones), per-fraction, per-fraction-free, multipower, momentum, or ensemble (weighted by "
     "backtest score)."))
-PIN_E = typer.Option(None, "--E", help="Pin the per-fraction law's irreducible loss (nats/token); default: fitted.")
+PIN_E = typer.Option(None, "--E", show_default=False, help=(
+    "The per-fraction law's irreducible loss: a number pins it (nats/token); 'ladder' takes it from the surface "
+    "L(N, D) fitted to every rung's final loss, where the rungs train several token ratios and pin it (else "
+    "fitted); default: fitted to the rungs at the target's token ratio."))
 RATIO_TOL = typer.Option(0.01, "--ratio-tol", help="Token ratios within this relative tolerance count as one ratio.")
 
 
-def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto", E: float | None = None,
+def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto", E: str | None = None,
               ratio_tol: float = 0.01) -> PredictSettings:
     from fits.predictor import METHODS
     from ladder.predict import PredictSettings
@@ -47,11 +50,27 @@ def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto",
         raise LadderError(f"--n-boot {n_boot}: use at least 20 refits for a band")
     if method not in ("auto",) + METHODS:
         raise LadderError(f"--method {method!r}: choose auto or one of {', '.join(METHODS)}")
-    if E is not None and not (np.isfinite(E) and E >= 0):
-        raise LadderError(f"--E {E}: the irreducible loss must be a finite number ≥ 0 (nats/token)")
+    pinned, E_from = _irreducible(E)
     if not (np.isfinite(ratio_tol) and 0 <= ratio_tol < 1):
         raise LadderError(f"--ratio-tol {ratio_tol}: give a relative tolerance in [0, 1), e.g. 0.01")
-    return PredictSettings(metric=metric, n_boot=n_boot, group=group, method=method, E=E, ratio_tol=ratio_tol)
+    return PredictSettings(metric=metric, n_boot=n_boot, group=group, method=method, E=pinned, E_from=E_from,
+                           ratio_tol=ratio_tol)
+
+
+def _irreducible(text: str | None) -> tuple[float | None, str]:
+    """--E as (pinned value or None, where E comes from otherwise)."""
+    if text is None or text.strip().lower() == "fit":
+        return None, "fit"
+    if text.strip().lower() == "ladder":
+        return None, "ladder"
+    try:
+        E = float(text)
+    except ValueError:
+        E = float("nan")
+    if not (np.isfinite(E) and E >= 0):
+        raise LadderError(f"--E {text}: give the irreducible loss as a finite number ≥ 0 (nats/token), "
+                          "or 'ladder' (from every rung's final loss), or 'fit'")
+    return E, "fit"
 
 
 def _existing_store(path: Path) -> Store:
@@ -94,7 +113,7 @@ def predict_command(
     n_boot: int = N_BOOT,
     group: str | None = GROUP,
     method: str = METHOD,
-    pin_e: float | None = PIN_E,
+    pin_e: str | None = PIN_E,
     ratio_tol: float = RATIO_TOL,
     to_wandb: str | None = typer.Option(None, "--to-wandb", help=(
         "Also log the prediction to wandb as its own run, ENTITY/PROJECT (online with WANDB_API_KEY, or "

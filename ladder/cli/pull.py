@@ -41,7 +41,8 @@ STORE_HELP = "Store folder (created on first pull)."
 COORD_HELP = (
     "Give a coordinate for every run of this pull: FIELD=VALUE with FIELD one of active_params, "
     "total_params, fit_flops_per_token, stop_after_steps, tokens_per_step, planned_tokens, name, group, "
-    "role (repeatable); VALUE 'unknown' stores a parameter or FLOP count as missing."
+    "role (repeatable); VALUE 'unknown' stores a parameter or FLOP count as missing. Kept with the runs: later "
+    "pulls without it do not replace it with the run's config."
 )
 COORDS_HELP = ("YAML file of coordinates per run: {RUN_NAME_OR_ID: {FIELD: VALUE}}, FIELD as for --coord, plus "
                "schedule: {peak_lr, total_steps, warmup_steps, decay, min_lr_ratio} (README, 'Your own ladder').")

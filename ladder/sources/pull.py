@@ -30,7 +30,7 @@ from ladder.errors import LadderError, SourceUnavailable
 from ladder.resolve import MetricSettings, resolve
 from ladder.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, resolve_coordinates
 from ladder.sources.table import RunRef, SourceRun, check_run_id
-from ladder.store import Store, StoreWriter
+from ladder.store import GIVEN_KEY, Store, StoreWriter
 
 
 class Source(Protocol):
@@ -181,7 +181,7 @@ def _check_clashes(
             clashes.append(f"run id {ref.run_id!r} is already in the store from {prev['source']} "
                            f"({prev['rows']:,} rows); {ref.source or key} has a run with the same id")
         else:
-            moved = _coordinates_moved(ref, prev, overrides)
+            moved = _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], prev))
             if moved:
                 clashes.append(f"run {ref.run_id!r} is stored with {moved}")
     if clashes and not replace:
@@ -205,7 +205,8 @@ def _pull_run(
     origin = ref.source or source.key
     same = prev is not None and _same_source(prev["source"], origin)
     usable = same and not full
-    if usable and _coordinates_moved(ref, prev, overrides):
+    earlier = prev if same else None  # coordinates the user gave an earlier pull of this run still hold
+    if usable and _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], earlier)):
         usable = False  # every stored row's tokens and fraction change: read the run again
     got = source.read(ref, json.loads(prev["cursor_json"]) if usable and prev["cursor_json"] else None)
     fresh = got.replace or not usable
@@ -213,18 +214,21 @@ def _pull_run(
     if not fresh and not len(got.rows) and got.state == prev["state"] and config == _config(prev):
         return None
     name = _name(ref, got, config, prev)
-    schedule = overrides.for_run(ref.run_id, name).get(SCHEDULE)
+    overrides = _remembered(overrides, ref.run_id, name, earlier)
+    given = overrides.for_run(ref.run_id, name)
+    schedule = given.get(SCHEDULE)
     if schedule is not None:  # a schedule from a coordinates file is kept with the run, where predictions read it
         config = {**config, SCHEDULE: schedule}
+    if given:
+        config = {**config, GIVEN_KEY: given}
     coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(prev), overrides)
     moved = _moved(_coords(prev), coords.values()) if same else ""
-    earlier = None if fresh else writer.stored_report(ref.run_id)
+    stored_report = None if fresh else writer.stored_report(ref.run_id)
     history, report = resolve(got.rows, coords, settings, None if fresh else writer.stored_history(ref.run_id))
-    total = report.plus(earlier)
+    total = report.plus(stored_report)
     steps = history["step"].to_numpy()
     last_step = int(steps.max()) if len(steps) else None
     last_fraction = float(coords.fraction(np.array([last_step]))[0]) if last_step is not None else None
-    given = overrides.for_run(ref.run_id, name)
     row = {
         "run_id": ref.run_id,
         "name": str(given.get("name") or name),
@@ -250,8 +254,16 @@ def _pull_run(
         len(history),
         last_step,
         last_fraction,
-        tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(earlier)),
+        tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(stored_report)),
     )
+
+
+def _remembered(overrides: CoordinateOverrides, run_id: str, name: str, prev: dict[str, Any] | None) -> CoordinateOverrides:
+    """The user's coordinates for the run: those of earlier pulls (kept in `prev`'s config), then this pull's."""
+    earlier = _config(prev).get(GIVEN_KEY) if prev else None
+    if not earlier:
+        return overrides
+    return CoordinateOverrides(per_run={run_id: {**earlier, **overrides.for_run(run_id, name)}})
 
 
 def _same_source(stored: str, origin: str) -> bool:
