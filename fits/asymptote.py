@@ -18,14 +18,14 @@ the additive surface being the right form, which a ladder whose loss follows com
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from fits.errors import FitError
-from fits.runs import Run
-
-Z90 = 1.6448536269514722
+from fits.runs import Run, distinct
+from fits.uncertainty import Z90
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,14 @@ def finals(runs: list[Run]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def ladder_E(runs: list[Run]) -> LadderE | None:
     """E from the surface of every run's final loss, or None where the ladder cannot pin it."""
-    N, D, L = finals(runs)
+    return _from_finals(*(x.tobytes() for x in finals(runs)))
+
+
+@functools.lru_cache(maxsize=16)
+def _from_finals(n: bytes, d: bytes, loss: bytes) -> LadderE | None:
+    """`ladder_E` on the finals' bytes: a prediction asks for the same ladder's E when it chooses the
+    per-fraction basis and again when it fits, so the surface and its backtest run once."""
+    N, D, L = (np.frombuffer(x, dtype=np.float64).copy() for x in (n, d, loss))
     if N.size < 6 or classes(N) < 3:
         return None
     ratios = classes(D / N)
@@ -75,11 +82,7 @@ def ladder_E(runs: list[Run]) -> LadderE | None:
 
 def classes(x: np.ndarray, tol: float = 0.01) -> int:
     """How many distinct values `x` holds, values within `tol` (relative) of the last counted being one."""
-    out: list[float] = []
-    for v in np.sort(x):
-        if not out or v > out[-1] * (1 + tol):
-            out.append(float(v))
-    return len(out)
+    return int(distinct(x, tol).size)
 
 
 __all__ = ["LadderE", "finals", "ladder_E"]

@@ -33,9 +33,8 @@ from fits.momentum import fit_momentum
 from fits.multipower import fit_multipower
 from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
 from fits.runs import Run, law_compute, same_ratio, same_shape, sizes
-from fits.uncertainty import Band, bootstrap
+from fits.uncertainty import Z50, Z90, Band, bootstrap
 
-Z50, Z90 = 0.6744897501960817, 1.6448536269514722
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
 """Annealing shape of the multi-power law (Luo et al. 2025: C ≈ 2.0–2.1, β ≈ 0.58–0.60, γ ≈ 0.64–0.66 at
 25M–400M); ladders whose runs share one schedule shape cannot pin it, so it is held at these values."""

@@ -352,12 +352,18 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
 def spread(band: Band, others: list[Band]) -> Band:
     """The band widened in quadrature so its 90% bounds reach every other law's median (the spread across forms:
     where laws that fit the ladder disagree at the target, the data do not say which is right)."""
-    m = band.median
+    return cand.widen(band, spread_sd(band.median, [o.median for o in others]))
+
+
+def spread_sd(median, others) -> np.ndarray:
+    """The standard deviation (absolute) whose 90% interval around `median` reaches each of the `others`
+    (medians of other laws or forms; NaN where one has no value)."""
+    m = np.asarray(median, dtype=np.float64)
     gap = np.zeros(m.shape)
     for o in others:
-        d = np.abs(np.where(np.isfinite(o.median), o.median, m) - m)
-        gap = np.maximum(gap, d)
-    return cand.widen(band, gap / Z90)
+        o = np.asarray(o, dtype=np.float64)
+        gap = np.maximum(gap, np.abs(np.where(np.isfinite(o), o, m) - m))
+    return gap / Z90
 
 
 UNTESTED_ERROR = 0.01
@@ -394,4 +400,4 @@ def tested(rows, method: str) -> bool:
     return any(s.method == method and not s.failed and s.errors.size and s.distance > 0 for s in rows)
 
 
-__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "floor_sd", "predict"]
+__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "floor_sd", "predict", "spread_sd"]

@@ -160,10 +160,15 @@ def same_ratio(a: Run, b: Run, tol: float = 0.01) -> bool:
 
 def sizes(runs: list[Run]) -> np.ndarray:
     """The distinct sizes (FLOPs per token), ascending; runs within 0.1% count as one size."""
+    return distinct([r.flops_per_token for r in runs], 0.001)
+
+
+def distinct(values, tol: float) -> np.ndarray:
+    """The distinct values, ascending; a value within `tol` (relative) above the last one kept is that one."""
     out: list[float] = []
-    for s in sorted(r.flops_per_token for r in runs):
-        if not out or s > out[-1] * 1.001:
-            out.append(s)
+    for v in np.sort(np.asarray(values, dtype=np.float64)):
+        if not out or v > out[-1] * (1 + tol):
+            out.append(float(v))
     return np.array(out)
 
 

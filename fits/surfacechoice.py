@@ -26,9 +26,8 @@ from scipy import stats
 
 from fits import checks
 from fits.backtest import holdouts
-from fits.candidates import Z90
 from fits.errors import FitError
-from fits.predictor import UNTESTED_ERROR, floor_sd
+from fits.predictor import UNTESTED_ERROR, floor_sd, spread_sd
 from fits.surface import SurfaceFit, fit_surface
 from fits.uncertainty import Band
 
@@ -100,12 +99,9 @@ class SurfaceChoice:
         """One standard deviation (absolute) the band adds: the backtest's error carried (or the untested
         floor) and the spread across forms (the other forms' distance from `median` at the 90% level), in
         quadrature."""
-        median = np.asarray(median, dtype=np.float64)
         d = self.distance(n_params, tokens)
-        gap = np.zeros(np.broadcast(median, d).shape)
-        for other in self.others:
-            gap = np.maximum(gap, np.abs(other.predict(n_params, tokens) - median))
-        return np.hypot(floor_sd(median, self.per_efold() * d, d), gap / Z90)
+        spread = spread_sd(median, [other.predict(n_params, tokens) for other in self.others])
+        return np.hypot(floor_sd(median, self.per_efold() * d, d), spread)
 
     def band(self, n_params, tokens, ensemble=None) -> Band:
         """The chosen fit's band (`SurfaceFit.band`) with the backtest's carried error added to each part."""

@@ -44,6 +44,10 @@ def student_t_band(pred, grad, cov, s2: float, dof: int, level: float = 0.9, kin
     return p * np.exp(-half), p * np.exp(half)
 
 
+Z50, Z90 = 0.6744897501960817, 1.6448536269514722
+"""Standard normal quantiles of the 50% and 90% central intervals."""
+
+
 @dataclass(frozen=True)
 class Band:
     """Median and central 50% / 90% bands of a prediction."""
