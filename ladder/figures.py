@@ -9,26 +9,28 @@ import numpy as np
 import pandas as pd
 
 import fits
-from ladder import plots
+from ladder import fitdata, plots
 from ladder import runfiles as keys
 from ladder.dynamics import project_dynamics, target_and_rungs
 from ladder.errors import LadderError
 from ladder.prediction import Prediction
+from ladder.runview import active_params
 from ladder.store import Store
 
 FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics", "dynamics")
 
 
 def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame,
-           started_with: dict[str, float] | None = None) -> list[plots.Curve]:
+           started_with: dict[str, float] | None = None, per_token: dict[str, float] | None = None) -> list[plots.Curve]:
     """Each run's metric against its fraction; `started_with` gives a run's original planned steps where
-    its plan was edited (fractions are of the plan a run was started with, as in the prediction's table)."""
+    its plan was edited (fractions are of the plan a run was started with, as in the prediction's table);
+    `per_token` a run's compute per token (default: its fit FLOPs)."""
     hist = store.history(run_ids, [metric]) if run_ids else pd.DataFrame(columns=["run_id"])
     out = []
     for rid in run_ids:
         h = hist[hist["run_id"] == rid].sort_values("step")
         row = runs[runs["run_id"] == rid].iloc[0]
-        compute = float(row["fit_flops_per_token"]) * float(row["planned_tokens"])
+        compute = (per_token or {}).get(rid, float(row["fit_flops_per_token"])) * float(row["planned_tokens"])
         T0 = (started_with or {}).get(rid)
         frac = h["step"].to_numpy(float) / T0 if T0 else h["fraction"].to_numpy(float)
         out.append(plots.Curve(str(row["name"]), frac, h["value"].to_numpy(float), compute, h["tokens"].to_numpy(float)))
@@ -51,15 +53,31 @@ def hero_actual(store: Store, pred: Prediction) -> pd.Series:
     return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int))
 
 
+def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[dict[str, float], str, float]:
+    """The ladder figure's compute axis, `ladder predict`'s: 6·N·D when the rungs and the target (in the
+    store) give N, else fit FLOPs. Returns each run's compute per token, the axis label and the target's
+    compute at its last planned step."""
+    rows = pd.concat([rungs, target]) if len(target) else rungs
+    per_token, _ = fitdata.compute_per_token(rows, "auto" if len(target) else "fit")
+    by_run = dict(zip(rows["run_id"].astype(str), per_token))
+    last = pred.table.iloc[-1]
+    six_nd = len(target) and all(active_params(r) for _, r in rows.iterrows())
+    if not six_nd:
+        return by_run, "fit compute C (FLOPs, 3 × forward without head × tokens)", float(last["compute"])
+    tokens = float(last["tokens"])
+    return by_run, "compute C = 6·N·D (N: active parameters, as `ladder predict` counts it)", by_run[
+        str(target["run_id"].iloc[0])] * tokens
+
+
 def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:
     """Draw every figure into `out_dir` (PNG and SVG); return the paths."""
     runs, target, rungs = target_and_rungs(store, pred, group, "to draw")
     rung_ids = list(rungs["run_id"])
-    rung_curves = curves(store, rung_ids, pred.metric, runs)
     hero_ids = [str(target["run_id"].iloc[0])] if len(target) else []
+    per_token, axis, compute_hero = _axis(rungs, target, pred)
+    rung_curves = curves(store, rung_ids, pred.metric, runs, per_token=per_token)
     started = {h: _started_with(pred) for h in hero_ids}
-    hero = curves(store, hero_ids, pred.metric, runs, started)[0] if hero_ids else None
-    compute_hero = float(pred.table["compute"].iloc[-1])  # fit compute at the target's last planned step
+    hero = curves(store, hero_ids, pred.metric, runs, started, per_token)[0] if hero_ids else None
     finished = [c for c in rung_curves if len(c.fraction) and c.fraction[-1] >= 1 - 1e-9]
     endpoint = fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
     E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
@@ -67,7 +85,7 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     paths: list[Path] = []
     done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
     paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
-                                         hero.final if done else None, pred.metric), out, "ladder_fit")
+                                         hero.final if done else None, pred.metric, axis), out, "ladder_fit")
     paths += plots.save(plots.hero_curve(pred, hero, rung_curves), out, "hero_curve")
     paths += plots.save(plots.collapse(finished, E, hero), out, "collapse")
     if hero is not None and len(hero.fraction):

@@ -192,7 +192,7 @@ known), 6·N·D ("6nd"; every run needs N), or "auto": 6·N·D when every run gi
 rule `ladder predict` follows (`fits.runs.law_compute`)."""
 
 
-def _flops_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.ndarray, tuple[str, ...]]:
+def compute_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.ndarray, tuple[str, ...]]:
     """Each run's compute per token on the `compute` axis (`COMPUTE_AXES`), and the note that says which."""
     from ladder.runview import SIX_N, active_params, flops_per_token, six_n_note
 
@@ -235,7 +235,7 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
             "its last value is not a final loss (finish it, or mark it crashed and leave it out)"
         )
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
-    flops, notes = _flops_per_token(runs, compute)
+    flops, notes = compute_per_token(runs, compute)
     return Finals(
         names=runs["name"].tolist(),
         loss=last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64),
@@ -252,7 +252,7 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
     `compute` axis (`COMPUTE_AXES`)."""
     runs = _store_runs(store, group, role, finished=False)
     hist = _store_history(store, runs, metric)
-    flops, notes = _flops_per_token(runs, compute)
+    flops, notes = compute_per_token(runs, compute)
     names, totals, rows = [], [], []
     for (_, run), f in zip(runs.iterrows(), flops):
         h = hist[hist["run_id"] == run["run_id"]]

@@ -71,8 +71,9 @@ def ladder_fit(
     hero_compute: float,
     hero_actual: float | None = None,
     metric: str = "eval/loss",
+    axis: str = "fit compute C (FLOPs, 3 × forward without head × tokens)",
 ) -> Figure:
-    """Final loss against fit compute: the rungs, the fitted law, the hero's predicted point and band."""
+    """Final loss against compute (`axis` labels it): the rungs, the fitted law, the hero's predicted point and band."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     c = np.array([r.compute for r in rungs])
     grid = np.geomspace(c.min() / 1.5, hero_compute * 1.5, 200)
@@ -86,7 +87,7 @@ def ladder_fit(
         ax.scatter([hero_compute], [hero_actual], marker="*", s=140, color="k", zorder=4,
                    label=f"hero actual {hero_actual:.4f}")
     ax.set_xscale("log")
-    ax.set_xlabel("fit compute C (FLOPs, 3 × forward without head × tokens)")
+    ax.set_xlabel(axis)
     ax.set_ylabel(f"final {metric} (nats/token)")
     ax.set_title("Ladder fit and hero prediction")
     ax.grid(True, which="both", alpha=0.3)

@@ -61,3 +61,24 @@ def test_report_is_one_self_contained_page(predicted):
 def test_plot_without_a_store_is_a_clear_error(predicted, tmp_path):
     res = runner.invoke(app, ["plot", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "none")])
     assert res.exit_code == 2 and "no store here" in res.stderr
+
+
+def test_ladder_figure_counts_compute_as_predict_does(predicted):
+    """Every run gives N and the hero is in the store: the figure's axis is 6·N·D, the per-fraction law's
+    (fit FLOPs, which count attention, only where the hero's N is not at hand)."""
+    from ladder.dynamics import target_and_rungs
+    from ladder.figures import _axis
+    from ladder.prediction import Prediction
+    from ladder.store import Store
+
+    pred = Prediction.load(predicted / "pred")
+    _, target, rungs = target_and_rungs(Store(predicted / "store"), pred, None, "to draw")
+    per_token, label, hero = _axis(rungs, target, pred)
+    assert "6·N·D" in label
+    for _, row in rungs.iterrows():
+        assert per_token[str(row["run_id"])] == pytest.approx(6 * row["active_params"], rel=1e-12)
+    plan = micro_plan()
+    assert hero == pytest.approx(6 * plan.hero.spec.active_params() * plan.hero.tokens, rel=1e-9)
+    per_token, label, hero = _axis(rungs, target.iloc[0:0], pred)  # the hero not pulled yet
+    assert "fit compute" in label and hero == pytest.approx(plan.hero.fit_flops, rel=1e-9)
+    assert per_token[str(rungs["run_id"].iloc[0])] == pytest.approx(rungs["fit_flops_per_token"].iloc[0], rel=1e-12)
