@@ -134,3 +134,19 @@ def test_misfitting_ladder_keeps_the_free_form():
     assert ch.form == "free"
     err = ch.fit.predict(big.N.to_numpy(), big.D.to_numpy()) / big.loss.to_numpy() - 1
     assert float(np.mean(err)) == pytest.approx(0.0110, abs=5e-4)
+
+
+@pytest.mark.slow
+def test_chinchilla_top_30_from_the_other_210_by_default():
+    """Epoch AI's Chinchilla replication: the 30 runs with the most compute from the other 210 (the
+    leaderboard's endpoint task). The backtest chooses one exponent; its mean |error| is 0.77% and its
+    90% bands hold 28 of the 30."""
+    from benchmarks.leaderboard import ENDPOINT_METHODS, endpoint_tasks, score_endpoint
+
+    task = next(t for t in endpoint_tasks() if t[0] == "chinchilla-top30")
+    _, N, D, y, *_ = task
+    assert choose_surface(N, D, y).form == "shared"
+    default = next(label for label, form in ENDPOINT_METHODS.items() if form == "auto")
+    row = score_endpoint(task)[default]
+    assert row["n"] == 30 and row["inside"] == 28
+    assert row["final_abs"] == pytest.approx(0.0077, abs=5e-4) and row["final"] == pytest.approx(0.0042, abs=5e-4)

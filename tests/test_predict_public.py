@@ -62,5 +62,32 @@ def test_olmo_3b_at_1xc_from_the_four_smaller_sizes():
     assert abs(mp[-1] / task.targets[0].values[-1] - 1) < abs(err[-1])
 
 
-PINNED = {"marin-d2048": 0.0018, "olmo-3.2B-1xC": -0.0098}
+def test_misfitting_1b_from_every_smaller_best_lr_run():
+    from benchmarks.leaderboard import misfitting_tasks
+
+    for task in misfitting_tasks():
+        res, err, inside = score(task.runs, task.targets[0])
+        # cosine schedules of several lengths per size: only the multi-power law takes them all
+        assert res.method == "multipower"
+        assert err[-1] == pytest.approx(PINNED[task.name], abs=1e-3)
+        assert inside.mean() >= 0.8
+
+
+def test_mpl_400m_under_nine_schedules_from_two_smaller_sizes():
+    from benchmarks.leaderboard import mpl_tasks
+
+    task = mpl_tasks()[0]
+    finals, held = [], []
+    for target in task.targets:
+        res, err, inside = score(task.runs, target)
+        assert res.method == "multipower" and not res.backtest  # two sizes: nothing to hold out
+        finals.append(err[-1])
+        held.append(inside.mean())
+    assert len(finals) == 9
+    assert np.mean(finals) == pytest.approx(PINNED["mpl-400M"], abs=1e-3)
+    assert np.mean(held) >= 0.8
+
+
+PINNED = {"marin-d2048": 0.0018, "olmo-3.2B-1xC": -0.0098, "misfitting-1b-T10000": -0.0192,
+          "misfitting-1b-T20000": -0.0030, "mpl-400M": -0.0176}
 """Final relative errors of the default (predicted / actual − 1), as benchmarks/leaderboard.py measures them."""
