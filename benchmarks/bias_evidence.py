@@ -11,6 +11,8 @@
 4. E from the whole ladder: the Chinchilla surface fitted on the 20 smaller OLMo runs' final losses in
    each form (its E and standard error), and the per-fraction law with E pinned there (and at ±1.645 se)
    predicting the 3.2B at each length.
+5. The whole ladder in hindsight: at each length, the endpoint law E + A·C^−α through the five sizes' final
+   losses (the 3.2B included, C = 6·N·D): its E and each size's residual (actual / law − 1).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from fits.candidates import (  # noqa: E402
     resolve_smooth,
     scale_of,
 )
+from fits.endpoint import fit_endpoint  # noqa: E402
 from fits.multipower import fit_multipower  # noqa: E402
 from fits.perfraction import fit_per_fraction  # noqa: E402
 from fits.runs import law_compute  # noqa: E402
@@ -122,6 +125,19 @@ def surface_E(tasks) -> None:
               f"(at {E - 1.645 * se:.2f}: {errs[2]:+.2%}, at {E + 1.645 * se:.2f}: {errs[3]:+.2%})")
 
 
+def hindsight(tasks) -> None:
+    print("5. the endpoint law through all five sizes' finals at each length (3.2B included): E, residual by size")
+    for t in tasks:
+        tg = t.targets[0]
+        runs = per_fraction_runs(t.runs, tg, 0.01) + [tg]
+        C, _ = law_compute(runs)
+        L = np.array([r.values[-1] for r in runs])
+        fit = fit_endpoint(C, L)
+        res = L / fit.predict(C) - 1
+        names = [f"{r.n_params / 1e9:.2g}B" for r in runs]
+        print(f"   {t.name:<22} E = {fit.E:.2f}; " + ", ".join(f"{n} {x:+.2%}" for n, x in zip(names, res)))
+
+
 def cand_options(runs, target, E) -> Options:
     return resolve_smooth(runs, target, Options(E=E, n_boot=20))
 
@@ -134,6 +150,7 @@ def main() -> None:
     multipower_floor(curve_tasks)
     momentum([olmo[1]] + lb.misfitting_tasks() + lb.mpl_tasks())
     surface_E(olmo)
+    hindsight(olmo)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,8 @@ def _residual_fns(u, y, col, n_cols, E_fixed):
 
     def res(x):
         E, a, al = unpack(x)
-        return np.log(predict(E, a[col], al[col], u)) - logy
+        with np.errstate(divide="ignore"):  # a trial step whose loss underflows to 0: an infinite residual the solver refuses
+            return np.log(predict(E, a[col], al[col], u)) - logy
 
     def jac(x):
         E, a, al = unpack(x)
@@ -279,16 +280,26 @@ class EProfile:
     E_best: float
     prediction_best: float
     dof: int
+    dispersion: float = float("nan")
+    """E[ψ(r)²] / E[ψ'(r)] of the best fit's log residuals r (ψ: the Huber objective's derivative;
+    `huber_dispersion`): the scale of the robust drop-in-objective test in `plausible`."""
 
     def plausible(self, level: float = 0.9) -> tuple[float, float, float, float]:
-        """E range whose fits are not rejected at `level` (F test on the residual sum of squares),
-        and the range of predictions over it: (E_lo, E_hi, pred_lo, pred_hi)."""
-        ss_min = float(np.nanmin(self.sum_squares))
-        if self.dof <= 0 or ss_min <= 0:
-            ok = np.isfinite(self.sum_squares)
+        """E range whose fits are not rejected at `level`, and the range of predictions over it:
+        (E_lo, E_hi, pred_lo, pred_hi).
+
+        The test is on the objective the fits minimise (the robust drop-in-dispersion test of Schrader
+        and Hettmansperger, 1980): 2·dof·(objective(E) − the least objective) / `dispersion` against
+        F(1, dof). With residuals inside the Huber threshold it is the F test on the residual sum of
+        squares; with larger ones (most ladders: δ is 0.1%) a sum of squares would rank E by a criterion
+        the fit did not use, and can reject the fitted E itself."""
+        obj = self.objective
+        best = float(np.nanmin(obj))
+        if self.dof <= 0 or not (np.isfinite(self.dispersion) and self.dispersion > 0):
+            ok = np.isfinite(obj)
         else:
             f = stats.f.ppf(level, 1, self.dof)
-            ok = (self.sum_squares - ss_min) / (ss_min / self.dof) <= f
+            ok = 2.0 * self.dof * (obj - best) / self.dispersion <= f
         return (
             float(self.E[ok].min()),
             float(self.E[ok].max()),
@@ -338,6 +349,8 @@ def profile_E(
         ss.append(float(np.sum(r * r)))
         pred.append(p)
     n_par = 2 * (n_cols if basis is None else basis.shape[1])
+    r_best, _, p_best = pinned(float(E_best))
+    dof = int(y.size - n_par if dof is None else dof)
     return EProfile(
         at=float(at_u if at is None else at),
         E=grid,
@@ -345,6 +358,24 @@ def profile_E(
         sum_squares=np.array(ss),
         prediction=np.array(pred),
         E_best=float(E_best),
-        prediction_best=pinned(float(E_best))[2],
-        dof=int(y.size - n_par if dof is None else dof),
+        prediction_best=p_best,
+        dof=dof,
+        dispersion=huber_dispersion(r_best, dof),
     )
+
+
+def huber_dispersion(r: np.ndarray, dof: int, delta: float = HUBER_DELTA) -> float:
+    """E[ψ²] / E[ψ'] for the Huber loss (ψ(r) = r clipped to ±δ) under normal residuals of variance
+    Σr² / dof: the residual variance where residuals are well inside δ, less where most lie outside it
+    (a smooth estimate: counting the residuals inside δ is too coarse with a few runs)."""
+    r = np.asarray(r, dtype=np.float64)
+    r = r[np.isfinite(r)]
+    if r.size == 0 or dof <= 0:
+        return float("nan")
+    s2 = float(np.sum(r * r)) / dof
+    if s2 <= 0:
+        return float("nan")
+    z = delta / np.sqrt(s2)
+    inside = 2.0 * stats.norm.cdf(z) - 1.0
+    psi2 = s2 * (inside - 2.0 * z * stats.norm.pdf(z)) + delta * delta * (1.0 - inside)
+    return float(psi2 / inside)
