@@ -282,7 +282,7 @@ class EProfile:
     dof: int
     dispersion: float = float("nan")
     """E[ψ(r)²] / E[ψ'(r)] of the best fit's log residuals r (ψ: the Huber objective's derivative;
-    `huber_dispersion`): the scale of the robust drop-in-objective test in `plausible`."""
+    `huber_dispersion`): the scale of the robust drop-in-dispersion test in `plausible`."""
 
     def plausible(self, level: float = 0.9) -> tuple[float, float, float, float]:
         """E range whose fits are not rejected at `level`, and the range of predictions over it:
