@@ -163,21 +163,17 @@ class PerFraction:
         sd = np.interp(at, grid, fit.scatter()) * point
         for level, z in ((50, Z50), (90, Z90)):
             lo[level], hi[level] = np.hypot(lo[level], z * sd), np.hypot(hi[level], z * sd)
-        if shared is not None:  # E's own interval, carried through the law
+        if shared is not None or not fit.E_pinned:  # the predictions over the values of E the band spans
+            prof = None if shared is not None else fit.profile_E(compute, dof=fit.effective_dof())
             top = 0.999 * float(np.nanmin(losses))
             for level, z in ((50, Z50), (90, Z90)):
-                Es = np.clip([shared.E - z * shared.se, shared.E + z * shared.se], 0.0, top)
+                if prof is None:  # E's own interval, carried through the law
+                    Es = np.clip([shared.E - z * shared.se, shared.E + z * shared.se], 0.0, top)
+                else:  # the values of E the runs do not reject
+                    E_lo, E_hi, _, _ = prof.plausible(level / 100)
+                    Es = [e for e in np.linspace(E_lo, E_hi, 5) if abs(e - fit.E) > 1e-9 * max(fit.E, 1.0)]
                 preds = np.array([point] + [fit_per_fraction(C, grid, losses, E=float(e), smooth=smooth).predict(compute, at)
                                             for e in Es])
-                lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
-                hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
-        elif not fit.E_pinned:
-            prof = fit.profile_E(compute, dof=fit.effective_dof())
-            for level in (50, 90):
-                E_lo, E_hi, _, _ = prof.plausible(level / 100)
-                preds = [point] + [fit_per_fraction(C, grid, losses, E=float(e), smooth=smooth).predict(compute, at)
-                                   for e in np.linspace(E_lo, E_hi, 5) if abs(e - fit.E) > 1e-9 * max(fit.E, 1.0)]
-                preds = np.array(preds)
                 lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
                 hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
         band = Band(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90])

@@ -270,12 +270,11 @@ def objective_at(u, y, col, w, E, a, alpha, delta=HUBER_DELTA) -> float:
 
 @dataclass(frozen=True)
 class EProfile:
-    """The fit redone with E pinned at each of `E`: objective, residual sum of squares, prediction at `at`."""
+    """The fit redone with E pinned at each of `E`: objective and prediction at `at`."""
 
     at: float
     E: np.ndarray
     objective: np.ndarray
-    sum_squares: np.ndarray
     prediction: np.ndarray
     E_best: float
     prediction_best: float
@@ -320,7 +319,7 @@ def profile_E(
     *, basis: np.ndarray | None = None, at_basis: np.ndarray | None = None, dof: int | None = None,
 ) -> EProfile:
     """Refit with E pinned on a grid over [0, min y) (dense within ±4 standard errors of the best E)
-    and record the objective, the residual sum of squares and the prediction at (at_u, column at_col).
+    and record the objective and the prediction at (at_u, column at_col).
 
     With `basis` (points, K) the law is `fit_offset_power_basis`'s and the prediction is at `at_u`
     with basis row `at_basis` (columns are ignored). `dof` overrides the residual degrees of
@@ -342,11 +341,10 @@ def profile_E(
         r = np.log(predict(sol.E, basis @ sol.a, basis @ sol.alpha, u)) - np.log(y)
         return r, sol.objective, float(predict(sol.E, at_basis @ sol.a, at_basis @ sol.alpha, at_u))
 
-    objective, ss, pred = [], [], []
+    objective, pred = [], []
     for e in grid:
-        r, obj, p = pinned(float(e))
+        _, obj, p = pinned(float(e))
         objective.append(obj)
-        ss.append(float(np.sum(r * r)))
         pred.append(p)
     n_par = 2 * (n_cols if basis is None else basis.shape[1])
     r_best, _, p_best = pinned(float(E_best))
@@ -355,7 +353,6 @@ def profile_E(
         at=float(at_u if at is None else at),
         E=grid,
         objective=np.array(objective),
-        sum_squares=np.array(ss),
         prediction=np.array(pred),
         E_best=float(E_best),
         prediction_best=p_best,

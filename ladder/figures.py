@@ -14,7 +14,6 @@ from ladder import runfiles as keys
 from ladder.dynamics import project_dynamics, target_and_rungs
 from ladder.errors import LadderError
 from ladder.prediction import Prediction
-from ladder.runview import active_params
 from ladder.store import Store
 
 FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics", "dynamics")
@@ -58,11 +57,11 @@ def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[
     store) give N, else fit FLOPs. Returns each run's compute per token, the axis label and the target's
     compute at its last planned step."""
     rows = pd.concat([rungs, target]) if len(target) else rungs
-    per_token, _ = fitdata.compute_per_token(rows, "auto" if len(target) else "fit")
+    axis = fitdata.axis_of(rows) if len(target) else "fit"
+    per_token, _ = fitdata.compute_per_token(rows, axis)
     by_run = dict(zip(rows["run_id"].astype(str), per_token))
     last = pred.table.iloc[-1]
-    six_nd = len(target) and all(active_params(r) for _, r in rows.iterrows())
-    if not six_nd:
+    if axis == "fit":
         return by_run, "fit compute C (FLOPs, 3 × forward without head × tokens)", float(last["compute"])
     tokens = float(last["tokens"])
     return by_run, "compute C = 6·N·D (N: active parameters, as `ladder predict` counts it)", by_run[

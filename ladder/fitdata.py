@@ -192,14 +192,23 @@ known), 6·N·D ("6nd"; every run needs N), or "auto": 6·N·D when every run gi
 rule `ladder predict` follows (`fits.runs.law_compute`)."""
 
 
+def axis_of(runs: pd.DataFrame, compute: str = "auto") -> str:
+    """"6nd" or "fit": the axis `compute` (`COMPUTE_AXES`) means for these runs."""
+    from ladder.runview import active_params
+
+    if compute not in COMPUTE_AXES:
+        raise LadderError(f"--compute {compute!r}: choose {', '.join(COMPUTE_AXES)}")
+    if compute != "auto":
+        return compute
+    return "6nd" if all(active_params(row) for _, row in runs.iterrows()) else "fit"
+
+
 def compute_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.ndarray, tuple[str, ...]]:
     """Each run's compute per token on the `compute` axis (`COMPUTE_AXES`), and the note that says which."""
     from ladder.runview import SIX_N, active_params, flops_per_token, six_n_note
 
-    if compute not in COMPUTE_AXES:
-        raise LadderError(f"--compute {compute!r}: choose {', '.join(COMPUTE_AXES)}")
-    n = [active_params(row) for _, row in runs.iterrows()]
-    if compute == "6nd" or (compute == "auto" and all(n)):
+    if axis_of(runs, compute) == "6nd":
+        n = [active_params(row) for _, row in runs.iterrows()]
         missing = [str(name) for name, x in zip(runs["name"], n) if not x]
         if missing:
             raise LadderError(f"--compute 6nd: no parameter count (active_params) for {', '.join(missing)}; "
