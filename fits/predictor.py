@@ -6,10 +6,12 @@ So every candidate (`fits.candidates`) is backtested on it: the largest size is 
 predicted from the smaller ones (and, with five sizes or more, the two largest from the rest), the
 held-out runs that share the target's token ratio (else every run of that size) scored at their
 logged evals from `score_from` of the run on. A candidate's score is the mean of its |final error|
-and its mean |error| along the curve. An ensemble of the candidates, weighted by 1/score², is
-scored the same way. The single law with the lowest score predicts (`method="auto"`), or the method
-the user names ("ensemble" included: it is not chosen automatically, since its weights come from the
-same short backtest that would score it, and laws part ways further out than a backtest can see).
+and its mean |error| along the curve. The ensemble (the mean of the laws that apply, equal weights) is
+backtested the same way, as one more candidate: nothing in it is fitted to the backtest, so its score is
+as honest as each law's. The candidate with the lowest score predicts (`method="auto"`), or the method
+the user names. Equal weights rather than weights from the backtest's scores: one held-out size is one
+draw (a size that sits off the ladder's trend moves every law's score), and weights estimated from so
+little do worse than the plain mean (the forecast-combination puzzle: Clemen 1989, Smith and Wallis 2009).
 
 The band: the chosen method's own band (its statistics), widened in quadrature by the backtest's
 error at each fraction carried to the target's distance (error × log(target size / largest rung
@@ -166,7 +168,7 @@ def _predict_many(runs: list[Run], jobs: list[tuple[Run, np.ndarray]], names, op
 
 
 def ensemble(bands: dict[str, Band], weights: dict[str, float]) -> Band:
-    """Weighted median; each bound's distance from it is the weighted mean distance ⊕ the spread of the medians."""
+    """Weighted mean of the medians; each bound's distance from it is the weighted mean distance ⊕ the spread of the medians."""
     names = [n for n in bands if weights.get(n, 0) > 0]
     w = np.array([weights[n] for n in names], dtype=float)
     w = w / w.sum()
@@ -181,12 +183,10 @@ def ensemble(bands: dict[str, Band], weights: dict[str, float]) -> Band:
                 m - np.hypot(side("lo90"), spread), m + np.hypot(side("hi90"), spread))
 
 
-def weights_from(scores: dict[str, float]) -> dict[str, float]:
-    finite = {k: v for k, v in scores.items() if np.isfinite(v)}
-    if not finite:
-        return {}
-    floor = 1e-4  # 0.01%: no method is trusted beyond what one backtest can show
-    return {k: 1.0 / max(v, floor) ** 2 for k, v in finite.items()}
+def equal_weights(names, scores: dict[str, float] | None = None) -> dict[str, float]:
+    """Weight 1 for each law in `names` that did not fail the backtest (no score counts as not failed)."""
+    scores = scores or {}
+    return {k: 1.0 for k in names if scores.get(k, 0.0) < np.inf}
 
 
 # ---- the backtest ------------------------------------------------------------------------------------------
@@ -224,8 +224,7 @@ def backtest(runs: list[Run], target: Run, settings: Settings) -> tuple[Score, .
                 rows.append(_failed(name, held, distance, why))
                 continue
             rows.append(_score(name, held, [x.band for x in res], distance))
-        cut_scores = method_scores([r for r in rows if r.held_out == tuple(h.name for h in held)])
-        w = weights_from({k: v for k, v in cut_scores.items() if k in ok})
+        w = equal_weights(ok)
         if len(w) >= 2:
             bands = [ensemble({n: ok[n][i].band for n in w}, w) for i in range(len(held))]
             rows.append(_score("ensemble", held, bands, distance))
@@ -304,7 +303,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     else:
         rows = ()
     scores = {k: v for k, v in method_scores(rows).items() if k in outcomes or k == "ensemble"}
-    weights = weights_from({k: v for k, v in scores.items() if k in outcomes and k in settings.candidates})
+    weights = equal_weights([k for k in outcomes if k in settings.candidates], scores)
     bands = {k: o.band for k, o in outcomes.items()}
     if len(weights) >= 2:
         bands["ensemble"] = ensemble({k: bands[k] for k in weights}, weights)
@@ -312,9 +311,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     for o in outcomes.values():
         warnings += list(o.warnings)
     if settings.method == "auto":
-        # a single law: the ensemble's weights come from the same short backtest that scores it, and the laws
-        # part ways further out than the backtest can see (the ensemble stays available by name)
-        ranked = sorted((v, k) for k, v in scores.items() if k in bands and k != "ensemble" and np.isfinite(v))
+        ranked = sorted((v, k) for k, v in scores.items() if k in bands and np.isfinite(v))
         method = ranked[0][1] if ranked else next(iter(outcomes))
         if ranked:
             why = (f"lowest backtest score ({scores[ranked[0][1]]:.2%}: mean of |final error| and mean |error| predicting "

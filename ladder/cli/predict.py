@@ -32,8 +32,8 @@ N_BOOT = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the
 GROUP = typer.Option(None, "--group", help="The rungs' group (default: the target config's group).")
 METHOD = typer.Option("auto", "--method", help=(
     "The law: auto (the one with the lowest backtest score on the ladder: the largest size predicted from "
-    "the smaller ones), per-fraction, per-fraction-free, multipower, momentum, or ensemble (weighted by "
-    "backtest score)."))
+    "the smaller ones; the ensemble of the laws that apply is one of the choices), per-fraction, "
+    "per-fraction-free, multipower, momentum, or ensemble (the mean of the laws that apply)."))
 PIN_E = typer.Option(None, "--E", show_default=False, help=(
     "The per-fraction law's irreducible loss: a number pins it (nats/token); 'ladder' takes it from the surface "
     "L(N, D) fitted to every rung's final loss, where the rungs train several token ratios and pin it (else "
