@@ -341,7 +341,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         band = spread(band, [bands[k] for k in others])
         why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
     if method == "ensemble":
-        why += " (weights " + ", ".join(f"{k} {v / sum(weights.values()):.2f}" for k, v in weights.items()) + ")"
+        why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
     return CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
                           tuple(dict.fromkeys(warnings)), failed, distance, g)
 

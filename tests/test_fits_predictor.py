@@ -111,6 +111,7 @@ def test_a_named_method_and_the_ensemble():
     pf, m = res.candidates["per-fraction"].median, res.candidates["multipower"].median
     np.testing.assert_allclose(res.band.median, (pf + m) / 2, rtol=1e-12)  # the mean of the laws, equal weights
     assert res.weights == {"per-fraction": 1.0, "multipower": 1.0}
+    assert "the mean of per-fraction and multipower, equal weights" in res.why
     # its 90% band holds both laws' medians (the spread across forms)
     assert np.all(res.band.lo90 <= np.minimum(pf, m) + 1e-12) and np.all(np.maximum(pf, m) - 1e-12 <= res.band.hi90)
     with pytest.raises(FitError, match="unknown method"):
