@@ -5,9 +5,9 @@
 Rows are methods; columns are tasks with a fixed protocol (what is fitted, what is predicted, at what
 distance). Every curve task goes through `fits.predictor.predict`, the core `ladder predict` runs:
 the ladder's runs as `fits.runs.Run` records (coordinates, LR of every step, evals), the target
-with its own LR sequence. "default" is what `ladder predict` does with no options (the law chosen by
-a backtest on the ladder, the band floored by that backtest's errors); the other rows name the
-method and keep the same backtest floor for their band.
+with its own LR sequence. "default" is what `ladder predict` does with no options (the law, or the
+mean of the laws, chosen by a backtest on the ladder, the band floored by that backtest's errors);
+the other rows name the method and keep the same backtest floor for their band.
 
 Tasks (curve): the target's logged evals from 10% of its run on are scored.
 - olmo-3.2B-{0.5,1,2,5,10}xC: the four smaller OLMo sizes, every length (20 runs), predict the 3.2B
