@@ -123,15 +123,12 @@ class PerFraction:
 
     def __init__(self, runs: list[Run], options: Options) -> None:
         self.runs, self.options = runs, options
-        self._ladder_E: LadderE | None | bool = False
 
     def shared_E(self) -> LadderE | None:
-        """E from the whole ladder (computed once), when the options ask for it and the ladder pins it."""
+        """E from the whole ladder (`ladder_E` caches it), when the options ask for it and the ladder pins it."""
         if self.options.E is not None or self.options.E_from != "ladder":
             return None
-        if self._ladder_E is False:
-            self._ladder_E = ladder_E(self.runs)
-        return self._ladder_E
+        return ladder_E(self.runs)
 
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         o = self.options

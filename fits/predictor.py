@@ -168,7 +168,8 @@ def _predict_many(runs: list[Run], jobs: list[tuple[Run, np.ndarray]], names, op
 
 
 def ensemble(bands: dict[str, Band], weights: dict[str, float]) -> Band:
-    """Weighted mean of the medians; each bound's distance from it is the weighted mean distance ⊕ the spread of the medians."""
+    """Weighted mean of the medians; each bound's distance from it is the weighted mean distance ⊕ the
+    spread of the medians."""
     names = [n for n in bands if weights.get(n, 0) > 0]
     w = np.array([weights[n] for n in names], dtype=float)
     w = w / w.sum()

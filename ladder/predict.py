@@ -2,9 +2,9 @@
 
 The store's rungs and the target's config become `fits.runs.Run` records (coordinates, LR sequence,
 evals); the prediction core fits every candidate law, backtests them on the ladder itself (the largest
-size held out and predicted from the rest), predicts with the one that did best (a law or the mean
-of the laws that apply), or with the method named in the settings, and widens its band by the backtest's errors carried to the
-target's distance. This module turns the result into a `Prediction` table at the target's planned
+size held out and predicted from the rest), predicts with the one that did best (a law or the mean of
+the laws that apply) or with the method named in the settings, and widens its band by the backtest's
+errors carried to the target's distance. This module turns the result into a `Prediction` table at the target's planned
 evals and checkpoints, with the assumptions it holds under and the settings it was made with (the
 watcher and `replan` re-predict with exactly those).
 """
