@@ -13,10 +13,15 @@
    predicting the 3.2B at each length.
 5. The whole ladder in hindsight: at each length, the endpoint law E + A·C^−α through the five sizes' final
    losses (the 3.2B included, C = 6·N·D): its E and each size's residual (actual / law − 1).
+6. The batch: each ladder's tokens per step against the power law in parameters through its rungs' (each
+   size's batch over the law; the target's), beside the default's signed final error from the leaderboard's
+   output (benchmarks/leaderboard.json); on OLMo also the law through all five sizes, to set beside item 5.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
 import warnings
@@ -42,7 +47,7 @@ from fits.candidates import (  # noqa: E402
 from fits.endpoint import fit_endpoint  # noqa: E402
 from fits.multipower import fit_multipower  # noqa: E402
 from fits.perfraction import fit_per_fraction  # noqa: E402
-from fits.runs import law_compute  # noqa: E402
+from fits.runs import batch_off_trend, batch_trend, law_compute  # noqa: E402
 from fits.surface import fit_surface  # noqa: E402
 
 
@@ -138,19 +143,49 @@ def hindsight(tasks) -> None:
         print(f"   {t.name:<22} E = {fit.E:.2f}; " + ", ".join(f"{n} {x:+.2%}" for n, x in zip(names, res)))
 
 
+def batch(tasks) -> None:
+    print("6. tokens per step over the power law in parameters through the rungs' (each size; the target), "
+          "and the default's final error (one line per ladder)")
+    board = json.loads((Path(__file__).parent / "leaderboard.json").read_text())["curve"]
+    lines: dict[str, list[str]] = {}
+    for t in tasks:
+        tg = t.targets[0]
+        text = f"{off_trend(t.runs)}; target {tg.params / 1e9:.2g}B {batch_off_trend(t.runs, tg) - 1:+.0%}"
+        lines.setdefault(text, []).append(f"{board[t.name]['default']['final']:+.2%} ({t.name})")
+    for text, errs in lines.items():
+        print(f"   {text}; default final {', '.join(errs)}")
+    olmo = tasks[0]
+    print(f"   OLMo, the law through all five sizes: {off_trend(olmo.runs + [olmo.targets[0]])}")
+
+
+def off_trend(runs) -> str:
+    k, c, size, tps = batch_trend(runs)
+    off = tps / np.exp(c + k * np.log(size)) - 1
+    if np.all(np.abs(off) < 0.005):
+        return f"B ~ N^{abs(k):.2f}: {size.size} sizes, each on it"
+    return f"B ~ N^{k:.2f}: " + ", ".join(f"{n / 1e9:.2g}B {x:+.0%}" for n, x in zip(size, off))
+
+
 def cand_options(runs, target, E) -> Options:
     return resolve_smooth(runs, target, Options(E=E, n_boot=20))
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", type=int, choices=range(1, 7), help="print one item")
+    only = ap.parse_args().only
     warnings.simplefilter("ignore")
     olmo = lb.olmo_tasks()
+    if only == 6:
+        batch(olmo + lb.marin_tasks() + lb.misfitting_tasks() + lb.mpl_tasks() + lb.demo_tasks(Path("demo")))
+        return
     joint_E(olmo)
     curve_tasks = lb.misfitting_tasks() + lb.mpl_tasks() + [olmo[i] for i in (0, 2, 4)]
     multipower_floor(curve_tasks)
     momentum([olmo[1]] + lb.misfitting_tasks() + lb.mpl_tasks())
     surface_E(olmo)
     hindsight(olmo)
+    batch(olmo + lb.marin_tasks() + lb.misfitting_tasks() + lb.mpl_tasks() + lb.demo_tasks(Path("demo")))
 
 
 if __name__ == "__main__":

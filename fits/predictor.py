@@ -33,7 +33,7 @@ import numpy as np
 from fits import candidates as cand
 from fits.candidates import Z50, Z90, Options
 from fits.errors import FitError
-from fits.runs import Run, same_ratio, same_size, sizes
+from fits.runs import BATCH_OFF_TREND, Run, batch_off_trend, same_ratio, same_size, sizes
 from fits.uncertainty import Band
 
 CANDIDATES = ("per-fraction", "multipower")
@@ -311,6 +311,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     warnings = []
     for o in outcomes.values():
         warnings += list(o.warnings)
+    warnings += batch_warning(runs, target)
     if settings.method == "auto":
         ranked = sorted((v, k) for k, v in scores.items() if k in bands and np.isfinite(v))
         method = ranked[0][1] if ranked else next(iter(outcomes))
@@ -345,6 +346,18 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
     return CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
                           tuple(dict.fromkeys(warnings)), failed, distance, g)
+
+
+def batch_warning(runs: list[Run], target: Run) -> list[str]:
+    """A warning when the target's batch is more than `BATCH_OFF_TREND`× off the rungs' batch law in size."""
+    off = batch_off_trend(runs, target)
+    if 1 / BATCH_OFF_TREND <= off <= BATCH_OFF_TREND:
+        return []
+    more, side = ("more", "below") if off < 1 else ("less", "above")
+    return [f"the target's batch ({target.tokens_per_step:.3g} tokens per step) is {off:.2g}× the power law in size "
+            f"through the rungs' batches: the laws take the recipe's scaling from the rungs, and a batch off it makes "
+            f"each token worth {more} than the trend where the batches near the critical batch size (which no law "
+            f"here models), so the run may land {side} the prediction"]
 
 
 def spread(band: Band, others: list[Band]) -> Band:

@@ -153,6 +153,32 @@ def law_compute(runs: list[Run]) -> tuple[np.ndarray, str]:
     return np.array([r.compute for r in runs]), "fit FLOPs (N not known for every run)"
 
 
+BATCH_OFF_TREND = 1.5
+"""A target whose tokens per step is more than this factor off the rungs' trend (either way) is warned about."""
+
+
+def batch_trend(runs: list[Run]) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """The power law log B = c + k·log N through the runs' tokens per step B (one point per size: its median).
+
+    Returns (k, c, parameters per size, tokens per step per size); one size gives a flat law through it.
+    A ladder's recipe scales its batch with size, and the laws here take that scaling from the rungs: a
+    size whose batch sits off it gets more from each token (a smaller batch: more steps for the same
+    tokens) or less (a larger one) than the trend, by how it compares with the critical batch size
+    (McCandlish et al. 2018), which none of the laws models."""
+    size = distinct([r.params for r in runs], 0.001)
+    batch = np.array([np.median([r.tokens_per_step for r in runs if abs(r.params / s - 1) <= 0.001]) for s in size])
+    if size.size < 2:
+        return 0.0, float(np.log(batch[0])), size, batch
+    k, c = np.polyfit(np.log(size), np.log(batch), 1)
+    return float(k), float(c), size, batch
+
+
+def batch_off_trend(runs: list[Run], target: Run) -> float:
+    """The target's tokens per step over the rungs' batch law at its parameters (1: on the trend)."""
+    k, c, _, _ = batch_trend(runs)
+    return float(target.tokens_per_step / np.exp(c + k * np.log(target.params)))
+
+
 def same_ratio(a: Run, b: Run, tol: float = 0.01) -> bool:
     """Token ratios equal within a relative tolerance (1% by default)."""
     return abs(a.token_ratio / b.token_ratio - 1.0) <= tol

@@ -155,6 +155,32 @@ def test_two_sizes_cannot_be_backtested_and_say_so():
     assert res.distance == pytest.approx(np.log(8.0))
 
 
+def test_a_target_off_the_rungs_batch_trend_is_warned():
+    from fits.runs import batch_off_trend, batch_trend
+
+    rng = np.random.default_rng(3)
+    ns = 1e5 * 2.0 ** np.arange(4)
+    runs = [dataclasses.replace(ladder_run(f"r{i}", n, pf_law, rng), tokens_per_step=2.0 * n**0.5) for i, n in enumerate(ns)]
+    k, c, size, batch = batch_trend(runs)
+    assert k == pytest.approx(0.5) and np.exp(c) == pytest.approx(2.0)
+    np.testing.assert_allclose(size, ns)
+    hero = ladder_run("hero", 8 * ns[-1], pf_law, rng, noise=0.0)
+    on_trend = dataclasses.replace(hero, tokens_per_step=2.0 * hero.params**0.5)
+    assert batch_off_trend(runs, on_trend) == pytest.approx(1.0)
+    assert core.batch_warning(runs, dataclasses.replace(on_trend, tokens_per_step=1.4 * on_trend.tokens_per_step)) == []
+    big = core.batch_warning(runs, dataclasses.replace(on_trend, tokens_per_step=2 * on_trend.tokens_per_step))
+    small = core.batch_warning(runs, dataclasses.replace(on_trend, tokens_per_step=0.25 * on_trend.tokens_per_step))
+    assert len(big) == 1 and "is 2× the power law" in big[0] and "may land above" in big[0]
+    assert len(small) == 1 and "is 0.25× the power law" in small[0] and "may land below" in small[0]
+    # one batch for every rung: the trend is flat
+    flat = [dataclasses.replace(r, tokens_per_step=4096.0) for r in runs]
+    assert batch_trend(flat)[0] == pytest.approx(0.0) and batch_off_trend(flat, hero) == pytest.approx(1.0)
+    # the prediction carries it
+    wide = dataclasses.replace(hero, tokens_per_step=3 * 4096.0, ratio=hero.token_ratio)  # the same plan in tokens
+    res = core.predict(flat, wide, hero.steps, FAST)
+    assert any("3× the power law" in w for w in res.warnings)
+
+
 def test_bad_runs_are_refused_with_the_field_named():
     with pytest.raises(FitError, match="FLOPs per token must be a positive number"):
         Run("x", -1.0, 10.0, 100)
