@@ -119,8 +119,11 @@ def from_config(cfg: RunConfig, steps=None, values=None, state: str = "finished"
 # ---- from the store -----------------------------------------------------------------------------------------
 
 
-def from_store(store: Store, row, metric: str, *, need_evals: int = 3) -> LadderRun:
-    """A stored run (a row of `Store.runs`) with its `metric` evals."""
+def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> LadderRun:
+    """A stored run (a row of `Store.runs`) with its `metric` evals (at least `need_evals` of them).
+
+    A rung needs one: a curve law takes a run's evals however few, and the per-fraction law leaves out
+    a run with fewer than three."""
     name, run_id = str(row["name"]), str(row["run_id"])
     evals = store.history([run_id], [metric]).sort_values("step")  # finite values only
     if len(evals) < need_evals:
@@ -268,8 +271,8 @@ def six_n_note(names: list[str]) -> list[str]:
     """The line that says which runs' compute is 6·N·D (none when `names` is empty)."""
     if not names:
         return []
-    return [f"compute is 6·N·D for {', '.join(names)}: only N is known (fit FLOPs per token count attention, 6·N "
-            "does not)"]
+    which = ", ".join(names) if len(names) <= 8 else f"{len(names)} runs ({', '.join(names[:3])}, …, {names[-1]})"
+    return [f"compute is 6·N·D for {which}: only N is known (fit FLOPs per token count attention, 6·N does not)"]
 
 
 def active_params(row: Any) -> float | None:

@@ -106,6 +106,25 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     assert json.loads(fit_axis.output)["params"] == fitted["params"]
 
 
+def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    target = target_yaml(tmp_path / "big.yaml")
+    args = ("--target", str(target), "--n-boot", "40", "--format", "json")
+    assert import_csv(csv, tmp_path / "a").exit_code == 0
+    full = invoke("predict", *args, "--store", str(tmp_path / "a"), "--out", str(tmp_path / "pa"))
+    assert full.exit_code == 0, full.output
+    # one more run of the smallest size that logged only its last eval (a sweep's short run, a pull cut short)
+    df = pd.read_csv(csv)
+    first = df[df["run"] == df["run"].iloc[0]]
+    short = first.iloc[[-1]].assign(run="short")
+    pd.concat([df, short]).to_csv(csv, index=False)
+    assert import_csv(csv, tmp_path / "b").exit_code == 0
+    res = invoke("predict", *args, "--store", str(tmp_path / "b"), "--out", str(tmp_path / "pb"))
+    assert res.exit_code == 0, res.output
+    # the per-fraction law needs three evals of a run: it leaves the short run out, and predicts the same
+    assert json.loads(res.output)["final"] == json.loads(full.output)["final"]
+
+
 def test_fit_flops_change_the_compute_and_the_note_goes(tmp_path):
     res = import_csv(ladder_csv(tmp_path / "ladder.csv", with_flops=True), tmp_path / "store",
                      "--coord-column", "fit_flops_per_token=flops")
