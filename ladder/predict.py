@@ -20,11 +20,12 @@ import pandas as pd
 import fits
 from fits import predictor as core
 from fits.candidates import PUBLISHED_SHAPE, Options
+from fits.runs import batch_off_trend, batch_trend
 from ladder import runfiles as keys
 from ladder.errors import LadderError
 from ladder.prediction import FormUsed, Prediction
 from ladder.runconfig import RunConfig
-from ladder.runview import SIX_N, LadderRun, flops_notes, from_config, rungs_from_store
+from ladder.runview import SIX_N, LadderRun, flops_notes, from_config, named, rungs_from_store
 from ladder.schedule import Schedule
 from ladder.sources.coords import planned_steps_at
 from ladder.store import Store
@@ -174,10 +175,11 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
     out = {"schedule": f"rungs: {_describe_rungs(rungs)}; target: {_describe(target, edited=True)}"}
     out["token ratio"] = (f"rungs {_span(ratios)}, target {mine:.4g} tokens per parameter"
                           + ("" if all(same) else f" ({sum(same)} of {len(rungs)} rungs within {ratio_tol:.0%})"))
-    out["compute"] = ("6·N·D for " + ", ".join(r.name for r in [*rungs, target] if r.flops_from == SIX_N)
-                      if any(r.flops_from == SIX_N for r in [*rungs, target]) else "fit FLOPs per token × tokens")
+    six = [r.name for r in [*rungs, target] if r.flops_from == SIX_N]
+    out["compute"] = "6·N·D for " + named(six) if six else "fit FLOPs per token × tokens"
     if all(r.active_params for r in [*rungs, target]):
         out["compute"] += "; the per-fraction law's axis is 6·N·D (N known for every run: fit FLOPs count attention)"
+    out["batch"] = _batch(rungs, target)
     rung, cfg = big.config, target.config
     if rung is not None and cfg is not None:
         rung_phases = [(p.start_fraction, p.seq_len) for p in rung.schedule.seq_phases]
@@ -197,6 +199,16 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
     valid = steps[ok]
     out["valid up to"] = f"step {int(valid.max()):,}" if len(valid) else "nowhere: see above"
     return ok, out
+
+
+def _batch(rungs: list[LadderRun], target: LadderRun) -> str:
+    """The rungs' tokens per step, their power law in size, and where the target sits against it."""
+    runs = [r.as_run() for r in rungs]
+    k, _, size, batch = batch_trend(runs)
+    off = batch_off_trend(runs, target.as_run(with_evals=False))
+    law = f" (∝ N^{k:.2f})" if size.size > 1 and abs(k) >= 0.005 else ""
+    where = "on the rungs' law" if abs(off - 1) < 0.005 else f"{off:.2g}× the rungs' law at its size"
+    return f"rungs {_span(list(batch))}{law}, target {target.tokens_per_step:.4g} tokens per step ({where})"
 
 
 def _describe(run: LadderRun, edited: bool = False) -> str:

@@ -271,8 +271,12 @@ def six_n_note(names: list[str]) -> list[str]:
     """The line that says which runs' compute is 6·N·D (none when `names` is empty)."""
     if not names:
         return []
-    which = ", ".join(names) if len(names) <= 8 else f"{len(names)} runs ({', '.join(names[:3])}, …, {names[-1]})"
-    return [f"compute is 6·N·D for {which}: only N is known (fit FLOPs per token count attention, 6·N does not)"]
+    return [f"compute is 6·N·D for {named(names)}: only N is known (fit FLOPs per token count attention, 6·N does not)"]
+
+
+def named(names: list[str], most: int = 8) -> str:
+    """The names, or with more than `most` of them their count, the first three and the last."""
+    return ", ".join(names) if len(names) <= most else f"{len(names)} runs ({', '.join(names[:3])}, …, {names[-1]})"
 
 
 def active_params(row: Any) -> float | None:
