@@ -33,7 +33,7 @@ import numpy as np
 from fits import candidates as cand
 from fits.candidates import Z50, Z90, Options
 from fits.errors import FitError
-from fits.runs import BATCH_OFF_TREND, Run, batch_off_trend, same_ratio, same_size, sizes
+from fits.runs import Run, batch_far_off, same_ratio, same_size, sizes
 from fits.uncertainty import Band
 
 CANDIDATES = ("per-fraction", "multipower")
@@ -349,9 +349,9 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
 
 
 def batch_warning(runs: list[Run], target: Run) -> list[str]:
-    """A warning when the target's batch is more than `BATCH_OFF_TREND`× off the rungs' batch law in size."""
-    off = batch_off_trend(runs, target)
-    if 1 / BATCH_OFF_TREND <= off <= BATCH_OFF_TREND:
+    """A warning when the target's batch is far off the rungs' batch law in size (`fits.runs.batch_far_off`)."""
+    off = batch_far_off(runs, target)
+    if off is None:
         return []
     more, side = ("more", "below") if off < 1 else ("less", "above")
     return [f"the target's batch ({target.tokens_per_step:.3g} tokens per step) is {off:.2g}× the power law in size "

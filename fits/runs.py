@@ -179,6 +179,14 @@ def batch_off_trend(runs: list[Run], target: Run) -> float:
     return float(target.tokens_per_step / np.exp(c + k * np.log(target.params)))
 
 
+def batch_far_off(runs: list[Run], target: Run) -> float | None:
+    """`batch_off_trend` where it is more than `BATCH_OFF_TREND`× either way (else None; None with one size)."""
+    if distinct([r.params for r in runs], 0.001).size < 2:
+        return None
+    off = batch_off_trend(runs, target)
+    return None if 1 / BATCH_OFF_TREND <= off <= BATCH_OFF_TREND else off
+
+
 def same_ratio(a: Run, b: Run, tol: float = 0.01) -> bool:
     """Token ratios equal within a relative tolerance (1% by default)."""
     return abs(a.token_ratio / b.token_ratio - 1.0) <= tol

@@ -59,6 +59,21 @@ class Plan:
             "schedule": run.schedule.describe(),
         }
 
+    def notes(self) -> list[str]:
+        """What to know before training: the hero's batch against the power law in size through the rungs'."""
+        from fits.runs import Run, batch_far_off
+
+        def run(c: RunConfig) -> Run:
+            return Run(c.name, c.fit_flops_per_token, c.tokens_per_step, c.stop_after_steps,
+                       n_params=c.spec.active_params())
+
+        off = batch_far_off([run(r) for r in self.rungs], run(self.hero))
+        if off is None:
+            return []
+        return [f"the hero's batch ({self.hero.tokens_per_step:,} tokens per step) is {off:.2g}× the power law in "
+                f"size through the rungs' batches: the ladder measures the recipe as its rungs scale the batch, and no "
+                f"law here models a batch off that trend, so the hero's prediction cannot allow for it (it says so)"]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "preset": self.recipe.name,
@@ -66,6 +81,7 @@ class Plan:
             "rungs": [self.summary(r) for r in self.rungs],
             "hero": self.summary(self.hero),
             "ladder_compute_fraction": self.ladder_compute_fraction,
+            "notes": self.notes(),
         }
 
     def write(self, out_dir: str | os.PathLike) -> list[Path]:

@@ -125,6 +125,15 @@ def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):
     assert json.loads(res.output)["final"] == json.loads(full.output)["final"]
 
 
+def test_long_lists_of_runs_are_shortened():
+    from ladder.runview import named, six_n_note
+
+    assert named(["a", "b"]) == "a, b"
+    names = [f"r{i}" for i in range(74)]
+    assert named(names) == "74 runs (r0, r1, r2, …, r73)"  # the last is the target where one is named
+    assert six_n_note(names)[0].startswith("compute is 6·N·D for 74 runs (r0, r1, r2, …, r73): only N is known")
+
+
 def test_fit_flops_change_the_compute_and_the_note_goes(tmp_path):
     res = import_csv(ladder_csv(tmp_path / "ladder.csv", with_flops=True), tmp_path / "store",
                      "--coord-column", "fit_flops_per_token=flops")

@@ -30,6 +30,12 @@ def test_plan_json_has_the_documented_fields():
     assert data["hero"]["total_params"] == 535_305_388_032
     assert data["hero"]["active_params"] == 22_762_487_808
     assert data["ladder_compute_fraction"] < 0.01
+    # the published plan keeps the largest rung's batch for the hero, 0.081x the rungs' batch law at its size
+    assert len(data["notes"]) == 1 and "is 0.081× the power law in size through the rungs' batches" in data["notes"][0]
+    micro = json.loads(run("plan", "micro-cpu", "--format", "json").stdout)
+    assert micro["notes"] == []  # one batch for every run
+    table = run("plan", "marin-moe-hero")
+    assert "note: the hero's batch (46,137,344 tokens per step) is 0.081×" in " ".join(table.output.split())
 
 
 def test_plan_table_names_the_runs_and_the_share():

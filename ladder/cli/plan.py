@@ -65,6 +65,8 @@ def plan_command(
         f"[bold]{p.ladder_compute_fraction:.2%}[/] of the hero's {p.hero.fit_flops:.3g} "
         f"(with head: {p.hero.flops_with_head:.3g}; 6·N_act·D: {p.hero.flops_6nd:.3g})"
     )
+    for note in p.notes():
+        console.print(f"note: {note}")
     if written:
         console.print(f"Wrote {len(written)} files to {out}/ (one RunConfig per run, launch.sh)")
 
