@@ -46,6 +46,8 @@ class Columns:
     """Planned steps of the run (with `step`, gives the fraction)."""
     drop: str | None = None
     """Rows where this column is true (a quality flag, an exclusion mark) are left out."""
+    where: tuple[str, ...] = ()
+    """COLUMN=VALUE conditions: only the rows that meet every one are read."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,8 @@ class Curves:
 
 
 # ---- CSV ------------------------------------------------------------------------------------------
-def read_csv(path: str | Path, drop: str | None = None) -> pd.DataFrame:
-    """The CSV at `path`, without the rows whose column `drop` is true."""
+def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The CSV at `path`: the rows that meet every COLUMN=VALUE of `where`, without those whose column `drop` is true."""
     p = Path(path)
     if not p.is_file():
         raise LadderError(f"{p}: no such file; pass the CSV with --csv FILE")
@@ -84,6 +86,8 @@ def read_csv(path: str | Path, drop: str | None = None) -> pd.DataFrame:
         df = pd.read_csv(p)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise LadderError(f"{p}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    for condition in where:
+        df = _where(df, str(p), condition)
     if drop is not None:
         _need(df, str(p), drop=drop)
         flag = df[drop]
@@ -93,6 +97,27 @@ def read_csv(path: str | Path, drop: str | None = None) -> pd.DataFrame:
     if df.empty:
         raise LadderError(f"{p}: the CSV has no rows" + (f" left after dropping {drop}" if drop else ""))
     return df
+
+
+def _where(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
+    """The rows whose column holds the value of `condition` (COLUMN=VALUE; numbers compare as numbers)."""
+    col, sep, value = condition.partition("=")
+    col, value = col.strip(), value.strip()
+    if not sep or not col:
+        raise LadderError(f"--where {condition!r}: give COLUMN=VALUE, e.g. --where dataset=c4")
+    if col not in df.columns:
+        raise LadderError(f"{where}: no column {col!r} (for --where); the file has {', '.join(map(str, df.columns))}")
+    text = df[col].astype(str).str.strip()
+    keep = text == value
+    try:
+        keep |= pd.to_numeric(df[col], errors="coerce") == float(value)
+    except ValueError:
+        pass
+    if not keep.any():
+        seen = sorted(set(text))
+        shown = ", ".join(seen[:10]) + (f", … ({len(seen)} values)" if len(seen) > 10 else "")
+        raise LadderError(f"{where}: no row has {col} = {value!r}; the column holds {shown}")
+    return df[keep.to_numpy()]
 
 
 def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
@@ -132,7 +157,7 @@ def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
 def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...]) -> Finals:
     """One point per run (its last row by step); `need` names the columns the fit uses."""
     where = str(path)
-    df = read_csv(path, cols.drop)
+    df = read_csv(path, cols.drop, cols.where)
     _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
     last = _last_rows(df, cols, where)
     names = last[cols.run].astype(str).tolist() if cols.run else [f"row {i + 2}" for i in range(len(last))]
@@ -146,7 +171,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     The fraction of a row comes from `cols.fraction`, or from `cols.step` / `cols.total_steps`; a
     run's compute is the largest `cols.compute` it reaches divided by its largest fraction."""
     where = str(path)
-    df = read_csv(path, cols.drop)
+    df = read_csv(path, cols.drop, cols.where)
     _need(df, where, run=cols.run, loss=cols.loss, compute=cols.compute)
     if cols.fraction is not None:
         _need(df, where, fraction=cols.fraction)

@@ -383,3 +383,30 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", tmp_path / "nope.csv"), "no such file")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--at", "1e9,1e10"),
                    "--at and --predict-csv")
+
+
+def test_fit_surface_reads_one_corpus_of_a_table_of_several(tmp_path):
+    # two corpora with different laws in one table: --where picks one, and the fit is that corpus's alone
+    a = pd.read_csv(surface_csv(tmp_path / "a.csv")).assign(dataset="c4", epochs=1)
+    b = pd.read_csv(surface_csv(tmp_path / "b.csv", E=2.4)).assign(dataset="pile", epochs=1.0)
+    both = tmp_path / "both.csv"
+    pd.concat([a, b]).to_csv(both, index=False)
+    alone = json.loads(run("fit", "surface", "--csv", tmp_path / "a.csv", "--form", "free", "--format", "json").stdout)
+    res = run("fit", "surface", "--csv", both, "--where", "dataset=c4", "--where", "epochs=1", "--form", "free",
+              "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n_runs"] == 30 and out["params"] == alone["params"]  # 1.0 and 1 are one number
+    pile = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=pile", "--form", "free",
+                          "--format", "json").stdout)
+    assert pile["params"]["E"] == pytest.approx(2.4, abs=0.05)
+    one_error_line(run("fit", "surface", "--csv", both, "--where", "dataset=c5"), "no row has dataset = 'c5'",
+                   "c4, pile")
+    one_error_line(run("fit", "surface", "--csv", both, "--where", "corpus=c4"), "no column 'corpus'", "dataset")
+    one_error_line(run("fit", "surface", "--csv", both, "--where", "c4"), "--where 'c4'", "COLUMN=VALUE")
+    one_error_line(run("fit", "surface", "--where", "dataset=c4"), "--where filters the rows of a CSV", "--group")
+    # the other fit commands take it too
+    bt = run("backtest", "--form", "surface", "--csv", both, "--run-col", "", "--where", "dataset=c4", "--format", "json")
+    assert bt.exit_code == 0, bt.output
+    only = run("backtest", "--form", "surface", "--csv", tmp_path / "a.csv", "--run-col", "", "--format", "json")
+    assert json.loads(bt.stdout) == json.loads(only.stdout)

@@ -80,11 +80,22 @@ COMPUTE = typer.Option(
          "auto (6nd when every run gives N, as `ladder predict` counts it; else fit). --at is on this axis.",
 )
 DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is true (e.g. a quality flag).")
+WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; "
+                     "e.g. --where dataset=c4 for one corpus of a table of several).")
 
 
-def _cols(run_col: str, loss_col: str, step_col: str, drop: str | None, **more: str | None) -> fitdata.Columns:
+def _cols(run_col: str, loss_col: str, step_col: str, drop: str | None, where: list[str], **more: str | None
+          ) -> fitdata.Columns:
     from ladder import fitdata
-    return fitdata.Columns(run=run_col or None, loss=loss_col, step=step_col or None, drop=drop, **more)
+    return fitdata.Columns(run=run_col or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
+                           **more)
+
+
+def _csv_only(csv: Path | None, where: list[str], drop_col: str | None) -> None:
+    if csv is None and (where or drop_col):
+        flag = "--where" if where else "--drop-col"
+        raise LadderError(f"{flag} filters the rows of a CSV (--csv FILE); the store's runs are chosen with --group "
+                          "and --role")
 
 
 def _metric(store: Store, metric: str | None) -> str:
@@ -158,6 +169,7 @@ def fit_endpoint_command(
     loss_col: str = LOSS_COL,
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
+    where: list[str] = WHERE,
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of each run's fit compute (FLOPs)."),
     compute: ComputeAxis = COMPUTE,
     E: float | None = E_OPT,
@@ -178,8 +190,9 @@ def fit_endpoint_command(
     import fits
     from ladder import fitdata
     _check_level(level)
+    _csv_only(csv, where, drop_col)
     if csv is not None:
-        data = fitdata.finals_from_csv(csv, _cols(run_col, loss_col, step_col, drop_col, compute=compute_col), ("compute",))
+        data = fitdata.finals_from_csv(csv, _cols(run_col, loss_col, step_col, drop_col, where, compute=compute_col), ("compute",))
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
@@ -217,6 +230,7 @@ def fit_surface_command(
     loss_col: str = LOSS_COL,
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
+    where: list[str] = WHERE,
     params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
     E: float | None = E_OPT,
@@ -251,10 +265,11 @@ def fit_surface_command(
     """
     from ladder import fitdata
     _check_level(level)
+    _csv_only(csv, where, drop_col)
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
-        cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col,
+        cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col, where,
                      params=params_col, tokens=tokens_col)
         data = fitdata.finals_from_csv(csv, cols, ("params", "tokens"))
     else:
@@ -366,6 +381,7 @@ def fit_curve_command(
     step_col: str = typer.Option("step", "--step-col", help="CSV: column of the step (with --total-steps-col)."),
     total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: column of each run's planned steps."),
     drop_col: str | None = DROP,
+    where: list[str] = WHERE,
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: column of the fraction of planned steps (instead of step / total)."),
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of the fit compute spent by the row (FLOPs)."),
     every: float = typer.Option(0.05, "--every", help="Fit the law at every this fraction of the runs (0.05: 5%, 10%, … 100%)."),
@@ -396,6 +412,7 @@ def fit_curve_command(
     import fits
     from ladder import fitdata
     _check_level(level)
+    _csv_only(csv, where, drop_col)
     if law is not Law.perfraction:
         _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt)
         return
@@ -404,7 +421,8 @@ def fit_curve_command(
         if not run_col:
             raise LadderError("--run-col: whole curves need a column naming each row's run")
         cols = fitdata.Columns(run=run_col, loss=loss_col, compute=compute_col, step=step_col or None,
-                               fraction=fraction_col, total_steps=total_steps_col, drop=drop_col)
+                               fraction=fraction_col, total_steps=total_steps_col, drop=drop_col,
+                               where=tuple(where))
         data = fitdata.curves_from_csv(csv, cols, g)
     else:
         s = Store(store)
@@ -490,6 +508,7 @@ def backtest_command(
     loss_col: str = LOSS_COL,
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
+    where: list[str] = WHERE,
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: fit compute column (endpoint, curve)."),
     params_col: str = typer.Option("params", "--params-col", help="CSV: parameter count column (surface)."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: tokens column (surface)."),
@@ -512,13 +531,15 @@ def backtest_command(
     import fits
     from ladder import fitdata
     _check_level(level)
+    _csv_only(csv, where, drop_col)
     ks = [int(x) for x in _floats(holdout, "--holdout")]
     s = Store(store)
     if form is Form.curve:
         g = _fractions(every)
         if csv is not None:
             cols = fitdata.Columns(run=run_col or None, loss=loss_col, compute=compute_col, step=step_col or None,
-                                   fraction=fraction_col, total_steps=total_steps_col, drop=drop_col)
+                                   fraction=fraction_col, total_steps=total_steps_col, drop=drop_col,
+                               where=tuple(where))
             data = fitdata.curves_from_csv(csv, cols, g)
         else:
             data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
@@ -527,7 +548,8 @@ def backtest_command(
     else:
         need = ("compute",) if form is Form.endpoint else ("params", "tokens")
         if csv is not None:
-            cols = _cols(run_col, loss_col, step_col, drop_col, compute=compute_col, params=params_col, tokens=tokens_col)
+            cols = _cols(run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
+                         tokens=tokens_col)
             data = fitdata.finals_from_csv(csv, cols, need)
         else:
             data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
