@@ -66,7 +66,11 @@ STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `la
 METRIC = typer.Option(None, "--metric", help="Store: the metric to fit (default: the store's fit metric, eval/loss).")
 GROUP = typer.Option(None, "--group", help="Store: only runs of this group.")
 ROLE = typer.Option("rung", "--role", help="Store: only runs of this role (rung, hero, single; '' for all).")
-RUN_COL = typer.Option("run_id", "--run-col", help="CSV: column naming each row's run ('' if every row is a run).")
+RUN_COL = typer.Option(
+    None, "--run-col", show_default=False,
+    help="CSV: column naming each row's run ('' if every row is a run; default: run_id, or every row a "
+         "run when the file has neither run_id nor a step column).",
+)
 LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nats per token).")
 STEP_COL = typer.Option("step", "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
@@ -165,7 +169,7 @@ def fit_endpoint_command(
     metric: str | None = METRIC,
     group: str | None = GROUP,
     role: str = ROLE,
-    run_col: str = RUN_COL,
+    run_col: str | None = RUN_COL,
     loss_col: str = LOSS_COL,
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
@@ -192,7 +196,9 @@ def fit_endpoint_command(
     _check_level(level)
     _csv_only(csv, where, drop_col)
     if csv is not None:
-        data = fitdata.finals_from_csv(csv, _cols(run_col, loss_col, step_col, drop_col, where, compute=compute_col), ("compute",))
+        cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col, where,
+                     compute=compute_col)
+        data = fitdata.finals_from_csv(csv, cols, ("compute",))
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
@@ -222,11 +228,7 @@ def fit_surface_command(
     metric: str | None = METRIC,
     group: str | None = GROUP,
     role: str = ROLE,
-    run_col: str | None = typer.Option(
-        None, "--run-col", show_default=False,
-        help="CSV: column naming each row's run ('' if every row is a run; default: run_id, or every row a "
-             "run when the file has neither run_id nor a step column).",
-    ),
+    run_col: str | None = RUN_COL,
     loss_col: str = LOSS_COL,
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
@@ -421,8 +423,7 @@ def fit_curve_command(
         if not run_col:
             raise LadderError("--run-col: whole curves need a column naming each row's run")
         cols = fitdata.Columns(run=run_col, loss=loss_col, compute=compute_col, step=step_col or None,
-                               fraction=fraction_col, total_steps=total_steps_col, drop=drop_col,
-                               where=tuple(where))
+                               fraction=fraction_col, total_steps=total_steps_col, drop=drop_col, where=tuple(where))
         data = fitdata.curves_from_csv(csv, cols, g)
     else:
         s = Store(store)
@@ -504,7 +505,7 @@ def backtest_command(
     metric: str | None = METRIC,
     group: str | None = GROUP,
     role: str = ROLE,
-    run_col: str = RUN_COL,
+    run_col: str | None = RUN_COL,
     loss_col: str = LOSS_COL,
     step_col: str = STEP_COL,
     drop_col: str | None = DROP,
@@ -537,9 +538,9 @@ def backtest_command(
     if form is Form.curve:
         g = _fractions(every)
         if csv is not None:
-            cols = fitdata.Columns(run=run_col or None, loss=loss_col, compute=compute_col, step=step_col or None,
-                                   fraction=fraction_col, total_steps=total_steps_col, drop=drop_col,
-                               where=tuple(where))
+            cols = fitdata.Columns(run=endpointcsv.run_column(csv, run_col, step_col) or None, loss=loss_col,
+                                   compute=compute_col, step=step_col or None, fraction=fraction_col,
+                                   total_steps=total_steps_col, drop=drop_col, where=tuple(where))
             data = fitdata.curves_from_csv(csv, cols, g)
         else:
             data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
@@ -548,8 +549,8 @@ def backtest_command(
     else:
         need = ("compute",) if form is Form.endpoint else ("params", "tokens")
         if csv is not None:
-            cols = _cols(run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
-                         tokens=tokens_col)
+            cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col, where,
+                         compute=compute_col, params=params_col, tokens=tokens_col)
             data = fitdata.finals_from_csv(csv, cols, need)
         else:
             data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
