@@ -1,6 +1,6 @@
 """The alternatives tried for the leaderboard's low bias and not adopted, with their numbers.
 
-    .venv/bin/python benchmarks/bias_evidence.py      # about 4 min on 2 cores
+    .venv/bin/python benchmarks/bias_evidence.py      # 2–4 min on 2 cores
 
 1. One irreducible loss E shared by all five OLMo lengths: the per-fraction law's log residuals summed
    over the five lengths (each with the smaller sizes' runs of that length) on a grid of pinned E; the
