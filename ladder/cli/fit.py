@@ -88,10 +88,13 @@ WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds 
                      "e.g. --where dataset=c4 for one corpus of a table of several).")
 
 
-def _cols(run_col: str, loss_col: str, step_col: str, drop: str | None, where: list[str], **more: str | None
-          ) -> fitdata.Columns:
+def _cols(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: str | None, where: list[str],
+          **more: str | None) -> fitdata.Columns:
+    """The CSV's columns as the options name them; no --run-col: `endpointcsv.run_column` tells a table of one
+    row per run from one of checkpoints."""
     from ladder import fitdata
-    return fitdata.Columns(run=run_col or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
+    run = endpointcsv.run_column(csv, run_col, step_col)
+    return fitdata.Columns(run=run or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
                            **more)
 
 
@@ -196,8 +199,7 @@ def fit_endpoint_command(
     _check_level(level)
     _csv_only(csv, where, drop_col)
     if csv is not None:
-        cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col, where,
-                     compute=compute_col)
+        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col)
         data = fitdata.finals_from_csv(csv, cols, ("compute",))
     else:
         s = Store(store)
@@ -271,8 +273,7 @@ def fit_surface_command(
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
-        cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col, where,
-                     params=params_col, tokens=tokens_col)
+        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col)
         data = fitdata.finals_from_csv(csv, cols, ("params", "tokens"))
     else:
         s = Store(store)
@@ -422,8 +423,8 @@ def fit_curve_command(
     if csv is not None:
         if not run_col:
             raise LadderError("--run-col: whole curves need a column naming each row's run")
-        cols = fitdata.Columns(run=run_col, loss=loss_col, compute=compute_col, step=step_col or None,
-                               fraction=fraction_col, total_steps=total_steps_col, drop=drop_col, where=tuple(where))
+        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, fraction=fraction_col,
+                     total_steps=total_steps_col)
         data = fitdata.curves_from_csv(csv, cols, g)
     else:
         s = Store(store)
@@ -538,9 +539,8 @@ def backtest_command(
     if form is Form.curve:
         g = _fractions(every)
         if csv is not None:
-            cols = fitdata.Columns(run=endpointcsv.run_column(csv, run_col, step_col) or None, loss=loss_col,
-                                   compute=compute_col, step=step_col or None, fraction=fraction_col,
-                                   total_steps=total_steps_col, drop=drop_col, where=tuple(where))
+            cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col,
+                         fraction=fraction_col, total_steps=total_steps_col)
             data = fitdata.curves_from_csv(csv, cols, g)
         else:
             data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
@@ -549,8 +549,8 @@ def backtest_command(
     else:
         need = ("compute",) if form is Form.endpoint else ("params", "tokens")
         if csv is not None:
-            cols = _cols(endpointcsv.run_column(csv, run_col, step_col), loss_col, step_col, drop_col, where,
-                         compute=compute_col, params=params_col, tokens=tokens_col)
+            cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
+                         tokens=tokens_col)
             data = fitdata.finals_from_csv(csv, cols, need)
         else:
             data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
