@@ -5,8 +5,9 @@
 1. One irreducible loss E shared by all five OLMo lengths: the per-fraction law's log residuals summed
    over the five lengths (each with the smaller sizes' runs of that length) on a grid of pinned E; the
    3.2B final at each length with the best joint E.
-2. The multi-power law's floor at the median under a flat prior on [0, smallest loss), weighted by its
-   profile (one observation per curve), against the default floor 0: (Mis)Fitting 1B, MPL 400M, OLMo 3.2B.
+2. The multi-power law's floor: the default, its posterior median under a flat prior on [0, the smallest loss)
+   with the profile likelihood of one observation per curve (`fits.curvelaw.profile_floor`), against the
+   floor at 0 (`--floor zero`, the default until the profile): (Mis)Fitting 1B, MPL 400M, OLMo 3.2B.
 3. The momentum law by name (no backtest) against the truth on the same targets.
 4. E from the whole ladder: the Chinchilla surface fitted on the 20 smaller OLMo runs' final losses in
    each form (its E and standard error), and the per-fraction law with E pinned there (and at ±1.645 se)
@@ -45,7 +46,6 @@ from fits.candidates import (  # noqa: E402
     scale_of,
 )
 from fits.endpoint import fit_endpoint  # noqa: E402
-from fits.multipower import fit_multipower  # noqa: E402
 from fits.perfraction import fit_per_fraction  # noqa: E402
 from fits.runs import batch_off_trend, batch_trend, law_compute  # noqa: E402
 from fits.surface import fit_surface  # noqa: E402
@@ -78,21 +78,16 @@ def joint_E(tasks) -> None:
 
 
 def multipower_floor(tasks) -> None:
-    print("2. multi-power floor: default (0) vs the profile-weighted median")
+    print("2. multi-power floor: 0 (--floor zero) -> its posterior median (the default)")
     for t in tasks:
-        cl = CurveLaw("multipower", t.runs, Options())
-        curves = cl._curves(cl.runs)
-        lmin = min(float(c.loss.min()) for c in curves)
-        qs = np.arange(10) / 10
-        fits_ = [fit_multipower(curves, E=None if q == 0 else q * lmin, shape=Options().shape) for q in qs]
-        obj = np.array([f.objective for f in fits_])
-        w = np.exp(-(len(curves) / 2) * np.log(obj / obj.min()))
-        w /= w.sum()
-        q = float(np.interp(0.5, np.cumsum(w) - w / 2, qs))
-        law = fit_multipower(curves, E=q * lmin if q > 0 else None, shape=Options().shape)
-        e0 = [fits_[0].predict(tg.steps[-1:], tg.lrs, scale_of(tg))[0] / tg.values[-1] - 1 for tg in t.targets]
+        zero = CurveLaw("multipower", t.runs, Options(floor="zero")).fit()
+        model = CurveLaw("multipower", t.runs, Options())
+        law = model.fit()
+        prof = model.floor_profile
+        e0 = [zero.predict(tg.steps[-1:], tg.lrs, scale_of(tg))[0] / tg.values[-1] - 1 for tg in t.targets]
         e1 = [law.predict(tg.steps[-1:], tg.lrs, scale_of(tg))[0] / tg.values[-1] - 1 for tg in t.targets]
-        print(f"   {t.name:<22} floor {q * lmin:.2f}: final {np.mean(e0):+.2%} -> {np.mean(e1):+.2%}")
+        print(f"   {t.name:<22} floor {law.E:.2f} (90%: {prof.quantile(0.05):.2f}–{prof.quantile(0.95):.2f}): "
+              f"final {np.mean(e0):+.2%} -> {np.mean(e1):+.2%}")
 
 
 def momentum(tasks) -> None:

@@ -24,7 +24,7 @@ from fits.backtest import (
     backtest_prefix,
     backtest_surface,
 )
-from fits.curvelaw import Curve, CurveLawFit, fit_curve_law
+from fits.curvelaw import Curve, CurveLawFit, FloorProfile, fit_curve_law, profile_floor
 from fits.endpoint import EndpointFit, fit_endpoint
 from fits.errors import FitError
 from fits.momentum import Momentum, fit_momentum
@@ -51,6 +51,7 @@ __all__ = [
     "Collapse",
     "Curve",
     "CurveLawFit",
+    "FloorProfile",
     "EProfile",
     "EndpointFit",
     "Ensemble",
@@ -70,6 +71,7 @@ __all__ = [
     "bootstrap",
     "choose_surface",
     "fit_curve_law",
+    "profile_floor",
     "fit_endpoint",
     "fit_momentum",
     "fit_multipower",

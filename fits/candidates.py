@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fits.asymptote import LadderE, ladder_E
-from fits.curvelaw import Curve
+from fits.curvelaw import Curve, profile_floor
 from fits.errors import FitError
 from fits.momentum import fit_momentum
 from fits.multipower import fit_multipower
@@ -40,6 +40,8 @@ PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
 25M–400M); ladders whose runs share one schedule shape cannot pin it, so it is held at these values."""
 E_SOURCES = ("fit", "ladder")
 """Where the per-fraction law's E comes from when not pinned (`Options.E_from`)."""
+FLOORS = ("profile", "zero")
+"""How the curve laws set the floor of L0 (`Options.floor`)."""
 CURVE_LAWS = {"multipower": ("multi-power law", fit_multipower), "momentum": ("momentum law", fit_momentum)}
 
 
@@ -59,6 +61,10 @@ class Options:
     fits it to the runs at the target's ratio."""
     shape: dict[str, float] | None = dataclasses.field(default_factory=lambda: dict(PUBLISHED_SHAPE))
     """Multi-power annealing shape held fixed (None: fitted)."""
+    floor: str = "profile"
+    """Curve laws: the floor under L0's power law in size. "profile": its posterior median under a flat prior
+    on [0, the smallest loss), its central interval carried into the band (`fits.curvelaw.FloorProfile`);
+    "zero": L0 a pure power law (the floor at its bound)."""
     n_boot: int = 200
     seed: int = 0
     ratio_tol: float = 0.01
@@ -77,9 +83,15 @@ class Outcome:
 
 def widen(band: Band, sd: np.ndarray) -> Band:
     """Add an independent standard deviation `sd` (absolute) to both sides of a band in quadrature."""
+    return stretch(band, {50: (Z50 * sd, Z50 * sd), 90: (Z90 * sd, Z90 * sd)})
+
+
+def stretch(band: Band, spans: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
+    """Add independent spans (below, above the median; absolute) to the 50% and 90% sides in quadrature."""
     m = band.median
-    return Band(m, m - np.hypot(m - band.lo50, Z50 * sd), m + np.hypot(band.hi50 - m, Z50 * sd),
-                m - np.hypot(m - band.lo90, Z90 * sd), m + np.hypot(band.hi90 - m, Z90 * sd))
+    (b50, a50), (b90, a90) = (np.maximum(spans[50], 0), np.maximum(spans[90], 0))
+    return Band(m, m - np.hypot(m - band.lo50, b50), m + np.hypot(band.hi50 - m, a50),
+                m - np.hypot(m - band.lo90, b90), m + np.hypot(band.hi90 - m, a90))
 
 
 def _shift(band: Band, d: np.ndarray) -> Band:
@@ -285,7 +297,7 @@ class CurveLaw:
         self.name, self.options = name, options
         self.label, self._fit_fn = CURVE_LAWS[name]
         self.runs = [r for r in runs if r.lrs is not None and r.steps.size >= 3]
-        self._fit = self._refits = self._per_size = None
+        self._fit = self._refits = self._per_size = self._profile = None
 
     def _curves(self, runs):
         out = []
@@ -303,12 +315,24 @@ class CurveLaw:
         if _curves_per_size(curves).size < 2:
             raise FitError(f"the {self.label} needs curves with their LR sequences from 2 sizes or more; "
                            f"the ladder has {len(curves)} curve(s) with LRs")
-        return self._fit_fn(curves, shape=shape)
+        law = self._fit_fn(curves, shape=shape)
+        if self.options.floor == "zero":
+            return law, None
+        if self.options.floor != "profile":
+            raise FitError(f"unknown floor {self.options.floor!r}; choose from {', '.join(FLOORS)}")
+        profile = profile_floor(law)
+        return profile.at(profile.quantile(0.5)), profile
 
     def fit(self):
         if self._fit is None:
-            self._fit = self._fit_on(self.runs)
+            self._fit, self._profile = self._fit_on(self.runs)
         return self._fit
+
+    @property
+    def floor_profile(self):
+        """The posterior over L0's floor (`fits.curvelaw.FloorProfile`); None with `Options.floor` "zero"."""
+        self.fit()
+        return self._profile
 
     def refits(self) -> list:
         """Refits each without one size (a jackknife over sizes; sizes, not curves, are the independent unit)."""
@@ -367,12 +391,26 @@ class CurveLaw:
         else:
             se = np.zeros_like(point)
         band = widen(Band(point, point, point, point, point), np.hypot(se, self.scatter() * point))
+        params = {k: float(v) for k, v in law.params.items()}
+        floor_note = ""
+        if self._profile is not None:  # the predictions over the floors the ladder leaves plausible
+            prof, spans = self._profile, {}
+            for level in (50, 90):
+                tail = (1 - level / 100) / 2
+                floors = np.linspace(prof.quantile(tail), prof.quantile(1 - tail), 5)
+                preds = prof.predictions(steps, target.lrs, scale, floors)
+                spans[level] = (point - preds.min(axis=0), preds.max(axis=0) - point)
+                params[f"floor_lo{level}"], params[f"floor_hi{level}"] = float(floors[0]), float(floors[-1])
+            band = stretch(band, spans)
+            params["floor"] = float(law.E or 0.0)
+            floor_note = (f"; L0's floor at its posterior median {params['floor']:.3g} (90%: {params['floor_lo90']:.3g}–"
+                          f"{params['floor_hi90']:.3g}, flat prior below the smallest loss), its spread in the band")
         n_sizes = len(sizes(self.runs))
         why = (f"{len(law.curves)} curves of {n_sizes} sizes with their LR sequences; predicts the target from its "
                f"own schedule and size" + ("; annealing shape held at published values"
-                                            if self.name == "multipower" and self.options.shape else ""))
+                                            if self.name == "multipower" and self.options.shape else "") + floor_note)
         warnings = [w for w in law.warnings if "do not pin the annealing shape" not in w]
-        return Outcome(band, why, {k: float(v) for k, v in law.params.items()}, tuple(warnings))
+        return Outcome(band, why, params, tuple(warnings))
 
 
 def make(name: str, runs: list[Run], options: Options):

@@ -17,6 +17,7 @@ those values start the joint Huber fit of every run. Bootstrap refits start from
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -249,6 +250,15 @@ class CurveLawFit:
         fixed = {k: self.shape[k] for k in self.fixed_shape}
         return _fit(self.form, curves, self.E, fixed, start=self)
 
+    def at_floor(self, E: float | None) -> CurveLawFit:
+        """The same law with L0's floor pinned at `E` (None: 0), started from this fit (L0's level moved by
+        the change in floor, so a profile over floors refits in one solve each)."""
+        level = dict(self.level)
+        level["L0"] = max(level["L0"] + (self.E or 0.0) - (E or 0.0), 1e-8 * level["L0"])
+        start = dataclasses.replace(self, level=level)
+        fixed = {k: self.shape[k] for k in self.fixed_shape}
+        return _fit(self.form, list(self.curves), E, fixed, start=start)
+
     def summary(self, at: float | None = None) -> str:
         sizes = np.unique(self.scales)
         lines = [
@@ -266,6 +276,69 @@ class CurveLawFit:
             )
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+FLOOR_GRID = np.arange(10) / 10
+"""Floors of L0 profiled, as fractions of the smallest loss fitted: a flat prior on [0, that loss)."""
+
+
+@dataclass(frozen=True)
+class FloorProfile:
+    """A curve law refitted with L0's floor E pinned at each of `floors`, and the posterior over E.
+
+    Within a size, L0 and the power-law term trade off; across sizes, a floor E under L0's power law
+    in scale is pinned only where the sizes' L0 bend towards it (with two sizes any E fits equally
+    well). Fixing E at 0 takes the bound of its range, where the law keeps falling as a pure power law
+    and a larger run is predicted low. Instead E gets a flat prior on [0, the smallest loss fitted)
+    and the profile likelihood of one observation per curve (a curve's checkpoints share its seed
+    and schedule, so its residuals are not independent): weight ∝ (objective / least)^(−curves/2).
+    The law predicts at the posterior median of E and carries the predictions over its central
+    interval into the band."""
+
+    floors: np.ndarray
+    objective: np.ndarray
+    weight: np.ndarray
+    fits: tuple = field(repr=False)
+
+    def quantile(self, p: float) -> float:
+        """The floor at posterior probability `p` (each grid floor holds its weight at its point)."""
+        cdf = np.cumsum(self.weight) - self.weight / 2
+        return float(np.interp(p, cdf, self.floors))
+
+    def at(self, E: float) -> CurveLawFit:
+        """The law with its floor at `E`, refitted from the nearest grid fit."""
+        i = int(np.argmin(np.abs(self.floors - E)))
+        if abs(self.floors[i] - E) <= 1e-12 * max(E, 1.0):
+            return self.fits[i]
+        return self.fits[i].at_floor(E)
+
+    def predictions(self, steps, lrs, scale: float, floors) -> np.ndarray:
+        """The law's predictions with its floor at each of `floors`, interpolated between grid fits."""
+        grid = np.array([f.predict(steps, lrs, scale) for f in self.fits])
+        if grid.shape[0] == 1:
+            return np.repeat(grid, np.size(floors), axis=0)
+        out = []
+        for E in np.atleast_1d(floors):
+            j = int(np.clip(np.searchsorted(self.floors, E), 1, self.floors.size - 1))
+            w = (E - self.floors[j - 1]) / (self.floors[j] - self.floors[j - 1])
+            out.append((1 - w) * grid[j - 1] + w * grid[j])
+        return np.array(out)
+
+
+def profile_floor(fit: CurveLawFit) -> FloorProfile:
+    """`fit` (floor 0) refitted at each floor of `FLOOR_GRID` × the smallest loss, each from the last."""
+    if fit.E:
+        raise FitError("profile the floor from a fit whose floor is 0")
+    low = min(float(c.loss.min()) for c in fit.curves)
+    fits = [fit]
+    for q in FLOOR_GRID[1:]:
+        try:
+            fits.append(fits[-1].at_floor(float(q * low)))
+        except FitError:
+            break
+    obj = np.array([f.objective for f in fits])
+    w = np.exp(-(len(fit.curves) / 2) * np.log(obj / obj.min()))
+    return FloorProfile(FLOOR_GRID[: len(fits)] * low, obj, w / w.sum(), tuple(fits))
 
 
 def fit_curve_law(form, curves, *, E: float | None = None, shape: dict[str, float] | None = None) -> CurveLawFit:

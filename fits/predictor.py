@@ -57,7 +57,10 @@ class Settings:
     @classmethod
     def from_dict(cls, d: dict) -> Settings:
         d = dict(d)
-        opts = Options(**d.pop("options", {}))
+        recorded = dict(d.pop("options", {}))
+        if recorded:
+            recorded.setdefault("floor", "zero")  # recorded before the curve laws profiled their floor
+        opts = Options(**recorded)
         return cls(options=opts, candidates=tuple(d.pop("candidates", CANDIDATES)), **d)
 
 

@@ -59,10 +59,12 @@ class PredictSettings:
     """Token ratios within this relative tolerance count as one."""
     backtest: bool = True
     """Choose the law and floor the band by a backtest on the ladder (needs 3 sizes)."""
+    floor: str = "profile"
+    """The curve laws' floor under L0 (`fits.candidates.Options.floor`): "profile" or "zero"."""
 
     def core(self) -> core.Settings:
         options = Options(smooth=self.smooth, E=self.E, E_from=self.E_from, shape=self.shape, n_boot=self.n_boot,
-                          seed=self.seed, ratio_tol=self.ratio_tol)
+                          seed=self.seed, ratio_tol=self.ratio_tol, floor=self.floor)
         return core.Settings(method=self.method, candidates=tuple(self.candidates), options=options,
                              backtest=self.backtest)
 
@@ -75,6 +77,7 @@ class PredictSettings:
     def from_dict(cls, d: dict) -> PredictSettings:
         known = {f.name for f in dataclasses.fields(cls)}
         d = {k: v for k, v in dict(d).items() if k in known}
+        d.setdefault("floor", "zero")  # recorded before the floor was profiled: re-predict as it was made
         if "candidates" in d:
             d["candidates"] = tuple(d["candidates"])
         return cls(**d)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fits import Curve, FitError, Momentum, MultiPower, fit_momentum, fit_multipower
+from fits.curvelaw import profile_floor
 from fits.multipower import drop_terms, exact_drop
 from fits.synthetic import curve_law_curves, known_law
 from ladder import Schedule
@@ -118,6 +119,47 @@ def test_fixed_shape_is_kept_and_refits_keep_it():
     assert lo[0] < hi[0] and lo[0] <= pred[0] <= hi[0]
     with pytest.raises(FitError, match="no shape parameter"):
         fit_multipower(curves, shape=dict(delta=1.0))
+
+
+def floored_ladder(E, seed, sizes):
+    shape, params = LAW["MultiPower"]
+    law = known_law(MultiPower, shape, params, dict(EXPONENTS, L0=-0.15 if E else -0.07), scale_ref=1e8, E=E or None)
+    lr = schedules()
+    combos = [(lr[k], s) for s in sizes for k in ("cosine", "constant")]
+    curves = curve_law_curves(np.random.default_rng(seed), law, [c[0] for c in combos],
+                              [np.arange(200, 4001, 100)] * len(combos), [c[1] for c in combos],
+                              noise=5e-4, run_noise=5e-4)
+    return law, curves
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("E", [0.0, 1.5])
+def test_the_floor_profile_finds_a_floor_the_sizes_pin(E, seed):
+    law, curves = floored_ladder(E, seed, sizes=(2.5e7, 1e8, 4e8, 1.6e9))
+    prof = profile_floor(fit_multipower(curves, shape=LAW["MultiPower"][0]))
+    assert prof.quantile(0.05) <= E <= prof.quantile(0.95)
+    assert abs(prof.quantile(0.5) - E) < 0.35
+    median = prof.at(prof.quantile(0.5))
+    assert median.E == pytest.approx(prof.quantile(0.5)) and median.converged
+    lrs = schedules()["cosine"]
+    assert median.predict([4000], lrs, 1.28e10)[0] == pytest.approx(law.predict([4000], lrs, 1.28e10)[0], rel=3e-3)
+
+
+def test_two_sizes_leave_the_floor_to_its_prior():
+    # with two sizes L0's power law passes through both sizes' L0 for any floor below them: the objective
+    # is flat there, and the posterior is the prior's (the floors near the smallest loss fit worse)
+    _, curves = floored_ladder(1.5, 0, sizes=(2.5e7, 1e8))
+    fit = fit_multipower(curves, shape=LAW["MultiPower"][0])
+    prof = profile_floor(fit)
+    low = min(float(c.loss.min()) for c in curves)
+    np.testing.assert_allclose(prof.floors, np.arange(10) / 10 * low)
+    np.testing.assert_allclose(prof.objective[:8], prof.objective[0], rtol=1e-6)
+    np.testing.assert_allclose(prof.weight[:8], prof.weight[0], rtol=1e-5)
+    assert prof.objective[9] > 2 * prof.objective[0]
+    assert 0.35 * low < prof.quantile(0.5) < 0.45 * low
+    assert prof.fits[0] is fit and prof.at(0.0) is fit
+    with pytest.raises(FitError, match="whose floor is 0"):
+        profile_floor(prof.fits[3])
 
 
 def test_curves_are_validated():

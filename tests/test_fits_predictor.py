@@ -10,7 +10,7 @@ import pytest
 import fits.multipower as mp
 from fits import FitError
 from fits import predictor as core
-from fits.candidates import Options
+from fits.candidates import CurveLaw, Options
 from fits.runs import Run, same_ratio, sizes
 from fits.synthetic import known_law
 
@@ -193,6 +193,28 @@ def test_bad_runs_are_refused_with_the_field_named():
 def test_settings_round_trip():
     s = core.Settings(method="multipower", options=Options(smooth=3, E=1.2, n_boot=50))
     assert core.Settings.from_dict(s.to_dict()) == s
+    # a record from before the curve laws profiled their floor re-predicts with the floor it was made with
+    old = s.to_dict()
+    del old["options"]["floor"]
+    assert core.Settings.from_dict(old).options.floor == "zero" and s.options.floor == "profile"
+
+
+def test_the_curve_laws_profile_their_floor_and_carry_it_in_the_band():
+    runs, hero = ladder(mp_law, seed=0)  # the law's L0 is a pure power law in size: its floor is 0
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    named = dataclasses.replace(FAST, method="multipower", backtest=False)
+    res = core.predict(runs, blank, hero.steps, named)
+    zero = core.predict(runs, blank, hero.steps, dataclasses.replace(named, options=Options(n_boot=60, floor="zero")))
+    got, plain = res.outcomes["multipower"], zero.outcomes["multipower"]
+    assert got.params["floor_lo90"] == 0.0 <= got.params["floor"] <= got.params["floor_hi90"]
+    assert got.params["floor_lo50"] <= got.params["floor"] <= got.params["floor_hi50"] <= got.params["floor_hi90"]
+    assert "posterior median" in got.why and "floor" not in plain.params and "posterior" not in plain.why
+    assert np.max(np.abs(res.band.median / hero.values - 1)) < 0.01
+    # the band carries the predictions over the plausible floors: at least as wide as the floor-0 law's own
+    own = res.candidates["multipower"]
+    assert np.all(own.lo90 <= np.minimum(own.median, zero.band.median) + 1e-12)
+    with pytest.raises(FitError, match="unknown floor 'lowest'"):
+        CurveLaw("multipower", runs, Options(floor="lowest")).fit()
 
 
 def test_the_per_fraction_law_counts_compute_by_parameters_when_they_are_known():

@@ -412,6 +412,7 @@ OUTPUTS = [
     Case("predict", "config-deep", ("predict", "deep.yaml"), 2, ("nested too deeply",)),
     Case("predict", "store-missing", ("predict", "hero.yaml", "--store", "nowhere"), 2, ("no store here",)),
     Case("predict", "n-boot-text", ("predict", "hero.yaml", "--n-boot", "many"), 2, ("--n-boot",)),
+    Case("predict", "floor-unknown", ("predict", "hero.yaml", "--floor", "lowest"), 2, ("--floor 'lowest'", "profile or zero")),
     Case("replan", "store-missing", ("replan", "hero.yaml", "--store", "nowhere", "--shorten-to", "100"), 2,
          ("no store here",)),
     Case("replan", "config-nan", ("replan", "run.yaml"), 2, ("peak_lr", "not a finite number"),

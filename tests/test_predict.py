@@ -91,9 +91,12 @@ def test_the_backtest_chooses_the_law_and_reports_why(pf_store, pf_unedited):
     assert rows["per-fraction"]["held_out"] == [PLAN.rungs[-1].name] and rows["per-fraction"]["evals"] > 0
     # one curve per size: the curve laws cannot tell their asymptote from their power law, and say so
     assert "curves (lengths or schedules)" in rows["multipower"]["failed"]
-    assert pred.settings["method"] == "auto"
+    assert pred.settings["method"] == "auto" and pred.settings["floor"] == "profile"
     again = predict(pf_store, hero, type(FAST).from_dict(pred.settings))
     np.testing.assert_allclose(again.table["median"], pred.table["median"])
+    # a prediction recorded before the curve laws profiled their floor re-predicts with the floor at 0
+    older = {k: v for k, v in pred.settings.items() if k != "floor"}
+    assert type(FAST).from_dict(older).floor == "zero"
 
 
 def test_a_shortened_hero_adds_the_schedule_difference(mp_store):
@@ -221,3 +224,18 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
                               "--deadline", "0.001h", "--tokens-per-second", "1000"])
     assert res.exit_code == 0 and "reaches step" in res.stdout
+
+
+def test_fit_curve_reports_what_the_runs_say_about_the_floor(mp_store):
+    base = ["fit", "curve", "--law", "multipower", "--store", str(mp_store.root), "--shape", "C=2,beta=0.6,gamma=0.6"]
+    res = runner.invoke(app, base + ["--format", "json"])
+    assert res.exit_code == 0, res.output
+    floor = json.loads(res.output)["floor_posterior"]
+    low = mp_store.history(list(mp_store.runs()["run_id"]), ["eval/loss"])["value"].min()
+    assert 0 <= floor["lo90"] <= floor["median"] <= floor["hi90"] < low
+    text = runner.invoke(app, base)
+    words = " ".join(text.output.split())
+    assert text.exit_code == 0 and f"posterior median {floor['median']:.4g}" in words
+    assert "`ladder predict` uses the median" in words
+    pinned = runner.invoke(app, base + ["--E", "0.5", "--format", "json"])
+    assert pinned.exit_code == 0 and json.loads(pinned.output)["floor_posterior"] is None

@@ -487,14 +487,23 @@ def _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bo
     fn = fits.fit_multipower if law is Law.multipower else fits.fit_momentum
     fit = fn(curves, E=E, shape=held)
     _, boot = _boot(fit, bootstrap, seed, level)
+    floor = None
+    if E is None and np.unique(fit.scales).size >= 2:  # what the runs say about the floor under L0 (as `ladder predict` uses it)
+        prof = fits.profile_floor(fit)
+        floor = {"median": prof.quantile(0.5), "lo90": prof.quantile(0.05), "hi90": prof.quantile(0.95)}
     if fmt is Format.json:
         print_json({
             "form": law.value, "n_runs": fit.n_runs, "params": fit.params, "objective": fit.objective,
             "converged": fit.converged, "warnings": list(fit.warnings), "scale": scale,
             "errors": [{"run": n, "mean": m, "worst": w} for n, m, w in fit.errors()], "bootstrap": boot or None,
+            "floor_posterior": floor,
         })
         return
     _print_params(fit, boot, level)
+    if floor is not None:
+        console.print(f"floor under L0 (fitted at 0 here; --E pins it): posterior median {floor['median']:.4g}, 90% "
+                      f"[{floor['lo90']:.4g}, {floor['hi90']:.4g}] under a flat prior below the smallest loss; "
+                      "`ladder predict` uses the median", highlight=False)
 
 
 @command("backtest")

@@ -38,11 +38,15 @@ PIN_E = typer.Option(None, "--E", show_default=False, help=(
     "The per-fraction law's irreducible loss: a number pins it (nats/token); 'ladder' takes it from the surface "
     "L(N, D) fitted to every rung's final loss, where the rungs train several token ratios and pin it (else "
     "fitted); default: fitted to the rungs at the target's token ratio."))
+FLOOR = typer.Option("profile", "--floor", help=(
+    "The curve laws' floor under L0's power law in size: profile (its posterior median under a flat prior below "
+    "the smallest loss, with its spread in the band) or zero (L0 a pure power law, which keeps falling)."))
 RATIO_TOL = typer.Option(0.01, "--ratio-tol", help="Token ratios within this relative tolerance count as one ratio.")
 
 
 def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto", E: str | None = None,
-              ratio_tol: float = 0.01) -> PredictSettings:
+              ratio_tol: float = 0.01, floor: str = "profile") -> PredictSettings:
+    from fits.candidates import FLOORS
     from fits.predictor import METHODS
     from ladder.predict import PredictSettings
 
@@ -50,11 +54,13 @@ def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto",
         raise LadderError(f"--n-boot {n_boot}: use at least 20 refits for a band")
     if method not in ("auto",) + METHODS:
         raise LadderError(f"--method {method!r}: choose auto or one of {', '.join(METHODS)}")
+    if floor not in FLOORS:
+        raise LadderError(f"--floor {floor!r}: choose {' or '.join(FLOORS)}")
     pinned, E_from = _irreducible(E)
     if not (np.isfinite(ratio_tol) and 0 <= ratio_tol < 1):
         raise LadderError(f"--ratio-tol {ratio_tol}: give a relative tolerance in [0, 1), e.g. 0.01")
     return PredictSettings(metric=metric, n_boot=n_boot, group=group, method=method, E=pinned, E_from=E_from,
-                           ratio_tol=ratio_tol)
+                           ratio_tol=ratio_tol, floor=floor)
 
 
 def _irreducible(text: str | None) -> tuple[float | None, str]:
@@ -115,6 +121,7 @@ def predict_command(
     method: str = METHOD,
     pin_e: str | None = PIN_E,
     ratio_tol: float = RATIO_TOL,
+    floor: str = FLOOR,
     to_wandb: str | None = typer.Option(None, "--to-wandb", help=(
         "Also log the prediction to wandb as its own run, ENTITY/PROJECT (online with WANDB_API_KEY, or "
         "offline under WANDB_MODE=offline): predicted/<metric> and its _lo50/_hi50/_lo90/_hi90 bounds on the "
@@ -129,16 +136,17 @@ def predict_command(
     logged optim/learning_rate series) and their evals.
 
     Every candidate law (the per-fraction law over the rungs that share the target's token ratio; the
-    multi-power law over every curve of every size) is backtested on the ladder itself: the largest
-    size is held out and predicted from the smaller ones. The law with the lowest error predicts, and
-    its band is widened by the backtest's errors carried to the target's distance. The table "why this
-    law" shows the backtest. Where the target's schedule differs from the rungs' (a horizon cut, an
-    early cooldown), the per-fraction law adds the difference the multi-power law says that schedule
-    makes. Steps past a change no law models are flagged.
+    multi-power law over every curve of every size, the floor under its L0 at its posterior median) is
+    backtested on the ladder itself: the largest size is held out and predicted from the smaller ones.
+    The law with the lowest error predicts, and its band is widened by the backtest's errors carried to
+    the target's distance. The table "why this law" shows the backtest. Where the target's schedule
+    differs from the rungs' (a horizon cut, an early cooldown), the per-fraction law adds the
+    difference the multi-power law says that schedule makes. Steps past a change no law models are
+    flagged.
     """
     from ladder.predict import predict
 
-    settings = _settings(metric, n_boot, group, method, pin_e, ratio_tol)
+    settings = _settings(metric, n_boot, group, method, pin_e, ratio_tol, floor)
     if to_wandb is not None:
         from ladder.towandb import parse_project
 
