@@ -315,11 +315,11 @@ class CurveLaw:
         if _curves_per_size(curves).size < 2:
             raise FitError(f"the {self.label} needs curves with their LR sequences from 2 sizes or more; "
                            f"the ladder has {len(curves)} curve(s) with LRs")
+        if self.options.floor not in FLOORS:
+            raise FitError(f"unknown floor {self.options.floor!r}; choose from {', '.join(FLOORS)}")
         law = self._fit_fn(curves, shape=shape)
         if self.options.floor == "zero":
             return law, None
-        if self.options.floor != "profile":
-            raise FitError(f"unknown floor {self.options.floor!r}; choose from {', '.join(FLOORS)}")
         profile = profile_floor(law)
         return profile.at(profile.quantile(0.5)), profile
 
@@ -395,12 +395,12 @@ class CurveLaw:
         floor_note = ""
         if self._profile is not None:  # the predictions over the floors the ladder leaves plausible
             prof, spans = self._profile, {}
-            for level in (50, 90):
-                tail = (1 - level / 100) / 2
-                floors = np.linspace(prof.quantile(tail), prof.quantile(1 - tail), 5)
-                preds = prof.predictions(steps, target.lrs, scale, floors)
-                spans[level] = (point - preds.min(axis=0), preds.max(axis=0) - point)
-                params[f"floor_lo{level}"], params[f"floor_hi{level}"] = float(floors[0]), float(floors[-1])
+            floors = {level: np.linspace(prof.quantile((1 - level / 100) / 2), prof.quantile((1 + level / 100) / 2), 5)
+                      for level in (50, 90)}
+            preds = prof.predictions(steps, target.lrs, scale, np.concatenate([floors[50], floors[90]]))
+            for level, p in ((50, preds[:5]), (90, preds[5:])):
+                spans[level] = (point - p.min(axis=0), p.max(axis=0) - point)
+                params[f"floor_lo{level}"], params[f"floor_hi{level}"] = float(floors[level][0]), float(floors[level][-1])
             band = stretch(band, spans)
             params["floor"] = float(law.E or 0.0)
             floor_note = (f"; L0's floor at its posterior median {params['floor']:.3g} (90%: {params['floor_lo90']:.3g}–"
