@@ -22,6 +22,8 @@ backtest on the ladder says.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -288,6 +290,22 @@ def _curves_per_size(curves: list[Curve]) -> np.ndarray:
     return np.unique(np.round(np.log([c.scale for c in curves]), 3), return_counts=True)[1]
 
 
+_FITTED: OrderedDict = OrderedDict()
+"""The curve laws fitted lately, by law, settings and curves: a ladder's targets (and the backtest's smaller
+ladders, the same for every target) share one fit, its floor profile and its jackknife."""
+_KEEP = 8
+
+
+def _fingerprint(curves: list[Curve]) -> str:
+    """A digest of the curves' names, sizes, evals and LR sequences."""
+    h = hashlib.blake2b(digest_size=16)
+    for c in curves:
+        h.update(c.name.encode() + b"\0")
+        for a in (c.steps, c.loss, c.lrs, [c.scale]):
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes() + b"\0")
+    return h.hexdigest()
+
+
 class CurveLaw:
     """A schedule-aware law over every curve with an LR sequence; its fit is shared by every target."""
 
@@ -297,7 +315,8 @@ class CurveLaw:
         self.name, self.options = name, options
         self.label, self._fit_fn = CURVE_LAWS[name]
         self.runs = [r for r in runs if r.lrs is not None and r.steps.size >= 3]
-        self._fit = self._refits = self._per_size = self._profile = None
+        self._per_size = None
+        self._state: dict | None = None
 
     def _curves(self, runs):
         out = []
@@ -309,9 +328,22 @@ class CurveLaw:
             out.append(Curve(steps, r.values[keep], r.lrs, scale_of(r), r.name))
         return out
 
-    def _fit_on(self, runs):
-        shape = self.options.shape if self.name == "multipower" else None
-        curves = self._curves(runs)
+    def _fitted(self) -> dict:
+        """{"fit", "profile", "refits"} of this law on these runs, shared with every equal `CurveLaw` lately made."""
+        if self._state is None:
+            curves = self._curves(self.runs)
+            shape = self.options.shape if self.name == "multipower" else None
+            key = (self.name, tuple(sorted((shape or {}).items())), self.options.floor, _fingerprint(curves))
+            if key not in _FITTED:
+                fit, profile = self._fit_on(curves, shape)
+                _FITTED[key] = {"fit": fit, "profile": profile, "refits": None}
+                while len(_FITTED) > _KEEP:
+                    _FITTED.popitem(last=False)
+            _FITTED.move_to_end(key)
+            self._state = _FITTED[key]
+        return self._state
+
+    def _fit_on(self, curves, shape):
         if _curves_per_size(curves).size < 2:
             raise FitError(f"the {self.label} needs curves with their LR sequences from 2 sizes or more; "
                            f"the ladder has {len(curves)} curve(s) with LRs")
@@ -324,21 +356,19 @@ class CurveLaw:
         return profile.at(profile.quantile(0.5)), profile
 
     def fit(self):
-        if self._fit is None:
-            self._fit, self._profile = self._fit_on(self.runs)
-        return self._fit
+        return self._fitted()["fit"]
 
     @property
     def floor_profile(self):
         """The posterior over L0's floor (`fits.curvelaw.FloorProfile`); None with `Options.floor` "zero"."""
-        self.fit()
-        return self._profile
+        return self._fitted()["profile"]
 
     def refits(self) -> list:
         """Refits each without one size (a jackknife over sizes; sizes, not curves, are the independent unit)."""
-        if self._refits is None:
+        state = self._fitted()
+        if state["refits"] is None:
             out = []
-            law = self.fit()
+            law = state["fit"]
             scales = np.array([c.scale for c in law.curves])
             all_sizes = sizes(self.runs)
             if all_sizes.size >= 3:
@@ -348,8 +378,8 @@ class CurveLaw:
                         out.append(law.refit(keep))  # started from the full fit
                     except FitError:
                         continue
-            self._refits = out
-        return self._refits
+            state["refits"] = out
+        return state["refits"]
 
     def scatter(self) -> float:
         """Relative standard deviation of one run's level around the law (per-run mean log residual)."""
@@ -393,8 +423,8 @@ class CurveLaw:
         band = widen(Band(point, point, point, point, point), np.hypot(se, self.scatter() * point))
         params = {k: float(v) for k, v in law.params.items()}
         floor_note = ""
-        if self._profile is not None:  # the predictions over the floors the ladder leaves plausible
-            prof, spans = self._profile, {}
+        if self.floor_profile is not None:  # the predictions over the floors the ladder leaves plausible
+            prof, spans = self.floor_profile, {}
             floors = {level: np.linspace(prof.quantile((1 - level / 100) / 2), prof.quantile((1 + level / 100) / 2), 5)
                       for level in (50, 90)}
             preds = prof.predictions(steps, target.lrs, scale, np.concatenate([floors[50], floors[90]]))

@@ -217,6 +217,21 @@ def test_the_curve_laws_profile_their_floor_and_carry_it_in_the_band():
         CurveLaw("multipower", runs, Options(floor="lowest")).fit()
 
 
+def test_a_ladder_s_curve_law_is_fitted_once_for_every_target():
+    """Targets of one ladder (and the backtest's smaller ladders) share the fit, its floor profile and its jackknife;
+    runs that differ in one eval, or other settings, fit anew."""
+    runs, _ = ladder(mp_law, seed=3, n_sizes=3)
+    first = CurveLaw("multipower", runs, Options())
+    again = CurveLaw("multipower", [dataclasses.replace(r) for r in runs], Options(n_boot=7))
+    assert again.fit() is first.fit() and again.floor_profile is first.floor_profile
+    assert again.refits() is first.refits() and len(first.refits()) == 3
+    nudged = [dataclasses.replace(runs[0], values=runs[0].values * (1 + 1e-9))] + runs[1:]
+    assert CurveLaw("multipower", nudged, Options()).fit() is not first.fit()
+    assert CurveLaw("multipower", runs, Options(floor="zero")).fit() is not first.fit()
+    renamed = [dataclasses.replace(runs[0], name="other")] + runs[1:]
+    assert CurveLaw("multipower", renamed, Options()).fit().curves[0].name == "other"
+
+
 def test_the_per_fraction_law_counts_compute_by_parameters_when_they_are_known():
     """Losses that follow 6·N·D while the FLOPs per token also count attention, a larger share of the small
     runs' (here 2× 6N at the smallest size, 1.33× at the largest rung, 1.14× at the hero): with N known the law is fitted on 6·N·D and
