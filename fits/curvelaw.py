@@ -410,6 +410,7 @@ def _fit(form, curves, E, fixed: dict, start: CurveLawFit | None) -> CurveLawFit
         warnings.append("power laws across sizes rest on two sizes only: nothing checks them")
     if not any(np.any(np.diff(c.lrs[: int(c.steps.max())]) < 0) for c in curves):
         warnings.append("no fitted curve has a falling LR: the annealing term is not identified")
+    warnings += mixed_peaks(form, curves)
     return CurveLawFit(
         form_name=form.name,
         shape={n: float(v) for n, v in zip(form.shape_names, shape)},
@@ -424,6 +425,25 @@ def _fit(form, curves, E, fixed: dict, start: CurveLawFit | None) -> CurveLawFit
         form=form,
         fixed_shape=tuple(sorted(fixed)),
     )
+
+
+def mixed_peaks(form, curves) -> list[str]:
+    """A warning when curves of one size train at different peak LRs.
+
+    The law counts LR × steps as progress (its area), which holds across schedule shapes at one peak LR
+    (Luo et al. fit each size at one peak), not across peak LRs: past the best LR a higher one does worse.
+    A ladder of best-LR runs whose best peak moves with the length mixes the two."""
+    peaks: dict[float, set[float]] = {}
+    for c in curves:
+        peaks.setdefault(round(float(np.log(c.scale)), 3), set()).add(float(np.max(c.lrs)))
+    mixed = {float(np.exp(k)): sorted(v) for k, v in sorted(peaks.items()) if max(v) > 1.01 * min(v)}
+    if not mixed:
+        return []
+    size, lrs = next(iter(mixed.items()))
+    return [f"curves of one size train at different peak LRs ({len(mixed)} of {len(peaks)} sizes; at {size:.3g}: "
+            f"{', '.join(f'{x:.3g}' for x in lrs)}): the {form.name} counts LR × steps as progress, which holds "
+            f"across schedule shapes at one peak LR but not across peak LRs (past the best LR a higher one does "
+            f"worse), so its fit and predictions may be off; one peak LR per size avoids it"]
 
 
 def _group_fit(form, prep: list[_Prepared], E, fixed):

@@ -121,6 +121,17 @@ def test_fixed_shape_is_kept_and_refits_keep_it():
         fit_multipower(curves, shape=dict(delta=1.0))
 
 
+def test_curves_of_one_size_at_different_peak_lrs_are_flagged():
+    # the law counts LR × steps as progress: right across schedule shapes at one peak LR, not across peaks
+    _, curves = synthetic_ladder(MultiPower, noise=0.001, sizes=(2.5e7, 1e8, 4e8), kinds=("cosine", "constant"))
+    shape = dict(C=2.0, beta=0.6, gamma=0.6)
+    assert not any("peak LRs" in w for w in fit_multipower(curves, shape=shape).warnings)
+    c = curves[0]
+    hot = fit_multipower([Curve(c.steps, c.loss, 2 * c.lrs, c.scale, c.name)] + curves[1:], shape=shape)
+    (w,) = [w for w in hot.warnings if "peak LRs" in w]
+    assert "(1 of 3 sizes; at 2.5e+07: 0.0003, 0.0006)" in w and "multi-power law" in w and w in hot.summary()
+
+
 def floored_ladder(E, seed, sizes):
     shape, params = LAW["MultiPower"]
     law = known_law(MultiPower, shape, params, dict(EXPONENTS, L0=-0.15 if E else -0.07), scale_ref=1e8, E=E or None)
