@@ -34,7 +34,7 @@ from fits.errors import FitError
 from fits.momentum import fit_momentum
 from fits.multipower import fit_multipower
 from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
-from fits.runs import Run, law_compute, same_ratio, same_shape, sizes
+from fits.runs import Run, distinct, law_compute, same_ratio, same_shape, sizes
 from fits.uncertainty import Z50, Z90, Band, bootstrap
 
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
@@ -370,9 +370,9 @@ class CurveLaw:
             out = []
             law = state["fit"]
             scales = np.array([c.scale for c in law.curves])
-            all_sizes = sizes(self.runs)
-            if all_sizes.size >= 3:
-                for s in all_sizes:
+            fitted = distinct(scales, 1e-3)  # the curves' sizes (N where known), not FLOPs per token
+            if fitted.size >= 3:
+                for s in fitted:
                     keep = np.flatnonzero(np.abs(scales / s - 1) > 1e-3)
                     try:
                         out.append(law.refit(keep))  # started from the full fit

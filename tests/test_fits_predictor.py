@@ -225,6 +225,8 @@ def test_a_ladder_s_curve_law_is_fitted_once_for_every_target():
     again = CurveLaw("multipower", [dataclasses.replace(r) for r in runs], Options(n_boot=7))
     assert again.fit() is first.fit() and again.floor_profile is first.floor_profile
     assert again.refits() is first.refits() and len(first.refits()) == 3
+    # the jackknife leaves out one size per refit (the runs give N, so sizes are parameter counts, not FLOPs)
+    assert [len(f.curves) for f in first.refits()] == [4, 4, 4]
     nudged = [dataclasses.replace(runs[0], values=runs[0].values * (1 + 1e-9))] + runs[1:]
     assert CurveLaw("multipower", nudged, Options()).fit() is not first.fit()
     assert CurveLaw("multipower", runs, Options(floor="zero")).fit() is not first.fit()
