@@ -22,6 +22,7 @@ backtest on the ladder says.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -29,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from fits.asymptote import LadderE, ladder_E
-from fits.curvelaw import Curve, profile_floor
+from fits.curvelaw import Curve, profile_floor, size_keys
 from fits.errors import FitError
 from fits.momentum import fit_momentum
 from fits.multipower import fit_multipower
 from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
-from fits.runs import Run, distinct, law_compute, same_ratio, same_shape, sizes
+from fits.runs import Run, law_compute, same_ratio, same_shape, sizes
 from fits.uncertainty import Z50, Z90, Band, bootstrap
 
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
@@ -286,8 +287,8 @@ def first_step(r: Run) -> int:
 
 
 def _curves_per_size(curves: list[Curve]) -> np.ndarray:
-    """How many curves each size has (sizes equal to 3 decimals of their log count as one)."""
-    return np.unique(np.round(np.log([c.scale for c in curves]), 3), return_counts=True)[1]
+    """How many curves each size has (`fits.curvelaw.size_keys`)."""
+    return np.unique(size_keys([c.scale for c in curves]), return_counts=True)[1]
 
 
 _FITTED: OrderedDict = OrderedDict()
@@ -315,12 +316,13 @@ class CurveLaw:
         self.name, self.options = name, options
         self.label, self._fit_fn = CURVE_LAWS[name]
         self.runs = [r for r in runs if r.lrs is not None and r.steps.size >= 3]
-        self._per_size = None
         self._state: dict | None = None
 
-    def _curves(self, runs):
+    @functools.cached_property
+    def curves(self) -> list[Curve]:
+        """The runs' curves from `first_step` on, with their LR sequences (runs with under 3 such evals left out)."""
         out = []
-        for r in runs:
+        for r in self.runs:
             keep = r.steps >= first_step(r)
             steps = r.steps[keep]
             if steps.size < 3 or len(r.lrs) < steps.max():
@@ -331,7 +333,7 @@ class CurveLaw:
     def _fitted(self) -> dict:
         """{"fit", "profile", "refits"} of this law on these runs, shared with every equal `CurveLaw` lately made."""
         if self._state is None:
-            curves = self._curves(self.runs)
+            curves = self.curves
             shape = self.options.shape if self.name == "multipower" else None
             key = (self.name, tuple(sorted((shape or {}).items())), self.options.floor, _fingerprint(curves))
             if key not in _FITTED:
@@ -369,11 +371,10 @@ class CurveLaw:
         if state["refits"] is None:
             out = []
             law = state["fit"]
-            scales = np.array([c.scale for c in law.curves])
-            fitted = distinct(scales, 1e-3)  # the curves' sizes (N where known), not FLOPs per token
-            if fitted.size >= 3:
-                for s in fitted:
-                    keep = np.flatnonzero(np.abs(scales / s - 1) > 1e-3)
+            keys = size_keys(law.scales)  # the curves' sizes (N where known), not FLOPs per token
+            if np.unique(keys).size >= 3:
+                for key in np.unique(keys):
+                    keep = np.flatnonzero(keys != key)
                     try:
                         out.append(law.refit(keep))  # started from the full fit
                     except FitError:
@@ -395,12 +396,11 @@ class CurveLaw:
         size (the fit drives L0 to its bound), and the power laws across sizes extrapolate that confusion;
         curves of other lengths or schedules at the same size separate them (Luo et al. fit each size on
         several schedules). The per-fraction law still uses such a fit for the difference a schedule edit makes."""
-        if self._per_size is None:
-            self._per_size = _curves_per_size(self._curves(self.runs))
-        if np.sum(self._per_size >= 2) < 2:
+        per_size = _curves_per_size(self.curves)
+        if np.sum(per_size >= 2) < 2:
             raise FitError(f"the {self.label} needs 2 or more curves (lengths or schedules) at each of 2 sizes or more "
                            f"to tell its asymptote from its power-law term; the ladder has "
-                           f"{int(self._per_size.max(initial=0))} curve(s) at most per size")
+                           f"{int(per_size.max(initial=0))} curve(s) at most per size")
 
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         self.check_identified()

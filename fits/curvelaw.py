@@ -427,6 +427,11 @@ def _fit(form, curves, E, fixed: dict, start: CurveLawFit | None) -> CurveLawFit
     )
 
 
+def size_keys(scales) -> np.ndarray:
+    """One key per curve for its size: curves whose sizes agree to 3 decimals of their log are one size."""
+    return np.round(np.log(np.asarray(scales, dtype=np.float64)), 3)
+
+
 def mixed_peaks(form, curves) -> list[str]:
     """A warning when curves of one size train at different peak LRs.
 
@@ -434,8 +439,8 @@ def mixed_peaks(form, curves) -> list[str]:
     (Luo et al. fit each size at one peak), not across peak LRs: past the best LR a higher one does worse.
     A ladder of best-LR runs whose best peak moves with the length mixes the two."""
     peaks: dict[float, set[float]] = {}
-    for c in curves:
-        peaks.setdefault(round(float(np.log(c.scale)), 3), set()).add(float(np.max(c.lrs)))
+    for key, c in zip(size_keys([c.scale for c in curves]), curves):
+        peaks.setdefault(float(key), set()).add(float(np.max(c.lrs)))
     mixed = {float(np.exp(k)): sorted(v) for k, v in sorted(peaks.items()) if max(v) > 1.01 * min(v)}
     if not mixed:
         return []

@@ -488,7 +488,7 @@ def _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bo
     fit = fn(curves, E=E, shape=held)
     _, boot = _boot(fit, bootstrap, seed, level)
     floor = None
-    if E is None and np.unique(fit.scales).size >= 2:  # what the runs say about the floor under L0 (as `ladder predict` uses it)
+    if E is None and fit.has_slopes:  # what the runs say about the floor under L0 (as `ladder predict` uses it)
         prof = fits.profile_floor(fit)
         floor = {"median": prof.quantile(0.5), "lo90": prof.quantile(0.05), "hi90": prof.quantile(0.95)}
     if fmt is Format.json:
