@@ -193,7 +193,7 @@ def demo_tasks(folder: Path) -> list[Task]:
 def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
     """{method: {final, mean_abs, inside, n}} pooled over the task's targets."""
     acc: dict[str, dict[str, list]] = {m: {"final": [], "err": [], "inside": []} for m in METHODS}
-    chosen = []
+    chosen, widths = [], {"default": [], "multipower": []}
     for t in task.targets:
         keep = t.fractions >= SCORE_FROM - 1e-9
         steps, actual = t.steps[keep], t.values[keep]
@@ -202,6 +202,9 @@ def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
                                  options=Options(n_boot=n_boot))
         res = core.predict(task.runs, blank, steps, settings)
         chosen.append(res.method)
+        widths["default"].append(end_width(res.band))
+        if "multipower" in res.candidates:
+            widths["multipower"].append(end_width(res.candidates["multipower"]))
         for m in METHODS:
             name = res.method if m == "default" else m
             if name in res.candidates:
@@ -235,7 +238,21 @@ def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
             out[m] = {"final": float(np.mean(a["final"])), "final_abs": float(np.mean(np.abs(a["final"]))),
                       "mean_abs": float(np.mean(np.abs(e))), "inside": int(ins.sum()), "n": int(ins.size)}
     out["_chosen"] = sorted(set(chosen))
+    out["_width90"] = {k: np.mean(v, axis=0).tolist() for k, v in widths.items() if v}
     return out
+
+
+def end_width(band) -> tuple[float, float]:
+    """The 90% band's reach below and above its median at the last step, relative to the median."""
+    m = band.median[-1]
+    return 1 - band.lo90[-1] / m, band.hi90[-1] / m - 1
+
+
+def width_note(widths: dict) -> str:
+    """"90% band at the end −a / +b%", and the multi-power law's own band where it applies."""
+    (lo, hi), own = widths["default"], widths.get("multipower")
+    return f"90% band at the end −{lo:.2%} / +{hi:.2%}" + (
+        f" (the multi-power law's own −{own[0]:.2%} / +{own[1]:.2%})" if own else "")
 
 
 def endpoint_tasks() -> list[dict]:
@@ -347,7 +364,7 @@ def main() -> None:
         t0 = time.perf_counter()
         results[task.name] = score_curve(task, args.n_boot)
         print(f"{task.name:<22} {task.protocol}  [{time.perf_counter() - t0:.0f} s; default chose "
-              f"{', '.join(results[task.name]['_chosen'])}]", flush=True)
+              f"{', '.join(results[task.name]['_chosen'])}; {width_note(results[task.name]['_width90'])}]", flush=True)
     print()
     print_table(results, METHODS)
     ep = {}
