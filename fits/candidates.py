@@ -90,11 +90,12 @@ def widen(band: Band, sd: np.ndarray) -> Band:
 
 
 def stretch(band: Band, spans: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
-    """Add independent spans (below, above the median; absolute) to the 50% and 90% sides in quadrature."""
+    """Add independent spans (below, above the median; absolute) to the 50% and 90% sides in quadrature; a
+    lower bound stops at 0 (a loss is never negative)."""
     m = band.median
     (b50, a50), (b90, a90) = (np.maximum(spans[50], 0), np.maximum(spans[90], 0))
-    return Band(m, m - np.hypot(m - band.lo50, b50), m + np.hypot(band.hi50 - m, a50),
-                m - np.hypot(m - band.lo90, b90), m + np.hypot(band.hi90 - m, a90))
+    return Band(m, np.maximum(m - np.hypot(m - band.lo50, b50), 0.0), m + np.hypot(band.hi50 - m, a50),
+                np.maximum(m - np.hypot(m - band.lo90, b90), 0.0), m + np.hypot(band.hi90 - m, a90))
 
 
 def _shift(band: Band, d: np.ndarray) -> Band:

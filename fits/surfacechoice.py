@@ -111,7 +111,7 @@ class SurfaceChoice:
     def floor_interval(self, median, lo, hi, n_params, tokens, level: float):
         """A `level` interval (lo, hi) around `median` widened the same way."""
         z = stats.norm.ppf(0.5 + level / 2) * self.sd(median, n_params, tokens)
-        return median - np.hypot(median - lo, z), median + np.hypot(hi - median, z)
+        return np.maximum(median - np.hypot(median - lo, z), 0.0), median + np.hypot(hi - median, z)
 
     def table(self) -> list[dict]:
         return [t.record() for t in self.trials]
@@ -190,7 +190,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
         if ranked:
             chosen = ranked[0][2]
             why = ("lower backtest mean |error| predicting the largest size from the smaller ones: "
-                   + ", ".join(f"{f} {v:.2%}" for f, v in scores.items()))
+                   + ", ".join(f"{f} {v:.2%}" if np.isfinite(v) else f"{f} failed" for f, v in scores.items()))
         else:
             chosen, why = "free", "no form could be fitted without the largest size: the free form"
             warnings.append("too few runs below the largest size to fit either form, so no backtest chose the form "

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 import fits
+from ladder import csvfile
 from ladder.errors import LadderError
 
 
@@ -77,25 +78,29 @@ class Curves:
 
 
 # ---- CSV ------------------------------------------------------------------------------------------
+_KEEP = frozenset({"", "false", "0", "0.0", "no", "n", "f", "none", "nan", "na", "null"})
+"""Values of a --drop-col flag that keep the row; anything else (true, 1, yes, a reason) drops it."""
+
+
 def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The CSV at `path`: the rows that meet every COLUMN=VALUE of `where`, without those whose column `drop` is true."""
+    """The CSV at `path` (cells as written, indexed by line; `ladder.csvfile`): the rows that meet every
+    COLUMN=VALUE of `where`, without those whose column `drop` is set (`_KEEP` keeps a row). How many rows
+    the flag left out is in the frame's ``attrs["notes"]``."""
     p = Path(path)
-    if not p.is_file():
-        raise LadderError(f"{p}: no such file; pass the CSV with --csv FILE")
-    try:
-        df = pd.read_csv(p)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise LadderError(f"{p}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    df = csvfile.cells(p, "pass the CSV with --csv FILE")
     for condition in where:
         df = _where(df, str(p), condition)
+    notes = []
     if drop is not None:
         _need(df, str(p), drop=drop)
-        flag = df[drop]
-        if flag.dtype != bool:
-            flag = flag.astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
-        df = df[~flag.to_numpy()]
+        flag = ~df[drop].str.strip().str.lower().isin(_KEEP)
+        if flag.any():
+            notes.append(f"{int(flag.sum())} of {len(df)} rows left out: their {drop!r} is set "
+                         f"(e.g. {df[drop][flag].iloc[0].strip()!r} on line {flag.idxmax()})")
+        df = df[~flag]
     if df.empty:
         raise LadderError(f"{p}: the CSV has no rows" + (f" left after dropping {drop}" if drop else ""))
+    df.attrs["notes"] = tuple(notes)
     return df
 
 
@@ -106,11 +111,11 @@ def _where(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
     if not sep or not col:
         raise LadderError(f"--where {condition!r}: give COLUMN=VALUE, e.g. --where dataset=c4")
     if col not in df.columns:
-        raise LadderError(f"{where}: no column {col!r} (for --where); the file has {', '.join(map(str, df.columns))}")
+        raise csvfile.no_column(where, col, "--where", df.columns)
     text = df[col].astype(str).str.strip()
     keep = text == value
     try:
-        keep |= pd.to_numeric(df[col], errors="coerce") == float(value)
+        keep |= pd.to_numeric(text, errors="coerce") == float(value)
     except ValueError:
         pass
     if not keep.any():
@@ -122,47 +127,71 @@ def _where(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
 
 def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
     for option, col in columns.items():
+        flag = f"--{option.replace('_', '-')}-col"
         if col is None:
-            raise LadderError(f"{where}: name the {option.replace('_', ' ')} column (--{option.replace('_', '-')}-col)")
+            raise LadderError(f"{where}: name the {option.replace('_', ' ')} column ({flag})")
         if col not in df.columns:
-            raise LadderError(
-                f"{where}: no column {col!r} (for --{option.replace('_', '-')}-col); "
-                f"the file has {', '.join(map(str, df.columns))}"
-            )
+            raise csvfile.no_column(where, col, flag, df.columns)
 
 
 def _numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> np.ndarray:
-    values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values) | ((values <= 0) if positive else False)
-    if np.any(bad):
-        i = int(np.flatnonzero(bad)[0])
-        row = df.index[i] + 2 if isinstance(df.index[i], (int, np.integer)) else df.index[i]
-        raise LadderError(
-            f"{where}: column {col!r} has {'a non-positive or ' if positive else 'a '}missing value "
-            f"({df[col].iloc[i]}) in line {row}; fix or drop that row"
-        )
-    return values
+    return csvfile.numbers(df, col, where, positive).to_numpy(dtype=np.float64)
+
+
+def _with_run_ids(df: pd.DataFrame, run: str, where: str) -> pd.DataFrame:
+    """`df` with its run ids stripped of spaces; a row without one is a `LadderError` naming its line."""
+    _need(df, where, run=run)
+    ids = df[run].str.strip()
+    if (ids == "").any():
+        raise LadderError(f"{where}: line {(ids == '').idxmax()}: empty run id in column {run!r}; give every row its run")
+    return df.assign(**{run: ids})
 
 
 def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
+    """One row per run: its last by step (a CSV without a run column is one row per run). A run id left
+    empty, or a run with several rows and no step column to order them, is a `LadderError`."""
     if cols.run is None:
         return df
-    _need(df, where, run=cols.run)
+    df = _with_run_ids(df, cols.run, where)
+    ids = df[cols.run]
     if cols.step is not None and cols.step in df.columns:
-        _numbers(df, cols.step, where, positive=False)
-        df = df.sort_values([cols.run, cols.step], kind="stable")
+        steps = _numbers(df, cols.step, where, positive=False)
+        df = df.assign(_step=steps).sort_values([cols.run, "_step"], kind="stable").drop(columns="_step")
+    else:
+        counts = ids.value_counts()
+        if counts.iloc[0] > 1:
+            run = counts.index[0]
+            lines = ", ".join(map(str, df.index[ids == run][:3]))
+            raise LadderError(
+                f"{where}: run {run!r} has {counts.iloc[0]} rows (lines {lines}, ...) and the CSV has no step column "
+                f"{cols.step!r} to tell its last; name it with --step-col, or --run-col COLUMN if each row is its own run"
+            )
     return df.groupby(cols.run, sort=False).tail(1)
+
+
+def _no_repeats(df: pd.DataFrame, where: str) -> None:
+    """Rows of a table of one row per run that agree on every column are one run written twice: a `LadderError`."""
+    again = df.duplicated(keep="first")
+    if again.any():
+        line = again.idxmax()
+        first = df.index[(df == df.loc[line]).all(axis=1)][0]
+        raise LadderError(f"{where}: lines {first} and {line} are the same run written twice (every column equal); "
+                          "remove the repeat, or add a run_id column if they are different runs")
 
 
 def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...]) -> Finals:
     """One point per run (its last row by step); `need` names the columns the fit uses."""
     where = str(path)
     df = read_csv(path, cols.drop, cols.where)
+    notes = df.attrs.get("notes", ())
     _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
     last = _last_rows(df, cols, where)
-    names = last[cols.run].astype(str).tolist() if cols.run else [f"row {i + 2}" for i in range(len(last))]
+    names = last[cols.run].tolist() if cols.run else [f"line {x}" for x in last.index]
     arrays = {k: _numbers(last, getattr(cols, k), where) for k in need}
-    return Finals(names, _numbers(last, cols.loss, where), **arrays)
+    loss = _numbers(last, cols.loss, where)
+    if cols.run is None:
+        _no_repeats(last, where)
+    return Finals(names, loss, **arrays, notes=notes)
 
 
 def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> Curves:
@@ -172,7 +201,9 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     run's compute is the largest `cols.compute` it reaches divided by its largest fraction."""
     where = str(path)
     df = read_csv(path, cols.drop, cols.where)
+    notes = df.attrs.get("notes", ())
     _need(df, where, run=cols.run, loss=cols.loss, compute=cols.compute)
+    df = _with_run_ids(df, cols.run, where)
     if cols.fraction is not None:
         _need(df, where, fraction=cols.fraction)
         frac = _numbers(df, cols.fraction, where, positive=False)
@@ -190,7 +221,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
         names.append(str(run))
         totals.append(c[end] / f[end])
         rows.append(fits.sample_curve(f, y, 1.0, fractions))
-    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 
 # ---- store ----------------------------------------------------------------------------------------
@@ -269,10 +300,16 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
             "its last value is not a final loss (finish it, or mark it crashed and leave it out)"
         )
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
+    loss = last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64)
+    bad = ~(loss > 0) | ~np.isfinite(loss)
+    if bad.any():
+        raise LadderError(f"run {runs['name'].iloc[int(np.argmax(bad))]!r}: its final {metric} is "
+                          f"{loss[bad][0]:g}; the laws fit positive finite losses (fix the run's values, or leave it "
+                          "out with --group / --role)")
     flops, notes = compute_per_token(runs, compute)
     return Finals(
         names=runs["name"].tolist(),
-        loss=last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64),
+        loss=loss,
         compute=flops * tokens,
         params=runs["active_params"].to_numpy(dtype=np.float64),
         tokens=tokens,

@@ -371,11 +371,11 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     no_tokens = write("no_tokens.csv", "params,loss\n1e8,3.0\n")
     one_error_line(run("fit", "surface", "--csv", no_tokens), "no column 'tokens'")
     words = write("words.csv", "params,tokens,loss\n1e8,2e9,3.1\nabc,4e9,3.0\n")
-    one_error_line(run("fit", "surface", "--csv", words), "column 'params'", "(abc)", "line 3")
+    one_error_line(run("fit", "surface", "--csv", words), "column 'params'", "'abc', which is not a number", "line 3")
     neg = write("neg.csv", "params,tokens,loss\n" + "\n".join(f"{n},{n * 20},-2.5" for n in (1e8, 2e8)) + "\n")
-    one_error_line(run("fit", "surface", "--csv", neg), "column 'loss'", "non-positive", "(-2.5)")
+    one_error_line(run("fit", "surface", "--csv", neg), "column 'loss'", "non-positive", "'-2.5'")
     for empty in (write("empty.csv", ""), write("header.csv", "params,tokens\n")):
-        one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", empty), "no targets", "params,tokens")
+        one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", empty), "has no rows", "params,tokens")
     zero = write("zero.csv", "params,tokens\n1e9,2e10\n0,1e12\n")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", zero), "column 'params'", "0", "line 3")
     text = write("text.csv", "params,tokens\n1e9,lots\n")
@@ -383,6 +383,48 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", tmp_path / "nope.csv"), "no such file")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--at", "1e9,1e10"),
                    "--at and --predict-csv")
+
+
+def test_a_users_csv_is_read_as_written_or_refused_with_its_line(plain_csv, tmp_path):
+    rows = plain_csv.read_text().splitlines()
+    header, body = rows[0], rows[1:]
+
+    def write(name: str, text: str) -> Path:
+        (tmp_path / name).write_text(text)
+        return tmp_path / name
+
+    def fitted(path: Path, *more: str) -> dict:
+        res = run("fit", "surface", "--csv", path, "--form", "free", "--format", "json", *more)
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)
+
+    plain = fitted(plain_csv)
+    # spaces around the names and values, and blank lines, change nothing
+    spaced = write("spaced.csv", " params , tokens,loss \n" + "\n\n".join(r.replace(",", ", ") for r in body) + "\n")
+    assert fitted(spaced)["params"] == plain["params"]
+    # "NA" is a run id like any other; a flag column with text drops the flagged rows and says how many
+    ids = write("ids.csv", "run_id,flag," + header + "\n" + "\n".join(
+        f"{'NA' if i == 0 else f'r{i}'},{'suspect: repeated losses' if i in (3, 4) else ''},{r}" for i, r in enumerate(body)))
+    assert fitted(ids)["n_runs"] == 30
+    dropped = fitted(ids, "--drop-col", "flag")
+    assert dropped["n_runs"] == 28 and any("2 of 30 rows left out" in n and "line 5" in n for n in dropped["notes"])
+    # rows the fit would have merged or lost: refused, naming the line
+    empty_id = write("empty_id.csv", "run_id," + header + "\n" + "\n".join(f"{'' if i == 2 else i},{r}" for i, r in enumerate(body)))
+    one_error_line(run("fit", "surface", "--csv", empty_id), "line 4", "empty run id")
+    by_size = write("by_size.csv", "run_id," + header + "\n" + "\n".join(f"{r.split(',')[0]},{r}" for r in body))
+    one_error_line(run("fit", "surface", "--csv", by_size), "has 5 rows", "no step column", "--step-col")
+    twice = write("twice.csv", "\n".join([header] + body + body[:1]) + "\n")
+    one_error_line(run("fit", "surface", "--csv", twice), "lines 2 and 32", "written twice")
+    blank = write("blank.csv", "\n".join([header, body[0], "", body[1], "1e9,2e10,oops"]) + "\n")
+    one_error_line(run("fit", "surface", "--csv", blank), "line 5", "'oops', which is not a number")
+    # what a wrong column or separator looks like, said
+    one_error_line(run("fit", "surface", "--csv", write("upper.csv", header.title() + "\n" + "\n".join(body))),
+                   "no column 'loss'", "did you mean 'Loss'?")
+    tabs = write("tabs.csv", "\n".join(r.replace(",", "\t") for r in rows))
+    one_error_line(run("fit", "surface", "--csv", tabs), "separated by tabs")
+    one_error_line(run("fit", "surface", "--csv", tmp_path), "a directory, not a CSV file")
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--at", "-7e10,1e12"), "--at", "not a positive number")
+    one_error_line(run("fit", "endpoint", "--csv", plain_csv, "--compute-col", "tokens", "--at", "0"), "--at")
 
 
 def test_fit_surface_reads_one_corpus_of_a_table_of_several(tmp_path):
@@ -410,3 +452,13 @@ def test_fit_surface_reads_one_corpus_of_a_table_of_several(tmp_path):
     assert bt.exit_code == 0, bt.output  # a table of one row per run, as `fit surface` reads it
     only = run("backtest", "--form", "surface", "--csv", tmp_path / "a.csv", "--run-col", "", "--format", "json")
     assert json.loads(bt.stdout) == json.loads(only.stdout)
+
+
+def test_a_stored_run_whose_final_loss_is_not_positive_is_named(tmp_path):
+    table = tmp_path / "finals.csv"
+    table.write_text("run_id,params,tokens,loss\n" + "\n".join(
+        f"r{i},{n:g},{20 * n:g},{-1 if i == 2 else 3 - 0.1 * i}" for i, n in enumerate((1e8, 2e8, 4e8, 8e8))))
+    res = run("import", "csv", table, "--store", tmp_path / "s", "--run", "run_id", "--tokens", "tokens",
+              "--metric", "eval/loss=loss", "--coord-column", "active_params=params", "--coord", "role=rung")
+    assert res.exit_code == 0, res.output
+    one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "run 'r2'", "final eval/loss is -1")

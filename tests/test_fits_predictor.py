@@ -255,3 +255,13 @@ def test_the_per_fraction_law_counts_compute_by_parameters_when_they_are_known()
         assert ("6·N·D" if known else "fit FLOPs") in res.outcomes["per-fraction"].why
     assert abs(errs[True]) < 0.003  # 8× in size, 0.2% noise
     assert errs[False] < errs[True] - 0.003
+
+
+def test_a_widened_band_stops_at_zero_loss():
+    from fits.candidates import widen
+    from fits.uncertainty import Band
+
+    one = np.array([2.0, 2.0])
+    band = widen(Band(one, one * 0.9, one * 1.1, one * 0.8, one * 1.2), np.array([0.1, 5.0]))
+    assert band.lo90[0] == pytest.approx(2.0 - np.hypot(0.4, 1.6448536269514722 * 0.1))
+    assert band.lo90[1] == 0.0 and band.lo50[1] == 0.0 and band.hi90[1] > 8.0

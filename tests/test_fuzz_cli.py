@@ -606,3 +606,32 @@ else:
             assert "\n" not in str(exc) and len(str(exc)) < 2000
         else:
             assert cfg.schedule.peak_lr > 0 and np.isfinite(cfg.fit_flops) and cfg.fit_flops > 0
+
+
+def test_a_reader_that_leaves_the_pipe_is_not_a_bug(tmp_path):
+    # `ladder ... | head`: the reader closes the pipe before the table is printed
+    import subprocess
+    import sys
+
+    csv = tmp_path / "runs.csv"
+    N = np.repeat(np.geomspace(5e7, 5e9, 4), 3)
+    D = N * np.tile([10.0, 20.0, 40.0], 4)
+    pd.DataFrame({"params": N, "tokens": D, "loss": 1.8 + 400 / N**0.34 + 400 / D**0.28}).to_csv(csv, index=False)
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.run([sys.executable, "-c", "from ladder.cli import main; main()", "fit", "surface", "--csv", str(csv)],
+                          stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert proc.returncode == 141 and proc.stderr == ""
+
+
+def test_json_output_has_no_nan_or_infinity(capsys):
+    from ladder.cli.app import print_json
+
+    print_json({"loss": float("inf"), "band": np.array([np.nan, 1.5]), "ok": np.float64(2.0)})
+    text = capsys.readouterr().out
+
+    def refuse(word):
+        raise ValueError(word)
+
+    assert json.loads(text, parse_constant=refuse) == {"loss": None, "band": [None, 1.5], "ok": 2.0}

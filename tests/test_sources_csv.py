@@ -178,3 +178,11 @@ def test_a_metric_cell_that_is_no_number_names_its_line(tmp_path):
     path.write_text("run,step,loss\nr,1,3.0\nr,2,nan\nr,3,n/a?\n")
     with pytest.raises(LadderError, match=r"t\.csv: line 4: value \(column 'loss'\) 'n/a\?' is not a number"):
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run", step="step")).runs()
+
+
+def test_a_run_of_one_row_without_its_tokens_names_its_line(tmp_path):
+    path = tmp_path / "finals.csv"
+    path.write_text("run_id,params,tokens,loss\na,1e8,2e9,3.1\nb,2e8,,3.0\n")
+    cols = ColumnMap(metrics={"eval/loss": "loss"}, run="run_id", tokens="tokens", coords={"active_params": "params"})
+    with pytest.raises(LadderError, match=r"finals\.csv: line 3: run 'b' has no tokens \(column 'tokens' is empty\)"):
+        TableSource(path, cols).runs()

@@ -38,10 +38,21 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
+READER_GONE = 128 + 13
+"""Exit code when the reader of stdout closed the pipe (`ladder ... | head`): 128 + SIGPIPE, what the shell
+reports for `cat` there; not 1, which says the program has a bug."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise _reader_gone()
+
+
 # Wide enough for the plan table when output goes to a file or a pipe (rich assumes 80 columns).
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 150
-console = Console(width=_WIDTH)
-err_console = Console(stderr=True, width=_WIDTH)
+console = _Console(width=_WIDTH)
+err_console = _Console(stderr=True, width=_WIDTH)
 
 
 class Format(StrEnum):
@@ -117,6 +128,8 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
                 raise fail(str(exc)) from None
             except _PASS_THROUGH:
                 raise
+            except BrokenPipeError:  # the reader of stdout left (`| head`): stop quietly, as `cat` would
+                raise _reader_gone() from None
             except OSError as exc:  # the disk or the network said no: not a bug in the program
                 if _debugging():
                     raise
@@ -160,6 +173,15 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return (LadderError,) if fit_errors is None else (LadderError, fit_errors.FitError)
 
 
+def _reader_gone() -> typer.Exit:
+    """Point stdout at /dev/null (so the final flush cannot fail again) and return the exit `READER_GONE`."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return typer.Exit(READER_GONE)
+
+
 def _os_message(exc: OSError) -> str:
     where = exc.filename if exc.filename is not None else ""
     reason = exc.strerror or str(exc) or type(exc).__name__
@@ -167,8 +189,10 @@ def _os_message(exc: OSError) -> str:
 
 
 def print_json(data: Any) -> None:
-    """JSON on stdout, nothing else (for `--format json`)."""
-    typer.echo(json.dumps(data, indent=2, default=_json_default))
+    """JSON on stdout, nothing else (for `--format json`); NaN and infinities are null (JSON has no such numbers)."""
+    text = json.dumps(data, default=_json_default)
+    plain = json.loads(text, parse_constant=lambda _: None)
+    typer.echo(json.dumps(plain, indent=2, allow_nan=False))
 
 
 def _json_default(value: Any) -> Any:

@@ -83,7 +83,8 @@ COMPUTE = typer.Option(
     help="Store: the law's compute axis: 6nd (6·N·D, by parameters), fit (fit FLOPs, which count attention), or "
          "auto (6nd when every run gives N, as `ladder predict` counts it; else fit). --at is on this axis.",
 )
-DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is true (e.g. a quality flag).")
+DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is set: true, 1, yes or any "
+                    "text (a quality flag, a reason), but not empty, false, 0 or no; the output says how many.")
 WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; "
                      "e.g. --where dataset=c4 for one corpus of a table of several).")
 
@@ -110,12 +111,18 @@ def _metric(store: Store, metric: str | None) -> str:
 
 
 def _floats(text: str | None, option: str) -> list[float]:
+    """Positive finite numbers separated by commas (compute, parameters, tokens)."""
     if not text:
         return []
     try:
-        return [float(x) for x in text.replace(" ", "").split(",") if x]
+        values = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
         raise LadderError(f"{option} {text!r}: expected numbers separated by commas, e.g. 1e21,1e22") from None
+    bad = [v for v in values if not (0 < v < float("inf"))]
+    if bad:
+        raise LadderError(f"{option} {text!r}: {bad[0]:g} is not a positive number; compute, parameters and tokens "
+                          "are above 0")
+    return values
 
 
 def _check_level(level: float) -> None:
@@ -289,7 +296,7 @@ def fit_surface_command(
     ens, boot = _boot(fit, bootstrap, seed, level)
     preds = _surface_at(choice, ens, at, level) if targets is None else _surface_bands(choice, ens, *targets)
     if fmt is Format.json:
-        out = _base(fit, "surface") | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
+        out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
                                                        "backtest": choice.table(), "warnings": list(choice.warnings)},
                                        "predictions": preds}
@@ -297,7 +304,7 @@ def fit_surface_command(
             out["band"] = _band_text(fit, ens)
         print_json(out)
         return
-    _print_params(fit, boot, level)
+    _print_params(fit, boot, level, data.notes)
     console.print(choice.summary(), highlight=False)
     for w in choice.warnings:
         console.print(f"warning: {w}", highlight=False)

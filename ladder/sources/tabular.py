@@ -11,7 +11,6 @@ as logged, counted and left out of fits, as from every other source. Parquet is 
 
 from __future__ import annotations
 
-import csv
 import io
 import os
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ladder import csvfile
 from ladder.errors import LadderError
 from ladder.sources.coords import FIELDS, LABELS
 from ladder.sources.table import RunRef, SourceRun, check_run_id, map_state, raw_frame, whole_count
@@ -109,6 +109,9 @@ class TableSource:
             if c.step is None:
                 config.setdefault("stop_after_steps", 1)
                 if c.tokens is not None and "tokens_per_step" not in c.coords:
+                    if pd.isna(rows[c.tokens].iloc[0]):
+                        raise LadderError(f"{self._where(int(rows.index[0]))}: run {run_id!r} has no tokens (column "
+                                          f"'{c.tokens}' is empty); give the tokens it trained on")
                     config.setdefault("tokens_per_step", _plain(rows[c.tokens].iloc[0]))
             elif c.tokens is not None and "tokens_per_step" not in config:
                 per_step = _constant_ratio(rows[c.tokens], rows[c.step])
@@ -153,8 +156,7 @@ class TableSource:
     def _load(self) -> pd.DataFrame:
         if self._table is not None:
             return self._table
-        if not self.path.is_file():
-            raise LadderError(f"{self.path}: no such file")
+        csvfile.need_file(self.path)
         self._lines: list[int] | None = None
         c = self.columns
         try:
@@ -162,13 +164,15 @@ class TableSource:
                 table = pd.read_parquet(self.path, engine="pyarrow").reset_index(drop=True)
                 cells = _parquet_cells(self.path, [m for m in dict.fromkeys(c.metrics.values()) if m in table])
             else:
-                text = _csv_text(self.path)
-                self._lines = _csv_record_lines(self.path, text)
+                text = csvfile.text(self.path)
+                self._lines = csvfile.record_lines(self.path, text)
                 table = pd.read_csv(io.StringIO(text), index_col=False)
+                table.columns = [str(x).strip() for x in table.columns]
                 # Cells as written: run id "007" is not "7", "NA" is an id, and a metric's "nan" is not empty.
                 as_written = [x for x in dict.fromkeys([c.run, *c.metrics.values()]) if x is not None and x in table]
-                cells = pd.read_csv(io.StringIO(text), index_col=False, usecols=as_written, dtype=str,
-                                    keep_default_na=False) if as_written else pd.DataFrame(index=table.index)
+                cells = pd.read_csv(io.StringIO(text), index_col=False, usecols=lambda x: x.strip() in as_written,
+                                    dtype=str, keep_default_na=False) if as_written else pd.DataFrame(index=table.index)
+                cells.columns = [str(x).strip() for x in cells.columns]
                 if c.run is not None and c.run in table:
                     table[c.run] = cells[c.run].to_numpy()
         except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError, RecursionError) as exc:
@@ -186,8 +190,7 @@ class TableSource:
         wanted |= {f"--coord-column {k}": v for k, v in c.coords.items()}
         for option, column in wanted.items():
             if column is not None and column not in table.columns:
-                shown = ", ".join(map(str, table.columns[:12])) + (", ..." if len(table.columns) > 12 else "")
-                raise LadderError(f"{self.path}: no column '{column}' (mapped by {option}); its columns are: {shown}")
+                raise csvfile.no_column(self.path, column, option, table.columns, role="mapped by")
         self._table = self._checked(table, cells)
         return self._table
 
@@ -268,47 +271,6 @@ def _parquet_cells(path: Path, columns: list[str]) -> pd.DataFrame:
         text = pd.Series(array.to_pandas(), dtype=object).map(str)
         out[name] = text.where(~array.is_null().to_numpy(zero_copy_only=False))
     return pd.DataFrame(out)
-
-
-def _csv_text(path: Path) -> str:
-    data = path.read_bytes()
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        line = data.count(b"\n", 0, nul) + 1
-        raise LadderError(f"{path}: line {line}: a NUL byte; this is not a text table")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise LadderError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x})") from None
-
-
-def _csv_record_lines(path: Path, text: str) -> list[int]:
-    """The line each data record starts on, after checking every record has as many fields as the header."""
-    reader = csv.reader(io.StringIO(text))
-    header, lines, start = None, [], 1
-    try:
-        for record in reader:
-            line, start = start, reader.line_num + 1
-            if not record:
-                continue
-            if header is None:
-                header = record
-                if any(not name.strip() for name in header):
-                    raise LadderError(f"{path}: line {line}: the header has an empty column name")
-                twice = sorted({name for name in header if header.count(name) > 1})
-                if twice:
-                    raise LadderError(f"{path}: line {line}: column {twice[0]!r} appears twice; rename one of them")
-                continue
-            if len(record) != len(header):
-                raise LadderError(
-                    f"{path}: line {line}: {len(record)} fields where the header has {len(header)}; "
-                    "every row needs one value per column (an empty value is allowed)"
-                )
-            lines.append(line)
-    except csv.Error as exc:
-        raise LadderError(f"{path}: line {reader.line_num}: {exc}") from None
-    return lines
 
 
 def _per_run_constants(table: pd.DataFrame, ids: pd.Series, exclude: set[str | None]) -> dict[str, dict[str, Any]]:
