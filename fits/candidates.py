@@ -196,7 +196,8 @@ class PerFraction:
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
         E_note = ("E pinned" if o.E is not None else shared.why() if shared is not None
                   else "E fitted at the target's token ratio")
-        why = (f"{len(runs)} runs share the target's token ratio and schedule shape; compute as {axis}; {basis}"
+        shape = "schedule shape" if target.plan_lrs is not None else "schedule shape (assumed: the target gives no LR)"
+        why = (f"{len(runs)} runs share the target's token ratio and {shape}; compute as {axis}; {basis}"
                + (f" ({chosen_by})" if chosen_by else "") + f"; {E_note}")
         params = {"E": fit.E, "E_from": ("pinned" if o.E is not None else "ladder surface" if shared is not None
                                          else "fitted"),
@@ -205,6 +206,9 @@ class PerFraction:
         if shared is not None:
             params["E_se"] = shared.se
         warnings = list(fit.warnings) + list(ens.warnings)
+        if target.plan_lrs is None:
+            warnings.append("the target gives no LR schedule: the per-fraction law assumes it has its rungs' schedule "
+                            "shape, and no curve law can check it; give the target's schedule to have it checked")
         if target.lrs is not None and target.plan_lrs is not None and _parted(target.lrs, target.plan_lrs, steps).any():
             try:
                 band, note = _schedule_difference(self.runs, target, steps, band, o)
@@ -399,9 +403,11 @@ class CurveLaw:
         several schedules). The per-fraction law still uses such a fit for the difference a schedule edit makes."""
         per_size = _curves_per_size(self.curves)
         if np.sum(per_size >= 2) < 2:
+            has = (f"{per_size.size} size" if per_size.size < 2 else
+                   f"{int(np.sum(per_size >= 2))} of {per_size.size} sizes with 2 or more, "
+                   f"{int(per_size.max(initial=0))} curve(s) at most per size")
             raise FitError(f"the {self.label} needs 2 or more curves (lengths or schedules) at each of 2 sizes or more "
-                           f"to tell its asymptote from its power-law term; the ladder has "
-                           f"{int(per_size.max(initial=0))} curve(s) at most per size")
+                           f"to tell its asymptote from its power-law term; the ladder has {has}")
 
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         self.check_identified()

@@ -306,7 +306,8 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         rows = backtest(runs, target, fixed)
     else:
         rows = ()
-    scores = {k: v for k, v in method_scores(rows).items() if k in outcomes or k == "ensemble"}
+    scored = method_scores(rows)
+    scores = {k: v for k, v in scored.items() if k in outcomes or k == "ensemble"}
     weights = equal_weights([k for k in outcomes if k in settings.candidates], scores)
     bands = {k: o.band for k, o in outcomes.items()}
     if len(weights) >= 2:
@@ -315,12 +316,20 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     for o in outcomes.values():
         warnings += list(o.warnings)
     warnings += batch_warning(runs, target)
+    if target.flops_per_token < sizes(runs)[0] / 1.001:
+        warnings.append(f"the target is smaller than every rung ({target.flops_per_token / sizes(runs)[0]:.2g}× the "
+                        "smallest in FLOPs per token): the laws are fitted above it, and a law through larger runs "
+                        "says little about smaller ones")
     if settings.method == "auto":
         ranked = sorted((v, k) for k, v in scores.items() if k in bands and np.isfinite(v))
         method = ranked[0][1] if ranked else next(iter(outcomes))
         if ranked:
-            why = (f"lowest backtest score ({scores[ranked[0][1]]:.2%}: mean of |final error| and mean |error| predicting "
-                   f"the held-out largest size from the smaller ones)")
+            better = [k for k, v in scored.items() if k not in bands and v < ranked[0][0]]
+            why = (f"lowest backtest score{' of the laws that apply to this target' if better else ''} "
+                   f"({ranked[0][0]:.2%}: mean of |final error| and mean |error| predicting the held-out largest size "
+                   f"from the smaller ones)")
+            why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: "
+                           + failed.get(k, "it needs two laws that apply") for k in better)
         else:
             why = "no backtest possible (fewer than 3 sizes): the first candidate that applies"
             warnings.append("the ladder has fewer than 3 sizes, so no backtest chose the law or checked its band")

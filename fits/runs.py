@@ -54,8 +54,11 @@ class Run:
             raise FitError(f"run {self.name!r}: {steps.size} steps but {values.size} values")
         if steps.size and (np.any(~np.isfinite(steps)) or np.any(steps < 0) or np.any(np.diff(steps) <= 0)):
             raise FitError(f"run {self.name!r}: steps must be finite, ≥ 0 and strictly increasing")
-        if np.any(~np.isfinite(values)) or np.any(values <= 0):
-            raise FitError(f"run {self.name!r}: values must be positive and finite (drop NaN evals first)")
+        bad = ~np.isfinite(values) | (values <= 0)
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise FitError(f"run {self.name!r}: its value at step {int(steps[i]):,} is {values[i]:g}; the laws fit "
+                           "positive, finite losses (fix the run's values at their source and pull it again)")
         object.__setattr__(self, "steps", steps.astype(np.int64))
         object.__setattr__(self, "values", values)
         for name in ("lrs", "reference_lrs"):
@@ -100,6 +103,10 @@ class Run:
         return self.reference_lrs if self.reference_lrs is not None else self.lrs
 
 
+MAX_STEPS = 10**8
+"""The most steps a run may have (the planner's limit too): the curve laws hold an LR for every step."""
+
+
 def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.ndarray:
     """The LR of every step 0 … `last_step` from a logged LR series (e.g. every 50 steps).
 
@@ -120,6 +127,9 @@ def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.nd
     steps, lrs = steps[keep], lrs[keep]
     if steps[0] > 0:
         steps, lrs = np.r_[0.0, steps], np.r_[0.0, lrs]
+    if not 0 <= last_step <= MAX_STEPS:
+        raise FitError(f"a run of {last_step:,} steps is beyond the {MAX_STEPS:.0e} the laws take an LR for every step "
+                       "of; are its steps counted in tokens?")
     return np.interp(np.arange(int(last_step) + 1, dtype=np.float64), steps, lrs)
 
 

@@ -108,13 +108,11 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
 
 
 def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, what: str = "") -> pd.Series:
-    """The column as floats; an empty cell, one that is not a number, infinite or (with `positive`) not
-    above 0 is a `LadderError` naming its line and the value as written."""
+    """The column as floats; an empty cell, one that is not a number, infinite, negative or (with `positive`)
+    0 is a `LadderError` naming its line and the value as written."""
     raw = df[col].astype(str).str.strip()
     values = pd.to_numeric(raw, errors="coerce").astype("float64")
-    bad = ~values.between(-float("inf"), float("inf"), inclusive="neither")
-    if positive:
-        bad |= values <= 0
+    bad = ~values.between(-float("inf"), float("inf"), inclusive="neither") | (values <= 0 if positive else values < 0)
     if bad.any():
         line = bad.idxmax()
         cell = raw.loc[line]
@@ -125,6 +123,6 @@ def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, what:
         elif abs(values.loc[line]) == float("inf"):
             why = f"{cell!r}, not a finite number"
         else:
-            why = f"{cell!r}, a non-positive value (it must be above 0)"
+            why = f"{cell!r}, a non-positive value (it must be above 0)" if positive else f"{cell!r}, a negative value"
         raise LadderError(f"{where}: line {line}: column {col!r}{what} has {why}; fix or drop that row")
     return values

@@ -25,7 +25,7 @@ from ladder.files import write_text_atomic
 from ladder.launch import is_done, run_dir_of, same_config, start, train
 from ladder.plan import Plan, override, plan
 from ladder.predict import PredictSettings, predict
-from ladder.prediction import Prediction
+from ladder.prediction import WATCH_FILES, Prediction
 from ladder.recipe import load_recipe
 from ladder.report import read_alerts, write_report
 from ladder.runconfig import RunConfig
@@ -109,7 +109,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     pred_dir = out / "prediction"
     # a fresh hero starts a fresh watch; a finished one is replayed against this prediction (an earlier
     # watch judged it against the prediction of an earlier demo, which may differ)
-    for name in ("alerts.jsonl", "watch-state.json"):
+    for name in WATCH_FILES:
         (pred_dir / name).unlink(missing_ok=True)
     pred.save(pred_dir)
     show_prediction(console, pred)

@@ -77,16 +77,21 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     rung_curves = curves(store, rung_ids, pred.metric, runs, per_token=per_token)
     started = {h: _started_with(pred) for h in hero_ids}
     hero = curves(store, hero_ids, pred.metric, runs, started, per_token)[0] if hero_ids else None
-    finished = [c for c in rung_curves if len(c.fraction) and c.fraction[-1] >= 1 - 1e-9]
-    endpoint = fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
-    E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
+    done_ids = set(rungs["run_id"][rungs["state"] == "finished"].astype(str)) if "state" in rungs else set(rung_ids)
+    finished = [c for c, rid in zip(rung_curves, rung_ids) if str(rid) in done_ids and fitdata.reached_end(c.fraction)]
     out = Path(out_dir)
     paths: list[Path] = []
-    done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
-    paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
-                                         hero.final if done else None, pred.metric, axis), out, "ladder_fit")
+    # the endpoint law through the rungs' final losses, and the curves collapsed by it, need 3 finished rungs
+    endpoint = (fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
+                if len(finished) >= 3 else None)
+    if endpoint is not None:
+        done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
+        paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
+                                             hero.final if done else None, pred.metric, axis), out, "ladder_fit")
     paths += plots.save(plots.hero_curve(pred, hero, rung_curves), out, "hero_curve")
-    paths += plots.save(plots.collapse(finished, E, hero), out, "collapse")
+    if endpoint is not None:
+        E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
+        paths += plots.save(plots.collapse(finished, E, hero), out, "collapse")
     if hero is not None and len(hero.fraction):
         paths += plots.save(plots.residuals(pred, hero), out, "residuals")
     grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs, started)

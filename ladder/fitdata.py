@@ -285,15 +285,28 @@ def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return hist
 
 
+def reached_end(fractions: np.ndarray) -> bool:
+    """Whether a run's evals (fractions of its plan, ascending) reach its planned end: the last is at the end,
+    or no later eval was due (the end is nearer than its usual interval between evals, the median one, as when
+    a run evaluates every 128 steps of 24,000 and its last eval is at step 23,936). A run that stopped short
+    of that (crashed, or still running) has not."""
+    f = np.asarray(fractions, dtype=np.float64)
+    if not f.size:
+        return False
+    gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
+    return bool(1.0 - f[-1] <= max(gap, 1e-9))
+
+
 def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
                       compute: str = "auto") -> Finals:
     """Each finished run's last value of `metric`; compute = compute per token (on the `compute` axis,
     `COMPUTE_AXES`) × tokens there."""
     runs = _store_runs(store, group, role, finished=True)
-    hist = _store_history(store, runs, metric)
-    last = hist.sort_values(["run_id", "step"]).groupby("run_id").tail(1).set_index("run_id")
+    hist = _store_history(store, runs, metric).sort_values(["run_id", "step"])
+    last = hist.groupby("run_id").tail(1).set_index("run_id")
     runs = runs[runs["run_id"].isin(last.index)]
-    short = last.loc[runs["run_id"], "fraction"] < 1 - 1e-9
+    ended = hist.groupby("run_id")["fraction"].apply(lambda f: reached_end(f.to_numpy(float)))
+    short = ~ended.loc[runs["run_id"]]
     if short.any():
         raise LadderError(
             f"run {runs['name'][short.to_numpy()].iloc[0]!r} ends before its planned last step; "
@@ -324,6 +337,7 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
     runs = _store_runs(store, group, role, finished=False)
     hist = _store_history(store, runs, metric)
     flops, notes = compute_per_token(runs, compute)
+    notes += _ratios_note(runs)
     names, totals, rows = [], [], []
     for (_, run), f in zip(runs.iterrows(), flops):
         h = hist[hist["run_id"] == run["run_id"]]
@@ -333,6 +347,20 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
         totals.append(f * float(run["planned_tokens"]))
         rows.append(fits.sample_curve(h["fraction"].to_numpy(), h["value"].to_numpy(), 1.0, fractions))
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
+
+
+def _ratios_note(runs: pd.DataFrame) -> tuple[str, ...]:
+    """A note when the runs train at several token ratios (tokens per parameter more than 10% apart): the
+    per-fraction law holds for one."""
+    n, d = (pd.to_numeric(runs[c], errors="coerce").astype("float64").to_numpy() for c in ("active_params", "planned_tokens"))
+    ratio = d / n
+    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+    if ratio.size < 2 or ratio.max() <= 1.1 * ratio.min():
+        return ()
+    kinds = np.unique(np.round(np.log(ratio) / np.log(1.1)))
+    return (f"the runs train at {kinds.size} token ratios ({ratio.min():.3g}–{ratio.max():.3g} tokens per parameter), "
+            "and the per-fraction law holds for one: its fit mixes them (`ladder predict` fits the runs at its "
+            "target's ratio; --group picks a ladder of one ratio)",)
 
 
 def lr_curves_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",

@@ -23,6 +23,9 @@ import pandas as pd
 from ladder.errors import LadderError
 from ladder.files import atomic_path, write_text_atomic
 
+WATCH_FILES = ("watch-state.json", "alerts.jsonl")
+"""What `ladder watch` keeps beside the prediction it follows: its state and its alerts."""
+
 COLUMNS = ["step", "tokens", "fraction", "fraction_edited", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
 
 
@@ -125,7 +128,7 @@ class Prediction:
             self.table.to_parquet(tmp, index=False)
         with atomic_path(out / "prediction.csv") as tmp:
             self.table.to_csv(tmp, index=False)
-        js = write_text_atomic(out / "prediction.json", json.dumps(self.to_json(), indent=2))
+        js = write_text_atomic(out / "prediction.json", json.dumps(self.to_json(), indent=2))  # as `retire_watch` reads it
         return [out / "prediction.parquet", out / "prediction.csv", js]
 
     @classmethod
@@ -166,3 +169,22 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (np.floating, float)):
         return None if not np.isfinite(value) else float(value)
     return value
+
+
+def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
+    """Before `pred` is saved into `out_dir`: move a watch of another prediction there (its state and alerts,
+    `WATCH_FILES`) into ``earlier-watch-<UTC time>/``, so that a new watch starts afresh and judges the run
+    against `pred`. Returns that folder, or None where there was nothing to move (or the same prediction)."""
+    import time
+
+    out = Path(out_dir)
+    found = [out / name for name in WATCH_FILES if (out / name).exists()]
+    old = out / "prediction.json"
+    if not found or (old.is_file() and old.read_text() == json.dumps(pred.to_json(), indent=2)):
+        return None
+    aside = out / time.strftime("earlier-watch-%Y%m%dT%H%M%SZ", time.gmtime())
+    aside.mkdir(parents=True, exist_ok=True)
+    for f in found:
+        f.replace(aside / f.name)
+    return aside
+

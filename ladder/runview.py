@@ -138,6 +138,10 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     stop = int(row["stop_after_steps"])
     flops, flops_from, n = _flops(name, row)
     lrs = None
+    if steps.size and steps.max() > 1000 * stop:
+        raise LadderError(f"run {name!r}: its last eval is at step {int(steps.max()):,}, {steps.max() / stop:,.0f}× its "
+                          f"{stop:,} planned steps; are its steps counted in tokens? (import the step column with "
+                          "--step and the tokens with --tokens)")
     if schedule is None:  # no declared schedule: the logged LR, if any
         lr = store.history([run_id], [keys.LEARNING_RATE])
         if len(lr):

@@ -462,3 +462,19 @@ def test_a_stored_run_whose_final_loss_is_not_positive_is_named(tmp_path):
               "--metric", "eval/loss=loss", "--coord-column", "active_params=params", "--coord", "role=rung")
     assert res.exit_code == 0, res.output
     one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "run 'r2'", "final eval/loss is -1")
+
+
+def test_a_run_reaches_its_end_when_no_later_eval_was_due():
+    every_128 = np.arange(128, 24_001, 128) / 24_000  # the last eval at step 23,936 of 24,000
+    assert fitdata.reached_end(every_128) and fitdata.reached_end(np.array([0.5, 1.0]))
+    assert not fitdata.reached_end(every_128[:-5])  # stopped five evals early
+    assert not fitdata.reached_end(np.arange(1, 17) * 0.05)  # evals every 5%, the last at 80%
+    assert not fitdata.reached_end(np.array([0.99])) and not fitdata.reached_end(np.array([]))
+
+
+def test_curves_of_several_token_ratios_are_noted():
+    runs = pd.DataFrame({"active_params": pd.array([1e8, 2e8, 1e8, None], dtype="Int64"),
+                         "planned_tokens": pd.array([2e9, 4e9, 2e10, 5e9], dtype="Int64")})
+    (note,) = fitdata._ratios_note(runs)
+    assert note.startswith("the runs train at 2 token ratios (20–200 tokens per parameter)")
+    assert fitdata._ratios_note(runs.iloc[:2]) == ()  # one ratio

@@ -186,7 +186,7 @@ def test_bad_runs_are_refused_with_the_field_named():
         Run("x", -1.0, 10.0, 100)
     with pytest.raises(FitError, match="strictly increasing"):
         Run("x", 1.0, 10.0, 100, steps=[5, 5], values=[1.0, 1.0])
-    with pytest.raises(FitError, match="positive and finite"):
+    with pytest.raises(FitError, match="its value at step 6 is nan; the laws fit positive, finite losses"):
         Run("x", 1.0, 10.0, 100, steps=[5, 6], values=[1.0, np.nan])
 
 
@@ -265,3 +265,25 @@ def test_a_widened_band_stops_at_zero_loss():
     band = widen(Band(one, one * 0.9, one * 1.1, one * 0.8, one * 1.2), np.array([0.1, 5.0]))
     assert band.lo90[0] == pytest.approx(2.0 - np.hypot(0.4, 1.6448536269514722 * 0.1))
     assert band.lo90[1] == 0.0 and band.lo50[1] == 0.0 and band.hi90[1] > 8.0
+
+
+def test_why_says_when_a_better_scored_law_cannot_predict_the_target():
+    runs, hero = ladder(mp_law)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0), lrs=None)  # no schedule given
+    res = core.predict(runs, blank, hero.steps, FAST)
+    assert "multipower" in res.failed and res.method == "per-fraction"
+    assert res.scores()["multipower"] < res.scores()["per-fraction"]
+    assert res.why.startswith("lowest backtest score of the laws that apply to this target")
+    assert f"multipower scored lower ({res.scores()['multipower']:.2%}) but cannot predict it: " in res.why
+    assert "ensemble scored lower" in res.why and "it needs two laws that apply" in res.why
+    assert "assumed: the target gives no LR" in res.outcomes["per-fraction"].why
+    assert any("the target gives no LR schedule" in w for w in res.warnings)
+
+
+def test_a_target_below_the_ladder_is_warned_about():
+    runs, hero = ladder(pf_law, seed=4)
+    rng = np.random.default_rng(4)
+    small = ladder_run("small", 2.5e4, pf_law, rng, noise=0.0)
+    res = core.predict(runs, small, small.steps, FAST)
+    assert any("the target is smaller than every rung (0.25×" in w for w in res.warnings)
+    assert not any("smaller than every rung" in w for w in core.predict(runs, hero, hero.steps, FAST).warnings)

@@ -186,3 +186,55 @@ def test_a_run_of_one_row_without_its_tokens_names_its_line(tmp_path):
     cols = ColumnMap(metrics={"eval/loss": "loss"}, run="run_id", tokens="tokens", coords={"active_params": "params"})
     with pytest.raises(LadderError, match=r"finals\.csv: line 3: run 'b' has no tokens \(column 'tokens' is empty\)"):
         TableSource(path, cols).runs()
+
+
+def test_the_laws_refuse_an_lr_for_more_steps_than_a_run_may_have():
+    from fits import FitError
+    from fits.runs import lrs_from_logged
+
+    assert lrs_from_logged(np.array([10.0, 20.0]), np.array([1e-3, 1e-3]), 30).shape == (31,)
+    with pytest.raises(FitError, match="counted in tokens"):
+        lrs_from_logged(np.array([10.0, 20.0]), np.array([1e-3, 1e-3]), 2 * 10**9)
+
+
+def test_an_interrupted_import_of_a_file_edited_since_reads_it_again(tmp_path, monkeypatch):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    real = TableSource.read
+
+    def cut(self, ref, cursor=None):
+        if ref.run_id == "b":
+            raise KeyboardInterrupt
+        return real(self, ref, cursor)
+
+    monkeypatch.setattr(TableSource, "read", cut)
+    with pytest.raises(KeyboardInterrupt):
+        pull(store, TableSource(path, COLUMNS), overrides=_overrides())  # run a is staged, not committed
+    monkeypatch.setattr(TableSource, "read", real)
+    small_table().assign(loss=lambda t: t["loss"] + 1).to_csv(path, index=False)  # edited before the rerun
+    result = pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    assert result.resumed == 0 and any("discarded" in n for n in result.notes)
+    a = store.history("a", ["eval/loss"])
+    np.testing.assert_allclose(a["value"], small_table().query("run == 'a'")["loss"] + 1)
+
+
+def test_a_coordinate_column_that_varies_within_a_run_is_named(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().assign(tokens_per_step=[50] * 4 + [50, 50, 64, 50]).to_csv(path, index=False)
+    with pytest.raises(LadderError, match=r"run 'b': column 'tokens_per_step' holds several values in its rows "
+                                          r"\(50, 64\); a run has one tokens_per_step"):
+        TableSource(path, COLUMNS).runs()
+
+
+def test_steps_far_past_the_plan_are_taken_for_tokens_before_any_fit(tmp_path):
+    from ladder.runview import from_store
+
+    path = tmp_path / "t.csv"
+    small_table().assign(step=lambda t: t["step"] * 2**20, tok=lambda t: t["step"] * 50).to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides())  # stored as logged, with a warning
+    row = store.runs().iloc[0]
+    with pytest.raises(LadderError, match=r"its last eval is at step 41,943,040, 1,048,576× its 40 planned steps; "
+                                          r"are its steps counted in tokens\?"):
+        from_store(store, row, "eval/loss")

@@ -345,3 +345,20 @@ def test_drop_fraction_against_the_projection():
     assert alerts and {(a.rule, a.level) for a in alerts} == {("drop_fraction", "warning")}
     assert EVALS[start] <= alerts[0].step <= EVALS[start + 3]
     assert "projected" in alerts[0].message
+
+
+def test_a_new_prediction_moves_the_watch_of_the_one_it_replaces_aside(tmp_path):
+    from ladder.prediction import WATCH_FILES, retire_watch
+
+    pred = prediction()
+    pred.save(tmp_path)
+    for name in WATCH_FILES:
+        (tmp_path / name).write_text("{}")
+    assert retire_watch(tmp_path, pred) is None  # the same prediction again: its watch goes on
+    assert all((tmp_path / name).exists() for name in WATCH_FILES)
+    other = prediction(rel90=0.01)
+    aside = retire_watch(tmp_path, other)
+    assert aside is not None and aside.parent == tmp_path and aside.name.startswith("earlier-watch-")
+    assert not any((tmp_path / name).exists() for name in WATCH_FILES)
+    assert sorted(p.name for p in aside.iterdir()) == sorted(WATCH_FILES)
+    assert retire_watch(tmp_path, other) is None  # nothing left to move

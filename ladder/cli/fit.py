@@ -516,7 +516,8 @@ def _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bo
 @command("backtest")
 def backtest_command(
     form: Form = typer.Option(Form.endpoint, "--form", help="endpoint, surface, or curve (per-fraction law)."),
-    holdout: str = typer.Option("1", "--holdout", help="Hold out the k largest runs (sizes), for each k listed, e.g. 1,2."),
+    holdout: str = typer.Option("1", "--holdout", help="Hold out the k largest runs, for each k listed, e.g. 1,2: by compute for the endpoint and per-fraction laws "
+                                "(on a ladder of one token ratio, the k largest sizes), by model size for the surface."),
     csv: Path | None = CSV,
     store: Path = STORE,
     metric: str | None = METRIC,

@@ -18,6 +18,7 @@ from ladder.cli.app import Format, command, console, print_json
 from ladder.display import show_prediction
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir
+from ladder.prediction import retire_watch
 from ladder.replan import horizon_that_fits, shortened, with_cooldown
 from ladder.runconfig import RunConfig
 from ladder.store import DEFAULT_ROOT, Store
@@ -154,6 +155,7 @@ def predict_command(
     target = resolve_target(config, target_file, target_run, store, metric)
     folder = out_dir(out or Path("predictions") / target.name)
     pred = predict(_existing_store(store), target, settings)
+    retired = retire_watch(folder, pred)
     written = pred.save(folder)
     logged = None
     if to_wandb is not None:
@@ -165,6 +167,9 @@ def predict_command(
         return
     show_prediction(console, pred)
     console.print(f"Wrote {', '.join(str(p) for p in written)}")
+    if retired:
+        console.print(f"The watch of the prediction this one replaces (its state and alerts) moved to {retired}/; "
+                      "`ladder watch` starts afresh against this one")
     if logged:
         console.print(f"Logged the prediction to wandb: {logged}")
 
@@ -266,8 +271,10 @@ def replan_command(
         from ladder.runview import save_target
 
         written = save_target(edited, out / f"{edited.name}.yaml")
+        retired = retire_watch(out, new)
         new.save(out)
-        console.print(f"Wrote {written} and its prediction to {out}/")
+        console.print(f"Wrote {written} and its prediction to {out}/"
+                      + (f"; the watch of the prediction it replaces moved to {retired}/" if retired else ""))
 
 
 def _fmt(v: float, signed: bool = False) -> str:

@@ -85,9 +85,16 @@ class TableSource:
 
     @property
     def options(self) -> dict[str, Any]:
-        """What changes the rows read (part of a pull's flags)."""
+        """What changes the rows read (part of a pull's flags): the mapping, and the file as it is now (its size
+        and time of change), so that an interrupted import of a file edited since is not taken over."""
         c = self.columns
-        return {"metrics": c.metrics, "run": c.run, "step": c.step, "tokens": c.tokens, "coords": c.coords}
+        try:
+            st = self.path.stat()
+            version = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            version = None
+        return {"metrics": c.metrics, "run": c.run, "step": c.step, "tokens": c.tokens, "coords": c.coords,
+                "file": version}
 
     def runs(self) -> list[RunRef]:
         table = self._load()
@@ -103,6 +110,11 @@ class TableSource:
                     "map it with --step COLUMN (or --run COLUMN if each row is its own run)"
                 )
             config = dict(per_run.get(run_id, {}))
+            for f in FIELDS:  # a coordinate column that varies within the run is no coordinate of it
+                if f in rows.columns and f not in config and f not in c.coords and rows[f].nunique(dropna=True) > 1:
+                    values = ", ".join(map(str, rows[f].dropna().unique()[:3]))
+                    raise LadderError(f"{self.path}: run {run_id!r}: column '{f}' holds several values in its rows "
+                                      f"({values}); a run has one {f}: fix the column, or give it with --coord {f}=VALUE")
             for f, column in c.coords.items():
                 value = rows[column].iloc[0]
                 config[f] = None if pd.isna(value) else _plain(value)
