@@ -316,6 +316,10 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     for o in outcomes.values():
         warnings += list(o.warnings)
     warnings += batch_warning(runs, target)
+    ratios = [r.token_ratio for r in runs]
+    if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
+        warnings.append(f"the target trains at {target.token_ratio:.3g} tokens per parameter, far outside the rungs' "
+                        f"{min(ratios):.3g}–{max(ratios):.3g}: the laws extrapolate in token ratio as well as in size")
     if target.flops_per_token < sizes(runs)[0] / 1.001:
         warnings.append(f"the target is smaller than every rung ({target.flops_per_token / sizes(runs)[0]:.2g}× the "
                         "smallest in FLOPs per token): the laws are fitted above it, and a law through larger runs "

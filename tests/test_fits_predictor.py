@@ -287,3 +287,6 @@ def test_a_target_below_the_ladder_is_warned_about():
     res = core.predict(runs, small, small.steps, FAST)
     assert any("the target is smaller than every rung (0.25×" in w for w in res.warnings)
     assert not any("smaller than every rung" in w for w in core.predict(runs, hero, hero.steps, FAST).warnings)
+    long = ladder_run("long", 2e5, pf_law, rng, noise=0.0, ratio=10 * TPP)
+    res = core.predict(runs, long, long.steps, dataclasses.replace(FAST, backtest=False))
+    assert any("the target trains at 200 tokens per parameter, far outside the rungs' 20–40" in w for w in res.warnings)
