@@ -364,7 +364,8 @@ def fit_per_fraction(
                            f"got {int(np.sum(per_col > 0))}")
     elif np.any(per_col < 2):
         j = int(np.argmin(per_col))
-        raise FitError(f"fraction {g[j]:g} has losses from {per_col[j]} run(s); each fraction needs at least 2")
+        raise FitError(f"fraction {g[j]:g} has losses from {per_col[j]} run(s); each fraction needs at least 2 "
+                       "(sample the runs at fractions where they have evals: coarser ones, or from their first eval on)")
     c_ref = float(np.exp(np.mean(np.log(C))))
     ri, ci = np.nonzero(present)
     u = np.log(C[ri] * g[ci] / c_ref)
