@@ -35,12 +35,15 @@ _MODES = {"online": "online", "run": "online", "shared": "online", "offline": "o
           "disabled": "disabled"}
 
 
-def log_prediction(pred: Prediction, project: str, *, group: str | None = None, root: Path | None = None) -> str:
+def log_prediction(pred: Prediction, project: str, *, group: str | None = None, root: Path | None = None,
+                   coords: dict | None = None) -> str:
     """Log `pred` as a new wandb run in `project` ("ENTITY/PROJECT" or "PROJECT"); return the run's path.
 
     The path is "entity/project/run_id" online, the offline run folder offline. `group` is the
     target's group; `root` is where wandb writes its files (default: ``WANDB_DIR``, else the current
-    folder).
+    folder); `coords` the target's coordinates (active_params, stop_after_steps, ...), kept in the run's
+    config with role "prediction" so that `ladder pull` reads the run back into a store, where no fit
+    takes it for a rung.
     """
     entity, name = parse_project(project)
     import wandb  # imported here: wandb is slow to import
@@ -57,7 +60,8 @@ def log_prediction(pred: Prediction, project: str, *, group: str | None = None, 
             name=f"{pred.run_name}-predicted",
             job_type="prediction",
             group=group,
-            config={"method": pred.method, "settings": pred.settings, "metric": pred.metric, "target": pred.run_name},
+            config={"method": pred.method, "settings": pred.settings, "metric": pred.metric, "target": pred.run_name}
+            | ({**coords, "role": "prediction"} if coords else {}),
             dir=str(root) if root is not None else None,
             mode=mode,
             reinit="create_new",

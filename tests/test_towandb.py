@@ -88,7 +88,9 @@ def summary_and_job_type(run_file: Path) -> tuple[dict[str, float], str]:
 
 def test_logged_prediction_reads_back_at_the_targets_steps(wandb_env, tmp_path):
     pred = prediction()
-    path = Path(log_prediction(pred, "team/ladder", group="ladder-1b", root=tmp_path / "wb"))
+    coords = {"active_params": 1.0e9, "stop_after_steps": int(STEPS[-1]), "tokens_per_step": 4096,
+              "fit_flops_per_token": 6.6e9}
+    path = Path(log_prediction(pred, "team/ladder", group="ladder-1b", root=tmp_path / "wb", coords=coords))
     assert path.parent == tmp_path / "wb" / "wandb" and path.name.startswith("offline-run-")
 
     source = OfflineSource(path)
@@ -96,7 +98,17 @@ def test_logged_prediction_reads_back_at_the_targets_steps(wandb_env, tmp_path):
     got = source.read(ref)
     assert (got.name, got.group, got.state) == ("hero-1b-predicted", "ladder-1b", "finished")
     assert got.config == {"method": "per-fraction", "settings": {"law": "per-fraction", "samples": 200},
-                          "metric": METRIC, "target": "hero-1b"}
+                          "metric": METRIC, "target": "hero-1b", **coords, "role": "prediction"}
+    # pulled into a store with its coordinates, as a prediction: no fit takes it for a rung
+    from ladder.sources.pull import pull
+    from ladder.store import Store
+
+    store = Store(tmp_path / "store")
+    pull(store, OfflineSource(path))
+    (row,) = store.runs().to_dict("records")
+    assert (row["name"], row["role"], row["group"], row["active_params"]) == ("hero-1b-predicted", "prediction",
+                                                                            "ladder-1b", 1_000_000_000)
+    assert store.history("hero-1b-predicted", [KEY])["value"].iloc[-1] == pred.table["median"].iloc[-1]
     back = {(str(m), int(s)): float(v) for m, s, v in zip(got.rows["metric"], got.rows["step"], got.rows["value"])}
 
     expected = {}

@@ -159,9 +159,13 @@ def predict_command(
     written = pred.save(folder)
     logged = None
     if to_wandb is not None:
+        from ladder.runview import SIX_N
         from ladder.towandb import log_prediction
 
-        logged = log_prediction(pred, to_wandb, group=target.group or None, root=folder)
+        coords = {"active_params": target.active_params or "unknown", "stop_after_steps": target.stop_after_steps,
+                  "tokens_per_step": target.tokens_per_step,
+                  "fit_flops_per_token": target.flops_per_token if target.flops_from != SIX_N else "unknown"}
+        logged = log_prediction(pred, to_wandb, group=target.group or None, root=folder, coords=coords)
     if fmt is Format.json:
         print_json(pred.to_json())
         return

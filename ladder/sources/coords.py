@@ -33,7 +33,8 @@ SCHEDULE = "schedule"
 (the fields of `ladder.schedule.Schedule`); kept in the run's config, where predictions read it."""
 OPTIONAL = ("total_params",)
 """Fields no law reads: stored as missing when not given."""
-ROLES = ("rung", "hero", "single")
+ROLES = ("rung", "hero", "single", "prediction")
+"""A run's part in a ladder; "prediction" is a prediction logged to wandb (`ladder predict --to-wandb`), never fitted."""
 UNKNOWN = "unknown"
 MAY_BE_UNKNOWN = ("active_params", "total_params", "fit_flops_per_token")
 """Fields a user may declare unknown (stored as missing); steps and tokens cannot be."""
