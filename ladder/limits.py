@@ -56,3 +56,17 @@ def _finite(value: float) -> bool:
         return math.isfinite(value)
     except (TypeError, OverflowError):
         return False
+
+
+MAX_RESAMPLES = 10_000
+"""The most bootstrap refits a command takes: percentile bands settle within a few thousand, while memory
+and time grow with every refit kept."""
+
+
+def resamples(option: str, n: int, least: int = 1, none_ok: bool = True) -> int:
+    """`n` bootstrap refits for `option`: 0 (none, where `none_ok`) or `least` to `MAX_RESAMPLES`."""
+    if n == 0 and none_ok:
+        return 0
+    if not least <= n <= MAX_RESAMPLES:
+        raise LadderError(f"{option} {n}: give {'0 (none) or ' if none_ok else ''}{least} to {MAX_RESAMPLES:,} refits")
+    return n

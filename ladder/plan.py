@@ -85,9 +85,16 @@ class Plan:
         }
 
     def write(self, out_dir: str | os.PathLike) -> list[Path]:
-        """One YAML per run plus ``launch.sh`` with one launch command per run."""
+        """One YAML per run plus ``launch.sh`` with one launch command per run. A folder that holds run
+        configs of another plan is refused (nothing written): `ladder train --ladder` trains every one."""
         out = Path(out_dir)
-        paths = [run.save(out / f"{run.name}.yaml") for run in self.runs()]
+        runs = self.runs()
+        other = sorted({p.name for p in out.glob("*.yaml")} - {f"{run.name}.yaml" for run in runs})
+        if other:
+            shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+            raise LadderError(f"{out} holds run configs this plan does not have ({shown}); `ladder train --ladder` "
+                              "would train them too: give --out an empty folder, or remove them (nothing was written)")
+        paths = [run.save(out / f"{run.name}.yaml") for run in runs]
         lines = ["#!/usr/bin/env bash", "# One training command per run; rungs first, then the hero.", 'cd "$(dirname "$0")"']
         lines += [f"python -m trainer_jax {p.name}" for p in paths]
         paths.append(write_text_atomic(out / "launch.sh", "\n".join(lines) + "\n"))

@@ -58,7 +58,7 @@ class HorizonFit:
             )
         return head + (
             f"; even a {MAX_CUT:.0%} cut does not fit: branch an early cooldown "
-            f"(`ladder replan --cooldown-at STEP`) or move the deadline"
+            f"(`ladder replan --cooldown-steps K --at STEP`) or move the deadline"
         )
 
 

@@ -13,8 +13,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from ladder.errors import LadderError
 from ladder.files import write_text_atomic
 from ladder.prediction import Prediction
 
@@ -67,14 +69,18 @@ def read_alerts(path: str | os.PathLike) -> list[dict]:
     p = Path(path)
     if not p.exists():
         return []
-    rows = []
-    for line in p.read_text().splitlines():
+    rows, lines, read = [], 0, 0
+    for line in p.read_text(errors="replace").splitlines():
+        lines += bool(line.strip())
         try:
             rec = json.loads(line)
         except ValueError:
             continue
+        read += isinstance(rec, dict) and "kind" in rec
         if isinstance(rec, dict) and rec.get("kind") == "alert":
             rows.append(rec)
+    if lines and not read:
+        raise LadderError(f"{p}: not a watcher's alerts file (no line of it is an alert or a verdict)")
     return rows
 
 
@@ -94,10 +100,19 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
         "90% band": [_span(a, b) for a, b in zip(rows["lo90"], rows["hi90"])],
     })
     if actual is not None:
-        got = actual.reindex(rows["step"].to_numpy())
-        out["actual"] = [_num(x) for x in got.to_numpy()]
-        out["error"] = [f"{(p / a - 1):+.2%}" if pd.notna(a) and pd.notna(p) else "–"
-                        for a, p in zip(got, rows["median"])]  # predicted / actual − 1, as everywhere
+        # the eval nearest each row (within 1% of the plan: a run evaluates on its own cadence), against the
+        # prediction at that eval's step
+        actual = actual.dropna().sort_index()
+        at = actual.index.to_numpy(dtype=np.float64)
+        got, pred_there = [], []
+        for step in rows["step"].to_numpy(dtype=np.float64):
+            j = int(np.argmin(np.abs(at - step))) if at.size else -1
+            near = j >= 0 and abs(at[j] - step) <= 0.01 * pred.started_with
+            got.append(float(actual.iloc[j]) if near else np.nan)
+            pred_there.append(float(np.interp(at[j], t["step"], t["median"])) if near else np.nan)
+        out["actual"] = [_num(x) for x in got]
+        out["error"] = [f"{(p / a - 1):+.2%}" if np.isfinite(a) and np.isfinite(p) else "–"
+                        for a, p in zip(got, pred_there)]  # predicted / actual − 1, as everywhere
     out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
     return out
 

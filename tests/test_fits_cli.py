@@ -478,3 +478,14 @@ def test_curves_of_several_token_ratios_are_noted():
     (note,) = fitdata._ratios_note(runs)
     assert note.startswith("the runs train at 2 token ratios (20–200 tokens per parameter)")
     assert fitdata._ratios_note(runs.iloc[:2]) == ()  # one ratio
+
+
+def test_resamples_and_holdouts_are_checked_before_any_fit(endpoint_csv):
+    one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--bootstrap", "100000000"), "--bootstrap 100000000",
+                   "give 0 (none) or 1 to 10,000 refits")
+    one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--bootstrap", "-1"), "--bootstrap -1")
+    one_error_line(run("compare", "a", "b", "--bootstrap", "20000"), "--bootstrap 20000")
+    one_error_line(run("predict", "--target", endpoint_csv, "--n-boot", "5"), "--n-boot 5", "give 20 to 10,000")
+    for bad in ("0", "abc"):
+        one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", bad), "--holdout")
+    assert "compute, parameters" not in run("backtest", "--csv", endpoint_csv, "--holdout", "0").output

@@ -55,6 +55,12 @@ def test_plan_writes_configs_that_load_back(tmp_path):
         assert loaded == cfg
         assert loaded.coordinates()["stop_after_steps"] == cfg.stop_after_steps
     assert (tmp_path / "launch.sh").read_text().count("python -m trainer_jax") == 5
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0  # the same plan again: rewritten
+    # another plan into the folder would leave these rungs for `ladder train --ladder` to train: refused
+    before = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    res = run("plan", "micro-cpu", "--widths", "32,48", "--depths", "2,2", "--out", str(tmp_path))
+    assert res.exit_code == 2 and "holds run configs this plan does not have" in res.output
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
 
 
 def test_overrides_from_the_command_line():

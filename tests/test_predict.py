@@ -224,6 +224,13 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
                               "--deadline", "0.001h", "--tokens-per-second", "1000"])
     assert res.exit_code == 0 and "reaches step" in res.stdout
+    # refused before any prediction is made: a deadline that has passed, two edits at once, --out a file
+    base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2)]
+    for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "has passed"),
+                       (["--shorten-to", str(int(0.8 * T)), "--cooldown-steps", "10"], "give one of them"),
+                       (["--shorten-to", str(int(0.8 * T)), "--out", str(cfg)], "is a file, not a folder")):
+        res = runner.invoke(app, base + more)
+        assert res.exit_code == 2 and says in res.stderr and "new schedule" not in res.stdout, more
 
 
 def test_fit_curve_reports_what_the_runs_say_about_the_floor(mp_store):

@@ -82,3 +82,28 @@ def test_ladder_figure_counts_compute_as_predict_does(predicted):
     per_token, label, hero = _axis(rungs, target.iloc[0:0], pred)  # the hero not pulled yet
     assert "fit compute" in label and hero == pytest.approx(plan.hero.fit_flops, rel=1e-9)
     assert per_token[str(rungs["run_id"].iloc[0])] == pytest.approx(rungs["fit_flops_per_token"].iloc[0], rel=1e-12)
+
+
+def test_the_report_table_takes_each_rows_nearest_eval_and_refuses_a_file_that_is_not_alerts(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from ladder.prediction import Prediction
+    from ladder.report import prediction_rows, read_alerts
+
+    steps = np.arange(100, 10_001, 100)
+    med = 3.0 - 1e-4 * steps  # straight between the table's steps: the prediction at any eval is exact
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
+                          "hi90": med * 1.03, "in_assumptions": True})
+    pred = Prediction("hero", "eval/loss", table, planned_steps=10_000)
+    evals = np.arange(64, 10_001, 64)  # the run's own eval cadence, never on the table's steps but at the end
+    evals[-1] = 10_000
+    actual = pd.Series((3.0 - 1e-4 * evals) * 1.01, index=evals)
+    rows = prediction_rows(pred, actual)
+    assert "–" not in set(rows["actual"]) and len(rows) == 20
+    assert {e for e in rows["error"]} == {"-0.99%"}  # the prediction at each eval's own step, 1% low
+    alerts = tmp_path / "alerts.txt"
+    alerts.write_text("step,loss\n1,2\n")
+    with pytest.raises(Exception, match="not a watcher's alerts file"):
+        read_alerts(alerts)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from ladder import runfiles as keys
+from ladder.errors import LadderError
 from ladder.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, Observed, WatchState, WebhookSink, evaluate
 from ladder.watch import rules as R
@@ -362,3 +363,10 @@ def test_a_new_prediction_moves_the_watch_of_the_one_it_replaces_aside(tmp_path)
     assert not any((tmp_path / name).exists() for name in WATCH_FILES)
     assert sorted(p.name for p in aside.iterdir()) == sorted(WATCH_FILES)
     assert retire_watch(tmp_path, other) is None  # nothing left to move
+
+
+@pytest.mark.parametrize("url", ["http://[::1:9/x", "http://127.0.0.1:port/x", "https:///path-only"])
+def test_a_webhook_url_the_client_cannot_read_is_refused_at_start_without_showing_it(url):
+    with pytest.raises(LadderError) as info:
+        WebhookSink(url)
+    assert "$LADDER_WEBHOOK_URL" in str(info.value) and url not in str(info.value)

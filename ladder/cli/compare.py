@@ -15,6 +15,7 @@ from rich.table import Table
 from ladder.cli.app import Format, command, console, err_console, print_json
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
+from ladder.limits import resamples
 from ladder.outpaths import out_dir
 
 
@@ -46,6 +47,7 @@ def compare_command(
     from ladder.compare import compare_groups, draw, to_json
     from ladder.store import DEFAULT_ROOT, Store
 
+    resamples("--bootstrap", n_boot)
     folder = out_dir(out)
     cmp = compare_groups(Store(store or DEFAULT_ROOT), group_a, group_b, metric=metric, hero=hero, hero_compute=hero_compute,
                          E=_E(E), n_boot=n_boot, seed=seed)

@@ -23,5 +23,8 @@ def demo_command(
     are reused, so a second run takes about a minute.
     """
     from ladder.demo import run_demo  # jax, scipy and matplotlib: only when the demo runs
+    from ladder.limits import resamples
+
+    resamples("--n-boot", n_boot, least=20, none_ok=False)
 
     run_demo(out or Path("demo-quick" if quick else "demo"), quick, console, poll_seconds=poll, n_boot=n_boot)

@@ -16,8 +16,9 @@ import typer
 from rich.table import Table
 
 from ladder import endpointcsv
-from ladder.cli.app import Format, app, command, console, print_json
+from ladder.cli.app import Format, app, command, console, parse_int_list, print_json
 from ladder.errors import LadderError
+from ladder.limits import resamples
 from ladder.store import DEFAULT_ROOT, Store
 
 # `fits` (scipy) loads inside the commands that fit, so `ladder --help` and the other commands skip it.
@@ -132,8 +133,7 @@ def _check_level(level: float) -> None:
 
 def _boot(fit, n: int, seed: int, level: float) -> tuple[fits.Ensemble | None, dict]:
     import fits
-    if n < 0:
-        raise LadderError(f"--bootstrap {n}: must be 0 or more")
+    resamples("--bootstrap", n)
     if not n:
         return None, {}
     ens = fits.bootstrap(fit, n, seed)
@@ -551,7 +551,10 @@ def backtest_command(
     from ladder import fitdata
     _check_level(level)
     _csv_only(csv, where, drop_col)
-    ks = [int(x) for x in _floats(holdout, "--holdout")]
+    resamples("--bootstrap", bootstrap)
+    ks = parse_int_list(holdout, "--holdout") or []
+    if not ks or min(ks) < 1:
+        raise LadderError(f"--holdout {holdout!r}: give how many of the largest runs to hold out, e.g. 1 or 1,2")
     s = Store(store)
     if form is Form.curve:
         g = _fractions(every)

@@ -17,6 +17,7 @@ from ladder import runfiles as keys
 from ladder.cli.app import Format, command, console, print_json
 from ladder.display import show_prediction
 from ladder.errors import LadderError
+from ladder.limits import resamples
 from ladder.outpaths import out_dir
 from ladder.prediction import retire_watch
 from ladder.replan import horizon_that_fits, shortened, with_cooldown
@@ -51,8 +52,7 @@ def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto",
     from fits.predictor import METHODS
     from ladder.predict import PredictSettings
 
-    if n_boot < 20:
-        raise LadderError(f"--n-boot {n_boot}: use at least 20 refits for a band")
+    resamples("--n-boot", n_boot, least=20, none_ok=False)
     if method not in ("auto",) + METHODS:
         raise LadderError(f"--method {method!r}: choose auto or one of {', '.join(METHODS)}")
     if floor not in FLOORS:
@@ -233,6 +233,11 @@ def replan_command(
     """
     from ladder.predict import predict
 
+    if shorten_to is not None and cooldown_steps is not None:
+        raise LadderError("--shorten-to and --cooldown-steps are two different edits; give one of them")
+    seconds_left = _seconds_until(deadline) if deadline is not None else None
+    if out is not None:
+        out = out_dir(out)
     hero = resolve_target(config, target_file, target_run, store, metric)
     st = _existing_store(store)
     if out is not None:
@@ -242,7 +247,7 @@ def replan_command(
     step = at if at is not None else _last_step(st, hero.name)
     if deadline is not None:
         rate = throughput or _recent_throughput(st, hero.name)
-        fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, _seconds_until(deadline))
+        fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, seconds_left)
         console.print(fit.message())
         if shorten_to is None and cooldown_steps is None and not fit.fits:
             shorten_to = max(fit.reachable_steps, int(np.ceil(0.75 * hero.stop_after_steps)))
@@ -304,14 +309,19 @@ def _recent_throughput(store: Store, name: str) -> float:
 
 def _seconds_until(deadline: str) -> float:
     text = deadline.strip()
+    left = None
     if text.endswith("h"):
         try:
             hours = float(text[:-1])
         except ValueError:
             hours = None
         if hours is not None and math.isfinite(hours) and abs(hours) <= 100 * 365 * 24:
-            return hours * 3600
-    try:
-        return datetime.fromisoformat(text).timestamp() - time.time()
-    except ValueError:
-        raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)") from None
+            left = hours * 3600
+    if left is None:
+        try:
+            left = datetime.fromisoformat(text).timestamp() - time.time()
+        except ValueError:
+            raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)") from None
+    if left <= 0:
+        raise LadderError(f"--deadline {deadline!r} has passed; give a time to come")
+    return left

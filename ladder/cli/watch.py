@@ -165,6 +165,8 @@ def report_command(
     folder = prediction if prediction.is_dir() else prediction.parent
     out = out_file(out)
     st = _store(store)
+    if alerts is not None and not alerts.is_file():
+        raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")
     figures = draw_all(st, pred, out.parent / f"{out.stem}_figures")
     alert_rows, verdicts = read_alerts(alerts or folder / "alerts.jsonl"), []
     state_file = folder / "watch-state.json"

@@ -11,6 +11,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,6 +86,14 @@ class WebhookSink:
                  backoff: float = 0.5) -> None:
         if not url.startswith(("http://", "https://")):
             raise LadderError(f"${WEBHOOK_ENV} must be an http(s) URL")
+        try:  # a URL the client cannot even parse is the user's to fix now, not an error at the first alert
+            parts = urllib.parse.urlsplit(url)
+            _ = parts.port
+        except ValueError:
+            raise LadderError(f"${WEBHOOK_ENV} is not a well-formed URL (its host or port cannot be read); "
+                              "copy the webhook URL again") from None
+        if not parts.hostname:
+            raise LadderError(f"${WEBHOOK_ENV} has no host; copy the webhook URL again")
         self._url = url
         self.timeout = timeout
         self.retries = retries
@@ -121,7 +130,7 @@ class WebhookSink:
                     reason = f"HTTP {response.status}"
             except urllib.error.HTTPError as exc:
                 reason = f"HTTP {exc.code}" + (" (a redirect: give the final URL)" if 300 <= exc.code < 400 else "")
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
                 reason = type(getattr(exc, "reason", None) or exc).__name__
         self.console.print(f"[yellow]webhook delivery failed after {self.retries} tries ({reason}); "
                            "will retry on the next check[/]", highlight=False)
