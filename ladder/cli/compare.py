@@ -28,7 +28,7 @@ def compare_command(
     hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML): its fit compute is the target."),
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's fit compute in FLOPs (instead of --hero)."),
     E: str = typer.Option("shared", "--E", help="Irreducible loss: 'shared' (one fitted for both ladders), 'separate', or a number to pin it."),
-    n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none)."),
+    n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none; at most 10,000)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),
     out: Path = typer.Option(Path("compare"), "--out", help="Folder for compare.png and compare.json."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, or json (the JSON written to --out, on stdout)."),

@@ -14,7 +14,7 @@ def demo_command(
     quick: bool = typer.Option(False, "--quick", help="The same loop at a much smaller size (about a minute or two)."),
     out: Path | None = typer.Option(None, "--out", help="Folder for everything the demo writes (default demo/, or demo-quick/)."),
     poll: float = typer.Option(3.0, "--poll", help="Seconds between the watcher's checks while the hero trains."),
-    n_boot: int = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the prediction's bands."),
+    n_boot: int = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the prediction's bands (20 to 10,000)."),
 ) -> None:
     """Plan the micro-cpu ladder, train its rungs, predict the hero's whole curve, train the hero while
     `ladder watch` follows it, then print predicted against actual and write figures and a report.

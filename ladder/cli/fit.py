@@ -75,7 +75,7 @@ RUN_COL = typer.Option(
 LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nats per token).")
 STEP_COL = typer.Option("step", "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
-BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none).")
+BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; at most 10,000).")
 SEED = typer.Option(0, "--seed", help="Seed of the bootstrap resampling.")
 LEVEL = typer.Option(0.9, "--level", help="Level of the intervals.")
 FMT = typer.Option(Format.table, "--format", help="table, or json (one object on stdout).")
@@ -536,7 +536,7 @@ def backtest_command(
     every: float = typer.Option(0.05, "--every", help="curve: fractions fitted (every this fraction)."),
     compute: ComputeAxis = COMPUTE,
     E: float | None = E_OPT,
-    bootstrap: int = typer.Option(0, "--bootstrap", help="Bands from N bootstrap refits (0: Student-t bands)."),
+    bootstrap: int = typer.Option(0, "--bootstrap", help="Bands from N bootstrap refits (0: Student-t bands; at most 10,000)."),
     seed: int = SEED,
     level: float = LEVEL,
     fmt: Format = FMT,

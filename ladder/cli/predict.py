@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
 METRIC = typer.Option(keys.EVAL_LOSS, "--metric", help="Metric to predict (nats per token).")
-N_BOOT = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the bands.")
+N_BOOT = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the bands (20 to 10,000).")
 GROUP = typer.Option(None, "--group", help="The rungs' group (default: the target config's group).")
 METHOD = typer.Option("auto", "--method", help=(
     "The law: auto (the one with the lowest backtest score on the ladder: the largest size predicted from "
