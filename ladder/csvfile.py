@@ -107,7 +107,7 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     return LadderError(f"{path}: no column {column!r} ({role} {option}); the file has {shown}{hint}")
 
 
-def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, what: str = "") -> pd.Series:
+def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> pd.Series:
     """The column as floats; an empty cell, one that is not a number, infinite, negative or (with `positive`)
     0 is a `LadderError` naming its line and the value as written."""
     raw = df[col].astype(str).str.strip()
@@ -124,5 +124,5 @@ def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, what:
             why = f"{cell!r}, not a finite number"
         else:
             why = f"{cell!r}, a non-positive value (it must be above 0)" if positive else f"{cell!r}, a negative value"
-        raise LadderError(f"{where}: line {line}: column {col!r}{what} has {why}; fix or drop that row")
+        raise LadderError(f"{where}: line {line}: column {col!r} has {why}; fix or drop that row")
     return values

@@ -121,6 +121,10 @@ class Prediction:
             "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
         }
 
+    def json_text(self) -> str:
+        """``prediction.json`` as `save` writes it (and `retire_watch` compares it)."""
+        return json.dumps(self.to_json(), indent=2)
+
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -128,7 +132,7 @@ class Prediction:
             self.table.to_parquet(tmp, index=False)
         with atomic_path(out / "prediction.csv") as tmp:
             self.table.to_csv(tmp, index=False)
-        js = write_text_atomic(out / "prediction.json", json.dumps(self.to_json(), indent=2))  # as `retire_watch` reads it
+        js = write_text_atomic(out / "prediction.json", self.json_text())
         return [out / "prediction.parquet", out / "prediction.csv", js]
 
     @classmethod
@@ -180,7 +184,7 @@ def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
     out = Path(out_dir)
     found = [out / name for name in WATCH_FILES if (out / name).exists()]
     old = out / "prediction.json"
-    if not found or (old.is_file() and old.read_text() == json.dumps(pred.to_json(), indent=2)):
+    if not found or (old.is_file() and old.read_text() == pred.json_text()):
         return None
     aside = out / time.strftime("earlier-watch-%Y%m%dT%H%M%SZ", time.gmtime())
     aside.mkdir(parents=True, exist_ok=True)
