@@ -3,9 +3,9 @@ that ladder, and a band no narrower than what the backtest saw.
 
 No single law wins on every ladder, and the only evidence at prediction time is the ladder itself.
 So every candidate (`fits.candidates`) is backtested on it: the largest size is held out and
-predicted from the smaller ones (and, with five sizes or more, the two largest from the rest), the
-held-out runs that share the target's token ratio (else every run of that size) scored at their
-logged evals from `score_from` of the run on. A candidate's score is the mean of its |final error|
+predicted from the smaller ones (and, with five sizes or more, the two largest from the rest), every
+run of the held-out sizes (each length and schedule one more draw) scored at its logged evals from
+`score_from` of the run on, each method on the runs every method could predict. A candidate's score is the mean of its |final error|
 and its mean |error| along the curve. The ensemble (the mean of the laws that apply, equal weights) is
 backtested the same way, as one more candidate: nothing in it is fitted to the backtest, so its score is
 as honest as each law's. The candidate with the lowest score predicts (`method="auto"`), or the method
@@ -33,7 +33,7 @@ import numpy as np
 from fits import candidates as cand
 from fits.candidates import Z50, Z90, Options
 from fits.errors import FitError
-from fits.runs import Run, batch_far_off, same_ratio, same_size, sizes
+from fits.runs import Run, batch_far_off, same_size, sizes
 from fits.uncertainty import Band
 
 CANDIDATES = ("per-fraction", "multipower")
@@ -208,30 +208,34 @@ def cuts(runs: list[Run]) -> list[tuple[np.ndarray, float]]:
 
 
 def backtest(runs: list[Run], target: Run, settings: Settings) -> tuple[Score, ...]:
-    """Every candidate (and their ensemble) predicting the held-out sizes from the smaller ones."""
+    """Every candidate (and their ensemble) predicting the held-out sizes from the smaller ones.
+
+    Every run of a held-out size is predicted (each of its lengths and schedules is one more draw of how
+    the law carries to a larger size), and the methods are scored on the runs every one of them could
+    predict, so that their scores compare the same runs."""
     o = settings.options
     rows: list[Score] = []
     for held_sizes, top in cuts(runs):
         fit_runs = [r for r in runs if r.flops_per_token <= top * 1.001]
-        held = [r for r in runs if any(same_size(r, s) for s in held_sizes)]
-        like = [r for r in held if same_ratio(r, target, o.ratio_tol)]
-        held = [_as_target(r, o.score_from) for r in (like or held)]
+        held = [_as_target(r, o.score_from) for r in runs if any(same_size(r, s) for s in held_sizes)]
         held = [h for h in held if h.steps.size]
         if not held:
             continue
         distance = float(np.log(max(h.flops_per_token for h in held) / top))
         results = _predict_many(fit_runs, [(h, h.steps) for h in held], settings.candidates, o)
-        ok = {n: res for n, res in results.items() if all(isinstance(x, cand.Outcome) for x in res)}
+        ok = {n: [isinstance(x, cand.Outcome) for x in res] for n, res in results.items()}
+        common = [i for i in range(len(held)) if all(v[i] for v in ok.values() if any(v))]
         for name, res in results.items():
-            if name not in ok:
+            keep = [i for i in (common or range(len(held))) if ok[name][i]]
+            if not keep:
                 why = next(x for x in res if isinstance(x, str))
                 rows.append(_failed(name, held, distance, why))
                 continue
-            rows.append(_score(name, held, [x.band for x in res], distance))
-        w = equal_weights(ok)
-        if len(w) >= 2:
-            bands = [ensemble({n: ok[n][i].band for n in w}, w) for i in range(len(held))]
-            rows.append(_score("ensemble", held, bands, distance))
+            rows.append(_score(name, [held[i] for i in keep], [res[i].band for i in keep], distance))
+        w = equal_weights([n for n, v in ok.items() if any(v)])
+        if len(w) >= 2 and common:
+            bands = [ensemble({n: results[n][i].band for n in w}, w) for i in common]
+            rows.append(_score("ensemble", [held[i] for i in common], bands, distance))
     return tuple(rows)
 
 

@@ -125,6 +125,10 @@ def _span(a, b) -> str:
     return f"{a:.4f}–{b:.4f}" if pd.notna(a) and pd.notna(b) else "–"
 
 
+def _names(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names) if len(names) <= most else f"{', '.join(names[:2])}, … ({len(names)} runs)"
+
+
 def backtest_rows(pred: Prediction) -> pd.DataFrame:
     """Why this law: each candidate predicting the ladder's held-out largest size from the smaller ones."""
     rows = []
@@ -132,7 +136,7 @@ def backtest_rows(pred: Prediction) -> pd.DataFrame:
         pct = lambda x: "–" if x is None else f"{x:.2%}"  # noqa: E731
         rows.append({
             "method": r["method"] + (" (chosen)" if r["method"] == pred.method else ""),
-            "held out": ", ".join(r["held_out"]),
+            "held out": _names(r["held_out"]),
             "size ratio": f"{r['size_ratio']:.2f}×",
             "final error": "–" if r["final_error"] is None else f"{r['final_error']:+.2%}",
             "mean |error|": pct(r["mean_abs_error"]),

@@ -78,7 +78,23 @@ def test_the_backtest_chooses_the_law_the_ladder_follows():
         assert inside.mean() >= 0.8
         # two held-out cuts with five sizes: the largest, and the two largest
         held = {s.held_out for s in res.backtest}
-        assert held == {("r4",), ("r3", "r4")}  # the held-out runs with the target's token ratio
+        # every run of the held-out sizes, at both token ratios: each is one more draw of the law's carry in size
+        assert held == {("r4", "r4-2x"), ("r3", "r4", "r3-2x", "r4-2x")}
+        assert all(s.final_errors.size == len(s.held_out) for s in res.backtest)
+
+
+def test_the_methods_are_scored_on_the_held_out_runs_each_could_predict():
+    runs, hero = ladder(pf_law, seed=6, n_sizes=4)
+    # the largest size also trains a length no smaller size has: the per-fraction law cannot predict it
+    runs.append(ladder_run("r3-5x", 8e5, pf_law, np.random.default_rng(7), ratio=5 * TPP))
+    res = core.predict(runs, hero, hero.steps, FAST)
+    rows = {s.method: s for s in res.backtest}
+    assert set(rows) == {"per-fraction", "multipower", "ensemble"} and not any(s.failed for s in rows.values())
+    # every method, the mean too, scored on the same runs: the two the per-fraction law can predict
+    assert {s.held_out for s in rows.values()} == {("r3", "r3-2x")}
+    # the run only the multi-power law predicts is left out of every score, not counted against the other law
+    alone = core.backtest([r for r in runs if r.name != "r3-2x"], hero, dataclasses.replace(FAST, candidates=("multipower",)))
+    assert {s.held_out for s in alone} == {("r3", "r3-5x")}
 
 
 def test_one_curve_per_size_leaves_the_curve_laws_out():

@@ -60,13 +60,12 @@ def test_olmo_3b_from_the_four_smaller_sizes(length):
     actual = task.targets[0].values[-1]
     # the two laws part ways at 3.2B: the per-fraction law lands low, the multi-power law high
     assert pf[-1] / actual - 1 < -0.008 and mp[-1] / actual - 1 > 0.004
-    if length == "5xC":
-        # the backtest (1.3B from the three smaller sizes) prefers the per-fraction law here, which lands low
-        assert res.method == "per-fraction"
-    else:
-        # here it prefers the mean of the two laws, which lands between them
-        assert res.method == "ensemble"
-        np.testing.assert_allclose(res.band.median, (pf + mp) / 2, rtol=1e-12)
+    # the backtest (the five 1.3B runs from the three smaller sizes) prefers the mean of the two laws at every
+    # length, which lands between them
+    assert res.method == "ensemble"
+    np.testing.assert_allclose(res.band.median, (pf + mp) / 2, rtol=1e-12)
+    for s in res.backtest:
+        assert set(s.held_out) == {f"olmo_ladder_1B-{x}" for x in ("0.5xC", "1xC", "2xC", "5xC", "10xC")}
     # the multi-power law's floor: its posterior median, pinned by the 20 smaller curves well above 0
     floor = res.outcomes["multipower"].params
     assert 0 < floor["floor_lo90"] < floor["floor"] < floor["floor_hi90"] and floor["floor"] > 1.0
@@ -102,6 +101,6 @@ def test_mpl_400m_under_nine_schedules_from_two_smaller_sizes():
     assert np.mean(held) >= 0.8
 
 
-PINNED = {"marin-d2048": 0.0018, "olmo-3.2B-1xC": 0.0010, "olmo-3.2B-5xC": -0.0104, "misfitting-1b-T10000": -0.0156,
+PINNED = {"marin-d2048": 0.0018, "olmo-3.2B-1xC": 0.0010, "olmo-3.2B-5xC": -0.0015, "misfitting-1b-T10000": -0.0156,
           "misfitting-1b-T20000": 0.0007, "mpl-400M": -0.0068}
 """Final relative errors of the default (predicted / actual − 1), as benchmarks/leaderboard.py measures them."""

@@ -138,8 +138,9 @@ def predict_command(
 
     Every candidate law (the per-fraction law over the rungs that share the target's token ratio; the
     multi-power law over every curve of every size, the floor under its L0 at its posterior median) is
-    backtested on the ladder itself: the largest size is held out and predicted from the smaller ones.
-    The law with the lowest error predicts, and its band is widened by the backtest's errors carried to
+    backtested on the ladder itself: every run of the largest size is held out and predicted from the
+    smaller ones (each law scored on the runs every law can predict). The law with the lowest error
+    predicts, and its band is widened by the backtest's errors carried to
     the target's distance. The table "why this law" shows the backtest. Where the target's schedule
     differs from the rungs' (a horizon cut, an early cooldown), the per-fraction law adds the
     difference the multi-power law says that schedule makes. Steps past a change no law models are
