@@ -26,7 +26,8 @@ from every best-LR run of 12m–400m. Rows: the default (the form a backtest on 
 each form by name; every band is widened by the form's backtest error carried to the target.
 
 Metrics per task: final |error| (signed in brackets), mean |error| along the curve, and the share
-of actual points inside the 90% band. Then, per method, the pooled summary.
+of actual points inside the 90% band. Then, per method, the pooled summary, and the default's calibration
+at the end: its final error in standard deviations of its own band, one draw per task (rms z; 1 if calibrated).
 The 535B hero has no actual curve: its projection by each method is printed beside the published 2.039.
 """
 
@@ -48,7 +49,7 @@ from benchmarks import fit_datasets as ds  # noqa: E402
 from benchmarks.fit_misfitting import best_lr_runs  # noqa: E402
 from fits import FitError  # noqa: E402
 from fits import predictor as core  # noqa: E402
-from fits.candidates import Options  # noqa: E402
+from fits.candidates import Z90, Options  # noqa: E402
 from fits.runs import Run, lrs_from_logged  # noqa: E402
 from fits.surfacechoice import choose_surface  # noqa: E402
 
@@ -193,7 +194,7 @@ def demo_tasks(folder: Path) -> list[Task]:
 def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
     """{method: {final, mean_abs, inside, n}} pooled over the task's targets."""
     acc: dict[str, dict[str, list]] = {m: {"final": [], "err": [], "inside": []} for m in METHODS}
-    chosen, widths = [], {"default": [], "multipower": []}
+    chosen, widths, z = [], {"default": [], "multipower": []}, []
     for t in task.targets:
         keep = t.fractions >= SCORE_FROM - 1e-9
         steps, actual = t.steps[keep], t.values[keep]
@@ -203,6 +204,7 @@ def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
         res = core.predict(task.runs, blank, steps, settings)
         chosen.append(res.method)
         widths["default"].append(end_width(res.band))
+        z.append(end_z(res.band, actual[-1]))
         if "multipower" in res.candidates:
             widths["multipower"].append(end_width(res.candidates["multipower"]))
         for m in METHODS:
@@ -239,7 +241,30 @@ def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
                       "mean_abs": float(np.mean(np.abs(e))), "inside": int(ins.sum()), "n": int(ins.size)}
     out["_chosen"] = sorted(set(chosen))
     out["_width90"] = {k: np.mean(v, axis=0).tolist() for k, v in widths.items() if v}
+    out["_z_final"] = z
     return out
+
+
+def end_z(band, actual: float) -> float:
+    """The default's final error in standard deviations of its own band: (median − actual) over the 90% band's
+    reach on the side of the actual value ÷ z(0.95). A calibrated band gives z of mean square 1."""
+    m = band.median[-1]
+    reach = (band.hi90[-1] - m) if actual > m else (m - band.lo90[-1])
+    return float((m - actual) / (reach / Z90)) if reach > 0 else float("nan")
+
+
+def calibration(results: dict[str, dict]) -> str:
+    """How wide the default's bands are against its own final errors, one draw per task (a curve's evals move
+    together, so they are not independent draws)."""
+    per_task = [np.mean(np.square(r["_z_final"])) for r in results.values() if r.get("_z_final")]
+    held = sum(all(abs(x) <= Z90 for x in r["_z_final"]) for r in results.values() if r.get("_z_final"))
+    n = len(per_task)
+    if not n:
+        return ""
+    return (f"calibration of the default at the end: rms z = {np.sqrt(np.mean(per_task)):.2f} over {n} tasks "
+            f"(final error ÷ the band's sd on its side; 1 when calibrated, under 1 when wide); the 90% band holds "
+            f"the final at {held} of {n} tasks, which a calibrated band does at all {n} with probability "
+            f"{0.9 ** n:.2f}")
 
 
 def end_width(band) -> tuple[float, float]:
@@ -367,6 +392,7 @@ def main() -> None:
               f"{', '.join(results[task.name]['_chosen'])}; {width_note(results[task.name]['_width90'])}]", flush=True)
     print()
     print_table(results, METHODS)
+    print(calibration(results))
     ep = {}
     if not args.only:
         for task in endpoint_tasks():

@@ -31,13 +31,16 @@ def run_column(path: str | Path, run: str | None, step: str | None) -> str:
     return DEFAULT_RUN_COL if checkpoints else ""
 
 
-def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens") -> tuple[np.ndarray, np.ndarray]:
-    """Parameter counts N and tokens D of the targets in the CSV at `path` (one row per target)."""
+def read_targets(path: str | Path, params: str = "params",
+                 tokens: str = "tokens") -> tuple[np.ndarray, np.ndarray, list[dict[str, str]]]:
+    """Parameter counts N and tokens D of the targets in the CSV at `path` (one row per target), and each
+    row's other columns as written (a name, a note), to carry into the output beside its prediction."""
     p = Path(path)
     df = csvfile.cells(p, f"pass the targets with --predict-csv FILE: one row per target with columns {params},{tokens}")
     for col in (params, tokens):
         if col not in df.columns:
             raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")
     where = f"{p} (targets)"
+    labels = df.drop(columns=[params, tokens]).to_dict("records")
     return (csvfile.numbers(df, params, where).to_numpy(np.float64),
-            csvfile.numbers(df, tokens, where).to_numpy(np.float64))
+            csvfile.numbers(df, tokens, where).to_numpy(np.float64), labels)

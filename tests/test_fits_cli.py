@@ -346,6 +346,21 @@ def test_fit_surface_prints_the_predictions_as_a_table(plain_csv, targets_csv):
     assert "--predict-csv" in run("fit", "surface", "--help").output
 
 
+def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
+    named = tmp_path / "named.csv"
+    rows = [("hero-7b", "7e9", "1.4e12", "0.9"), ("NA", "1e9", "2e11", "")]
+    named.write_text("name,params,tokens,median\n" + "\n".join(",".join(r) for r in rows) + "\n")
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", named, "--format", "json").stdout)
+    preds = out["predictions"]
+    # the name travels as written ("NA" is a name); a column named like a band key is not carried over it
+    assert [p["name"] for p in preds] == ["hero-7b", "NA"]
+    assert list(preds[0]) == ["name", "params", "tokens", "median", "lo50", "hi50", "lo90", "hi90"]
+    assert preds[0]["median"] == pytest.approx(truth(7e9, 1.4e12), rel=0.05)
+    table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", named)
+    assert table.exit_code == 0, table.output
+    assert "hero-7b" in table.stdout and "name" in table.stdout
+
+
 def test_fit_surface_with_one_exponent(tmp_path):
     csv = surface_csv(tmp_path / "shared.csv", alpha=0.36, beta=0.36)
     out = json.loads(run("fit", "surface", "--csv", csv, "--shared-exponent", "--format", "json").stdout)

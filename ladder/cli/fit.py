@@ -254,8 +254,8 @@ def fit_surface_command(
     at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
     predict_csv: Path | None = typer.Option(
         None, "--predict-csv",
-        help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names): "
-             "median with 50% and 90% bands, each the wider of the Student-t observation band of the fit "
+        help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names; "
+             "its other columns, a name for instance, come back beside each prediction): median with 50% and 90% bands, each the wider of the Student-t observation band of the fit "
              "(n − p dof) and, with --bootstrap N, the bootstrap-over-runs band.",
     ),
     bootstrap: int = BOOT,
@@ -333,12 +333,17 @@ def _surface_at(choice, ens, at: list[str], level: float) -> list[dict]:
     return preds
 
 
-def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray) -> list[dict]:
+def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels: list[dict]) -> list[dict]:
+    """One dict per target: its CSV's other columns (a name, ...) as written, then N, D and the band."""
     b = choice.band(n_params, tokens, ens)
     keys = ("median", "lo50", "hi50", "lo90", "hi90")
     cols = [np.broadcast_to(getattr(b, k), n_params.shape) for k in keys]
-    return [{"params": float(n), "tokens": float(d)} | {k: _finite(c[i]) for k, c in zip(keys, cols)}
-            for i, (n, d) in enumerate(zip(n_params, tokens))]
+    return [{k: v for k, v in labels[i].items() if k not in BAND_KEYS} | {"params": float(n), "tokens": float(d)}
+            | {k: _finite(c[i]) for k, c in zip(keys, cols)} for i, (n, d) in enumerate(zip(n_params, tokens))]
+
+
+BAND_KEYS = ("params", "tokens", "median", "lo50", "hi50", "lo90", "hi90")
+"""The keys of a --predict-csv prediction; a target's own column of one of these names is not carried."""
 
 
 def _finite(x) -> float | None:
@@ -360,6 +365,9 @@ def _band_text(fit, ens) -> str:
 
 def _print_bands(preds: list[dict], band: str) -> None:
     table = Table(title="predicted loss (nats/token)", caption=f"bands: {band}")
+    labels = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
+    for name in labels:
+        table.add_column(name, justify="left")
     for name in ("N (params)", "D (tokens)", "median", "50% band", "90% band"):
         table.add_column(name, justify="right")
 
@@ -367,7 +375,7 @@ def _print_bands(preds: list[dict], band: str) -> None:
         return "inf" if x is None else f"{x:.4f}"
 
     for p in preds:
-        table.add_row(f"{p['params']:.4g}", f"{p['tokens']:.4g}", edge(p["median"]),
+        table.add_row(*(str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}", edge(p["median"]),
                       f"{edge(p['lo50'])} .. {edge(p['hi50'])}", f"{edge(p['lo90'])} .. {edge(p['hi90'])}")
     console.print(table)
 
