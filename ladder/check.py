@@ -189,17 +189,27 @@ def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
 
 
 def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
-    """The fit compute of the group's hero in the store (of the plan it started with, as predict counts it)."""
+    """The fit compute of the group's hero in the store (of the plan it started with, as predict counts it);
+    of the largest where the group holds several, and the source says so."""
     from ladder.runview import from_store
 
-    for _, row in runs[runs["role"] == "hero"].iloc[::-1].iterrows():
+    found = []
+    for _, row in runs[runs["role"] == "hero"].iterrows():
         try:
             compute = from_store(store, row, keys.EVAL_LOSS, need_evals=0).compute
         except LadderError:
             continue
         if np.isfinite(compute) and compute > 0:
-            return HeroCompute(float(compute), f"the hero run {row['name']!r} in the store")
-    return None
+            found.append((float(compute), str(row["name"])))
+    if not found:
+        return None
+    compute, name = max(found)
+    source = f"the hero run {name!r} in the store"
+    if len(found) > 1:
+        others = ", ".join(repr(n) for _, n in sorted(found, reverse=True)[1:4])
+        source += (f", the largest of the group's {len(found)} heroes (also {others}"
+                   f"{', ...' if len(found) > 4 else ''}; --hero CONFIG checks another)")
+    return HeroCompute(compute, source)
 
 
 def hero_from_config(path) -> HeroCompute:

@@ -188,6 +188,18 @@ def test_hero_from_config_or_nothing(tmp_path):
         PLAN.hero.fit_flops_per_token * PLAN.hero.tokens_per_step * PLAN.hero.schedule.total_steps)
 
 
+def test_a_group_of_two_heroes_is_checked_at_the_larger(tmp_path):
+    store = ladder_store(tmp_path)
+    small = dataclasses.replace(PLAN.rungs[-1], name="hero-small", role="hero")
+    write_run(tmp_path / "runs", small, seed=98, upto=20, state="running")
+    pull(Store(store), LocalSource(tmp_path / "runs"))
+    code, report = check(store)
+    assert code == 0
+    assert report["hero"]["flops"] == pytest.approx(
+        PLAN.hero.fit_flops_per_token * PLAN.hero.tokens_per_step * PLAN.hero.schedule.total_steps)
+    assert "largest of the group's 2 heroes (also 'hero-small'" in report["hero"]["source"]
+
+
 def test_too_few_rungs_cannot_judge(tmp_path):
     code, report = check(ladder_store(tmp_path, PLAN.rungs[:2]))
     assert code == 3
