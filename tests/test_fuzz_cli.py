@@ -625,6 +625,26 @@ def test_a_reader_that_leaves_the_pipe_is_not_a_bug(tmp_path):
     assert proc.returncode == 141 and proc.stderr == ""
 
 
+def test_ctrl_c_says_how_to_go_on_and_exits_130(tmp_path):
+    # a real SIGINT in the middle of a command: one line on stderr, the shell's code, no traceback
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import time\nimport ladder.prediction as p\n"
+              "def slow(*a, **k):\n    print('loading', flush=True)\n    time.sleep(60)\n"
+              "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
+    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "loading"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().startswith("interrupted; run the same command again") and "Traceback" not in err
+
+
 def test_json_output_has_no_nan_or_infinity(capsys):
     from ladder.cli.app import print_json
 

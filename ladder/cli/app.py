@@ -41,6 +41,8 @@ app = typer.Typer(
 READER_GONE = 128 + 13
 """Exit code when the reader of stdout closed the pipe (`ladder ... | head`): 128 + SIGPIPE, what the shell
 reports for `cat` there; not 1, which says the program has a bug."""
+INTERRUPTED = 128 + 2
+"""Exit code after Ctrl-C: 128 + SIGINT, as the shell reports it."""
 
 
 class _Console(Console):
@@ -130,6 +132,12 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
                 raise
             except BrokenPipeError:  # the reader of stdout left (`| head`): stop quietly, as `cat` would
                 raise _reader_gone() from None
+            except KeyboardInterrupt:
+                if _debugging():
+                    raise
+                err_console.print("interrupted; run the same command again to finish it (pulls, imports and "
+                                  "training go on from where they stopped)", highlight=False, soft_wrap=True)
+                raise typer.Exit(INTERRUPTED) from None
             except OSError as exc:  # the disk or the network said no: not a bug in the program
                 if _debugging():
                     raise
