@@ -278,13 +278,14 @@ def _smooth(values: np.ndarray, share: float = 0.02) -> np.ndarray:
 
 
 def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
-    """Write `name`.png and `name`.svg; close the figure."""
+    """Write `name`.png and `name`.svg; close the figure. The same figure gives the same bytes on a rerun (no
+    date in the SVG, its element ids from a fixed salt), so a figure that did not change shows no diff."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in ("png", "svg"):
-        with atomic_path(out / f"{name}.{fmt}") as tmp:
-            fig.savefig(tmp, format=fmt, dpi=130)
+        with atomic_path(out / f"{name}.{fmt}") as tmp, matplotlib.rc_context({"svg.hashsalt": "scaling-ladder"}):
+            fig.savefig(tmp, format=fmt, dpi=130, metadata={"Date": None} if fmt == "svg" else None)
         paths.append(out / f"{name}.{fmt}")
     plt.close(fig)
     return paths

@@ -41,6 +41,12 @@ def test_plot_renders_every_figure(predicted):
         assert img.shape[0] > 300 and img.shape[1] > 600
         assert img[..., :3].std() > 0.05  # something was drawn, not a blank canvas
         assert (out / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+    # a rerun of the same figures gives the same bytes (no date, fixed element ids): no spurious diff
+    again = predicted / "figs-again"
+    assert runner.invoke(app, ["plot", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
+                               "--out", str(again)]).exit_code == 0
+    for path in sorted(out.glob("*.*")):
+        assert (again / path.name).read_bytes() == path.read_bytes(), path.name
 
 
 def test_report_is_one_self_contained_page(predicted):
