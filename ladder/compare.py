@@ -116,7 +116,7 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
                    n_boot: int = 1000, seed: int = 0) -> GroupComparison:
     """Compare group B with group A (see `fits.compare`): rungs paired by rank of compute."""
     if not store.exists():
-        raise LadderError(f"{store.root}: no store here; pull the runs first (`ladder pull local runs/`)")
+        raise store.absent("pull the runs first (`ladder pull local runs/`)")
     metric = metric or store.settings().fit_metric
     a, b = group_finals(store, group_a, metric), group_finals(store, group_b, metric)
     if a.loss.size != b.loss.size:

@@ -227,7 +227,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
 # ---- store ----------------------------------------------------------------------------------------
 def _store_runs(store, group: str | None, role: str | None, finished: bool) -> pd.DataFrame:
     if not store.exists():
-        raise LadderError(f"{store.root}: no store here; run `ladder pull` first or pass --csv FILE")
+        raise store.absent("run `ladder pull` first or pass --csv FILE")
     runs = store.runs()
     if group is not None:
         runs = runs[runs["group"] == group]

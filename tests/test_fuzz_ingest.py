@@ -497,7 +497,7 @@ case("runs/manifest-other-format", 2, "store format 99")(
 case("runs/damaged-history-warned-others-listed", 0, "damaged history file", "--repair", "50K-A20K")(
     damage(lambda s: _truncate(_history_file(s), 30), "runs"))
 case("runs/store-is-a-file", 2, "is a file")(lambda tmp, store: ["runs", "--store", str(_write(tmp / "f", "x"))])
-case("runs/no-store", 2, "no store at")(lambda tmp, store: ["runs", "--store", str(tmp / "none")])
+case("runs/no-store", 2, "no store here")(lambda tmp, store: ["runs", "--store", str(tmp / "none")])
 case("history/truncated-history-file", 2, "damaged history of run", TRAINED, "--repair")(
     damage(lambda s: _truncate(_history_file(s), 30), "history", TRAINED))
 case("history/missing-history-file", 2, "missing", "--repair")(

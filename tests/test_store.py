@@ -144,6 +144,20 @@ def test_torn_journal_line_is_ignored(tmp_path):
     assert source.reads == ["r3"] and len(store.history()) == 60
 
 
+def test_an_interrupted_first_pull_says_to_run_it_again(tmp_path):
+    from typer.testing import CliRunner
+
+    from ladder.cli import app
+
+    store = Store(tmp_path / "s")
+    with pytest.raises(KeyboardInterrupt):
+        pull(store, MemorySource(runs3(), fail_on="r3"))  # stopped before its first commit
+    res = CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "stopped before committing; run that command again" in res.output
+    pull(store, MemorySource(runs3()))
+    assert CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "s")]).exit_code == 0
+
+
 def test_commit_removes_files_nothing_names(tmp_path):
     store = Store(tmp_path)
     pull(store, MemorySource(runs3()))
@@ -242,7 +256,7 @@ def test_cli_reading_a_missing_store_or_run(tmp_path):
 
     runner = CliRunner()
     res = runner.invoke(app, ["runs", "--store", str(tmp_path / "none")])
-    assert res.exit_code == 2 and "no store at" in res.output and len(res.output.strip().splitlines()) == 1
+    assert res.exit_code == 2 and "no store here" in res.output and len(res.output.strip().splitlines()) == 1
     pull(Store(tmp_path / "s"), MemorySource(runs3()))
     res = runner.invoke(app, ["history", "rung-7", "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and "no run 'rung-7'" in res.output and len(res.output.strip().splitlines()) == 1

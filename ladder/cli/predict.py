@@ -83,7 +83,7 @@ def _irreducible(text: str | None) -> tuple[float | None, str]:
 def _existing_store(path: Path) -> Store:
     store = Store(path)
     if not store.exists():
-        raise LadderError(f"{path}: no store here; pull the rungs first (`ladder pull local runs/`)")
+        raise store.absent("pull the rungs first (`ladder pull local runs/`)")
     return store
 
 

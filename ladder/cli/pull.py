@@ -340,7 +340,7 @@ def _repair(store: Path) -> None:
 def _existing(store: Path) -> Store:
     target = Store(store)
     if not target.exists():
-        raise LadderError(f"no store at {store}/: pull runs first, e.g. `ladder pull offline runs/ --store {store}`")
+        raise target.absent(f"pull runs first, e.g. `ladder pull offline runs/ --store {store}`")
     return target
 
 

@@ -98,8 +98,7 @@ def watch_command(
         sinks["webhook"] = WebhookSink.from_env()
     st = Store(store)
     if source is None and not st.exists():
-        raise LadderError(f"{store}: no store here; give the run's source (--local, --offline or --wandb) or the "
-                          "store that holds it (--store)")
+        raise st.absent("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")
 
     def repredict(old: Prediction, config: dict) -> Prediction:
         from ladder.predict import PredictSettings, predict  # scipy: only when the schedule changes
@@ -179,6 +178,6 @@ def report_command(
 def _store(path: Path) -> Store:
     st = Store(path)
     if not st.exists():
-        raise LadderError(f"{path}: no store here; pull the runs first (`ladder pull local runs/`)")
+        raise st.absent("pull the runs first (`ladder pull local runs/`)")
     return st
 
