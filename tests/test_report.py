@@ -113,3 +113,20 @@ def test_the_report_table_takes_each_rows_nearest_eval_and_refuses_a_file_that_i
     alerts.write_text("step,loss\n1,2\n")
     with pytest.raises(Exception, match="not a watcher's alerts file"):
         read_alerts(alerts)
+
+
+def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
+    import json
+
+    plan = micro_plan()
+    args = ["score", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"), "--format", "json"]
+    own = runner.invoke(app, args)
+    assert own.exit_code == 0, own.output
+    assert json.loads(own.stdout)["warnings"] == []
+    rung = plan.rungs[-1]
+    other = runner.invoke(app, [*args, "--run", rung.name])
+    assert other.exit_code == 0, other.output
+    (w,) = json.loads(other.stdout)["warnings"]
+    assert f"plans {rung.stop_after_steps:,} steps" in w and f"{plan.hero.stop_after_steps:,}" in w
+    table = runner.invoke(app, [*args[:-2], "--run", rung.name])
+    assert "warning:" in table.stderr and "is it the run that was predicted?" in table.stderr

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from ladder import runfiles as keys
-from ladder.cli.app import Format, command, console, print_json
+from ladder.cli.app import Format, command, console, err_console, print_json
 from ladder.display import show_prediction
 from ladder.errors import LadderError
 from ladder.limits import resamples
@@ -197,18 +197,30 @@ def score_command(
     pred = Prediction.load(prediction)
     st = _existing_store(store)
     name = run or pred.run_name
-    st.run(name)  # a clear error when it is not there
+    warnings = _other_plan(st.run(name), name, pred)  # st.run: a clear error when it is not there
     actual = st.history([name], [pred.metric])
     sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start)
     if fmt is Format.json:
-        print_json({"run": name, **sc.to_json()})
+        print_json({"run": name, **sc.to_json(), "warnings": warnings})
         return
+    for w in warnings:
+        err_console.print(f"warning: {w}", highlight=False, soft_wrap=True)
     t = Table(title=f"{pred.run_name}: predicted {pred.metric} against {name}'s evals from {start:.0%} of the plan")
     for col in ("", "value"):
         t.add_column(col, justify="right" if col else "left")
     for label, value in sc.rows():
         t.add_row(label, value)
     console.print(t)
+
+
+def _other_plan(row: pd.Series, name: str, pred) -> list[str]:
+    """A warning when the scored run plans another number of steps than the prediction's target (another size
+    or length: its evals are held to the prediction at the same step all the same)."""
+    planned = pd.to_numeric(pd.Series([row.get("stop_after_steps")]), errors="coerce").iloc[0]
+    if not pred.planned_steps or not np.isfinite(planned) or abs(planned / pred.planned_steps - 1) <= 0.01:
+        return []
+    return [f"{name!r} plans {int(planned):,} steps and the prediction's target {pred.run_name!r} "
+            f"{pred.planned_steps:,}: is it the run that was predicted? (its evals are scored at their own steps)"]
 
 
 @command("replan")
