@@ -33,7 +33,7 @@ import numpy as np
 from fits import candidates as cand
 from fits.candidates import Z50, Z90, Options
 from fits.errors import FitError
-from fits.runs import Run, batch_far_off, same_size, sizes
+from fits.runs import RISE_WARN, Run, batch_far_off, rise, same_size, sizes
 from fits.uncertainty import Band
 
 CANDIDATES = ("per-fraction", "multipower")
@@ -320,6 +320,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     for o in outcomes.values():
         warnings += list(o.warnings)
     warnings += batch_warning(runs, target)
+    warnings += rise_warnings(runs)
     ratios = [r.token_ratio for r in runs]
     if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
         warnings.append(f"the target trains at {target.token_ratio:.3g} tokens per parameter, far outside the rungs' "
@@ -378,6 +379,18 @@ def batch_warning(runs: list[Run], target: Run) -> list[str]:
             f"through the rungs' batches: the laws take the recipe's scaling from the rungs, and a batch off it makes "
             f"each token worth {more} than the trend where the batches near the critical batch size (which no law "
             f"here models), so the run may land {side} the prediction"]
+
+
+def rise_warnings(runs: list[Run]) -> list[str]:
+    """A warning for each rung whose eval rises well above its earlier lowest (`fits.runs.RISE_WARN`)."""
+    out = []
+    for r in runs:
+        up, step = rise(r)
+        if up > RISE_WARN:
+            out.append(f"the rung {r.name!r} rises {up:.1%} above its earlier lowest eval at step {step:,} "
+                       f"({step / r.planned_steps:.0%} of its run): a loss spike or a bad eval? The laws fit it as "
+                       "logged, and the band widens with its misfit; leave the run out, or fix its evals, if it is a fault")
+    return out
 
 
 def spread(band: Band, others: list[Band]) -> Band:

@@ -97,6 +97,21 @@ def test_the_methods_are_scored_on_the_held_out_runs_each_could_predict():
     assert {s.held_out for s in alone} == {("r3", "r3-5x")}
 
 
+def test_a_rung_whose_eval_spikes_is_named_in_a_warning():
+    rng = np.random.default_rng(8)
+    runs = [ladder_run(f"r{i}", n, pf_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
+    hero = ladder_run("hero", 3e6, pf_law, rng, noise=0.0)
+    fast = dataclasses.replace(FAST, method="per-fraction", backtest=False)
+    clean = core.predict(runs, hero, hero.steps, fast)
+    assert not any("rises" in w for w in clean.warnings)  # 0.2% eval noise is not a spike
+    values = runs[2].values.copy()
+    values[10] *= 1.12  # one eval at half the run, 12% up: above the evals before it
+    runs[2] = dataclasses.replace(runs[2], values=values)
+    spiked = core.predict(runs, hero, hero.steps, fast)
+    (w,) = [w for w in spiked.warnings if "rises" in w]
+    assert "'r2'" in w and f"step {runs[2].steps[10]:,}" in w and "(55% of its run)" in w
+
+
 def test_one_curve_per_size_leaves_the_curve_laws_out():
     rng = np.random.default_rng(5)
     runs = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
