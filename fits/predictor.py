@@ -5,8 +5,8 @@ No single law wins on every ladder, and the only evidence at prediction time is 
 So every candidate (`fits.candidates`) is backtested on it: the largest size is held out and
 predicted from the smaller ones (and, with five sizes or more, the two largest from the rest), every
 run of the held-out sizes (each length and schedule one more draw) scored at its logged evals from
-`score_from` of the run on, each method on the runs every method could predict. A candidate's score is the mean of its |final error|
-and its mean |error| along the curve. The ensemble (the mean of the laws that apply, equal weights) is
+`score_from` of the run on, each method on the runs every method could predict. A candidate's score
+is the mean of its |final error| and its mean |error| along the curve. The ensemble (the mean of the laws that apply, equal weights) is
 backtested the same way, as one more candidate: nothing in it is fitted to the backtest, so its score is
 as honest as each law's. The candidate with the lowest score predicts (`method="auto"`), or the method
 the user names. Equal weights rather than weights from the backtest's scores: one held-out size is one
@@ -207,7 +207,7 @@ def cuts(runs: list[Run]) -> list[tuple[np.ndarray, float]]:
     return out
 
 
-def backtest(runs: list[Run], target: Run, settings: Settings) -> tuple[Score, ...]:
+def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
     """Every candidate (and their ensemble) predicting the held-out sizes from the smaller ones.
 
     Every run of a held-out size is predicted (each of its lengths and schedules is one more draw of how
@@ -307,7 +307,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         # the backtest's bands only score coverage: fewer refits do
         options = dataclasses.replace(options, n_boot=min(options.n_boot, 100))
         fixed = dataclasses.replace(settings, options=options)
-        rows = backtest(runs, target, fixed)
+        rows = backtest(runs, fixed)
     else:
         rows = ()
     scored = method_scores(rows)

@@ -93,7 +93,7 @@ def test_the_methods_are_scored_on_the_held_out_runs_each_could_predict():
     # every method, the mean too, scored on the same runs: the two the per-fraction law can predict
     assert {s.held_out for s in rows.values()} == {("r3", "r3-2x")}
     # the run only the multi-power law predicts is left out of every score, not counted against the other law
-    alone = core.backtest([r for r in runs if r.name != "r3-2x"], hero, dataclasses.replace(FAST, candidates=("multipower",)))
+    alone = core.backtest([r for r in runs if r.name != "r3-2x"], dataclasses.replace(FAST, candidates=("multipower",)))
     assert {s.held_out for s in alone} == {("r3", "r3-5x")}
 
 
