@@ -6,9 +6,9 @@ So every candidate (`fits.candidates`) is backtested on it: the largest size is 
 predicted from the smaller ones (and, with five sizes or more, the two largest from the rest), every
 run of the held-out sizes (each length and schedule one more draw) scored at its logged evals from
 `score_from` of the run on, each method on the runs every method could predict. A candidate's score
-is the mean of its |final error| and its mean |error| along the curve. The ensemble (the mean of the laws that apply, equal weights) is
-backtested the same way, as one more candidate: nothing in it is fitted to the backtest, so its score is
-as honest as each law's. The candidate with the lowest score predicts (`method="auto"`), or the method
+is the mean of its |final error| and its mean |error| along the curve. The ensemble (the mean of the
+laws that apply, equal weights) is backtested the same way, as one more candidate: nothing in it is
+fitted to the backtest, so its score is as honest as each law's. The candidate with the lowest score predicts (`method="auto"`), or the method
 the user names. Equal weights rather than weights from the backtest's scores: one held-out size is one
 draw (a size that sits off the ladder's trend moves every law's score), and weights estimated from so
 little do worse than the plain mean (the forecast-combination puzzle: Clemen 1989, Smith and Wallis 2009).

@@ -172,8 +172,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
 
 
 def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
-    if not store.exists():
-        raise store.absent("pull the rungs first (`ladder pull local runs/`) or give --store")
+    store.must_exist("pull the rungs first (`ladder pull local runs/`) or give --store")
     runs = store.runs()
     groups = sorted(set(runs["group"].astype(str)))
     if group is None:

@@ -115,8 +115,7 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
                    hero: Path | None = None, hero_compute: float | None = None, E: str | float = "shared",
                    n_boot: int = 1000, seed: int = 0) -> GroupComparison:
     """Compare group B with group A (see `fits.compare`): rungs paired by rank of compute."""
-    if not store.exists():
-        raise store.absent("pull the runs first (`ladder pull local runs/`)")
+    store.must_exist("pull the runs first (`ladder pull local runs/`)")
     metric = metric or store.settings().fit_metric
     a, b = group_finals(store, group_a, metric), group_finals(store, group_b, metric)
     if a.loss.size != b.loss.size:

@@ -226,8 +226,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
 
 # ---- store ----------------------------------------------------------------------------------------
 def _store_runs(store, group: str | None, role: str | None, finished: bool) -> pd.DataFrame:
-    if not store.exists():
-        raise store.absent("run `ladder pull` first or pass --csv FILE")
+    store.must_exist("run `ladder pull` first or pass --csv FILE")
     runs = store.runs()
     if group is not None:
         runs = runs[runs["group"] == group]

@@ -106,14 +106,16 @@ class Store:
         self._check_root()
         return (self.root / "manifest.json").is_file()
 
-    def absent(self, how: str) -> LadderError:
-        """The error for a store that does not exist yet: "no store here", then `how` to make one, or that a
-        first pull into it stopped before it committed (its staged runs wait in pending/)."""
+    def must_exist(self, how: str) -> Store:
+        """This store; where it does not exist yet, a `LadderError`: "no store here", then `how` to make one, or
+        that a first pull into it stopped before it committed (its staged runs wait in pending/)."""
+        if self.exists():
+            return self
         staged = (self.root / "pending").is_dir() and any((self.root / "pending").glob("*.jsonl"))
         if staged:
-            return LadderError(f"{self.root}: no store here yet: a first pull or import into it stopped before "
-                               "committing; run that command again to go on from the runs it staged")
-        return LadderError(f"{self.root}: no store here; {how}")
+            raise LadderError(f"{self.root}: no store here yet: a first pull or import into it stopped before "
+                              "committing; run that command again to go on from the runs it staged")
+        raise LadderError(f"{self.root}: no store here; {how}")
 
     def settings(self) -> MetricSettings:
         data = self._manifest().get("settings") or {}

@@ -177,6 +177,9 @@ class FakeStore:
     def exists(self):
         return True
 
+    def must_exist(self, how):
+        return self
+
     def runs(self):
         return self._runs
 

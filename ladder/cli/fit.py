@@ -255,8 +255,9 @@ def fit_surface_command(
     predict_csv: Path | None = typer.Option(
         None, "--predict-csv",
         help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names; "
-             "its other columns, a name for instance, come back beside each prediction): median with 50% and 90% bands, each the wider of the Student-t observation band of the fit "
-             "(n − p dof) and, with --bootstrap N, the bootstrap-over-runs band.",
+             "its other columns, a name for instance, come back beside each prediction): median with 50% and "
+             "90% bands, each the wider of the Student-t observation band of the fit (n − p dof) and, with "
+             "--bootstrap N, the bootstrap-over-runs band.",
     ),
     bootstrap: int = BOOT,
     seed: int = SEED,

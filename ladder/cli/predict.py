@@ -81,10 +81,7 @@ def _irreducible(text: str | None) -> tuple[float | None, str]:
 
 
 def _existing_store(path: Path) -> Store:
-    store = Store(path)
-    if not store.exists():
-        raise store.absent("pull the rungs first (`ladder pull local runs/`)")
-    return store
+    return Store(path).must_exist("pull the rungs first (`ladder pull local runs/`)")
 
 
 TARGET_FILE = typer.Option(None, "--target", help=(
@@ -216,8 +213,8 @@ def score_command(
 def _other_plan(row: pd.Series, name: str, pred) -> list[str]:
     """A warning when the scored run plans another number of steps than the prediction's target (another size
     or length: its evals are held to the prediction at the same step all the same)."""
-    planned = pd.to_numeric(pd.Series([row.get("stop_after_steps")]), errors="coerce").iloc[0]
-    if not pred.planned_steps or not np.isfinite(planned) or abs(planned / pred.planned_steps - 1) <= 0.01:
+    planned = row.get("stop_after_steps")
+    if not pred.planned_steps or pd.isna(planned) or abs(planned / pred.planned_steps - 1) <= 0.01:
         return []
     return [f"{name!r} plans {int(planned):,} steps and the prediction's target {pred.run_name!r} "
             f"{pred.planned_steps:,}: is it the run that was predicted? (its evals are scored at their own steps)"]

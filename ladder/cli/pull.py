@@ -338,10 +338,7 @@ def _repair(store: Path) -> None:
 
 
 def _existing(store: Path) -> Store:
-    target = Store(store)
-    if not target.exists():
-        raise target.absent(f"pull runs first, e.g. `ladder pull offline runs/ --store {store}`")
-    return target
+    return Store(store).must_exist(f"pull runs first, e.g. `ladder pull offline runs/ --store {store}`")
 
 
 def _missing(value: object) -> bool:

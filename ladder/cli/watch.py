@@ -97,8 +97,8 @@ def watch_command(
     if webhook:
         sinks["webhook"] = WebhookSink.from_env()
     st = Store(store)
-    if source is None and not st.exists():
-        raise st.absent("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")
+    if source is None:
+        st.must_exist("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")
 
     def repredict(old: Prediction, config: dict) -> Prediction:
         from ladder.predict import PredictSettings, predict  # scipy: only when the schedule changes
@@ -176,8 +176,5 @@ def report_command(
 
 
 def _store(path: Path) -> Store:
-    st = Store(path)
-    if not st.exists():
-        raise st.absent("pull the runs first (`ladder pull local runs/`)")
-    return st
+    return Store(path).must_exist("pull the runs first (`ladder pull local runs/`)")
 
