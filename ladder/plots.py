@@ -142,23 +142,23 @@ def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None) -> Fig
 
 
 def residuals(prediction: Prediction, actual: Curve) -> Figure:
-    """Actual over predicted minus one, against fraction, with the bands as references."""
+    """Predicted over actual minus one (the error as `score` and `watch` give it), against fraction, with the
+    bands on the same scale: an eval is inside a band where its point is."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
     t = prediction.table
     f = t["fraction"].to_numpy()
     med = t["median"].to_numpy()
-    ax.fill_between(f, 100 * (t["lo90"] / med - 1), 100 * (t["hi90"] / med - 1), color=BAND, alpha=0.18, lw=0,
-                    label="90% band")
-    ax.fill_between(f, 100 * (t["lo50"] / med - 1), 100 * (t["hi50"] / med - 1), color=BAND, alpha=0.35, lw=0,
-                    label="50% band")
+    for lo, hi, alpha, label in (("lo90", "hi90", 0.18, "90% band"), ("lo50", "hi50", 0.35, "50% band")):
+        ax.fill_between(f, 100 * (med / t[hi] - 1), 100 * (med / t[lo] - 1), color=BAND, alpha=alpha, lw=0,
+                        label=label)
     if len(actual.value):
         pred_at = np.interp(actual.fraction, f, med)
-        ax.plot(actual.fraction, 100 * (actual.value / pred_at - 1), "o-", color=HERO, ms=3, lw=1,
+        ax.plot(actual.fraction, 100 * (pred_at / actual.value - 1), "o-", color=HERO, ms=3, lw=1,
                 label=actual.label)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("fraction of the planned run")
-    ax.set_ylabel("actual / predicted − 1 (%)")
-    ax.set_title("Residuals against the prediction")
+    ax.set_ylabel("predicted / actual − 1 (%)")
+    ax.set_title("Errors of the prediction (above 0: predicted too high)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

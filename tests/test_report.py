@@ -130,3 +130,27 @@ def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
     assert f"plans {rung.stop_after_steps:,} steps" in w and f"{plan.hero.stop_after_steps:,}" in w
     table = runner.invoke(app, [*args[:-2], "--run", rung.name])
     assert "warning:" in table.stderr and "is it the run that was predicted?" in table.stderr
+
+
+def test_residuals_figure_plots_the_error_as_score_gives_it_and_the_band_on_that_scale():
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from ladder.plots import Curve, residuals
+    from ladder.prediction import Prediction
+
+    steps = np.arange(100, 1_001, 100)
+    med = np.full(steps.size, 2.0)
+    table = pd.DataFrame({"step": steps, "tokens": steps, "fraction": steps / 1_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.96,
+                          "hi90": med * 1.05, "in_assumptions": True})
+    pred = Prediction("hero", "eval/loss", table, planned_steps=1_000)
+    fig = residuals(pred, Curve("hero", steps / 1_000, med / 1.02))  # the run 2% under its prediction
+    ax = fig.axes[0]
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "hero")
+    assert np.allclose(line.get_ydata(), 2.0)  # predicted / actual − 1: +2%, as `ladder score` says
+    band90 = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band90.min() == pytest.approx(100 * (1 / 1.05 - 1)) and band90.max() == pytest.approx(100 * (1 / 0.96 - 1))
+    assert "predicted / actual" in ax.get_ylabel()
+    plt.close(fig)
