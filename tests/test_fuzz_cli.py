@@ -356,8 +356,8 @@ WATCH = [
     _watch("nan-prediction-57%-off", "off-57%-nan-prediction", ["prediction is unusable", "no row has a finite median"], 3),
     _watch("nan-median-75%-off", "off-75%-nan-median", ["prediction is unusable"], 3),
     _watch("nan-band", "off-60%-nan-band", ["prediction is unusable"], 3),
-    # the evals the prediction covers alarm; the later ones cannot be judged, and the latest sets the exit
-    _watch("nan-later-rows", "off-60%-nan-later-rows", ["ALARM", "no value for median", CANNOT], 3),
+    # the evals the prediction covers alarm; the later ones cannot be judged; the worst of the check sets the exit
+    _watch("nan-later-rows", "off-60%-nan-later-rows", ["ALARM", "no value for median", CANNOT], 5),
     _watch("prediction-starts-late", "off-60%-prediction-starts-late", ["outside the prediction's steps", CANNOT], 3),
     _watch("prediction-for-another-metric", "off-60%-prediction-for-another-metric",
            ["logs no eval/paloma/loss", "eval/loss", CANNOT], 3),

@@ -8,6 +8,7 @@ three other schedules the authors fit on, its band calibrated by leaving one of 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -220,3 +221,25 @@ def test_a_finished_run_checked_hours_later_is_not_stale(tmp_path, replay):
     assert res.exit_code == codes[-1], res.output
     lines = [json.loads(x) for x in (pred_dir / "alerts.jsonl").read_text().splitlines()]
     assert not [x for x in lines if x.get("kind") == "alert" and x.get("rule") == "stale"]
+
+
+@pytest.mark.slow
+def test_one_check_over_many_evals_exits_with_the_worst_of_them(tmp_path, replay):
+    """A cron job's `--once` that finds several new evals exits with the worst verdict among them, though the
+    last is on track: an alarm in the middle is not hidden by a good eval after it."""
+    pred, config, steps, loss = replay
+    pred.save(tmp_path / "prediction")
+    run_dir = tmp_path / "runs" / config.name
+    run_dir.mkdir(parents=True)
+    config.save(run_dir / "run.yaml")
+    steps, loss = steps[:len(steps) * 2 // 3], loss[:len(steps) * 2 // 3]  # the run two thirds through
+    off = len(steps) // 2
+    rows = [{"step": int(s), "eval/loss": float(y * (1.05 if k == off else 1.0))}
+            for k, (s, y) in enumerate(zip(steps, loss))]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": int(steps[-1])}))
+    res = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "prediction"), "--local", str(run_dir),
+                              "--store", str(tmp_path / "store"), "--once"])
+    verdicts = re.findall(r"step [\d,]+ \(\d+%\): eval/loss .*: ([A-Z-]+)$", res.output, flags=re.M)
+    assert len(verdicts) == len(steps) and verdicts[off] == "ALARM" and verdicts[-1] == "OK", res.output
+    assert res.exit_code == 5, res.output

@@ -73,7 +73,8 @@ def watch_command(
     triggers a new prediction from the realised LR sequence. Alerts are never sent twice, also
     across restarts.
 
-    Exit codes, of the last check (with --once, or when the run has ended): 0 on track; 3 cannot
+    Exit codes, of the last check (with --once, or when the run has ended), the worst verdict among
+    the evals it judged (with no new eval, the last eval's): 0 on track; 3 cannot
     judge (the prediction has no usable value at the eval, the run never logs the predicted metric,
     or the run cannot be read); 4 warning; 5 alarm. 2 is a usage error (a bad option or file) and 1
     a bug, so a cron job can tell a failing run from a typo.

@@ -6,9 +6,10 @@ has not had yet, prints a verdict for every new eval, and saves the state.
 
 It fails closed: an eval the prediction cannot be compared with (a NaN or missing value at that
 step, a step outside the prediction, a row outside its assumptions, a run that never logs the
-predicted metric) is ``cannot-judge``, never ``ok``. Exit codes of a check (`EXIT`): 0 on track,
-3 cannot judge (or cannot read the run), 4 warning, 5 alarm; 1 and 2 stay the CLI's codes for a bug
-and a usage error.
+predicted metric) is ``cannot-judge``, never ``ok``. A check's verdict is the worst among the evals it
+judged (with no new eval, the last eval's), so a cron job's check sees a warning at any of them. Exit
+codes of a check (`EXIT`): 0 on track, 3 cannot judge (or cannot read the run), 4 warning, 5 alarm; 1
+and 2 stay the CLI's codes for a bug and a usage error.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ Repredict = Callable[[Prediction, dict], Prediction]
 @dataclass(frozen=True)
 class CheckResult:
     verdict: str
-    """ok, cannot-judge, warning, alarm or unreadable."""
+    """ok, cannot-judge, warning, alarm or unreadable: the worst of the evals this check judged."""
     new_alerts: tuple[Alert, ...] = ()
     lines: tuple[str, ...] = ()
     """One verdict line per new eval."""
@@ -182,7 +183,7 @@ class Watcher:
         # The last eval judged, not the last step seen: a step's train row can arrive before its eval.
         judged = max((int(v["step"]) for v in state.verdicts), default=0)
         new_evals = [int(s) for s in evals.index if s > judged]
-        lines, verdict = [], "ok"
+        lines, verdict, worst = [], "ok", "ok"
         prev = max([int(s) for s in evals.index if s <= judged], default=0)
         at = self.prediction.at(np.array(new_evals)) if new_evals else None
         for i, step in enumerate(new_evals):
@@ -203,9 +204,12 @@ class Watcher:
                 verdict = _worse(verdict, CANNOT_JUDGE)
             lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}: {verdict.upper()}")
             state.verdicts.append({"step": step, "verdict": verdict, "time": self.clock()})
+            worst = _worse(worst, verdict)
             prev = step
         live = [a for a in alerts if a.rule in ("stale", "throughput")]
-        if not new_evals and state.verdicts:
+        if new_evals:  # the check's verdict is the worst of the evals it judged: a cron job sees every warning
+            verdict = worst
+        elif state.verdicts:
             verdict = state.verdicts[-1]["verdict"]
         elif not new_evals and evals.empty and self._metric_missing(obs, finished):
             verdict = CANNOT_JUDGE
