@@ -61,7 +61,7 @@ def test_a_ladder_against_itself_has_multiplier_one_inside_its_band():
     r = compare_ladders(ca, ya, ca, ya, target=ca.max() * 30, n_boot=300)
     np.testing.assert_allclose(r.multiplier, 1.0, rtol=1e-9)
     assert np.all(r.band.lo90 <= 1.0) and np.all(r.band.hi90 >= 1.0)
-    assert r.loss_gap == pytest.approx(0.0, abs=1e-12)
+    assert r.loss_gap == pytest.approx(0.0, abs=1e-9 * r.loss_target_a)  # to the solver's precision, as the multiplier
 
 
 def test_two_noisy_ladders_with_the_same_law_have_one_inside_the_band():
