@@ -13,6 +13,7 @@ from ladder import fitdata, plots
 from ladder import runfiles as keys
 from ladder.dynamics import project_dynamics, target_and_rungs
 from ladder.errors import LadderError
+from ladder.files import staged_folder
 from ladder.prediction import Prediction
 from ladder.store import Store
 
@@ -69,7 +70,14 @@ def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[
 
 
 def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:
-    """Draw every figure into `out_dir` (PNG and SVG); return the paths."""
+    """Draw every figure into `out_dir` (PNG and SVG); return the paths. The figures are drawn aside and
+    moved in together, so an interrupted run leaves the folder as it was."""
+    with staged_folder(out_dir) as stage:
+        drawn = _draw(store, pred, stage, group)
+    return [Path(out_dir) / p.name for p in drawn]
+
+
+def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> list[Path]:
     runs, target, rungs = target_and_rungs(store, pred, group, "to draw")
     rung_ids = list(rungs["run_id"])
     hero_ids = [str(target["run_id"].iloc[0])] if len(target) else []

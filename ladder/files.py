@@ -1,12 +1,14 @@
 """Atomic file writes: write a temporary file beside the target, then rename over it.
 
-A reader (or a crash) sees the old file or the new one, never half of one.
+A reader (or a crash) sees the old file or the new one, never half of one. A set of files written
+together (a folder of figures) is staged whole first, so an interrupted run leaves the old set.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,3 +36,21 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
     return Path(path)
+
+
+@contextlib.contextmanager
+def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder inside `folder`; on success every file in it is renamed into `folder`.
+
+    Interrupted (an error, Ctrl-C), nothing in `folder` changes: what takes time (drawing, say) happens
+    before the first rename, and the renames themselves take milliseconds."""
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=target, prefix=".staged-"))
+    try:
+        yield stage
+        for f in sorted(stage.iterdir()):
+            if f.is_file():
+                os.replace(f, target / f.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

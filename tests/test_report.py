@@ -49,6 +49,36 @@ def test_plot_renders_every_figure(predicted):
         assert (again / path.name).read_bytes() == path.read_bytes(), path.name
 
 
+def test_an_interrupted_plot_leaves_the_figure_folder_as_it_was(predicted, monkeypatch):
+    from ladder import plots
+    from ladder.figures import draw_all
+    from ladder.prediction import Prediction
+    from ladder.store import Store
+
+    out = predicted / "figs-interrupted"
+    out.mkdir()
+    (out / "residuals.png").write_bytes(b"an earlier figure")
+    save, calls = plots.save, []
+
+    def interrupted(fig, out_dir, name):
+        calls.append(name)
+        if len(calls) == 3:  # Ctrl-C while the third figure is drawn
+            raise KeyboardInterrupt
+        return save(fig, out_dir, name)
+
+    monkeypatch.setattr(plots, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        draw_all(Store(predicted / "store"), Prediction.load(predicted / "pred"), out)
+    assert len(calls) == 3
+    assert sorted(p.name for p in out.iterdir()) == ["residuals.png"]  # nothing new, no staging folder left
+    assert (out / "residuals.png").read_bytes() == b"an earlier figure"
+    monkeypatch.setattr(plots, "save", save)
+    paths = draw_all(Store(predicted / "store"), Prediction.load(predicted / "pred"), out)
+    assert {p.parent for p in paths} == {out} and all(p.is_file() for p in paths)
+    assert (out / "residuals.png").read_bytes() != b"an earlier figure"
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
 def test_report_is_one_self_contained_page(predicted):
     out = predicted / "report.html"
     res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
