@@ -191,7 +191,33 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...]) -> F
     loss = _numbers(last, cols.loss, where)
     if cols.run is None:
         _no_repeats(last, where)
-    return Finals(names, loss, **arrays, notes=notes)
+    mixed = _mixed_ladders(last, [getattr(cols, k) for k in need], {cols.run, cols.loss, cols.step})
+    return Finals(names, loss, **arrays, notes=tuple(notes) + ((mixed,) if mixed else ()))
+
+
+MIXED_MAX_VALUES = 20
+"""A text column with at most this many values can name the ladders (corpora, recipes) of one table."""
+
+
+def _mixed_ladders(df: pd.DataFrame, coords: list[str], skip: set) -> str | None:
+    """A note when runs repeat each other's coordinates and a text column tells the repeats apart: the table
+    likely holds several ladders (corpora, recipes), which one fit would treat as one. None otherwise (a
+    repeat no column explains is a seed)."""
+    repeats = df.duplicated(subset=coords, keep=False)
+    if not repeats.any():
+        return None
+    for col in df.columns:
+        if col in skip or col in coords or pd.api.types.is_numeric_dtype(df[col]):
+            continue
+        values = df[col].dropna().astype(str).unique()
+        if not 2 <= values.size <= min(MIXED_MAX_VALUES, len(df) - 1):
+            continue
+        if df[repeats].groupby(coords)[col].nunique().max() > 1:
+            shown = ", ".join(sorted(values)[:5]) + (", ..." if values.size > 5 else "")
+            return (f"{int(repeats.sum())} runs share their {', '.join(coords)} with another run and column {col!r} "
+                    f"tells them apart ({values.size} values: {shown}): one fit treats them as one ladder; "
+                    f"give --where {col}=VALUE to fit one")
+    return None
 
 
 def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> Curves:

@@ -507,3 +507,21 @@ def test_resamples_and_holdouts_are_checked_before_any_fit(endpoint_csv):
     for bad in ("0", "abc"):
         one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", bad), "--holdout")
     assert "compute, parameters" not in run("backtest", "--csv", endpoint_csv, "--holdout", "0").output
+
+
+def test_fit_surface_notes_a_table_that_holds_several_ladders(tmp_path):
+    a = pd.read_csv(surface_csv(tmp_path / "a.csv")).assign(dataset="web")
+    b = pd.read_csv(surface_csv(tmp_path / "b.csv", E=2.1)).assign(dataset="code")
+    both = tmp_path / "both.csv"
+    pd.concat([a, b]).to_csv(both, index=False)
+    out = json.loads(run("fit", "surface", "--csv", both, "--format", "json").stdout)
+    (note,) = [n for n in out["notes"] if "ladder" in n]
+    assert "60 runs" in note and "'dataset'" in note and "--where dataset=VALUE" in note
+    assert "--where dataset=VALUE" in run("fit", "surface", "--csv", both).output
+    one = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=web", "--format", "json").stdout)
+    assert one["n_runs"] == 30 and not [n for n in one["notes"] if "ladder" in n]
+    # repeats that no text column tells apart are seeds of one ladder: no note
+    seeds = tmp_path / "seeds.csv"
+    pd.concat([a, a.assign(loss=a["loss"] * 1.001)]).drop(columns="dataset").to_csv(seeds, index=False)
+    assert not [n for n in json.loads(run("fit", "surface", "--csv", seeds, "--format", "json").stdout)["notes"]
+                if "ladder" in n]
