@@ -31,12 +31,20 @@ def run_column(path: str | Path, run: str | None, step: str | None) -> str:
     return DEFAULT_RUN_COL if checkpoints else ""
 
 
-def read_targets(path: str | Path, params: str = "params",
-                 tokens: str = "tokens") -> tuple[np.ndarray, np.ndarray, list[dict[str, str]]]:
+def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens",
+                 where: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, list[dict[str, str]]]:
     """Parameter counts N and tokens D of the targets in the CSV at `path` (one row per target), and each
-    row's other columns as written (a name, a note), to carry into the output beside its prediction."""
+    row's other columns as written (a name, a note), to carry into the output beside its prediction.
+
+    `where` (the fit's --where COLUMN=VALUE) keeps the targets of the ladder fitted: each condition whose
+    column the targets have picks their rows too; a condition on a column they lack leaves them all."""
+    from ladder.fitdata import where_rows  # it imports fits (scipy): not at the CLI's start
+
     p = Path(path)
     df = csvfile.cells(p, f"pass the targets with --predict-csv FILE: one row per target with columns {params},{tokens}")
+    for condition in where:
+        if condition.partition("=")[0].strip() in df.columns:
+            df = where_rows(df, f"{p} (targets)", condition)
     for col in (params, tokens):
         if col not in df.columns:
             raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")

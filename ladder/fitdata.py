@@ -89,7 +89,7 @@ def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] =
     p = Path(path)
     df = csvfile.cells(p, "pass the CSV with --csv FILE")
     for condition in where:
-        df = _where(df, str(p), condition)
+        df = where_rows(df, str(p), condition)
     notes = []
     if drop is not None:
         _need(df, str(p), drop=drop)
@@ -104,7 +104,7 @@ def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] =
     return df
 
 
-def _where(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
+def where_rows(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
     """The rows whose column holds the value of `condition` (COLUMN=VALUE; numbers compare as numbers)."""
     col, sep, value = condition.partition("=")
     col, value = col.strip(), value.strip()
@@ -131,7 +131,11 @@ def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
         if col is None:
             raise LadderError(f"{where}: name the {option.replace('_', ' ')} column ({flag})")
         if col not in df.columns:
-            raise csvfile.no_column(where, col, flag, df.columns)
+            err = csvfile.no_column(where, col, flag, df.columns)
+            if option == "compute" and {"params", "tokens"} <= set(df.columns):
+                err = LadderError(f"{err}; with params and tokens, `ladder fit surface` fits L(N, D), or add a "
+                                  "compute column (6·N·D, say) for the law in compute")
+            raise err
 
 
 def _numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> np.ndarray:

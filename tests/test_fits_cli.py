@@ -525,3 +525,31 @@ def test_fit_surface_notes_a_table_that_holds_several_ladders(tmp_path):
     pd.concat([a, a.assign(loss=a["loss"] * 1.001)]).drop(columns="dataset").to_csv(seeds, index=False)
     assert not [n for n in json.loads(run("fit", "surface", "--csv", seeds, "--format", "json").stdout)["notes"]
                 if "ladder" in n]
+
+
+def test_where_picks_the_targets_of_the_ladder_it_fits(tmp_path):
+    a = pd.read_csv(surface_csv(tmp_path / "a.csv")).assign(dataset="web")
+    b = pd.read_csv(surface_csv(tmp_path / "b.csv", E=2.1)).assign(dataset="code")
+    both = tmp_path / "both.csv"
+    pd.concat([a, b]).to_csv(both, index=False)
+    targets = tmp_path / "targets.csv"
+    pd.DataFrame({"name": ["w", "c"], "dataset": ["web", "code"], "params": [2e10, 2e10],
+                  "tokens": [4e11, 4e11]}).to_csv(targets, index=False)
+    out = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=code", "--predict-csv", targets,
+                         "--format", "json").stdout)
+    assert [p["name"] for p in out["predictions"]] == ["c"]
+    assert out["predictions"][0]["median"] == pytest.approx(truth(2e10, 4e11, E=2.1), rel=0.02)
+    # targets without the column are all the fitted ladder's
+    pd.DataFrame({"params": [2e10, 3e10], "tokens": [4e11, 6e11]}).to_csv(targets, index=False)
+    out = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=code", "--predict-csv", targets,
+                         "--format", "json").stdout)
+    assert len(out["predictions"]) == 2
+    pd.DataFrame({"dataset": ["web"], "params": [2e10], "tokens": [4e11]}).to_csv(targets, index=False)
+    res = run("fit", "surface", "--csv", both, "--where", "dataset=code", "--predict-csv", targets)
+    assert res.exit_code == 2 and "no row has dataset = 'code'" in res.output and "(targets)" in res.output
+
+
+def test_fit_endpoint_on_a_table_of_params_and_tokens_points_to_the_surface(plain_csv):
+    res = run("fit", "endpoint", "--csv", plain_csv)
+    assert res.exit_code == 2
+    assert "no column 'compute'" in res.output and "ladder fit surface" in res.output

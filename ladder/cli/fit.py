@@ -87,7 +87,8 @@ COMPUTE = typer.Option(
 DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is set: true, 1, yes or any "
                     "text (a quality flag, a reason), but not empty, false, 0 or no; the output says how many.")
 WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; "
-                     "e.g. --where dataset=c4 for one corpus of a table of several).")
+                     "e.g. --where dataset=c4 for one corpus of a table of several; the --predict-csv targets too, "
+                     "where they have that column).")
 
 
 def _cols(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: str | None, where: list[str],
@@ -290,7 +291,7 @@ def fit_surface_command(
         if form is SurfaceForm.free:
             raise LadderError("--shared-exponent and --form free contradict each other; give one")
         form = SurfaceForm.shared
-    targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col) if predict_csv is not None else None
+    targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where)) if predict_csv is not None else None
     from fits.surfacechoice import choose_surface
     choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value)
     fit = choice.fit
