@@ -88,8 +88,14 @@ def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] =
     the flag left out is in the frame's ``attrs["notes"]``."""
     p = Path(path)
     df = csvfile.cells(p, "pass the CSV with --csv FILE")
-    for condition in where:
-        df = where_rows(df, str(p), condition)
+    for i, condition in enumerate(where):
+        try:
+            df = where_rows(df, str(p), condition)
+        except LadderError as exc:
+            if not i:
+                raise
+            raise LadderError(f"{exc} (in the rows left by --where {' --where '.join(where[:i])}: the conditions "
+                              "must all hold)") from None
     notes = []
     if drop is not None:
         _need(df, str(p), drop=drop)

@@ -553,3 +553,13 @@ def test_fit_endpoint_on_a_table_of_params_and_tokens_points_to_the_surface(plai
     res = run("fit", "endpoint", "--csv", plain_csv)
     assert res.exit_code == 2
     assert "no column 'compute'" in res.output and "ladder fit surface" in res.output
+
+
+def test_where_conditions_that_exclude_each_other_say_they_must_all_hold(tmp_path):
+    both = tmp_path / "both.csv"
+    pd.concat([pd.read_csv(surface_csv(tmp_path / "a.csv")).assign(dataset="web"),
+               pd.read_csv(surface_csv(tmp_path / "b.csv")).assign(dataset="code")]).to_csv(both, index=False)
+    res = run("fit", "surface", "--csv", both, "--where", "dataset=web", "--where", "dataset=code")
+    assert res.exit_code == 2
+    assert "no row has dataset = 'code'" in res.output and "--where dataset=web" in res.output
+    assert "must all hold" in res.output
