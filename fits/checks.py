@@ -86,3 +86,30 @@ def too_wide(lo: np.ndarray, hi: np.ndarray, pred: np.ndarray, max_rel_width: fl
     if not np.isfinite(worst) or worst > max_rel_width:
         return [f"interval too wide to act on: {worst:.1%} of the prediction (limit {max_rel_width:.0%})"]
     return []
+
+
+RISE_TOL = 0.005
+"""How far (relative) a run's final loss may sit above that of a shorter run of the same size before it is
+flagged: past the seed-to-seed spread of final losses (0.1–0.3% on public ladders)."""
+
+
+def rises_with_tokens(n_params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, tol: float = RISE_TOL) -> list[str]:
+    """Warn where a run of one size ends above a run of that size trained on fewer tokens: more data should
+    not raise the final loss of one recipe, so one of the two is likely another checkpoint, recipe or eval."""
+    found = []
+    for n in np.unique(n_params):
+        idx = np.flatnonzero(n_params == n)
+        idx = idx[np.argsort(tokens[idx], kind="stable")]
+        for k in range(1, idx.size):
+            shorter = idx[:k][tokens[idx[:k]] < tokens[idx[k]]]
+            if shorter.size:
+                low = shorter[np.argmin(loss[shorter])]
+                rise = loss[idx[k]] / loss[low] - 1
+                if rise > tol:
+                    found.append((rise, n, tokens[idx[k]], tokens[low]))
+    if not found:
+        return []
+    rise, n, d, d0 = max(found)
+    more = f" (and {len(found) - 1} more such runs)" if len(found) > 1 else ""
+    return [f"at N = {n:.3g} the run on {d:.3g} tokens ends {rise:.2%} above the one on {d0:.3g}{more}: more tokens "
+            "should not raise the final loss of one size; check those runs (another checkpoint, recipe or eval?)"]

@@ -277,6 +277,7 @@ def fit_surface(
         + checks.E_at_bound(float(q[0]), float(L.min()), E is not None)
         + checks.at_bound("alpha", float(q[3]), 0.0, 2 * EXP_MAX)
         + ([] if shared_exponent else checks.at_bound("beta", float(q[4]), 0.0, 2 * EXP_MAX))
+        + checks.rises_with_tokens(N, D, L)
     )
     return SurfaceFit(
         E=float(q[0]), a=float(q[1]), b=float(q[2]), alpha=float(q[3]), beta=float(q[4]),

@@ -135,3 +135,14 @@ def test_olmo2_targets_from_the_whole_ladder_with_intervals(shared_data):
         lo, hi = ens.interval(N, D)
         assert abs(pred / actual - 1) < 0.01, name  # the paper's procedure: -1.98% (7B), -3.83% (13B)
         assert lo <= actual <= hi, name
+
+
+def test_a_run_that_ends_above_a_shorter_run_of_its_size_is_flagged():
+    N, D = grid_runs()
+    y = surface_losses(np.random.default_rng(2), N, D, **TRUE, noise=0.002)
+    assert not [w for w in fit_surface(N, D, y).warnings if "more tokens" in w]
+    bad = y.copy()
+    i = 3  # the smallest size's fourth token count, put above its third: another checkpoint, say
+    bad[i] = y[i - 1] * 1.012
+    (w,) = [w for w in fit_surface(N, D, bad).warnings if "more tokens" in w]
+    assert f"{N[i]:.3g}" in w and f"{D[i]:.3g} tokens" in w and f"{D[i - 1]:.3g}" in w and "1.20%" in w
