@@ -217,11 +217,13 @@ def _mixed_ladders(df: pd.DataFrame, coords: list[str], skip: set) -> str | None
     if not repeats.any():
         return None
     for col in df.columns:
-        if col in skip or col in coords or pd.api.types.is_numeric_dtype(df[col]):
+        if col in skip or col in coords:
             continue
-        values = df[col].dropna().astype(str).unique()
+        values = df[col].dropna().astype(str).str.strip().unique()
         if not 2 <= values.size <= min(MIXED_MAX_VALUES, len(df) - 1):
             continue
+        if pd.to_numeric(pd.Series(values), errors="coerce").notna().all():
+            continue  # numbers (a seed, a learning rate) tell runs of one ladder apart, not ladders
         if df[repeats].groupby(coords)[col].nunique().max() > 1:
             shown = ", ".join(sorted(values)[:5]) + (", ..." if values.size > 5 else "")
             return (f"{int(repeats.sum())} runs share their {', '.join(coords)} with another run and column {col!r} "

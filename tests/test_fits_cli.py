@@ -520,9 +520,10 @@ def test_fit_surface_notes_a_table_that_holds_several_ladders(tmp_path):
     assert "--where dataset=VALUE" in run("fit", "surface", "--csv", both).output
     one = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=web", "--format", "json").stdout)
     assert one["n_runs"] == 30 and not [n for n in one["notes"] if "ladder" in n]
-    # repeats that no text column tells apart are seeds of one ladder: no note
+    # repeats that no text column tells apart are seeds of one ladder (a column of numbers names them): no note
     seeds = tmp_path / "seeds.csv"
-    pd.concat([a, a.assign(loss=a["loss"] * 1.001)]).drop(columns="dataset").to_csv(seeds, index=False)
+    pd.concat([a.assign(seed=0), a.assign(loss=a["loss"] * 1.001, seed=1)]).drop(columns="dataset").to_csv(
+        seeds, index=False)
     assert not [n for n in json.loads(run("fit", "surface", "--csv", seeds, "--format", "json").stdout)["notes"]
                 if "ladder" in n]
 
