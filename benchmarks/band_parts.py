@@ -57,19 +57,10 @@ def parts(task: lb.Task) -> tuple[str, dict[str, np.ndarray]]:
         for name, half in (("carried", carried), ("carried or floor", np.maximum(carried, floor)), ("floor", floor)):
             inside[name].append(off <= half)
         if i == 0:
-            row = _row(task.name, res, actual[-1], carried[-1], floor[-1])
+            p = res.parts()  # the parts at the last step, as `ladder predict` states them
+            row = (f"{task.name:<22} {res.method:<13} {np.exp(res.distance):5.2f}×  {p['own']:>7.2%} {p['carried']:>8.2%} "
+                   f"{p['floor']:>7.2%} {p['laws']:>7.2%} {p['band']:>7.2%}  {m[-1] / actual[-1] - 1:>+7.2%}")
     return row, {k: np.concatenate(v) for k, v in inside.items()}
-
-
-def _row(name: str, res, actual: float, carried: float, floor: float) -> str:
-    own = res.candidates[res.method]
-    m = own.median[-1]
-    others = [b.median[-1] for k, b in res.candidates.items() if k != res.method and k in res.settings.candidates]
-    laws = max((abs(o - m) / m for o in others if np.isfinite(o)), default=0.0)
-    half = lambda b: (b.hi90[-1] - b.lo90[-1]) / 2 / b.median[-1]  # noqa: E731
-    err = res.band.median[-1] / actual - 1
-    return (f"{name:<22} {res.method:<13} {np.exp(res.distance):5.2f}×  {half(own):>7.2%} {carried:>8.2%} "
-            f"{floor:>7.2%} {laws:>7.2%} {half(res.band):>7.2%}  {err:>+7.2%}")
 
 
 def main() -> None:

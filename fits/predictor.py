@@ -137,6 +137,22 @@ class CorePrediction:
         """The backtest as rows: one per method and held-out size."""
         return [s.record() for s in self.backtest]
 
+    def parts(self) -> dict[str, float]:
+        """What sets the 90% band at the last step the band covers, each as a half-width relative to the median:
+        "band" the band itself; "own" the method's own statistics; "carried" the backtest's error carried to the
+        target; "floor" `UNTESTED_ERROR` per e-fold; "laws" the reach to the farthest other law's median."""
+        ok = np.flatnonzero(np.isfinite(self.band.median) & np.isfinite(self.band.lo90) & np.isfinite(self.band.hi90))
+        if not ok.size:
+            return {}
+        i = int(ok[-1])
+        half = lambda b: float((b.hi90[i] - b.lo90[i]) / 2 / b.median[i])  # noqa: E731
+        own = self.candidates[self.method]
+        others = [b.median[i] for k, b in self.candidates.items() if k != self.method and k in self.settings.candidates]
+        return {"band": half(self.band), "own": half(own),
+                "carried": float(carried_error(self.backtest, self.method, self.distance, self.fractions[i:i + 1])[0]),
+                "floor": float(UNTESTED_ERROR * max(self.distance, 0.0) * Z90),
+                "laws": max((float(abs(o / own.median[i] - 1)) for o in others if np.isfinite(o)), default=0.0)}
+
 
 def method_scores(backtest) -> dict[str, float]:
     by: dict[str, list[float]] = {}
@@ -365,8 +381,15 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
     if method == "ensemble":
         why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
-    return CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
-                          tuple(dict.fromkeys(warnings)), failed, distance, g)
+    res = CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
+                         tuple(dict.fromkeys(warnings)), failed, distance, g)
+    p = res.parts()
+    if p:
+        why += (f". At the end the 90% band reaches ±{p['band']:.1%}: the law's own ±{p['own']:.1%}, the backtest's "
+                f"error carried ±{p['carried']:.1%}, the floor ±{p['floor']:.1%}"
+                + (f", the farthest other law's median {p['laws']:.1%} away" if others else ""))
+        res = dataclasses.replace(res, why=why)
+    return res
 
 
 def batch_warning(runs: list[Run], target: Run) -> list[str]:

@@ -135,6 +135,22 @@ def test_the_band_is_never_narrower_than_the_carried_backtest_error():
     np.testing.assert_allclose(far, 2 * carried)
 
 
+def test_the_prediction_states_what_sets_its_band_at_the_end():
+    runs, hero = ladder(mp_law, seed=1, noise=0.01)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    res = core.predict(runs, blank, hero.steps, dataclasses.replace(FAST, method="per-fraction"))
+    p = res.parts()
+    half = lambda b: (b.hi90[-1] - b.lo90[-1]) / 2 / b.median[-1]  # noqa: E731
+    assert p["band"] == pytest.approx(half(res.band)) and p["own"] == pytest.approx(half(res.candidates["per-fraction"]))
+    distance = np.log(hero.flops_per_token / sizes(runs)[-1])
+    assert p["floor"] == pytest.approx(core.UNTESTED_ERROR * distance * 1.6448536, rel=1e-6)
+    assert p["carried"] > 0 and p["band"] >= max(p["own"], p["carried"], p["floor"])
+    other = res.candidates["multipower"].median[-1]
+    assert p["laws"] == pytest.approx(abs(other / res.candidates["per-fraction"].median[-1] - 1))
+    assert f"At the end the 90% band reaches ±{p['band']:.1%}: the law's own ±{p['own']:.1%}" in res.why
+    assert f"the farthest other law's median {p['laws']:.1%} away" in res.why
+
+
 def test_a_named_method_and_the_ensemble():
     runs, hero = ladder(pf_law, seed=2)
     blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))

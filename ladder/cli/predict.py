@@ -138,7 +138,9 @@ def predict_command(
     backtested on the ladder itself: every run of the largest size is held out and predicted from the
     smaller ones (each law scored on the runs every law can predict). The law with the lowest error
     predicts, and its band is widened by the backtest's errors carried to
-    the target's distance. The table "why this law" shows the backtest. Where the target's schedule
+    the target's distance. "why this law" says what sets the band at the end (the law's own
+    statistics, the backtest's carried error, the floor, the other laws) and its table shows the
+    backtest. Where the target's schedule
     differs from the rungs' (a horizon cut, an early cooldown), the per-fraction law adds the
     difference the multi-power law says that schedule makes. Steps past a change no law models are
     flagged.
