@@ -27,7 +27,7 @@ from ladder.errors import LadderError
 from ladder.plan import plan
 from ladder.resolve import MetricSettings
 from ladder.sources import CoordinateOverrides, OfflineSource
-from ladder.sources.leveldb import BLOCK, Stop, read_log
+from ladder.sources.leveldb import BLOCK, HEADER_LEN, Stop, read_log
 from ladder.sources.pull import pull
 from ladder.store import Store
 
@@ -315,13 +315,25 @@ def test_reader_agrees_with_wandb_leet_inspect(runs, name):
 
 
 # ---- damaged and growing files ----------------------------------------------------------------------
+def inside_a_record(log) -> int:
+    """A byte of the data of a record near the middle of the file: a record written as one chunk within one
+    block, so that the byte is neither a chunk header nor a block's padding (the file's layout varies from
+    one run to the next, so a fixed share of its length can land on either)."""
+    n = len(log.ends)
+    for i in sorted(range(1, n), key=lambda i: abs(i - n // 2)):
+        start, end = log.ends[i - 1], log.ends[i]
+        if BLOCK - start % BLOCK > HEADER_LEN and start // BLOCK == (end - 1) // BLOCK and end - start > HEADER_LEN + 2:
+            return start + HEADER_LEN + 1
+    raise AssertionError("the file has no record written as one chunk")
+
+
 def test_truncated_copy_reads_what_is_whole(runs, tmp_path):
     f = _one_file(runs["hero"])
     full = read_log(f)
     cut = tmp_path / "offline-run-20260101_000000-cut" / "run-cut.wandb"
     cut.parent.mkdir()
     data = f.read_bytes()
-    cut.write_bytes(data[: len(data) // 2 + 3])  # mid-record
+    cut.write_bytes(data[: inside_a_record(full) + 1])  # mid-record
     log = read_log(cut)
     assert log.stop is Stop.PARTIAL and 0 < len(log.records) < len(full.records)
     assert log.records == full.records[: len(log.records)]
@@ -336,7 +348,7 @@ def test_corrupt_chunk_stops_the_file_without_wrong_data(runs, tmp_path):
     full = read_log(f)
     bad = tmp_path / "run-bad.wandb"
     data = bytearray(f.read_bytes())
-    at = len(data) // 3
+    at = inside_a_record(full)
     data[at] ^= 0xFF
     bad.write_bytes(bytes(data))
     log = read_log(bad)
