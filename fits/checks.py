@@ -112,4 +112,4 @@ def rises_with_tokens(n_params: np.ndarray, tokens: np.ndarray, loss: np.ndarray
     rise, n, d, d0 = max(found)
     more = f" (and {len(found) - 1} more such runs)" if len(found) > 1 else ""
     return [f"at N = {n:.3g} the run on {d:.3g} tokens ends {rise:.2%} above the one on {d0:.3g}{more}: more tokens "
-            "should not raise the final loss of one size; check those runs (another checkpoint, recipe or eval?)"]
+            "should not raise the final loss of one size; check those runs (another checkpoint, learning rate, recipe or eval?)"]
