@@ -137,11 +137,7 @@ def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
         if col is None:
             raise LadderError(f"{where}: name the {option.replace('_', ' ')} column ({flag})")
         if col not in df.columns:
-            err = csvfile.no_column(where, col, flag, df.columns)
-            if option == "compute" and {"params", "tokens"} <= set(df.columns):
-                err = LadderError(f"{err}; with params and tokens, `ladder fit surface` fits L(N, D), or add a "
-                                  "compute column (6·N·D, say) for the law in compute")
-            raise err
+            raise csvfile.no_column(where, col, flag, df.columns)
 
 
 def _numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> np.ndarray:
@@ -194,6 +190,10 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...]) -> F
     where = str(path)
     df = read_csv(path, cols.drop, cols.where)
     notes = df.attrs.get("notes", ())
+    if "compute" in need and cols.compute and cols.compute not in df.columns and {"params", "tokens"} <= set(df.columns):
+        raise LadderError(f"{csvfile.no_column(where, cols.compute, '--compute-col', df.columns)}; with params and "
+                          "tokens, `ladder fit surface` fits L(N, D), or add a compute column (6·N·D, say) for the "
+                          "law in compute")
     _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
     last = _last_rows(df, cols, where)
     names = last[cols.run].tolist() if cols.run else [f"line {x}" for x in last.index]
