@@ -13,8 +13,11 @@ carried to the target's distance (the 90% level), and to at least `fits.predicto
 per e-fold (one sd), as the curve predictor does; then, as the curve predictor does across its laws,
 so that its 90% band holds the other form's prediction (the spread across forms: where two forms
 that fit the runs disagree at the target, the runs do not say which is right).
-The distance of a run from a fit is the larger of its size and its tokens per parameter over the
-largest fitted, in e-folds (0 inside the fitted range).
+The distance of a run from a fit, in e-folds: how far the nearest fitted run would have to grow, in
+N and in D alike, to be at least as large in both (0 where some fitted run is: the runs' losses then
+bracket the target's); or, where larger, its tokens per parameter over the most any fitted run trained.
+A run of more compute than any fitted one is an extrapolation even when its N and its D/N each lie
+inside the fitted ranges (the largest budget of an isoFLOP sweep, from the smaller budgets).
 """
 
 from __future__ import annotations
@@ -79,8 +82,8 @@ class SurfaceChoice:
     fit: SurfaceFit
     why: str
     trials: tuple[FormTrial, ...] = ()
-    n_max: float = 1.0
-    ratio_max: float = 1.0
+    fitted: tuple[np.ndarray, np.ndarray] = (np.ones(1), np.ones(1))
+    """The fitted runs' (N, D): where `distance` measures from."""
     warnings: tuple[str, ...] = field(default=())
     others: tuple[SurfaceFit, ...] = ()
     """The other forms fitted on the same runs: their predictions set the spread across forms."""
@@ -93,7 +96,7 @@ class SurfaceChoice:
         return max((t.per_efold for t in self.trials if t.form == self.form), default=0.0)
 
     def distance(self, n_params, tokens) -> np.ndarray:
-        return distance(n_params, tokens, self.n_max, self.ratio_max)
+        return distance(n_params, tokens, *self.fitted)
 
     def sd(self, median, n_params, tokens) -> np.ndarray:
         """One standard deviation (absolute) the band adds: the backtest's error carried (or the untested
@@ -128,12 +131,19 @@ class SurfaceChoice:
         return "\n".join(lines)
 
 
-def distance(n_params, tokens, n_max: float, ratio_max: float) -> np.ndarray:
-    """e-folds beyond the fitted runs: the larger of log(N / largest N) and log(D/N / largest D/N), ≥ 0
-    (a larger model, or more tokens per parameter than any fitted run)."""
-    N = np.asarray(n_params, dtype=np.float64)
-    D = np.asarray(tokens, dtype=np.float64)
-    return np.maximum(np.maximum(np.log(N / n_max), np.log(D / N / ratio_max)), 0.0)
+def distance(n_params, tokens, fitted_N, fitted_D) -> np.ndarray:
+    """e-folds beyond the fitted runs (`fitted_N`, `fitted_D`), ≥ 0: the least, over the fitted runs, of
+    the larger of log(N / N_run) and log(D / D_run), the growth in both that makes a run at least as
+    large as the target (0 when one already is); or, where larger, log(D/N / the largest fitted D/N).
+    Along a fixed token ratio this is log(N / the largest N), as the curve predictor counts size."""
+    N = np.atleast_1d(np.asarray(n_params, dtype=np.float64))
+    D = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
+    fN = np.asarray(fitted_N, dtype=np.float64).ravel()
+    fD = np.asarray(fitted_D, dtype=np.float64).ravel()
+    grow = np.maximum(np.log(N[:, None] / fN[None, :]), np.log(D[:, None] / fD[None, :])).min(axis=1)
+    ratio = np.log(D / N / (fD / fN).max())
+    out = np.maximum(np.maximum(grow, ratio), 0.0)
+    return out.reshape(np.broadcast(np.asarray(n_params), np.asarray(tokens)).shape)
 
 
 def size_classes(N: np.ndarray) -> np.ndarray:
@@ -156,7 +166,7 @@ def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS) -> tuple[For
         return ()
     trials = []
     for _, fit_i, out_i in holdouts(cls, (1, 2) if n_sizes >= 5 else (1,)):
-        d = float(distance(N[out_i], D[out_i], N[fit_i].max(), (D[fit_i] / N[fit_i]).max()).max())
+        d = float(distance(N[out_i], D[out_i], N[fit_i], D[fit_i]).max())
         sizes = tuple(float(np.median(N[out_i][cls[out_i] == c])) for c in np.unique(cls[out_i]))
         for form in forms:
             try:
@@ -209,8 +219,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
                   f"least {floor}" if tested else f"bands widened by {floor}")
     if others:
         floor_note += ", and so that the 90% band holds the other form's prediction"
-    return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, float(N.max()), float((D / N).max()),
-                         tuple(warnings), tuple(others))
+    return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, (N, D), tuple(warnings), tuple(others))
 
 
 __all__ = ["FORMS", "FormTrial", "SurfaceChoice", "backtest_forms", "choose_surface", "distance"]

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fits import Momentum, fit_momentum
+from fits.surfacechoice import distance
 from fits.synthetic import endpoint_losses, known_law, per_fraction_losses, surface_losses
 from ladder import Schedule, fitdata
 from ladder.cli import app
@@ -91,6 +92,10 @@ def test_fit_surface_lands_on_epoch_from_the_csv(shared_data):
     assert out["params"]["alpha"] == pytest.approx(0.348, abs=0.005)
     assert out["params"]["beta"] == pytest.approx(0.366, abs=0.005)
     assert out["predictions"][0]["lo"] < out["predictions"][0]["loss"] < out["predictions"][0]["hi"]
+    runs = pd.read_csv(csv)
+    runs = runs[~runs["excluded_in_epoch_fit"].astype(bool)]
+    far = distance(7e10, 1.4e12, runs["params"], runs["tokens"])
+    assert out["predictions"][0]["efolds_out"] == pytest.approx(float(far)) and far > np.log(7e10 / runs["params"].max())
     assert out["form_choice"]["why"].startswith("named")
     # By default the form is the one that predicts the largest sizes better from the smaller ones: here one
     # exponent (the free form misses the largest size by -1.40%, the shared one by -1.07%).
@@ -331,10 +336,14 @@ def test_fit_surface_predicts_the_targets_of_a_csv(plain_csv, targets_csv):
     assert "bootstrap" in out["band"] and "Student-t" in out["band"]
     preds = out["predictions"]
     assert [(p["params"], p["tokens"]) for p in preds] == TARGETS
+    runs = pd.read_csv(plain_csv)
     for p in preds:
-        assert list(p) == ["params", "tokens", "median", "lo50", "hi50", "lo90", "hi90"]
+        assert list(p) == ["params", "tokens", "median", "lo50", "hi50", "lo90", "hi90", "efolds_out"]
         assert p["lo90"] <= p["lo50"] <= p["median"] <= p["hi50"] <= p["hi90"]
         assert p["lo90"] <= truth(p["params"], p["tokens"]) <= p["hi90"]
+        # how far the target lies beyond the fitted runs, as the band counts it
+        assert p["efolds_out"] == pytest.approx(float(distance(p["params"], p["tokens"], runs["params"], runs["tokens"])))
+    assert max(p["efolds_out"] for p in preds) > 0
     # Each band is at least the Student-t band of the fit alone.
     alone = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--format", "json").stdout)
     assert alone["band"].startswith("Student-t observation band (2") and "e-fold" in alone["band"]
@@ -346,6 +355,7 @@ def test_fit_surface_prints_the_predictions_as_a_table(plain_csv, targets_csv):
     res = run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv)
     assert res.exit_code == 0, res.output
     assert "predicted loss" in res.stdout and "90% band" in res.stdout and "1.4e+12" in res.stdout
+    assert "e-folds out" in res.stdout
     assert "--predict-csv" in run("fit", "surface", "--help").output
 
 
@@ -357,7 +367,7 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     preds = out["predictions"]
     # the name travels as written ("NA" is a name); a column named like a band key is not carried over it
     assert [p["name"] for p in preds] == ["hero-7b", "NA"]
-    assert list(preds[0]) == ["name", "params", "tokens", "median", "lo50", "hi50", "lo90", "hi90"]
+    assert list(preds[0]) == ["name", "params", "tokens", "median", "lo50", "hi50", "lo90", "hi90", "efolds_out"]
     assert preds[0]["median"] == pytest.approx(truth(7e9, 1.4e12), rel=0.05)
     table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", named)
     assert table.exit_code == 0, table.output

@@ -258,7 +258,9 @@ def fit_surface_command(
         help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names; "
              "its other columns, a name for instance, come back beside each prediction): median with 50% and "
              "90% bands, each the wider of the Student-t observation band of the fit (n − p dof) and, with "
-             "--bootstrap N, the bootstrap-over-runs band.",
+             "--bootstrap N, the bootstrap-over-runs band; and how many e-folds each target lies beyond the "
+             "fitted runs (efolds_out: how far the nearest would have to grow in N and D alike to be as large, "
+             "the distance the bands' extrapolation error grows with).",
     ),
     bootstrap: int = BOOT,
     seed: int = SEED,
@@ -316,7 +318,8 @@ def fit_surface_command(
     for p in preds:
         console.print(
             f"at N = {p['params']:.3g}, D = {p['tokens']:.3g}: L = {p['loss']:.4f}  "
-            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})", highlight=False,
+            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']}; {p['efolds_out']:.2f} e-folds beyond the "
+            "fitted runs)", highlight=False,
         )
 
 
@@ -331,7 +334,8 @@ def _surface_at(choice, ens, at: list[str], level: float) -> list[dict]:
         lo, hi = choice.floor_interval(m, lo, hi, *nd, level=level)
         preds.append({"params": nd[0], "tokens": nd[1], "loss": m, "lo": float(lo),
                       "hi": float(hi), "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof")
-                      + ", widened by the backtest's error carried to the target"})
+                      + ", widened by the backtest's error carried to the target",
+                      "efolds_out": float(choice.distance(*nd))})
     return preds
 
 
@@ -340,12 +344,16 @@ def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels
     b = choice.band(n_params, tokens, ens)
     keys = ("median", "lo50", "hi50", "lo90", "hi90")
     cols = [np.broadcast_to(getattr(b, k), n_params.shape) for k in keys]
+    out = choice.distance(n_params, tokens)
     return [{k: v for k, v in labels[i].items() if k not in BAND_KEYS} | {"params": float(n), "tokens": float(d)}
-            | {k: _finite(c[i]) for k, c in zip(keys, cols)} for i, (n, d) in enumerate(zip(n_params, tokens))]
+            | {k: _finite(c[i]) for k, c in zip(keys, cols)} | {"efolds_out": float(out[i])}
+            for i, (n, d) in enumerate(zip(n_params, tokens))]
 
 
-BAND_KEYS = ("params", "tokens", "median", "lo50", "hi50", "lo90", "hi90")
-"""The keys of a --predict-csv prediction; a target's own column of one of these names is not carried."""
+BAND_KEYS = ("params", "tokens", "median", "lo50", "hi50", "lo90", "hi90", "efolds_out")
+"""The keys of a --predict-csv prediction; a target's own column of one of these names is not carried.
+efolds_out: how far the target lies beyond the fitted runs (`fits.surfacechoice.distance`), the e-folds the
+band's extrapolation error grows with."""
 
 
 def _finite(x) -> float | None:
@@ -366,18 +374,21 @@ def _band_text(fit, ens) -> str:
 
 
 def _print_bands(preds: list[dict], band: str) -> None:
-    table = Table(title="predicted loss (nats/token)", caption=f"bands: {band}")
+    table = Table(title="predicted loss (nats/token)",
+                  caption=f"e-folds out: how far each target lies beyond the fitted runs (0 where a fitted run "
+                          f"is as large in N and in D); bands: {band}")
     labels = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
     for name in labels:
         table.add_column(name, justify="left")
-    for name in ("N (params)", "D (tokens)", "median", "50% band", "90% band"):
+    for name in ("N (params)", "D (tokens)", "e-folds out", "median", "50% band", "90% band"):
         table.add_column(name, justify="right")
 
     def edge(x: float | None) -> str:
         return "inf" if x is None else f"{x:.4f}"
 
     for p in preds:
-        table.add_row(*(str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}", edge(p["median"]),
+        table.add_row(*(str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
+                      f"{p['efolds_out']:.2f}", edge(p["median"]),
                       f"{edge(p['lo50'])} .. {edge(p['hi50'])}", f"{edge(p['lo90'])} .. {edge(p['hi90'])}")
     console.print(table)
 
