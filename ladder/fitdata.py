@@ -185,8 +185,9 @@ def _no_repeats(df: pd.DataFrame, where: str) -> None:
                           "remove the repeat, or add a run_id column if they are different runs")
 
 
-def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...]) -> Finals:
-    """One point per run (its last row by step); `need` names the columns the fit uses."""
+def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], optional: tuple[str, ...] = ()) -> Finals:
+    """One point per run (its last row by step); `need` names the columns the fit uses, `optional` those it
+    reads where the CSV has them."""
     where = str(path)
     df = read_csv(path, cols.drop, cols.where)
     notes = df.attrs.get("notes", ())
@@ -198,6 +199,7 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...]) -> F
     last = _last_rows(df, cols, where)
     names = last[cols.run].tolist() if cols.run else [f"line {x}" for x in last.index]
     arrays = {k: _numbers(last, getattr(cols, k), where) for k in need}
+    arrays |= {k: _numbers(last, getattr(cols, k), where) for k in optional if getattr(cols, k) in df.columns}
     loss = _numbers(last, cols.loss, where)
     if cols.run is None:
         _no_repeats(last, where)

@@ -74,6 +74,33 @@ def test_fit_endpoint_bootstrap_intervals(endpoint_csv):
     assert out["predictions"][0]["band"] == "bootstrap"
 
 
+def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path):
+    """Several model sizes per compute budget: the law fits each budget's least loss (approach 2), the
+    output lists the budgets, and the prediction is the least loss a larger budget reaches."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_fits_isoflop import sweep, true_minimum
+
+    C, N, D, y = sweep(budgets_=(1e18, 3e18, 1e19, 3e19, 1e20), noise=0.002, seed=3)
+    table = pd.DataFrame({"params": N, "tokens": D, "budget": C, "loss": y})
+    path = tmp_path / "sweep.csv"
+    table.to_csv(path, index=False)
+    res = run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--at", "1e21", "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n_runs"] == 5 and [b["runs"] for b in out["budgets"]] == [9] * 5
+    assert {b["how"] for b in out["budgets"]} == {"vertex"} and any("isoFLOP sweep" in n for n in out["notes"])
+    truth = true_minimum(1e21)[0]
+    assert out["predictions"][0]["loss"] == pytest.approx(truth, rel=0.005)
+    assert out["predictions"][0]["lo"] <= truth <= out["predictions"][0]["hi"]
+    shown = run("fit", "endpoint", "--csv", path, "--compute-col", "budget")
+    assert "budget 1e+20 FLOPs: 9 runs, least loss" in shown.stdout and "vertex" in shown.stdout
+    # without the sizes the runs cannot be told from repeats: every run is fitted, and the output says why
+    table.drop(columns="params").to_csv(path, index=False)
+    bare = json.loads(run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--format", "json").stdout)
+    assert bare["n_runs"] == 45 and "budgets" not in bare
+    assert any("45 runs share a compute budget" in n and "'params'" in n for n in bare["notes"])
+
+
 def test_fit_endpoint_table(endpoint_csv):
     res = run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22", "--E", "1.7")
     assert res.exit_code == 0, res.output

@@ -186,6 +186,11 @@ def fit_endpoint_command(
     drop_col: str | None = DROP,
     where: list[str] = WHERE,
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of each run's fit compute (FLOPs)."),
+    params_col: str = typer.Option(
+        "params", "--params-col",
+        help="CSV: column of each run's parameter count N, where it has one. Where three model sizes or more share "
+             "a compute budget (an isoFLOP sweep), the law is fitted to each budget's least loss (the vertex of a "
+             "parabola in log N through the budget's lowest run and its neighbours), not to every run."),
     compute: ComputeAxis = COMPUTE,
     E: float | None = E_OPT,
     at: str | None = typer.Option(None, "--at", help="Predict the final loss at these computes (FLOPs on the law's axis: "
@@ -200,35 +205,75 @@ def fit_endpoint_command(
     Final loss: each run's last logged value. C: from a CSV, its compute column; from the store,
     6·N·D when every run gives N (as `ladder predict` counts it), else fit compute (FLOPs, 3 ×
     forward without the output head); --compute chooses. Predictions carry a Student-t band
-    (n − p dof), or the bootstrap's with --bootstrap N.
+    (n − p dof), or the bootstrap's with --bootstrap N. An isoFLOP sweep (several model sizes per
+    compute budget, with N in the CSV's params column or the store) is fitted on each budget's least
+    loss (Hoffmann et al.'s approach 2), so the law predicts the least loss a larger budget reaches.
     """
     import fits
     from ladder import fitdata
     _check_level(level)
     _csv_only(csv, where, drop_col)
     if csv is not None:
-        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col)
-        data = fitdata.finals_from_csv(csv, cols, ("compute",))
+        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col)
+        data = fitdata.finals_from_csv(csv, cols, ("compute",), optional=("params",))
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
-    fit = fits.fit_endpoint(data.compute, data.loss, E=E)
+    C, L, minima, notes = _endpoint_points(data, params_col if csv is not None else None)
+    fit = fits.fit_endpoint(C, L, E=E)
     ens, boot = _boot(fit, bootstrap, seed, level)
     preds = []
     for c in _floats(at, "--at"):
         lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
         preds.append({"compute": c, "loss": float(fit.predict(c)), "lo": float(lo), "hi": float(hi),
                       "band": "bootstrap" if ens else f"student-t, {fit.dof} dof",
-                      "extrapolation": c / float(data.compute.max())})
+                      "extrapolation": c / float(C.max())})
     if fmt is Format.json:
-        print_json(_base(fit, "endpoint", data.notes) | {"bootstrap": boot or None, "predictions": preds})
+        out = _base(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
+        if minima:
+            out["budgets"] = [m.record() for m in minima]
+        print_json(out)
         return
-    _print_params(fit, boot, level, data.notes)
+    _print_params(fit, boot, level, notes)
+    for m in minima:
+        console.print(f"  budget {m.compute:.3g} FLOPs: {m.runs} run{'s' if m.runs > 1 else ''}, least loss "
+                      f"{m.loss:.4f} at N = {m.n_params:.3g} ({_HOW[m.how]})", highlight=False)
     for p in preds:
         console.print(
             f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {p['loss']:.4f}  "
             f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})", highlight=False,
         )
+
+
+_HOW = {"vertex": "a parabola's vertex", "edge": "its lowest run, at the edge of its sizes: an upper bound",
+        "run": "its lowest run"}
+
+
+def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarray, list, tuple[str, ...]]:
+    """The (compute, loss) points the endpoint law fits, the budgets' minima where the runs are an isoFLOP sweep
+    (`fits.isoflop`), and the notes to show."""
+    from fits import isoflop
+    notes = tuple(data.notes)
+    if data.params is None:
+        label = isoflop.budgets(data.compute)
+        crowded = np.bincount(label)
+        if crowded.max() >= isoflop.SWEEP_SIZES:
+            notes += (f"{int(crowded[crowded >= isoflop.SWEEP_SIZES].sum())} runs share a compute budget with two or "
+                      f"more others; if they are an isoFLOP sweep, give their parameter counts (column "
+                      f"{params_col!r}, or --params-col) and the law fits each budget's least loss",)
+        return data.compute, data.loss, [], notes
+    if not isoflop.is_sweep(data.compute, data.params):
+        return data.compute, data.loss, [], notes
+    minima = isoflop.budget_minima(data.compute, data.params, data.loss)
+    notes += (f"an isoFLOP sweep ({data.loss.size} runs at {len(minima)} budgets): the law fits each budget's least "
+              "loss (the vertex of a parabola in log N through its lowest run and up to two neighbours on each side), "
+              "and predicts the least loss a budget reaches",)
+    edge = [m for m in minima if m.how == "edge"]
+    if edge:
+        notes += (f"at {len(edge)} budget{'s' if len(edge) > 1 else ''} ({', '.join(f'{m.compute:.3g}' for m in edge)} "
+                  "FLOPs) the lowest run is the smallest or the largest model: the sweep does not bracket the "
+                  "optimum, so its lowest loss stands, an upper bound; add sizes beyond it",)
+    return (np.array([m.compute for m in minima]), np.array([m.loss for m in minima]), minima, notes)
 
 
 @command("surface", parent=fit_app)

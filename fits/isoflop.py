@@ -1,0 +1,103 @@
+"""IsoFLOP sweeps: each compute budget's least loss, for the endpoint law (Hoffmann et al.'s approach 2).
+
+An isoFLOP sweep trains several model sizes at each of a few compute budgets. The endpoint law
+L(C) = E + A·C^-α describes the least loss a budget can reach, so it is fitted to one point per
+budget, not to every run: a budget's runs trace a valley in log N, and its floor is the vertex of a
+parabola in log N through the budget's lowest run and its neighbours (up to two on each side). A
+budget whose lowest run is the smallest or the largest model of the budget does not bracket its
+optimum: its lowest run stands (an upper bound on the floor), and the minimum says so. A budget of
+one or two model sizes is a run of a plain ladder: its lowest run stands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fits import checks
+from fits.errors import FitError
+
+BUDGET_TOL = 0.01
+"""Computes within 1% (relative) are one budget."""
+
+SWEEP_SIZES = 3
+"""A budget of at least this many model sizes is swept (its floor is a parabola's vertex)."""
+
+
+@dataclass(frozen=True)
+class BudgetMinimum:
+    compute: float
+    """The budget: its runs' median compute."""
+    runs: int
+    loss: float
+    """The least loss the budget reaches."""
+    n_params: float
+    """The model size at that loss (the vertex, or the lowest run's)."""
+    how: str
+    """"vertex": a parabola in log N through the lowest run and its neighbours; "edge": the lowest run is
+    the budget's smallest or largest model, so the sweep does not bracket the optimum; "run": fewer than
+    `SWEEP_SIZES` sizes, or a parabola that does not open upwards, so the lowest run stands."""
+
+    def record(self) -> dict:
+        return {"compute": self.compute, "runs": self.runs, "loss": self.loss, "params": self.n_params, "how": self.how}
+
+
+def budgets(compute, tol: float = BUDGET_TOL) -> np.ndarray:
+    """Each run's budget index (0 for the smallest); computes within `tol` of a budget's first are one."""
+    c = checks.as_array("compute", compute)
+    order = np.argsort(c, kind="stable")
+    label = np.empty(c.size, dtype=int)
+    k, start = -1, -np.inf
+    for i in order:
+        if c[i] > start * (1 + tol):
+            k, start = k + 1, c[i]
+        label[i] = k
+    return label
+
+
+def is_sweep(compute, n_params, tol: float = BUDGET_TOL) -> bool:
+    """Whether some budget holds `SWEEP_SIZES` model sizes or more (sizes within 1% are one)."""
+    c = checks.as_array("compute", compute)
+    n = checks.as_array("n_params", n_params)
+    checks.same_length(compute=c, n_params=n)
+    label = budgets(c, tol)
+    return any(_sizes(n[label == b]) >= SWEEP_SIZES for b in np.unique(label))
+
+
+def budget_minima(compute, n_params, loss, tol: float = BUDGET_TOL) -> list[BudgetMinimum]:
+    """One `BudgetMinimum` per budget, by increasing compute."""
+    c = checks.as_array("compute", compute)
+    n = checks.as_array("n_params", n_params)
+    y = checks.as_array("loss", loss)
+    checks.same_length(compute=c, n_params=n, loss=y)
+    if not c.size:
+        raise FitError("no runs: an isoFLOP sweep needs runs at two budgets or more")
+    label = budgets(c, tol)
+    return [_minimum(c[label == b], n[label == b], y[label == b]) for b in range(label.max() + 1)]
+
+
+def _sizes(n: np.ndarray) -> int:
+    return int(np.unique(np.round(np.log(n), 2)).size)
+
+
+def _minimum(c: np.ndarray, n: np.ndarray, y: np.ndarray) -> BudgetMinimum:
+    order = np.argsort(n, kind="stable")
+    n, y = n[order], y[order]
+    i = int(np.argmin(y))
+    budget = float(np.median(c))
+    lowest = BudgetMinimum(budget, int(y.size), float(y[i]), float(n[i]), "run")
+    if _sizes(n) < SWEEP_SIZES:
+        return lowest
+    if np.log(n[i]) - np.log(n[0]) < 0.01 or np.log(n[-1]) - np.log(n[i]) < 0.01:
+        return BudgetMinimum(budget, int(y.size), float(y[i]), float(n[i]), "edge")
+    near = slice(max(i - 2, 0), min(i + 3, y.size))
+    x, v = np.log(n[near]), y[near]
+    coef = np.polyfit(x, v, 2)
+    if not coef[0] > 0:
+        return lowest
+    top = float(np.clip(-coef[1] / (2 * coef[0]), x.min(), x.max()))
+    return BudgetMinimum(budget, int(y.size), float(np.polyval(coef, top)), float(np.exp(top)), "vertex")
+
+
+__all__ = ["BUDGET_TOL", "BudgetMinimum", "SWEEP_SIZES", "budget_minima", "budgets", "is_sweep"]
