@@ -94,6 +94,12 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     assert out["predictions"][0]["lo"] <= truth <= out["predictions"][0]["hi"]
     shown = run("fit", "endpoint", "--csv", path, "--compute-col", "budget")
     assert "budget 1e+20 FLOPs: 9 runs, least loss" in shown.stdout and "vertex" in shown.stdout
+    # the backtest holds out the largest budget's least loss, predicted from the smaller budgets' minima
+    bt = json.loads(run("backtest", "--csv", path, "--compute-col", "budget", "--format", "json").stdout)
+    [row] = bt["rows"]
+    largest = out["budgets"][-1]
+    assert row["target"] == "budget 1e+20" and row["actual"] == pytest.approx(largest["loss"])
+    assert any("isoFLOP sweep" in n for n in bt["notes"])
     # without the sizes the runs cannot be told from repeats: every run is fitted, and the output says why
     table.drop(columns="params").to_csv(path, index=False)
     bare = json.loads(run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--format", "json").stdout)

@@ -596,7 +596,8 @@ def backtest_command(
     drop_col: str | None = DROP,
     where: list[str] = WHERE,
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: fit compute column (endpoint, curve)."),
-    params_col: str = typer.Option("params", "--params-col", help="CSV: parameter count column (surface)."),
+    params_col: str = typer.Option("params", "--params-col", help="CSV: parameter count column (surface; for the "
+                                   "endpoint law, an isoFLOP sweep's sizes: each budget's least loss is fitted)."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: tokens column (surface)."),
     total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: planned steps column (curve)."),
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: fraction column (curve)."),
@@ -633,24 +634,28 @@ def backtest_command(
             data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
         bt = fits.backtest_per_fraction(data.compute, data.fractions, data.losses, data.names, ks, E=E,
                                         level=level, n_boot=bootstrap, seed=seed)
+        notes = data.notes
     else:
-        need = ("compute",) if form is Form.endpoint else ("params", "tokens")
+        endpoint = form is Form.endpoint
+        need = ("compute",) if endpoint else ("params", "tokens")
         if csv is not None:
             cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
                          tokens=tokens_col)
-            data = fitdata.finals_from_csv(csv, cols, need)
+            data = fitdata.finals_from_csv(csv, cols, need, optional=("params",) if endpoint else ())
         else:
             data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
-        if form is Form.endpoint:
-            bt = fits.backtest_endpoint(data.compute, data.loss, data.names, ks, E=E, level=level,
-                                        n_boot=bootstrap, seed=seed)
+        notes = data.notes
+        if endpoint:
+            C, L, minima, notes = _endpoint_points(data, params_col if csv is not None else None)
+            names = [f"budget {m.compute:.3g}" for m in minima] if minima else data.names
+            bt = fits.backtest_endpoint(C, L, names, ks, E=E, level=level, n_boot=bootstrap, seed=seed)
         else:
             bt = fits.backtest_surface(data.params, data.tokens, data.loss, data.names, ks, E=E, level=level,
                                        n_boot=bootstrap, seed=seed)
     if fmt is Format.json:
         print_json({"form": bt.form, "level": level, "coverage": bt.coverage,
-                    "mean_abs_error": bt.mean_abs_error, "rows": bt.records(), "notes": list(data.notes)})
+                    "mean_abs_error": bt.mean_abs_error, "rows": bt.records(), "notes": list(notes)})
         return
     console.print(bt.summary(), highlight=False)
-    for n in data.notes:
+    for n in notes:
         console.print(f"note: {n}", highlight=False)
