@@ -77,6 +77,31 @@ def budget_minima(compute, n_params, loss, tol: float = BUDGET_TOL) -> list[Budg
     return [_minimum(c[label == b], n[label == b], y[label == b]) for b in range(label.max() + 1)]
 
 
+@dataclass(frozen=True)
+class OptimalSize:
+    """N at a budget's least loss as a power law in compute, N_opt = N_ref·(C / C_ref)^exponent, through the
+    budgets whose minimum is a vertex (Hoffmann et al.'s approach 2; 0.5 when N and D scale alike)."""
+
+    exponent: float
+    n_ref: float
+    c_ref: float
+    budgets: int
+
+    def predict(self, compute) -> np.ndarray:
+        return self.n_ref * (np.asarray(compute, dtype=np.float64) / self.c_ref) ** self.exponent
+
+
+def optimal_size(minima: list[BudgetMinimum]) -> OptimalSize | None:
+    """The power law of N at the least loss through the vertices; None with fewer than two vertices."""
+    v = [m for m in minima if m.how == "vertex"]
+    if len({round(np.log(m.compute), 2) for m in v}) < 2:
+        return None
+    x = np.log([m.compute for m in v])
+    y = np.log([m.n_params for m in v])
+    slope, icept = np.polyfit(x - x.mean(), y, 1)
+    return OptimalSize(float(slope), float(np.exp(icept)), float(np.exp(x.mean())), len(v))
+
+
 def _sizes(n: np.ndarray) -> int:
     return int(np.unique(np.round(np.log(n), 2)).size)
 
@@ -100,4 +125,5 @@ def _minimum(c: np.ndarray, n: np.ndarray, y: np.ndarray) -> BudgetMinimum:
     return BudgetMinimum(budget, int(y.size), float(np.polyval(coef, top)), float(np.exp(top)), "vertex")
 
 
-__all__ = ["BUDGET_TOL", "BudgetMinimum", "SWEEP_SIZES", "budget_minima", "budgets", "is_sweep"]
+__all__ = ["BUDGET_TOL", "BudgetMinimum", "OptimalSize", "SWEEP_SIZES", "budget_minima", "budgets", "is_sweep",
+           "optimal_size"]

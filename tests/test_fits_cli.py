@@ -92,8 +92,11 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     truth = true_minimum(1e21)[0]
     assert out["predictions"][0]["loss"] == pytest.approx(truth, rel=0.005)
     assert out["predictions"][0]["lo"] <= truth <= out["predictions"][0]["hi"]
+    assert out["predictions"][0]["params_at_optimum"] == pytest.approx(true_minimum(1e21)[1], rel=0.1)
+    assert out["optimal_size"]["budgets"] == 5 and out["optimal_size"]["exponent"] == pytest.approx(0.513, abs=0.02)
     shown = run("fit", "endpoint", "--csv", path, "--compute-col", "budget")
     assert "budget 1e+20 FLOPs: 9 runs, least loss" in shown.stdout and "vertex" in shown.stdout
+    assert "N at the least loss ∝ C^0.5" in shown.stdout
     # the backtest holds out the largest budget's least loss, predicted from the smaller budgets' minima
     bt = json.loads(run("backtest", "--csv", path, "--compute-col", "budget", "--format", "json").stdout)
     [row] = bt["rows"]

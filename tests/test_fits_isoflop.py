@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from fits import FitError, fit_endpoint
-from fits.isoflop import budget_minima, budgets, is_sweep
+from fits.isoflop import budget_minima, budgets, is_sweep, optimal_size
 from fits.synthetic import surface_losses
 
 LAW = dict(E=1.82, A=482.0, B=2085.0, alpha=0.348, beta=0.366)
@@ -58,6 +58,18 @@ def test_the_endpoint_law_on_the_minima_predicts_a_larger_budgets_least_loss():
     assert float(fit.predict(1e21)) == pytest.approx(truth, rel=0.005)
     every_run = fit_endpoint(C, y)
     assert float(every_run.predict(1e21)) / truth - 1 > 0.008
+
+
+def test_the_optimal_size_follows_the_budgets_vertices():
+    """N at the least loss grows as C^(β/(α+β)) on the surface (0.513 for these exponents)."""
+    C, N, _, y = sweep(budgets_=(1e18, 3e18, 1e19, 3e19, 1e20), noise=0.002, seed=3)
+    size = optimal_size(budget_minima(C, N, y))
+    assert size.budgets == 5
+    assert size.exponent == pytest.approx(LAW["beta"] / (LAW["alpha"] + LAW["beta"]), abs=0.02)
+    assert float(size.predict(1e21)) == pytest.approx(true_minimum(1e21)[1], rel=0.1)
+    # an edge or a plain run says nothing of where the valley's floor sits
+    C1, N1, _, y1 = sweep(budgets_=(1e18,), noise=0.0)
+    assert optimal_size(budget_minima(np.r_[C1, 1e19], np.r_[N1, 1e9], np.r_[y1, 2.9])) is None
 
 
 def test_a_sweep_that_does_not_bracket_its_optimum_keeps_its_lowest_run():

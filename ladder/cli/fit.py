@@ -207,7 +207,8 @@ def fit_endpoint_command(
     forward without the output head); --compute chooses. Predictions carry a Student-t band
     (n − p dof), or the bootstrap's with --bootstrap N. An isoFLOP sweep (several model sizes per
     compute budget, with N in the CSV's params column or the store) is fitted on each budget's least
-    loss (Hoffmann et al.'s approach 2), so the law predicts the least loss a larger budget reaches.
+    loss (Hoffmann et al.'s approach 2), so the law predicts the least loss a larger budget reaches,
+    and the model size there (a power law in compute through the budgets' vertices).
     """
     import fits
     from ladder import fitdata
@@ -222,26 +223,34 @@ def fit_endpoint_command(
     C, L, minima, notes = _endpoint_points(data, params_col if csv is not None else None)
     fit = fits.fit_endpoint(C, L, E=E)
     ens, boot = _boot(fit, bootstrap, seed, level)
+    from fits.isoflop import optimal_size
+    size = optimal_size(minima) if minima else None
     preds = []
     for c in _floats(at, "--at"):
         lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
         preds.append({"compute": c, "loss": float(fit.predict(c)), "lo": float(lo), "hi": float(hi),
                       "band": "bootstrap" if ens else f"student-t, {fit.dof} dof",
-                      "extrapolation": c / float(C.max())})
+                      "extrapolation": c / float(C.max())}
+                     | ({"params_at_optimum": float(size.predict(c))} if size else {}))
     if fmt is Format.json:
         out = _base(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
         if minima:
             out["budgets"] = [m.record() for m in minima]
+            out["optimal_size"] = ({"exponent": size.exponent, "budgets": size.budgets} if size else None)
         print_json(out)
         return
     _print_params(fit, boot, level, notes)
     for m in minima:
         console.print(f"  budget {m.compute:.3g} FLOPs: {m.runs} run{'s' if m.runs > 1 else ''}, least loss "
                       f"{m.loss:.4f} at N = {m.n_params:.3g} ({_HOW[m.how]})", highlight=False)
+    if size:
+        console.print(f"  N at the least loss ∝ C^{size.exponent:.3f} (a power law through the {size.budgets} "
+                      "budgets' vertices)", highlight=False)
     for p in preds:
         console.print(
             f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {p['loss']:.4f}  "
-            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})", highlight=False,
+            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})"
+            + (f", at N = {p['params_at_optimum']:.3g}" if "params_at_optimum" in p else ""), highlight=False,
         )
 
 
