@@ -6,7 +6,9 @@ budget, not to every run: a budget's runs trace a valley in log N, and its floor
 parabola in log N through the budget's lowest run and its neighbours (up to two on each side). A
 budget whose lowest run is the smallest or the largest model of the budget does not bracket its
 optimum: its lowest run stands (an upper bound on the floor), and the minimum says so. A budget of
-one or two model sizes is a run of a plain ladder: its lowest run stands.
+one or two model sizes is a run of a plain ladder: its lowest run stands. Where a budget holds several
+runs of one size (within 1%: seeds, or a run the table gives the wrong budget), the size's best run
+stands for it: the valley is the least loss each size reached.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ class BudgetMinimum:
     n_params: float
     """The model size at that loss (the vertex, or the lowest run's)."""
     how: str
-    """"vertex": a parabola in log N through the lowest run and its neighbours; "edge": the lowest run is
-    the budget's smallest or largest model, so the sweep does not bracket the optimum; "run": fewer than
-    `SWEEP_SIZES` sizes, or a parabola that does not open upwards, so the lowest run stands."""
+    """"vertex": a parabola in log N through the lowest run's size and its neighbours; "edge": the lowest
+    run is the budget's smallest or largest size, so the sweep does not bracket the optimum; "run": fewer
+    than `SWEEP_SIZES` sizes, or a parabola that does not open upwards, so the lowest run stands."""
 
     def record(self) -> dict:
         return {"compute": self.compute, "runs": self.runs, "loss": self.loss, "params": self.n_params, "how": self.how}
@@ -45,13 +47,17 @@ class BudgetMinimum:
 
 def budgets(compute, tol: float = BUDGET_TOL) -> np.ndarray:
     """Each run's budget index (0 for the smallest); computes within `tol` of a budget's first are one."""
-    c = checks.as_array("compute", compute)
-    order = np.argsort(c, kind="stable")
-    label = np.empty(c.size, dtype=int)
+    return _groups(checks.as_array("compute", compute), tol)
+
+
+def _groups(x: np.ndarray, tol: float) -> np.ndarray:
+    """Each value's group index, ascending; values within `tol` (relative) of a group's first are one."""
+    order = np.argsort(x, kind="stable")
+    label = np.empty(x.size, dtype=int)
     k, start = -1, -np.inf
     for i in order:
-        if c[i] > start * (1 + tol):
-            k, start = k + 1, c[i]
+        if x[i] > start * (1 + tol):
+            k, start = k + 1, x[i]
         label[i] = k
     return label
 
@@ -103,26 +109,29 @@ def optimal_size(minima: list[BudgetMinimum]) -> OptimalSize | None:
 
 
 def _sizes(n: np.ndarray) -> int:
-    return int(np.unique(np.round(np.log(n), 2)).size)
+    """How many model sizes: sizes within 1% are one (seeds)."""
+    return int(_groups(n, BUDGET_TOL).max()) + 1 if n.size else 0
 
 
 def _minimum(c: np.ndarray, n: np.ndarray, y: np.ndarray) -> BudgetMinimum:
-    order = np.argsort(n, kind="stable")
-    n, y = n[order], y[order]
-    i = int(np.argmin(y))
-    budget = float(np.median(c))
-    lowest = BudgetMinimum(budget, int(y.size), float(y[i]), float(n[i]), "run")
-    if _sizes(n) < SWEEP_SIZES:
-        return lowest
-    if np.log(n[i]) - np.log(n[0]) < 0.01 or np.log(n[-1]) - np.log(n[i]) < 0.01:
-        return BudgetMinimum(budget, int(y.size), float(y[i]), float(n[i]), "edge")
-    near = slice(max(i - 2, 0), min(i + 3, y.size))
-    x, v = np.log(n[near]), y[near]
+    """The budget's least loss: the vertex of the parabola in log N through the best run of the lowest run's
+    size and of up to two sizes on each side, or the lowest run where that cannot be."""
+    cls = _groups(n, BUDGET_TOL)
+    best = np.array([np.flatnonzero(cls == k)[np.argmin(y[cls == k])] for k in range(cls.max() + 1)])
+    n_s, y_s = n[best], y[best]
+    i = int(np.argmin(y_s))
+    budget, runs = float(np.median(c)), int(y.size)
+    if n_s.size < SWEEP_SIZES:
+        return BudgetMinimum(budget, runs, float(y_s[i]), float(n_s[i]), "run")
+    if i in (0, n_s.size - 1):
+        return BudgetMinimum(budget, runs, float(y_s[i]), float(n_s[i]), "edge")
+    near = slice(max(i - 2, 0), i + 3)
+    x, v = np.log(n_s[near]), y_s[near]
     coef = np.polyfit(x, v, 2)
     if not coef[0] > 0:
-        return lowest
+        return BudgetMinimum(budget, runs, float(y_s[i]), float(n_s[i]), "run")
     top = float(np.clip(-coef[1] / (2 * coef[0]), x.min(), x.max()))
-    return BudgetMinimum(budget, int(y.size), float(np.polyval(coef, top)), float(np.exp(top)), "vertex")
+    return BudgetMinimum(budget, runs, float(np.polyval(coef, top)), float(np.exp(top)), "vertex")
 
 
 __all__ = ["BUDGET_TOL", "BudgetMinimum", "OptimalSize", "SWEEP_SIZES", "budget_minima", "budgets", "is_sweep",

@@ -46,6 +46,10 @@ def test_a_budgets_least_loss_is_the_vertex_of_its_valley():
         assert m.compute == pytest.approx(c, rel=0.005)
         assert m.loss == pytest.approx(loss, rel=5e-4)  # the lowest run alone sits up to a grid step off
         assert m.n_params == pytest.approx(n_opt, rel=0.15)
+    # a second, worse run of every size (another seed, a run given the wrong budget): each size's best stands
+    worse = budget_minima(np.r_[C, C], np.r_[N, N], np.r_[y, y * 1.02])
+    for m, w in zip(minima, worse):
+        assert (w.how, w.runs, w.loss, w.n_params) == (m.how, 2 * m.runs, m.loss, m.n_params)
 
 
 def test_the_endpoint_law_on_the_minima_predicts_a_larger_budgets_least_loss():

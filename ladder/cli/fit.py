@@ -276,8 +276,8 @@ def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarr
     minima = isoflop.budget_minima(data.compute, data.params, data.loss)
     notes += (f"an isoFLOP sweep ({data.loss.size} runs at {len(minima)} budgets): the law fits each budget's least "
               "loss, one point per budget (the count of runs above counts them), the vertex of a parabola in log N "
-              "through its lowest run and up to two neighbours on each side; it predicts the least loss a budget "
-              "reaches",)
+              "through the best run of each size, the lowest run's and up to two on each side; "
+              "it predicts the least loss a budget reaches",)
     edge = [m for m in minima if m.how == "edge"]
     if edge:
         notes += (f"at {len(edge)} budget{'s' if len(edge) > 1 else ''} ({', '.join(f'{m.compute:.3g}' for m in edge)} "
