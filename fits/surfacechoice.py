@@ -25,12 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from fits import checks
 from fits.backtest import holdouts
 from fits.errors import FitError
-from fits.predictor import UNTESTED_ERROR, floor_sd, spread_sd
+from fits.predictor import UNTESTED_ERROR, floor_sd, spread_sd, widened
 from fits.surface import SurfaceFit, fit_surface
 from fits.uncertainty import Band
 
@@ -113,8 +112,7 @@ class SurfaceChoice:
 
     def floor_interval(self, median, lo, hi, n_params, tokens, level: float):
         """A `level` interval (lo, hi) around `median` widened the same way."""
-        z = stats.norm.ppf(0.5 + level / 2) * self.sd(median, n_params, tokens)
-        return np.maximum(median - np.hypot(median - lo, z), 0.0), median + np.hypot(hi - median, z)
+        return widened(median, lo, hi, self.sd(median, n_params, tokens), level)
 
     def table(self) -> list[dict]:
         return [t.record() for t in self.trials]

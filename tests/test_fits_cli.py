@@ -13,6 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fits import Momentum, fit_momentum
+from fits.candidates import Z90
+from fits.predictor import UNTESTED_ERROR
 from fits.surfacechoice import distance
 from fits.synthetic import endpoint_losses, known_law, per_fraction_losses, surface_losses
 from ladder import Schedule, fitdata
@@ -62,6 +64,13 @@ def test_fit_endpoint_json_from_a_csv(endpoint_csv):
     assert [p["compute"] for p in out["predictions"]] == [1e22, 1e23]
     for p in out["predictions"]:
         assert p["lo"] < p["loss"] < p["hi"] and "student-t" in p["band"]
+        # at least 1% (one sd) per e-fold of extrapolation: half the e-folds in compute beyond the largest run
+        assert p["efolds_out"] == pytest.approx(0.5 * np.log(p["compute"] / COMPUTE.max()))
+        reach = Z90 * UNTESTED_ERROR * p["efolds_out"] * p["loss"]
+        assert p["hi"] - p["loss"] >= reach * (1 - 1e-9) and p["loss"] - p["lo"] >= reach * (1 - 1e-9)
+    inside = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--at",
+                            str(COMPUTE.max())).stdout)["predictions"][0]
+    assert inside["efolds_out"] == 0.0
 
 
 def test_fit_endpoint_bootstrap_intervals(endpoint_csv):
@@ -71,7 +80,7 @@ def test_fit_endpoint_bootstrap_intervals(endpoint_csv):
     assert boot["n"] == 40 and boot["level"] == 0.9
     for k, (lo, hi) in boot["intervals"].items():
         assert lo <= out["params"][k] <= hi, k
-    assert out["predictions"][0]["band"] == "bootstrap"
+    assert out["predictions"][0]["band"].startswith("bootstrap") and "e-fold" in out["predictions"][0]["band"]
 
 
 def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path):

@@ -205,10 +205,13 @@ def fit_endpoint_command(
     Final loss: each run's last logged value. C: from a CSV, its compute column; from the store,
     6·N·D when every run gives N (as `ladder predict` counts it), else fit compute (FLOPs, 3 ×
     forward without the output head); --compute chooses. Predictions carry a Student-t band
-    (n − p dof), or the bootstrap's with --bootstrap N. An isoFLOP sweep (several model sizes per
-    compute budget, with N in the CSV's params column or the store) is fitted on each budget's least
-    loss (Hoffmann et al.'s approach 2), so the law predicts the least loss a larger budget reaches,
-    and the model size there (a power law in compute through the budgets' vertices).
+    (n − p dof), or the bootstrap's with --bootstrap N, widened in quadrature to at least 1% (one sd)
+    per e-fold of extrapolation, as every prediction's band is: half the e-folds in compute beyond
+    the largest run (at one token ratio a model's size grows as the square root of its compute).
+    An isoFLOP sweep (several model sizes per compute budget, with N in the CSV's params column or
+    the store) is fitted on each budget's least loss (Hoffmann et al.'s approach 2), so the law
+    predicts the least loss a larger budget reaches, and the model size there (a power law in
+    compute through the budgets' vertices).
     """
     import fits
     from ladder import fitdata
@@ -225,12 +228,17 @@ def fit_endpoint_command(
     ens, boot = _boot(fit, bootstrap, seed, level)
     from fits.isoflop import optimal_size
     size = optimal_size(minima) if minima else None
+    from fits.predictor import UNTESTED_ERROR, floor_sd, widened
     preds = []
     for c in _floats(at, "--at"):
         lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
-        preds.append({"compute": c, "loss": float(fit.predict(c)), "lo": float(lo), "hi": float(hi),
-                      "band": "bootstrap" if ens else f"student-t, {fit.dof} dof",
-                      "extrapolation": c / float(C.max())}
+        m = float(fit.predict(c))
+        out = max(0.5 * float(np.log(c / C.max())), 0.0)
+        lo, hi = widened(m, lo, hi, floor_sd(m, 0.0, out), level)
+        preds.append({"compute": c, "loss": m, "lo": float(lo), "hi": float(hi),
+                      "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof")
+                      + f", widened to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation",
+                      "extrapolation": c / float(C.max()), "efolds_out": out}
                      | ({"params_at_optimum": float(size.predict(c))} if size else {}))
     if fmt is Format.json:
         out = _base(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
@@ -249,7 +257,7 @@ def fit_endpoint_command(
     for p in preds:
         console.print(
             f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {p['loss']:.4f}  "
-            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']})"
+            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']}; {p['efolds_out']:.2f} e-folds out)"
             + (f", at N = {p['params_at_optimum']:.3g}" if "params_at_optimum" in p else ""), highlight=False,
         )
 
