@@ -19,6 +19,7 @@ import numpy as np
 
 from fits import checks
 from fits.errors import FitError
+from fits.runs import distinct
 
 BUDGET_TOL = 0.01
 """Computes within 1% (relative) are one budget."""
@@ -51,15 +52,8 @@ def budgets(compute, tol: float = BUDGET_TOL) -> np.ndarray:
 
 
 def _groups(x: np.ndarray, tol: float) -> np.ndarray:
-    """Each value's group index, ascending; values within `tol` (relative) of a group's first are one."""
-    order = np.argsort(x, kind="stable")
-    label = np.empty(x.size, dtype=int)
-    k, start = -1, -np.inf
-    for i in order:
-        if x[i] > start * (1 + tol):
-            k, start = k + 1, x[i]
-        label[i] = k
-    return label
+    """Each value's group index, ascending: the group of the last of `fits.runs.distinct`'s values at or below it."""
+    return np.searchsorted(distinct(x, tol), x, side="right") - 1
 
 
 def is_sweep(compute, n_params, tol: float = BUDGET_TOL) -> bool:
@@ -100,7 +94,7 @@ class OptimalSize:
 def optimal_size(minima: list[BudgetMinimum]) -> OptimalSize | None:
     """The power law of N at the least loss through the vertices; None with fewer than two vertices."""
     v = [m for m in minima if m.how == "vertex"]
-    if len({round(np.log(m.compute), 2) for m in v}) < 2:
+    if len(v) < 2:
         return None
     x = np.log([m.compute for m in v])
     y = np.log([m.n_params for m in v])
@@ -110,7 +104,7 @@ def optimal_size(minima: list[BudgetMinimum]) -> OptimalSize | None:
 
 def _sizes(n: np.ndarray) -> int:
     """How many model sizes: sizes within 1% are one (seeds)."""
-    return int(_groups(n, BUDGET_TOL).max()) + 1 if n.size else 0
+    return int(distinct(n, BUDGET_TOL).size)
 
 
 def _minimum(c: np.ndarray, n: np.ndarray, y: np.ndarray) -> BudgetMinimum:

@@ -462,6 +462,12 @@ def floor_sd(median, carried90, distance) -> np.ndarray:
     return np.maximum(np.asarray(carried90) * scale / Z90, prior)
 
 
+def compute_efolds(compute, largest: float) -> np.ndarray:
+    """e-folds of extrapolation, in size, of a run of `compute` beyond a ladder's `largest` compute: half the
+    e-folds in compute (at one token ratio a model's size grows as the square root of its compute), ≥ 0."""
+    return np.maximum(0.5 * np.log(np.asarray(compute, dtype=np.float64) / largest), 0.0)
+
+
 def widened(median, lo, hi, sd, level: float) -> tuple[np.ndarray, np.ndarray]:
     """A `level` interval (lo, hi) around `median` with `sd` (one standard deviation, absolute) added in
     quadrature on each side; the lower edge never below 0."""
@@ -476,5 +482,5 @@ def tested(rows, method: str) -> bool:
     return any(s.method == method and not s.failed and s.errors.size and s.distance > 0 for s in rows)
 
 
-__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "ensemble", "floor_sd", "predict", "spread_sd",
+__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "compute_efolds", "ensemble", "floor_sd", "predict", "spread_sd",
            "widened"]

@@ -228,17 +228,17 @@ def fit_endpoint_command(
     ens, boot = _boot(fit, bootstrap, seed, level)
     from fits.isoflop import optimal_size
     size = optimal_size(minima) if minima else None
-    from fits.predictor import UNTESTED_ERROR, floor_sd, widened
+    from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd, widened
     preds = []
     for c in _floats(at, "--at"):
         lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
         m = float(fit.predict(c))
-        out = max(0.5 * float(np.log(c / C.max())), 0.0)
-        lo, hi = widened(m, lo, hi, floor_sd(m, 0.0, out), level)
+        far = float(compute_efolds(c, float(C.max())))
+        lo, hi = widened(m, lo, hi, floor_sd(m, 0.0, far), level)
         preds.append({"compute": c, "loss": m, "lo": float(lo), "hi": float(hi),
                       "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof")
                       + f", widened to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation",
-                      "extrapolation": c / float(C.max()), "efolds_out": out}
+                      "extrapolation": c / float(C.max()), "efolds_out": far}
                      | ({"params_at_optimum": float(size.predict(c))} if size else {}))
     if fmt is Format.json:
         out = _base(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
