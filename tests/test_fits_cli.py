@@ -112,6 +112,11 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     largest = out["budgets"][-1]
     assert row["target"] == "budget 1e+20" and row["actual"] == pytest.approx(largest["loss"])
     assert any("isoFLOP sweep" in n for n in bt["notes"])
+    # two budgets give the law two points: a clear error, not the law's count of runs
+    two = tmp_path / "two.csv"
+    table[table["budget"] < 5e18].to_csv(two, index=False)
+    one_error_line(run("fit", "endpoint", "--csv", two, "--compute-col", "budget"), "isoFLOP sweep at 2 budgets",
+                   "3 budgets or more")
     # without the sizes the runs cannot be told from repeats: every run is fitted, and the output says why
     table.drop(columns="params").to_csv(path, index=False)
     bare = json.loads(run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--format", "json").stdout)

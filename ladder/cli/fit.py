@@ -282,6 +282,9 @@ def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarr
     if not isoflop.is_sweep(data.compute, data.params):
         return data.compute, data.loss, [], notes
     minima = isoflop.budget_minima(data.compute, data.params, data.loss)
+    if len(minima) < 3:
+        raise LadderError(f"an isoFLOP sweep at {len(minima)} budget{'s' if len(minima) > 1 else ''}: the endpoint law "
+                          "fits one least loss per budget and needs 3 budgets or more; add a budget")
     notes += (f"an isoFLOP sweep ({data.loss.size} runs at {len(minima)} budgets): the law fits each budget's least "
               "loss, one point per budget (the count of runs above counts them), the vertex of a parabola in log N "
               "through the best run of each size, the lowest run's and up to two on each side; "
