@@ -24,6 +24,31 @@ def surface_losses(rng, n_params, tokens, E, A, B, alpha, beta, noise) -> np.nda
     return (E + A * N**-alpha + B * D**-beta) * np.exp(rng.normal(0.0, noise, N.size))
 
 
+def surface_optimum(compute: float, E, A, B, alpha, beta) -> tuple[float, float]:
+    """(least loss, N there) of the surface E + A/N^α + B/D^β along 6·N·D = `compute`."""
+    from scipy.optimize import minimize_scalar
+
+    def loss(logn):
+        n = np.exp(logn)
+        return E + A * n**-alpha + B * (compute / (6 * n)) ** -beta
+    res = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e13)), method="bounded", options={"xatol": 1e-10})
+    return float(res.fun), float(np.exp(res.x))
+
+
+def isoflop_sweep(rng, budgets, law: dict, spread=(1 / 8, 8), sizes: int = 9, noise: float = 0.0):
+    """An isoFLOP sweep of the surface `law` (E, A, B, alpha, beta): at each budget, `sizes` models log-spaced
+    around the optimum over `spread` (each off the grid by up to 10%), computes as logged (within 0.4% of the
+    budget), D = C / 6N. Returns (C, N, D, loss)."""
+    C, N = [], []
+    for c in budgets:
+        n = surface_optimum(c, **law)[1] * np.geomspace(*spread, sizes) * np.exp(rng.uniform(-0.1, 0.1, sizes))
+        C += [c * (1 + rng.uniform(-0.004, 0.004)) for _ in n]
+        N += list(n)
+    C, N = np.array(C), np.array(N)
+    D = C / (6 * N)
+    return C, N, D, surface_losses(rng, N, D, **law, noise=noise)
+
+
 def per_fraction_losses(rng, compute, fractions, E, A, alpha, noise, run_noise=0.0) -> np.ndarray:
     """Losses (runs, fractions) from L(g) = E + A_g·(C·g)^−α_g; `A`, `alpha` one value per fraction."""
     C = np.asarray(compute, dtype=np.float64)[:, None]

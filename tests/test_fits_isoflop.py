@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize_scalar
 
 from fits import FitError, fit_endpoint
 from fits.isoflop import budget_minima, budgets, is_sweep, optimal_size
-from fits.synthetic import surface_losses
+from fits.synthetic import isoflop_sweep, surface_optimum
 
 LAW = dict(E=1.82, A=482.0, B=2085.0, alpha=0.348, beta=0.366)
 """Epoch AI's replication of the Chinchilla surface."""
@@ -16,25 +15,12 @@ LAW = dict(E=1.82, A=482.0, B=2085.0, alpha=0.348, beta=0.366)
 
 def true_minimum(C: float) -> tuple[float, float]:
     """(least loss, N there) of the surface along 6·N·D = C."""
-    def loss(logn):
-        n = np.exp(logn)
-        return LAW["E"] + LAW["A"] * n**-LAW["alpha"] + LAW["B"] * (C / (6 * n)) ** -LAW["beta"]
-    res = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e13)), method="bounded", options={"xatol": 1e-10})
-    return float(res.fun), float(np.exp(res.x))
+    return surface_optimum(C, **LAW)
 
 
 def sweep(budgets_=(1e18, 1e19, 1e20), spread=(1 / 8, 8), sizes=9, noise=0.0, seed=0):
     """A sweep: at each budget, `sizes` models log-spaced around the optimum over `spread`."""
-    rng = np.random.default_rng(seed)
-    C, N = [], []
-    for c in budgets_:
-        n_opt = true_minimum(c)[1]
-        n = n_opt * np.geomspace(*spread, sizes) * np.exp(rng.uniform(-0.1, 0.1, sizes))  # sizes off the grid
-        C += [c * (1 + rng.uniform(-0.004, 0.004)) for _ in n]  # computes as logged: within 1% of the budget
-        N += list(n)
-    C, N = np.array(C), np.array(N)
-    D = C / (6 * N)
-    return C, N, D, surface_losses(rng, N, D, **LAW, noise=noise)
+    return isoflop_sweep(np.random.default_rng(seed), budgets_, LAW, spread, sizes, noise)
 
 
 def test_a_budgets_least_loss_is_the_vertex_of_its_valley():
