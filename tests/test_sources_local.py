@@ -95,6 +95,19 @@ def test_a_line_being_written_waits_and_the_run_is_topped_up(tmp_path):
     assert pairs(store.history(include_nonfinite=True)) == expected(cfg, range(1, cfg.stop_after_steps + 1))
 
 
+def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
+    """A trainer killed outright leaves status.json at running: once neither it nor the metrics
+    changed for the window, the run counts as crashed; a fresh one is still running."""
+    run_dir = make_run(tmp_path, RUNGS[0], range(1, 31), state="running")
+    now = time.time()
+    fresh = LocalSource(run_dir, clock=lambda: now + 60.0)
+    assert pull(Store(tmp_path / "a"), fresh).pulled[0].state == "running"
+    stale = LocalSource(run_dir, clock=lambda: now + 600.0)
+    assert pull(Store(tmp_path / "b"), stale).pulled[0].state == "crashed"
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 30}))
+    assert pull(Store(tmp_path / "c"), stale).pulled[0].state == "finished"
+
+
 def test_a_rewritten_file_is_read_again_from_the_start(tmp_path):
     """A resumed run truncates metrics.jsonl to its checkpoint: rows past it must go."""
     cfg = RUNGS[0]

@@ -1,5 +1,5 @@
-"""A run killed with SIGKILL and resumed from its last checkpoint ends exactly where an uninterrupted
-run ends, and its metrics file has every step once."""
+"""A run killed with SIGKILL, resumed, stopped with SIGTERM and resumed again from its last checkpoint
+ends exactly where an uninterrupted run ends, and its metrics file has every step once."""
 
 from __future__ import annotations
 
@@ -59,10 +59,20 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     status = json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())
-    assert status["state"] == "running"  # killed mid-run
+    assert status["state"] == "running"  # killed mid-run: it could not say so
+
+    # A scheduler's stop (SIGTERM) on the resumed run: marked crashed, one line, no traceback.
+    proc = trainer(killed, env, "--resume")
+    checkpoint = tmp_path / "killed" / runfiles.CHECKPOINT_DIR / "40"
+    while not checkpoint.is_dir() and proc.poll() is None and time.time() < deadline + 240:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted: the run is marked crashed" in out and "Traceback" not in out, out
+    assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "crashed"
     out = finish(trainer(killed, env, "--resume"))
     resumed_at = int(out.split("resuming at step ")[1].split()[0])
-    assert 30 <= resumed_at < T
+    assert 40 <= resumed_at < T
 
     a, b = lines(tmp_path / "whole"), lines(tmp_path / "killed")
     for key in (runfiles.TRAIN_LOSS, runfiles.EVAL_LOSS, runfiles.EVAL_DROPLESS_LOSS):
@@ -75,6 +85,6 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert abs(final_a[-1] - final_b[-1]) < 1e-5
     assert max(abs(x - y) for x, y in zip(final_a, final_b)) < 1e-5  # every eval, before and after
     assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "finished"
-    # wandb continued the same run id in a second offline run folder
+    # wandb continued the same run id in a second and a third offline run folder
     runs = sorted((tmp_path / "killed" / runfiles.WANDB_DIR).glob("offline-run-*"))
-    assert len(runs) == 2 and len({p.name.split("-", 3)[-1] for p in runs}) == 1
+    assert len(runs) == 3 and len({p.name.split("-", 3)[-1] for p in runs}) == 1

@@ -3,17 +3,24 @@
 A relative ``run_dir`` in the config is taken relative to the config file's folder (where the
 planner's ``launch.sh`` runs). User errors print one line and exit with code 2; an unexpected error
 prints one line saying it is a bug and exits with code 1 (`--debug` or ``LADDER_DEBUG=1`` shows the
-traceback).
+traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's preemption) marks the run crashed and exits
+with code 130; `--resume` continues it from its last checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from ladder.errors import LadderError
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="Show the traceback of an unexpected error.")
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("LADDER_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+    if threading.current_thread() is threading.main_thread():
+        # A scheduler's stop (SIGTERM: timeout, preemption, Ray) ends the run as Ctrl-C does: marked crashed.
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         # Both must come before anything touches the devices.
         from trainer_jax.host import reuse_freed_memory

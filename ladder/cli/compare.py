@@ -29,7 +29,7 @@ def compare_command(
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's fit compute in FLOPs (instead of --hero)."),
     E: str = typer.Option("shared", "--E", help="Irreducible loss: 'shared' (one fitted for both ladders), 'separate', or a number to pin it."),
     n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none; at most 10,000)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1)."),
     out: Path = typer.Option(Path("compare"), "--out", help="Folder for compare.png and compare.json."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, or json (the JSON written to --out, on stdout)."),
 ) -> None:

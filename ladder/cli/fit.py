@@ -76,7 +76,7 @@ LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nat
 STEP_COL = typer.Option("step", "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
 BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; at most 10,000).")
-SEED = typer.Option(0, "--seed", help="Seed of the bootstrap resampling.")
+SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1).")
 LEVEL = typer.Option(0.9, "--level", help="Level of the intervals.")
 FMT = typer.Option(Format.table, "--format", help="table, or json (one object on stdout).")
 COMPUTE = typer.Option(

@@ -46,7 +46,8 @@ class LocalSource:
     def __init__(self, path: str | os.PathLike, *, running_window_s: float = 120.0, clock: Any = time.time):
         self.path = Path(path).expanduser().resolve()
         self.running_window_s = running_window_s
-        """Without status.json, a run counts as running while its metrics file changed this recently."""
+        """A run without a finished or crashed status counts as running while its metrics file or its
+        status changed this recently (a killed trainer cannot mark its run)."""
         self.clock = clock
 
     @property
@@ -105,14 +106,17 @@ class LocalSource:
         )
 
     def _state(self, run_dir: Path, metrics: Path) -> str:
+        status_file = run_dir / runfiles.STATUS_FILE
         try:
-            status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
-            return map_state(str(status.get("state", "")))
+            state = map_state(str(json.loads(status_file.read_text()).get("state", "")))
         except (OSError, ValueError, AttributeError):
-            pass
-        if metrics.exists() and self.clock() - metrics.stat().st_mtime < self.running_window_s:
-            return "running"
-        return "crashed"
+            state = "running"
+        if state != "running":
+            return state
+        # A trainer killed outright (SIGKILL, out of memory) cannot mark its run: running only while
+        # its metrics or its status changed this recently, else it stopped (crashed).
+        changed = max((f.stat().st_mtime for f in (metrics, status_file) if f.exists()), default=-math.inf)
+        return "running" if self.clock() - changed < self.running_window_s else "crashed"
 
 
 def run_source(run_dir: Path) -> str:
