@@ -3,8 +3,13 @@
 Each row is one held-out run predicted by a fit on every run smaller than the `k` largest: the
 relative error of its final loss (and, for curves, the mean and worst error over the curve)
 against the compute extrapolation ratio (held-out compute / largest fitted compute), and
-whether the nominal band covered the truth. Over many rows the coverage should sit near the
-band's level; far below it means the intervals are too narrow to trust.
+whether the band covered the truth. The band scored is the one `ladder fit` gives for such a
+target: the law's own (Student-t or bootstrap) widened to at least `fits.predictor.UNTESTED_ERROR`
+(one sd) per e-fold of extrapolation; for the surface, the form a backtest on the fitted runs
+chooses and its band (`fits.surfacechoice`). Each row keeps the law's own band beside it. Over many
+rows the coverage should sit near the band's level; far below it means the intervals are too
+narrow to trust. A band with no finite width (a law with as many parameters as runs) is not
+counted in the coverage.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from fits.curvelaw import Curve, CurveLawFit
 from fits.endpoint import fit_endpoint
 from fits.errors import FitError
 from fits.perfraction import fit_per_fraction
-from fits.surface import fit_surface
+from fits.predictor import compute_efolds, floor_sd, widened
 from fits.uncertainty import bootstrap
 
 
@@ -36,14 +41,25 @@ class BacktestRow:
     hi: float
     curve_mean_error: float = float("nan")
     curve_worst_error: float = float("nan")
+    own_lo: float = float("nan")
+    """The law's own band, before the widening for extrapolation (`lo`, `hi` are the band scored)."""
+    own_hi: float = float("nan")
+    final_fraction: float = 1.0
+    """Curves: the fraction of its planned steps the held-out run reached (a run that stopped early is
+    scored at its last eval)."""
 
     @property
     def rel_error(self) -> float:
         return self.predicted / self.actual - 1.0
 
     @property
-    def covered(self) -> bool:
-        return bool(self.lo <= self.actual <= self.hi)
+    def has_band(self) -> bool:
+        return bool(np.isfinite(self.lo) and np.isfinite(self.hi))
+
+    @property
+    def covered(self) -> bool | None:
+        """Whether the band held the actual value; None where the band has no finite width."""
+        return bool(self.lo <= self.actual <= self.hi) if self.has_band else None
 
 
 @dataclass(frozen=True)
@@ -51,10 +67,13 @@ class Backtest:
     form: str
     level: float
     rows: tuple[BacktestRow, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def coverage(self) -> float:
-        return float(np.mean([r.covered for r in self.rows])) if self.rows else float("nan")
+        """The share of rows with a band whose band held the actual value."""
+        held = [r.covered for r in self.rows if r.has_band]
+        return float(np.mean(held)) if held else float("nan")
 
     @property
     def mean_abs_error(self) -> float:
@@ -64,16 +83,25 @@ class Backtest:
         return [asdict(r) | {"rel_error": r.rel_error, "covered": r.covered} for r in self.rows]
 
     def summary(self) -> str:
-        lines = [f"backtest of the {self.form}: {len(self.rows)} predictions, {self.level:.0%} band"]
-        lines.append(f"  {'target':<28}{'out':>4}{'extrap':>9}{'pred':>9}{'actual':>9}{'error':>9}"
+        lines = [f"backtest of the {self.form}: {len(self.rows)} prediction{'s' if len(self.rows) != 1 else ''}, "
+                 f"{self.level:.0%} band (as `ladder fit` "
+                 "gives it: the law's own, widened for extrapolation)"]
+        lines.append(f"  {'target':<28}{'out':>4}{'extrap':>10}{'pred':>9}{'actual':>9}{'error':>9}"
                      f"{'curve':>8}{'worst':>8}  band")
         for r in self.rows:
             curve = "" if np.isnan(r.curve_mean_error) else f"{r.curve_mean_error:8.2%}{r.curve_worst_error:8.2%}"
+            name = r.target if r.final_fraction >= 1 else f"{r.target} (to {r.final_fraction:.0%})"
+            verdict = "no band" if r.covered is None else "ok" if r.covered else "MISSED"
             lines.append(
-                f"  {r.target:<28}{r.held_out:>4}{r.extrapolation:>8.3g}x{r.predicted:>9.4f}{r.actual:>9.4f}"
-                f"{r.rel_error:>9.2%}{curve or ' ' * 16}  [{r.lo:.4f}, {r.hi:.4f}] {'ok' if r.covered else 'MISSED'}"
+                f"  {name:<28}{r.held_out:>4} {r.extrapolation:>8.3g}x{r.predicted:>9.4f}{r.actual:>9.4f}"
+                f"{r.rel_error:>9.2%}{curve or ' ' * 16}  [{r.lo:.4f}, {r.hi:.4f}] {verdict}"
             )
-        lines.append(f"  mean |error| {self.mean_abs_error:.2%}, coverage {self.coverage:.0%} of {len(self.rows)}")
+        banded = sum(r.has_band for r in self.rows)
+        cover = f"coverage {self.coverage:.0%} of {banded}" if banded else "no row has a band"
+        if 0 < banded < len(self.rows):
+            cover += f" ({len(self.rows) - banded} without a band: as many parameters as runs)"
+        lines.append(f"  mean |error| {self.mean_abs_error:.2%}, {cover}")
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -99,6 +127,13 @@ def _interval(fit, args, level, n_boot, seed):
     return fit.interval(*args, level=level)
 
 
+def _floored(pred, lo, hi, compute, fitted_compute, level):
+    """The band `ladder fit` gives at `compute`: (lo, hi) widened to at least the untested error per e-fold
+    beyond the fitted computes."""
+    far = compute_efolds(compute, fitted_compute)
+    return widened(pred, lo, hi, floor_sd(pred, 0.0, far), level)
+
+
 def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0) -> Backtest:
     """Endpoint law fitted without the `k` largest runs (for each k in `holdout`), predicting them.
 
@@ -111,28 +146,38 @@ def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=
     for k, fit_idx, out_idx in holdouts(c, holdout):
         fit = fit_endpoint(c[fit_idx], y[fit_idx], E=E)
         for i in out_idx:
-            lo, hi = _interval(fit, (c[i],), level, n_boot, seed)
-            rows.append(BacktestRow(names[i], k, fit_idx.size, float(c[i] / c[fit_idx].max()),
-                                    float(fit.predict(c[i])), float(y[i]), float(lo), float(hi)))
+            pred = float(fit.predict(c[i]))
+            own = _interval(fit, (c[i],), level, n_boot, seed)
+            lo, hi = _floored(pred, *own, c[i], c[fit_idx], level)
+            rows.append(BacktestRow(names[i], k, fit_idx.size, float(c[i] / c[fit_idx].max()), pred, float(y[i]),
+                                    float(lo), float(hi), own_lo=float(own[0]), own_hi=float(own[1])))
     return Backtest("endpoint law", level, tuple(rows))
 
 
 def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0) -> Backtest:
-    """Chinchilla surface fitted without the runs of the `k` largest model sizes, predicting them."""
+    """Chinchilla surface fitted without the runs of the `k` largest model sizes, predicting them: the form a
+    backtest on the fitted runs chooses, with its band (`fits.surfacechoice`), as `ladder fit surface` gives it."""
     N = checks.as_array("n_params", n_params)
     D = checks.as_array("tokens", tokens)
     y = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=y)
     names = _names(names, N.size)
     rows = []
+    from fits.surfacechoice import choose_surface  # it backtests with `holdouts`, from here
+
+    forms = []
     for k, fit_idx, out_idx in holdouts(N, holdout):
-        fit = fit_surface(N[fit_idx], D[fit_idx], y[fit_idx], E=E)
+        choice = choose_surface(N[fit_idx], D[fit_idx], y[fit_idx], E=E)
+        forms.append(f"{choice.form} without the {f'{k} largest sizes' if k > 1 else 'largest size'}")
+        fit = choice.fit
         c_fit = (N[fit_idx] * D[fit_idx]).max()
         for i in out_idx:
-            lo, hi = _interval(fit, (N[i], D[i]), level, n_boot, seed)
-            rows.append(BacktestRow(names[i], k, fit_idx.size, float(N[i] * D[i] / c_fit),
-                                    float(fit.predict(N[i], D[i])), float(y[i]), float(lo), float(hi)))
-    return Backtest("Chinchilla surface", level, tuple(rows))
+            pred = float(fit.predict(N[i], D[i]))
+            own = _interval(fit, (N[i], D[i]), level, n_boot, seed)
+            lo, hi = choice.floor_interval(pred, *own, N[i], D[i], level=level)
+            rows.append(BacktestRow(names[i], k, fit_idx.size, float(N[i] * D[i] / c_fit), pred, float(y[i]),
+                                    float(lo), float(hi), own_lo=float(own[0]), own_hi=float(own[1])))
+    return Backtest("Chinchilla surface", level, tuple(rows), (f"form chosen: {'; '.join(forms)}",))
 
 
 def backtest_per_fraction(
@@ -148,18 +193,25 @@ def backtest_per_fraction(
     Y = np.asarray(losses, dtype=np.float64)
     names = _names(names, C.size)
     scored = g >= score_from
-    rows = []
+    rows, notes = [], []
     for k, fit_idx, out_idx in holdouts(C, holdout):
         fit = fit_per_fraction(C[fit_idx], g, Y[fit_idx], E=E)
         for i in out_idx:
+            seen = np.flatnonzero(np.isfinite(Y[i]) & scored)
+            if not seen.size:
+                notes.append(f"{names[i]}: no loss at {score_from:.0%} of its steps or later, so it is not scored")
+                continue
+            j = seen[-1]  # its last eval: the end, or where a run that stopped early stopped
             pred = fit.predict(C[i])
-            lo, hi = _interval(fit, (C[i],), level, n_boot, seed)
-            err = np.abs(pred / Y[i] - 1.0)[scored & np.isfinite(Y[i])]
+            own = _interval(fit, (C[i],), level, n_boot, seed)
+            lo, hi = _floored(pred, *own, C[i], C[fit_idx], level)
+            err = np.abs(pred / Y[i] - 1.0)[seen]
             rows.append(BacktestRow(
-                names[i], k, fit_idx.size, float(C[i] / C[fit_idx].max()), float(pred[-1]), float(Y[i, -1]),
-                float(lo[-1]), float(hi[-1]), float(err.mean()), float(err.max()),
+                names[i], k, fit_idx.size, float(C[i] / C[fit_idx].max()), float(pred[j]), float(Y[i, j]),
+                float(lo[j]), float(hi[j]), float(err.mean()), float(err.max()), float(own[0][j]), float(own[1][j]),
+                float(g[j]),
             ))
-    return Backtest("per-fraction law", level, tuple(rows))
+    return Backtest("per-fraction law", level, tuple(rows), tuple(notes))
 
 
 def backtest_curve_law(fit_fn, curves, compute=None, holdout=(1,), *, level=0.9, n_boot=0, seed=0,

@@ -15,7 +15,7 @@ little do worse than the plain mean (the forecast-combination puzzle: Clemen 198
 
 The band: the chosen method's own band (its statistics), widened in quadrature by the backtest's
 error at each fraction carried to the target's distance (error × log(target size / largest rung
-size) ÷ log(held-out size / largest fitted size), the way an extrapolated slope's error grows), so
+size), or log(smallest rung size / target size) below the rungs, ÷ log(held-out size / largest fitted size), the way an extrapolated slope's error grows), so
 it is never narrower than the backtest's errors at that distance; then by the spread across forms,
 so that its 90% band holds the median of every other candidate that could predict the target. The
 band is never narrower than an assumed error per e-fold of extrapolation (`UNTESTED_ERROR`, one sd):
@@ -364,12 +364,12 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
             raise FitError(f"method {method!r} cannot predict this target: "
                            + failed.get(method, "it needs two candidates with backtest scores"))
         why = "named in the settings"
-    distance = float(np.log(target.flops_per_token / sizes(runs)[-1]))
+    distance = float(efolds_outside(target.flops_per_token, sizes(runs)))
     g = steps / float(target.planned_steps)
     band = floored(bands[method], rows, method, distance, g)
     if not tested(rows, method) and distance > 0:
         why += (f"; no backtest of this law on the ladder, so its band is widened by an assumed "
-                f"{UNTESTED_ERROR:.0%} per e-fold of extrapolation ({np.exp(distance):.1f}× the largest rung)")
+                f"{UNTESTED_ERROR:.0%} per e-fold of extrapolation ({distance:.2f} e-folds outside the rungs' sizes)")
         warnings.append(f"the band of the {method} law is not checked by a backtest on this ladder: it assumes "
                         f"{UNTESTED_ERROR:.0%} error (one sd) per e-fold of extrapolation; a third size would test it")
     elif band is not bands[method]:
@@ -462,10 +462,17 @@ def floor_sd(median, carried90, distance) -> np.ndarray:
     return np.maximum(np.asarray(carried90) * scale / Z90, prior)
 
 
-def compute_efolds(compute, largest: float) -> np.ndarray:
-    """e-folds of extrapolation, in size, of a run of `compute` beyond a ladder's `largest` compute: half the
-    e-folds in compute (at one token ratio a model's size grows as the square root of its compute), ≥ 0."""
-    return np.maximum(0.5 * np.log(np.asarray(compute, dtype=np.float64) / largest), 0.0)
+def efolds_outside(x, fitted) -> np.ndarray:
+    """e-folds `x` lies outside the range of `fitted` (beyond the largest, or below the smallest), ≥ 0."""
+    x = np.asarray(x, dtype=np.float64)
+    f = np.asarray(fitted, dtype=np.float64)
+    return np.maximum(np.maximum(np.log(x / f.max()), np.log(f.min() / x)), 0.0)
+
+
+def compute_efolds(compute, fitted) -> np.ndarray:
+    """e-folds of extrapolation, in size, of a run of `compute` outside the `fitted` runs' computes: half the
+    e-folds in compute (at one token ratio a model's size grows as the square root of its compute)."""
+    return 0.5 * efolds_outside(compute, fitted)
 
 
 def widened(median, lo, hi, sd, level: float) -> tuple[np.ndarray, np.ndarray]:

@@ -216,6 +216,11 @@ def rise(run: Run) -> tuple[float, int]:
     return float(up[i]), int(s[i])
 
 
+ONE_RATIO = 1.1
+"""Runs whose tokens per parameter lie within this factor of each other train at one token ratio (a table's
+runs, where no plan says which ratio each was meant to have)."""
+
+
 def same_ratio(a: Run, b: Run, tol: float = 0.01) -> bool:
     """Token ratios equal within a relative tolerance (1% by default)."""
     return abs(a.token_ratio / b.token_ratio - 1.0) <= tol

@@ -30,6 +30,7 @@ from fits import checks
 from fits.backtest import holdouts
 from fits.errors import FitError
 from fits.predictor import UNTESTED_ERROR, floor_sd, spread_sd, widened
+from fits.runs import ONE_RATIO
 from fits.surface import SurfaceFit, fit_surface
 from fits.uncertainty import Band
 
@@ -130,17 +131,20 @@ class SurfaceChoice:
 
 
 def distance(n_params, tokens, fitted_N, fitted_D) -> np.ndarray:
-    """e-folds beyond the fitted runs (`fitted_N`, `fitted_D`), ≥ 0: the least, over the fitted runs, of
+    """e-folds outside the fitted runs (`fitted_N`, `fitted_D`), ≥ 0: the least, over the fitted runs, of
     the larger of log(N / N_run) and log(D / D_run), the growth in both that makes a run at least as
-    large as the target (0 when one already is); or, where larger, log(D/N / the largest fitted D/N).
-    Along a fixed token ratio this is log(N / the largest N), as the curve predictor counts size."""
+    large as the target (0 when one already is); how far its N or its D lies below the smallest fitted;
+    or, where larger, how far its D/N lies outside the fitted runs' range of D/N. Along a fixed token
+    ratio this is log(N / the largest N) above the runs, as the curve predictor counts size."""
     N = np.atleast_1d(np.asarray(n_params, dtype=np.float64))
     D = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
     fN = np.asarray(fitted_N, dtype=np.float64).ravel()
     fD = np.asarray(fitted_D, dtype=np.float64).ravel()
     grow = np.maximum(np.log(N[:, None] / fN[None, :]), np.log(D[:, None] / fD[None, :])).min(axis=1)
-    ratio = np.log(D / N / (fD / fN).max())
-    out = np.maximum(np.maximum(grow, ratio), 0.0)
+    shrink = np.maximum(np.log(fN.min() / N), np.log(fD.min() / D))
+    r, fr = np.log(D / N), np.log(fD / fN)
+    ratio = np.maximum(r - fr.max(), fr.min() - r)
+    out = np.maximum(np.maximum.reduce([grow, shrink, ratio]), 0.0)
     return out.reshape(np.broadcast(np.asarray(n_params), np.asarray(tokens)).shape)
 
 
@@ -203,6 +207,11 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
             chosen, why = "free", "no form could be fitted without the largest size: the free form"
             warnings.append("too few runs below the largest size to fit either form, so no backtest chose the form "
                             "or checked its band (" + "; ".join(f"{t.form}: {t.failed}" for t in trials) + ")")
+    ratio = D / N
+    if ratio.max() < ONE_RATIO * ratio.min():
+        warnings.append(f"every run trains at about one token ratio (D/N ≈ {np.median(ratio):.3g}): the "
+                        "runs cannot tell N's term from D's, so a prediction off that ratio rests on the form alone "
+                        "(its e-folds out count how far off)")
     fit = fit_surface(N, D, L, E=E, shared_exponent=chosen == "shared")
     others = []
     for other in FORMS:

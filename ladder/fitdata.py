@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 import fits
+from fits.runs import ONE_RATIO
 from ladder import csvfile
 from ladder.errors import LadderError
 
@@ -162,6 +163,8 @@ def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
     ids = df[cols.run]
     if cols.step is not None and cols.step in df.columns:
         steps = _numbers(df, cols.step, where, positive=False)
+        if cols.loss in df.columns:
+            _one_loss_per_step(df[cols.run], steps, _numbers(df, cols.loss, where), cols.step, where)
         df = df.assign(_step=steps).sort_values([cols.run, "_step"], kind="stable").drop(columns="_step")
     else:
         counts = ids.value_counts()
@@ -173,6 +176,19 @@ def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
                 f"{cols.step!r} to tell its last; name it with --step-col, or --run-col COLUMN if each row is its own run"
             )
     return df.groupby(cols.run, sort=False).tail(1)
+
+
+def _one_loss_per_step(runs: pd.Series, at: np.ndarray, loss: np.ndarray, what: str, where: str) -> None:
+    """Two rows of one run at one step (or fraction) with different losses: a `LadderError` naming both lines
+    (which one is the run's is not something a fit can tell; a repeat of the same loss is harmless)."""
+    key = pd.DataFrame({"run": runs.to_numpy(), "at": at, "loss": loss}, index=runs.index)
+    clash = key.groupby(["run", "at"])["loss"].transform("nunique") > 1
+    if clash.any():
+        first = key[clash].iloc[0]
+        lines = key.index[clash & (key["run"] == first["run"]) & (key["at"] == first["at"])][:2]
+        raise LadderError(f"{where}: lines {lines[0]} and {lines[1]}: run {first['run']!r} has two losses at {what} "
+                          f"{first['at']:g} ({key.loc[lines[0], 'loss']:g}, {key.loc[lines[1], 'loss']:g}); keep the "
+                          "one the run logged and remove the other")
 
 
 def _no_repeats(df: pd.DataFrame, where: str) -> None:
@@ -251,6 +267,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
         _need(df, where, step=cols.step, total_steps=cols.total_steps)
         frac = _numbers(df, cols.step, where, positive=False) / _numbers(df, cols.total_steps, where)
     loss = _numbers(df, cols.loss, where)
+    _one_loss_per_step(df[cols.run], frac, loss, cols.fraction or cols.step, where)
     comp = _numbers(df, cols.compute, where, positive=False)
     names, totals, rows = [], [], []
     for run, idx in df.groupby(cols.run, sort=False).indices.items():
@@ -260,7 +277,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
             raise LadderError(f"{where}: run {run!r} has no row past fraction 0")
         names.append(str(run))
         totals.append(c[end] / f[end])
-        rows.append(fits.sample_curve(f, y, 1.0, fractions))
+        rows.append(fits.sample_curve(at_end(f), y, 1.0, fractions))
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 
@@ -336,6 +353,15 @@ def reached_end(fractions: np.ndarray) -> bool:
     return bool(1.0 - f[-1] <= max(gap, 1e-9))
 
 
+def at_end(fractions: np.ndarray) -> np.ndarray:
+    """A run's eval fractions with its last eval counted at fraction 1 where it `reached_end` (no later eval
+    was due, as at step 11,419 of 11,420), so the curve has a value at the end."""
+    f = np.array(fractions, dtype=np.float64)
+    if f.size and reached_end(np.sort(f)):
+        f[int(np.argmax(f))] = max(1.0, float(f.max()))
+    return f
+
+
 def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
                       compute: str = "auto") -> Finals:
     """Each finished run's last value of `metric`; compute = compute per token (on the `compute` axis,
@@ -384,7 +410,7 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
             continue
         names.append(run["name"])
         totals.append(f * float(run["planned_tokens"]))
-        rows.append(fits.sample_curve(h["fraction"].to_numpy(), h["value"].to_numpy(), 1.0, fractions))
+        rows.append(fits.sample_curve(at_end(h["fraction"].to_numpy(float)), h["value"].to_numpy(), 1.0, fractions))
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 
@@ -394,9 +420,9 @@ def _ratios_note(runs: pd.DataFrame) -> tuple[str, ...]:
     n, d = (pd.to_numeric(runs[c], errors="coerce").astype("float64").to_numpy() for c in ("active_params", "planned_tokens"))
     ratio = d / n
     ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
-    if ratio.size < 2 or ratio.max() <= 1.1 * ratio.min():
+    if ratio.size < 2 or ratio.max() <= ONE_RATIO * ratio.min():
         return ()
-    kinds = np.unique(np.round(np.log(ratio) / np.log(1.1)))
+    kinds = np.unique(np.round(np.log(ratio) / np.log(ONE_RATIO)))
     return (f"the runs train at {kinds.size} token ratios ({ratio.min():.3g}–{ratio.max():.3g} tokens per parameter), "
             "and the per-fraction law holds for one: its fit mixes them (`ladder predict` fits the runs at its "
             "target's ratio; --group picks a ladder of one ratio)",)

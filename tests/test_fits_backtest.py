@@ -84,3 +84,28 @@ def test_curve_law_backtests_on_larger_sizes_and_on_prefixes():
 def test_holding_out_everything_is_refused():
     with pytest.raises(FitError, match="cannot hold out"):
         backtest_endpoint(COMPUTE, 1.7 + 2e3 * COMPUTE**-0.2, holdout=(10,))
+
+
+def test_the_band_scored_is_the_one_fit_gives_with_the_law_s_own_beside_it():
+    """Exact losses leave the law's own band a point; the band scored still widens by 1% (one sd) per
+    e-fold of extrapolation, half the e-folds in compute beyond the fitted runs, as `ladder fit` gives it."""
+    y = 1.7 + 2e3 * COMPUTE**-0.2
+    row = backtest_endpoint(COMPUTE, y, holdout=(1,)).rows[0]
+    assert row.own_hi - row.own_lo < 1e-6 * row.predicted
+    sd = 0.01 * 0.5 * np.log(COMPUTE[9] / COMPUTE[8]) * row.predicted
+    assert row.hi - row.predicted == pytest.approx(1.6449 * sd, rel=1e-3)
+    assert row.covered
+
+
+def test_a_band_of_no_width_is_not_counted_and_a_stopped_run_is_scored_where_it_stopped():
+    C4 = COMPUTE[:4]
+    bt = backtest_endpoint(C4, 1.7 + 2e3 * C4**-0.2 * (1 + np.array([0, 0.01, -0.01, 0.02])), holdout=(1,))
+    (row,) = bt.rows  # three runs, three parameters: a Student-t band of 0 dof
+    assert row.covered is None and np.isnan(bt.coverage) and "no row has a band" in bt.summary()
+    G = np.arange(1, 11) / 10
+    C = np.geomspace(1e19, 1e21, 6)
+    Y = per_fraction_losses(np.random.default_rng(1), C, G, 2.0, np.full(10, 900.0), 0.16 + 0.04 * G, noise=0.0)
+    Y[-1, 8:] = np.nan  # the largest run stopped at 80%
+    row = backtest_per_fraction(C, G, Y, [f"r{i}" for i in range(6)], holdout=(1,)).rows[0]
+    assert row.final_fraction == pytest.approx(0.8) and row.actual == Y[-1, 7] and np.isfinite(row.rel_error)
+    assert "r5 (to 80%)" in backtest_per_fraction(C, G, Y, [f"r{i}" for i in range(6)], holdout=(1,)).summary()

@@ -181,6 +181,24 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     assert all(a <= b <= c for a, b, c in zip(pred["lo90"], pred["median"], pred["hi90"]))
     table = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1", "--at", "1e22")
     assert table.exit_code == 0 and "g = 1.000" in table.stdout
+    # 10× the largest run: at least 1% (one sd) per e-fold, half of log 10 e-folds, on the bootstrap's band
+    far = 0.5 * np.log(10.0)
+    assert pred["efolds_out"] == pytest.approx(far)
+    assert pred["hi90"][-1] - pred["median"][-1] >= 1.6448 * 0.01 * far * pred["median"][-1]
+    for bad in ("0", "-1e21", "inf", "nan"):
+        one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--at", bad),
+                       "--at", "not a positive number")
+
+
+def test_a_last_eval_one_step_short_of_the_end_is_the_end(curves_csv, tmp_path):
+    """Logs whose last eval is at step total − 1 (no later eval was due) still have a final loss."""
+    df = pd.read_csv(curves_csv)
+    df.loc[df["step"] == 1000, "step"] = 999
+    short = tmp_path / "short.csv"
+    df.to_csv(short, index=False)
+    args = ("fit", "curve", "--total-steps-col", "total_steps", "--every", "0.1", "--format", "json")
+    whole, one_short = (json.loads(run(*args, "--csv", p).stdout) for p in (curves_csv, short))
+    assert one_short["params"]["E"] == pytest.approx(whole["params"]["E"], rel=1e-6)
 
 
 def test_backtest_endpoint_json(endpoint_csv):
@@ -213,6 +231,10 @@ def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--E", "9"), "pinned E")
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--level", "2"), "--level")
     one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", "8"), "cannot hold out 8")
+    clash = tmp_path / "clash.csv"
+    pd.DataFrame({"run_id": list("aabcd"), "step": [1] * 5, "compute": [1e18, 1e18, 1e19, 1e20, 1e21],
+                  "loss": [3.0, 3.5, 2.8, 2.6, 2.5]}).to_csv(clash, index=False)
+    one_error_line(run("fit", "endpoint", "--csv", clash), "lines 2 and 3", "two losses at step 1")
 
 
 @pytest.mark.parametrize("args", [["fit"], ["fit", "endpoint"], ["fit", "surface"], ["fit", "curve"], ["backtest"]])

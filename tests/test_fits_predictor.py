@@ -151,6 +151,22 @@ def test_the_prediction_states_what_sets_its_band_at_the_end():
     assert f"the farthest other law's median {p['laws']:.1%} away" in res.why
 
 
+def test_a_target_below_the_rungs_is_an_extrapolation_too():
+    """A run smaller than the smallest rung is as far out as one larger than the largest: the floor and
+    the carried error grow with log(smallest rung / target); one between the rungs is 0 e-folds out."""
+    runs, _ = ladder(pf_law, seed=1, noise=0.01)
+    rng = np.random.default_rng(5)
+    settings = dataclasses.replace(FAST, method="per-fraction")
+    small = ladder_run("small", sizes(runs)[0] / 6 / 8, pf_law, rng, noise=0.0)
+    res = core.predict(runs, dataclasses.replace(small, steps=np.zeros(0), values=np.zeros(0)), small.steps, settings)
+    assert res.distance == pytest.approx(np.log(8.0))
+    assert res.parts()["floor"] == pytest.approx(core.UNTESTED_ERROR * np.log(8.0) * 1.6448536, rel=1e-6)
+    assert res.parts()["band"] >= res.parts()["floor"]
+    inside = ladder_run("inside", sizes(runs)[1] / 6 * 1.5, pf_law, rng, noise=0.0)
+    res = core.predict(runs, dataclasses.replace(inside, steps=np.zeros(0), values=np.zeros(0)), inside.steps, settings)
+    assert res.distance == 0.0 and res.parts()["floor"] == 0.0
+
+
 def test_a_named_method_and_the_ensemble():
     runs, hero = ladder(pf_law, seed=2)
     blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))

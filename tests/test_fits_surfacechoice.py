@@ -104,6 +104,17 @@ def test_a_run_of_more_compute_than_any_fitted_is_an_extrapolation():
     assert float(distance(2e8, 1e9, fN, fD)) == 0.0  # a fitted run is larger in both: the losses bracket it
     np.testing.assert_allclose(distance(np.array([n, 4e8]), np.array([d, fD[1]]), fN, fD),
                                [np.log(2e10 / fD[1]), 0.0])
+    # below the runs is out too: N under the smallest fitted, or D under the smallest fitted
+    assert float(distance(2.5e7, 4e9, fN, fD)) == pytest.approx(np.log(4.0))  # D/N 160 outside [0.16, 100] by less
+    assert float(distance(2e8, fD.min() / np.e**2, fN, fD)) == pytest.approx(2.0)
+    assert float(distance(1e7, 1e8, fN, fD)) == pytest.approx(max(np.log(10.0), np.log(fD.min() / 1e8)))
+
+
+def test_compute_efolds_counts_both_sides_of_the_fitted_runs():
+    from fits.predictor import compute_efolds
+
+    fitted = np.array([1e18, 1e19, 1e20])
+    np.testing.assert_allclose(compute_efolds([1e22, 1e19, 1e16], fitted), [np.log(10.0), 0.0, np.log(10.0)])  # half
 
 
 def test_too_few_runs_below_the_largest_size_fall_back_to_the_free_form():
@@ -167,3 +178,13 @@ def test_chinchilla_top_30_from_the_other_210_by_default():
     row = score_endpoint(task)[default]
     assert row["n"] == 30 and row["inside"] == 30
     assert row["final_abs"] == pytest.approx(0.0077, abs=5e-4) and row["final"] == pytest.approx(0.0042, abs=5e-4)
+
+
+def test_runs_at_one_token_ratio_are_warned_that_n_and_d_are_not_told_apart():
+    N = np.geomspace(1e7, 1e9, 6)
+    D = 20 * N * np.array([1.0, 1.02, 0.98, 1.01, 1.0, 0.99])
+    L = 1.8 + 400 / N**0.34 + 400 / D**0.28
+    (warning,) = [w for w in choose_surface(N, D, L).warnings if "one token ratio" in w]
+    assert "D/N ≈ 20" in warning
+    varied = N * np.array([5.0, 20.0, 80.0, 5.0, 20.0, 80.0])
+    assert not any("one token ratio" in w for w in choose_surface(N, varied, 1.8 + 400 / N**0.34 + 400 / varied**0.28).warnings)

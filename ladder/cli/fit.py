@@ -120,11 +120,16 @@ def _floats(text: str | None, option: str) -> list[float]:
         values = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
         raise LadderError(f"{option} {text!r}: expected numbers separated by commas, e.g. 1e21,1e22") from None
-    bad = [v for v in values if not (0 < v < float("inf"))]
-    if bad:
-        raise LadderError(f"{option} {text!r}: {bad[0]:g} is not a positive number; compute, parameters and tokens "
-                          "are above 0")
+    for v in values:
+        _positive(v, option, text)
     return values
+
+
+def _positive(value: float, option: str, text: str | None = None) -> float:
+    if not 0 < value < float("inf"):
+        raise LadderError(f"{option} {text or value!r}: {value:g} is not a positive number; compute, parameters and "
+                          "tokens are above 0")
+    return value
 
 
 def _check_level(level: float) -> None:
@@ -233,7 +238,7 @@ def fit_endpoint_command(
     for c in _floats(at, "--at"):
         lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
         m = float(fit.predict(c))
-        far = float(compute_efolds(c, float(C.max())))
+        far = float(compute_efolds(c, C))
         lo, hi = widened(m, lo, hi, floor_sd(m, 0.0, far), level)
         preds.append({"compute": c, "loss": m, "lo": float(lo), "hi": float(hi),
                       "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof")
@@ -500,7 +505,8 @@ def fit_curve_command(
     at common fractions g of its planned steps (linear interpolation between its checkpoints); one
     power law per fraction, one E for all. From the store, C is 6·N·D when every run gives N (as
     `ladder predict` counts it), else fit compute; --compute chooses. With --at C, the predicted curve of a run of total
-    compute C, with 50% and 90% bands when --bootstrap N is given.
+    compute C, with a Student-t band at --level (lo, hi), or 50% and 90% bands with --bootstrap N; either is widened
+    to at least 1% (one sd) per e-fold of extrapolation, half the e-folds in compute outside the fitted runs.
 
     multipower / momentum: the schedule-aware laws, fitted on every run's checkpoints with the LR
     of every step rebuilt from the schedule in its config (so from the store only); shape
@@ -523,27 +529,38 @@ def fit_curve_command(
     else:
         s = Store(store)
         data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
+    if at is not None:
+        _positive(at, "--at")
     fit = fits.fit_per_fraction(data.compute, data.fractions, data.losses, E=E)
     ens, boot = _boot(fit, bootstrap, seed, level)
-    curve = None
+    from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd, widened
+    curve, far = None, 0.0
     if at is not None:
+        far = float(compute_efolds(at, data.compute))
         if ens:
             b = ens.band(at)
-            curve = {"fraction": g, "median": b.median, "lo50": b.lo50, "hi50": b.hi50, "lo90": b.lo90, "hi90": b.hi90}
+            sd = floor_sd(b.median, 0.0, far)
+            lo50, hi50 = widened(b.median, b.lo50, b.hi50, sd, 0.5)
+            lo90, hi90 = widened(b.median, b.lo90, b.hi90, sd, 0.9)
+            curve = {"fraction": g, "median": b.median, "lo50": lo50, "hi50": hi50, "lo90": lo90, "hi90": hi90}
         else:
-            lo, hi = fit.interval(at, level=level)
-            curve = {"fraction": g, "loss": fit.predict(at), "lo": lo, "hi": hi}
+            m = fit.predict(at)
+            lo, hi = widened(m, *fit.interval(at, level=level), floor_sd(m, 0.0, far), level)
+            curve = {"fraction": g, "loss": m, "lo": lo, "hi": hi}
+    band = (("bootstrap" if ens else f"student-t at {level:.0%}") + f", widened to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold "
+            f"of extrapolation; {far:.2f} e-folds out")
     if fmt is Format.json:
         out = _base(fit, "per-fraction", data.notes) | {
             "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
             "bootstrap": boot or None,
-            "prediction": None if curve is None else {"compute": at} | {k: np.asarray(v).tolist() for k, v in curve.items()},
+            "prediction": None if curve is None else {"compute": at, "efolds_out": far, "band": band}
+            | {k: np.asarray(v).tolist() for k, v in curve.items()},
         }
         print_json(out)
         return
     _print_params(fit, boot, level, data.notes)
     if curve is not None:
-        console.print(f"predicted curve at C = {at:.3g} FLOPs (x{at / data.compute.max():.3g} the largest run):",
+        console.print(f"predicted curve at C = {at:.3g} FLOPs (x{at / data.compute.max():.3g} the largest run; {band}):",
                       highlight=False)
         for i, frac in enumerate(g):
             row = "  ".join(f"{k} {float(np.asarray(v)[i]):.4f}" for k, v in curve.items() if k != "fraction")
@@ -674,7 +691,7 @@ def backtest_command(
                                        n_boot=bootstrap, seed=seed)
     if fmt is Format.json:
         print_json({"form": bt.form, "level": level, "coverage": bt.coverage,
-                    "mean_abs_error": bt.mean_abs_error, "rows": bt.records(), "notes": list(notes)})
+                    "mean_abs_error": bt.mean_abs_error, "rows": bt.records(), "notes": [*notes, *bt.notes]})
         return
     console.print(bt.summary(), highlight=False)
     for n in notes:
