@@ -40,7 +40,8 @@ class BudgetMinimum:
     how: str
     """"vertex": a parabola in log N through the lowest run's size and its neighbours; "edge": the lowest
     run is the budget's smallest or largest size, so the sweep does not bracket the optimum; "run": fewer
-    than `SWEEP_SIZES` sizes, or a parabola that does not open upwards, so the lowest run stands."""
+    than `SWEEP_SIZES` sizes, so the lowest run stands; "flat": a parabola that does not open upwards, so
+    the lowest run stands."""
 
     def record(self) -> dict:
         return {"compute": self.compute, "runs": self.runs, "loss": self.loss, "params": self.n_params, "how": self.how}
@@ -123,7 +124,7 @@ def _minimum(c: np.ndarray, n: np.ndarray, y: np.ndarray) -> BudgetMinimum:
     x, v = np.log(n_s[near]), y_s[near]
     coef = np.polyfit(x, v, 2)
     if not coef[0] > 0:
-        return BudgetMinimum(budget, runs, float(y_s[i]), float(n_s[i]), "run")
+        return BudgetMinimum(budget, runs, float(y_s[i]), float(n_s[i]), "flat")
     top = float(np.clip(-coef[1] / (2 * coef[0]), x.min(), x.max()))
     return BudgetMinimum(budget, runs, float(np.polyval(coef, top)), float(np.exp(top)), "vertex")
 

@@ -112,6 +112,14 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     largest = out["budgets"][-1]
     assert row["target"] == "budget 1e+20" and row["actual"] == pytest.approx(largest["loss"])
     assert any("isoFLOP sweep" in n for n in bt["notes"])
+    assert not any("fewer than 3 model sizes" in n for n in out["notes"])
+    # a budget read off a figure, its computes 5% apart, splits into budgets of one or two sizes: said
+    top = table["budget"] > 5e19  # the largest budget
+    jitter = table.assign(budget=table["budget"].where(~top, table["budget"] * (1 + 0.05 * (top.cumsum() % 5))))
+    jitter.to_csv(tmp_path / "jitter.csv", index=False)
+    noted = json.loads(run("fit", "endpoint", "--csv", tmp_path / "jitter.csv", "--compute-col", "budget",
+                           "--format", "json").stdout)
+    assert any(n.startswith("5 of 9 budgets hold fewer than 3 model sizes") for n in noted["notes"]), noted["notes"]
     # two budgets give the law two points: a clear error, not the law's count of runs
     two = tmp_path / "two.csv"
     table[table["budget"] < 5e18].to_csv(two, index=False)

@@ -268,7 +268,7 @@ def fit_endpoint_command(
 
 
 _HOW = {"vertex": "a parabola's vertex", "edge": "its lowest run, at the edge of its sizes: an upper bound",
-        "run": "its lowest run"}
+        "run": "its lowest run", "flat": "its lowest run: the parabola through it does not open upwards"}
 
 
 def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarray, list, tuple[str, ...]]:
@@ -294,6 +294,12 @@ def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarr
               "loss, one point per budget (the count of runs above counts them), the vertex of a parabola in log N "
               "through the best run of each size, the lowest run's and up to two on each side; "
               "it predicts the least loss a budget reaches",)
+    few = [m for m in minima if m.how == "run"]
+    if few:
+        notes += (f"{len(few)} of {len(minima)} budgets hold fewer than {isoflop.SWEEP_SIZES} model sizes: each one's "
+                  "lowest run stands for its least loss, which holds only where that run is compute-optimal (a "
+                  "ladder's rung); where a table's computes only approximate its budgets (more than 1% apart, as "
+                  "when read off a figure), round the compute column to the budgets",)
     edge = [m for m in minima if m.how == "edge"]
     if edge:
         notes += (f"at {len(edge)} budget{'s' if len(edge) > 1 else ''} ({', '.join(f'{m.compute:.3g}' for m in edge)} "
