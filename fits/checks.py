@@ -40,9 +40,9 @@ def same_length(**arrays: np.ndarray) -> int:
     return next(iter(sizes.values()))
 
 
-def need_runs(n: int, needed: int, form: str, what: str = "runs") -> None:
+def need_runs(n: int, needed: int, form: str, what: str = "runs of distinct compute") -> None:
     if n < needed:
-        raise FitError(f"the {form} needs at least {needed} {what} with distinct sizes, got {n}")
+        raise FitError(f"the {form} needs at least {needed} {what}, got {n}")
 
 
 def resample_need(n_distinct: int, p: int) -> int:

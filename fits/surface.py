@@ -246,7 +246,7 @@ def fit_surface(
     checks.same_length(n_params=N, tokens=D, loss=L)
     p = 5 - (E is not None) - shared_exponent
     n_distinct = len({(a, b) for a, b in zip(N, D)})
-    checks.need_runs(n_distinct, p, FORM, "runs")
+    checks.need_runs(n_distinct, p, FORM, "runs of distinct (N, D)")
     if np.unique(N).size < 2 or np.unique(D).size < 2:
         raise FitError(f"the {FORM.split(':')[0]} needs runs that differ in both size and tokens")
     if E is not None and not 0 <= E < L.min():

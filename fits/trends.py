@@ -91,7 +91,7 @@ def fit_trend(x, y, *, log_y: bool = True) -> Trend:
     x = checks.as_array("x", x)
     y = checks.as_array("y", y, positive=log_y)
     n = checks.same_length(x=x, y=y)
-    checks.need_runs(n, 3, "trend")
+    checks.need_runs(n, 3, "trend", "runs")
     x_ref = float(np.exp(np.mean(np.log(x))))
     u = np.log(x / x_ref)
     u_ss = float(np.sum(u * u))
@@ -149,7 +149,7 @@ def fit_rate_trend(x, counts, exposure, *, slope_sd: float = 1.0) -> RateTrend:
     c = checks.as_array("counts", counts, positive=False)
     t = checks.as_array("exposure", exposure)
     n = checks.same_length(x=x, counts=c, exposure=t)
-    checks.need_runs(n, 3, "rate trend")
+    checks.need_runs(n, 3, "rate trend", "runs")
     if np.any(c < 0):
         raise FitError("counts must not be negative")
     if c.sum() == 0:
@@ -236,7 +236,7 @@ def leave_one_out(x, y, *, level: float = 0.95, floor: float = 0.002, offset: bo
     x = checks.as_array("x", x)
     y = checks.as_array("y", y)
     n = checks.same_length(x=x, y=y)
-    checks.need_runs(n, 4, "leave-one-out check")
+    checks.need_runs(n, 4, "leave-one-out check", "runs")
     dof = n - 3
     limit = float(stats.t.ppf(1 - (1 - level) / (2 * n), dof))
     E_all = _offset(x, y) if offset else 0.0
@@ -618,7 +618,7 @@ def project_rate(x, counts, exposure, x_target: float, *, flat_level: float = 0.
     c = checks.as_array("counts", counts, positive=False)
     t = checks.as_array("exposure", exposure)
     checks.same_length(x=xs, counts=c, exposure=t)
-    checks.need_runs(xs.size, 3, "rate projection")
+    checks.need_runs(xs.size, 3, "rate projection", "runs")
     rates = c / t
     if c.sum() == 0:
         bands = {lv: (0.0, float(-np.log((1 - lv) / 2) / t.sum())) for lv in levels}

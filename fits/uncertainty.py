@@ -174,7 +174,9 @@ def _refit_into(refits: list, fit, idx) -> int:
 def _ensemble(fit, refits, method, failed, seed) -> Ensemble:
     if len(refits) < 2:
         raise FitError(
-            f"the {method} over runs left {len(refits)} usable refits of {fit.n_runs} runs; add runs"
+            f"the {method} over runs left {len(refits)} usable refit{'s' if len(refits) != 1 else ''} of "
+            f"{len(refits) + failed} resamples of {fit.n_runs} runs; "
+            + ("ask for more resamples (200 or more)" if len(refits) + failed < 20 else "add runs")
         )
     warnings = []
     if failed > 0.1 * (len(refits) + failed):

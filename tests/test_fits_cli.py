@@ -193,6 +193,8 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     far = 0.5 * np.log(10.0)
     assert pred["efolds_out"] == pytest.approx(far)
     assert pred["hi90"][-1] - pred["median"][-1] >= 1.6448 * 0.01 * far * pred["median"][-1]
+    one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.3"),
+                   "--every 0.3", "1/n")
     for bad in ("0", "-1e21", "inf", "nan"):
         one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--at", bad),
                        "--at", "not a positive number")
@@ -239,6 +241,9 @@ def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--E", "9"), "pinned E")
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--level", "2"), "--level")
     one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", "8"), "cannot hold out 8")
+    one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", "abc"), "--holdout 'abc'", "e.g. 1,2")
+    once = json.loads(run("backtest", "--csv", endpoint_csv, "--holdout", "1,1", "--format", "json").stdout)
+    assert len(once["rows"]) == 1  # k = 1 once
     clash = tmp_path / "clash.csv"
     pd.DataFrame({"run_id": list("aabcd"), "step": [1] * 5, "compute": [1e18, 1e18, 1e19, 1e20, 1e21],
                   "loss": [3.0, 3.5, 2.8, 2.6, 2.5]}).to_csv(clash, index=False)

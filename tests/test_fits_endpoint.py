@@ -112,7 +112,7 @@ def test_too_few_runs_and_bounds_are_flagged():
         ([1e18, 0.0, 3e18], [3.0, 2.9, 2.8], "compute must be positive"),
         ([1e18, 2e18, 3e18], [3.0, np.nan, 2.8], "non-finite"),
         ([1e18, 2e18, 3e18], [3.0, 2.9], "differ in length"),
-        ([1e18, 1e18, 1e18, 1e18], [3.0, 2.9, 2.8, 2.7], "distinct sizes"),
+        ([1e18, 1e18, 1e18, 1e18], [3.0, 2.9, 2.8, 2.7], "runs of distinct compute, got 1"),
     ],
 )
 def test_bad_input_raises_a_fit_error_that_says_why(compute, loss, message):

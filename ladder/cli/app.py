@@ -209,10 +209,12 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def parse_int_list(text: str | None, option: str) -> list[int] | None:
+def parse_int_list(text: str | None, option: str, example: str = "768,1024") -> list[int] | None:
+    """Integers separated by commas, in the order given."""
     if text is None:
         return None
     try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise LadderError(f"{option} {text!r}: expected integers separated by commas, e.g. 768,1024") from None
+        raise LadderError(f"{option} {text!r}: expected integers separated by commas, e.g. {example}") from None
+    return values

@@ -112,14 +112,14 @@ def _metric(store: Store, metric: str | None) -> str:
     return metric or (store.settings().fit_metric if store.exists() else "eval/loss")
 
 
-def _floats(text: str | None, option: str) -> list[float]:
+def _floats(text: str | None, option: str, example: str = "1e21,1e22") -> list[float]:
     """Positive finite numbers separated by commas (compute, parameters, tokens)."""
     if not text:
         return []
     try:
         values = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise LadderError(f"{option} {text!r}: expected numbers separated by commas, e.g. 1e21,1e22") from None
+        raise LadderError(f"{option} {text!r}: expected numbers separated by commas, e.g. {example}") from None
     for v in values:
         _positive(v, option, text)
     return values
@@ -403,7 +403,7 @@ def fit_surface_command(
 def _surface_at(choice, ens, at: list[str], level: float) -> list[dict]:
     fit, preds = choice.fit, []
     for item in at:
-        nd = _floats(item, "--at")
+        nd = _floats(item, "--at", "7e10,1.4e12 (N,D)")
         if len(nd) != 2:
             raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
         lo, hi = ens.interval(*nd, level=level) if ens else fit.interval(*nd, level=level)
@@ -474,6 +474,9 @@ def _fractions(every: float) -> np.ndarray:
     if not 0 < every <= 0.5:
         raise LadderError(f"--every {every}: must be in (0, 0.5], e.g. 0.05")
     n = int(round(1.0 / every))
+    if abs(n * every - 1.0) > 1e-6:
+        raise LadderError(f"--every {every:g}: the fractions must end at the run's end (1), so give 1/n, e.g. "
+                          f"{1 / max(n, 2):.4g} or {1 / (n + 1):.4g}")
     return np.round(np.arange(1, n + 1) / n, 12)
 
 
@@ -663,7 +666,7 @@ def backtest_command(
     _check_level(level)
     _csv_only(csv, where, drop_col)
     resamples("--bootstrap", bootstrap)
-    ks = parse_int_list(holdout, "--holdout") or []
+    ks = list(dict.fromkeys(parse_int_list(holdout, "--holdout", "1,2") or []))  # each k once
     if not ks or min(ks) < 1:
         raise LadderError(f"--holdout {holdout!r}: give how many of the largest runs to hold out, e.g. 1 or 1,2")
     s = Store(store)
