@@ -658,8 +658,12 @@ def backtest_command(
     """Backtest a form: fit without the largest runs, predict them, and score the predictions.
 
     Reports each held-out run's relative error against the compute extrapolation ratio (and, for
-    curves, the mean and worst error over 10–100% of the run), and how often the nominal band
-    covered the truth.
+    curves, the mean and worst error over 10–100% of the run), and how often the band `ladder fit`
+    gives for such a target held it: the law's own band widened to at least 1% (one sd) per e-fold of
+    extrapolation (for the surface, the form a backtest on the fitted runs chooses, with its band).
+    The JSON keeps the law's own band beside it (own_lo, own_hi). A band of no finite width (as many
+    parameters as runs) is shown and left out of the coverage; a held-out curve that stopped early is
+    scored at its last eval.
     """
     import fits
     from ladder import fitdata
