@@ -487,7 +487,8 @@ def _crashed(rows: pd.DataFrame, hist: pd.DataFrame, st: CheckSettings) -> Findi
             problems.append(f"{row['name']} logged {first['metric']} = {first['value']} at step {int(first['step']):,}")
             status = "alarm"
     if not problems:
-        return Finding(name, "ok", f"all {len(rows)} rungs finished their planned steps with finite losses")
+        which = "the one rung finished its" if len(rows) == 1 else f"all {len(rows)} rungs finished their"
+        return Finding(name, "ok", f"{which} planned steps with finite losses")
     return Finding(name, status, "; ".join(problems), "",
                    "find out why before the hero starts (a rung that diverged predicts a hero that will); "
                    "resume or rerun it, then pull again", {"problems": problems})

@@ -66,7 +66,7 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
         loss.append(value)
     if len(names) < MIN_RUNGS:
         extra = f" ({'; '.join(left_out)})" if left_out else ""
-        raise LadderError(f"group {group!r} has {len(names)} finished rungs with a final {metric!r}, "
+        raise LadderError(f"group {group!r} has {len(names)} finished rung{'' if len(names) == 1 else 's'} with a final {metric!r}, "
                           f"a comparison needs at least {MIN_RUNGS}{extra}")
     order = np.argsort(compute, kind="stable")
     return GroupFinals(group, [names[i] for i in order], np.asarray(compute)[order], np.asarray(loss)[order],
@@ -115,6 +115,8 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
                    hero: Path | None = None, hero_compute: float | None = None, E: str | float = "shared",
                    n_boot: int = 1000, seed: int = 0) -> GroupComparison:
     """Compare group B with group A (see `fits.compare`): rungs paired by rank of compute."""
+    if group_a == group_b:
+        raise LadderError(f"both groups are {group_a!r}: compare two different ladders (`ladder runs` lists the groups)")
     store.must_exist("pull the runs first (`ladder pull local runs/`)")
     metric = metric or store.settings().fit_metric
     a, b = group_finals(store, group_a, metric), group_finals(store, group_b, metric)

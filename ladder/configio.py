@@ -64,10 +64,26 @@ def _construct_mapping(loader: _SafeLineLoader, node: yaml.MappingNode) -> Any:
     data = _Lines()
     data.line, data.lines = node.start_mark.line + 1, {}
     yield data
+    _refuse_duplicates(loader, node)
     data.update(loader.construct_mapping(node))  # flattens merge keys into node.value first
     for key_node, value_node in node.value:
         if isinstance(key_node, yaml.ScalarNode):
             data.lines.setdefault(loader.construct_object(key_node), value_node.start_mark.line + 1)
+
+
+def _refuse_duplicates(loader: _SafeLineLoader, node: yaml.MappingNode) -> None:
+    """A key given twice in one mapping is an error (YAML would keep the last silently). Keys a merge
+    (``<<: *base``) brings in may be given again: that is what a merge is for."""
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node)
+        if key in first:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the key {key!r} is given twice (first at line {first[key]}): keep one",
+                key_node.start_mark)
+        first[key] = key_node.start_mark.line + 1
 
 
 _SafeLineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
@@ -79,6 +95,8 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
 
     Mappings remember the line of each key, so a bad value is reported with its line."""
     p = Path(path)
+    if p.is_dir():
+        raise LadderError(f"{p}: is a folder, not a file; give the path of a YAML file")
     if not p.is_file():
         raise LadderError(f"{p}: no such file")
     try:
@@ -113,12 +131,16 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def build(cls: type[T], data: Any, where: str = "") -> T:
+def build(cls: type[T], data: Any, where: str = "", sep: str = ": ") -> T:
     """Build dataclass `cls` from YAML data, checking names, types, choices and that every number
-    is finite and every integer fits in 64 bits."""
+    is finite and every integer fits in 64 bits. A problem is reported as `where`, `sep` and the
+    field's path: ``run.yaml: schedule.peak_lr: ...``."""
     where = where or cls.__name__
     try:
-        return _convert(cls, data, where)
+        return _convert(cls, data, "")
+    except LadderError as exc:
+        text = str(exc).removeprefix(": ")  # a problem of the whole record has no field path
+        raise type(exc)(f"{where}{sep}{text}") from None
     except RecursionError:
         raise LadderError(f"{where}: nested too deeply to be a config") from None
 
@@ -133,6 +155,7 @@ def replace_path(obj: T, dotted: str, raw_value: str, where: str = "--set") -> T
         value = yaml.load(raw_value, Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
     except (yaml.YAMLError, RecursionError, _TooDeep):
         raise LadderError(f"{where} {dotted}={_short(raw_value)}: value is not valid YAML") from None
+    value = to_dict(value)  # plain mappings: the lines of a one-line value would only confuse a message
     data = to_dict(obj)
     node = data
     parts = dotted.split(".")
@@ -147,7 +170,7 @@ def replace_path(obj: T, dotted: str, raw_value: str, where: str = "--set") -> T
             node[part] = value
         else:
             node = node[part]
-    return build(type(obj), data, where=f"{where} {dotted}")
+    return build(type(obj), data, where=where, sep=" ")
 
 
 def _suggest(name: str, known: list[str]) -> str:
@@ -191,7 +214,7 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise LadderError(f"{where}: expected a mapping, got {_short(value)}")
         _, val_tp = get_args(tp) or (Any, Any)
-        return {str(k): _convert(val_tp, v, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): _convert(val_tp, v, _child(where, k)) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         return _build_dataclass(tp, value, where)
     if tp is bool:
@@ -258,7 +281,7 @@ def _build_dataclass(cls: type, value: Any, where: str) -> Any:
     for name, f in fields.items():
         if name in value:
             try:
-                kwargs[name] = _convert(hints[name], value[name], f"{where}.{name}")
+                kwargs[name] = _convert(hints[name], value[name], _child(where, name))
             except LadderError as exc:
                 raise _at(exc, lines.get(name)) from None
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -270,6 +293,11 @@ def _build_dataclass(cls: type, value: Any, where: str) -> Any:
         named = [lines[k] for k in lines if isinstance(k, str) and f"{k}=" in str(exc)]
         line = named[0] if named else getattr(value, "line", None)
         raise _at(LadderError(f"{where}: {exc}"), line) from None
+
+
+def _child(where: str, name: Any) -> str:
+    """The path of field `name` of the record at path `where` ("" at the top)."""
+    return f"{where}.{name}" if where else str(name)
 
 
 class _Located(LadderError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,14 @@ class Plan:
                 f"size through the rungs' batches: the ladder measures the recipe as its rungs scale the batch, and no "
                 f"law here models a batch off that trend, so the hero's prediction cannot allow for it (it says so)"]
 
+    def warnings(self) -> list[str]:
+        """What is likely a mistake: a hero whose fit compute is not above the largest rung's."""
+        top = max(self.rungs, key=lambda r: r.fit_flops, default=None)
+        if top is None or self.hero.fit_flops > top.fit_flops:
+            return []
+        return [f"the hero {self.hero.name} ({self.hero.fit_flops:.3g} FLOPs) is not above the largest rung {top.name} "
+                f"({top.fit_flops:.3g} FLOPs): a ladder predicts a run larger than its rungs; check the hero's size"]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "preset": self.recipe.name,
@@ -82,11 +91,16 @@ class Plan:
             "hero": self.summary(self.hero),
             "ladder_compute_fraction": self.ladder_compute_fraction,
             "notes": self.notes(),
+            "warnings": self.warnings(),
         }
 
     def write(self, out_dir: str | os.PathLike) -> list[Path]:
         """One YAML per run plus ``launch.sh`` with one launch command per run. A folder that holds run
-        configs of another plan is refused (nothing written): `ladder train --ladder` trains every one."""
+        configs of another plan is refused (nothing written): `ladder train --ladder` trains every one.
+
+        ``launch.sh`` stops at the first run that fails, so the hero never starts after a failed rung, and
+        can be run again: each run is started with ``--resume``, so a finished run is skipped and an
+        interrupted one continues from its last checkpoint (a run without one starts afresh)."""
         out = Path(out_dir)
         runs = self.runs()
         other = sorted({p.name for p in out.glob("*.yaml")} - {f"{run.name}.yaml" for run in runs})
@@ -95,8 +109,11 @@ class Plan:
             raise LadderError(f"{out} holds run configs this plan does not have ({shown}); `ladder train --ladder` "
                               "would train them too: give --out an empty folder, or remove them (nothing was written)")
         paths = [run.save(out / f"{run.name}.yaml") for run in runs]
-        lines = ["#!/usr/bin/env bash", "# One training command per run; rungs first, then the hero.", 'cd "$(dirname "$0")"']
-        lines += [f"python -m trainer_jax {p.name}" for p in paths]
+        lines = ["#!/usr/bin/env bash",
+                 "# One training command per run; rungs first, then the hero. Stops at the first failure; run it",
+                 "# again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.",
+                 "set -euo pipefail", 'cd "$(dirname "$0")"']
+        lines += [f"python -m trainer_jax {shlex.quote(p.name)} --resume" for p in paths]
         paths.append(write_text_atomic(out / "launch.sh", "\n".join(lines) + "\n"))
         return paths
 
@@ -136,6 +153,11 @@ def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
             f"tokens per step, beyond the {MAX_STEPS:.0e} steps a plan allows: lower tpp or the model size"
         )
     steps = m * round(exact_steps / m)
+    if steps < 10 and round(exact_steps) >= 10:
+        raise LadderError(
+            f"{spec.name()} would train {exact_steps:,.0f} steps, but rounded to a multiple of "
+            f"step_multiple={m:,} that is {steps}: lower step_multiple"
+        )
     if steps < 10:
         raise LadderError(
             f"{spec.name()} plans only {steps} steps at tpp={recipe.tpp} with {tokens_per_step} tokens "
@@ -204,11 +226,13 @@ def override(
         d = depths if depths is not None else [r.n_layers for r in old]
         if len(w) != len(d):
             raise LadderError(
-                f"--widths gives {len(w)} rungs but --depths gives {len(d)}: give one depth per width"
+                f"--widths gives {len(w)} rung{'' if len(w) == 1 else 's'} but --depths gives {len(d)}: "
+                "give one depth per width"
             )
         m = batch_multipliers or [old[i].batch_multiplier if i < len(old) else 1 for i in range(len(w))]
         if len(m) != len(w):
-            raise LadderError(f"--racks gives {len(m)} values for {len(w)} rungs")
+            raise LadderError(f"--racks gives {len(m)} value{'' if len(m) == 1 else 's'} for {len(w)} "
+                              f"rung{'' if len(w) == 1 else 's'}: give one batch multiplier per rung")
         changes["rungs"] = tuple(RunShape(a, b, c) for a, b, c in zip(w, d, m))
     recipe = dataclasses.replace(recipe, **changes)
     for item in sets or []:

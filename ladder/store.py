@@ -203,6 +203,31 @@ class Store:
         with self._locked():
             yield StoreWriter(self, key, flags)
 
+    def discard_if_unused(self, keep_folder: bool) -> None:
+        """Remove what a failed first pull made of a store here (the folder too, unless `keep_folder`), when it
+        holds no run, committed or staged; nothing while another pull holds the lock."""
+        try:
+            lock = open(self.root / ".lock", "a+")
+        except OSError:
+            return  # the pull failed before making the folder
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # another pull is writing to it now
+            history = self.root / "history"
+            if (self.root / "manifest.json").exists() or (history.is_dir() and any(history.iterdir())):
+                return
+            for journal in (self.root / "pending").glob("*.jsonl"):  # flags only: staged runs are in history/
+                journal.unlink(missing_ok=True)
+            for path in (self.root / "pending", history):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            (self.root / ".lock").unlink(missing_ok=True)
+            if not keep_folder:
+                with contextlib.suppress(OSError):  # something else is in it: leave the folder
+                    self.root.rmdir()
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self._check_root()

@@ -66,7 +66,8 @@ def rungs(group: str, m: float, sizes=range(5), crashed=()):
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare") / "store"
     runs = {**rungs("zloss-on", 1.0), **rungs("zloss-off", M), **rungs("four", 1.0, range(4)),
-            **rungs("broken", 1.0, range(4), crashed=(1, 2))}
+            **rungs("broken", 1.0, range(4), crashed=(1, 2)), **rungs("same", 1.0),
+            **rungs("partial", M), "partial/r9": ("r9", "partial", FLOPS_PER_TOKEN[4], STEPS[4], 3.0, "running")}
     pull(Store(root), LadderSource(runs))
     return root
 
@@ -116,8 +117,8 @@ def test_table_says_the_default_target_and_the_E_choice(store, tmp_path):
     assert data["multiplier"]["target"]["compute"] == pytest.approx(10 * FLOPS_PER_TOKEN[-1] * TOKENS_PER_STEP * STEPS[-1])
 
 
-def test_a_group_against_itself_has_multiplier_one(store, tmp_path):
-    res = run("zloss-on", "zloss-on", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "50")
+def test_two_groups_with_the_same_losses_have_multiplier_one(store, tmp_path):
+    res = run("zloss-on", "same", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "50")
     assert res.exit_code == 0, res.output
     target = json.loads(res.stdout)["multiplier"]["target"]
     assert target["multiplier"] == pytest.approx(1.0) and target["lo90"] <= 1.0 <= target["hi90"]
@@ -131,6 +132,16 @@ def test_E_separate_or_pinned_is_in_the_output(store, tmp_path, E, mode):
     data = json.loads(res.stdout)
     assert data["E"]["mode"] == mode
     assert data["multiplier"]["rungs"][2]["multiplier"] == pytest.approx(M, rel=0.05)
+
+
+def test_the_table_names_the_rungs_left_out(store, tmp_path):
+    res = run("zloss-on", "partial", "--store", store, "--out", tmp_path, "--bootstrap", "20")
+    assert res.exit_code == 0, res.output
+    (line,) = [x for x in res.output.splitlines() if x.startswith("Left out")]
+    assert line == "Left out (not finished or without a final eval/loss): B (partial) r9: state running"
+    data = json.loads((tmp_path / "compare.json").read_text())
+    assert data["groups"]["b"]["left_out"] == ["r9: state running"] and data["groups"]["a"]["left_out"] == []
+    assert "Left out" not in run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--bootstrap", "20").output
 
 
 def test_hero_config_gives_the_target(store, tmp_path):
@@ -148,6 +159,7 @@ def test_hero_config_gives_the_target(store, tmp_path):
     "args, fragments",
     [
         (("zloss-on", "nope"), ("no group 'nope'", "zloss-off")),
+        (("zloss-on", "zloss-on"), ("both groups are 'zloss-on'", "two different ladders")),
         (("zloss-on", "broken"), ("group 'broken' has 2 finished rungs", "at least 3", "state crashed")),
         (("zloss-on", "four"), ("'zloss-on' has 5", "'four' has 4", "same sizes")),
         (("zloss-on", "zloss-off", "--hero-compute", "1e16", "--hero", "x.yaml"), ("not both",)),

@@ -298,7 +298,7 @@ case("local/tokens-1e30", 2, "line 1", "tokens", "out of range")(
     local([json.dumps({"step": 1, "tokens": 1e30, "train/loss": 1.0})], "fresh"))
 case("local/tokens-negative", 2, "tokens", "-10", "out of range")(
     local([json.dumps({"step": 1, "tokens": -10, "train/loss": 1.0})], "fresh"))
-case("local/deep-json-line-skipped", 0, "lines that are not a json object", "lines 2")(
+case("local/deep-json-line-skipped", 0, "1 line that is not a json object", "(line 2)")(
     local([GOOD_LINES[0], "[" * 100_000 + "]" * 100_000, *GOOD_LINES[1:]], "fresh"))
 case("local/garbage-lines-skipped", 0, "2 lines", "lines 1, 3")(
     local(["{not json", GOOD_LINES[0], json.dumps({"step": True, "train/loss": 1.0}), *GOOD_LINES[1:]], "fresh"))
@@ -507,8 +507,13 @@ case("history/manifest-a-json-list", 2, "damaged store manifest")(
     damage(lambda s: (s / "manifest.json").write_text("[]"), "history", TRAINED))
 case("history/out-a-folder", 2, "is a folder")(
     lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(tmp), "--store", str(store)])
-case("history/out-under-a-file", 2, "cannot write")(
+case("history/out-under-a-file", 2, "is a file, not a folder")(
     lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(_write(tmp / "f", "x") / "h.csv"),
+                        "--store", str(store)])
+case("history/out-over-the-store-manifest", 2, "is a file of the metric store")(
+    lambda tmp, store: ["history", TRAINED, "--format", "json", "--out", str(store / "manifest.json"), "--store", str(store)])
+case("history/out-over-a-file-of-another-kind", 2, "is not a .csv or .json file")(
+    lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(_write(tmp / "run.yaml", "x: 1")),
                         "--store", str(store)])
 case("history/out-table-format", 2, "--out needs --format csv or json")(
     lambda tmp, store: ["history", TRAINED, "--out", str(tmp / "h.txt"), "--store", str(store)])

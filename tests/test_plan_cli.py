@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 
 import pytest
 from typer.testing import CliRunner
 
 from ladder import RunConfig, load_recipe
 from ladder.cli import app
+from ladder.configio import load_yaml
 from ladder.plan import plan
 
 runner = CliRunner()
@@ -63,6 +67,39 @@ def test_plan_writes_configs_that_load_back(tmp_path):
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="launch.sh is a bash script")
+def test_launch_script_resumes_every_run_and_stops_at_the_first_failure(tmp_path):
+    out = tmp_path / "ladder"
+    assert run("plan", "micro-cpu", "--out", str(out)).exit_code == 0
+    names = [f"{c.name}.yaml" for c in plan(load_recipe("micro-cpu")).runs()]
+    # A stand-in for `python` that logs its arguments and fails as the trainer does for the second rung.
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/calls\n[ "$3" != {names[1]!r} ]\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(out / "launch.sh")], cwd=tmp_path, env=env)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert proc.returncode != 0
+    assert calls == [f"-m trainer_jax {n} --resume" for n in names[:2]]  # the hero was never started
+    (tmp_path / "calls").unlink()
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/calls\n')
+    assert subprocess.run(["bash", str(out / "launch.sh")], cwd=tmp_path, env=env).returncode == 0
+    assert (tmp_path / "calls").read_text().splitlines() == [f"-m trainer_jax {n} --resume" for n in names]
+
+
+def test_a_hero_not_above_the_largest_rung_is_warned_about():
+    small = run("plan", "micro-cpu", "--set", "hero={d_model: 32, n_layers: 2}", "--format", "json")
+    assert small.exit_code == 0, small.output
+    data = json.loads(small.stdout)
+    assert data["hero"]["fit_flops"] < max(r["fit_flops"] for r in data["rungs"])
+    (line,) = [x for x in small.stderr.splitlines() if x]
+    assert line.startswith("warning: the hero hero-40K-A15K") and "is not above the largest rung 169K-A81K" in line
+    assert data["warnings"] == [line.removeprefix("warning: ")]
+    normal = run("plan", "micro-cpu")
+    assert normal.exit_code == 0 and "warning" not in normal.stderr
+
+
 def test_overrides_from_the_command_line():
     res = run("plan", "marin-moe-hero", "--tpp", "20", "--widths", "768,1024", "--depths", "8,12",
               "--racks", "1,1", "--set", "arch.n_experts=64", "--format", "json")
@@ -87,6 +124,24 @@ def test_spec_prints_the_breakdown(tmp_path):
     assert "attention_kv" in table.stdout and "fit compute per token" in table.stdout
 
 
+def test_spec_fit_compute_follows_the_sequence_length(tmp_path):
+    assert run("plan", "micro-cpu", "--set", "schedule.seq_phases=[{start_fraction: 0.5, seq_len: 64}]",
+               "--out", str(tmp_path)).exit_code == 0
+    hero = next(tmp_path.glob("hero-*.yaml"))
+    cfg = RunConfig.load(hero)
+    own = json.loads(run("spec", str(hero), "--format", "json").stdout)
+    assert own["fit_flops"] == pytest.approx(cfg.fit_flops) and own["tokens"] == cfg.tokens
+    assert own["fit_flops"] == pytest.approx(own["fit_flops_per_token"] * own["tokens"])
+    assert own["fit_flops_per_token"] < 3 * cfg.spec.forward_flops_per_token(cfg.seq_len)  # half the run at 64
+    for seq in (64, 512):
+        at = json.loads(run("spec", str(hero), "--seq-len", str(seq), "--format", "json").stdout)
+        assert at["fit_flops_per_token"] == pytest.approx(3 * cfg.spec.forward_flops_per_token(seq))
+        assert at["fit_flops"] == pytest.approx(at["fit_flops_per_token"] * cfg.tokens)
+        assert at["flops_with_head"] == pytest.approx(3 * cfg.spec.forward_flops_per_token(seq, True) * cfg.tokens)
+    table = run("spec", str(hero), "--seq-len", "512")
+    assert f"fit compute C at seq len 512 = {at['fit_flops']:.4g} FLOPs" in table.stdout
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -97,12 +152,21 @@ def test_spec_prints_the_breakdown(tmp_path):
         (["plan", "--widths", "1000", "--depths", "8"], "width 1000 is not divisible by the head size 128"),
         (["plan", "--set", "arch.n_expert=8"], "unknown field 'arch.n_expert' (did you mean 'n_experts'?)"),
         (["plan", "--widths", "768,1024", "--depths", "8"], "one depth per width"),
+        (["plan", "--widths", "768", "--depths", "8,8"], "--widths gives 1 rung but --depths gives 2"),
+        (["plan", "--racks", "1"], "--racks gives 1 value for 4 rungs"),
+        (["plan", "--set", "arch.n_experts=abc"], "error: --set arch.n_experts: expected an integer, got 'abc'"),
+        (["plan", "--set", "data.source=5"], "error: --set data.source: 5 is not one of"),
+        (["plan", "--set", "hero={d_model: x}"], "error: --set hero.d_model: expected an integer, got 'x'"),
+        (["plan", "micro-cpu", "--set", "step_multiple=1000000"],
+         "rounded to a multiple of step_multiple=1,000,000 that is 0: lower step_multiple"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(args, message):
     res = run(*args)
     assert res.exit_code == 2
     assert message in " ".join(res.stderr.split())
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "--set" not in args or "(line" not in res.stderr  # a one-line value has no lines to name
     assert "Traceback" not in res.output
 
 
@@ -111,6 +175,10 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(args, message):
     [
         ("name: x\narch: {vocab_size: 10\n", "malformed YAML"),
         ("- just\n- a list\n", "expected a YAML mapping"),
+        ("name: x\ntpp: 20\narch: {d_model: 8}\ntpp: 30\n",
+         "line 4, column 1: the key 'tpp' is given twice (first at line 2): keep one"),
+        ("name: x\narch:\n  d_model: 8\n  n_layers: 2\n  d_model: 16\n",
+         "line 5, column 3: the key 'd_model' is given twice (first at line 3)"),
     ],
 )
 def test_malformed_recipe_files(tmp_path, text, message):
@@ -118,6 +186,23 @@ def test_malformed_recipe_files(tmp_path, text, message):
     path.write_text(text)
     res = run("plan", str(path))
     assert res.exit_code == 2 and message in res.stderr
+
+
+def test_a_bad_value_in_a_recipe_file_names_the_file_then_the_field(tmp_path):
+    path = tmp_path / "r.yaml"
+    base = (load_recipe.__globals__["resources"].files("ladder.presets") / "micro-cpu.yaml").read_text()
+    path.write_text(base.replace("tpp: ", "tpp: abc #"))
+    res = run("plan", str(path))
+    assert res.exit_code == 2 and f"{path}: tpp: expected a number, got 'abc' (line " in res.stderr
+    (tmp_path / "dir.yaml").mkdir()
+    res = run("plan", str(tmp_path / "dir.yaml"))
+    assert res.exit_code == 2 and f"{tmp_path / 'dir.yaml'}: is a folder, not a file" in res.stderr
+
+
+def test_a_merge_may_give_its_keys_again(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("base: &b {a: 1, b: 2}\nother:\n  <<: *b\n  a: 3\n")
+    assert load_yaml(path) == {"base": {"a": 1, "b": 2}, "other": {"a": 3, "b": 2}}
 
 
 def test_misspelt_field_in_a_recipe_file(tmp_path):

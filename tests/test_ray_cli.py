@@ -74,6 +74,21 @@ def test_bad_ray_options_are_one_line_and_exit_2(ladder_folder, args, message):
     assert len(res.output.strip().splitlines()) <= 2  # one line, wrapped at most once
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--ray-cpus", "0"], "--ray-cpus needs --ray"),
+    (["--retries", "3"], "--retries needs --ray"),
+    (["--format", "json"], "--format needs --ray"),
+    (["--rungs-only", "RUN"], "--rungs-only needs --ladder DIR"),
+])
+def test_options_of_another_mode_are_refused(ladder_folder, args, message):
+    one = str(next(ladder_folder.glob("*.yaml")))
+    args = [one if a == "RUN" else a for a in args]
+    res = runner.invoke(app, ["train", *args] if one in args else ["train", "--ladder", str(ladder_folder), *args])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"error: {message}") and len(res.output.strip().splitlines()) <= 2
+    assert not (ladder_folder / "runs").exists()  # nothing was trained
+
+
 def test_the_table_reads_each_run_folder_and_prefixes_its_log_lines(tmp_path, capsys):
     run_dir = tmp_path / "runs" / "a"
     run_dir.mkdir(parents=True)

@@ -197,20 +197,45 @@ def test_bad_lines_are_skipped_and_counted(tmp_path):
         f.write(json.dumps({"step": 12, "train/loss": float("nan"), "note": "text"}) + "\n")
     store = Store(tmp_path / "store")
     (pulled,) = pull(store, LocalSource(run_dir)).pulled
-    assert any("2 lines that are not a JSON object with an integer step were skipped" in m for m in pulled.messages)
+    assert any("2 lines that are not a JSON object with an integer step skipped (lines 11, 12)" in m
+               for m in pulled.messages), pulled.messages
     assert any("train/loss: 1 NaN/inf value (first at step 12)" in m for m in pulled.messages)
     assert pairs(store.history()) == expected(cfg, range(1, 11))
     assert len(store.history(include_nonfinite=True)) == len(expected(cfg, range(1, 11))) + 1
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.write("{torn\n")
+        f.write(line(13, cfg.tokens_per_step, **{"train/loss": 3.0}))
+    (again,) = pull(store, LocalSource(run_dir)).pulled
+    assert any("1 line that is not a JSON object with an integer step skipped (line 14)" in m
+               for m in again.messages), again.messages
 
 
-@pytest.mark.parametrize("make", ["missing", "empty"])
+@pytest.mark.parametrize("make", ["missing", "empty", "file"])
 def test_cli_not_a_run_directory(tmp_path, make):
     path = tmp_path / "nope"
     if make == "empty":
         (path / "sub").mkdir(parents=True)
+    if make == "file":
+        path.write_text("x")
     res = CliRunner().invoke(app, ["pull", "local", str(path), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "run directory" in res.output and "Traceback" not in res.output
+    assert ("is a file, not a folder" in res.output) == (make == "file")
+    assert ("no such directory" in res.output) == (make == "missing")
+    assert not (tmp_path / "s").exists()  # a first pull that failed leaves no store behind
+
+
+def test_cli_a_failed_pull_into_an_existing_store_keeps_it(tmp_path):
+    cfg = RUNGS[1]
+    make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
+    assert CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")]).exit_code == 0
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "empty"), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and list(Store(tmp_path / "s").runs()["name"]) == [cfg.name]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "empty"), "--store", str(tmp_path / "other")])
+    assert res.exit_code == 2 and [p.name for p in (tmp_path / "other").iterdir()] == ["notes.txt"]
 
 
 def test_cli_pull_local(tmp_path):
@@ -221,3 +246,53 @@ def test_cli_pull_local(tmp_path):
     assert cfg.name in res.stdout and "1 run updated, 0 unchanged" in res.stdout
     res = CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "s")])
     assert res.exit_code == 0 and cfg.name in res.stdout and "rung" in res.stdout
+
+
+def test_cli_coords_for_no_run_of_the_pull_are_named(tmp_path):
+    cfg = RUNGS[1]
+    make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
+    coords = tmp_path / "coords.yaml"
+    coords.write_text(f"{cfg.name.lower()}: {{group: g}}\n{cfg.name}: {{role: rung}}\nnobody: {{group: g}}\n")
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--coords", str(coords),
+                                   "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    warnings = [x for x in res.output.splitlines() if x.startswith("warning:")]
+    assert len(warnings) == 2, res.output
+    assert f"{cfg.name.lower()!r} is the name or id of no run of this pull" in warnings[0]
+    assert f"did you mean {cfg.name!r}?" in warnings[0]
+    assert "'nobody' is the name or id of no run of this pull" in warnings[1]
+    # pulled again, the run is unchanged and still matched by its name
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--coords", str(coords),
+                                   "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0 and f": '{cfg.name}' is the name" not in res.output
+    assert res.output.count("is the name or id of no run") == 2
+
+
+@pytest.mark.parametrize("coord", ["group=", "role= "])
+def test_cli_a_coordinate_without_a_value_is_refused(tmp_path, coord):
+    cfg = RUNGS[1]
+    make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--coord", coord,
+                                   "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+    assert f"--coord {coord!r}: no value after '='" in res.output
+    coords = tmp_path / "coords.yaml"
+    coords.write_text(f"{cfg.name}: {{group: ''}}\n")
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--coords", str(coords),
+                                   "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "'group' has no value" in res.output, res.output
+
+
+def test_cli_a_rename_onto_a_key_the_run_logs_is_refused(tmp_path):
+    cfg = RUNGS[1]
+    make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
+    args = ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")]
+    for _ in range(2):  # the same command again is refused again
+        res = CliRunner().invoke(app, [*args, "--rename", "eval/loss=train/loss"])
+        assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+        assert "it logs 'train/loss' itself, and --rename eval/loss=train/loss would mix" in res.output
+    assert CliRunner().invoke(app, [*args, "--rename", "eval/loss=eval/main"]).exit_code == 0
+    store = Store(tmp_path / "s")
+    assert store.settings().renames == {"eval/loss": "eval/main"}
+    assert pairs(store.history()) == {(("eval/main" if m == "eval/loss" else m), s): v
+                                      for (m, s), v in expected(cfg, range(1, cfg.stop_after_steps + 1)).items()}

@@ -414,6 +414,7 @@ def test_cli_missing_coordinate_names_run_and_field(runs, tmp_path):
     assert res.exit_code == 2
     assert "nested01" in res.output and "'active_params'" in res.output and "--coord active_params=" in res.output
     assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert not (tmp_path / "s").exists()  # nothing pulled: no store left behind
     coords = ["--coord", "stop_after_steps=20", "--coord", "tokens_per_step=100",
               "--coord", "active_params=unknown", "--coord", "total_params=unknown", "--coord", "fit_flops_per_token=unknown"]
     res = runner.invoke(app, ["pull", "offline", str(bare), "--store", str(tmp_path / "s"), *coords])
@@ -433,6 +434,7 @@ def test_cli_a_path_that_is_not_a_run(tmp_path, make):
     assert res.exit_code == 2
     assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
     assert str(path) in res.output.replace("\n", "")
+    assert not (tmp_path / "s").exists()
 
 
 def test_overrides_parse_and_unknown_fields(tmp_path):

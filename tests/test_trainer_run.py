@@ -169,7 +169,7 @@ def test_user_errors_are_one_line_from_both_entry_points(tmp_path):
     assert proc.returncode == 2
     line = next(i for i, text in enumerate(bad.read_text().splitlines(), 1) if "betta1" in text)
     assert proc.stderr.strip().splitlines() == [
-        f"error: {bad}.optimizer: unknown field 'betta1' (did you mean 'beta1'?) (line {line})"]
+        f"error: {bad}: optimizer: unknown field 'betta1' (did you mean 'beta1'?) (line {line})"]
     res = CliRunner().invoke(app, ["train", str(bad)])
     assert res.exit_code == 2 and "unknown field 'betta1'" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(app, ["train"])

@@ -23,7 +23,7 @@ _STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "not checked"
 def check_command(
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding the rungs."),
     group: str | None = typer.Option(None, "--group", help="The ladder's group (default: the store's only group)."),
-    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`): its fit compute."),
+    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`): its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The hero's fit compute in FLOPs (3 × forward without the head × tokens)."),
     recipe: str | None = typer.Option(None, "--recipe", help="The recipe the ladder was planned with (preset or YAML), for the LR rule (default: the preset named like the group)."),
     grad_limit: float = typer.Option(4.0, "--grad-limit", help="Alarm when the hero's projected grad-norm peak exceeds this."),
@@ -74,7 +74,7 @@ def check_command(
 
 def _show(report) -> None:
     hero = "no hero compute" if report.hero is None else f"hero C = {report.hero.flops:.3g} FLOPs ({report.hero.source})"
-    table = Table(title=f"Ladder check: {report.group}, {len(report.rungs)} rungs, {hero}", show_lines=True)
+    table = Table(title=f"Ladder check: {report.group}, {len(report.rungs)} rung{'' if len(report.rungs) == 1 else 's'}, {hero}", show_lines=True)
     for col, kw in (("check", {"no_wrap": True}), ("status", {"no_wrap": True}), ("evidence", {"ratio": 3}),
                     ("hero (projected)", {"ratio": 1}), ("remedy", {"ratio": 2})):
         table.add_column(col, **kw)

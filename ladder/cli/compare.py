@@ -25,7 +25,7 @@ def compare_command(
     group_b: str = typer.Argument(..., help="Group of ladder B, the same sizes with one recipe choice changed."),
     store: Path | None = typer.Option(None, "--store", help="Store folder holding both ladders (default: .ladder/)."),
     metric: str | None = typer.Option(None, "--metric", help="Metric whose final value is compared (default: the store's fit metric, eval/loss)."),
-    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML): its fit compute is the target."),
+    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML): the target is its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's fit compute in FLOPs (instead of --hero)."),
     E: str = typer.Option("shared", "--E", help="Irreducible loss: 'shared' (one fitted for both ladders), 'separate', or a number to pin it."),
     n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none; at most 10,000)."),
@@ -94,6 +94,10 @@ def _print(data: dict) -> None:
     t.add_row("target", "", f"{tg['compute']:.3g}", f"{lt['a']:.4f}", f"{lt['b']:.4f}",
               _fmt(tg["multiplier"], ".4g"), _range(tg, "50"), _range(tg, "90"))
     console.print(t)
+    left = [f"{key} ({g['group']}) {'; '.join(g['left_out'])}" for key, g in (("A", a), ("B", b)) if g["left_out"]]
+    if left:
+        console.print(f"Left out (not finished or without a final {data['metric']}): " + "; ".join(left), highlight=False,
+                      soft_wrap=True)
     console.print(f"Target: {tg['compute']:.3g} FLOPs, {tg['extrapolation']:.3g}× the largest rung's compute; "
                   f"from {tg['source']}.", highlight=False)
     console.print(f"Loss at the target: A {lt['a']:.4f}, B {lt['b']:.4f}; B − A {lt['difference']:+.4f} nats "

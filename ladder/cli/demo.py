@@ -20,7 +20,7 @@ def demo_command(
     `ladder watch` follows it, then print predicted against actual and write figures and a report.
 
     Runs on a laptop CPU with no network and no wandb account (wandb logs offline). Finished runs
-    are reused, so a second run takes about a minute.
+    are reused, so a second run takes seconds.
     """
     from ladder.demo import run_demo  # jax, scipy and matplotlib: only when the demo runs
     from ladder.limits import resamples

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from ladder.cli.app import Format, command, console, parse_int_list, print_json
+from ladder.cli.app import Format, command, console, err_console, parse_int_list, print_json
 from ladder.configio import build, load_yaml
 from ladder.errors import LadderError
 from ladder.limits import MAX_SEQ_LEN
@@ -40,7 +40,8 @@ def plan_command(
 ) -> None:
     """Plan a ladder: rung and hero run configs from a recipe, with sizes, tokens, LR and compute.
 
-    Steps = round(TPP × active params / tokens per step). Compute is fit compute
+    Steps = TPP × active params / tokens per step, rounded to the nearest multiple of the recipe's
+    step_multiple (1: whole steps; --set step_multiple=N changes it). Compute is fit compute
     (3 × forward FLOPs per token without the output head × tokens); 6·N_act·D is in the JSON.
     """
     if out is not None:
@@ -56,6 +57,8 @@ def plan_command(
     )
     p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run), hero_hosts)
     written = p.write(out) if out else []
+    for warning in p.warnings():
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if fmt is Format.json:
         print_json(p.to_json())
         return
@@ -110,7 +113,8 @@ def plan_table(p: Plan) -> Table:
 @command("spec")
 def spec_command(
     config: Path = typer.Argument(..., help="A RunConfig YAML (from `ladder plan --out`) or a ModelSpec YAML."),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="Sequence length for FLOPs (default: the run's, or 4096)."),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="Sequence length for FLOPs and for a run's fit compute C "
+                                  "(default: the run's, averaged over its seq-len phases; 4096 for a ModelSpec)."),
     fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
 ) -> None:
     """Parameter and FLOP breakdown of one model, in the published and the exact conventions."""
@@ -126,6 +130,11 @@ def spec_command(
         for conv in ("published", "exact")
     }
     flops = spec.flops_breakdown(seq)
+    # Per token: the run's own (averaged over its seq-len phases), or all at `seq` when --seq-len is given.
+    phases = run is not None and seq_len is None and bool(run.schedule.seq_phases)
+    fwd, fwd_head = ((run.forward_flops_per_token(), run.forward_flops_per_token(include_head=True))
+                     if run and seq_len is None else
+                     (spec.forward_flops_per_token(seq), spec.forward_flops_per_token(seq, include_head=True)))
     if fmt is Format.json:
         out = {
             "name": spec.name(),
@@ -136,10 +145,11 @@ def spec_command(
             "total_params_exact": spec.total_params_exact(),
             "params": {f"{k}_{c}": v for (k, c), v in groups.items()},
             "forward_flops_per_token": flops,
-            "fit_flops_per_token": 3 * spec.forward_flops_per_token(seq),
+            "fit_flops_per_token": 3 * fwd,
         }
         if run:
-            out |= {"tokens": run.tokens, "fit_flops": run.fit_flops, "flops_with_head": run.flops_with_head, "flops_6nd": run.flops_6nd}
+            out |= {"tokens": run.tokens, "fit_flops": 3 * fwd * run.tokens, "flops_with_head": 3 * fwd_head * run.tokens,
+                    "flops_6nd": run.flops_6nd}
         print_json(out)
         return
     t = Table(title=f"{spec.name()} parameters (published: K,V at the larger KV head count, no norms)")
@@ -156,13 +166,13 @@ def spec_command(
     f.add_column("FLOPs", justify="right")
     for g, v in flops.items():
         f.add_row(g, f"{v:,.0f}")
-    fwd = spec.forward_flops_per_token(seq)
-    f.add_row("forward without head", f"[bold]{fwd:,.0f}[/]", end_section=True)
-    f.add_row("fit compute per token (3×)", f"{3 * fwd:,.0f}")
+    f.add_row("forward without head", f"[bold]{spec.forward_flops_per_token(seq):,.0f}[/]", end_section=True)
+    f.add_row("fit compute per token (3×" + (", averaged over the seq-len phases)" if phases else ")"), f"{3 * fwd:,.0f}")
     f.add_row("6·N_act", f"{6 * spec.active_params():,}")
     console.print(f)
     if run:
+        at = f" at seq len {seq}" if seq_len is not None else ""
         console.print(
-            f"{run.name}: {run.tokens:,} tokens, fit compute C = {run.fit_flops:.4g} FLOPs "
-            f"(with head {run.flops_with_head:.4g}; 6·N_act·D {run.flops_6nd:.4g})"
+            f"{run.name}: {run.tokens:,} tokens, fit compute C{at} = {3 * fwd * run.tokens:.4g} FLOPs "
+            f"(with head {3 * fwd_head * run.tokens:.4g}; 6·N_act·D {run.flops_6nd:.4g})"
         )

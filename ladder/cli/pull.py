@@ -13,6 +13,7 @@ from rich.table import Table
 from ladder.cli.app import Format, app, command, console, err_console, print_json
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
+from ladder.outpaths import out_file
 from ladder.resolve import MetricSettings
 from ladder.sources import (
     ColumnMap,
@@ -178,11 +179,19 @@ def _run_pull(
             fit_metric=fit_metric or current.fit_metric,
             renames={**current.renames, **MetricSettings.parse_renames(rename)},
         )
+    made = not target.root.exists()
+    fresh = made or not target.exists()  # no store in it yet
     try:
         result = pull(target, source, overrides=overrides, settings=settings, full=full, replace=replace)
     except PullSkipped as exc:
+        if fresh:
+            target.discard_if_unused(keep_folder=not made)
         _print_pull(exc.result, target, summary=False)
         raise LadderError(str(exc)) from None
+    except BaseException:
+        if fresh:
+            target.discard_if_unused(keep_folder=not made)
+        raise
     _print_pull(result, target)
 
 
@@ -288,8 +297,8 @@ def history_command(
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
 ) -> None:
     """Print or export one run's metric series: step, tokens, fraction of the planned steps, value."""
-    if out is not None and out.is_dir():
-        raise LadderError(f"--out {out}: is a folder; give a file name, e.g. {out / 'history.csv'}")
+    if out is not None:
+        out = out_file(out, kinds=(".csv", ".json"))
     if tail < 0:
         raise LadderError(f"--tail {tail}: must be 0 or more")
     target = _existing(store)

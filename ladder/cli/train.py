@@ -36,6 +36,7 @@ class _RayFlag(TyperCommand):
 
 @command("train", cls=_RayFlag)
 def train_command(
+    ctx: typer.Context,
     config: Path | None = typer.Argument(None, help="A RunConfig YAML (from `ladder plan --out`)."),
     ladder: Path | None = typer.Option(
         None, "--ladder",
@@ -58,6 +59,12 @@ def train_command(
     """Train a run config with the JAX trainer; `--ladder DIR` trains a whole planned ladder."""
     if (config is None) == (ladder is None):
         raise LadderError("give either one RUN.yaml or --ladder DIR (a folder written by `ladder plan --out`)")
+    if rungs_only and ladder is None:
+        raise LadderError("--rungs-only needs --ladder DIR: a single RUN.yaml is one run; leave --rungs-only out")
+    given = [] if ray is not None else _given(ctx, retries="--retries", ray_cpus="--ray-cpus", fmt="--format")
+    if given:
+        raise LadderError(f"{given[0]} needs --ray: without it the runs train one after another here; "
+                          f"add --ray or leave {given[0]} out")
     if config is not None:
         runs = [(config, RunConfig.load(config))]  # a bad config fails here, with the field named
     else:
@@ -75,6 +82,11 @@ def train_command(
             _run(path, True, progress)  # a run from another config is refused by the trainer, clearly
     if fmt is Format.table:
         _summary(runs, ladder or config)
+
+
+def _given(ctx: typer.Context, **flags: str) -> list[str]:
+    """The flags (parameter name = flag) set on the command line rather than left at their defaults."""
+    return [flag for name, flag in flags.items() if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
 
 
 def _summary(runs: list[tuple[Path, RunConfig]], where: Path) -> None:

@@ -12,6 +12,7 @@ at the edit's step still belongs to the old plan, since no update of the new pla
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -53,9 +54,23 @@ class CoordinateOverrides:
     """FIELD -> value for every run of a pull; the value ``unknown`` stores a field as missing."""
     per_run: dict[str, dict[str, Any]] = field(default_factory=dict)
     """run name or id -> {FIELD: value}."""
+    file: str = ""
+    """The coordinates file `per_run` was read from, to name it in messages."""
 
     def for_run(self, run_id: str, name: str) -> dict[str, Any]:
         return {**self.all_runs, **self.per_run.get(name, {}), **self.per_run.get(run_id, {})}
+
+    def unmatched(self, names: set[str]) -> list[str]:
+        """One line for each run of the coordinates file that is none of `names` (the names and ids of a pull's runs)."""
+        lines = []
+        for run in self.per_run:
+            if run not in names:
+                close = [n for n in sorted(names) if n.lower() == run.lower()] or difflib.get_close_matches(
+                    run, sorted(names), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                lines.append(f"{self.file}: {run!r} is the name or id of no run of this pull; its coordinates were "
+                             f"not used{hint}")
+        return lines
 
     @classmethod
     def parse(cls, items: list[str] | None = None, file: str | os.PathLike | None = None) -> CoordinateOverrides:
@@ -67,6 +82,8 @@ class CoordinateOverrides:
             if not sep or not key:
                 raise LadderError(f"--coord {item!r}: expected FIELD=VALUE, e.g. --coord stop_after_steps=5000")
             _check_field(key, f"--coord {item}")
+            if not value.strip():
+                raise LadderError(f"--coord {item!r}: no value after '='; give one, e.g. --coord {key}=VALUE")
             if key in FIELDS:
                 coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
             all_runs[key] = value.strip()
@@ -81,10 +98,12 @@ class CoordinateOverrides:
                         schedule_from(value, f"{file}: {run}")
                         continue
                     _check_field(str(key), f"{file}: {run}")
+                    if key in LABELS and (value is None or not str(value).strip()):
+                        raise LadderError(f"{file}: {run}: '{key}' has no value; give one or leave the field out")
                     if key in FIELDS:
                         coordinate_number(f"{file}: {run}", str(key), value)
                 per_run[str(run)] = {str(k): v for k, v in fields.items()}
-        return cls(all_runs, per_run)
+        return cls(all_runs, per_run, "" if file is None else str(file))
 
 
 @dataclass(frozen=True)

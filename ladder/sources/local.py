@@ -55,6 +55,8 @@ class LocalSource:
         return f"local:{self.path}"
 
     def runs(self) -> list[RunRef]:
+        if self.path.exists() and not self.path.is_dir():
+            raise LadderError(f"{self.path}: is a file, not a folder; give a trainer run directory, e.g. runs/NAME/")
         if not self.path.is_dir():
             raise LadderError(f"{self.path}: no such directory (expected a trainer run directory, e.g. runs/NAME/)")
         if _is_run_dir(self.path):
@@ -90,7 +92,9 @@ class LocalSource:
         warnings = []
         if bad:
             shown = ", ".join(map(str, bad[:_SHOWN_LINES])) + (", ..." if len(bad) > _SHOWN_LINES else "")
-            warnings.append(f"{path}: {len(bad)} lines that are not a JSON object with an integer step were skipped (lines {shown})")
+            lines = "1 line that is" if len(bad) == 1 else f"{len(bad):,} lines that are"
+            warnings.append(f"{path}: {lines} not a JSON object with an integer step skipped "
+                            f"(line{'' if len(bad) == 1 else 's'} {shown})")
         config = ref.config if ref.config is not None else _config(run_dir)
         return SourceRun(
             run_id=ref.run_id,

@@ -7,7 +7,8 @@ that was cut off is not read again when the same pull runs again with the same f
 
 Nothing is replaced silently: a run id already stored from another source, or stored with other
 coordinates than the user now gives, refuses the whole pull before anything is read, unless
-`replace` (the message then says what was replaced). A run's source is its own (``RunRef.source``:
+`replace` (the message then says what was replaced); a new rename onto a key a run logs itself
+refuses it too, as that run is read. A run's source is its own (``RunRef.source``:
 a local run's folder, the folder an offline run's ``wandb/`` is in), not the path a pull was given,
 so one run reached through a parent folder or directly is the same run. A run that cannot be read (a
 damaged file, a value out of range) is skipped: the others are committed and `PullSkipped` lists the
@@ -74,6 +75,10 @@ class PullResult:
         return [*self.notes, *(f"{r.name}: {m}" for r in self.pulled for m in r.messages)]
 
 
+class RenameClash(LadderError):
+    """A rename this pull is given maps a key onto one the run logs itself: the whole pull is refused."""
+
+
 class PullSkipped(LadderError):
     """Some runs could not be read; the others were committed. `result` says which is which."""
 
@@ -100,7 +105,8 @@ def pull(
     """Read `source` into `store`; `settings` (when given) become the store's; `full` reads every run anew;
     `replace` lets this pull replace runs stored from another source or with other coordinates.
 
-    Raises `PullSkipped` (after committing the rest) when some runs could not be read.
+    Raises `PullSkipped` (after committing the rest) when some runs could not be read, and `RenameClash`
+    (committing nothing) when a rename this pull adds maps a key onto one a run logs itself.
     """
     overrides = overrides or CoordinateOverrides()
     # What decides the rows and coordinates staged (`replace` does not: it only lets a clash through).
@@ -108,10 +114,13 @@ def pull(
              [settings.fit_metric, settings.renames], "full": full, "source": getattr(source, "options", None)}
     with store.writer(source.key, flags) as writer:
         notes = list(writer.notes)
+        # Renames kept from earlier pulls were accepted then; only those this pull adds are checked.
+        new_renames = {} if settings is None else dict(settings.renames.items() - store.settings().renames.items())
         if settings is not None and settings != writer.settings():
             writer.set_settings(settings)
         settings = writer.settings()
         refs = source.runs()
+        names = _names(writer, refs)  # what a coordinates file may call a run of this pull; reads add theirs
         skipped = [(ref.label or ref.run_id, ref.problem) for ref in refs if ref.problem]
         refs = [ref for ref in refs if not ref.problem]
         _check_listing(refs, source.key)
@@ -127,13 +136,15 @@ def pull(
             if ref.run_id in writer.staged:
                 continue
             try:
-                done = _pull_run(writer, source, ref, overrides, settings, full)
+                done = _pull_run(writer, source, ref, overrides, settings, full, names, new_renames)
             except SourceUnavailable as exc:
                 if writer.staged:
                     raise SourceUnavailable(
                         f"{exc} ({len(writer.staged)} run(s) read before this one are kept aside, "
                         "not committed; run the same pull again to continue from them)"
                     ) from None
+                raise
+            except RenameClash:
                 raise
             except (LadderError, OSError) as exc:
                 skipped.append((ref.label or ref.run_id, _reason(exc)))
@@ -143,10 +154,20 @@ def pull(
             else:
                 pulled.append(done)
         writer.commit()
+    notes += overrides.unmatched(names)
     result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes))
     if skipped:
         raise PullSkipped(result)
     return result
+
+
+def _names(writer: StoreWriter, refs: list[RunRef]) -> set[str]:
+    """The ids and names the listing and the store give the runs of `refs`."""
+    names = set()
+    for ref in refs:
+        row = writer.staged.get(ref.run_id, {}).get("row") or writer.stored(ref.run_id) or {}
+        names |= {n for n in (ref.run_id, ref.name, row.get("name")) if n}
+    return names
 
 
 def _reason(exc: BaseException) -> str:
@@ -200,7 +221,11 @@ def _pull_run(
     overrides: CoordinateOverrides,
     settings: MetricSettings,
     full: bool,
+    names: set[str],
+    new_renames: dict[str, str],
 ) -> RunPulled | None:
+    """Read and stage one run; adds the name its coordinates are looked up by to `names`. A rename
+    in `new_renames` onto a key the run logs itself raises `RenameClash`."""
     prev = writer.stored(ref.run_id)
     origin = ref.source or source.key
     same = prev is not None and _same_source(prev["source"], origin)
@@ -211,9 +236,10 @@ def _pull_run(
     got = source.read(ref, json.loads(prev["cursor_json"]) if usable and prev["cursor_json"] else None)
     fresh = got.replace or not usable
     config = dict(got.config) if fresh else {**_config(prev), **got.config}
+    name = _name(ref, got, config, prev)
+    names.add(name)
     if not fresh and not len(got.rows) and got.state == prev["state"] and config == _config(prev):
         return None
-    name = _name(ref, got, config, prev)
     overrides = _remembered(overrides, ref.run_id, name, earlier)
     given = overrides.for_run(ref.run_id, name)
     schedule = given.get(SCHEDULE)
@@ -224,7 +250,9 @@ def _pull_run(
     coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(prev), overrides)
     moved = _moved(_coords(prev), coords.values()) if same else ""
     stored_report = None if fresh else writer.stored_report(ref.run_id)
-    history, report = resolve(got.rows, coords, settings, None if fresh else writer.stored_history(ref.run_id))
+    stored_history = None if fresh else writer.stored_history(ref.run_id)
+    _check_renames(ref, got.rows, stored_history, new_renames)
+    history, report = resolve(got.rows, coords, settings, stored_history)
     total = report.plus(stored_report)
     steps = history["step"].to_numpy()
     last_step = int(steps.max()) if len(steps) else None
@@ -256,6 +284,19 @@ def _pull_run(
         last_fraction,
         tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(stored_report)),
     )
+
+
+def _check_renames(ref: RunRef, rows: pd.DataFrame, stored: pd.DataFrame | None, renames: dict[str, str]) -> None:
+    """Refuse a rename whose target the run logs itself: its values would be mixed with the renamed ones."""
+    logged = set(rows["metric"].astype(str)) if len(rows) else set()
+    kept = set(stored["metric"].astype(str)) if stored is not None and len(stored) else set()
+    for old, new in renames.items():
+        if old in logged and (new in logged or new in kept):
+            raise RenameClash(
+                f"run {ref.label or ref.run_id}: it logs {new!r} itself, and --rename {old}={new} would mix its "
+                f"{old!r} values into those; nothing was pulled: rename {old!r} to a key the run does not log, "
+                f"or fit it as it is with --fit-metric {old}"
+            )
 
 
 def _remembered(overrides: CoordinateOverrides, run_id: str, name: str, prev: dict[str, Any] | None) -> CoordinateOverrides:
