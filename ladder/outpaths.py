@@ -1,7 +1,9 @@
 """Checks on where a command is told to write, made before any work is done.
 
 `--out plan.yaml` naming an existing file where a folder is wanted (or a folder where a file is
-wanted) is a usage error with one clear line, not a traceback after the work is done.
+wanted) is a usage error with one clear line, not a traceback after the work is done. So is a file
+to write that would destroy another: a prediction's or a metric store's own file, or an existing
+file of another kind than the one written (an earlier output of the same kind is replaced).
 """
 
 from __future__ import annotations
@@ -21,13 +23,35 @@ def out_dir(path: str | os.PathLike, option: str = "--out") -> Path:
     return p
 
 
-def out_file(path: str | os.PathLike, option: str = "--out") -> Path:
-    """`path` as a file to write: absent or a file (replaced), in a folder that is not a file."""
+def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, ...] = ()) -> Path:
+    """`path` as a file to write, in a folder that is not a file: absent, or a file that is replaced when it is
+    of one of `kinds` (suffixes such as ".html"; any, when none are given) and no prediction or store keeps it."""
     p = Path(path)
     if p.is_dir():
         raise LadderError(f"{option} {p}: is a folder; give the path of the file to write")
+    if p.exists():
+        keeper = _kept_by(p)
+        if keeper is not None:
+            raise LadderError(f"{option} {p}: is a file of {keeper}; give the path of another file "
+                              "(writing over it would destroy it)")
+        if kinds and p.suffix.lower() not in kinds:
+            raise LadderError(f"{option} {p}: exists and is not a {' or '.join(kinds)} file; give the path of a "
+                              "new file (writing over it would destroy it)")
     _parents_are_folders(p, option)
     return p
+
+
+def _kept_by(p: Path) -> str | None:
+    """What keeps the existing file `p` (a prediction: its files and its watch's; a metric store), or None."""
+    from ladder.prediction import PREDICTION_FILES, WATCH_FILES  # pandas: only when a file is there
+
+    folder = p.absolute().parent
+    if p.name in PREDICTION_FILES + WATCH_FILES and (folder / "prediction.json").is_file():
+        return f"the prediction in {folder}"
+    for root in (folder, folder.parent):  # a store keeps files in its folder and one level down (history/)
+        if (root / "manifest.json").is_file() and (root / "history").is_dir():
+            return f"the metric store {root}"
+    return None
 
 
 def _parents_are_folders(p: Path, option: str) -> None:

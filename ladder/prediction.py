@@ -23,6 +23,8 @@ import pandas as pd
 from ladder.errors import LadderError
 from ladder.files import atomic_path, write_text_atomic
 
+PREDICTION_FILES = ("prediction.parquet", "prediction.csv", "prediction.json")
+"""What `Prediction.save` writes; ``prediction.json`` holds everything, the others the table."""
 WATCH_FILES = ("watch-state.json", "alerts.jsonl")
 """What `ladder watch` keeps beside the prediction it follows: its state and its alerts."""
 
@@ -128,12 +130,13 @@ class Prediction:
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        with atomic_path(out / "prediction.parquet") as tmp:
+        parquet, csv, js = (out / name for name in PREDICTION_FILES)
+        with atomic_path(parquet) as tmp:
             self.table.to_parquet(tmp, index=False)
-        with atomic_path(out / "prediction.csv") as tmp:
+        with atomic_path(csv) as tmp:
             self.table.to_csv(tmp, index=False)
-        js = write_text_atomic(out / "prediction.json", self.json_text())
-        return [out / "prediction.parquet", out / "prediction.csv", js]
+        write_text_atomic(js, self.json_text())
+        return [parquet, csv, js]
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Prediction:
@@ -177,8 +180,10 @@ def _plain(value: Any) -> Any:
 
 def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
     """Before `pred` is saved into `out_dir`: move a watch of another prediction there (its state and alerts,
-    `WATCH_FILES`) into ``earlier-watch-<UTC time>/``, so that a new watch starts afresh and judges the run
-    against `pred`. Returns that folder, or None where there was nothing to move (or the same prediction)."""
+    `WATCH_FILES`) into ``earlier-watch-<UTC time>/`` with a copy of that prediction (`PREDICTION_FILES`), so that
+    a new watch starts afresh and judges the run against `pred` while the old alerts keep the prediction they were
+    judged against. Returns that folder, or None where there was nothing to move (or the same prediction)."""
+    import shutil
     import time
 
     out = Path(out_dir)
@@ -188,6 +193,9 @@ def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
         return None
     aside = out / time.strftime("earlier-watch-%Y%m%dT%H%M%SZ", time.gmtime())
     aside.mkdir(parents=True, exist_ok=True)
+    for name in PREDICTION_FILES:  # copied: the folder keeps a whole prediction until `pred` replaces it
+        if (out / name).is_file():
+            shutil.copy2(out / name, aside / name)
     for f in found:
         f.replace(aside / f.name)
     return aside

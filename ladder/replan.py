@@ -100,4 +100,6 @@ def _schedule(run: Target) -> Schedule:
 def _with_schedule(run: Target, schedule: Schedule) -> Target:
     if isinstance(run, RunConfig):
         return run.replace(schedule=schedule)
-    return dataclasses.replace(run, schedule=schedule, stop_after_steps=schedule.horizon)
+    # A planned run predicts at its config's evals: the config takes the edit too, or they run to the old end.
+    config = run.config.replace(schedule=schedule) if run.config is not None else None
+    return dataclasses.replace(run, schedule=schedule, stop_after_steps=schedule.horizon, config=config)

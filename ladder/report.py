@@ -85,36 +85,48 @@ def read_alerts(path: str | os.PathLike) -> list[dict]:
 
 
 def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: float = 0.05) -> pd.DataFrame:
-    """The prediction at (about) every `every` of the run, with the actual value where known."""
+    """The prediction at (about) every `every` of the run; with `actual`, each row at the run's eval nearest it
+    (within 1% of the plan: a run evaluates on its own cadence), predicted and actual at that eval's step."""
     t = pred.table
     marks = sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})
     picked = sorted({int((t["fraction"] - m / 1e6).abs().idxmin()) for m in marks})
-    rows = t.loc[picked].copy()
-    edited = rows["fraction_edited"] if "fraction_edited" in rows else rows["fraction"]
+    rows, got = t.loc[picked].copy(), None
+    if actual is not None:
+        rows, got = _at_evals(pred, rows, actual)
     out = pd.DataFrame({
         "step": rows["step"].astype(int),
         "fraction": [f"{f:.0%}" + (f" ({e:.0%} of the edited plan)" if abs(e - f) > 1e-9 else "")
-                     for f, e in zip(rows["fraction"], edited)],
+                     for f, e in zip(rows["fraction"], rows["fraction_edited"])],
         "predicted": [_num(x) for x in rows["median"]],
         "50% band": [_span(a, b) for a, b in zip(rows["lo50"], rows["hi50"])],
         "90% band": [_span(a, b) for a, b in zip(rows["lo90"], rows["hi90"])],
     })
-    if actual is not None:
-        # the eval nearest each row (within 1% of the plan: a run evaluates on its own cadence), against the
-        # prediction at that eval's step
-        actual = actual.dropna().sort_index()
-        at = actual.index.to_numpy(dtype=np.float64)
-        got, pred_there = [], []
-        for step in rows["step"].to_numpy(dtype=np.float64):
-            j = int(np.argmin(np.abs(at - step))) if at.size else -1
-            near = j >= 0 and abs(at[j] - step) <= 0.01 * pred.started_with
-            got.append(float(actual.iloc[j]) if near else np.nan)
-            pred_there.append(float(np.interp(at[j], t["step"], t["median"])) if near else np.nan)
+    if got is not None:
         out["actual"] = [_num(x) for x in got]
         out["error"] = [f"{(p / a - 1):+.2%}" if np.isfinite(a) and np.isfinite(p) else "–"
-                        for a, p in zip(got, pred_there)]  # predicted / actual − 1, as everywhere
+                        for a, p in zip(got, rows["median"])]  # predicted / actual − 1, as everywhere
     out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
     return out
+
+
+def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series) -> tuple[pd.DataFrame, np.ndarray]:
+    """`rows` moved to the eval of `actual` nearest each (where one is within 1% of the plan) with the prediction
+    at that step, and the evals' values (NaN where none is near)."""
+    actual = actual.dropna().sort_index()
+    at, values = actual.index.to_numpy(dtype=np.int64), actual.to_numpy(dtype=float)
+    steps = rows["step"].to_numpy(dtype=np.int64)
+    got = np.full(len(steps), np.nan)
+    if not at.size:
+        return rows, got
+    j = np.abs(at[None, :] - steps[:, None]).argmin(axis=1)
+    near = np.abs(at[j] - steps) <= 0.01 * pred.started_with
+    got[near] = values[j[near]]
+    moved = np.where(near, at[j], steps)
+    there = pred.at(moved)  # a row left where it was is a row of the table: the same values
+    values_there = {c: there[c].to_numpy() for c in ("median", "lo50", "hi50", "lo90", "hi90", "in_assumptions")}
+    scale = moved / steps
+    return rows.assign(step=moved, fraction=rows["fraction"] * scale, fraction_edited=rows["fraction_edited"] * scale,
+                       **values_there), got
 
 
 def _num(x) -> str:

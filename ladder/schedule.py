@@ -97,7 +97,12 @@ class Schedule:
         if fractions != sorted(set(fractions)):
             raise LadderError(f"seq_phases must start at increasing fractions, got {fractions}")
         horizon = self.total_steps
-        for edit in self.edits:
+        for before, edit in zip((None,) + self.edits, self.edits):
+            if before is not None and edit.at_step < before.at_step:
+                raise LadderError(
+                    f"{edit.kind} edit at step {edit.at_step} is placed before the earlier {before.kind} edit at "
+                    f"step {before.at_step}; edits apply in order, so place it at step {before.at_step} or later"
+                )
             if not self.warmup_steps <= edit.at_step < horizon:
                 raise LadderError(
                     f"{edit.kind} edit at step {edit.at_step} must fall after warmup "

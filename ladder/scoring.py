@@ -45,18 +45,20 @@ class Score:
         ]
 
 
-def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1) -> Score:
-    """`actual`: the run's values indexed by step. Evals before `start` of the plan are left out."""
+def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, run: str | None = None) -> Score:
+    """`actual`: the values of `run` (default: the prediction's target) indexed by step. Evals before `start` of the
+    plan are left out."""
+    run = run or pred.run_name
     actual = actual[np.isfinite(actual.to_numpy(float))]
     if actual.empty:
-        raise LadderError(f"{pred.run_name}: no values of {pred.metric} to score the prediction against")
+        raise LadderError(f"{run}: no values of {pred.metric} to score the prediction against")
     steps = actual.index.to_numpy()
     at = pred.at(steps)
     y = actual.to_numpy(float)
     median = at["median"].to_numpy()
     use = (steps / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(median)
     if not use.any():
-        raise LadderError(f"{pred.run_name}: none of its {len(y)} evals from {start:.0%} of the plan on falls where "
+        raise LadderError(f"{run}: none of its {len(y)} evals from {start:.0%} of the plan on falls where "
                           "the prediction has a value")
     err = median[use] / y[use] - 1
     band = {k: at[k].to_numpy()[use] for k in ("lo50", "hi50", "lo90", "hi90")}

@@ -277,10 +277,10 @@ PLAN = [
     _plan("recipe-empty", ["empty.yaml"], ["expected a YAML mapping"], files={"empty.yaml": ""}),
     _plan("recipe-binary", ["bin.yaml"], ["not a text file"], files={"bin.yaml": b"\xff\xfe\x00\x81" * 10}),
     _plan("recipe-python-tag", ["tag.yaml"], ["malformed YAML"], files={"tag.yaml": "name: !!python/object/apply:os.system ['true']\n"}),
-    _plan("recipe-huge-hero", ["huge.yaml"], ["huge.yaml.hero", "width 1000000000000000", "1,048,576 wide", "(line 5)"],
+    _plan("recipe-huge-hero", ["huge.yaml"], ["huge.yaml: hero", "width 1000000000000000", "1,048,576 wide", "(line 5)"],
           files={"huge.yaml": "name: huge\narch: {vocab_size: 256, head_dim: 16}\nlr: {coefficient: 0.001}\n"
                               "rungs: [{d_model: 32, n_layers: 2}]\nhero: {d_model: 1e15, n_layers: 4}\n"}),
-    _plan("recipe-tpp-nan-with-line", ["nan.yaml"], ["nan.yaml.tpp", "not a finite number", "(line 4)"],
+    _plan("recipe-tpp-nan-with-line", ["nan.yaml"], ["nan.yaml: tpp", "not a finite number", "(line 4)"],
           files={"nan.yaml": "name: n\narch: {vocab_size: 256, head_dim: 16}\nlr: {coefficient: 0.001}\n"
                              "tpp: .nan\nrungs: [{d_model: 32, n_layers: 2}]\nhero: {d_model: 64, n_layers: 2}\n"}),
     _plan("out-is-a-file", ["micro-cpu", "--out", "afile"], ["--out afile", "is a file, not a folder"]),

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from ladder.cli import app
 from ladder.errors import LadderError
 from ladder.predict import PredictSettings, predict, prediction_steps
-from ladder.prediction import Prediction
+from ladder.prediction import PREDICTION_FILES, WATCH_FILES, Prediction
+from ladder.runconfig import RunConfig
 from ladder.schedule import SeqPhase
 from ladder.sources import LocalSource
 from ladder.sources.pull import pull
@@ -231,6 +232,70 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
                        (["--shorten-to", str(int(0.8 * T)), "--out", str(cfg)], "is a file, not a folder")):
         res = runner.invoke(app, base + more)
         assert res.exit_code == 2 and says in res.stderr and "new schedule" not in res.stdout, more
+
+
+@pytest.mark.parametrize("edit", [["--shorten-to", "0.8"], ["--cooldown-steps", "0.1"]], ids=["shorten", "cooldown"])
+def test_replan_predicts_to_the_new_horizon_as_predict_does_on_the_config_it_writes(tmp_path, mp_store, edit):
+    cfg = tmp_path / "hero.yaml"
+    UNEDITED.save(cfg)
+    T = UNEDITED.stop_after_steps
+    flag, share = edit
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
+                              flag, str(int(float(share) * T)), "--n-boot", "50", "--out", str(tmp_path / "new")])
+    assert res.exit_code == 0, res.output
+    written = tmp_path / "new" / f"{UNEDITED.name}.yaml"
+    horizon = RunConfig.load(written).stop_after_steps
+    assert horizon < T
+    res_again = runner.invoke(app, ["predict", str(written), "--store", str(mp_store.root), "--n-boot", "50",
+                                    "--out", str(tmp_path / "again")])
+    assert res_again.exit_code == 0, res_again.output
+    replanned, again = Prediction.load(tmp_path / "new"), Prediction.load(tmp_path / "again")
+    assert int(replanned.table["step"].iloc[-1]) == horizon and replanned.table["fraction_edited"].max() == 1.0
+    pd.testing.assert_frame_equal(replanned.table, again.table)
+    final = f"new plan {again.final['median']:.4f} at step {horizon:,}"
+    assert final in " ".join(res.stdout.split()) and f"Final ({horizon:,} steps): {again.final['median']:.4f}" in res_again.stdout
+
+
+def test_replan_refuses_an_edit_before_an_edit_the_plan_already_has(tmp_path, mp_store):
+    cfg = tmp_path / "hero.yaml"
+    PLAN.hero.save(cfg)
+    (edit,) = PLAN.hero.schedule.edits
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(edit.at_step - 10),
+                              "--shorten-to", str(PLAN.hero.stop_after_steps - 20), "--out", str(tmp_path / "new")])
+    assert res.exit_code == 2, res.output
+    assert f"step {edit.at_step - 10} is placed before the earlier shorten edit at step {edit.at_step}" in res.stderr
+    assert not (tmp_path / "new").exists()
+
+
+def test_replan_into_a_watched_prediction_folder_moves_the_watch_aside_with_that_prediction(tmp_path, mp_store,
+                                                                                          pf_unedited):
+    cfg = tmp_path / f"{UNEDITED.name}.yaml"
+    UNEDITED.save(cfg)
+    T = UNEDITED.stop_after_steps
+    base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2), "--shorten-to", str(int(0.8 * T)),
+            "--n-boot", "50", "--out"]
+    res = runner.invoke(app, [*base, str(tmp_path)])  # the folder of the config itself, no prediction in it
+    assert res.exit_code == 2 and f"{cfg} exists and is no earlier replan's" in res.stderr
+    folder = tmp_path / "pred"
+    pf_unedited.save(folder)
+    for name in WATCH_FILES:
+        (folder / name).write_text("{}\n")
+    earlier = (folder / "prediction.json").read_text()
+    res = runner.invoke(app, [*base, str(folder)])
+    assert res.exit_code == 0, res.output
+    (aside,) = folder.glob("earlier-watch-*")
+    assert sorted(p.name for p in aside.iterdir()) == sorted(WATCH_FILES + PREDICTION_FILES)
+    assert (aside / "prediction.json").read_text() == earlier != (folder / "prediction.json").read_text()
+    assert not any((folder / name).exists() for name in WATCH_FILES) and f"moved to {aside}/" in " ".join(res.stdout.split())
+
+
+def test_predict_given_a_folder_names_a_yaml_in_it(tmp_path):
+    plan = tmp_path / "plan"
+    PLAN.rungs[0].save(plan / "0-rung.yaml")
+    PLAN.hero.save(plan / f"{PLAN.hero.name}.yaml")
+    res = runner.invoke(app, ["predict", str(plan), "--store", str(tmp_path / "store")])
+    says = f"{plan}: is a folder; give a YAML file in it, e.g. {plan / PLAN.hero.name}.yaml"
+    assert res.exit_code == 2 and says in " ".join(res.stderr.split()), res.output
 
 
 def test_fit_curve_reports_what_the_runs_say_about_the_floor(mp_store):

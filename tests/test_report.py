@@ -81,6 +81,7 @@ def test_an_interrupted_plot_leaves_the_figure_folder_as_it_was(predicted, monke
 
 def test_report_is_one_self_contained_page(predicted):
     out = predicted / "report.html"
+    out.write_text("<html>an earlier report</html>")  # an earlier output of the same kind is replaced
     res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
                               "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -92,6 +93,18 @@ def test_report_is_one_self_contained_page(predicted):
     for text in ("Prediction every 5% of the run", "per-fraction law", "Assumptions", "Alert history",
                  "Actual so far", "Training dynamics projected to the hero", 'alt="dynamics"'):
         assert text in page
+
+
+def test_report_refuses_to_write_over_a_file_it_would_destroy(predicted):
+    (predicted / "notes.txt").write_text("kept")
+    for target, says in (("pred/prediction.json", "is a file of the prediction in"),
+                         ("store/manifest.json", "is a file of the metric store"),
+                         ("notes.txt", "exists and is not a .html or .htm file")):
+        before = (predicted / target).read_bytes()
+        res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store",
+                                  str(predicted / "store"), "--out", str(predicted / target)])
+        assert res.exit_code == 2 and says in res.stderr and target.split("/")[-1] in res.stderr, res.output
+        assert (predicted / target).read_bytes() == before
 
 
 def test_plot_without_a_store_is_a_clear_error(predicted, tmp_path):
@@ -138,6 +151,9 @@ def test_the_report_table_takes_each_rows_nearest_eval_and_refuses_a_file_that_i
     actual = pd.Series((3.0 - 1e-4 * evals) * 1.01, index=evals)
     rows = prediction_rows(pred, actual)
     assert "–" not in set(rows["actual"]) and len(rows) == 20
+    assert set(rows["step"]) <= set(evals.tolist())  # predicted and actual at the same step: the run's eval
+    np.testing.assert_allclose(rows["predicted"].astype(float), pred.at(rows["step"])["median"], atol=5e-5)
+    np.testing.assert_allclose(rows["actual"].astype(float), actual.loc[rows["step"]], atol=5e-5)
     assert {e for e in rows["error"]} == {"-0.99%"}  # the prediction at each eval's own step, 1% low
     alerts = tmp_path / "alerts.txt"
     alerts.write_text("step,loss\n1,2\n")
@@ -160,6 +176,15 @@ def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
     assert f"plans {rung.stop_after_steps:,} steps" in w and f"{plan.hero.stop_after_steps:,}" in w
     table = runner.invoke(app, [*args[:-2], "--run", rung.name])
     assert "warning:" in table.stderr and "is it the run that was predicted?" in table.stderr
+    late = runner.invoke(app, [*args, "--run", rung.name, "--from", "0.99"])  # the rung ends before 99% of the hero
+    assert late.exit_code == 2 and f"{rung.name}: none of its" in late.stderr and plan.hero.name not in late.stderr
+
+
+def test_plot_and_report_say_they_read_the_store_without_pulling_into_it():
+    for command in ("plot", "report"):
+        res = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"})
+        text = " ".join(res.output.split())
+        assert res.exit_code == 0 and "pulled into it" not in text and "as far as it has been pulled" in text
 
 
 def test_residuals_figure_plots_the_error_as_score_gives_it_and_the_band_on_that_scale():

@@ -90,6 +90,8 @@ def test_two_edits_apply_in_order():
         (lambda: sched().shorten(5, 900), "after warmup"),
         (lambda: sched().shorten(500, 400), "must be past the step"),
         (lambda: sched().early_cooldown(1200, 10), "before the current horizon"),
+        (lambda: sched().shorten(600, 900).shorten(400, 800),
+         "shorten edit at step 400 is placed before the earlier shorten edit at step 600; .* at step 600 or later"),
         (lambda: sched(min_lr_ratio=1.5), "min_lr_ratio"),
         (lambda: sched(decay="wsd"), "cooldown_steps"),
         (lambda: sched(warmup_steps=1000), "warmup_steps"),

@@ -243,3 +243,30 @@ def test_one_check_over_many_evals_exits_with_the_worst_of_them(tmp_path, replay
     verdicts = re.findall(r"step [\d,]+ \(\d+%\): eval/loss .*: ([A-Z-]+)$", res.output, flags=re.M)
     assert len(verdicts) == len(steps) and verdicts[off] == "ALARM" and verdicts[-1] == "OK", res.output
     assert res.exit_code == 5, res.output
+
+
+# ---- where the run comes from ----------------------------------------------------------------------------
+def test_a_run_stored_from_another_folder_is_refused_until_replace_and_a_quiet_check_says_where_it_stands(tmp_path):
+    from ladder.store import Store
+    from tests.synthetic_ladder import write_run
+    from tests.test_dynamics import hero_prediction
+
+    hero = micro_plan().hero
+    half = hero.stop_after_steps // 2
+    for folder in ("first", "second"):
+        write_run(tmp_path / folder, hero, upto=half, state="running")
+    store = str(tmp_path / "store")
+    assert runner.invoke(app, ["pull", "local", str(tmp_path / "first"), "--store", store]).exit_code == 0
+    hero_prediction(hero).save(tmp_path / "pred")
+    second = tmp_path / "second" / hero.name
+    watch = ["watch", "--prediction", str(tmp_path / "pred"), "--local", str(second), "--store", store, "--once"]
+    res = runner.invoke(app, watch)
+    assert res.exit_code == 2 and "is already in the store from" in res.stderr and "pass --replace" in res.stderr
+    assert not (tmp_path / "pred" / "watch-state.json").exists()
+    res = runner.invoke(app, [*watch, "--replace"])
+    assert res.exit_code == 0, res.output
+    assert Store(store).run(hero.name)["source"] == f"local:{second.resolve()}"
+    res = runner.invoke(app, watch)  # nothing new since: one line on where the run stands
+    last = max(s for s in hero.eval_steps() if s <= half)
+    assert res.exit_code == 0 and res.stdout.count("\n") == 1, res.output
+    assert f"no new eval since step {last:,}; last verdict: OK" in res.stdout

@@ -349,10 +349,11 @@ def test_drop_fraction_against_the_projection():
 
 
 def test_a_new_prediction_moves_the_watch_of_the_one_it_replaces_aside(tmp_path):
-    from ladder.prediction import WATCH_FILES, retire_watch
+    from ladder.prediction import PREDICTION_FILES, WATCH_FILES, retire_watch
 
     pred = prediction()
     pred.save(tmp_path)
+    earlier = (tmp_path / "prediction.json").read_text()
     for name in WATCH_FILES:
         (tmp_path / name).write_text("{}")
     assert retire_watch(tmp_path, pred) is None  # the same prediction again: its watch goes on
@@ -361,7 +362,8 @@ def test_a_new_prediction_moves_the_watch_of_the_one_it_replaces_aside(tmp_path)
     aside = retire_watch(tmp_path, other)
     assert aside is not None and aside.parent == tmp_path and aside.name.startswith("earlier-watch-")
     assert not any((tmp_path / name).exists() for name in WATCH_FILES)
-    assert sorted(p.name for p in aside.iterdir()) == sorted(WATCH_FILES)
+    assert sorted(p.name for p in aside.iterdir()) == sorted(WATCH_FILES + PREDICTION_FILES)
+    assert (aside / "prediction.json").read_text() == earlier  # the alerts keep the prediction they were judged against
     assert retire_watch(tmp_path, other) is None  # nothing left to move
 
 

@@ -100,10 +100,19 @@ def resolve_target(config: Path | None, target_file: Path | None, target_run: st
         raise LadderError("give the target as exactly one of: CONFIG.yaml (from `ladder plan --out`), "
                           "--target TARGET.yaml, or --target-run NAME (a run in the store)")
     if config is not None:
-        return from_config(RunConfig.load(config))
+        return from_config(RunConfig.load(_yaml_file(config, "")))
     if target_file is not None:
-        return target_from_file(target_file)
+        return target_from_file(_yaml_file(target_file, "--target "))
     return target_from_store(_existing_store(store), target_run, metric)
+
+
+def _yaml_file(path: Path, option: str) -> Path:
+    """`path`; a folder (a plan's, say) is refused with a YAML file in it to give instead (its hero's, if any)."""
+    if path.is_dir():
+        inside = sorted(path.glob("*.yaml"), key=lambda p: ("hero" not in p.name, p.name))
+        hint = f", e.g. {inside[0]}" if inside else " (it holds none)"
+        raise LadderError(f"{option}{path}: is a folder; give a YAML file in it{hint}")
+    return path
 
 
 @command("predict")
@@ -172,8 +181,7 @@ def predict_command(
     show_prediction(console, pred)
     console.print(f"Wrote {', '.join(str(p) for p in written)}")
     if retired:
-        console.print(f"The watch of the prediction this one replaces (its state and alerts) moved to {retired}/; "
-                      "`ladder watch` starts afresh against this one")
+        console.print(_retired(retired))
     if logged:
         console.print(f"Logged the prediction to wandb: {logged}")
 
@@ -198,7 +206,7 @@ def score_command(
     name = run or pred.run_name
     warnings = _other_plan(st.run(name), name, pred)  # st.run: a clear error when it is not there
     actual = st.history([name], [pred.metric])
-    sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start)
+    sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
     if fmt is Format.json:
         print_json({"run": name, **sc.to_json(), "warnings": warnings})
         return
@@ -252,10 +260,9 @@ def replan_command(
         out = out_dir(out)
     hero = resolve_target(config, target_file, target_run, store, metric)
     st = _existing_store(store)
-    if out is not None:
-        for path in (out / f"{hero.name}.yaml", out / "prediction.json"):
-            if path.exists():
-                raise LadderError(f"{path} exists; give --out a new folder (nothing was written)")
+    if out is not None and (out / f"{hero.name}.yaml").exists() and not (out / "prediction.json").is_file():
+        raise LadderError(f"{out / hero.name}.yaml exists and is no earlier replan's (no prediction beside it); "
+                          "give --out another folder (nothing was written)")
     step = at if at is not None else _last_step(st, hero.name)
     if deadline is not None:
         rate = throughput or _recent_throughput(st, hero.name)
@@ -291,11 +298,17 @@ def replan_command(
     if out is not None:
         from ladder.runview import save_target
 
-        written = save_target(edited, out / f"{edited.name}.yaml")
         retired = retire_watch(out, new)
+        written = save_target(edited, out / f"{edited.name}.yaml")
         new.save(out)
-        console.print(f"Wrote {written} and its prediction to {out}/"
-                      + (f"; the watch of the prediction it replaces moved to {retired}/" if retired else ""))
+        console.print(f"Wrote {written} and its prediction to {out}/")
+        if retired:
+            console.print(_retired(retired))
+
+
+def _retired(folder: Path) -> str:
+    return (f"The watch of the prediction this one replaces (its state and alerts, with a copy of that prediction) "
+            f"moved to {folder}/; `ladder watch` starts afresh against this one")
 
 
 def _fmt(v: float, signed: bool = False) -> str:

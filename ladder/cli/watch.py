@@ -23,6 +23,8 @@ from ladder.watch.state import WatchState
 
 PREDICTION = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`.")
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding the rungs (the run is pulled into it too).")
+SHOWN_STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help=(
+    "Store folder holding the rungs and the run as far as it has been pulled (`ladder pull`, or `ladder watch`)."))
 
 
 def _source(local: Path | None, offline: Path | None, wandb: str | None):
@@ -60,6 +62,7 @@ def watch_command(
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
     target_run: str | None = typer.Option(None, "--target-run", help="The run to follow, by name, when it differs from the prediction's target (e.g. a prediction made from a target file)."),
+    replace: bool = typer.Option(False, "--replace", help="Replace a stored run of the same id from another source, or with other coordinates, as `ladder pull --replace` does (refused without it)."),
 ) -> None:
     """Follow a live run and say at every eval whether it is on track with its prediction.
 
@@ -114,8 +117,10 @@ def watch_command(
         return predict(st, target, settings)
 
     watcher = Watcher(st, source, pred, rules, sinks, state or folder / "watch-state.json",
-                      repredict=repredict, prediction_dir=folder, overrides=overrides)
+                      repredict=repredict, prediction_dir=folder, overrides=overrides, replace=replace)
     result = watcher.check() if once else watcher.run(poll, max_checks)
+    if once and not result.lines and not result.new_alerts:  # the sinks keep quiet when nothing is new
+        sinks["terminal"].send((), result.verdict, result.summary)
     raise typer.Exit(result.exit_code)
 
 
@@ -138,7 +143,7 @@ def _deadline_seconds(deadline: str) -> float:
 @command("plot")
 def plot_command(
     prediction: Path = PREDICTION,
-    store: Path = STORE,
+    store: Path = SHOWN_STORE,
     out: Path = typer.Option(Path("figures"), "--out", help="Folder for the PNG and SVG figures."),
 ) -> None:
     """Draw the ladder fit, the predicted hero curve with its bands and the actual curve so far,
@@ -154,7 +159,7 @@ def plot_command(
 @command("report")
 def report_command(
     prediction: Path = PREDICTION,
-    store: Path = STORE,
+    store: Path = SHOWN_STORE,
     out: Path = typer.Option(Path("report.html"), "--out", help="The HTML file to write (self-contained)."),
     alerts: Path | None = typer.Option(None, "--alerts", help="Alerts JSON lines (default: alerts.jsonl beside the prediction)."),
 ) -> None:
@@ -163,7 +168,7 @@ def report_command(
 
     pred = Prediction.load(prediction)
     folder = prediction if prediction.is_dir() else prediction.parent
-    out = out_file(out)
+    out = out_file(out, kinds=(".html", ".htm"))
     st = _store(store)
     if alerts is not None and not alerts.is_file():
         raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")

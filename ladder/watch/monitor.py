@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ladder import runfiles as keys
-from ladder.errors import LadderError
+from ladder.errors import LadderError, SourceUnavailable
 from ladder.prediction import Prediction
 from ladder.sources.coords import CoordinateOverrides
-from ladder.sources.pull import Source, pull
+from ladder.sources.pull import PullSkipped, Source, pull
 from ladder.store import Store
 from ladder.watch.rules import LEVELS, Alert, AlertRules, Observed, RungCurves, evaluate, evaluate_run
 from ladder.watch.sinks import Sink
@@ -53,6 +53,8 @@ class CheckResult:
     """One verdict line per new eval."""
     finished: bool = False
     prediction: Prediction | None = None
+    summary: str = ""
+    """What the sinks were given: the verdict lines, or with no new eval one line on where the run stands."""
 
     @property
     def exit_code(self) -> int:
@@ -74,6 +76,8 @@ class Watcher:
     clock: Callable[[], float] = time.time
     overrides: CoordinateOverrides | None = None
     """Coordinates for the run the source does not give (`--coord`, `--coords`)."""
+    replace: bool = False
+    """Let the pull replace a stored run of the same id from another source (`ladder pull --replace`)."""
     _state: WatchState | None = field(default=None, repr=False)
 
     def check(self) -> CheckResult:
@@ -82,9 +86,9 @@ class Watcher:
         self._state = state
         try:
             if self.source is not None:
-                pull(self.store, self.source, overrides=self.overrides)
+                self._pull()
             run = self.store.run(self.prediction.run_name)
-        except WrongRun:
+        except Refused:
             raise
         except LadderError as exc:
             summary = f"cannot read {self.prediction.run_name}: {exc}"
@@ -107,11 +111,11 @@ class Watcher:
             return CheckResult(verdict, tuple(fresh), (summary,), finished, self.prediction)
         alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run))
         lines, verdict = self._verdicts(obs, alerts, state, finished)
-        summary = "\n".join(lines) if lines else self._status_line(obs, verdict)
+        summary = "\n".join(lines) if lines else self._status_line(obs, verdict, state)
         fresh = self._deliver(state, alerts, verdict, summary, quiet=not lines)
         state.last_step = max(state.last_step, obs.last_step)
         state.save(self.state_path)
-        return CheckResult(verdict, tuple(fresh), tuple(lines), finished, self.prediction)
+        return CheckResult(verdict, tuple(fresh), tuple(lines), finished, self.prediction, summary)
 
     def run(self, poll_seconds: float, max_checks: int | None = None) -> CheckResult:
         """Check every `poll_seconds` until the run finishes (or `max_checks`)."""
@@ -124,6 +128,18 @@ class Watcher:
             time.sleep(poll_seconds)
 
     # ---- pieces -------------------------------------------------------------------------------------
+    def _pull(self) -> None:
+        """Pull what is new. What the pull refuses after listing the run and before reading it (a run of that id
+        stored from another source, without `replace`) is `Refused`: the user's to settle, not an unreadable run."""
+        try:
+            pull(self.store, self.source, overrides=self.overrides, replace=self.replace)
+        except (Refused, SourceUnavailable, PullSkipped):
+            raise
+        except LadderError as exc:
+            if getattr(self.source, "listed", False):
+                raise Refused(str(exc)) from None
+            raise
+
     def _observed(self, run: pd.Series, state: WatchState, now: float) -> Observed:
         hist = self.store.history(run_ids=[str(run["run_id"])], include_nonfinite=True)
         # The last value logged at each step, NaN included (a pivot table's "last" would skip a NaN
@@ -237,8 +253,15 @@ class Watcher:
         first = int(self.prediction.table["step"].min())
         return obs.last_step > first or (finished and obs.last_step > 0)
 
-    def _status_line(self, obs: Observed, verdict: str) -> str:
-        return f"step {obs.last_step:,} ({obs.last_step / max(obs.planned_steps, 1):.0%}): no new eval; {verdict.upper()}"
+    def _status_line(self, obs: Observed, verdict: str, state: WatchState) -> str:
+        head = f"step {obs.last_step:,} ({obs.last_step / max(obs.planned_steps, 1):.0%})"
+        if not state.verdicts:
+            return f"{head}: no eval yet: {verdict.upper()}"
+        last = state.verdicts[-1]
+        since = f"{head}: no new eval since step {int(last['step']):,}; last verdict"
+        if last["verdict"] != verdict:  # a live rule (stale telemetry, throughput) made it worse since
+            since += f" {str(last['verdict']).upper()}, now"
+        return f"{since}: {verdict.upper()}"
 
     def _deliver(self, state: WatchState, alerts: list[Alert], verdict: str, summary: str,
                  quiet: bool = False) -> list[Alert]:
@@ -261,25 +284,35 @@ class _OnlyRun:
     def __init__(self, source: Source, name: str) -> None:
         self.source = source
         self.name = name
+        self.listed = False
+        """The last listing found the run, and no read of it has begun since."""
 
     @property
     def key(self) -> str:
         return self.source.key
 
     def runs(self):
+        self.listed = False
         refs = self.source.runs()
         mine = [r for r in refs if self.name in (r.name, (r.config or {}).get("name"), r.run_id)]
         if refs and not mine:
             others = ", ".join(sorted({str(r.name or r.run_id) for r in refs})[:5])
             raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {others}: "
                            "watch the run the prediction was made for")
+        self.listed = bool(mine)
         return mine
 
     def read(self, ref, cursor=None):
+        self.listed = False
         return self.source.read(ref, cursor)
 
 
-class WrongRun(LadderError):
+class Refused(LadderError):
+    """A check that cannot be made until the user acts (a usage error, exit 2), as opposed to a run that cannot
+    be read now (exit 3) and may be at the next check."""
+
+
+class WrongRun(Refused):
     """The source holds runs, none of them the predicted one."""
 
 
