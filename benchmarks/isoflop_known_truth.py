@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fits import fit_endpoint  # noqa: E402
 from fits.isoflop import budget_minima, optimal_size  # noqa: E402
-from fits.synthetic import isoflop_sweep, surface_optimum  # noqa: E402
+from fits.synthetic import EPOCH_CHINCHILLA, isoflop_sweep, surface_optimum  # noqa: E402
 
-LAW = dict(E=1.82, A=482.0, B=2085.0, alpha=0.348, beta=0.366)
+LAW = EPOCH_CHINCHILLA
 BUDGETS = (1e18, 3e18, 1e19, 3e19, 1e20)
 TARGET = 1e21
 

@@ -5,7 +5,10 @@ returning a `fits.Band` and the reasons behind it, or raising `FitError` when it
 (too few runs with the target's token ratio, no LR sequences, ...):
 
 - ``per-fraction``: L(g) = E + A_g·(C·g)^−α_g across the runs that share the target's token ratio
-  and schedule shape (smooth in g, basis chosen by leaving out one run; or free). E: fitted at the
+  and schedule shape, or, where fewer than 3 do, its planned tokens (a fixed-data ladder: at a fixed
+  D the data term is the same for every size at each fraction, and the power law in C·g ∝ N carries
+  it; on synthetic Chinchilla-surface ladders at 300B tokens within 0.5%, tests/test_fits_predictor.py)
+  (smooth in g, basis chosen by leaving out one run; or free). E: fitted at the
   target's ratio; or, asked for (`Options.E_from="ladder"`), from every run of a ladder that trains
   several token ratios (`fits.asymptote`); or pinned. Band: a bootstrap over runs with E held ⊕ the
   runs' scatter around the law ⊕ the spread over the values of E the data do not reject (or over E's
@@ -35,7 +38,7 @@ from fits.errors import FitError
 from fits.momentum import fit_momentum
 from fits.multipower import fit_multipower
 from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
-from fits.runs import Run, law_compute, same_ratio, same_shape, sizes
+from fits.runs import Run, law_compute, same_ratio, same_shape, same_tokens, sizes
 from fits.uncertainty import Z50, Z90, Band, bootstrap
 
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
@@ -106,9 +109,19 @@ def _shift(band: Band, d: np.ndarray) -> Band:
 
 
 def per_fraction_runs(runs: list[Run], target: Run, tol: float) -> list[Run]:
-    """The runs that share the target's token ratio and schedule shape, smallest compute first."""
-    chosen = [r for r in runs if same_ratio(r, target, tol) and same_shape(r, target) and r.steps.size >= 3]
+    """The runs that share the target's token ratio and schedule shape, smallest compute first; where fewer
+    than 3 do, those that share its planned tokens and schedule shape, if more do (a fixed-data ladder: every
+    size trained on the same tokens, as Pythia's, where a fraction of the run is the same data for all)."""
+    usable = [r for r in runs if same_shape(r, target) and r.steps.size >= 3]
+    chosen = [r for r in usable if same_ratio(r, target, tol)]
+    if len(chosen) < 3:
+        chosen = max(chosen, [r for r in usable if same_tokens(r, target, tol)], key=len)
     return sorted(chosen, key=lambda r: r.compute)
+
+
+def shared_axis(runs: list[Run], target: Run, tol: float) -> str:
+    """What the per-fraction law's runs share with the target (`per_fraction_runs`): its token ratio, or its tokens."""
+    return "token ratio" if all(same_ratio(r, target, tol) for r in runs) else "tokens"
 
 
 def _matrix(runs: list[Run]) -> tuple[np.ndarray, np.ndarray]:
@@ -151,12 +164,14 @@ class PerFraction:
         runs = per_fraction_runs(self.runs, target, o.ratio_tol)
         if len(runs) < 3:
             raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
-                           f"± {o.ratio_tol:.0%}) and schedule shape; the ladder has {len(runs)}")
+                           f"± {o.ratio_tol:.0%}), or with its tokens ({target.planned_tokens:.4g}), and its schedule "
+                           f"shape; the ladder has {len(runs)}")
+        axis_shared = shared_axis(runs, target, o.ratio_tol)
         Cs, axis = law_compute(runs + [target])
         C, compute = Cs[:-1], float(Cs[-1])
         smooth, chosen_by = choose_smooth(runs, o, C)
         if smooth is None and o.E is None and len(runs) < 4:
-            raise FitError(f"the free per-fraction law needs 4 runs with the target's token ratio when E is fitted "
+            raise FitError(f"the free per-fraction law needs 4 runs with the target's {axis_shared} when E is fitted "
                            f"(2 parameters per fraction and E); the ladder has {len(runs)}")
         grid2, losses2 = _matrix(runs)
         grid, losses = _free_matrix(runs) if smooth is None else (grid2, losses2)
@@ -195,9 +210,12 @@ class PerFraction:
         basis = ("free (A_g, α_g) at every shared fraction" if smooth is None
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
         E_note = ("E pinned" if o.E is not None else shared.why() if shared is not None
-                  else "E fitted at the target's token ratio")
+                  else f"E fitted at the target's {axis_shared}")
         shape = "schedule shape" if target.plan_lrs is not None else "schedule shape (assumed: the target gives no LR)"
-        why = (f"{len(runs)} runs share the target's token ratio and {shape}; compute as {axis}; {basis}"
+        why = (f"{len(runs)} runs share the target's {axis_shared}"
+               + (" (a fixed-data ladder: a fraction of the run is the same tokens for every size)"
+                  if axis_shared == "tokens" else "")
+               + f" and {shape}; compute as {axis}; {basis}"
                + (f" ({chosen_by})" if chosen_by else "") + f"; {E_note}")
         params = {"E": fit.E, "E_from": ("pinned" if o.E is not None else "ladder surface" if shared is not None
                                          else "fitted"),

@@ -226,6 +226,11 @@ def same_ratio(a: Run, b: Run, tol: float = 0.01) -> bool:
     return abs(a.token_ratio / b.token_ratio - 1.0) <= tol
 
 
+def same_tokens(a: Run, b: Run, tol: float = 0.01) -> bool:
+    """Planned tokens equal within a relative tolerance (1% by default): every size on the same data."""
+    return abs(a.planned_tokens / b.planned_tokens - 1.0) <= tol
+
+
 def sizes(runs: list[Run]) -> np.ndarray:
     """The distinct sizes (FLOPs per token), ascending; runs within 0.1% count as one size."""
     return distinct([r.flops_per_token for r in runs], 0.001)

@@ -11,6 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from fits.curvelaw import Curve, CurveLawFit
+from fits.runs import Run
+
+EPOCH_CHINCHILLA = dict(E=1.82, A=482.0, B=2085.0, alpha=0.348, beta=0.366)
+"""Epoch AI's refit of the Chinchilla surface (Besiroglu et al. 2024): the known truth of the synthetic sweeps and
+fixed-data ladders."""
 
 
 def endpoint_losses(rng: np.random.Generator, compute, E: float, A: float, alpha: float, noise: float) -> np.ndarray:
@@ -47,6 +52,18 @@ def isoflop_sweep(rng, budgets, law: dict, spread=(1 / 8, 8), sizes: int = 9, no
     C, N = np.array(C), np.array(N)
     D = C / (6 * N)
     return C, N, D, surface_losses(rng, N, D, **law, noise=noise)
+
+
+def fixed_data_ladder(rng, sizes, tokens: float, law: dict, noise: float, tokens_per_step: float = 2**21,
+                      evals: int = 20, lrs=None) -> list[Run]:
+    """One run of each size in `sizes` (N) on the same `tokens` and schedule (`lrs`, one per step, or none): a
+    fixed-data ladder, as Pythia's. Each logs `evals` evals at even fractions, its loss the surface `law` (E, A,
+    B, alpha, beta) at N and the tokens seen so far."""
+    steps_planned = int(tokens / tokens_per_step)
+    steps = np.round(np.arange(1, evals + 1) / evals * steps_planned).astype(np.int64)
+    return [Run(f"{n:.3g}", 6 * n, tokens_per_step, steps_planned, steps=steps, lrs=lrs, n_params=n,
+                values=surface_losses(rng, np.full(steps.size, n), steps * tokens_per_step, **law, noise=noise))
+            for n in sizes]
 
 
 def per_fraction_losses(rng, compute, fractions, E, A, alpha, noise, run_noise=0.0) -> np.ndarray:

@@ -7,9 +7,9 @@ import pytest
 
 from fits import FitError, fit_endpoint
 from fits.isoflop import budget_minima, budgets, is_sweep, optimal_size
-from fits.synthetic import isoflop_sweep, surface_optimum
+from fits.synthetic import EPOCH_CHINCHILLA, isoflop_sweep, surface_optimum
 
-LAW = dict(E=1.82, A=482.0, B=2085.0, alpha=0.348, beta=0.366)
+LAW = EPOCH_CHINCHILLA
 """Epoch AI's replication of the Chinchilla surface."""
 
 

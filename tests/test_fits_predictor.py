@@ -9,10 +9,11 @@ import pytest
 
 import fits.multipower as mp
 from fits import FitError
+from fits import candidates as cand
 from fits import predictor as core
 from fits.candidates import CurveLaw, Options
 from fits.runs import Run, same_ratio, sizes
-from fits.synthetic import known_law
+from fits.synthetic import EPOCH_CHINCHILLA, fixed_data_ladder, known_law
 
 FAST = core.Settings(options=Options(n_boot=60))
 TPS = 4096.0  # tokens per step
@@ -353,3 +354,21 @@ def test_a_target_below_the_ladder_is_warned_about():
     long = ladder_run("long", 2e5, pf_law, rng, noise=0.0, ratio=10 * TPP)
     res = core.predict(runs, long, long.steps, dataclasses.replace(FAST, backtest=False))
     assert any("the target trains at 200 tokens per parameter, far outside the rungs' 20–40" in w for w in res.warnings)
+
+
+def test_a_fixed_data_ladder_is_predicted_by_the_per_fraction_law():
+    """Every size on the same tokens and schedule (as Pythia): no two rungs share a token ratio, so the per-fraction
+    law takes the runs that share the target's tokens, where a fraction of the run is the same data for every size
+    and the power law in C·g ∝ N carries the data term. Known truth: Epoch AI's Chinchilla surface at 300B tokens."""
+    D, tps = 3e11, 2.0**21
+    lrs = linear_lrs(int(D / tps), 3e-4)
+    rng = np.random.default_rng(3)
+    rungs = fixed_data_ladder(rng, [7e7, 1.6e8, 4.1e8, 1e9, 1.4e9, 2.8e9], D, EPOCH_CHINCHILLA, 0.002, tps, lrs=lrs)
+    (hero,) = fixed_data_ladder(rng, [6.9e9], D, EPOCH_CHINCHILLA, 0.0, tps, lrs=lrs)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    assert len(cand.per_fraction_runs(rungs, blank, 0.01)) == 6  # none shares the hero's token ratio, all its tokens
+    res = core.predict(rungs, blank, hero.steps, FAST)
+    assert res.method == "per-fraction" and "fixed-data ladder" in res.outcomes["per-fraction"].why
+    err = res.band.median / hero.values - 1
+    assert abs(err[-1]) < 0.01 and np.nanmean(np.abs(err[1:])) < 0.01
+    assert np.all((res.band.lo90[1:] <= hero.values[1:]) & (hero.values[1:] <= res.band.hi90[1:]))
