@@ -154,10 +154,19 @@ def size_classes(N: np.ndarray) -> np.ndarray:
 
 
 def _scores(trials) -> dict[str, float]:
-    by: dict[str, list[float]] = {}
+    """Each form's mean |error| over the held-out sets every form could predict; where there is none, over the
+    sets it could predict itself (inf where it could predict none): a form that fails where the other one
+    succeeds is not compared on that set, and is not ruled out by it."""
+    forms = list(dict.fromkeys(t.form for t in trials))
+    cuts: dict[tuple, list[FormTrial]] = {}
     for t in trials:
-        by.setdefault(t.form, []).append(t.mean_abs)
-    return {f: float(np.mean(v)) for f, v in by.items()}
+        cuts.setdefault(t.held_out, []).append(t)
+    common = [c for c, ts in cuts.items() if all(np.isfinite(t.mean_abs) for t in ts) and len(ts) == len(forms)]
+    out = {}
+    for f in forms:
+        v = [t.mean_abs for t in trials if t.form == f and np.isfinite(t.mean_abs) and (not common or t.held_out in common)]
+        out[f] = float(np.mean(v)) if v else np.inf
+    return out
 
 
 def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS) -> tuple[FormTrial, ...]:
@@ -206,7 +215,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
         else:
             chosen, why = "free", "no form could be fitted without the largest size: the free form"
             warnings.append("too few runs below the largest size to fit either form, so no backtest chose the form "
-                            "or checked its band (" + "; ".join(f"{t.form}: {t.failed}" for t in trials) + ")")
+                            "or checked its band (" + "; ".join(f"{t.form}: {t.failed}" for t in trials if t.failed) + ")")
     ratio = D / N
     if ratio.max() < ONE_RATIO * ratio.min():
         warnings.append(f"every run trains at about one token ratio (D/N ≈ {np.median(ratio):.3g}): the "

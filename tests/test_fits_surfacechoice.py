@@ -188,3 +188,14 @@ def test_runs_at_one_token_ratio_are_warned_that_n_and_d_are_not_told_apart():
     assert "D/N ≈ 20" in warning
     varied = N * np.array([5.0, 20.0, 80.0, 5.0, 20.0, 80.0])
     assert not any("one token ratio" in w for w in choose_surface(N, varied, 1.8 + 400 / N**0.34 + 400 / varied**0.28).warnings)
+
+
+def test_a_form_that_fails_a_cut_the_other_passes_is_not_compared_on_it():
+    """Five runs: without the largest size the free form (5 parameters) cannot be fitted, the shared one (4) can;
+    the shared form is then the one a backtest checked, and the warning lists only the fits that failed."""
+    N = np.array([1e7, 3e7, 1e8, 3e8, 1e9])
+    D = 20 * N
+    choice = choose_surface(N, D, 1.82 + 482 / N**0.348 + 2085 / D**0.366)
+    assert choice.form == "shared" and "free failed" in choice.why
+    assert choice.scores()["shared"] < np.inf and choice.scores()["free"] == np.inf
+    assert not any("shared: ;" in w for w in choice.warnings)
