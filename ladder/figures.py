@@ -92,14 +92,15 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
     # the endpoint law through the rungs' final losses, and the curves collapsed by it, need 3 finished rungs
     endpoint = (fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
                 if len(finished) >= 3 else None)
+    done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
     if endpoint is not None:
-        done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
                                              hero.final if done else None, pred.metric, axis), out, "ladder_fit")
     paths += plots.save(plots.hero_curve(pred, hero, rung_curves), out, "hero_curve")
     if endpoint is not None:
         E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
-        paths += plots.save(plots.collapse(finished, E, hero), out, "collapse")
+        predicted_final = None if done else float(pred.table["median"].iloc[-1])
+        paths += plots.save(plots.collapse(finished, E, hero, predicted_final), out, "collapse")
     if hero is not None and len(hero.fraction):
         paths += plots.save(plots.residuals(pred, hero), out, "residuals")
     grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs, started)

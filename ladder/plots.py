@@ -123,15 +123,16 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     return fig
 
 
-def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None) -> Figure:
-    """Normalised curves (L − E)/(L_final − E): on a fixed-ratio ladder they fall on one line."""
+def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None, hero_final: float | None = None) -> Figure:
+    """Normalised curves (L − E)/(L_final − E): on a fixed-ratio ladder they fall on one line. The hero is
+    normalised by `hero_final` where given (its predicted final, while it has not finished), else by its own."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
         ax.plot(r.fraction, (r.value - E) / (r.final - E), color=col, lw=1.2, label=label)
     if hero is not None and len(hero.value):
-        ref = np.median([(r.final - E) for r in rungs]) if rungs else 1.0
-        scale = hero.final - E if hero.fraction[-1] >= 0.999 else ref
-        ax.plot(hero.fraction, (hero.value - E) / scale, "o", color=HERO, ms=3, label=hero.label)
+        final = hero.final if hero_final is None else hero_final
+        label = hero.label if hero_final is None else f"{hero.label} (by its predicted final)"
+        ax.plot(hero.fraction, (hero.value - E) / (final - E), "o", color=HERO, ms=3, label=label)
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel("(L − E) / (L_final − E)")
     ax.set_title(f"Collapsed curves (E = {E:.4f} nats/token)")
@@ -168,12 +169,13 @@ def residuals(prediction: Prediction, actual: Curve) -> Figure:
 def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = True) -> Figure:
     """Grad norm and MoE drop fraction against fraction, rungs and hero (the hero last, in red)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, curves, label in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
+    for ax, curves, quantity in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
         cols = _colors(len(curves) - 1) + [HERO] if hero_last else _colors(len(curves))
-        for r, col, label in zip(curves, cols, _labels(curves)):
-            ax.plot(r.fraction, _smooth(r.value), color=col, lw=1, label=label)
+        for r, col, name in zip(curves, cols, _labels(curves)):
+            ax.plot(r.fraction, _smooth(r.value), color=col, lw=1, label=name)
         ax.set_xlabel("fraction of the planned run")
-        ax.set_ylabel(label)
+        ax.set_ylabel(quantity)
+        ax.set_title(quantity, fontsize=9)
         ax.grid(True, alpha=0.3)
     a.set_yscale("log")
     a.legend(fontsize=7)

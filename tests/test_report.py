@@ -209,3 +209,22 @@ def test_residuals_figure_plots_the_error_as_score_gives_it_and_the_band_on_that
     assert band90.min() == pytest.approx(100 * (1 / 1.05 - 1)) and band90.max() == pytest.approx(100 * (1 / 0.96 - 1))
     assert "predicted / actual" in ax.get_ylabel()
     plt.close(fig)
+
+
+def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_predicted_final():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ladder.plots import Curve, collapse, diagnostics
+
+    f = np.linspace(0.05, 1.0, 20)
+    rungs = [Curve(f"r{i}", f, 2.0 + (1.0 + 0.1 * i) * f**-0.3) for i in range(3)]
+    fig = diagnostics(rungs, rungs)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["grad norm (global L2)", "MoE drop fraction"]
+    plt.close(fig)
+    E, final = 2.0, 3.0
+    hero = Curve("hero", f[:10], E + (final - E) * f[:10] ** -0.3)  # half way, on the collapsed line
+    fig = collapse(rungs, E, hero, hero_final=final)
+    (dots,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("hero")]
+    assert np.allclose(dots.get_ydata(), f[:10] ** -0.3) and "predicted final" in dots.get_label()
+    plt.close(fig)

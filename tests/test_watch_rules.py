@@ -63,6 +63,24 @@ def test_one_percent_jump_alarms_within_two_evals():
     assert alarms[0].value == pytest.approx(1 / 1.01 - 1, abs=2e-3) and f"error {alarms[0].value:+.2%}" in alarms[0].message
 
 
+def test_each_side_of_a_lopsided_band_is_its_own_limit():
+    """A band of −1% / +4% (50%) and −2% / +8% (90%): 1.5% below is past the lower 50% edge (a warning) though
+    far inside the upper one; 3% above is inside; 2.5% below is past the lower 90% edge (an alarm)."""
+    pred = prediction()
+    med = pred.table["median"].to_numpy()
+    pred.table["lo50"], pred.table["hi50"] = med * 0.99, med * 1.04
+    pred.table["lo90"], pred.table["hi90"] = med * 0.98, med * 1.08
+    rules = AlertRules(warn_rel=0.005, alarm_rel=0.01)
+    levels = {}
+    for shift in (-0.015, 0.03, -0.025):
+        y = med.copy()
+        y[10] *= 1 + shift
+        levels[shift] = [(a.level, a.step) for a in R.deviation(observed(y), pred, rules)]
+    assert levels == {-0.015: [("warning", EVALS[10])], 0.03: [], -0.025: [("alarm", EVALS[10])]}
+    (alert,) = R.deviation(observed(np.where(EVALS == EVALS[10], med * 0.985, med)), pred, rules)
+    assert "limit −1.00%: the 50% band's lower edge" in alert.message
+
+
 def test_slow_drift_is_caught_by_cusum_before_the_band():
     y = clean_values()
     y *= 1 + 0.0005 * np.arange(len(y))

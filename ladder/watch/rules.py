@@ -163,8 +163,9 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
         if not row.in_assumptions or not np.isfinite(bands).all() or not np.isfinite(value):
             continue  # the watcher reports such an eval as cannot-judge
         rel = row.median / value - 1.0  # predicted / actual − 1, as everywhere
-        warn = max(abs(row.hi50 - row.median), abs(row.median - row.lo50), rules.warn_rel * row.median)
-        alarm = max(abs(row.hi90 - row.median), abs(row.median - row.lo90), rules.alarm_rel * row.median)
+        above = value > row.median  # held to the band's edge on its own side: a band need not be symmetric
+        warn = max((row.hi50 - row.median) if above else (row.median - row.lo50), rules.warn_rel * row.median)
+        alarm = max((row.hi90 - row.median) if above else (row.median - row.lo90), rules.alarm_rel * row.median)
         gap = abs(value - row.median)
         if gap > warn:
             level: Level = "alarm" if gap > alarm else "warning"
@@ -173,8 +174,9 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             out.append(Alert(
                 "deviation", level, int(step),
                 f"{rules.metric} {value:.4f} is {abs(value / row.median - 1):.2%} "
-                f"{'above' if value > row.median else 'below'} the predicted {row.median:.4f} (error {rel:+.2%}) "
-                f"(limit ±{limit / row.median:.2%}: the {band} band or "
+                f"{'above' if above else 'below'} the predicted {row.median:.4f} (error {rel:+.2%}) "
+                f"(limit {'+' if above else '−'}{limit / row.median:.2%}: the {band} band's "
+                f"{'upper' if above else 'lower'} edge or "
                 f"{(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%}, whichever is wider)",
                 rel,
             ))
