@@ -77,7 +77,7 @@ def ladder_fit(
     fig, ax = plt.subplots(figsize=(7, 4.5))
     c = np.array([r.compute for r in rungs])
     grid = np.geomspace(c.min() / 1.5, hero_compute * 1.5, 200)
-    ax.plot(grid, law(grid), color="0.4", lw=1.2, label="fitted law")
+    ax.plot(grid, law(grid), color="0.4", lw=1.2, label="endpoint law through the finished rungs (a guide)")
     for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
         ax.scatter(r.compute, r.final, color=col, s=36, zorder=3, label=label)
     fin = prediction.final
