@@ -180,12 +180,15 @@ def test_webhook_posts_json_to_a_real_server(monkeypatch):
         alert = R.Alert("deviation", "alarm", 800, "eval/loss is +1.2% off")
         assert sink.send([alert], "alarm", "step 800 (40%)")
         assert sink.send([], "ok", "quiet") is True  # nothing to post
+        # an alert a failed post left for a quiet check is headed by its own level, not the check's "ok"
+        assert sink.send([R.Alert("deviation", "warning", 900, "eval/loss is +0.6% off")], "ok", "no new eval")
     finally:
         server.shutdown()
-    [(ctype, body)] = _Hook.received
+    [(ctype, body), (_, retried)] = _Hook.received
     assert ctype == "application/json"
     assert body["verdict"] == "alarm" and body["alerts"][0]["key"] == "deviation:alarm:800"
     assert "+1.2% off" in body["text"]
+    assert retried["verdict"] == "warning" and retried["text"].startswith("[WARNING] no new eval")
 
 
 def test_webhook_failure_reports_false_without_the_url(capsys):

@@ -29,15 +29,22 @@ from ladder.prediction import Prediction
 from ladder.sources.coords import CoordinateOverrides
 from ladder.sources.pull import PullSkipped, Source, pull
 from ladder.store import Store
-from ladder.watch.rules import LEVELS, Alert, AlertRules, Observed, RungCurves, evaluate, evaluate_run
+from ladder.watch.rules import (
+    CANNOT_JUDGE,
+    LEVELS,
+    RANK,
+    Alert,
+    AlertRules,
+    Observed,
+    RungCurves,
+    evaluate,
+    evaluate_run,
+)
 from ladder.watch.sinks import Sink
 from ladder.watch.state import WatchState
 
-CANNOT_JUDGE = "cannot-judge"
 EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
 """Exit code of each verdict; 1 (a bug) and 2 (a usage error) belong to the CLI."""
-RANK = {"ok": 0, CANNOT_JUDGE: 1, "unreadable": 1, "warning": 2, "alarm": 3}
-"""Which verdict wins when several apply to one eval."""
 BAND_COLUMNS = ["median", "lo50", "hi50", "lo90", "hi90"]
 
 Repredict = Callable[[Prediction, dict], Prediction]

@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # scipy stays out of `ladder --help`
 
 Level = Literal["warning", "alarm"]
 LEVELS = {"ok": 0, "warning": 1, "alarm": 2}
+CANNOT_JUDGE = "cannot-judge"
+RANK = {"ok": 0, CANNOT_JUDGE: 1, "unreadable": 1, "warning": 2, "alarm": 3}
+"""Which verdict wins when several apply to one eval (or head one message)."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ladder.errors import LadderError
-from ladder.watch.rules import Alert
+from ladder.watch.rules import RANK, Alert
 
 WEBHOOK_ENV = "LADDER_WEBHOOK_URL"
 STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": "magenta", "cannot-judge": "magenta"}
@@ -112,6 +112,8 @@ class WebhookSink:
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
         if not alerts:
             return True
+        # Alerts a failed post left for this check may be worse than this check's verdict: head with the worst.
+        verdict = max([verdict, *(a.level for a in alerts)], key=lambda v: RANK.get(v, 1))
         text = f"[{verdict.upper()}] {summary}\n" + "\n".join(
             f"• {a.level} [{a.rule}] step {a.step}: {a.message}" for a in alerts
         )
