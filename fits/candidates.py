@@ -119,6 +119,20 @@ def per_fraction_runs(runs: list[Run], target: Run, tol: float) -> list[Run]:
     return sorted(chosen, key=lambda r: r.compute)
 
 
+def other_shape(runs: list[Run], target: Run, tol: float) -> list[str]:
+    """The runs that share the target's token ratio (or tokens) but not its schedule shape: the per-fraction law
+    leaves them out."""
+    return [r.name for r in runs if (same_ratio(r, target, tol) or same_tokens(r, target, tol))
+            and not same_shape(r, target)]
+
+
+def _left_out_note(names: list[str]) -> str:
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    return (f"{len(names)} rung{'s' if len(names) > 1 else ''} ({shown}) share{'' if len(names) > 1 else 's'} the "
+            "target's token ratio or tokens but not its schedule shape (its warmup, decay or floor as fractions of "
+            "the run), so the per-fraction law leaves them out")
+
+
 def shared_axis(runs: list[Run], target: Run, tol: float) -> str:
     """What the per-fraction law's runs share with the target (`per_fraction_runs`): its token ratio, or its tokens."""
     return "token ratio" if all(same_ratio(r, target, tol) for r in runs) else "tokens"
@@ -162,10 +176,11 @@ class PerFraction:
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         o = self.options
         runs = per_fraction_runs(self.runs, target, o.ratio_tol)
+        shapes = other_shape(self.runs, target, o.ratio_tol)
         if len(runs) < 3:
             raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
                            f"± {o.ratio_tol:.0%}), or with its tokens ({target.planned_tokens:.4g}), and its schedule "
-                           f"shape; the ladder has {len(runs)}")
+                           f"shape; the ladder has {len(runs)}" + (f" ({_left_out_note(shapes)})" if shapes else ""))
         axis_shared = shared_axis(runs, target, o.ratio_tol)
         Cs, axis = law_compute(runs + [target])
         C, compute = Cs[:-1], float(Cs[-1])
@@ -223,7 +238,7 @@ class PerFraction:
                   "smooth": smooth, "runs": [r.name for r in runs]}
         if shared is not None:
             params["E_se"] = shared.se
-        warnings = list(fit.warnings) + list(ens.warnings)
+        warnings = list(fit.warnings) + list(ens.warnings) + ([_left_out_note(shapes)] if shapes else [])
         if target.plan_lrs is None:
             warnings.append("the target gives no LR schedule: the per-fraction law assumes it has its rungs' schedule "
                             "shape, and no curve law can check it; give the target's schedule to have it checked")

@@ -36,16 +36,17 @@ from fits.uncertainty import student_t_band
 FORM = "per-fraction law L(g) = E + A_g·(C·g)^-α_g"
 
 
-def sample_curve(steps, values, total_steps: float, fractions) -> np.ndarray:
+def sample_curve(steps, values, total_steps: float, fractions, slack: float = 1e-9) -> np.ndarray:
     """A run's metric at `fractions` of its planned `total_steps`, by linear interpolation between
-    logged steps; NaN where a fraction falls outside the logged range."""
+    logged steps; NaN where a fraction falls outside the logged range by more than `slack` (a fraction of
+    the run: evals rounded to whole steps sit a little off the fractions they were planned at)."""
     s = checks.as_array("steps", steps, positive=False)
     v = checks.as_array("values", values, positive=False)
     order = np.argsort(s, kind="stable")
     s, v = s[order], v[order]
     target = np.asarray(fractions, dtype=np.float64) * float(total_steps)
     out = np.interp(target, s, v)
-    tol = 1e-9 * max(float(total_steps), 1.0)
+    tol = slack * max(float(total_steps), 1.0)
     out[(target < s[0] - tol) | (target > s[-1] + tol)] = np.nan
     return out
 

@@ -282,6 +282,39 @@ def _score(name: str, held: list[Run], bands: list[Band], distance: float) -> Sc
                  np.concatenate(inside), np.array(finals))
 
 
+NATS_MAX = 15.0
+"""A loss in nats per token above this is beyond ln(vocabulary) for any vocabulary in use (ln 256k = 12.5): more
+likely a perplexity, or a sum over tokens."""
+
+
+def unit_warning(runs: list[Run]) -> list[str]:
+    """A warning when the rungs' evals past 10% of their runs lie above `NATS_MAX` (the laws take a loss; a
+    perplexity is its exponential, on which their power laws do not hold)."""
+    late = [r.values[r.fractions >= 0.1] for r in runs]
+    top = max((float(v.max()) for v in late if v.size), default=0.0)
+    if top <= NATS_MAX:
+        return []
+    return [f"the rungs' evals reach {top:.3g} past 10% of their runs, above {NATS_MAX:g}, more than a loss in nats "
+            "per token can be late in a run (ln of a 256k vocabulary is 12.5): if these are perplexities, give their "
+            "logarithm (the laws hold for the loss)"]
+
+
+def rising(band: Band, fractions: np.ndarray, tol: float = 0.01) -> list[str]:
+    """A warning when the predicted median rises by more than `tol` past 10% of the run: a loss curve under a
+    decaying LR falls; a rise comes from a rung that does not improve."""
+    m = np.asarray(band.median, dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(m) & (np.asarray(fractions) >= 0.1))
+    if ok.size < 2:
+        return []
+    low = np.minimum.accumulate(m[ok])
+    up = m[ok] / low - 1
+    if up.max() <= tol:
+        return []
+    i = ok[int(np.argmax(up))]
+    return [f"the predicted curve rises {up.max():.1%} above its earlier lowest by {fractions[i]:.0%} of the run: a "
+            "rung whose loss does not fall pulls the law; check the rungs' curves (`ladder plot`)"]
+
+
 def carried_error(backtest_rows, method: str, distance: float, fractions: np.ndarray) -> np.ndarray:
     """The backtest's |error| of `method` at each fraction, carried to `distance` (largest over held-out sizes).
 
@@ -337,6 +370,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         warnings += list(o.warnings)
     warnings += batch_warning(runs, target)
     warnings += rise_warnings(runs)
+    warnings += unit_warning(runs)
     ratios = [r.token_ratio for r in runs]
     if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
         warnings.append(f"the target trains at {target.token_ratio:.3g} tokens per parameter, far outside the rungs' "
@@ -356,8 +390,11 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
             why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: "
                            + failed.get(k, "it needs two laws that apply") for k in better)
         else:
-            why = "no backtest possible (fewer than 3 sizes): the first candidate that applies"
-            warnings.append("the ladder has fewer than 3 sizes, so no backtest chose the law or checked its band")
+            n = len(sizes(runs))
+            short = ("fewer than 3 sizes" if n < 3 else
+                     f"{n} sizes, too few for any law without the largest")
+            why = f"no backtest possible ({short}): the first candidate that applies"
+            warnings.append(f"the ladder has {short}, so no backtest chose the law or checked its band")
     else:
         method = settings.method
         if method not in bands:
@@ -371,7 +408,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         why += (f"; no backtest of this law on the ladder, so its band is widened by an assumed "
                 f"{UNTESTED_ERROR:.0%} per e-fold of extrapolation ({distance:.2f} e-folds outside the rungs' sizes)")
         warnings.append(f"the band of the {method} law is not checked by a backtest on this ladder: it assumes "
-                        f"{UNTESTED_ERROR:.0%} error (one sd) per e-fold of extrapolation; a third size would test it")
+                        f"{UNTESTED_ERROR:.0%} error (one sd) per e-fold of extrapolation; another size would test it")
     elif band is not bands[method]:
         why += (f"; band widened by the backtest's errors carried to the target's distance, and to at least "
                 f"{UNTESTED_ERROR:.0%} per e-fold of extrapolation")
@@ -381,6 +418,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
     if method == "ensemble":
         why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
+    warnings += rising(band, g)
     res = CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
                          tuple(dict.fromkeys(warnings)), failed, distance, g)
     p = res.parts()

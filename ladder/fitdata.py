@@ -277,7 +277,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
             raise LadderError(f"{where}: run {run!r} has no row past fraction 0")
         names.append(str(run))
         totals.append(c[end] / f[end])
-        rows.append(fits.sample_curve(at_end(f), y, 1.0, fractions))
+        rows.append(fits.sample_curve(at_end(f), y, 1.0, fractions, ROUNDING))
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 
@@ -353,6 +353,11 @@ def reached_end(fractions: np.ndarray) -> bool:
     return bool(1.0 - f[-1] <= max(gap, 1e-9))
 
 
+ROUNDING = 1e-3
+"""A run's first or last eval within this fraction of the run of a fitted fraction counts as at it (evals planned
+every 5% and rounded to whole steps land at 0.05002, say)."""
+
+
 def at_end(fractions: np.ndarray) -> np.ndarray:
     """A run's eval fractions with its last eval counted at fraction 1 where it `reached_end` (no later eval
     was due, as at step 11,419 of 11,420), so the curve has a value at the end."""
@@ -410,7 +415,8 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
             continue
         names.append(run["name"])
         totals.append(f * float(run["planned_tokens"]))
-        rows.append(fits.sample_curve(at_end(h["fraction"].to_numpy(float)), h["value"].to_numpy(), 1.0, fractions))
+        rows.append(fits.sample_curve(at_end(h["fraction"].to_numpy(float)), h["value"].to_numpy(), 1.0, fractions,
+                                      ROUNDING))
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 

@@ -25,6 +25,9 @@ MAX_BATCH = 2**24
 """Sequences per optimizer step."""
 MAX_STEPS = 10**8
 """Optimizer steps of one run (the longest published runs have a few million)."""
+MAX_PREDICTED_POINTS = 100_000
+"""The most steps a target's prediction may be made at (`eval_every`): each bootstrap refit holds a value at
+every one."""
 MIN_EVAL_FRACTION = 1e-5
 """Evals every this fraction of a run at the most often (100,000 evals)."""
 

@@ -19,6 +19,7 @@ from fits.runs import Run, lrs_from_logged
 from ladder import runfiles as keys
 from ladder.configio import load_yaml
 from ladder.errors import LadderError
+from ladder.limits import MAX_PREDICTED_POINTS
 from ladder.runconfig import RunConfig
 from ladder.schedule import Schedule
 from ladder.sources.coords import coordinate_number, coordinates_from_config, schedule_from
@@ -210,10 +211,14 @@ def target_from_file(path: Path) -> LadderRun:
     flops, flops_from, n = _flops(name, {"fit_flops_per_token": num.get("fit_flops_per_token"),
                                          "active_params": num.get("active_params")}, where)
     tpp = coordinate_number(where, "tpp", data["tpp"]) if data.get("tpp") is not None else None
+    every = int(num.get("eval_every", 0))
+    if every and stop / every > MAX_PREDICTED_POINTS:
+        raise LadderError(f"{where}: eval_every {every:,} predicts at {stop // every:,} steps, more than the "
+                          f"{MAX_PREDICTED_POINTS:,} a prediction holds; give eval_every {-(-stop // MAX_PREDICTED_POINTS):,} "
+                          "or more")
     return LadderRun(name, flops, int(num["tokens_per_step"]), stop,
                      schedule.total_steps if schedule is not None else stop, group=str(data.get("group") or ""),
-                     active_params=n, tpp=tpp, schedule=schedule, flops_from=flops_from,
-                     eval_every=int(num.get("eval_every", 0)))
+                     active_params=n, tpp=tpp, schedule=schedule, flops_from=flops_from, eval_every=every)
 
 
 def save_target(run: LadderRun, path: Path) -> Path:

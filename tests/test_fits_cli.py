@@ -209,6 +209,13 @@ def test_a_last_eval_one_step_short_of_the_end_is_the_end(curves_csv, tmp_path):
     args = ("fit", "curve", "--total-steps-col", "total_steps", "--every", "0.1", "--format", "json")
     whole, one_short = (json.loads(run(*args, "--csv", p).stdout) for p in (curves_csv, short))
     assert one_short["params"]["E"] == pytest.approx(whole["params"]["E"], rel=1e-6)
+    # evals planned at every 10% and rounded to whole steps land just after it (step 101 of 1,000): still at it
+    df = pd.read_csv(curves_csv)
+    df.loc[(df["step"] == 100) & (df["run_id"] != "r0"), "step"] = 101
+    df.to_csv(short, index=False)
+    late = run(*args, "--csv", short)
+    assert late.exit_code == 0, late.output
+    assert json.loads(late.stdout)["params"]["E"] == pytest.approx(whole["params"]["E"], rel=0.05)
 
 
 def test_backtest_endpoint_json(endpoint_csv):

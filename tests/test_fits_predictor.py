@@ -14,6 +14,7 @@ from fits import predictor as core
 from fits.candidates import CurveLaw, Options
 from fits.runs import Run, same_ratio, sizes
 from fits.synthetic import EPOCH_CHINCHILLA, fixed_data_ladder, known_law
+from fits.uncertainty import Band
 
 FAST = core.Settings(options=Options(n_boot=60))
 TPS = 4096.0  # tokens per step
@@ -372,3 +373,22 @@ def test_a_fixed_data_ladder_is_predicted_by_the_per_fraction_law():
     err = res.band.median / hero.values - 1
     assert abs(err[-1]) < 0.01 and np.nanmean(np.abs(err[1:])) < 0.01
     assert np.all((res.band.lo90[1:] <= hero.values[1:]) & (hero.values[1:] <= res.band.hi90[1:]))
+
+
+def test_losses_beyond_any_nats_a_rising_prediction_and_rungs_of_another_shape_are_named():
+    runs, hero = ladder(pf_law, seed=2)
+    top = max(float(r.values.max()) for r in runs)
+    nats = [dataclasses.replace(r, values=r.values * 6.0 / top) for r in runs]  # 6 nats at the most
+    as_ppl = [dataclasses.replace(r, values=np.exp(r.values)) for r in nats]
+    assert core.unit_warning(nats) == [] and "perplexities" in core.unit_warning(as_ppl)[0]
+    g = np.linspace(0.05, 1.0, 20)
+    falling = Band(*(3.0 - g for _ in range(5)))
+    assert core.rising(falling, g) == []
+    bent = 3.0 - g + 0.3 * np.maximum(g - 0.6, 0.0)  # falls more slowly past 60%: no rise
+    up = Band(*(np.where(g > 0.6, 2.4 + 0.2 * (g - 0.6), 3.0 - g) for _ in range(5)))
+    assert core.rising(Band(*(bent for _ in range(5))), g) == []  # still falling, more slowly
+    (warning,) = core.rising(up, g)
+    assert "rises 3.3% above its earlier lowest by 100%" in warning
+    # a rung with another warmup shares the hero's token ratio but is left out, by name
+    other = dataclasses.replace(runs[0], lrs=linear_lrs(runs[0].planned_steps, 0.01, warmup=0.3))
+    assert cand.other_shape([other, *runs[1:]], hero, 0.01) == [other.name]

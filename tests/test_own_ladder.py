@@ -231,6 +231,7 @@ def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
     ({"tokens_per_step": -1}, "must be a positive number"),
     ({"colour": "red"}, "unknown field(s) colour"),
     ({"active_params": None}, "neither fit_flops_per_token nor active_params"),
+    ({"eval_every": 2, "stop_after_steps": 300_000, "schedule": None}, "predicts at 150,000 steps, more than the 100,000"),
 ])
 def test_bad_target_files_exit_2(tmp_path, fields, expect):
     assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
