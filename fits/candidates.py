@@ -329,6 +329,23 @@ def _curves_per_size(curves: list[Curve]) -> np.ndarray:
     return np.unique(size_keys([c.scale for c in curves]), return_counts=True)[1]
 
 
+def _schedules_per_size(curves: list[Curve]) -> np.ndarray:
+    """How many different LR schedules each size has: seed copies of a run, and a run that stopped on the path
+    of a longer one (its LRs a prefix of the other's), count once, since neither tells the asymptote from the
+    power-law term."""
+    by: dict[float, list[np.ndarray]] = {}
+    for key, c in zip(size_keys([c.scale for c in curves]), curves):
+        by.setdefault(float(key), []).append(np.asarray(c.lrs[:int(np.max(c.steps))], dtype=np.float64))
+    counts = []
+    for key in sorted(by):
+        kept: list[np.ndarray] = []
+        for lr in sorted(by[key], key=len, reverse=True):
+            if not any(np.allclose(k[:lr.size], lr, rtol=1e-6, atol=0.0) for k in kept):
+                kept.append(lr)
+        counts.append(len(kept))
+    return np.asarray(counts, dtype=np.int64)
+
+
 _FITTED: OrderedDict = OrderedDict()
 """The curve laws fitted lately, by law, settings and curves: a ladder's targets (and the backtest's smaller
 ladders, the same for every target) share one fit, its floor profile and its jackknife."""
@@ -434,13 +451,15 @@ class CurveLaw:
         size (the fit drives L0 to its bound), and the power laws across sizes extrapolate that confusion;
         curves of other lengths or schedules at the same size separate them (Luo et al. fit each size on
         several schedules). The per-fraction law still uses such a fit for the difference a schedule edit makes."""
-        per_size = _curves_per_size(self.curves)
+        per_size = _schedules_per_size(self.curves)
         if np.sum(per_size >= 2) < 2:
             has = (f"{per_size.size} size" if per_size.size < 2 else
                    f"{int(np.sum(per_size >= 2))} of {per_size.size} sizes with 2 or more, "
-                   f"{int(per_size.max(initial=0))} curve(s) at most per size")
+                   f"{int(per_size.max(initial=0))} at most per size")
+            copies = " (seed copies, and runs stopped on a longer run's path, count once)" \
+                if len(self.curves) > int(per_size.sum()) else ""
             raise FitError(f"the {self.label} needs 2 or more curves (lengths or schedules) at each of 2 sizes or more "
-                           f"to tell its asymptote from its power-law term; the ladder has {has}")
+                           f"to tell its asymptote from its power-law term; the ladder has {has}{copies}")
 
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         self.check_identified()

@@ -93,6 +93,23 @@ RISE_TOL = 0.005
 flagged: past the seed-to-seed spread of final losses (0.1–0.3% on public ladders)."""
 
 
+def rises_with_size(group, size, loss, tol: float = RISE_TOL) -> list[tuple[float, int, int]]:
+    """(rise, i, j) for each run i that ends more than `tol` above the lowest-ending smaller run j of its group
+    (runs of one group share a recipe and token ratio, so a larger model should end lower), worst first."""
+    group, size, loss = (np.asarray(a) for a in (group, size, loss))
+    found = []
+    for g in np.unique(group):
+        idx = np.flatnonzero(group == g)
+        for i in idx:
+            smaller = idx[size[idx] < size[i]]
+            if smaller.size:
+                j = int(smaller[np.argmin(loss[smaller])])
+                rise = float(loss[i] / loss[j] - 1)
+                if rise > tol:
+                    found.append((rise, int(i), j))
+    return sorted(found, reverse=True)
+
+
 def rises_with_tokens(n_params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, tol: float = RISE_TOL) -> list[str]:
     """Warn where a run of one size ends above a run of that size trained on fewer tokens: more data should
     not raise the final loss of one recipe, so one of the two is likely another checkpoint, recipe or eval."""

@@ -32,8 +32,9 @@ import numpy as np
 
 from fits import candidates as cand
 from fits.candidates import Z50, Z90, Options
+from fits.checks import rises_with_size
 from fits.errors import FitError
-from fits.runs import RISE_WARN, Run, batch_far_off, rise, same_size, sizes
+from fits.runs import RISE_WARN, Run, batch_far_off, distinct, rise, same_size, sizes
 from fits.uncertainty import Band
 
 CANDIDATES = ("per-fraction", "multipower")
@@ -370,6 +371,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         warnings += list(o.warnings)
     warnings += batch_warning(runs, target)
     warnings += rise_warnings(runs)
+    warnings += size_order_warnings(runs)
     warnings += unit_warning(runs)
     ratios = [r.token_ratio for r in runs]
     if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
@@ -452,6 +454,24 @@ def rise_warnings(runs: list[Run]) -> list[str]:
                        f"({step / r.planned_steps:.0%} of its run): a loss spike or a bad eval? The laws fit it as "
                        "logged, and the band widens with its misfit; leave the run out, or fix its evals, if it is a fault")
     return out
+
+
+def size_order_warnings(runs: list[Run]) -> list[str]:
+    """A warning where a finished rung ends above a smaller rung of its token ratio (`fits.checks.RISE_TOL`):
+    the larger of one recipe should end lower, so one of the two is likely off its recipe or its eval."""
+    ended = [r for r in runs if r.finished and r.steps.size and r.fractions[-1] >= 1 - 1e-3]
+    if len(ended) < 2:
+        return []
+    ratios = distinct([r.token_ratio for r in ended], 0.01)
+    group = [int(np.argmin(np.abs(np.log(ratios / r.token_ratio)))) for r in ended]
+    found = rises_with_size(group, [r.flops_per_token for r in ended], [r.values[-1] for r in ended])
+    if not found:
+        return []
+    up, i, j = found[0]
+    more = f" (and {len(found) - 1} more such rungs)" if len(found) > 1 else ""
+    return [f"the rung {ended[i].name!r} ends {up:.1%} above the smaller {ended[j].name!r} at the same token ratio"
+            f"{more}: a larger model of one recipe should end lower; check the two runs (another learning rate, "
+            "recipe, data or eval?) before trusting a law through them"]
 
 
 def spread(band: Band, others: list[Band]) -> Band:

@@ -37,14 +37,13 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     row's other columns as written (a name, a note), to carry into the output beside its prediction.
 
     `where` (the fit's --where COLUMN=VALUE) keeps the targets of the ladder fitted: each condition whose
-    column the targets have picks their rows too; a condition on a column they lack leaves them all."""
-    from ladder.fitdata import where_rows  # it imports fits (scipy): not at the CLI's start
-
+    column the targets have picks their rows too; a condition on a column they lack leaves them all, and a
+    target whose cell in that column is blank is kept (it names no other ladder)."""
     p = Path(path)
     df = csvfile.cells(p, f"pass the targets with --predict-csv FILE: one row per target with columns {params},{tokens}")
     for condition in where:
         if condition.partition("=")[0].strip() in df.columns:
-            df = where_rows(df, f"{p} (targets)", condition)
+            df = _targets_where(df, f"{p} (targets)", condition)
     for col in (params, tokens):
         if col not in df.columns:
             raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")
@@ -52,3 +51,12 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     labels = df.drop(columns=[params, tokens]).to_dict("records")
     return (csvfile.numbers(df, params, where).to_numpy(np.float64),
             csvfile.numbers(df, tokens, where).to_numpy(np.float64), labels)
+
+
+
+def _targets_where(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
+    """The targets whose column holds the value of `condition`, and those whose cell there is blank."""
+    from ladder.fitdata import where_rows  # it imports fits (scipy): not at the CLI's start
+
+    col = condition.partition("=")[0].strip()
+    return where_rows(df, where, condition, also=df[col].isna() | (df[col].astype(str).str.strip() == ""))

@@ -111,8 +111,21 @@ def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] =
     return df
 
 
-def where_rows(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
-    """The rows whose column holds the value of `condition` (COLUMN=VALUE; numbers compare as numbers)."""
+def where_rows(df: pd.DataFrame, where: str, condition: str, also: pd.Series | None = None) -> pd.DataFrame:
+    """The rows whose column holds the value of `condition` (COLUMN=VALUE; numbers compare as numbers), and
+    those `also` marks."""
+    keep, col, value, text = where_mask(df, where, condition)
+    if also is not None:
+        keep |= also
+    if not keep.any():
+        seen = sorted(set(text))
+        shown = ", ".join(seen[:10]) + (f", … ({len(seen)} values)" if len(seen) > 10 else "")
+        raise LadderError(f"{where}: no row has {col} = {value!r}; the column holds {shown}")
+    return df[keep.to_numpy()]
+
+
+def where_mask(df: pd.DataFrame, where: str, condition: str) -> tuple[pd.Series, str, str, pd.Series]:
+    """(Which rows hold the value of `condition`, its column, its value, the column as stripped text)."""
     col, sep, value = condition.partition("=")
     col, value = col.strip(), value.strip()
     if not sep or not col:
@@ -125,11 +138,7 @@ def where_rows(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
         keep |= pd.to_numeric(text, errors="coerce") == float(value)
     except ValueError:
         pass
-    if not keep.any():
-        seen = sorted(set(text))
-        shown = ", ".join(seen[:10]) + (f", … ({len(seen)} values)" if len(seen) > 10 else "")
-        raise LadderError(f"{where}: no row has {col} = {value!r}; the column holds {shown}")
-    return df[keep.to_numpy()]
+    return keep, col, value, text
 
 
 def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:

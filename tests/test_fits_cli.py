@@ -567,6 +567,12 @@ def test_fit_surface_reads_one_corpus_of_a_table_of_several(tmp_path):
     one_error_line(run("fit", "surface", "--csv", both, "--where", "corpus=c4"), "no column 'corpus'", "dataset")
     one_error_line(run("fit", "surface", "--csv", both, "--where", "c4"), "--where 'c4'", "COLUMN=VALUE")
     one_error_line(run("fit", "surface", "--where", "dataset=c4"), "--where filters the rows of a CSV", "--group")
+    # and the store's choices are refused with a CSV, not ignored
+    one_error_line(run("fit", "surface", "--csv", both, "--group", "g1"), "--group chooses the store's runs",
+                   "--where COLUMN=VALUE")
+    one_error_line(run("backtest", "--csv", both, "--role", "", "--compute", "fit", "--form", "surface"),
+                   "--role and --compute choose the store's runs", "drop them")
+    one_error_line(run("fit", "curve", "--csv", both, "--store", tmp_path / "s", "--run-col", "run"), "--store")
     # the other fit commands take it too
     bt = run("backtest", "--form", "surface", "--csv", both, "--where", "dataset=c4", "--format", "json")
     assert bt.exit_code == 0, bt.output  # a table of one row per run, as `fit surface` reads it
@@ -647,6 +653,12 @@ def test_where_picks_the_targets_of_the_ladder_it_fits(tmp_path):
     out = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=code", "--predict-csv", targets,
                          "--format", "json").stdout)
     assert len(out["predictions"]) == 2
+    # a target whose cell is blank names no other ladder: it is kept
+    pd.DataFrame({"name": ["w", "any", "c"], "dataset": ["web", "", "code"], "params": [2e10] * 3,
+                  "tokens": [4e11] * 3}).to_csv(targets, index=False)
+    out = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=code", "--predict-csv", targets,
+                         "--format", "json").stdout)
+    assert [p["name"] for p in out["predictions"]] == ["any", "c"]
     pd.DataFrame({"dataset": ["web"], "params": [2e10], "tokens": [4e11]}).to_csv(targets, index=False)
     res = run("fit", "surface", "--csv", both, "--where", "dataset=code", "--predict-csv", targets)
     assert res.exit_code == 2 and "no row has dataset = 'code'" in res.output and "(targets)" in res.output

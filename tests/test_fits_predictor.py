@@ -114,6 +114,24 @@ def test_a_rung_whose_eval_spikes_is_named_in_a_warning():
     assert "'r2'" in w and f"step {runs[2].steps[10]:,}" in w and "(55% of its run)" in w
 
 
+def test_a_rung_ending_above_a_smaller_one_is_named_in_a_warning():
+    rng = np.random.default_rng(8)
+    runs = [ladder_run(f"r{i}", n, pf_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
+    hero = ladder_run("hero", 3e6, pf_law, rng, noise=0.0)
+    fast = dataclasses.replace(FAST, method="per-fraction", backtest=False)
+    assert not any("ends" in w and "above the smaller" in w for w in core.predict(runs, hero, hero.steps, fast).warnings)
+    low = runs[2].values[-1]  # the lowest smaller rung
+    runs[3] = dataclasses.replace(runs[3], values=runs[3].values * (1.02 * low / runs[3].values[-1]))
+    (w,) = [w for w in core.predict(runs, hero, hero.steps, fast).warnings if "above the smaller" in w]
+    assert "'r3' ends 2.0% above the smaller 'r2'" in w
+    # a rung at another token ratio is not compared, nor one that stopped early
+    other = ladder_run("r4-2x", 8e5 * 2, pf_law, rng, ratio=2 * TPP)
+    other = dataclasses.replace(other, values=other.values * 1.5)
+    stopped = ladder_run("r5-half", 8e5 * 2, pf_law, rng, upto=0.5)
+    stopped = dataclasses.replace(stopped, values=stopped.values * 1.5, finished=False)
+    assert core.size_order_warnings(runs[:3] + [other, stopped]) == []
+
+
 def test_one_curve_per_size_leaves_the_curve_laws_out():
     rng = np.random.default_rng(5)
     runs = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
@@ -121,6 +139,24 @@ def test_one_curve_per_size_leaves_the_curve_laws_out():
     res = core.predict(runs, hero, hero.steps, FAST)
     assert res.method == "per-fraction" and "multipower" in res.failed
     assert "curves (lengths or schedules) at each of 2 sizes" in res.failed["multipower"]
+
+
+def test_seed_copies_and_a_run_stopped_on_a_longer_path_are_not_other_schedules():
+    rng = np.random.default_rng(5)
+    sizes_ = 1e5 * 2.0 ** np.arange(4)
+    seeds = [ladder_run(f"r{i}-s{s}", n, mp_law, rng) for i, n in enumerate(sizes_) for s in range(2)]
+    hero = ladder_run("hero", 3e6, mp_law, rng, noise=0.0)
+    res = core.predict(seeds, hero, hero.steps, FAST)
+    assert "multipower" in res.failed and "seed copies" in res.failed["multipower"]
+    assert "0 of 4 sizes with 2 or more" in res.failed["multipower"]
+    # a copy stopped at half its run took the same LRs as far as it went: still one schedule per size
+    stopped = [ladder_run(f"r{i}-half", n, mp_law, rng, upto=0.5) for i, n in enumerate(sizes_)]
+    both = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(sizes_)] + stopped
+    assert "multipower" in core.predict(both, hero, hero.steps, FAST).failed
+    # a second length at each size is another schedule, and the law is fitted
+    longer = [ladder_run(f"r{i}-2x", n, mp_law, rng, ratio=2 * TPP) for i, n in enumerate(sizes_)]
+    two = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(sizes_)] + longer
+    assert "multipower" not in core.predict(two, hero, hero.steps, FAST).failed
 
 
 def test_the_band_is_never_narrower_than_the_carried_backtest_error():

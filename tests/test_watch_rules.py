@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -189,6 +190,29 @@ def test_webhook_posts_json_to_a_real_server(monkeypatch):
     assert body["verdict"] == "alarm" and body["alerts"][0]["key"] == "deviation:alarm:800"
     assert "+1.2% off" in body["text"]
     assert retried["verdict"] == "warning" and retried["text"].startswith("[WARNING] no new eval")
+
+
+def test_webhook_credentials_in_the_url_go_in_an_authorization_header(capsys):
+    seen = []
+
+    class Auth(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = _serve(Auth)
+    try:
+        sink = WebhookSink(f"http://hook%40team:s3cr%3At@127.0.0.1:{server.server_port}/hook?x=1", retries=1)
+        assert sink.send([R.Alert("stale", "warning", 1, "x")], "warning", "s")
+    finally:
+        server.shutdown()
+    assert seen == [("/hook?x=1", "Basic " + base64.b64encode(b"hook@team:s3cr:t").decode())]
+    assert "s3cr" not in capsys.readouterr().err
 
 
 def test_webhook_failure_reports_false_without_the_url(capsys):

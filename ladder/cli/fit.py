@@ -88,7 +88,7 @@ DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in
                     "text (a quality flag, a reason), but not empty, false, 0 or no; the output says how many.")
 WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; "
                      "e.g. --where dataset=c4 for one corpus of a table of several; the --predict-csv targets too, "
-                     "where they have that column).")
+                     "where they have that column; a target whose cell there is blank is kept).")
 
 
 def _cols(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: str | None, where: list[str],
@@ -101,11 +101,20 @@ def _cols(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: st
                            **more)
 
 
-def _csv_only(csv: Path | None, where: list[str], drop_col: str | None) -> None:
+def _one_source(csv: Path | None, where: list[str], drop_col: str | None, store: Path, metric: str | None,
+                group: str | None, role: str, compute: ComputeAxis = ComputeAxis.auto) -> None:
+    """Refuse options of the source not read: the CSV's row filters without --csv, the store's with it."""
     if csv is None and (where or drop_col):
         flag = "--where" if where else "--drop-col"
         raise LadderError(f"{flag} filters the rows of a CSV (--csv FILE); the store's runs are chosen with --group "
                           "and --role")
+    given = [flag for flag, value, default in (("--store", store, Path(DEFAULT_ROOT)), ("--metric", metric, None),
+                                               ("--group", group, None), ("--role", role, "rung"),
+                                               ("--compute", compute, ComputeAxis.auto)) if value != default]
+    if csv is not None and given:
+        raise LadderError(f"{' and '.join(given)} choose{'s' if len(given) == 1 else ''} the store's runs, and --csv "
+                          f"{csv} reads the CSV instead; drop {'it' if len(given) == 1 else 'them'}, or pick the CSV's "
+                          "rows with --where COLUMN=VALUE")
 
 
 def _metric(store: Store, metric: str | None) -> str:
@@ -221,7 +230,7 @@ def fit_endpoint_command(
     import fits
     from ladder import fitdata
     _check_level(level)
-    _csv_only(csv, where, drop_col)
+    _one_source(csv, where, drop_col, store, metric, group, role, compute)
     if csv is not None:
         cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col)
         data = fitdata.finals_from_csv(csv, cols, ("compute",), optional=("params",))
@@ -357,7 +366,7 @@ def fit_surface_command(
     """
     from ladder import fitdata
     _check_level(level)
-    _csv_only(csv, where, drop_col)
+    _one_source(csv, where, drop_col, store, metric, group, role)
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
@@ -524,7 +533,7 @@ def fit_curve_command(
     import fits
     from ladder import fitdata
     _check_level(level)
-    _csv_only(csv, where, drop_col)
+    _one_source(csv, where, drop_col, store, metric, group, role, compute)
     if law is not Law.perfraction:
         _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt)
         return
@@ -668,7 +677,7 @@ def backtest_command(
     import fits
     from ladder import fitdata
     _check_level(level)
-    _csv_only(csv, where, drop_col)
+    _one_source(csv, where, drop_col, store, metric, group, role, compute)
     resamples("--bootstrap", bootstrap)
     ks = list(dict.fromkeys(parse_int_list(holdout, "--holdout", "1,2") or []))  # each k once
     if not ks or min(ks) < 1:

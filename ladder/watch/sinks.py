@@ -7,6 +7,7 @@ printed or written anywhere.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -74,6 +75,18 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError with the 3xx code
 
 
+def _without_credentials(parts: urllib.parse.SplitResult) -> tuple[str, dict[str, str]]:
+    """The URL without a user:password@ part, and the Basic authorization header that carries it (urllib
+    sends no credentials written into a URL, and would read "user:password@host" as the host)."""
+    if parts.username is None and parts.password is None:
+        return parts.geturl(), {}
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    netloc = host + (f":{parts.port}" if parts.port is not None else "")
+    user = urllib.parse.unquote(parts.username or "") + ":" + urllib.parse.unquote(parts.password or "")
+    return (parts._replace(netloc=netloc).geturl(),
+            {"Authorization": "Basic " + base64.b64encode(user.encode()).decode()})
+
+
 class WebhookSink:
     """HTTP POST of JSON to an incoming-webhook URL (chat tools read ``text`` or ``content``).
 
@@ -94,7 +107,7 @@ class WebhookSink:
                               "copy the webhook URL again") from None
         if not parts.hostname:
             raise LadderError(f"${WEBHOOK_ENV} has no host; copy the webhook URL again")
-        self._url = url
+        self._url, self._headers = _without_credentials(parts)
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -119,8 +132,8 @@ class WebhookSink:
         )
         body = json.dumps({"text": text, "content": text[:2000], "verdict": verdict,
                            "alerts": [a.to_json() for a in alerts]}).encode()
-        request = urllib.request.Request(self._url, data=body, headers={"Content-Type": "application/json"},
-                                         method="POST")
+        request = urllib.request.Request(self._url, data=body, headers={"Content-Type": "application/json",
+                                                                        **self._headers}, method="POST")
         reason = ""
         for attempt in range(self.retries):
             if attempt:
