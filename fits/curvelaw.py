@@ -43,6 +43,9 @@ class Curve:
     steps: the steps of the logged losses (updates completed; the loss at step t has seen the LRs
     of steps 0 … t−1); loss: nats/token; lrs: LR of steps 0, 1, …, at least up to max(steps) − 1;
     scale: size measure shared by runs of the same model (power laws across sizes use it).
+
+    A curve is a value: its S1 and annealing terms are computed once and kept, so its arrays must not
+    change once it is made (its steps and LRs are read-only views).
     """
 
     steps: np.ndarray
@@ -50,6 +53,8 @@ class Curve:
     lrs: np.ndarray
     scale: float = 1.0
     name: str = ""
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """S1 ("area") and each form's annealing terms (by form), once computed."""
 
     def __post_init__(self) -> None:
         where = f"curve {self.name!r}" if self.name else "curve"
@@ -68,15 +73,34 @@ class Curve:
             )
         if not np.isfinite(self.scale) or self.scale <= 0:
             raise FitError(f"{where}: scale must be positive, got {self.scale}")
-        object.__setattr__(self, "steps", steps.astype(np.int64))
+        object.__setattr__(self, "steps", _read_only(steps.astype(np.int64)))
         object.__setattr__(self, "loss", loss)
-        object.__setattr__(self, "lrs", lrs)
+        object.__setattr__(self, "lrs", _read_only(lrs))
 
     @property
     def area(self) -> np.ndarray:
         """S1 at every logged step: the LR summed over the steps before it."""
-        c = np.concatenate([[0.0], np.cumsum(self.lrs)])
-        return c[self.steps]
+        if "area" not in self._memo:
+            c = np.concatenate([[0.0], np.cumsum(self.lrs[: int(self.steps.max())])])
+            self._memo["area"] = _read_only(c[self.steps])
+        return self._memo["area"]
+
+    def terms(self, form):
+        """`form`'s annealing terms at the logged steps (its `precompute`)."""
+        if form not in self._memo:
+            self._memo[form] = form.precompute(self.lrs, self.steps)
+        return self._memo[form]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.setflags(write=False)
+    return view
+
+
+def _target(steps, lrs, scale: float) -> Curve:
+    """The curve a prediction is made on: its steps, LRs and scale (no losses)."""
+    return Curve(np.asarray(steps), np.ones(np.size(steps)), lrs, scale)
 
 
 @dataclass(frozen=True)
@@ -217,9 +241,12 @@ class CurveLawFit:
 
     def predict(self, steps, lrs, scale: float) -> np.ndarray:
         """Loss at `steps` of a run of size `scale` trained with LR sequence `lrs` (one LR per step)."""
-        c = Curve(np.asarray(steps), np.ones(np.size(steps)), lrs, scale)
-        p = self.run_params(scale)
-        D, _ = self.form.drop(self.form.precompute(c.lrs, c.steps), np.array(list(self.shape.values())))
+        return self._predict_curve(_target(steps, lrs, scale))
+
+    def _predict_curve(self, c: Curve) -> np.ndarray:
+        """Loss at the steps of `c`, at its scale and under its LRs (its losses unused)."""
+        p = self.run_params(c.scale)
+        D, _ = self.form.drop(c.terms(self.form), np.array(list(self.shape.values())))
         return p["L0"] + p["A"] * c.area ** -p["alpha"] - p["B"] * D
 
     def interval(self, steps, lrs, scale: float, level: float = 0.9, n_boot: int = 200, seed: int = 0):
@@ -236,7 +263,7 @@ class CurveLawFit:
         """(name, mean, worst) relative error of the law on each curve (default: the fitted ones)."""
         out = []
         for c in self.curves if curves is None else curves:
-            e = np.abs(self.predict(c.steps, c.lrs, c.scale) / c.loss - 1.0)
+            e = np.abs(self._predict_curve(c) / c.loss - 1.0)
             out.append((c.name, float(e.mean()), float(e.max())))
         return out
 
@@ -314,7 +341,8 @@ class FloorProfile:
 
     def predictions(self, steps, lrs, scale: float, floors) -> np.ndarray:
         """The law's predictions with its floor at each of `floors`, interpolated between grid fits."""
-        grid = np.array([f.predict(steps, lrs, scale) for f in self.fits])
+        target = _target(steps, lrs, scale)
+        grid = np.array([f._predict_curve(target) for f in self.fits])
         if grid.shape[0] == 1:
             return np.repeat(grid, np.size(floors), axis=0)
         out = []
@@ -374,7 +402,7 @@ def _prepare(form, curves, scale_ref):
                 f"curve {c.name!r}: a loss is logged before any LR was applied (step {int(c.steps[np.argmin(area)])});"
                 " drop points before the first update"
             )
-        out.append(_Prepared(area, form.precompute(c.lrs, c.steps), float(np.log(c.scale / scale_ref)), c.loss))
+        out.append(_Prepared(area, c.terms(form), float(np.log(c.scale / scale_ref)), c.loss))
     return out
 
 

@@ -20,6 +20,9 @@ This module owns the annealing term and its derivatives; `fits.curvelaw` fits it
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +31,8 @@ EXACT = 16
 GROWTH = 8
 LEVEL = 0.1
 _LR_FLOOR = 1e-30
+RECENT_BYTES = 256 * 2**20
+"""Memory kept for the binned terms of the curves seen lately (`drop_terms`)."""
 
 
 @dataclass(frozen=True)
@@ -57,17 +62,16 @@ def _level_edges(log_lr: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.diff(level) != 0) + 1
 
 
-def drop_terms(lrs: np.ndarray, steps: np.ndarray) -> DropTerms:
-    """Bin the annealing sum of every point `steps` (loss after steps 0 … t−1 with LRs `lrs`)."""
-    lrs = np.asarray(lrs, dtype=np.float64)
-    t = np.asarray(steps, dtype=np.int64)
-    area = np.concatenate([[0.0], np.cumsum(lrs)])  # area[k] = η_0 + … + η_{k−1}
-    drop = np.zeros(lrs.size)
-    drop[1:] = lrs[:-1] - lrs[1:]
-    log_lr = np.log(np.maximum(lrs, _LR_FLOOR))
-    dist = _distance_edges(int(t.max()))
-    levels = _level_edges(log_lr)
-    # Bins of point t: steps k in [lo, hi], 1 ≤ k ≤ t − 1, bounded by distance and LR-level edges.
+def _prefix(x: np.ndarray) -> np.ndarray:
+    """[0, x_0, x_0 + x_1, …]: the sum of `x` before each index."""
+    out = np.empty(x.size + 1)
+    out[0] = 0.0
+    np.cumsum(x, out=out[1:])
+    return out
+
+
+def _bins(t: np.ndarray, dist: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lo, hi, point): the bins [lo, hi] of steps 1 … t − 1 of every point, bounded by distance and LR-level edges."""
     los, his, pts = [], [], []
     for j, tj in enumerate(t):
         if tj < 2:
@@ -77,32 +81,111 @@ def drop_terms(lrs: np.ndarray, steps: np.ndarray) -> DropTerms:
         los.append(b[:-1])
         his.append(b[1:] - 1)
         pts.append(np.full(b.size - 1, j))
-    lo = np.concatenate(los) if los else np.zeros(0, np.int64)
-    hi = np.concatenate(his) if his else np.zeros(0, np.int64)
-    point = np.concatenate(pts) if pts else np.zeros(0, np.int64)
-    out_p, amps, areas, logs = [], [], [], []
-    for sign in (1.0, -1.0):
-        d = np.where(sign * drop > 0, drop, 0.0)
-        a = np.abs(d)
+    if not los:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(los), np.concatenate(his), np.concatenate(pts)
 
-        def binsum(x):
-            c = np.concatenate([[0.0], np.cumsum(x)])
-            return c[hi + 1] - c[lo]
 
-        weight = binsum(a)
-        keep = weight > 0
-        w = weight[keep]
-        out_p.append(point[keep])
-        amps.append(binsum(d)[keep])
-        areas.append(area[t[point[keep]]] - binsum(a * area[:-1])[keep] / w)
-        logs.append(binsum(a * log_lr)[keep] / w)
-    return DropTerms(
-        point=np.concatenate(out_p),
-        amplitude=np.concatenate(amps),
-        area=np.maximum(np.concatenate(areas), 0.0),
-        log_lr=np.concatenate(logs),
-        n_points=t.size,
-    )
+def _binned(lrs: np.ndarray, t: np.ndarray) -> DropTerms:
+    """`drop_terms` computed afresh; `lrs` holds exactly the steps 0 … max(t) − 1 the points have seen."""
+    area = _prefix(lrs)  # area[k] = η_0 + … + η_{k−1}
+    drop = np.zeros(lrs.size)
+    np.subtract(lrs[:-1], lrs[1:], out=drop[1:])
+    log_lr = np.log(np.maximum(lrs, _LR_FLOOR))
+    bins = _bins(t, _distance_edges(int(t.max())), _level_edges(log_lr))
+    parts = [_signed_terms(sign, drop, area, log_lr, t, bins) for sign in (1.0, -1.0)]
+    point, amplitude, mean_area, mean_log = (np.concatenate(p) for p in zip(*parts))
+    return DropTerms(point=point, amplitude=amplitude, area=np.maximum(mean_area, 0.0), log_lr=mean_log,
+                     n_points=t.size)
+
+
+def _signed_terms(sign: float, drop, area, log_lr, t, bins) -> tuple[np.ndarray, ...]:
+    """(point, amplitude, area, log LR) of the bins' drops of one sign, for the bins that have any.
+
+    The sums run over only the steps whose drop has this sign (the others would add exact zeros)."""
+    lo, hi, point = bins
+    k = np.flatnonzero(sign * drop > 0)
+    a = np.abs(drop[k])
+    first, stop = np.searchsorted(k, lo), np.searchsorted(k, hi + 1)
+
+    def binsum(x):
+        c = _prefix(x)
+        return c[stop] - c[first]
+
+    weight = binsum(a)
+    keep = weight > 0
+    w = weight[keep]
+    mean_area = area[t[point[keep]]] - binsum(a * area[k])[keep] / w
+    return point[keep], sign * w, mean_area, binsum(a * log_lr[k])[keep] / w
+
+
+def drop_terms(lrs: np.ndarray, steps: np.ndarray) -> DropTerms:
+    """Bin the annealing sum of every point `steps` (loss after steps 0 … t−1 with LRs `lrs`).
+
+    A fit, its refits (floor profile, jackknife, bootstrap) and the predictions from each bin the same
+    curves over and over, and on runs of millions of steps binning is most of their time: the terms of
+    the curves seen lately are kept, found again by a digest of the LRs and steps (so an array changed in
+    place is binned afresh). Their arrays are read-only."""
+    t = np.ascontiguousarray(steps, dtype=np.int64)
+    lrs = np.ascontiguousarray(np.asarray(lrs, dtype=np.float64)[: max(int(t.max(initial=0)), 1)])
+    key = _digest(lrs, t)
+    terms = _RECENT.get(key)
+    if terms is None:
+        terms = _RECENT.put(key, _binned(lrs, t))
+    return terms
+
+
+def _digest(lrs: np.ndarray, t: np.ndarray) -> bytes:
+    """SHA-256 of the steps and the LRs they have seen (hardware-accelerated on most CPUs: ~40 ms for 10⁷ LRs)."""
+    h = hashlib.sha256(t.size.to_bytes(8, "little"))
+    h.update(t)
+    h.update(lrs)
+    return h.digest()
+
+
+class _Recent:
+    """The binned terms of the curves seen lately, by digest, up to `budget` bytes (least recently used out);
+    their arrays made read-only, since every caller shares them."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._terms: OrderedDict[bytes, DropTerms] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def nbytes(terms: DropTerms) -> int:
+        return sum(a.nbytes for a in (terms.point, terms.amplitude, terms.area, terms.log_lr))
+
+    def get(self, key: bytes) -> DropTerms | None:
+        with self._lock:
+            terms = self._terms.get(key)
+            if terms is not None:
+                self._terms.move_to_end(key)
+            return terms
+
+    def put(self, key: bytes, terms: DropTerms) -> DropTerms:
+        for a in (terms.point, terms.amplitude, terms.area, terms.log_lr):
+            a.setflags(write=False)
+        size = self.nbytes(terms)
+        if size > self.budget:
+            return terms
+        with self._lock:
+            if key not in self._terms:
+                self._terms[key] = terms
+                self._size += size
+            while self._size > self.budget:
+                _, old = self._terms.popitem(last=False)
+                self._size -= self.nbytes(old)
+        return terms
+
+    def clear(self) -> None:
+        with self._lock:
+            self._terms.clear()
+            self._size = 0
+
+
+_RECENT = _Recent(RECENT_BYTES)
 
 
 def exact_drop(lrs: np.ndarray, steps: np.ndarray, C: float, beta: float, gamma: float) -> np.ndarray:

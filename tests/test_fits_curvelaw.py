@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fits.multipower as mp
 from fits import Curve, FitError, Momentum, MultiPower, fit_momentum, fit_multipower
 from fits.curvelaw import profile_floor
-from fits.multipower import drop_terms, exact_drop
+from fits.multipower import DropTerms, drop_terms, exact_drop
 from fits.synthetic import curve_law_curves, known_law
 from ladder import Schedule
 
@@ -42,6 +43,85 @@ def test_binned_annealing_sum_matches_the_full_sum(name):
     exact = exact_drop(lrs, steps, *shape)
     # B·D is the loss drop: with B = 500 and losses near 2.5 the error stays below 1e-5 of the loss.
     assert np.max(np.abs(D - exact)) * 500 / 2.5 < 1e-5
+
+
+def plain_drop_terms(lrs, steps) -> DropTerms:
+    """The binning with every prefix sum taken over every step and nothing kept: what `drop_terms` must give."""
+    lrs = np.asarray(lrs, dtype=np.float64)
+    t = np.asarray(steps, dtype=np.int64)
+    area = np.concatenate([[0.0], np.cumsum(lrs)])
+    drop = np.zeros(lrs.size)
+    drop[1:] = lrs[:-1] - lrs[1:]
+    log_lr = np.log(np.maximum(lrs, 1e-30))
+    lo, hi, point = mp._bins(t, mp._distance_edges(int(t.max())), mp._level_edges(log_lr))
+    out = []
+    for sign in (1.0, -1.0):
+        d = np.where(sign * drop > 0, drop, 0.0)
+        a = np.abs(d)
+
+        def binsum(x):
+            c = np.concatenate([[0.0], np.cumsum(x)])
+            return c[hi + 1] - c[lo]
+
+        weight = binsum(a)
+        keep = weight > 0
+        w = weight[keep]
+        out.append((point[keep], binsum(d)[keep], area[t[point[keep]]] - binsum(a * area[:-1])[keep] / w,
+                    binsum(a * log_lr)[keep] / w))
+    p, amp, ar, lg = (np.concatenate(x) for x in zip(*out))
+    return DropTerms(point=p, amplitude=amp, area=np.maximum(ar, 0.0), log_lr=lg, n_points=t.size)
+
+
+def assert_same_terms(got: DropTerms, want: DropTerms):
+    assert got.n_points == want.n_points
+    np.testing.assert_array_equal(got.point, want.point)
+    for name in ("amplitude", "area", "log_lr"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-12, atol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["cosine", "wsd", "constant", "step", "to-zero", "noisy"])
+def test_binning_matches_the_plain_prefix_sums(name):
+    lrs = schedules(T=6000, warmup=150).get(name, np.random.default_rng(0).uniform(0, 1e-3, 6000))
+    lrs = np.concatenate([lrs, np.full(40, 7e-4)])  # steps past the last eval count for nothing
+    for steps in (np.arange(1, 6001, 37), np.array([1]), np.array([2, 3, 6000]), np.array([4321])):
+        assert_same_terms(drop_terms(lrs, steps), plain_drop_terms(lrs, steps))
+
+
+def test_binned_terms_are_kept_by_content():
+    lrs = schedules()["cosine"].copy()
+    steps = np.arange(200, 4001, 100)
+    first = drop_terms(lrs, steps)
+    assert drop_terms(lrs.copy(), steps.copy()) is first  # equal arrays find the kept terms
+    with pytest.raises(ValueError, match="read-only"):
+        first.amplitude[0] = 0.0
+    lrs[2000:] *= 0.5  # changed in place: binned afresh
+    assert_same_terms(drop_terms(lrs, steps), plain_drop_terms(lrs, steps))
+    assert drop_terms(lrs, steps[:-1]) is not drop_terms(lrs, steps)
+    c = Curve(steps, np.full(steps.size, 3.0), lrs)
+    assert c.terms(MultiPower) is c.terms(MultiPower) and c.area is c.area
+    with pytest.raises(ValueError, match="read-only"):
+        c.lrs[0] = 1.0
+
+
+def test_fits_and_predictions_match_the_plain_binning(monkeypatch):
+    shape = LAW["MultiPower"][0]
+    lrs, steps = schedules(T=6000)["wsd"], np.arange(300, 6001, 100)
+
+    def profile_and_predictions():
+        _, curves = floored_ladder(1.5, 0, sizes=(2.5e7, 1e8, 4e8))  # new curves: none has terms yet
+        prof = profile_floor(fit_multipower(curves, shape=shape))
+        preds = [f.predict(steps, lrs, 1.6e9) for f in prof.fits] + [prof.fits[2].refit([0, 1, 2, 3]).predict(
+            steps, lrs, 1.6e9)]
+        return prof, np.array(preds)
+
+    kept, kept_preds = profile_and_predictions()
+    monkeypatch.setattr(MultiPower, "precompute", staticmethod(plain_drop_terms))
+    plain, plain_preds = profile_and_predictions()
+    np.testing.assert_allclose(plain.objective, kept.objective, rtol=1e-9)
+    for a, b in zip(kept.fits, plain.fits, strict=True):
+        for part in ("level", "slope"):
+            np.testing.assert_allclose(list(getattr(a, part).values()), list(getattr(b, part).values()), rtol=1e-9)
+    np.testing.assert_allclose(kept_preds, plain_preds, rtol=1e-9)
 
 
 @pytest.mark.parametrize("form", [MultiPower, Momentum])
