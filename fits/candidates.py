@@ -38,7 +38,17 @@ from fits.errors import FitError
 from fits.momentum import fit_momentum
 from fits.multipower import fit_multipower
 from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
-from fits.runs import Run, law_compute, same_ratio, same_shape, same_tokens, sizes
+from fits.runs import (
+    LR_UNITS,
+    Run,
+    law_compute,
+    lr_units_off,
+    peak_lr,
+    same_ratio,
+    same_shape,
+    same_tokens,
+    sizes,
+)
 from fits.uncertainty import Z50, Z90, Band, bootstrap
 
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
@@ -178,9 +188,12 @@ class PerFraction:
         runs = per_fraction_runs(self.runs, target, o.ratio_tol)
         shapes = other_shape(self.runs, target, o.ratio_tol)
         if len(runs) < 3:
+            ratios = sorted({float(f"{r.token_ratio:.3g}") for r in self.runs})
+            shown = ", ".join(f"{x:g}" for x in ratios[:6]) + (", ..." if len(ratios) > 6 else "")
             raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
                            f"± {o.ratio_tol:.0%}), or with its tokens ({target.planned_tokens:.4g}), and its schedule "
-                           f"shape; the ladder has {len(runs)}" + (f" ({_left_out_note(shapes)})" if shapes else ""))
+                           f"shape; the ladder has {len(runs)}" + (f" ({_left_out_note(shapes)})" if shapes else "")
+                           + f"; the rungs train at {shown} tokens per parameter")
         axis_shared = shared_axis(runs, target, o.ratio_tol)
         Cs, axis = law_compute(runs + [target])
         C, compute = Cs[:-1], float(Cs[-1])
@@ -226,7 +239,9 @@ class PerFraction:
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
         E_note = ("E pinned" if o.E is not None else shared.why() if shared is not None
                   else f"E fitted at the target's {axis_shared}")
-        shape = "schedule shape" if target.plan_lrs is not None else "schedule shape (assumed: the target gives no LR)"
+        unknown = [r.name for r in runs if r.plan_lrs is None]
+        shape = ("schedule shape (assumed: the target gives no LR)" if target.plan_lrs is None else
+                 f"schedule shape (assumed for the {len(unknown)} that give no LR)" if unknown else "schedule shape")
         why = (f"{len(runs)} runs share the target's {axis_shared}"
                + (" (a fixed-data ladder: a fraction of the run is the same tokens for every size)"
                   if axis_shared == "tokens" else "")
@@ -242,6 +257,12 @@ class PerFraction:
         if target.plan_lrs is None:
             warnings.append("the target gives no LR schedule: the per-fraction law assumes it has its rungs' schedule "
                             "shape, and no curve law can check it; give the target's schedule to have it checked")
+        elif unknown:
+            shown = ", ".join(unknown[:4]) + (", ..." if len(unknown) > 4 else "")
+            warnings.append(f"{len(unknown)} of the {len(runs)} rungs the per-fraction law fits give no LR ({shown}): it "
+                            "assumes they ran the target's schedule shape (its warmup, decay and floor as fractions of "
+                            "the run) and cannot check it; give their LR (the logged optim/learning_rate, or their "
+                            "schedule) to have it checked")
         if target.lrs is not None and target.plan_lrs is not None and _parted(target.lrs, target.plan_lrs, steps).any():
             try:
                 band, note = _schedule_difference(self.runs, target, steps, band, o)
@@ -461,12 +482,27 @@ class CurveLaw:
             raise FitError(f"the {self.label} needs 2 or more curves (lengths or schedules) at each of 2 sizes or more "
                            f"to tell its asymptote from its power-law term; the ladder has {has}{copies}")
 
+    def check_lr_units(self, target: Run) -> None:
+        """The law counts LR × steps as progress, so the target's LRs must be in the rungs' unit: a peak more than
+        `fits.runs.LR_UNITS`× outside the rungs' peaks is another unit (a schedule multiplier beside an LR)."""
+        peaks = [p for p in (peak_lr(c.lrs) for c in self.curves) if p is not None]
+        peak = peak_lr(target.lrs)
+        if not peaks or peak is None:
+            return
+        off = lr_units_off(peaks, peak)
+        if off > LR_UNITS:
+            raise FitError(f"the target's peak LR {peak:.3g} lies {off:.3g}× outside the rungs' peaks "
+                           f"({min(peaks):.3g}–{max(peaks):.3g}): the {self.label} counts LR × steps as progress, so "
+                           "the two must be in one unit (an LR, not a schedule multiplier); check the rungs' logged LR "
+                           "and the target's peak_lr")
+
     def predict(self, target: Run, steps: np.ndarray) -> Outcome:
         self.check_identified()
         if target.lrs is None:
             raise FitError(f"the {self.label} needs the target's LR sequence")
         if len(target.lrs) < int(np.max(steps)):
             raise FitError(f"the target's LR sequence covers {len(target.lrs)} steps, short of step {int(np.max(steps))}")
+        self.check_lr_units(target)
         law = self.fit()
         scale = scale_of(target)
         point = law.predict(steps, target.lrs, scale)

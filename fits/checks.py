@@ -88,6 +88,11 @@ def too_wide(lo: np.ndarray, hi: np.ndarray, pred: np.ndarray, max_rel_width: fl
     return []
 
 
+def and_more(found, what: str = "") -> str:
+    """" (and 2 more such runs)" after the first of `found` is named; "" for one."""
+    return f" (and {len(found) - 1} more{' such ' + what if what else ''})" if len(found) > 1 else ""
+
+
 RISE_TOL = 0.005
 """How far (relative) a run's final loss may sit above that of a shorter run of the same size before it is
 flagged: past the seed-to-seed spread of final losses (0.1–0.3% on public ladders)."""
@@ -127,6 +132,6 @@ def rises_with_tokens(n_params: np.ndarray, tokens: np.ndarray, loss: np.ndarray
     if not found:
         return []
     rise, n, d, d0 = max(found)
-    more = f" (and {len(found) - 1} more such runs)" if len(found) > 1 else ""
+    more = and_more(found, "runs")
     return [f"at N = {n:.3g} the run on {d:.3g} tokens ends {rise:.2%} above the one on {d0:.3g}{more}: more tokens "
             "should not raise the final loss of one size; check those runs (another checkpoint, learning rate, recipe or eval?)"]

@@ -32,9 +32,20 @@ import numpy as np
 
 from fits import candidates as cand
 from fits.candidates import Z50, Z90, Options
-from fits.checks import rises_with_size
+from fits.checks import and_more, rises_with_size
 from fits.errors import FitError
-from fits.runs import RISE_WARN, Run, batch_far_off, distinct, rise, same_size, sizes
+from fits.runs import (
+    LR_OFF_TREND,
+    RISE_WARN,
+    Run,
+    batch_far_off,
+    distinct,
+    lr_off_trend,
+    peak_lr,
+    rise,
+    same_size,
+    sizes,
+)
 from fits.uncertainty import Band
 
 CANDIDATES = ("per-fraction", "multipower")
@@ -370,8 +381,11 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     for o in outcomes.values():
         warnings += list(o.warnings)
     warnings += batch_warning(runs, target)
+    warnings += lr_warning(runs, target)
+    warnings += ratio_warning(runs + [target])
     warnings += rise_warnings(runs)
     warnings += size_order_warnings(runs)
+    warnings += copies_warning(runs)
     warnings += unit_warning(runs)
     ratios = [r.token_ratio for r in runs]
     if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
@@ -444,6 +458,36 @@ def batch_warning(runs: list[Run], target: Run) -> list[str]:
             f"here models), so the run may land {side} the prediction"]
 
 
+def lr_warning(runs: list[Run], target: Run) -> list[str]:
+    """A warning when the target's peak LR is far off the rungs' peak LRs' law in size (`fits.runs.LR_OFF_TREND`)."""
+    off = lr_off_trend(runs, target)
+    if off is None or 1 / LR_OFF_TREND <= off <= LR_OFF_TREND:
+        return []
+    peaks = [p for p in (peak_lr(r.plan_lrs) for r in runs) if p is not None]
+    span = f"{min(peaks):.3g}" + ("" if f"{min(peaks):.3g}" == f"{max(peaks):.3g}" else f"–{max(peaks):.3g}")
+    return [f"the target's peak LR ({peak_lr(target.plan_lrs):.3g}) is {off:.2g}× the power law in size through the "
+            f"rungs' peak LRs ({span}), further than recipes move it: check the target's "
+            "peak_lr (a typo?) and the rungs' logged LR (another unit, such as a schedule multiplier?); the laws take "
+            "the recipe from the rungs, and the curve laws count LR × steps as progress"]
+
+
+RATIO_RANGE = (0.1, 1e5)
+"""Tokens per parameter outside this range are more likely parameters or tokens in another unit than a run: the
+public ladders train at 1–17,000 (Marin's smallest isoFLOP models), a hero at 20–2,000."""
+
+
+def ratio_warning(runs: list[Run]) -> list[str]:
+    """A warning for runs whose tokens per parameter lie outside `RATIO_RANGE` (the first of them named)."""
+    odd = [r for r in runs if not RATIO_RANGE[0] <= r.token_ratio <= RATIO_RANGE[1]]
+    if not odd:
+        return []
+    r = odd[0]
+    more = and_more(odd)
+    return [f"{r.name!r}{more} trains at {r.token_ratio:.3g} tokens per parameter ({r.params:.3g} parameters, "
+            f"{r.planned_tokens:.3g} tokens): no run does; are its parameters or tokens in another unit (millions, "
+            "billions, steps)?"]
+
+
 def rise_warnings(runs: list[Run]) -> list[str]:
     """A warning for each rung whose eval rises well above its earlier lowest (`fits.runs.RISE_WARN`)."""
     out = []
@@ -454,6 +498,26 @@ def rise_warnings(runs: list[Run]) -> list[str]:
                        f"({step / r.planned_steps:.0%} of its run): a loss spike or a bad eval? The laws fit it as "
                        "logged, and the band widens with its misfit; leave the run out, or fix its evals, if it is a fault")
     return out
+
+
+def copies_warning(runs: list[Run]) -> list[str]:
+    """A warning where two rungs of one size and plan log the very same evals: one run imported twice under two
+    names, which the laws would count as two draws (a narrower band than the ladder holds)."""
+    seen: dict[tuple, str] = {}
+    pairs = []
+    for r in runs:
+        if not r.steps.size:
+            continue
+        key = (round(r.flops_per_token, 6), r.planned_steps, r.steps.tobytes(), r.values.tobytes())
+        if key in seen:
+            pairs.append((seen[key], r.name))
+        else:
+            seen[key] = r.name
+    if not pairs:
+        return []
+    a, b = pairs[0]
+    return [f"the rungs {a!r} and {b!r}{and_more(pairs, 'pairs')} log the very same evals at one size and plan: one "
+            "run imported twice? The laws count each copy as another run, which narrows the band; leave one out"]
 
 
 def size_order_warnings(runs: list[Run]) -> list[str]:
@@ -468,7 +532,7 @@ def size_order_warnings(runs: list[Run]) -> list[str]:
     if not found:
         return []
     up, i, j = found[0]
-    more = f" (and {len(found) - 1} more such rungs)" if len(found) > 1 else ""
+    more = and_more(found, "rungs")
     return [f"the rung {ended[i].name!r} ends {up:.1%} above the smaller {ended[j].name!r} at the same token ratio"
             f"{more}: a larger model of one recipe should end lower; check the two runs (another learning rate, "
             "recipe, data or eval?) before trusting a law through them"]

@@ -133,21 +133,26 @@ def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.nd
     return np.interp(np.arange(int(last_step) + 1, dtype=np.float64), steps, lrs)
 
 
-def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 181) -> np.ndarray:
-    """The LR at 10% … 100% of the plan as a fraction of its largest value there (the first 10% left out: warmups
+def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 181, upto: float = 1.0) -> np.ndarray:
+    """The LR at 10% … `upto` of the plan as a fraction of its largest value there (the first 10% left out: warmups
     round differently at different lengths, and an LR logged every few % of the run blurs their end)."""
-    at = np.round(np.linspace(0.10, 1, n) * (planned_steps - 1)).astype(int)
+    at = np.round(np.linspace(0.10, upto, n) * (planned_steps - 1)).astype(int)
     at = np.minimum(at, len(lrs) - 1)
     sig = lrs[at]
     return sig / (float(np.max(sig)) or 1.0)  # not the warmup's peak: an LR logged every few steps can miss it
 
 
 def same_shape(a: Run, b: Run, tol: float = 0.03) -> bool:
-    """Both plans have the same LR shape in fraction of the run (True when either has no LRs)."""
+    """Both plans have the same LR shape in fraction of the run, over the part both LR sequences cover (a crashed
+    run's logged LR stops where it stopped); True when either has no LRs, or they share less than 20% of it."""
     la, lb = a.plan_lrs, b.plan_lrs
     if la is None or lb is None:
         return True
-    return float(np.max(np.abs(shape_signature(la, a.planned_steps) - shape_signature(lb, b.planned_steps)))) <= tol
+    upto = min(1.0, len(la) / a.planned_steps, len(lb) / b.planned_steps)
+    if upto < 0.2:
+        return True
+    return float(np.max(np.abs(shape_signature(la, a.planned_steps, upto=upto)
+                               - shape_signature(lb, b.planned_steps, upto=upto)))) <= tol
 
 
 def law_compute(runs: list[Run]) -> tuple[np.ndarray, str]:
@@ -175,12 +180,18 @@ def batch_trend(runs: list[Run]) -> tuple[float, float, np.ndarray, np.ndarray]:
     size whose batch sits off it gets more from each token (a smaller batch: more steps for the same
     tokens) or less (a larger one) than the trend, by how it compares with the critical batch size
     (McCandlish et al. 2018), which none of the laws models."""
+    return size_trend(runs, lambda r: r.tokens_per_step)
+
+
+def size_trend(runs: list[Run], value) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """The power law log v = c + k·log N through `value(run)` of the runs (one point per size: its median).
+    Returns (k, c, parameters per size, value per size); one size gives a flat law through it."""
     size = distinct([r.params for r in runs], 0.001)
-    batch = np.array([np.median([r.tokens_per_step for r in runs if abs(r.params / s - 1) <= 0.001]) for s in size])
+    v = np.array([np.median([value(r) for r in runs if abs(r.params / s - 1) <= 0.001]) for s in size])
     if size.size < 2:
-        return 0.0, float(np.log(batch[0])), size, batch
-    k, c = np.polyfit(np.log(size), np.log(batch), 1)
-    return float(k), float(c), size, batch
+        return 0.0, float(np.log(v[0])), size, v
+    k, c = np.polyfit(np.log(size), np.log(v), 1)
+    return float(k), float(c), size, v
 
 
 def batch_off_trend(runs: list[Run], target: Run) -> float:
@@ -195,6 +206,39 @@ def batch_far_off(runs: list[Run], target: Run) -> float | None:
         return None
     off = batch_off_trend(runs, target)
     return None if 1 / BATCH_OFF_TREND <= off <= BATCH_OFF_TREND else off
+
+
+LR_OFF_TREND = 5.0
+"""A target whose peak LR is more than this factor off the rungs' peak LRs' trend in size (either way) is warned
+about: recipes move the peak a few times over a ladder's sizes (Marin's 535B hero trains at 0.27× its rungs'
+trend, by its recipe's rule), a typo or another unit moves it tenfold. One more than `LR_UNITS`× outside the
+rungs' range of peaks is taken for another unit."""
+LR_UNITS = 10.0
+
+
+def peak_lr(lrs: np.ndarray | None) -> float | None:
+    """The largest LR of a schedule (None without one, or an all-zero one)."""
+    if lrs is None or not np.size(lrs):
+        return None
+    peak = float(np.max(lrs))
+    return peak if peak > 0 else None
+
+
+def lr_off_trend(runs: list[Run], target: Run) -> float | None:
+    """The target's peak LR over the power law in size through the rungs' peak LRs (1: on the trend; None where
+    the target or every rung has no LR)."""
+    with_lr = [r for r in runs if peak_lr(r.plan_lrs) is not None]
+    peak = peak_lr(target.plan_lrs)
+    if not with_lr or peak is None:
+        return None
+    k, c, _, _ = size_trend(with_lr, lambda r: peak_lr(r.plan_lrs))
+    return float(peak / np.exp(c + k * np.log(target.params)))
+
+
+def lr_units_off(peaks, target_peak: float) -> float:
+    """How many times the target's peak LR lies outside the range of the rungs' `peaks` (1 inside it)."""
+    peaks = np.asarray(peaks, dtype=np.float64)
+    return float(max(target_peak / peaks.max(), peaks.min() / target_peak, 1.0))
 
 
 RISE_WARN = 0.02

@@ -223,9 +223,16 @@ def _describe(run: LadderRun, edited: bool = False) -> str:
 
 
 def _describe_rungs(rungs: list[LadderRun]) -> str:
-    """The largest rung's schedule, or where the rungs' LRs come from when no schedule is declared."""
+    """The largest rung's schedule, with the spans of the rungs' peaks and lengths where they differ, or where the
+    rungs' LRs come from when no schedule is declared."""
     if rungs[-1].schedule is not None:
-        return _describe(rungs[-1])
+        declared = [r for r in rungs if r.schedule is not None]
+        peaks, steps = _span([r.schedule.peak_lr for r in declared]), [r.planned_steps for r in declared]
+        if "–" not in peaks and min(steps) == max(steps):
+            return _describe(rungs[-1])
+        lengths = f"{min(steps):,}" + (f"–{max(steps):,}" if max(steps) > min(steps) else "")
+        return (f"the largest {_describe(rungs[-1])}; over the {len(declared)} rungs with a schedule, peak {peaks}, "
+                f"{lengths} steps")
     logged = sum(r.logged_lrs is not None for r in rungs)
     if logged == len(rungs):
         return f"each rung's logged LR ({keys.LEARNING_RATE})"

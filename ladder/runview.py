@@ -28,8 +28,10 @@ from ladder.store import Store
 FLOPS_AGREE = 0.01
 """A planned run's spec and the FLOPs per token stored for it may differ by this much (relative)."""
 SIX_N = "6·N"
-TARGET_FIELDS = ("name", "group", "active_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step",
+TARGET_FIELDS = ("name", "group", "role", "active_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step",
                  "schedule", "eval_every", "tpp")
+"""The fields of a target file: the coordinates format's (its `role` is read and ignored: a target is the run
+predicted, whatever role an entry copied from a coordinates file says), and `eval_every`."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,11 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     name, run_id = str(row["name"]), str(row["run_id"])
     evals = store.history([run_id], [metric]).sort_values("step")  # finite values only
     if len(evals) < need_evals:
-        raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r}; pull it again or leave it out")
+        logged = sorted(set(store.history([run_id])["metric"].astype(str)))
+        shown = ", ".join(repr(m) for m in logged[:6]) + (", ..." if len(logged) > 6 else "") or "nothing"
+        raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r} (it logs {shown}); predict another "
+                          "metric with --metric, name the key at import (--metric eval/loss=COLUMN) or pull "
+                          "(--rename OLD=eval/loss), or leave the run out")
     steps, values, state = evals["step"].to_numpy(np.int64), evals["value"].to_numpy(float), str(row["state"])
     cfg = store.run_config(run_id)
     if cfg is not None:
@@ -182,7 +188,7 @@ def target_from_file(path: Path) -> LadderRun:
     ``name: hero``, ``active_params``, ``fit_flops_per_token`` (or only ``active_params``: 6·N),
     ``stop_after_steps``, ``tokens_per_step``, ``group``, ``schedule: {peak_lr, total_steps,
     warmup_steps, decay, min_lr_ratio}``, optional ``tpp`` and ``eval_every`` (steps between
-    predicted points). ``{NAME: {...}}`` works too.
+    predicted points). ``{NAME: {...}}`` works too; a ``role`` is ignored.
     """
     data = load_yaml(Path(path))
     if isinstance(data, dict) and "name" not in data and len(data) == 1:

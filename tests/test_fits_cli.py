@@ -443,6 +443,14 @@ def test_fit_surface_predicts_the_targets_of_a_csv(plain_csv, targets_csv):
         assert p["lo90"] <= t["lo90"] and p["hi90"] >= t["hi90"] and p["lo50"] <= t["lo50"] and p["hi50"] >= t["hi50"]
 
 
+def test_fit_surface_warns_of_a_target_below_the_fitted_runs(plain_csv):
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--at", "7e10,1.4e12", "--format", "json").stdout)
+    assert not [w for w in out["warnings"] if "below the fitted runs" in w]
+    res = run("fit", "surface", "--csv", plain_csv, "--at", "70,1400")  # billions and the tokens' scale mistyped
+    assert res.exit_code == 0 and "N = 70, D = 1.4e+03 lies below the fitted runs" in res.output.replace("\n", " ")
+    assert "e-folds outside the fitted runs" in res.output
+
+
 def test_fit_surface_prints_the_predictions_as_a_table(plain_csv, targets_csv):
     res = run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv)
     assert res.exit_code == 0, res.output

@@ -132,6 +132,65 @@ def test_a_rung_ending_above_a_smaller_one_is_named_in_a_warning():
     assert core.size_order_warnings(runs[:3] + [other, stopped]) == []
 
 
+def test_a_target_lr_in_another_unit_or_off_the_rungs_trend_is_caught():
+    runs, hero = ladder(mp_law, seed=1, n_sizes=4)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    fast = dataclasses.replace(FAST, backtest=False)
+    assert not any("peak LR" in w for w in core.predict(runs, blank, hero.steps, fast).warnings)  # on the trend
+    # a typo: ten times the peak. Every law still predicts; the warning names it
+    typo = dataclasses.replace(blank, lrs=blank.lrs * 10)
+    res = core.predict(runs, typo, hero.steps, fast)
+    (w,) = [w for w in res.warnings if "peak LR" in w]
+    assert "is 10× the power law in size" in w and "typo" in w and "multipower" not in res.failed
+    # rungs that logged the schedule's multiplier (peak 1) beside a target in LR units: the curve laws refuse
+    multiplier = [dataclasses.replace(r, lrs=r.lrs / r.lrs.max()) for r in runs]
+    res = core.predict(multiplier, blank, hero.steps, fast)
+    assert "one unit" in res.failed["multipower"] and "schedule multiplier" in res.failed["multipower"]
+    assert res.method == "per-fraction" and any("peak LR" in w for w in res.warnings)
+
+
+def test_a_run_imported_twice_under_two_names_is_warned():
+    runs, _ = ladder(pf_law, seed=2, n_sizes=4)
+    assert core.copies_warning(runs) == []
+    (w,) = core.copies_warning(runs + [dataclasses.replace(runs[1], name="r1-copy")])
+    assert "'r1' and 'r1-copy'" in w and "imported twice" in w
+    reseeded = dataclasses.replace(runs[1], name="r1-seed2", values=runs[1].values * 1.001)
+    assert core.copies_warning(runs + [reseeded]) == []  # another seed is another run
+
+
+def test_token_ratios_no_run_trains_at_are_warned_and_named_when_none_match():
+    runs, hero = ladder(pf_law, seed=2, n_sizes=4)
+    assert core.ratio_warning(runs + [hero]) == []
+    millions = [dataclasses.replace(r, n_params=r.n_params / 1e6) for r in runs]  # N written in millions
+    (w,) = core.ratio_warning(millions + [hero])
+    assert w.startswith("'r0' (and 7 more) trains at 2e+07 tokens per parameter") and "millions" in w
+    fast = dataclasses.replace(FAST, method="per-fraction", backtest=False)
+    with pytest.raises(FitError, match=r"the rungs train at 2e\+07, 4e\+07 tokens per parameter"):
+        core.predict(millions, hero, hero.steps, fast)
+
+
+def test_a_crashed_rung_s_logged_lr_and_rungs_without_lr_keep_their_shape():
+    from fits.runs import same_shape
+
+    rng = np.random.default_rng(3)
+    runs = [ladder_run(f"r{i}", n, pf_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
+    hero = ladder_run("hero", 3e6, pf_law, rng, noise=0.0)
+    # a rung that stopped at 80%, its LR logged up to there: the same schedule as far as it went
+    crashed = ladder_run("r3", 8e5, pf_law, rng, upto=0.8)
+    crashed = dataclasses.replace(crashed, lrs=crashed.lrs[:int(crashed.steps[-1]) + 1])
+    assert same_shape(crashed, hero)
+    assert not same_shape(dataclasses.replace(crashed, lrs=np.full(crashed.lrs.size, 0.01)), hero)  # constant: not
+    fast = dataclasses.replace(FAST, method="per-fraction", backtest=False)
+    res = core.predict(runs[:3] + [crashed], hero, hero.steps, fast)
+    assert "r3" in res.outcomes["per-fraction"].params["runs"] and not any("not its schedule shape" in w for w in res.warnings)
+    # rungs with no LR beside a target with one: assumed, and said
+    bare = [dataclasses.replace(r, lrs=None) for r in runs[:2]] + runs[2:]
+    res = core.predict(bare, hero, hero.steps, fast)
+    (w,) = [w for w in res.warnings if "give no LR" in w]
+    assert w.startswith("2 of the 4 rungs") and "'r0'" not in w and "r0, r1" in w
+    assert "schedule shape (assumed for the 2 that give no LR)" in res.outcomes["per-fraction"].why
+
+
 def test_one_curve_per_size_leaves_the_curve_laws_out():
     rng = np.random.default_rng(5)
     runs = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]

@@ -242,6 +242,15 @@ def test_bad_target_files_exit_2(tmp_path, fields, expect):
     assert not (tmp_path / "p").exists()
 
 
+def test_a_target_entry_copied_from_a_coordinates_file_keeps_its_role_out_of_the_way(tmp_path):
+    from ladder.runview import target_from_file
+
+    plain = target_from_file(target_yaml(tmp_path / "t.yaml")).as_run(with_evals=False)
+    hero = target_from_file(target_yaml(tmp_path / "r.yaml", role="hero")).as_run(with_evals=False)
+    assert (hero.name, hero.compute, hero.planned_steps) == (plain.name, plain.compute, plain.planned_steps)
+    assert np.array_equal(hero.lrs, plain.lrs)
+
+
 def test_the_target_is_given_once(tmp_path):
     assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
     res = invoke("predict", "--store", str(tmp_path / "store"))
@@ -370,3 +379,14 @@ def test_watch_follows_a_run_named_other_than_the_target(tmp_path):
                  "--target-run", "big-v2", "--state", str(tmp_path / "state.json"))
     assert res.exit_code in (0, 4, 5), res.output
     assert "vs predicted" in res.output
+
+
+def test_a_metric_imported_under_its_column_name_is_named_when_predict_finds_none(tmp_path):
+    res = invoke("import", "csv", str(ladder_csv(tmp_path / "ladder.csv")), "--store", str(tmp_path / "store"),
+                 "--run", "run", "--step", "step", "--metric", "loss",  # no KEY=: stored as 'loss'
+                 "--coord-column", "active_params=n", "--coord-column", "stop_after_steps=planned",
+                 "--coord-column", "tokens_per_step=batch_tokens", "--coord", "group=mine", "--coord", "role=rung")
+    assert res.exit_code == 0, res.output
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml")), "--store", str(tmp_path / "store"))
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "0 values of 'eval/loss' (it logs 'loss')" in text and "--metric eval/loss=COLUMN" in text

@@ -70,6 +70,28 @@ def test_reimport_replaces_its_runs(tmp_path):
     assert len(h) == 8 and (h.loc[h["step"] == 40, "value"] == 9.0).all()
 
 
+def test_a_reimport_that_would_drop_stored_metrics_or_steps_is_refused_unless_replace(tmp_path):
+    from ladder.sources.pull import PullSkipped
+
+    path = tmp_path / "t.csv"
+    table = small_table()
+    table.to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    loss_only = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step", tokens="tok", coords=COLUMNS.coords)
+    with pytest.raises(PullSkipped) as info:
+        pull(store, TableSource(path, loss_only), overrides=_overrides())
+    assert "would drop 'eval/bpb' (not in this import)" in str(info.value) and "--replace" in str(info.value)
+    table[table["step"] <= 30].to_csv(path, index=False)  # rows cut from the file
+    with pytest.raises(PullSkipped) as info:
+        pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    assert "its steps after 30 (the store has them to step 40)" in str(info.value)
+    assert len(store.history(metrics="eval/bpb")) == 2 * 3 and store.history()["step"].max() == 40  # nothing lost
+    pull(store, TableSource(path, loss_only), overrides=_overrides(), replace=True)
+    h = store.history()
+    assert set(h["metric"]) == {"eval/loss"} and h["step"].max() == 30
+
+
 def test_missing_mapped_column_is_one_line(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)
@@ -238,3 +260,17 @@ def test_steps_far_past_the_plan_are_taken_for_tokens_before_any_fit(tmp_path):
     with pytest.raises(LadderError, match=r"its last eval is at step 41,943,040, 1,048,576× its 40 planned steps; "
                                           r"are its steps counted in tokens\?"):
         from_store(store, row, "eval/loss")
+
+
+def test_columns_named_for_a_coordinate_are_said_to_be_read_as_one(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().rename(columns={"params": "active_params"}).to_csv(path, index=False)
+    mapped = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step", tokens="tok", coords={"stop_after_steps": "T"})
+    result = pull(Store(tmp_path / "s"), TableSource(path, mapped), overrides=_overrides())
+    (note,) = [n for n in result.notes if "read as each run's coordinate" in n]
+    assert "column 'active_params'" in note and "--coord-column FIELD=COLUMN" in note
+    assert Store(tmp_path / "s").runs().set_index("run_id").loc["b", "active_params"] == 2000
+    named = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step", tokens="tok",
+                      coords={"stop_after_steps": "T", "active_params": "active_params"})
+    again = pull(Store(tmp_path / "s2"), TableSource(path, named), overrides=_overrides())
+    assert not [n for n in again.notes if "read as each run's coordinate" in n]  # mapped: the user said so

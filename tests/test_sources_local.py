@@ -261,6 +261,12 @@ def test_cli_coords_for_no_run_of_the_pull_are_named(tmp_path):
     assert f"{cfg.name.lower()!r} is the name or id of no run of this pull" in warnings[0]
     assert f"did you mean {cfg.name!r}?" in warnings[0]
     assert "'nobody' is the name or id of no run of this pull" in warnings[1]
+    near = tmp_path / "near.yaml"  # a run the file also names is not the one a near miss meant
+    near.write_text(f"{cfg.name}: {{role: rung}}\n{cfg.name[:-1]}X: {{group: g}}\n")
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--coords", str(near),
+                                   "--store", str(tmp_path / "s2")])
+    (w,) = [x for x in res.output.splitlines() if x.startswith("warning:")]
+    assert "is the name or id of no run of this pull" in w and "did you mean" not in w
     # pulled again, the run is unchanged and still matched by its name
     res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--coords", str(coords),
                                    "--store", str(tmp_path / "s")])

@@ -385,6 +385,7 @@ def fit_surface_command(
     fit = choice.fit
     ens, boot = _boot(fit, bootstrap, seed, level)
     preds = _surface_at(choice, ens, at, level) if targets is None else _surface_bands(choice, ens, *targets)
+    below = _below_fitted(preds, data.params, data.tokens)
     if fmt is Format.json:
         out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
@@ -392,11 +393,12 @@ def fit_surface_command(
                                        "predictions": preds}
         if targets is not None:
             out["band"] = _band_text(fit, ens)
+        out["warnings"] += below
         print_json(out)
         return
     _print_params(fit, boot, level, data.notes)
     console.print(choice.summary(), highlight=False)
-    for w in choice.warnings:
+    for w in list(choice.warnings) + below:
         console.print(f"warning: {w}", highlight=False)
     if targets is not None:
         _print_bands(preds, _band_text(fit, ens))
@@ -404,9 +406,24 @@ def fit_surface_command(
     for p in preds:
         console.print(
             f"at N = {p['params']:.3g}, D = {p['tokens']:.3g}: L = {p['loss']:.4f}  "
-            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']}; {p['efolds_out']:.2f} e-folds beyond the "
+            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']}; {p['efolds_out']:.2f} e-folds outside the "
             "fitted runs)", highlight=False,
         )
+
+
+def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
+    """A warning for the targets whose N or D lies below every fitted run's: the law is fitted above them, and a
+    target far below is often one in other units (billions of parameters written as 70)."""
+    n_min, d_min = float(np.min(n_params)), float(np.min(tokens))
+    low = [p for p in preds if p["params"] < n_min or p["tokens"] < d_min]
+    if not low:
+        return []
+    from fits.checks import and_more
+
+    p = low[0]
+    return [f"the target at N = {p['params']:.3g}, D = {p['tokens']:.3g}{and_more(low)} lies below the fitted runs (the smallest "
+            f"N {n_min:.3g}, D {d_min:.3g}): the law is fitted above it; are its parameters and tokens in the runs' "
+            "units (counts, not millions or billions)?"]
 
 
 def _surface_at(choice, ens, at: list[str], level: float) -> list[dict]:
@@ -438,7 +455,7 @@ def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels
 
 BAND_KEYS = ("params", "tokens", "median", "lo50", "hi50", "lo90", "hi90", "efolds_out")
 """The keys of a --predict-csv prediction; a target's own column of one of these names is not carried.
-efolds_out: how far the target lies beyond the fitted runs (`fits.surfacechoice.distance`), the e-folds the
+efolds_out: how far the target lies outside the fitted runs (`fits.surfacechoice.distance`), the e-folds the
 band's extrapolation error grows with."""
 
 
@@ -461,7 +478,7 @@ def _band_text(fit, ens) -> str:
 
 def _print_bands(preds: list[dict], band: str) -> None:
     table = Table(title="predicted loss (nats/token)",
-                  caption=f"e-folds out: how far each target lies beyond the fitted runs (0 where a fitted run "
+                  caption=f"e-folds out: how far each target lies outside the fitted runs (0 where a fitted run "
                           f"is as large in N and in D); bands: {band}")
     labels = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
     for name in labels:

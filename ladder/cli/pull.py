@@ -52,7 +52,8 @@ FIT_HELP = "The metric fits read (kept in the store; default eval/loss)."
 FULL_HELP = "Read every run again from the start instead of only what is new."
 REPLACE_HELP = (
     "Replace stored runs that have the same id but come from another source, or that this pull gives "
-    "other coordinates (refused without it; the output says what was replaced)."
+    "other coordinates, or (a table imported again) that the file now holds without metrics or steps the "
+    "store has of them (refused without it; the output says what was replaced)."
 )
 
 
@@ -198,7 +199,7 @@ def _run_pull(
 def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
     if result.pulled:
         t = Table(title=f"Pulled from {result.source}")
-        for col in ("run", "state", "rows read", "rows stored", "last step", "fraction"):
+        for col in ("run", "state", "values read", "values stored", "last step", "fraction"):  # one per metric and step
             t.add_column(col, justify="left" if col in ("run", "state") else "right")
         for r in result.pulled:
             t.add_row(
@@ -264,8 +265,8 @@ def runs_command(
         return
     settings = target.settings()
     t = Table(title=f"Runs in {target.root}/ (fit metric {settings.fit_metric})")
-    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token", "steps", "fraction", "rows", "source"):
-        t.add_column(col, justify="right" if col in ("active", "total", "C/token", "steps", "fraction", "rows") else "left",
+    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token", "steps", "fraction", "values", "source"):
+        t.add_column(col, justify="right" if col in ("active", "total", "C/token", "steps", "fraction", "values") else "left",
                      overflow="fold")  # a name or id cut short with "…" cannot be pasted into the next command
     for r in runs.to_dict("records"):
         t.add_row(

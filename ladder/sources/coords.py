@@ -63,10 +63,11 @@ class CoordinateOverrides:
     def unmatched(self, names: set[str]) -> list[str]:
         """One line for each run of the coordinates file that is none of `names` (the names and ids of a pull's runs)."""
         lines = []
+        free = sorted(n for n in names if n not in self.per_run)  # a run the file already names is no typo's target
         for run in self.per_run:
             if run not in names:
                 close = [n for n in sorted(names) if n.lower() == run.lower()] or difflib.get_close_matches(
-                    run, sorted(names), n=1)
+                    run, free, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 lines.append(f"{self.file}: {run!r} is the name or id of no run of this pull; its coordinates were "
                              f"not used{hint}")

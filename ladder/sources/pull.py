@@ -126,6 +126,7 @@ def pull(
         _check_listing(refs, source.key)
         resumed = sum(ref.run_id in writer.staged for ref in refs)
         notes += _check_clashes(writer, refs, source.key, overrides, replace)
+        notes += source.notes(overrides) if hasattr(source, "notes") else []
         for ref in refs:  # coordinates known from the listing: check them all before reading any history
             if ref.config is not None and ref.run_id not in writer.staged:
                 prev = writer.stored(ref.run_id)
@@ -136,7 +137,7 @@ def pull(
             if ref.run_id in writer.staged:
                 continue
             try:
-                done = _pull_run(writer, source, ref, overrides, settings, full, names, new_renames)
+                done = _pull_run(writer, source, ref, overrides, settings, full, names, new_renames, replace)
             except SourceUnavailable as exc:
                 if writer.staged:
                     raise SourceUnavailable(
@@ -223,9 +224,11 @@ def _pull_run(
     full: bool,
     names: set[str],
     new_renames: dict[str, str],
+    replace: bool = False,
 ) -> RunPulled | None:
     """Read and stage one run; adds the name its coordinates are looked up by to `names`. A rename
-    in `new_renames` onto a key the run logs itself raises `RenameClash`."""
+    in `new_renames` onto a key the run logs itself raises `RenameClash`; a table read again that lacks
+    metrics or steps the store holds of the run is refused unless `replace`."""
     prev = writer.stored(ref.run_id)
     origin = ref.source or source.key
     same = prev is not None and _same_source(prev["source"], origin)
@@ -253,6 +256,8 @@ def _pull_run(
     stored_history = None if fresh else writer.stored_history(ref.run_id)
     _check_renames(ref, got.rows, stored_history, new_renames)
     history, report = resolve(got.rows, coords, settings, stored_history)
+    if got.whole and same and not replace:
+        _check_nothing_lost(name, writer.stored_history(ref.run_id), history)
     total = report.plus(stored_report)
     steps = history["step"].to_numpy()
     last_step = int(steps.max()) if len(steps) else None
@@ -284,6 +289,21 @@ def _pull_run(
         last_fraction,
         tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(stored_report)),
     )
+
+
+def _check_nothing_lost(name: str, stored: pd.DataFrame | None, history: pd.DataFrame) -> None:
+    """Refuse a table read again whose run lacks metrics, or steps, that the store holds of it: replacing the run
+    would drop them (a column left out of the import, or rows cut from the file)."""
+    if stored is None or not len(stored):
+        return
+    gone = sorted(set(stored["metric"].astype(str)) - set(history["metric"].astype(str)))
+    last, now = int(stored["step"].max()), int(history["step"].max()) if len(history) else -1
+    lost = ([f"{', '.join(repr(m) for m in gone)} (not in this import)"] if gone else []) + (
+        [f"its steps after {now:,} (the store has them to step {last:,})"] if now < last else [])
+    if lost:
+        raise LadderError(f"run {name!r}: this import would drop {' and '.join(lost)} from the stored run; nothing of "
+                          "it was replaced: pass --replace to replace it with what this file holds, or import the "
+                          "file with the same columns (every --metric of the earlier import)")
 
 
 def _check_renames(ref: RunRef, rows: pd.DataFrame, stored: pd.DataFrame | None, renames: dict[str, str]) -> None:

@@ -72,6 +72,9 @@ class SourceRun:
     warnings: tuple[str, ...] = ()
     replace: bool = False
     """The earlier rows of this run are no longer valid (the file was rewritten): start over."""
+    whole: bool = False
+    """The rows are all the source holds of the run (a table read again): what the store has beyond them was
+    taken out of the source, not left behind by a restart."""
 
 
 class RowBuilder:

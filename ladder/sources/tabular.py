@@ -132,6 +132,20 @@ class TableSource:
             refs.append(RunRef(run_id, self.key, label=f"{run_id} ({self.path.name})", name=str(config.get("name") or run_id), config=config, handle=rows))
         return refs
 
+    def notes(self, overrides: Any = None) -> list[str]:
+        """A line naming the columns read as coordinates because they are named for one (`FIELDS`), where no
+        --coord-column or --coord gave that coordinate: a column in other units would pass unseen."""
+        table = self._load()
+        given = set(self.columns.coords) | set(getattr(overrides, "all_runs", {}) or {})
+        given |= {f for entry in (getattr(overrides, "per_run", {}) or {}).values() for f in entry}
+        implied = [f for f in FIELDS if f in table.columns and f not in given]
+        if not implied:
+            return []
+        cols = ", ".join(repr(f) for f in implied)
+        return [f"{self.path.name}: column{'s' if len(implied) > 1 else ''} {cols} read as each run's coordinate of "
+                "that name; check the units (parameters and tokens as counts), or map another column with "
+                "--coord-column FIELD=COLUMN"]
+
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
         rows: pd.DataFrame = ref.handle
         c = self.columns
@@ -163,6 +177,7 @@ class TableSource:
             name=ref.name,
             group=str(ref.config.get("group")) if ref.config.get("group") else None,
             replace=True,
+            whole=True,
         )
 
     def _load(self) -> pd.DataFrame:
