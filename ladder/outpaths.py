@@ -30,7 +30,7 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
     if p.is_dir():
         raise LadderError(f"{option} {p}: is a folder; give the path of the file to write")
     if p.exists():
-        keeper = _kept_by(p)
+        keeper = kept_by(p)
         if keeper is not None:
             raise LadderError(f"{option} {p}: is a file of {keeper}; give the path of another file "
                               "(writing over it would destroy it)")
@@ -41,7 +41,7 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
     return p
 
 
-def _kept_by(p: Path) -> str | None:
+def kept_by(p: Path) -> str | None:
     """What keeps the existing file `p` (a prediction: its files and its watch's; a metric store), or None."""
     from ladder.prediction import PREDICTION_FILES, WATCH_FILES  # pandas: only when a file is there
 

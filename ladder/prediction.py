@@ -183,20 +183,28 @@ def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
     `WATCH_FILES`) into ``earlier-watch-<UTC time>/`` with a copy of that prediction (`PREDICTION_FILES`), so that
     a new watch starts afresh and judges the run against `pred` while the old alerts keep the prediction they were
     judged against. Returns that folder, or None where there was nothing to move (or the same prediction)."""
-    import shutil
-    import time
-
     out = Path(out_dir)
     found = [out / name for name in WATCH_FILES if (out / name).exists()]
     old = out / "prediction.json"
     if not found or (old.is_file() and old.read_text() == pred.json_text()):
         return None
-    aside = out / time.strftime("earlier-watch-%Y%m%dT%H%M%SZ", time.gmtime())
-    aside.mkdir(parents=True, exist_ok=True)
-    for name in PREDICTION_FILES:  # copied: the folder keeps a whole prediction until `pred` replaces it
-        if (out / name).is_file():
-            shutil.copy2(out / name, aside / name)
+    aside = keep_prediction(out, "earlier-watch")
     for f in found:
         f.replace(aside / f.name)
+    return aside
+
+
+def keep_prediction(out_dir: str | os.PathLike, prefix: str) -> Path:
+    """A copy of the prediction in `out_dir` (`PREDICTION_FILES`) in ``<prefix>-<UTC time>/`` there, before it is
+    replaced: copied, so the folder keeps a whole prediction until the new one is saved. Returns that folder."""
+    import shutil
+    import time
+
+    out = Path(out_dir)
+    aside = out / time.strftime(f"{prefix}-%Y%m%dT%H%M%SZ", time.gmtime())
+    aside.mkdir(parents=True, exist_ok=True)
+    for name in PREDICTION_FILES:
+        if (out / name).is_file():
+            shutil.copy2(out / name, aside / name)
     return aside
 

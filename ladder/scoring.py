@@ -29,6 +29,8 @@ class Score:
     """Share of the evals scored inside the 90% band."""
     n: int
     """Evals scored: from `start` of the plan on, where the prediction has a value."""
+    not_finite: int = 0
+    """Of those, evals that are NaN or infinite: left out of the errors, counted outside both bands."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -42,14 +44,19 @@ class Score:
             ("worst |error|", f"{self.curve_worst_error:.2%}"),
             ("inside the 50% band", f"{self.inside_50:.0%}"),
             ("inside the 90% band", f"{self.inside_90:.0%}"),
-        ]
+        ] + ([("evals not finite (NaN or inf)", f"{self.not_finite}: outside both bands, out of the errors")]
+             if self.not_finite else [])
 
 
 def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, run: str | None = None) -> Score:
     """`actual`: the values of `run` (default: the prediction's target) indexed by step. Evals before `start` of the
     plan are left out."""
     run = run or pred.run_name
-    actual = actual[np.isfinite(actual.to_numpy(float))]
+    finite = np.isfinite(actual.to_numpy(float))
+    odd = actual.index.to_numpy()[~finite]
+    odd = odd[(odd / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(pred.at(odd)["median"].to_numpy())] \
+        if odd.size else odd
+    actual = actual[finite]
     if actual.empty:
         raise LadderError(f"{run}: no values of {pred.metric} to score the prediction against")
     steps = actual.index.to_numpy()
@@ -67,7 +74,7 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
         last_step=int(steps[last]), last_fraction=float(steps[last] / max(pred.started_with, 1.0)),
         last_predicted=float(median[last]), last_actual=float(y[last]), last_error=float(median[last] / y[last] - 1),
         curve_mean_error=float(np.mean(np.abs(err))), curve_worst_error=float(np.max(np.abs(err))),
-        inside_50=float(np.mean((band["lo50"] <= y[use]) & (y[use] <= band["hi50"]))),
-        inside_90=float(np.mean((band["lo90"] <= y[use]) & (y[use] <= band["hi90"]))),
-        n=int(use.sum()),
+        inside_50=float(np.sum((band["lo50"] <= y[use]) & (y[use] <= band["hi50"])) / (use.sum() + odd.size)),
+        inside_90=float(np.sum((band["lo90"] <= y[use]) & (y[use] <= band["hi90"])) / (use.sum() + odd.size)),
+        n=int(use.sum()) + int(odd.size), not_finite=int(odd.size),
     )

@@ -394,7 +394,7 @@ WATCH = [
          ("--local afile: no such folder",)),
     Case("watch", "offline-missing", ("watch", "--prediction", "pred", "--offline", "nowhere", "--once"), 2,
          ("--offline nowhere: no such folder",)),
-    _watch("jsonl-is-a-folder", "", ["adir", "Is a directory"], 2, ("--jsonl", "adir")),
+    _watch("jsonl-is-a-folder", "", ["--jsonl adir: is a folder"], 2, ("--jsonl", "adir")),
     _plan("eval-every-1e-9", ["micro-cpu", "--set", "eval_every_fraction=1e-9"], ["eval_every_fraction=1e-09", "out of range"]),
     Case("watch", "prediction-missing", ("watch", "--prediction", "nowhere", "--local", "runs", "--once"), 2,
          ("nowhere: no prediction here",)),

@@ -228,3 +228,52 @@ def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_p
     (dots,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("hero")]
     assert np.allclose(dots.get_ydata(), f[:10] ** -0.3) and "predicted final" in dots.get_label()
     plt.close(fig)
+
+
+def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():
+    import numpy as np
+    import pandas as pd
+
+    from ladder.prediction import Prediction
+    from ladder.scoring import score_prediction
+
+    steps = np.arange(1, 11) * 100
+    med = np.full(steps.size, 3.0)
+    table = pd.DataFrame({"step": steps, "tokens": steps, "fraction": steps / 1000, "compute": steps * 1.0,
+                          "median": med, "lo50": med - 0.1, "hi50": med + 0.1, "lo90": med - 0.2, "hi90": med + 0.2,
+                          "in_assumptions": True})
+    pred = Prediction("hero", "eval/loss", table, planned_steps=1000)
+    actual = pd.Series(np.full(steps.size, 3.0), index=steps)
+    clean = score_prediction(pred, actual, start=0.1)
+    assert (clean.n, clean.inside_90, clean.not_finite) == (10, 1.0, 0)
+    actual.loc[500] = np.nan
+    sc = score_prediction(pred, actual, start=0.1)
+    assert (sc.n, sc.not_finite) == (10, 1) and sc.inside_90 == pytest.approx(0.9) and sc.inside_50 == pytest.approx(0.9)
+    assert sc.curve_mean_error == 0.0 and ("evals not finite (NaN or inf)", "1: outside both bands, out of the errors") in sc.rows()
+    early = actual.copy()
+    early.loc[500], early.loc[100] = 3.0, np.inf  # before --from: not scored at all
+    assert score_prediction(pred, early, start=0.15).not_finite == 0
+
+
+def test_report_and_plot_follow_the_run_watch_followed(predicted, tmp_path):
+    import json
+    import shutil
+
+    hero = micro_plan().hero.name
+    folder = tmp_path / "pred"
+    shutil.copytree(predicted / "pred", folder)
+    meta = json.loads((folder / "prediction.json").read_text())
+    meta["run_name"] = "hero-plan-v2"  # a prediction made from a target file of another name
+    (folder / "prediction.json").write_text(json.dumps(meta))
+    store = str(predicted / "store")
+    watched = runner.invoke(app, ["watch", "--prediction", str(folder), "--store", store, "--target-run", hero, "--once"])
+    assert watched.exit_code in (0, 4), watched.output
+    report = ["report", "--prediction", str(folder), "--store", store, "--out", str(tmp_path / "r.html")]
+    lost = runner.invoke(app, report)
+    assert lost.exit_code == 2 and f"give --target-run {hero}" in " ".join(lost.output.split())
+    res = runner.invoke(app, [*report, "--target-run", hero])
+    assert res.exit_code == 0, res.output
+    assert "Latest verdict" in (tmp_path / "r.html").read_text()
+    figs = runner.invoke(app, ["plot", "--prediction", str(folder), "--store", store, "--target-run", hero,
+                               "--out", str(tmp_path / "f")])
+    assert figs.exit_code == 0, figs.output

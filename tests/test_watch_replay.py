@@ -270,3 +270,152 @@ def test_a_run_stored_from_another_folder_is_refused_until_replace_and_a_quiet_c
     last = max(s for s in hero.eval_steps() if s <= half)
     assert res.exit_code == 0 and res.stdout.count("\n") == 1, res.output
     assert f"no new eval since step {last:,}; last verdict: OK" in res.stdout
+
+
+# ---- what happens between evals, and runs that stop or resume ------------------------------------------------
+def _started(tmp: Path, replay, upto: int, factor: float = 1.0) -> tuple[Path, list[str]]:
+    """The replay's first `upto` evals written (× `factor`), the run running; the watch command for it."""
+    pred, config, steps, loss = replay
+    pred.save(tmp / "prediction")
+    run_dir = tmp / "runs" / config.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config.save(run_dir / "run.yaml")
+    rows = [{"step": int(s), "eval/loss": float(y * factor)} for s, y in zip(steps[:upto], loss[:upto])]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": int(steps[upto - 1])}))
+    return run_dir, ["watch", "--prediction", str(tmp / "prediction"), "--local", str(run_dir),
+                     "--store", str(tmp / "store"), "--once"]
+
+
+def test_an_alarm_between_evals_is_the_check_s_verdict_at_once(tmp_path, replay):
+    run_dir, watch = _started(tmp_path, replay, 4)
+    first = runner.invoke(app, watch)
+    assert first.exit_code == 0 and "held no store" in first.output  # a new store: the rung rules are off
+    assert "held no store" not in runner.invoke(app, watch).output
+    step = int(replay[2][3]) + 10  # a training step after the 4th eval, before the 5th
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": step, "train/loss": float("nan")}) + "\n")
+    res = runner.invoke(app, watch)
+    assert res.exit_code == 5, res.output
+    assert "non_finite" in res.output and "now: ALARM" in res.output
+
+
+def test_evals_logged_again_after_a_resume_are_judged_again(tmp_path, replay):
+    steps = replay[2]
+    run_dir, watch = _started(tmp_path, replay, 8)
+    assert runner.invoke(app, watch).exit_code == 0
+    # resumed from a checkpoint after the 5th eval, which the run then logs again 5% higher
+    _started(tmp_path, replay, 5)
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        for s, y in zip(steps[5:8], replay[3][5:8]):
+            f.write(json.dumps({"step": int(s), "eval/loss": float(y) * 1.05}) + "\n")
+    res = runner.invoke(app, watch)
+    assert res.exit_code == 5, res.output
+    again = re.findall(r"step ([\d,]+) .*\(logged again after a resume\): ALARM", res.output)
+    assert [int(s.replace(",", "")) for s in again] == [int(s) for s in steps[5:8]]
+    state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
+    assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:8]]
+    assert state["verdicts"][-1]["verdict"] == "alarm" and state["last_step"] == int(steps[7])
+
+
+def test_a_run_that_stopped_writing_is_an_alarm_once_it_counts_as_crashed(tmp_path, replay):
+    import os
+    import time as clock
+
+    run_dir, watch = _started(tmp_path, replay, 6)
+    assert runner.invoke(app, [*watch, "--stale-minutes", "10"]).exit_code == 0
+    old = clock.time() - 20 * 60  # nothing written for 20 minutes: stale (past 10), not yet crashed (30)
+    for f in run_dir.iterdir():
+        os.utime(f, (old, old))
+    res = runner.invoke(app, [*watch, "--stale-minutes", "10"])
+    assert res.exit_code in (0, 4) and "stopped at step" not in res.output, res.output
+    old = clock.time() - 40 * 60
+    for f in run_dir.iterdir():
+        os.utime(f, (old, old))
+    res = runner.invoke(app, [*watch, "--stale-minutes", "10"])
+    assert res.exit_code == 5, res.output
+    assert f"the run stopped at step {int(replay[2][5]):,}" in " ".join(res.output.split())
+
+
+def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, replay):
+    import dataclasses
+
+    from ladder.prediction import retire_watch
+    from ladder.sources import LocalSource
+    from ladder.store import Store
+    from ladder.watch import AlertRules
+    from ladder.watch.monitor import Watcher, only_run
+
+    run_dir, _ = _started(tmp_path, replay, 6)
+    folder = tmp_path / "prediction"
+    pred = Prediction.load(folder)
+    watcher = Watcher(Store(tmp_path / "store"), only_run(LocalSource(run_dir), pred.run_name), pred,
+                      AlertRules(metric="eval/loss"), {}, folder / "watch-state.json", prediction_dir=folder)
+    first = watcher.check()
+    assert first.verdict == "ok" and len(first.lines) == 6
+    bands = ["median", "lo50", "hi50", "lo90", "hi90"]
+    high = dataclasses.replace(pred, table=pred.table.assign(**{c: pred.table[c] * 1.1 for c in bands}))
+    assert retire_watch(folder, high) is not None  # as `ladder predict --out` does
+    high.save(folder)
+    again = watcher.check()
+    assert again.lines[0].startswith(f"the prediction in {folder} was replaced")
+    assert len(again.lines) == 7 and again.verdict == "alarm"  # every eval judged again, against the new one
+    state = json.loads((folder / "watch-state.json").read_text())
+    assert len(state["verdicts"]) == 6 and {v["verdict"] for v in state["verdicts"]} == {"alarm"}
+
+
+def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_predicts_again(tmp_path, replay):
+    import dataclasses
+
+    from ladder.store import Store
+    from ladder.watch import AlertRules
+    from ladder.watch.monitor import Watcher
+
+    folder = tmp_path / "prediction"
+    cut = {"kind": "shorten", "at_step": 1000, "new_total_steps": 20000}
+    pred = dataclasses.replace(replay[0], schedule={"peak_lr": 3e-4, "edits": [cut]})  # `ladder replan`'s plan
+    pred.save(folder)
+    made = []
+
+    def repredict(old, config):
+        made.append(config)
+        return dataclasses.replace(old, schedule=config["schedule"])
+
+    watcher = Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss"), {},
+                      folder / "watch-state.json", repredict=repredict, prediction_dir=folder)
+    for edits in ([], [cut]):  # the run before the edit, and with it: the plan holds both
+        watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": edits}})
+    assert made == [] and watcher.prediction is pred
+    other = {"kind": "cooldown", "at_step": 900, "length": 500}
+    watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [other]}})
+    assert len(made) == 1 and watcher.prediction.schedule["edits"] == [other]
+    (kept,) = folder.glob("earlier-prediction-*")
+    assert Prediction.load(kept).schedule["edits"] == [cut]  # the replaced prediction is kept
+    assert Prediction.load(folder).schedule["edits"] == [other]
+
+
+def test_a_second_watcher_of_the_same_state_is_refused(tmp_path, replay):
+    from ladder.watch.state import only_watcher
+
+    _, watch = _started(tmp_path, replay, 3)
+    with only_watcher(tmp_path / "prediction" / "watch-state.json"):
+        res = runner.invoke(app, watch)
+        assert res.exit_code == 2 and "another `ladder watch` is following this run" in res.output
+        assert not (tmp_path / "prediction" / "alerts.jsonl").exists()  # nothing judged, nothing sent
+    assert runner.invoke(app, watch).exit_code == 0  # the lock goes with the watcher that held it
+
+
+@pytest.mark.parametrize("option, name, expect", [
+    ("--jsonl", "prediction.json", "is a file of the prediction in"),
+    ("--state", "prediction.parquet", "is a file of the prediction in"),
+    ("--state", "alerts.jsonl", "is a file of"),
+    ("--state", "prediction.json/state.json", "cannot write in"),  # a folder that is a file
+])
+def test_watch_files_that_would_destroy_another_file_or_cannot_be_written_are_refused_first(tmp_path, replay, option,
+                                                                                          name, expect):
+    _, watch = _started(tmp_path, replay, 3)
+    assert runner.invoke(app, watch).exit_code == 0  # the watch's own files exist
+    before = {p.name: p.read_bytes() for p in (tmp_path / "prediction").iterdir() if p.is_file()}
+    res = runner.invoke(app, [*watch, option, str(tmp_path / "prediction" / name)])
+    assert res.exit_code == 2 and expect in " ".join(res.output.split()), res.output
+    assert {p.name: p.read_bytes() for p in (tmp_path / "prediction").iterdir() if p.is_file()} == before

@@ -205,7 +205,7 @@ def score_command(
     st = _existing_store(store)
     name = run or pred.run_name
     warnings = _other_plan(st.run(name), name, pred)  # st.run: a clear error when it is not there
-    actual = st.history([name], [pred.metric])
+    actual = st.history([name], [pred.metric], include_nonfinite=True)  # a NaN eval counts outside the bands
     sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
     if fmt is Format.json:
         print_json({"run": name, **sc.to_json(), "warnings": warnings})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from ladder.cli.app import command, console
+from ladder.cli.app import command, console, err_console
 from ladder.cli.predict import _seconds_until
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir, out_file
@@ -19,15 +19,18 @@ from ladder.sources import CoordinateOverrides, LocalSource, OfflineSource, Wand
 from ladder.store import DEFAULT_ROOT, Store
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
 from ladder.watch.monitor import Watcher, only_run
-from ladder.watch.state import WatchState
+from ladder.watch.state import WatchState, only_watcher
 
 PREDICTION = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`.")
+TARGET_RUN = typer.Option(None, "--target-run", help="The run to follow, by name, when it differs from the prediction's target (e.g. a prediction made from a target file).")
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding the rungs (the run is pulled into it too).")
 SHOWN_STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help=(
     "Store folder holding the rungs and the run as far as it has been pulled (`ladder pull`, or `ladder watch`)."))
 
 
-def _source(local: Path | None, offline: Path | None, wandb: str | None):
+def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s: float = 120.0):
+    """The run's source; a local or offline run that wrote nothing for `quiet_s` while it says it runs is taken
+    for stopped (crashed): three times the watch's --stale-minutes, when the stale warning turns to an alarm."""
     given = [x for x in (local, offline, wandb) if x is not None]
     if len(given) > 1:
         raise LadderError("give at most one of --local RUN_DIR, --offline WANDB_DIR, --wandb ENTITY/PROJECT "
@@ -38,9 +41,9 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None):
         if path is not None and not path.is_dir():  # a typo, not a run that cannot be read (exit 3)
             raise LadderError(f"{option} {path}: no such folder; give the run's folder (it must exist)")
     if local is not None:
-        return LocalSource(local)
+        return LocalSource(local, running_window_s=quiet_s)
     if offline is not None:
-        return OfflineSource(offline)
+        return OfflineSource(offline, running_window_s=quiet_s)
     return WandbSource(wandb)
 
 
@@ -58,10 +61,10 @@ def watch_command(
     webhook: bool = typer.Option(False, "--webhook", help="POST new alerts as JSON to $LADDER_WEBHOOK_URL (chat incoming webhooks work)."),
     state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
     deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish (ISO time or hours like 72h): warns when throughput will miss it."),
-    stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long."),
+    stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long; alarm at three times it, when a --local or --offline run that still says it runs is taken for crashed."),
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
-    target_run: str | None = typer.Option(None, "--target-run", help="The run to follow, by name, when it differs from the prediction's target (e.g. a prediction made from a target file)."),
+    target_run: str | None = TARGET_RUN,
     replace: bool = typer.Option(False, "--replace", help="Replace a stored run of the same id from another source, or with other coordinates, as `ladder pull --replace` does (refused without it)."),
 ) -> None:
     """Follow a live run and say at every eval whether it is on track with its prediction.
@@ -83,13 +86,9 @@ def watch_command(
     a bug, so a cron job can tell a failing run from a typo.
     """
     _check_numbers(poll, max_checks, stale_minutes)
-    pred = Prediction.load(prediction)
-    if target_run is not None:
-        if not target_run.strip():
-            raise LadderError("--target-run: give the run's name")
-        pred = dataclasses.replace(pred, run_name=target_run)
+    pred = _load(prediction, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
-    source = _source(local, offline, wandb)
+    source = _source(local, offline, wandb, 3 * stale_minutes * 60)
     source = None if source is None else only_run(source, pred.run_name)
     overrides = CoordinateOverrides.parse(coord, coords)
     rules = AlertRules(
@@ -97,12 +96,23 @@ def watch_command(
         stale_after_s=stale_minutes * 60,
         deadline=None if deadline is None else time.time() + _deadline_seconds(deadline),
     )
-    sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl or folder / "alerts.jsonl")}
+    state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json")
+    jsonl = _watch_file(jsonl or folder / "alerts.jsonl", "--jsonl", "alerts.jsonl")
+    if jsonl.absolute() == state.absolute():
+        raise LadderError(f"--jsonl and --state are both {jsonl}; give each its own file")
+    sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl)}
     if webhook:
         sinks["webhook"] = WebhookSink.from_env()
     st = Store(store)
     if source is None:
         st.must_exist("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")
+    new_store = source is not None and not st.exists()
+
+    def say_new_store() -> None:  # once the first check worked: an error of that check is the one line shown
+        if new_store:
+            err_console.print(f"warning: --store {store} held no store: it holds the watched run alone, so the rules "
+                              "that compare it with the rungs (grad norm, MoE drop fraction) are off; give the "
+                              "ladder's store to have them", highlight=False)
 
     def repredict(old: Prediction, config: dict) -> Prediction:
         from ladder.predict import PredictSettings, predict  # scipy: only when the schedule changes
@@ -116,12 +126,37 @@ def watch_command(
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
         return predict(st, target, settings)
 
-    watcher = Watcher(st, source, pred, rules, sinks, state or folder / "watch-state.json",
+    watcher = Watcher(st, source, pred, rules, sinks, state,
                       repredict=repredict, prediction_dir=folder, overrides=overrides, replace=replace)
-    result = watcher.check() if once else watcher.run(poll, max_checks)
+    with only_watcher(state):
+        result = watcher.check() if once else watcher.run(poll, max_checks, after_first=say_new_store)
+    if once:
+        say_new_store()
     if once and not result.lines and not result.new_alerts:  # the sinks keep quiet when nothing is new
         sinks["terminal"].send((), result.verdict, result.summary)
     raise typer.Exit(result.exit_code)
+
+
+def _watch_file(path: Path, option: str, own: str) -> Path:
+    """A file the watch writes (its state or its alerts): not a prediction's or a store's file, not the other
+    watch file, and in a folder it can write, checked before any alert is sent."""
+    import os
+
+    from ladder.outpaths import kept_by
+    from ladder.prediction import WATCH_FILES
+
+    p = Path(path)
+    if p.is_dir():
+        raise LadderError(f"{option} {p}: is a folder; give the path of the file to write")
+    if p.exists():
+        keeper = kept_by(p)
+        if (keeper is not None or p.name in WATCH_FILES) and p.name != own:
+            raise LadderError(f"{option} {p}: is a file of {keeper or 'another watch'}; give the path of another "
+                              "file (writing into it would destroy it)")
+    folder = next((q for q in p.absolute().parents if q.exists()), None)
+    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise LadderError(f"{option} {p}: cannot write in {folder}; give a path in a folder you can write")
+    return p
 
 
 def _check_numbers(poll: float, max_checks: int | None, stale_minutes: float) -> None:
@@ -145,13 +180,14 @@ def plot_command(
     prediction: Path = PREDICTION,
     store: Path = SHOWN_STORE,
     out: Path = typer.Option(Path("figures"), "--out", help="Folder for the PNG and SVG figures."),
+    target_run: str | None = TARGET_RUN,
 ) -> None:
     """Draw the ladder fit, the predicted hero curve with its bands and the actual curve so far,
     collapsed curves, residuals and training diagnostics (PNG and SVG)."""
     from ladder.figures import draw_all  # matplotlib and scipy: only for the commands that draw
 
     out = out_dir(out)
-    pred = Prediction.load(prediction)
+    pred = _load(prediction, target_run)
     paths = draw_all(_store(store), pred, out)
     console.print("Wrote " + ", ".join(str(p) for p in paths if p.suffix == ".png") + " (and SVG)")
 
@@ -162,11 +198,12 @@ def report_command(
     store: Path = SHOWN_STORE,
     out: Path = typer.Option(Path("report.html"), "--out", help="The HTML file to write (self-contained)."),
     alerts: Path | None = typer.Option(None, "--alerts", help="Alerts JSON lines (default: alerts.jsonl beside the prediction)."),
+    target_run: str | None = TARGET_RUN,
 ) -> None:
     """One self-contained HTML page: figures, the prediction every 5%, the forms and assumptions, alerts."""
     from ladder.figures import draw_all, hero_actual
 
-    pred = Prediction.load(prediction)
+    pred = _load(prediction, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
     out = out_file(out, kinds=(".html", ".htm"))
     st = _store(store)
@@ -179,6 +216,16 @@ def report_command(
         verdicts = WatchState.load(state_file, pred.run_name).verdicts
     written = write_report(out, pred, figures, hero_actual(st, pred), alert_rows, verdicts)
     console.print(f"Wrote {written}")
+
+
+def _load(prediction: Path, target_run: str | None) -> Prediction:
+    """The prediction, following `target_run` where given (as `ladder watch --target-run` did)."""
+    pred = Prediction.load(prediction)
+    if target_run is None:
+        return pred
+    if not target_run.strip():
+        raise LadderError("--target-run: give the run's name")
+    return dataclasses.replace(pred, run_name=target_run)
 
 
 def _store(path: Path) -> Store:

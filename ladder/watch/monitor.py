@@ -14,6 +14,7 @@ and 2 stay the CLI's codes for a bug and a usage error.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ import pandas as pd
 
 from ladder import runfiles as keys
 from ladder.errors import LadderError, SourceUnavailable
-from ladder.prediction import Prediction
+from ladder.prediction import Prediction, keep_prediction
 from ladder.sources.coords import CoordinateOverrides
 from ladder.sources.pull import PullSkipped, Source, pull
 from ladder.store import Store
@@ -86,9 +87,12 @@ class Watcher:
     replace: bool = False
     """Let the pull replace a stored run of the same id from another source (`ladder pull --replace`)."""
     _state: WatchState | None = field(default=None, repr=False)
+    _stamp: tuple | None = field(default=None, repr=False)
+    """The prediction file's size and change time when it was read (`prediction_dir`)."""
 
     def check(self) -> CheckResult:
         now = self.clock()
+        replaced = self._reload_if_replaced()
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
         self._state = state
         try:
@@ -108,28 +112,34 @@ class Watcher:
         finished = str(run["state"]) != "running"
         flaw = unusable(self.prediction)
         if flaw is not None:  # the rules that need no prediction still run: a NaN loss is still an alarm
-            alerts = evaluate_run(obs, self.rules, now, *self._rung_refs(run))
+            alerts = evaluate_run(obs, self.rules, now, *self._rung_refs(run)) + stopped(run, obs)
             verdict = _worse(CANNOT_JUDGE, _worst(alerts))
             summary = (f"cannot judge {self.prediction.run_name}: the prediction is unusable ({flaw}); "
                        f"make it again with `ladder predict`: {verdict.upper()}")
             fresh = self._deliver(state, alerts, verdict, summary)
-            state.last_step = max(state.last_step, obs.last_step)
+            state.last_step = obs.last_step
             state.save(self.state_path)
             return CheckResult(verdict, tuple(fresh), (summary,), finished, self.prediction)
-        alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run))
+        alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run)) + stopped(run, obs)
         lines, verdict = self._verdicts(obs, alerts, state, finished)
+        if replaced:
+            lines.insert(0, replaced)
         summary = "\n".join(lines) if lines else self._status_line(obs, verdict, state)
         fresh = self._deliver(state, alerts, verdict, summary, quiet=not lines)
-        state.last_step = max(state.last_step, obs.last_step)
+        state.last_step = obs.last_step
         state.save(self.state_path)
         return CheckResult(verdict, tuple(fresh), tuple(lines), finished, self.prediction, summary)
 
-    def run(self, poll_seconds: float, max_checks: int | None = None) -> CheckResult:
-        """Check every `poll_seconds` until the run finishes (or `max_checks`)."""
+    def run(self, poll_seconds: float, max_checks: int | None = None,
+            after_first: Callable[[], None] | None = None) -> CheckResult:
+        """Check every `poll_seconds` until the run finishes (or `max_checks`); `after_first` is called once the
+        first check has been made."""
         n = 0
         while True:
             result = self.check()
             n += 1
+            if n == 1 and after_first is not None:
+                after_first()
             if result.finished or (max_checks is not None and n >= max_checks):
                 return result
             time.sleep(poll_seconds)
@@ -155,9 +165,9 @@ class Watcher:
         series = hist.pivot(index="step", columns="metric", values="value").sort_index()
         logged = hist.assign(value=1.0).pivot(index="step", columns="metric", values="value").notna().sort_index()
         last = int(series.index.max()) if len(series) else 0
-        # Staleness is measured from when the watcher saw the step advance: sources differ in
-        # which clock, if any, they log.
-        if last > state.last_step or state.advanced_at is None:
+        # Staleness is measured from when the watcher saw the step move: sources differ in which clock, if
+        # any, they log. A run resumed from a checkpoint moves back, and is alive.
+        if last != state.last_step or state.advanced_at is None:
             state.advanced_at = now
         ended = str(run["state"]) != "running"  # an ended run is not stale, however long ago it stopped
         return Observed(series, int(run["stop_after_steps"]), int(run["tokens_per_step"]),
@@ -189,22 +199,50 @@ class Watcher:
             out.append(RungCurves(fr, vals, np.array(comp), proj) if fr else None)
         return out[0], out[1]
 
+    def _prediction_file(self) -> Path | None:
+        return None if self.prediction_dir is None else Path(self.prediction_dir) / "prediction.json"
+
+    def _reload_if_replaced(self) -> str:
+        """Where the prediction file changed since it was read (`ladder predict --out` or `ladder replan --out` into
+        the watched folder, which moves the watch's state aside): read it and the state again, and say so."""
+        path = self._prediction_file()
+        if path is None or not path.is_file():
+            return ""
+        stamp = _stamp(path)
+        if self._stamp is None or stamp == self._stamp:
+            self._stamp = stamp
+            return ""
+        new = Prediction.load(path)
+        self.prediction = dataclasses.replace(new, run_name=self.prediction.run_name)  # the run followed stays
+        self._state, self._stamp = None, stamp
+        return f"the prediction in {self.prediction_dir} was replaced: the run is judged against the new one from here"
+
     def _maybe_repredict(self, config: dict) -> None:
-        """A schedule edit the prediction did not know about: predict again from the realised schedule."""
+        """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
+        prediction kept in ``earlier-prediction-<time>/``). A prediction that holds the run's edits and more (a
+        `ladder replan` ahead of the run) is the plan, and stays."""
         sched = _schedule_of(config)
         if self.repredict is None or not sched or not self.prediction.schedule:
             return
-        if sched.get("edits", []) == self.prediction.schedule.get("edits", []):
+        done, planned = sched.get("edits", []), self.prediction.schedule.get("edits", [])
+        if done == planned[:len(done)]:
             return
         self.prediction = self.repredict(self.prediction, config)
         if self.prediction_dir is not None:
+            keep_prediction(self.prediction_dir, "earlier-prediction")
             self.prediction.save(self.prediction_dir)
+            self._stamp = _stamp(Path(self.prediction_dir) / "prediction.json")
 
     def _verdicts(self, obs: Observed, alerts: list[Alert], state: WatchState,
                   finished: bool = False) -> tuple[list[str], str]:
         evals = obs.column(self.rules.metric)
         # The last eval judged, not the last step seen: a step's train row can arrive before its eval.
         judged = max((int(v["step"]) for v in state.verdicts), default=0)
+        # An eval logged again with another value (a run resumed from a checkpoint) is judged again.
+        changed = relogged(state.verdicts, evals)
+        if changed:
+            state.verdicts = [v for v in state.verdicts if int(v["step"]) not in changed]
+            judged = max((int(v["step"]) for v in state.verdicts if int(v["step"]) < min(changed)), default=0)
         new_evals = [int(s) for s in evals.index if s > judged]
         lines, verdict, worst = [], "ok", "ok"
         prev = max([int(s) for s in evals.index if s <= judged], default=0)
@@ -225,11 +263,15 @@ class Watcher:
             else:
                 cmp = f"{value:.4f} ({why_not}: not compared)"
                 verdict = _worse(verdict, CANNOT_JUDGE)
-            lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}: {verdict.upper()}")
-            state.verdicts.append({"step": step, "verdict": verdict, "time": self.clock()})
+            again = " (logged again after a resume)" if step in changed else ""
+            lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}{again}: {verdict.upper()}")
+            state.verdicts.append({"step": step, "verdict": verdict, "time": self.clock(),
+                                   "value": value if np.isfinite(value) else None})
             worst = _worse(worst, verdict)
             prev = step
-        live = [a for a in alerts if a.rule in ("stale", "throughput")]
+        # Alerts past the last eval (a NaN loss, a spike, a crash) count now, not at the next eval
+        live = [a for a in alerts if a.rule in ("stale", "throughput", "crashed") or a.step > max(prev, judged)]
+        state.verdicts.sort(key=lambda v: int(v["step"]))
         if new_evals:  # the check's verdict is the worst of the evals it judged: a cron job sees every warning
             verdict = worst
         elif state.verdicts:
@@ -283,6 +325,44 @@ class Watcher:
                 state.mark(name, [a.key for a in fresh])
             fresh_any.update({a.key: a for a in fresh})
         return list(fresh_any.values())
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def relogged(verdicts: list[dict], evals: pd.Series) -> set[int]:
+    """The judged steps whose eval now holds another value than the one judged (a run resumed from a checkpoint
+    logs them again), or that the run no longer has (cut back and not yet logged again) with a later eval."""
+    out = set()
+    last = int(evals.index.max()) if len(evals) else 0
+    for v in verdicts:
+        step = int(v["step"])
+        if "value" not in v:  # judged before values were kept
+            continue
+        if step not in evals.index:
+            if step < last:
+                out.add(step)
+            continue
+        now, then = float(evals.loc[step]), v["value"]
+        same = (then is None and not np.isfinite(now)) or (then is not None and np.isfinite(now)
+                                                           and abs(now - float(then)) <= 1e-9 * max(abs(now), 1.0))
+        if not same:
+            out.add(step)
+    return out
+
+
+def stopped(run: pd.Series, obs: Observed) -> list[Alert]:
+    """An alarm when the run's source marks it crashed: it stopped before its plan's end (its trainer exited
+    with an error, or was killed and wrote nothing for a while)."""
+    if str(run["state"]) != "crashed":
+        return []
+    planned = max(obs.planned_steps, 1)
+    return [Alert("crashed", "alarm", obs.last_step,
+                  f"the run stopped at step {obs.last_step:,} ({obs.last_step / planned:.0%} of its plan): its source "
+                  "marks it crashed (an error, or no write for three times --stale-minutes); resume it from its last "
+                  "checkpoint, and watch on")]
 
 
 class _OnlyRun:

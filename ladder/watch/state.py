@@ -6,9 +6,11 @@ repeats an alert nor misses one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,5 +53,30 @@ class WatchState:
         except (ValueError, KeyError, TypeError, AttributeError):
             raise LadderError(f"{p}: not a watch state file; delete it to start over") from None
         if state.run != run:
-            raise LadderError(f"{p}: this state belongs to run '{state.run}', not '{run}'; use another --state file")
+            raise LadderError(f"{p}: this state belongs to run '{state.run}', not '{run}'; give --target-run "
+                              f"{state.run} to show that run, or watch '{run}' with another --state file")
         return state
+
+
+@contextlib.contextmanager
+def only_watcher(state_path: str | os.PathLike) -> Iterator[None]:
+    """Hold ``<state>.lock`` while a watch runs: a second watcher of the same state would send every alert again
+    (each keeps its own memory of what was sent). Refused at once where another holds it; where the system has
+    no file locks (Windows), nothing is held."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    lock = Path(f"{state_path}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise LadderError(f"another `ladder watch` is following this run with {state_path} (it holds {lock}); "
+                              "stop it first, or give this one its own --state and --jsonl") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
