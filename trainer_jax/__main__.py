@@ -20,7 +20,12 @@ from ladder.errors import LadderError
 
 
 def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+    """SIGTERM: stop before the next training step (a checkpoint being written is finished first); a second
+    SIGTERM, or one before training starts, stops at once."""
+    train = sys.modules.get("trainer_jax.train")
+    if train is None or train.STOP.is_set() or not train.STEPPING.is_set():
+        raise KeyboardInterrupt
+    train.STOP.set()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -188,6 +189,13 @@ def make_eval_step(cfg: RunConfig, mesh: Any, dropless: bool) -> Callable:
 
 
 # ---- the run --------------------------------------------------------------------------------------
+STOP = threading.Event()
+"""Set by the trainer's SIGTERM handler (`python -m trainer_jax`): the loop stops before its next step, as Ctrl-C
+would, and marks the run crashed."""
+STEPPING = threading.Event()
+"""Set while the training loop runs (where `STOP` is looked at)."""
+
+
 def train(
     cfg: RunConfig,
     run_dir: str | Path | None = None,
@@ -263,7 +271,10 @@ def train(
     try:
         sinks = make_sinks(cfg, run_dir, wandb, extra, is_writer)
         log = _TrainLog(cfg, sinks, bar, flops_per_token, peak, start)
+        STEPPING.set()
         for s in range(start, T):
+            if STOP.is_set():  # a scheduler's stop, taken between steps: no checkpoint or log is cut in half
+                raise KeyboardInterrupt
             done = s + 1
             state, metrics = step_fn(state, _device_batch(source.train_batch(s), batch_sh))
             log.push(done, metrics, done % cfg.logging.log_every == 0 or done == T or done in evals)
@@ -284,6 +295,7 @@ def train(
             write_status(run_dir, "crashed", completed)
         raise
     finally:
+        STEPPING.clear()
         bar.close()
         sinks.close(ok)
         ckpt.close()
