@@ -419,3 +419,18 @@ def test_watch_files_that_would_destroy_another_file_or_cannot_be_written_are_re
     res = runner.invoke(app, [*watch, option, str(tmp_path / "prediction" / name)])
     assert res.exit_code == 2 and expect in " ".join(res.output.split()), res.output
     assert {p.name: p.read_bytes() for p in (tmp_path / "prediction").iterdir() if p.is_file()} == before
+
+
+def test_a_resume_that_changes_one_eval_judges_each_later_eval_once(tmp_path, replay):
+    steps, loss = replay[2], replay[3]
+    run_dir, watch = _started(tmp_path, replay, 8)
+    assert runner.invoke(app, watch).exit_code == 0
+    _started(tmp_path, replay, 5)
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        for k in range(5, 8):  # the 6th eval 5% higher, the two after it as before
+            f.write(json.dumps({"step": int(steps[k]), "eval/loss": float(loss[k]) * (1.05 if k == 5 else 1.0)}) + "\n")
+    res = runner.invoke(app, watch)
+    assert res.exit_code == 5, res.output
+    assert len(re.findall(r"\(logged again after a resume\)", res.output)) == 1
+    state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
+    assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:8]]  # each once

@@ -240,9 +240,9 @@ class Watcher:
         judged = max((int(v["step"]) for v in state.verdicts), default=0)
         # An eval logged again with another value (a run resumed from a checkpoint) is judged again.
         changed = relogged(state.verdicts, evals)
-        if changed:
-            state.verdicts = [v for v in state.verdicts if int(v["step"]) not in changed]
-            judged = max((int(v["step"]) for v in state.verdicts if int(v["step"]) < min(changed)), default=0)
+        if changed:  # from the first of them on, every eval is judged again (once each)
+            state.verdicts = [v for v in state.verdicts if int(v["step"]) < min(changed)]
+            judged = max((int(v["step"]) for v in state.verdicts), default=0)
         new_evals = [int(s) for s in evals.index if s > judged]
         lines, verdict, worst = [], "ok", "ok"
         prev = max([int(s) for s in evals.index if s <= judged], default=0)
