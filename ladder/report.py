@@ -180,8 +180,9 @@ def write_report(
     )
     if actual is not None and len(actual):
         last_step = int(actual.index.max())
-        parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} "
-                     f"({last_step / max(pred.planned_steps, 1):.0%} of the plan).</p>")
+        where = pred.fraction_label(last_step, pred.planned_steps)  # of the plan it started with, as the tables
+        where = where if "plan" in where else f"{where} of the plan"
+        parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} ({html.escape(where)}).</p>")
     if verdicts:
         last = verdicts[-1]
         parts.append(f'<p>Latest verdict: <span class="{last["verdict"]}">{last["verdict"].upper()}</span> '

@@ -69,6 +69,12 @@ def test_quick_demo_trains_predicts_watches_and_scores(demo):
     assert len({int(v.replace(",", "")) for v in verdicts}) >= 3
     state = json.loads((out / "prediction" / "watch-state.json").read_text())
     assert state["verdicts"]
+    # The report says where the run stands as the tables do: of the plan it started with
+    from ladder.prediction import Prediction
+
+    last = evals[-1]["step"]
+    started = Prediction.load(out / "prediction").started_with
+    assert f"at step {last:,} ({last / started:.0%} of the plan" in (out / "report.html").read_text()
 
 
 @pytest.mark.slow

@@ -279,7 +279,7 @@ class Watcher:
         elif not new_evals and evals.empty and self._metric_missing(obs, finished):
             verdict = CANNOT_JUDGE
             others = ", ".join(c for c in obs.series.columns if str(c).startswith("eval")) or "no eval metric"
-            lines.append(f"step {obs.last_step:,} ({obs.last_step / max(obs.planned_steps, 1):.0%}): the run "
+            lines.append(f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)}): the run "
                          f"logs no {self.rules.metric}, the metric predicted (it logs {others}): "
                          f"{CANNOT_JUDGE.upper()}")
         return lines, _worse(verdict, _worst(live))
@@ -303,7 +303,7 @@ class Watcher:
         return obs.last_step > first or (finished and obs.last_step > 0)
 
     def _status_line(self, obs: Observed, verdict: str, state: WatchState) -> str:
-        head = f"step {obs.last_step:,} ({obs.last_step / max(obs.planned_steps, 1):.0%})"
+        head = f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)})"
         if not state.verdicts:
             return f"{head}: no eval yet: {verdict.upper()}"
         last = state.verdicts[-1]
