@@ -274,3 +274,15 @@ def test_columns_named_for_a_coordinate_are_said_to_be_read_as_one(tmp_path):
                       coords={"stop_after_steps": "T", "active_params": "active_params"})
     again = pull(Store(tmp_path / "s2"), TableSource(path, named), overrides=_overrides())
     assert not [n for n in again.notes if "read as each run's coordinate" in n]  # mapped: the user said so
+
+
+def test_one_run_pulled_from_two_sources_is_named(tmp_path):
+    table = small_table()
+    table[table["run"] == "a"].assign(name="x", group="g").to_csv(tmp_path / "one.csv", index=False)
+    table[table["run"] == "a"].assign(run="a-wandb", name="x", group="g").to_csv(tmp_path / "two.csv", index=False)
+    store = Store(tmp_path / "s")
+    first = pull(store, TableSource(tmp_path / "one.csv", COLUMNS), overrides=_overrides())
+    assert not [n for n in first.notes if "in the store 2 times" in n]
+    second = pull(store, TableSource(tmp_path / "two.csv", COLUMNS), overrides=_overrides())
+    (note,) = [n for n in second.notes if "in the store 2 times" in n]
+    assert "run 'x' of group 'g'" in note and "a (" in note and "a-wandb (" in note and "one source" in note

@@ -100,9 +100,9 @@ def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
     changed for the window, the run counts as crashed; a fresh one is still running."""
     run_dir = make_run(tmp_path, RUNGS[0], range(1, 31), state="running")
     now = time.time()
-    fresh = LocalSource(run_dir, clock=lambda: now + 60.0)
+    fresh = LocalSource(run_dir, clock=lambda: now + 600.0)  # ten quiet minutes: a long eval or checkpoint
     assert pull(Store(tmp_path / "a"), fresh).pulled[0].state == "running"
-    stale = LocalSource(run_dir, clock=lambda: now + 600.0)
+    stale = LocalSource(run_dir, clock=lambda: now + 3600.0)
     assert pull(Store(tmp_path / "b"), stale).pulled[0].state == "crashed"
     (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 30}))
     assert pull(Store(tmp_path / "c"), stale).pulled[0].state == "finished"
@@ -302,3 +302,23 @@ def test_cli_a_rename_onto_a_key_the_run_logs_is_refused(tmp_path):
     assert store.settings().renames == {"eval/loss": "eval/main"}
     assert pairs(store.history()) == {(("eval/main" if m == "eval/loss" else m), s): v
                                       for (m, s), v in expected(cfg, range(1, cfg.stop_after_steps + 1)).items()}
+
+
+def test_a_run_that_has_not_logged_yet_is_said_to_be_starting(tmp_path):
+    cfg = RUNGS[0]
+    (tmp_path / "runs" / cfg.name).mkdir(parents=True)
+    cfg.save(tmp_path / "runs" / cfg.name / runfiles.CONFIG_FILE)
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"({cfg.name}) have logged no metrics.jsonl yet" in text and "pull again" in text
+
+
+def test_a_stored_run_whose_folder_is_gone_is_named_at_the_next_pull(tmp_path):
+    for cfg in RUNGS[:2]:
+        make_run(tmp_path / "runs", cfg, range(1, 31), state="running")
+    store = Store(tmp_path / "s")
+    first = pull(store, LocalSource(tmp_path / "runs"))
+    assert not [n for n in first.notes if "no longer there" in n]
+    shutil.rmtree(tmp_path / "runs" / RUNGS[0].name)
+    (note,) = [n for n in pull(store, LocalSource(tmp_path / "runs")).notes if "no longer there" in n]
+    assert f"run {RUNGS[0].name!r}" in note and "(running at step 30)" in note

@@ -61,6 +61,16 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     status = json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())
     assert status["state"] == "running"  # killed mid-run: it could not say so
 
+    # A stop while the resumed run starts (loading, compiling): it ends at once, marked crashed, no crash of its own
+    proc = trainer(killed, env, "--resume")
+    head = ""
+    while "resuming at step" not in head and proc.poll() is None:  # the header: loaded, about to compile its step
+        head += proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "marked crashed" in out and "Traceback" not in out, head + out
+    assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "crashed"
+
     # A scheduler's stop (SIGTERM) on the resumed run: marked crashed, one line, no traceback.
     proc = trainer(killed, env, "--resume")
     checkpoint = tmp_path / "killed" / runfiles.CHECKPOINT_DIR / "40"
@@ -85,6 +95,6 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert abs(final_a[-1] - final_b[-1]) < 1e-5
     assert max(abs(x - y) for x, y in zip(final_a, final_b)) < 1e-5  # every eval, before and after
     assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "finished"
-    # wandb continued the same run id in a second and a third offline run folder
+    # wandb continued the same run id in an offline run folder per attempt (four)
     runs = sorted((tmp_path / "killed" / runfiles.WANDB_DIR).glob("offline-run-*"))
-    assert len(runs) == 3 and len({p.name.split("-", 3)[-1] for p in runs}) == 1
+    assert len(runs) == 4 and len({p.name.split("-", 3)[-1] for p in runs}) == 1

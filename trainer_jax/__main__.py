@@ -3,8 +3,9 @@
 A relative ``run_dir`` in the config is taken relative to the config file's folder (where the
 planner's ``launch.sh`` runs). User errors print one line and exit with code 2; an unexpected error
 prints one line saying it is a bug and exits with code 1 (`--debug` or ``LADDER_DEBUG=1`` shows the
-traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's preemption) marks the run crashed and exits
-with code 130; `--resume` continues it from its last checkpoint.
+traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's preemption) stops the run before its next step,
+marks it crashed and exits with code 130 (a second one stops at once); `--resume` continues it from its last
+checkpoint.
 """
 
 from __future__ import annotations
@@ -20,12 +21,29 @@ from ladder.errors import LadderError
 
 
 def _interrupt(signum, frame) -> None:
-    """SIGTERM: stop before the next training step (a checkpoint being written is finished first); a second
-    SIGTERM, or one before training starts, stops at once."""
+    """SIGTERM or Ctrl-C: stop before the next training step (a checkpoint being written, or a compile under way,
+    is finished first: interrupted inside JAX or an asyncio loop the process can crash); a second one, or one
+    before the trainer is loaded, stops at once."""
     train = sys.modules.get("trainer_jax.train")
-    if train is None or train.STOP.is_set() or not train.STEPPING.is_set():
+    if train is None or train.STOP.is_set():
         raise KeyboardInterrupt
     train.STOP.set()
+
+
+def _mark_crashed(run_dir: Path | None) -> None:
+    """Where an interrupt came before the training loop could mark the run, mark a run that says it runs."""
+    import json
+
+    from ladder import runfiles
+    from trainer_jax.sinks import write_status
+
+    status = None if run_dir is None else run_dir / runfiles.STATUS_FILE
+    try:
+        data = json.loads(status.read_text()) if status is not None and status.is_file() else {}
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and data.get("state") == "running":
+        write_status(run_dir, "crashed", int(data.get("step") or 0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,27 +59,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="Show the traceback of an unexpected error.")
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("LADDER_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+    before = {}
     if threading.current_thread() is threading.main_thread():
         # A scheduler's stop (SIGTERM: timeout, preemption, Ray) ends the run as Ctrl-C does: marked crashed.
-        signal.signal(signal.SIGTERM, _interrupt)
+        before = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run(args, debug)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace, debug: bool) -> int:
+    run_dir = None
     try:
         # Both must come before anything touches the devices.
         from trainer_jax.host import reuse_freed_memory
-        from trainer_jax.mesh import init_distributed
 
         reuse_freed_memory()
-        init_distributed(args.coordinator, args.num_processes, args.process_id)
-        from ladder.runconfig import RunConfig
-        from trainer_jax.train import train
+        from ladder.runconfig import RunConfig  # no JAX: the run's folder is known before the slow start
 
         cfg = RunConfig.load(args.config)
         run_dir = args.run_dir or cfg.resolved_run_dir(base=args.config.parent)
+        from trainer_jax.mesh import init_distributed
+
+        init_distributed(args.coordinator, args.num_processes, args.process_id)
+        from trainer_jax.train import train
+
         train(cfg, run_dir, resume=args.resume, expert_parallel=args.expert_parallel,
               progress=not args.no_progress)
     except LadderError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt:
+        _mark_crashed(run_dir)
         print("interrupted: the run is marked crashed; continue it with --resume", file=sys.stderr, flush=True)
         return 130
     except Exception as exc:

@@ -268,6 +268,7 @@ def train(
     t0 = time.perf_counter()
     ok = False
     completed = start
+    log = None
     try:
         sinks = make_sinks(cfg, run_dir, wandb, extra, is_writer)
         log = _TrainLog(cfg, sinks, bar, flops_per_token, peak, start)
@@ -291,6 +292,8 @@ def train(
             completed = done
         ok = True
     except BaseException:
+        if STOP.is_set() and log is not None:  # stopped between steps: the last step's train metrics are whole
+            log.flush()
         if is_writer:
             write_status(run_dir, "crashed", completed)
         raise

@@ -124,7 +124,11 @@ def pull_local(
     full: bool = typer.Option(False, "--full", help=FULL_HELP),
     replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
 ) -> None:
-    """Pull the trainer's own metrics files; the coordinates come from each run.yaml."""
+    """Pull the trainer's own metrics files; the coordinates come from each run.yaml.
+
+    A run whose status says running but whose metrics and status have not changed for 30 minutes was
+    killed (a SIGKILL, out of memory) and is stored as crashed; `ladder watch --local` waits three times
+    its --stale-minutes."""
     _run_pull(store, LocalSource(path), coord, coords, rename, fit_metric, full, replace)
 
 

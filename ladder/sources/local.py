@@ -43,11 +43,12 @@ _SHOWN_LINES = 5
 class LocalSource:
     """Trainer run directories at or under `path`, read incrementally."""
 
-    def __init__(self, path: str | os.PathLike, *, running_window_s: float = 120.0, clock: Any = time.time):
+    def __init__(self, path: str | os.PathLike, *, running_window_s: float = 1800.0, clock: Any = time.time):
         self.path = Path(path).expanduser().resolve()
         self.running_window_s = running_window_s
         """A run without a finished or crashed status counts as running while its metrics file or its
-        status changed this recently (a killed trainer cannot mark its run)."""
+        status changed this recently (a killed trainer cannot mark its run): 30 minutes, past the longest
+        quiet a live run has between logs (a compile, an eval, a checkpoint of a large model)."""
         self.clock = clock
 
     @property
@@ -64,6 +65,12 @@ class LocalSource:
         else:  # run folders at any depth (a planned ladder keeps them under runs/)
             dirs = sorted(m.parent for m in self.path.rglob(runfiles.METRICS_FILE) if runfiles.WANDB_DIR not in m.parts)
         if not dirs:
+            started = sorted(c.parent.name for c in self.path.rglob(runfiles.CONFIG_FILE)
+                             if runfiles.WANDB_DIR not in c.parts)
+            if started:  # a run.yaml but no metrics yet: a run that is starting (loading, compiling)
+                shown = ", ".join(started[:5]) + (", ..." if len(started) > 5 else "")
+                raise LadderError(f"{self.path}: {len(started)} run folder(s) ({shown}) have logged no "
+                                  f"{runfiles.METRICS_FILE} yet: a run that is starting; pull again once it has logged")
             raise LadderError(
                 f"{self.path}: not a run directory: no {runfiles.METRICS_FILE} in it or in its subfolders "
                 "(expected the trainer's run folder, e.g. runs/NAME/)"

@@ -120,6 +120,7 @@ def pull(
             writer.set_settings(settings)
         settings = writer.settings()
         refs = source.runs()
+        listed = {ref.run_id for ref in refs}
         names = _names(writer, refs)  # what a coordinates file may call a run of this pull; reads add theirs
         skipped = [(ref.label or ref.run_id, ref.problem) for ref in refs if ref.problem]
         refs = [ref for ref in refs if not ref.problem]
@@ -156,10 +157,46 @@ def pull(
                 pulled.append(done)
         writer.commit()
     notes += overrides.unmatched(names)
+    notes += _twice(store, {p.run_id for p in pulled})
+    if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
+        notes += _gone(store, source.key, listed)
     result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes))
     if skipped:
         raise PullSkipped(result)
     return result
+
+
+def _gone(store: Store, key: str, listed: set[str]) -> list[str]:
+    """A line for the stored runs read from `key` (or a folder under it) that it no longer lists: deleted or
+    moved. The store keeps them as they were, a run that was running included."""
+    runs = store.runs()
+    if runs.empty:
+        return []
+    src = runs["source"].astype(str)
+    mine = runs[((src == key) | src.str.startswith(key.rstrip("/") + "/")) & ~runs["run_id"].isin(listed)]
+    if mine.empty:
+        return []
+    r = mine.iloc[0]
+    more = f" (and {len(mine) - 1} more)" if len(mine) > 1 else ""
+    return [f"run {r['name']!r}{more}, stored from {r['source']}, is no longer there: the store keeps it as it was "
+            f"({r['state']} at step {int(r['last_step']) if pd.notna(r['last_step']) else 0:,}); pull it from where "
+            "it went (--replace), or keep it out of fits with --group/--role"]
+
+
+def _twice(store: Store, pulled: set[str]) -> list[str]:
+    """A line where a run just pulled shares its group and name with a stored run of another source: one run
+    read from its folder and from its wandb files, which every fit would count twice."""
+    runs = store.runs()
+    if not pulled or runs.empty:
+        return []
+    out = []
+    for (group, name), rows in runs.groupby(["group", "name"], sort=False):
+        if len(rows) > 1 and rows["source"].nunique() > 1 and pulled & set(rows["run_id"]):
+            shown = ", ".join(f"{r} ({s})" for r, s in zip(rows["run_id"], rows["source"]))
+            out.append(f"run {name!r}{f' of group {group!r}' if group else ''} is in the store {len(rows)} times, "
+                       f"from other sources: {shown}; one run pulled from its folder and its wandb files? Every "
+                       "fit counts each: pull each run from one source (a new store for the other)")
+    return out
 
 
 def _names(writer: StoreWriter, refs: list[RunRef]) -> set[str]:

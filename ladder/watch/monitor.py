@@ -368,6 +368,9 @@ def stopped(run: pd.Series, obs: Observed) -> list[Alert]:
 class _OnlyRun:
     """A source narrowed to the one run being watched (the others are not read on every check)."""
 
+    narrowed = True
+    """It lists one run of its source: the others are not gone."""
+
     def __init__(self, source: Source, name: str) -> None:
         self.source = source
         self.name = name
