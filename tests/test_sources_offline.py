@@ -212,10 +212,13 @@ def resumed_expected() -> dict[tuple[str, int], float]:
 def test_a_run_pulled_through_one_of_its_folders_or_the_folder_above_is_one_run(runs, tmp_path):
     """A run is identified by the folder wandb ran in, not by the path pulled; a copy elsewhere is another run.
     The restart's folder alone, then the whole run: its first file comes before the one read, so all is read again."""
-    second = sorted(runs["resumed"].glob("wandb/offline-run-*"))[-1]
+    first, second = sorted(runs["resumed"].glob("wandb/offline-run-*"))
     store = Store(tmp_path / "store")
-    pull(store, OfflineSource(second))
+    (alone,) = pull(store, OfflineSource(second)).pulled
+    (w,) = [w for w in alone.messages if "beside the one read" in w]  # the first attempt is left out, and said
+    assert f"1 other folder(s) of run rung0001 beside the one read ({first.name})" in w
     (again,) = pull(store, OfflineSource(runs["resumed"])).pulled
+    assert not [w for w in again.messages if "beside the one read" in w]
     assert list(store.runs()["source"]) == [f"offline:{runs['resumed'].resolve()}"]
     assert _pairs(store.history()) == resumed_expected()
     assert pull(store, OfflineSource(runs["resumed"] / "wandb")).unchanged == 1

@@ -107,6 +107,7 @@ class OfflineSource:
                     f"(rows before it kept, nothing after it read)"
                 )
         warnings.extend(decoder.warnings())
+        warnings.extend(_left_beside(files, ref.run_id))
         last = seen[str(files[-1])]
         state, note = self._state(files[-1], last)
         if note:
@@ -181,6 +182,18 @@ def _home(path: Path) -> Path:
 def _start_key(path: Path) -> tuple[str, int]:
     m = _DIR_STAMP.match(path.parent.name)
     return (m.group("stamp") if m else "", path.stat().st_mtime_ns)
+
+
+def _left_beside(files: list[Path], run_id: str) -> list[str]:
+    """A warning where folders of the same run sit beside those read (a pull given `wandb/latest-run` of a resumed
+    run reads that attempt alone)."""
+    read = {f.resolve() for f in files}
+    beside = {p.resolve() for f in files for p in f.parent.parent.glob(f"*/run-{run_id}.wandb")} - read
+    if not beside:
+        return []
+    shown = ", ".join(sorted(p.parent.name for p in beside)[:3]) + (", ..." if len(beside) > 3 else "")
+    return [f"{len(beside)} other folder(s) of run {run_id} beside the one read ({shown}) were not read: pull the "
+            f"folder above ({files[0].parent.parent}) to read the whole run, its attempts in order"]
 
 
 def _cursor_holds(files: list[Path], seen: dict[str, dict[str, Any]]) -> bool:
