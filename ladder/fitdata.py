@@ -114,18 +114,6 @@ def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] =
 def where_rows(df: pd.DataFrame, where: str, condition: str, also: pd.Series | None = None) -> pd.DataFrame:
     """The rows whose column holds the value of `condition` (COLUMN=VALUE; numbers compare as numbers), and
     those `also` marks."""
-    keep, col, value, text = where_mask(df, where, condition)
-    if also is not None:
-        keep |= also
-    if not keep.any():
-        seen = sorted(set(text))
-        shown = ", ".join(seen[:10]) + (f", … ({len(seen)} values)" if len(seen) > 10 else "")
-        raise LadderError(f"{where}: no row has {col} = {value!r}; the column holds {shown}")
-    return df[keep.to_numpy()]
-
-
-def where_mask(df: pd.DataFrame, where: str, condition: str) -> tuple[pd.Series, str, str, pd.Series]:
-    """(Which rows hold the value of `condition`, its column, its value, the column as stripped text)."""
     col, sep, value = condition.partition("=")
     col, value = col.strip(), value.strip()
     if not sep or not col:
@@ -138,7 +126,13 @@ def where_mask(df: pd.DataFrame, where: str, condition: str) -> tuple[pd.Series,
         keep |= pd.to_numeric(text, errors="coerce") == float(value)
     except ValueError:
         pass
-    return keep, col, value, text
+    if also is not None:
+        keep |= also
+    if not keep.any():
+        seen = sorted(set(text))
+        shown = ", ".join(seen[:10]) + (f", … ({len(seen)} values)" if len(seen) > 10 else "")
+        raise LadderError(f"{where}: no row has {col} = {value!r}; the column holds {shown}")
+    return df[keep.to_numpy()]
 
 
 def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:

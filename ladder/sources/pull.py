@@ -157,19 +157,19 @@ def pull(
                 pulled.append(done)
         writer.commit()
     notes += overrides.unmatched(names)
-    notes += _twice(store, {p.run_id for p in pulled})
+    runs = store.runs()
+    notes += _twice(runs, {p.run_id for p in pulled})
     if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
-        notes += _gone(store, source.key, listed)
+        notes += _gone(runs, source.key, listed)
     result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes))
     if skipped:
         raise PullSkipped(result)
     return result
 
 
-def _gone(store: Store, key: str, listed: set[str]) -> list[str]:
-    """A line for the stored runs read from `key` (or a folder under it) that it no longer lists: deleted or
+def _gone(runs: pd.DataFrame, key: str, listed: set[str]) -> list[str]:
+    """A line for the stored `runs` read from `key` (or a folder under it) that it no longer lists: deleted or
     moved. The store keeps them as they were, a run that was running included."""
-    runs = store.runs()
     if runs.empty:
         return []
     src = runs["source"].astype(str)
@@ -183,10 +183,9 @@ def _gone(store: Store, key: str, listed: set[str]) -> list[str]:
             "it went (--replace), or keep it out of fits with --group/--role"]
 
 
-def _twice(store: Store, pulled: set[str]) -> list[str]:
-    """A line where a run just pulled shares its group and name with a stored run of another source: one run
-    read from its folder and from its wandb files, which every fit would count twice."""
-    runs = store.runs()
+def _twice(runs: pd.DataFrame, pulled: set[str]) -> list[str]:
+    """A line where a run just pulled shares its group and name with a stored run (of `runs`) of another source:
+    one run read from its folder and from its wandb files, which every fit would count twice."""
     if not pulled or runs.empty:
         return []
     out = []
