@@ -378,7 +378,8 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
     hist = _store_history(store, runs, metric).sort_values(["run_id", "step"])
     last = hist.groupby("run_id").tail(1).set_index("run_id")
     runs = runs[runs["run_id"].isin(last.index)]
-    ended = hist.groupby("run_id")["fraction"].apply(lambda f: reached_end(f.to_numpy(float)))
+    planned = runs.set_index("run_id")["stop_after_steps"].astype("float64")
+    ended = hist.groupby("run_id")["step"].apply(lambda s: reached_end(s.to_numpy(float) / planned[s.name]))
     short = ~ended.loc[runs["run_id"]]
     if short.any():
         raise LadderError(
@@ -405,8 +406,8 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
 
 def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | None = None,
                       role: str | None = "rung", compute: str = "auto") -> Curves:
-    """Every run's `metric` at `fractions` of its planned steps (running runs included); compute on the
-    `compute` axis (`COMPUTE_AXES`)."""
+    """Every run's `metric` at `fractions` of its planned steps, every edit of its plan applied (running runs
+    included); compute on the `compute` axis (`COMPUTE_AXES`)."""
     runs = _store_runs(store, group, role, finished=False)
     hist = _store_history(store, runs, metric)
     flops, notes = compute_per_token(runs, compute)
@@ -418,8 +419,8 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
             continue
         names.append(run["name"])
         totals.append(f * float(run["planned_tokens"]))
-        rows.append(fits.sample_curve(at_end(h["fraction"].to_numpy(float)), h["value"].to_numpy(), 1.0, fractions,
-                                      ROUNDING))
+        done = h["step"].to_numpy(float) / float(run["stop_after_steps"])  # of the plan it ran, edits applied
+        rows.append(fits.sample_curve(at_end(done), h["value"].to_numpy(), 1.0, fractions, ROUNDING))
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 

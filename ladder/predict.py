@@ -27,7 +27,7 @@ from ladder.prediction import FormUsed, Prediction
 from ladder.runconfig import RunConfig
 from ladder.runview import SIX_N, LadderRun, flops_notes, from_config, named, rungs_from_store
 from ladder.schedule import Schedule
-from ladder.sources.coords import planned_steps_at
+from ladder.sources.coords import planned_steps_at, schedule_plan
 from ladder.store import Store
 
 FORM_NAMES = {"per-fraction": "per-fraction law", "per-fraction-free": "per-fraction law (free)",
@@ -93,8 +93,8 @@ def prediction_steps(target: RunConfig | LadderRun) -> np.ndarray:
 
 def planned_fraction(schedule: Schedule | None, steps: np.ndarray, planned: int) -> np.ndarray:
     """step / the plan in force at that step (the edited plan's fraction, shown beside the original's)."""
-    edits = tuple((e.at_step, e.horizon) for e in schedule.edits) if schedule is not None else ()
-    return steps / planned_steps_at(steps, planned, edits)
+    initial, edits = schedule_plan(schedule)
+    return steps / planned_steps_at(steps, initial or planned, edits)
 
 
 def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettings | None = None) -> Prediction:

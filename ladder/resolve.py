@@ -11,7 +11,8 @@ history (in step order). Resolving them:
 3. **Repeats**: a metric logged again at the same step keeps its last value; repeats with a different
    value are counted (identical ones, such as a re-read of the last step, are not).
 4. **Tokens and fraction**: tokens come from the source when it logs them, else step × tokens per
-   step; the fraction is step / the planned steps at that step (`Coordinates.planned_steps_at`).
+   step; the fraction is step / the planned steps the run started with (DESIGN.md; an edited plan's
+   fraction is `Coordinates.fraction_edited`, shown beside it).
 5. **NaN and ±inf** are kept in the store, counted per metric, and left out of what fits read
    (`Store.history` drops them unless asked).
 
@@ -82,7 +83,7 @@ class ResolveReport:
     nonfinite: tuple[tuple[str, int, int], ...] = ()
     """(metric, NaN/inf values, first step with one)."""
     past_plan: int = 0
-    """Values at steps past the planned steps (fraction > 1)."""
+    """Values at steps past the plan in force at them."""
     missing_fit_metric: str = ""
     """The fit metric, when the run has no finite value of it."""
 
@@ -121,7 +122,7 @@ class ResolveReport:
             if before.get(metric) != count:
                 out.append(f"{metric}: {_n(count, 'NaN/inf value')} (first at step {first}), kept out of fits")
         if self.past_plan and (earlier is None or earlier.past_plan != self.past_plan):
-            out.append(f"{_n(self.past_plan, 'value')} past the planned steps (fraction > 1): check stop_after_steps")
+            out.append(f"{_n(self.past_plan, 'value')} past the planned steps: check stop_after_steps")
         if self.missing_fit_metric and (earlier is None or not earlier.missing_fit_metric):
             out.append(
                 f"no finite {self.missing_fit_metric} (the fitted metric) yet; "
@@ -174,7 +175,7 @@ def resolve(
         renamed=names,
         rename_conflicts=conflicts,
         nonfinite=_nonfinite(history),
-        past_plan=int((history["fraction"].to_numpy() > 1.0 + 1e-12).sum()),
+        past_plan=int(coords.past_plan(history["step"].to_numpy()).sum()),
         missing_fit_metric=_missing(history, settings.fit_metric),
     )
     return history, report

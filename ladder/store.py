@@ -13,6 +13,7 @@ pull interrupted at any point leaves the store as it was, and the same pull run 
 runs it had staged instead of fetching them twice, when it runs with the same flags (the pending file
 starts with their digest; other flags discard what was staged). Readers take the manifest and the
 files it names; one writer at a time holds ``.lock`` and removes temporary files a killed writer left.
+`Store.remove` takes runs out with the same one-rename commit; their history files go after it.
 
 Readers trust no file: a damaged manifest, runs table or history file is a `LadderError` naming the
 file and the way out. Each history file also carries its run's row (parquet metadata), so
@@ -42,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ladder.errors import LadderError
-from ladder.files import atomic_path, write_text_atomic
+from ladder.files import write_text_atomic
 from ladder.resolve import HISTORY_COLUMNS, MetricSettings, ResolveReport
 from ladder.runconfig import RunConfig
 
@@ -72,8 +73,9 @@ RUNS_COLUMNS = {
 """Columns of `Store.runs`: parameters active / total as DESIGN.md counts them, FLOPs per token for
 fits (3 × forward, no output head), planned steps and tokens, the state, where the run came from
 (``wandb:ENTITY/PROJECT``, ``offline:DIR``, ``local:RUN_DIR``, ``csv:FILE``: `RunRef.source`),
-the last step stored and its fraction, history rows, the pull time (Unix seconds), the run's full
-config and the resolve report (JSON). Missing coordinates (declared unknown) are <NA>."""
+the last step stored and its fraction (of the plan the run started with), history rows, the pull time
+(Unix seconds), the run's full config and the resolve report (JSON). Missing coordinates (declared
+unknown) are <NA>."""
 _INTERNAL = ("cursor_json",)
 GIVEN_KEY = "ladder_given"
 """Key of a stored run's config that keeps the coordinates the user gave for it (--coord, --coords), so that
@@ -194,6 +196,21 @@ class Store:
         its run's row), dropping the runs whose history file is damaged or missing."""
         with self._locked():
             return _repair(self)
+
+    def remove(self, runs: list[str] | str) -> pd.DataFrame:
+        """Take runs (ids or names, as `run` finds them) out of the store, their history files included, in
+        one commit; returns their rows (`RUNS_COLUMNS`). Pulling a run again from its source restores it."""
+        self.must_exist("nothing to remove")  # before the lock, which would make the folder
+        with self._locked():
+            manifest = self._manifest()
+            table = self._runs_table(manifest)
+            gone = table.loc[sorted({self._index_of(r, table) for r in _as_list(runs)})]
+            ids = set(gone["run_id"])
+            kept = table[~table["run_id"].isin(ids)]
+            history = {r: n for r, n in manifest.get("history", {}).items() if r not in ids}
+            new, _ = _commit(self.root, manifest, kept.to_dict("records"), history, manifest.get("settings"))
+            _collect_garbage(self.root, new)
+        return gone.drop(columns=[c for c in _INTERNAL if c in gone]).reset_index(drop=True)
 
     # ---- write side -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -438,22 +455,9 @@ class StoreWriter:
         for run_id, entry in self.staged.items():
             rows[run_id] = entry["row"]
             history[run_id] = entry["history"]
-        table = _typed_runs(list(rows.values()))
-        generation = int(self._manifest.get("generation", 0)) + 1
-        runs_name = f"runs-{generation}-{uuid.uuid4().hex[:8]}.parquet"
-        tmp = self.root / (runs_name + ".tmp")
-        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp)
-        os.replace(tmp, self.root / runs_name)
         settings = self.settings_update if self.settings_update is not None else self._manifest.get("settings")
-        manifest = {
-            "format": FORMAT,
-            "generation": generation,
-            "runs": runs_name,
-            "history": history,
-            "settings": settings,
-            "committed_at": time.time(),
-        }
-        write_text_atomic(self.root / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+        manifest, table = _commit(self.root, self._manifest, list(rows.values()), history, settings)
+        generation = manifest["generation"]
         self._manifest = manifest
         self._runs = table.set_index("run_id", drop=False)
         self.staged = {}
@@ -479,6 +483,25 @@ class StoreWriter:
 
     def _collect_garbage(self) -> None:
         _collect_garbage(self.root, self._manifest)
+
+
+def _commit(
+    root: Path, manifest: dict[str, Any], rows: list[dict[str, Any]], history: dict[str, str], settings: Any
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Replace `manifest` by one naming a new runs table of `rows`, the `history` files and `settings`; returns
+    it and the table. The new runs table is written first under a new name, and the manifest is replaced in one
+    rename: a crash before it leaves the store as it was, after it the new store, beside files nothing names
+    (the caller, then the next commit, removes them with `_collect_garbage`)."""
+    table = _typed_runs(rows)
+    generation = int(manifest.get("generation", 0)) + 1
+    runs_name = f"runs-{generation}-{uuid.uuid4().hex[:8]}.parquet"
+    tmp = root / (runs_name + ".tmp")  # left by a crash: the next writer removes it (`_remove_temporary`)
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp)
+    os.replace(tmp, root / runs_name)
+    new = {"format": FORMAT, "generation": generation, "runs": runs_name, "history": history,
+           "settings": settings, "committed_at": time.time()}
+    write_text_atomic(root / "manifest.json", json.dumps(new, indent=1) + "\n")
+    return new, table
 
 
 def _collect_garbage(root: Path, manifest: dict[str, Any]) -> None:
@@ -755,14 +778,7 @@ def _repair(store: Store) -> RepairReport:
     runs = [rows[r] for r in history]
     if not rebuilt and not dropped and set(rows) == set(history):
         return RepairReport(kept=len(history))
-    table = _typed_runs(runs)
-    generation = int(manifest.get("generation", 0)) + 1
-    runs_name = f"runs-{generation}-{uuid.uuid4().hex[:8]}.parquet"
-    with atomic_path(root / runs_name) as tmp:
-        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp)
-    new = {"format": FORMAT, "generation": generation, "runs": runs_name, "history": history,
-           "settings": manifest.get("settings"), "committed_at": time.time()}
-    write_text_atomic(root / "manifest.json", json.dumps(new, indent=1) + "\n")
+    new, _ = _commit(root, manifest, runs, history, manifest.get("settings"))
     _collect_garbage(root, new)
     return RepairReport(tuple(rebuilt), tuple(dropped), len(history))
 

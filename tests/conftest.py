@@ -52,3 +52,27 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"../shared/data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def crash_at_manifest(monkeypatch):
+    """Kills the store's writes just before `manifest.json` is replaced, from `.arm()` to `.disarm()`."""
+    import ladder.store as store_module
+
+    real = store_module.write_text_atomic
+
+    def crash(path, text):
+        if str(path).endswith("manifest.json"):
+            raise KeyboardInterrupt  # killed just before the manifest is replaced
+        return real(path, text)
+
+    class Switch:
+        @staticmethod
+        def arm() -> None:
+            monkeypatch.setattr(store_module, "write_text_atomic", crash)
+
+        @staticmethod
+        def disarm() -> None:
+            monkeypatch.setattr(store_module, "write_text_atomic", real)
+
+    return Switch

@@ -332,6 +332,23 @@ def test_store_finals_and_curves():
     assert len(fitdata.finals_from_store(fake_store(finished=False), "eval/loss").names) == 4
 
 
+def test_a_rung_whose_plan_was_extended_is_read_along_the_plan_it_ran():
+    """The stored fraction is of the plan the run started with (1.5 at the end of a rung extended from 100
+    to 150 steps); the fits read each curve along the plan it ran, every edit applied, and its end as an end."""
+    store = fake_store()
+    runs, hist = store.runs().copy(), store.history()
+    runs.loc[0, "stop_after_steps"] = 150
+    extended = pd.DataFrame({"run_id": "id0", "step": [50, 100, 150], "tokens": [500, 1000, 1500],
+                             "fraction": [0.5, 1.0, 1.5], "metric": "eval/loss", "value": [3.0, 2.5, 2.2]})
+    edited = FakeStore(runs, pd.concat([hist[hist["run_id"] != "id0"], extended], ignore_index=True))
+    curves = fitdata.curves_from_store(edited, "eval/loss", np.array([1 / 3, 2 / 3, 1.0]), compute="fit")
+    np.testing.assert_allclose(curves.losses[0], [3.0, 2.5, 2.2])
+    assert fitdata.finals_from_store(edited, "eval/loss", compute="fit").loss[0] == 2.2
+    runs.loc[0, "stop_after_steps"] = 300  # stopped half way through a plan extended to 300: no final loss
+    with pytest.raises(LadderError, match="rung0.* ends before its planned last step"):
+        fitdata.finals_from_store(FakeStore(runs, edited.history()), "eval/loss", compute="fit")
+
+
 def test_olmo_csv_curves_match_the_loader(shared_data):
     # The CLI's CSV path and the benchmark loader sample the same curves.
     csv = shared_data / "olmo_ladder" / "ladder_tidy.csv"

@@ -7,6 +7,7 @@ checkpoint; a run killed mid-training; a run logging nested dicts, NaN, inf and 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -18,11 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from ladder import load_recipe
 from ladder.cli import app
+from ladder.cli.pull import _fraction_cell
 from ladder.errors import LadderError
 from ladder.plan import plan
 from ladder.resolve import MetricSettings
@@ -168,19 +171,28 @@ def test_finished_hero_lands_in_the_store_exactly(runs, tmp_path):
     assert (h["tokens"] == h["step"] * HERO.tokens_per_step).all()
 
 
-def test_fraction_follows_the_plan_in_force_at_each_step(runs, tmp_path):
-    """The hero's plan is cut short half way: each fraction uses the plan in force at its step."""
+def test_fraction_is_of_the_plan_the_run_started_with(runs, tmp_path):
+    """The hero's plan is cut short half way: the stored fraction stays step / the plan it started with
+    (DESIGN.md); the edited plan's fraction stands beside it in `ladder history` and `ladder runs`."""
     store = Store(tmp_path / "store")
     pull(store, OfflineSource(runs["hero"]))
     evals = store.history(metrics="eval/loss")
     (edit,) = HERO.schedule.edits
-    planned = np.where(evals["step"] > edit.at_step, HERO.stop_after_steps, HERO.schedule.total_steps)
-    np.testing.assert_allclose(evals["fraction"], evals["step"] / planned, rtol=0, atol=1e-15)
-    at_cut = evals.set_index("step")["fraction"]
-    after = next(s for s in at_cut.index if s > edit.at_step)
-    assert at_cut[edit.at_step] == pytest.approx(edit.at_step / HERO.schedule.total_steps, abs=1e-15)
-    assert at_cut[after] == pytest.approx(after / HERO.stop_after_steps, abs=1e-15)
-    assert evals["fraction"].iloc[-1] == 1.0 and evals["fraction"].between(0, 1).all()
+    np.testing.assert_allclose(evals["fraction"], evals["step"] / HERO.schedule.total_steps, rtol=0, atol=1e-15)
+    assert HERO.stop_after_steps < HERO.schedule.total_steps and evals["fraction"].iloc[-1] < 1.0
+    assert json.loads(store.run(HERO.name)["report_json"]).get("past_plan", 0) == 0  # past neither plan
+
+    out = CliRunner().invoke(app, ["history", HERO.name, "--format", "csv", "--store", str(store.root)])
+    assert out.exit_code == 0, out.output
+    shown = pd.read_csv(io.StringIO(out.output))
+    assert list(shown.columns) == ["step", "tokens", "fraction", "fraction_edited", "metric", "value"]
+    planned = np.where(shown["step"] > edit.at_step, HERO.stop_after_steps, HERO.schedule.total_steps)
+    np.testing.assert_allclose(shown["fraction_edited"], shown["step"] / planned, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(shown["fraction"], shown["step"] / HERO.schedule.total_steps, rtol=0, atol=1e-12)
+    assert shown["fraction_edited"].iloc[-1] == 1.0
+
+    started = HERO.stop_after_steps / HERO.schedule.total_steps
+    assert _fraction_cell(store.run(HERO.name)) == f"{started:.3f} (1.000 edited)"
 
 
 # ---- resumed rung -----------------------------------------------------------------------------------
@@ -403,8 +415,9 @@ def test_cli_pull_offline_runs_and_history(runs, tmp_path):
     res = runner.invoke(app, ["history", HERO.name, "--store", store, "--format", "csv"])
     assert res.exit_code == 0, res.output
     lines = res.stdout.strip().splitlines()
-    assert lines[0] == "step,tokens,fraction,metric,value" and len(lines) == 1 + len(HERO.eval_steps())
-    assert lines[-1].startswith(f"{HERO.stop_after_steps},{HERO.stop_after_steps * HERO.tokens_per_step},1.0,eval/loss,")
+    assert lines[0] == "step,tokens,fraction,fraction_edited,metric,value" and len(lines) == 1 + len(HERO.eval_steps())
+    started = HERO.stop_after_steps / HERO.schedule.total_steps
+    assert lines[-1].startswith(f"{HERO.stop_after_steps},{HERO.stop_after_steps * HERO.tokens_per_step},{started},1.0,eval/loss,")
 
 
 def test_cli_missing_coordinate_names_run_and_field(runs, tmp_path):

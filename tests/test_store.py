@@ -109,24 +109,15 @@ def test_interrupted_read_leaves_the_store_as_it_was_and_resumes(tmp_path):
     assert len(store.history()) == 7 + 10 + 20 + 30
 
 
-def test_crash_while_committing_leaves_the_store_as_it_was(tmp_path, monkeypatch):
+def test_crash_while_committing_leaves_the_store_as_it_was(tmp_path, crash_at_manifest):
     store = Store(tmp_path)
     pull(store, MemorySource({"r0": ("older", series(7))}))
     before = snapshot(store)
-    import ladder.store as store_module
-
-    real = store_module.write_text_atomic
-
-    def crash(path, text):
-        if str(path).endswith("manifest.json"):
-            raise KeyboardInterrupt  # killed just before the manifest is replaced
-        return real(path, text)
-
-    monkeypatch.setattr(store_module, "write_text_atomic", crash)
+    crash_at_manifest.arm()
     with pytest.raises(KeyboardInterrupt):
         pull(store, MemorySource({"r0": ("older", series(7)), **runs3()}))
     assert same(snapshot(store), before)
-    monkeypatch.setattr(store_module, "write_text_atomic", real)
+    crash_at_manifest.disarm()
     source = MemorySource({"r0": ("older", series(7)), **runs3()})
     assert pull(store, source).resumed == 3 and source.reads == ["r0"]
     assert len(store.history()) == 67

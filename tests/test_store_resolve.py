@@ -83,10 +83,13 @@ def test_new_rows_resolve_against_the_stored_history():
     assert merged.relogged == 6 and merged.rewinds == ((3, 1), (10, 8))
 
 
-def test_fraction_uses_the_plan_in_force():
+def test_fraction_is_of_the_started_plan_and_the_edited_one_is_beside_it():
     cut = Coordinates(stop_after_steps=80, tokens_per_step=1, planned_tokens=80, horizons=((50, 80),), initial_steps=100)
-    np.testing.assert_array_equal(cut.fraction(np.array([10, 50, 51, 80])), [0.1, 0.5, 51 / 80, 1.0])
-    h, report = resolve(log((90, "m", 1.0)), cut, S)
+    steps = np.array([10, 50, 51, 80])
+    np.testing.assert_array_equal(cut.fraction(steps), [0.1, 0.5, 0.51, 0.8])
+    np.testing.assert_array_equal(cut.fraction_edited(steps), [0.1, 0.5, 51 / 80, 1.0])
+    h, report = resolve(log((80, "m", 1.0), (90, "m", 1.0)), cut, S)
+    assert list(h["fraction"]) == [0.8, 0.9]  # past the edited plan, not past the started one
     assert report.past_plan == 1 and "past the planned steps" in " ".join(report.messages())
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import StrEnum
 from pathlib import Path
 
@@ -23,9 +24,10 @@ from ladder.sources import (
     TableSource,
     WandbSource,
 )
+from ladder.sources.coords import edited_fraction
 from ladder.sources.pull import PullResult, PullSkipped, Source, pull
 from ladder.spec import format_count
-from ladder.store import DEFAULT_ROOT, Store
+from ladder.store import DEFAULT_ROOT, GIVEN_KEY, Store
 
 pull_app = typer.Typer(
     help=(
@@ -243,12 +245,21 @@ def runs_command(
     fmt: Format = typer.Option(Format.table, "--format", help="table (rich) or json (one list on stdout)."),
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
     repair: bool = typer.Option(False, "--repair", help="Rebuild a damaged manifest or runs table from the run files, and drop runs whose own file is damaged (pull them again)."),
+    remove: list[str] = typer.Option([], "--remove", help="Take this run (id or name, as `ladder history` takes it) and its history out of the store (repeatable); pulling it again from its source restores it."),
+    yes: bool = typer.Option(False, "--yes", help="--remove without asking (needed when stdin is not a terminal)."),
 ) -> None:
     """List the runs in the store: ladder coordinates, state, steps and where each came from.
 
     Parameters: active and total as the planner counts them; C/token is fit compute per token
-    (3 × forward FLOPs without the output head).
+    (3 × forward FLOPs without the output head); fraction: the last step's, of the plan the run started
+    with (of its edited plan beside it). --remove takes runs out (a run pulled twice, from two
+    sources), after asking.
     """
+    if remove:
+        if repair or fmt is Format.json:
+            raise LadderError(f"--remove with {'--repair' if repair else '--format json'}: give them as two commands")
+        _remove(store, remove, yes)
+        return
     if repair:
         _repair(store)
         return
@@ -283,13 +294,24 @@ def runs_command(
             "?" if _missing(r["total_params"]) else format_count(int(r["total_params"])),
             "?" if _missing(r["fit_flops_per_token"]) else f"{r['fit_flops_per_token']:.3g}",
             f"{_int(r['last_step'])}/{_int(r['stop_after_steps'])}",
-            "-" if _missing(r["last_fraction"]) else f"{r['last_fraction']:.3f}",
+            _fraction_cell(r),
             f"{r['rows']:,}",
             r["source"],
         )
     console.print(t)
     if settings.renames:
         console.print("Renames: " + ", ".join(f"{a} → {b}" for a, b in settings.renames.items()), highlight=False)
+
+
+def _fraction_cell(run: dict) -> str:
+    """The last step's fraction of the plan the run started with, and of the edited plan beside it."""
+    if _missing(run["last_fraction"]):
+        return "-"
+    edited = edited_fraction(json.loads(run["config_json"] or "{}"), [int(run["last_step"])])
+    shown = f"{run['last_fraction']:.3f}"
+    if edited is not None and abs(float(edited[0]) - run["last_fraction"]) > 1e-9:
+        shown += f" ({float(edited[0]):.3f} edited)"
+    return shown
 
 
 @command("history")
@@ -302,7 +324,11 @@ def history_command(
     tail: int = typer.Option(40, "--tail", help="table format: show the last this many rows."),
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
 ) -> None:
-    """Print or export one run's metric series: step, tokens, fraction of the planned steps, value."""
+    """Print or export one run's metric series: step, tokens, fraction of the planned steps, value.
+
+    The fraction is of the plan the run started with; where its plan was edited, fraction_edited (of the
+    plan in force at each step) stands beside it.
+    """
     if out is not None:
         out = out_file(out, kinds=(".csv", ".json"))
     if tail < 0:
@@ -312,6 +338,9 @@ def history_command(
     metrics = None if "all" in metric else (metric or [target.settings().fit_metric])
     h = target.history([info["run_id"]], metrics, include_nonfinite=nonfinite)
     h = h.drop(columns=["run_id"])
+    edited = edited_fraction(json.loads(info["config_json"] or "{}"), h["step"].to_numpy())
+    if edited is not None:  # DESIGN.md: the edited plan's fraction beside the fraction, never in its place
+        h.insert(h.columns.get_loc("fraction") + 1, "fraction_edited", edited)
     if fmt is HistoryFormat.table:
         if out is not None:
             raise LadderError("--out needs --format csv or json")
@@ -322,8 +351,9 @@ def history_command(
         t = Table(title=f"{info['name']} ({info['run_id']}), {info['state']}: {len(h):,} values")
         for col in h.columns:
             t.add_column(col, justify="left" if col == "metric" else "right")
-        for r in h.tail(tail).itertuples(index=False):
-            t.add_row(f"{r.step:,}", f"{r.tokens:,}", f"{r.fraction:.4f}", str(r.metric), f"{r.value:.6g}")
+        for r in h.tail(tail).to_dict("records"):
+            t.add_row(*(f"{r[c]:,}" if c in ("step", "tokens") else f"{r[c]:.4f}" if c.startswith("fraction")
+                        else f"{r[c]:.6g}" if c == "value" else str(r[c]) for c in h.columns))
         console.print(t)
         return
     text = h.to_csv(index=False) if fmt is HistoryFormat.csv else h.to_json(orient="records", indent=1) + "\n"
@@ -350,6 +380,34 @@ def _repair(store: Path) -> None:
         console.print(f"nothing to repair: {report.kept} runs in {target.root}/ read whole", highlight=False)
     else:
         console.print(f"{report.kept} runs kept in {target.root}/", highlight=False)
+
+
+def _remove(store: Path, runs: list[str], yes: bool) -> None:
+    target = _existing(store)
+    found = pd.DataFrame([target.run(r) for r in runs]).drop_duplicates("run_id")
+    count = f"{len(found)} run{'' if len(found) == 1 else 's'}"
+    if not yes and not _interactive():
+        raise LadderError(f"--remove {' '.join(found['name'])}: cannot ask to confirm removing {count} from "
+                          f"{target.root}/ (stdin is not a terminal); add --yes to remove without asking")
+    if not yes:
+        t = Table(title=f"To remove from {target.root}/")
+        for col in ("run", "id", "source", "values"):
+            t.add_column(col, justify="right" if col == "values" else "left", overflow="fold")
+        for r in found.to_dict("records"):
+            t.add_row(r["name"], r["run_id"], r["source"], f"{r['rows']:,}")
+        console.print(t)
+        if not typer.confirm(f"Remove {count} and their histories?", default=False):
+            console.print("nothing removed", highlight=False)
+            return
+    for r in target.remove(list(found["run_id"])).to_dict("records"):
+        given = GIVEN_KEY in json.loads(r["config_json"] or "{}")
+        console.print(f"removed run {r['name']!r} (id {r['run_id']}, {r['rows']:,} values); pulling it again from "
+                      f"{r['source']}{' with the same --coord/--coords' if given else ''} restores it",
+                      highlight=False, soft_wrap=True)
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
 
 
 def _existing(store: Path) -> Store:

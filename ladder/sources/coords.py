@@ -128,8 +128,18 @@ class Coordinates:
         return planned_steps_at(steps, self.initial_steps or self.stop_after_steps, self.horizons)
 
     def fraction(self, steps: np.ndarray) -> np.ndarray:
+        """step / the planned steps the run started with (DESIGN.md's fraction)."""
+        return np.asarray(steps, dtype=np.int64) / (self.initial_steps or self.stop_after_steps)
+
+    def fraction_edited(self, steps: np.ndarray) -> np.ndarray:
+        """step / the plan in force at that step: where the horizon was edited, shown beside `fraction`."""
         steps = np.asarray(steps, dtype=np.int64)
         return steps / self.planned_steps_at(steps)
+
+    def past_plan(self, steps: np.ndarray) -> np.ndarray:
+        """Whether each step lies past the plan in force at it."""
+        steps = np.asarray(steps, dtype=np.int64)
+        return steps > self.planned_steps_at(steps)
 
     def values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in FIELDS}
@@ -211,10 +221,7 @@ def resolve_coordinates(
             raise LadderError(
                 f"run {run_label}: no '{f}' in its config; " + HOW_TO_SUPPLY.format(field=f, run=name or run_id)
             )
-    initial, horizons = 0, ()
-    if schedule is not None and schedule.edits:
-        initial = schedule.total_steps
-        horizons = tuple((e.at_step, e.horizon) for e in schedule.edits)
+    initial, horizons = schedule_plan(schedule)
     coords = Coordinates(
         stop_after_steps=clean["stop_after_steps"],
         tokens_per_step=clean["tokens_per_step"],
@@ -226,6 +233,23 @@ def resolve_coordinates(
         initial_steps=initial,
     )
     return coords, labels
+
+
+def schedule_plan(schedule: Schedule | None) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(planned steps before the first edit, (step of an edit, planned steps after it) ...); (0, ()) unedited."""
+    if schedule is None or not schedule.edits:
+        return 0, ()
+    return schedule.total_steps, tuple((e.at_step, e.horizon) for e in schedule.edits)
+
+
+def edited_fraction(config: dict[str, Any], steps: np.ndarray) -> np.ndarray | None:
+    """A stored run's steps as fractions of the plan in force at each (`Coordinates.fraction_edited`), from
+    the schedule its `config` keeps; None where its plan was never edited."""
+    initial, horizons = schedule_plan(coordinates_from_config(config)[2])
+    if not horizons:
+        return None
+    steps = np.asarray(steps, dtype=np.int64)
+    return steps / planned_steps_at(steps, initial, horizons)
 
 
 def _derive_tokens(values: dict[str, Any]) -> None:

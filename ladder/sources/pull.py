@@ -180,7 +180,8 @@ def _gone(runs: pd.DataFrame, key: str, listed: set[str]) -> list[str]:
     more = f" (and {len(mine) - 1} more)" if len(mine) > 1 else ""
     return [f"run {r['name']!r}{more}, stored from {r['source']}, is no longer there: the store keeps it as it was "
             f"({r['state']} at step {int(r['last_step']) if pd.notna(r['last_step']) else 0:,}); pull it from where "
-            "it went (--replace), or keep it out of fits with --group/--role"]
+            f"it went (--replace), keep it out of fits with --group/--role, or take it out of the store with "
+            f"`ladder runs --remove {r['run_id']}`"]
 
 
 def _twice(runs: pd.DataFrame, pulled: set[str]) -> list[str]:
@@ -194,7 +195,8 @@ def _twice(runs: pd.DataFrame, pulled: set[str]) -> list[str]:
             shown = ", ".join(f"{r} ({s})" for r, s in zip(rows["run_id"], rows["source"]))
             out.append(f"run {name!r}{f' of group {group!r}' if group else ''} is in the store {len(rows)} times, "
                        f"from other sources: {shown}; one run pulled from its folder and its wandb files? Every "
-                       "fit counts each: pull each run from one source (a new store for the other)")
+                       "fit counts each: keep each run from one source (`ladder runs --remove ID` takes out the "
+                       "unwanted copy)")
     return out
 
 
