@@ -7,6 +7,8 @@ import pkgutil
 import sys
 import types
 
+import pytest
+
 import ladder
 
 
@@ -39,3 +41,23 @@ def test_every_public_name_resolves_and_no_name_hides_a_submodule():
         assert isinstance(value, types.ModuleType) and value.__name__ == f"ladder.{name}", (
             f"ladder.{name} is {value!r}, which hides the submodule ladder.{name}"
         )
+
+
+def test_the_trainer_package_loads_jax_only_when_a_name_is_used():
+    """`python -m trainer_jax` installs its stop handlers before JAX loads (seconds), so a stop then marks
+    the run crashed; every public name still resolves, and `train` stays the function."""
+    import subprocess
+
+    code = ("import sys, trainer_jax; assert 'jax' not in sys.modules; "
+            "import trainer_jax.train as module_import; from trainer_jax import train, make_mesh, markov_chain; "
+            "assert callable(train) and train is trainer_jax.train and train.__module__ == 'trainer_jax.train'; "
+            "assert sorted(trainer_jax.__all__) == sorted(n for n in dir(trainer_jax) if n in trainer_jax.__all__); "
+            "print('jax' in sys.modules, type(sys.modules['trainer_jax.train']).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["True", "module"], out.stderr
+    import trainer_jax
+
+    for name in trainer_jax.__all__:
+        assert getattr(trainer_jax, name).__name__ == name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        trainer_jax.__getattr__("no_such_name")
