@@ -111,6 +111,11 @@ class PerFractionFit:
         per_curve = self.fractions.size if self.smooth is None else self.smooth
         return 2 * per_curve + (0 if self.E_pinned else 1)
 
+    @property
+    def resample_params(self) -> int:
+        """Free parameters at one fraction (A, α and a free E): what a resample of runs must pin."""
+        return 2 if self.E_pinned else 3
+
     def _at(self, fractions):
         g = np.asarray(self.fractions if fractions is None else fractions, dtype=np.float64)
         lo, hi = self.fractions.min(), self.fractions.max()
@@ -225,7 +230,7 @@ class PerFractionFit:
     def resample_ok(self, indices) -> bool:
         """Enough distinct runs for the law (see `EndpointFit.resample_ok`) and two at every fraction."""
         idx = np.asarray(indices)
-        need = checks.resample_need(np.unique(self.compute).size, 2 if self.E_pinned else 3)
+        need = checks.resample_need(np.unique(self.compute).size, self.resample_params)
         if np.unique(self.compute[idx]).size < need:
             return False
         if self.smooth is not None:

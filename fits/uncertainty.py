@@ -171,6 +171,12 @@ def _refit_into(refits: list, fit, idx) -> int:
     return 0
 
 
+def resampled_params(fit) -> int:
+    """The parameters a resample of `fit`'s runs must pin: its `resample_params` where the law fits each
+    fraction on its own (the per-fraction law), else all of them."""
+    return int(getattr(fit, "resample_params", getattr(fit, "n_params", len(fit.params))))
+
+
 def _ensemble(fit, refits, method, failed, seed) -> Ensemble:
     if len(refits) < 2:
         raise FitError(
@@ -181,7 +187,7 @@ def _ensemble(fit, refits, method, failed, seed) -> Ensemble:
     warnings = []
     if failed > 0.1 * (len(refits) + failed):
         warnings.append(f"{failed} of {len(refits) + failed} resamples could not be refitted")
-    n, p = fit.n_runs, getattr(fit, "n_params", len(fit.params))
+    n, p = fit.n_runs, resampled_params(fit)
     if n - p < 2:
         warnings.append(f"{n} runs for {p} parameters: the resampled fits barely vary the data")
     return Ensemble(fit, tuple(refits), method, failed, seed, tuple(warnings))

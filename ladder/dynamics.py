@@ -157,10 +157,19 @@ def project_curves(fractions, values, compute, target_compute: float,
 def target_and_rungs(store: Store, pred: Prediction, group: str | None, purpose: str
                      ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The store's runs, the prediction's target among them (no rows when it is not there) and the
-    rungs of its group (or `group`) by planned fit compute; a `LadderError` when there are no rungs."""
+    rungs of its group (or `group`) by planned fit compute; a `LadderError` when there are no rungs, or
+    when the store holds none of the rungs the prediction was made from (another ladder's store)."""
     runs = store.runs()
     target = runs[runs["name"] == pred.run_name]
-    grp = group if group is not None else (str(target["group"].iloc[0]) if len(target) else None)
+    if group is None and pred.rungs and not runs["name"].isin(pred.rungs).any():
+        shown = ", ".join(pred.rungs[:3]) + (f" and {len(pred.rungs) - 3} more" if len(pred.rungs) > 3 else "")
+        raise LadderError(f"{store.root}: holds none of the rungs the prediction of {pred.run_name!r} was made from "
+                          f"({shown}); give the store it was made with (--store)")
+    if group is not None or len(target):
+        grp = group if group is not None else str(target["group"].iloc[0])
+    else:  # the target is not in the store: the group of the rungs it was made from
+        made_from = runs[runs["name"].isin(pred.rungs)]
+        grp = str(made_from["group"].iloc[0]) if len(made_from) else None
     rungs = runs[(runs["role"] == "rung") & ((runs["group"] == grp) if grp is not None else True)]
     if rungs.empty:
         raise LadderError(f"{store.root}: no rungs of group {grp!r} {purpose}")

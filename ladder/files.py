@@ -45,6 +45,7 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
     Interrupted (an error, Ctrl-C), nothing in `folder` changes: what takes time (drawing, say) happens
     before the first rename, and the renames themselves take milliseconds."""
     target = Path(folder)
+    made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=target, prefix=".staged-"))
     try:
@@ -52,5 +53,11 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
         for f in sorted(stage.iterdir()):
             if f.is_file():
                 os.replace(f, target / f.name)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if made:  # the folder this made, left empty
+            with contextlib.suppress(OSError):
+                target.rmdir()
+        raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -9,6 +9,7 @@ file of another kind than the one written (an earlier output of the same kind is
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from ladder.errors import LadderError
@@ -55,8 +56,16 @@ def kept_by(p: Path) -> str | None:
 
 
 def _parents_are_folders(p: Path, option: str) -> None:
-    for parent in p.absolute().parents:
+    """The nearest existing folder at or above `p` is a folder this process can write in (checked before any
+    work, which an unwritable --out would otherwise lose at the end)."""
+    for parent in ((p.absolute(),) if p.is_dir() else ()) + tuple(p.absolute().parents):
         if parent.exists():
             if not parent.is_dir():
                 raise LadderError(f"{option} {p}: {parent} is a file, not a folder")
+            try:
+                with tempfile.TemporaryFile(dir=parent):
+                    pass
+            except OSError as exc:
+                raise LadderError(f"{option} {p}: cannot write in {parent} ({exc.strerror or exc}); give a "
+                                  "folder you can write to") from None
             return

@@ -76,7 +76,7 @@ def ladder_fit(
     """Final loss against compute (`axis` labels it): the rungs, the fitted law, the hero's predicted point and band."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     c = np.array([r.compute for r in rungs])
-    grid = np.geomspace(c.min() / 1.5, hero_compute * 1.5, 200)
+    grid = np.geomspace(min(c.min(), hero_compute) / 1.5, max(c.max(), hero_compute) * 1.5, 200)
     ax.plot(grid, law(grid), color="0.4", lw=1.2, label="endpoint law through the finished rungs (a guide)")
     for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
         ax.scatter(r.compute, r.final, color=col, s=36, zorder=3, label=label)
@@ -111,9 +111,7 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
         ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=label)
     if actual is not None and len(actual.value):
         ax.plot(actual.fraction, actual.value, "o-", color=HERO, ms=3, lw=1, label=f"{actual.label} actual")
-    lo = np.nanmin(t["lo90"])
-    hi = np.nanmax(t["hi90"])
-    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    ax.set_ylim(*_curve_range(t, [actual] if actual is not None else [], rungs))
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel(f"{prediction.metric} (nats/token)")
     ax.set_title(f"{prediction.run_name}: predicted and actual")
@@ -121,6 +119,29 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+SHOWN_FROM = 0.1
+"""The hero-curve figure's y-range is set by what it shows from this fraction of the run on (the losses of the
+first steps, and the bands there, are far above)."""
+
+
+def _curve_range(t, actual: Sequence[Curve], rungs: Sequence[Curve]) -> tuple[float, float]:
+    """The y-range of the hero's curve: the medians, the actual curve and the rungs after `SHOWN_FROM`, and the
+    90% band there as far as it lies within that spread again on each side (a band of a far extrapolation would
+    flatten the rest to a line)."""
+    late = t["fraction"].to_numpy() >= SHOWN_FROM
+    late = late if late.any() else np.ones(len(t), dtype=bool)
+    core = [t["median"].to_numpy(float)[late]]
+    for c in (*actual, *rungs):
+        f, v = np.asarray(c.fraction, dtype=float), np.asarray(c.value, dtype=float)
+        core.append(v[f >= SHOWN_FROM] if (f >= SHOWN_FROM).any() else v)
+    core = np.concatenate(core)
+    lo_c, hi_c = float(np.nanmin(core)), float(np.nanmax(core))
+    span = max(hi_c - lo_c, 0.02 * abs(hi_c))
+    lo = max(min(lo_c, float(np.nanmin(t["lo90"].to_numpy(float)[late]))), lo_c - span)
+    hi = min(max(hi_c, float(np.nanmax(t["hi90"].to_numpy(float)[late]))), hi_c + span)
+    return lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)
 
 
 def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None, hero_final: float | None = None) -> Figure:

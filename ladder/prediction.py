@@ -64,6 +64,8 @@ class Prediction:
     """Each candidate predicting the ladder's held-out largest size from the smaller ones (`fits.predictor.Score`)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """The settings the prediction was made with (`ladder.predict.PredictSettings`): re-predictions reuse them."""
+    rungs: tuple[str, ...] = ()
+    """The names of the rungs it was made from (a prediction of an earlier version: none)."""
 
     def __post_init__(self) -> None:
         if "fraction_edited" not in self.table.columns and "fraction" in self.table.columns:
@@ -119,6 +121,7 @@ class Prediction:
             "why": self.why,
             "backtest": list(self.backtest),
             "settings": self.settings,
+            "rungs": list(self.rungs),
             "final": {k: _plain(v) for k, v in self.final.items()},
             "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
         }
@@ -163,6 +166,7 @@ class Prediction:
                 why=str(data.get("why", "")),
                 backtest=tuple(data.get("backtest", [])),
                 settings=dict(data.get("settings", {})),
+                rungs=tuple(str(r) for r in data.get("rungs", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LadderError(f"{p}: not a prediction file ({exc})") from None

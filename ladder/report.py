@@ -153,7 +153,7 @@ def backtest_rows(pred: Prediction) -> pd.DataFrame:
             "final error": "–" if r["final_error"] is None else f"{r['final_error']:+.2%}",
             "mean |error|": pct(r["mean_abs_error"]),
             "in its 90% band": pct(r["coverage90"]),
-            "note": r.get("failed", "")[:120],
+            "note": r.get("failed", ""),
         })
     return pd.DataFrame(rows)
 

@@ -205,3 +205,16 @@ def fits_select(Y):
     from fits import select_smooth
 
     return select_smooth(COMPUTE, G, Y)
+
+
+def test_few_runs_are_counted_alike_by_the_fit_and_its_bootstrap():
+    """The per-fraction law fits each fraction on its own: a bootstrap over 4 runs is short of runs for its
+    3 parameters at a fraction (as the fit says), not for every fraction's parameters together."""
+    from fits import bootstrap
+
+    Y = per_fraction_losses(np.random.default_rng(2), COMPUTE[:4], G, E, A_G, ALPHA_G, noise=0.002)
+    fit = fit_per_fraction(COMPUTE[:4], G, Y)
+    assert fit.n_params > 3 * 4 and fit.resample_params == 3
+    ens = bootstrap(fit, 40, seed=0)
+    assert any("4 runs for 3 free parameters" in w for w in fit.warnings)
+    assert "4 runs for 3 parameters: the resampled fits barely vary the data" in ens.warnings

@@ -285,6 +285,7 @@ PLAN = [
                              "tpp: .nan\nrungs: [{d_model: 32, n_layers: 2}]\nhero: {d_model: 64, n_layers: 2}\n"}),
     _plan("out-is-a-file", ["micro-cpu", "--out", "afile"], ["--out afile", "is a file, not a folder"]),
     _plan("out-under-a-file", ["micro-cpu", "--out", "afile/plan"], ["--out afile/plan", "is a file, not a folder"]),
+    _plan("out-cannot-be-written", ["micro-cpu", "--out", "/proc/plan"], ["--out /proc/plan", "cannot write in /proc"]),
     _plan("format-unknown", ["micro-cpu", "--format", "xml"], ["--format"]),
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 
 import matplotlib.image as mpimg
@@ -177,7 +178,8 @@ def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
     table = runner.invoke(app, [*args[:-2], "--run", rung.name])
     assert "warning:" in table.stderr and "is it the run that was predicted?" in table.stderr
     late = runner.invoke(app, [*args, "--run", rung.name, "--from", "0.99"])  # the rung ends before 99% of the hero
-    assert late.exit_code == 2 and f"{rung.name}: none of its" in late.stderr and plan.hero.name not in late.stderr
+    assert late.exit_code == 2 and plan.hero.name not in late.stderr
+    assert f"{rung.name}: its " in late.stderr and "before --from 0.99; score from an earlier fraction" in late.stderr
 
 
 def test_plot_and_report_say_they_read_the_store_without_pulling_into_it():
@@ -277,3 +279,50 @@ def test_report_and_plot_follow_the_run_watch_followed(predicted, tmp_path):
     figs = runner.invoke(app, ["plot", "--prediction", str(folder), "--store", store, "--target-run", hero,
                                "--out", str(tmp_path / "f")])
     assert figs.exit_code == 0, figs.output
+
+
+def test_the_figures_show_the_rungs_and_the_law_wherever_the_target_lies(predicted):
+    """The hero-curve's y-range holds the rungs and the curve after the first 10% of the run, not the bands of
+    its first steps (or of a far extrapolation); the ladder fit's law reaches a target smaller than every rung."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ladder import plots
+    from ladder.prediction import Prediction
+
+    pred = Prediction.load(predicted / "pred")
+    t = pred.table
+    wide = dataclasses.replace(pred, table=t.assign(lo90=t["lo90"] - 50 * (t["fraction"] < 0.1), hi90=t["hi90"] + 1e4))
+    f = np.linspace(0.05, 1, 20)
+    high = plots.Curve("small rung", f, float(t["median"].iloc[-1]) + 2 + 1 / f)
+    fig = plots.hero_curve(wide, rungs=[high])
+    lo, hi = fig.axes[0].get_ylim()
+    plt.close(fig)
+    late = t["fraction"] >= 0.1
+    assert lo <= float(t["median"][late].min()) and hi >= float(high.value[f >= 0.1].max())
+    assert lo > -1 and hi < 2 * float(high.value[f >= 0.1].max())  # not the band's −50 or +1e4
+
+    rungs = [plots.Curve(f"r{i}", f, 3 - 0.1 * i + 0 * f, compute=10.0 ** (18 + i)) for i in range(3)]
+    fig = plots.ladder_fit(rungs, lambda c: 2 + (c / 1e15) ** -0.1, pred, hero_compute=1e15)
+    line = fig.axes[0].lines[0].get_xdata()
+    plt.close(fig)
+    assert line.min() < 1e15 and line.max() > 1e20
+
+
+def test_a_prediction_drawn_against_another_ladders_store_is_refused(predicted, tmp_path):
+    """The prediction keeps the names of its rungs: a store that holds none of them is another ladder's (its
+    figures would put the target beside rungs it was not predicted from)."""
+    from ladder.prediction import Prediction
+    from ladder.sources.pull import pull
+    from ladder.store import Store
+    from tests.test_store import MemorySource, runs3
+
+    pred = Prediction.load(predicted / "pred")
+    assert len(pred.rungs) >= 3 and not set(pred.rungs) & {"rung-1", "rung-2", "rung-3"}
+    other = tmp_path / "other"
+    pull(Store(other), MemorySource(runs3()))
+    for args in (["plot", "--out", str(tmp_path / "figs")], ["report", "--out", str(tmp_path / "r.html")]):
+        res = runner.invoke(app, [*args, "--prediction", str(predicted / "pred"), "--store", str(other)])
+        assert res.exit_code == 2, res.output
+        assert "holds none of the rungs the prediction" in res.output and pred.rungs[0] in res.output
+    assert not (tmp_path / "figs").exists() and not (tmp_path / "r.html").exists()
