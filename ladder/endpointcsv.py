@@ -48,10 +48,20 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
         if col not in df.columns:
             raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")
     where = f"{p} (targets)"
-    labels = df.drop(columns=[params, tokens]).to_dict("records")
+    labels = df.drop(columns=[params, tokens]).apply(_numbers_if_all).to_dict("records")
     return (csvfile.numbers(df, params, where).to_numpy(np.float64),
             csvfile.numbers(df, tokens, where).to_numpy(np.float64), labels)
 
+
+
+def _numbers_if_all(column: pd.Series) -> pd.Series:
+    """A column of the targets as numbers where every filled cell is one (an actual loss to compare with, say:
+    a number in JSON, not text); else as written. Blank cells of a number column are None."""
+    filled = column.str.strip() != ""
+    values = pd.to_numeric(column.where(filled), errors="coerce")
+    if not filled.any() or values[filled].isna().any():
+        return column
+    return values.astype(object).where(filled, None)
 
 
 def _targets_where(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:

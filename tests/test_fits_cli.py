@@ -493,6 +493,13 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", named)
     assert table.exit_code == 0, table.output
     assert "hero-7b" in table.stdout and "name" in table.stdout
+    # a column of numbers (an actual loss to compare with) comes back as numbers, a blank cell as null
+    actual = tmp_path / "actual.csv"
+    actual.write_text("name,params,tokens,loss,run\nhero-7b,7e9,1.4e12,2.05,7\nsmall,1e9,2e11,,x1\n")
+    preds = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual, "--format", "json").stdout)
+    assert [(p["loss"], p["run"]) for p in preds["predictions"]] == [(2.05, "7"), (None, "x1")]
+    table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual)
+    assert table.exit_code == 0 and "None" not in table.stdout and "2.05" in table.stdout
 
 
 def test_fit_surface_with_one_exponent(tmp_path):

@@ -447,7 +447,7 @@ def _surface_at(choice, ens, at: list[str], level: float) -> list[dict]:
 
 
 def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels: list[dict]) -> list[dict]:
-    """One dict per target: its CSV's other columns (a name, ...) as written, then N, D and the band."""
+    """One dict per target: its CSV's other columns (a name, ...; a column of numbers as numbers), then N, D and the band."""
     b = choice.band(n_params, tokens, ens)
     keys = ("median", "lo50", "hi50", "lo90", "hi90")
     cols = [np.broadcast_to(getattr(b, k), n_params.shape) for k in keys]
@@ -494,7 +494,7 @@ def _print_bands(preds: list[dict], band: str) -> None:
         return "inf" if x is None else f"{x:.4f}"
 
     for p in preds:
-        table.add_row(*(str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
+        table.add_row(*("" if p[k] is None else str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
                       f"{p['efolds_out']:.2f}", edge(p["median"]),
                       f"{edge(p['lo50'])} .. {edge(p['hi50'])}", f"{edge(p['lo90'])} .. {edge(p['hi90'])}")
     console.print(table)
