@@ -138,8 +138,10 @@ def _num(x: Any) -> float | None:
 
 
 def _band_at(result: Comparison, i: int, band=None) -> dict[str, float | None]:
+    """The bootstrap's median and bands at index `i`; without resamples (--bootstrap 0) there are no bands: null."""
     b = band or result.band
-    return {k: _num(getattr(b, k)[i]) for k in ("median", "lo50", "hi50", "lo90", "hi90")}
+    return {k: _num(getattr(b, k)[i]) if result.n_boot or k == "median" else None
+            for k in ("median", "lo50", "hi50", "lo90", "hi90")}
 
 
 def _E(result: Comparison) -> dict[str, Any]:
@@ -173,7 +175,7 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
         "loss_at_target": {
             "a": r.loss_target_a, "b": r.loss_target_b, "difference": r.loss_gap,
             "convention": "B − A in nats per token; > 0: B is worse",
-            **{k: _num(getattr(gap, k)[0]) for k in ("median", "lo50", "hi50", "lo90", "hi90")},
+            **_band_at(r, 0, gap),
         },
         "bootstrap": {"method": "paired over sizes: size indices drawn with replacement, both laws refitted",
                       "n": r.n_boot, "failed": r.failed, "seed": r.seed},
@@ -220,8 +222,9 @@ def draw(cmp: GroupComparison, out_dir: Path) -> Path:
     with np.errstate(all="ignore"):
         mx.plot(grid, r.multiplier_at(grid), color="black", lw=1.2, label="m(C), full fit")
     b = r.band
-    mx.fill_between(r.at, b.lo90, b.hi90, color="#bbbbbb", alpha=0.5, label="90% band (paired bootstrap)")
-    mx.fill_between(r.at, b.lo50, b.hi50, color="#888888", alpha=0.5, label="50% band")
+    if r.n_boot:  # --bootstrap 0: no resamples, no bands
+        mx.fill_between(r.at, b.lo90, b.hi90, color="#bbbbbb", alpha=0.5, label="90% band (paired bootstrap)")
+        mx.fill_between(r.at, b.lo50, b.hi50, color="#888888", alpha=0.5, label="50% band")
     mx.scatter(r.at, r.multiplier, color="black", zorder=3)
     mx.axhline(1.0, color="grey", lw=0.8)
     mx.axvline(r.target, color="grey", ls=":", lw=1)

@@ -11,10 +11,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ladder import runfiles
 from ladder.errors import LadderError
+from ladder.files import write_text_atomic
 from ladder.runconfig import RunConfig
 
 
@@ -38,6 +40,21 @@ def run_state(run_dir: Path) -> str | None:
         return json.loads((run_dir / runfiles.STATUS_FILE).read_text()).get("state")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def mark_crashed(run_dir: Path) -> bool:
+    """Mark a run whose status says it runs as crashed (its trainer was killed and could not say so);
+    whether it was marked. The trainer writes this file itself whenever it can (`runfiles`)."""
+    try:
+        status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(status, dict) or status.get("state") != "running":
+        return False
+    step = status.get("step")
+    marked = {"state": "crashed", "step": step if isinstance(step, int) else 0, "updated": time.time()}
+    write_text_atomic(run_dir / runfiles.STATUS_FILE, json.dumps(marked) + "\n")
+    return True
 
 
 def same_config(run_dir: Path, cfg: RunConfig) -> bool:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ladder import runfiles
 from ladder.configio import replace_path
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
@@ -96,7 +98,8 @@ class Plan:
 
     def write(self, out_dir: str | os.PathLike) -> list[Path]:
         """One YAML per run plus ``launch.sh`` with one launch command per run. A folder that holds run
-        configs of another plan is refused (nothing written): `ladder train --ladder` trains every one.
+        configs of another plan is refused (nothing written): `ladder train --ladder` trains every one; so is
+        a config that would change under a run trained from it (checkpoints or metrics in its run folder).
 
         ``launch.sh`` stops at the first run that fails, so the hero never starts after a failed rung, and
         can be run again: each run is started with ``--resume``, so a finished run is skipped and an
@@ -108,14 +111,44 @@ class Plan:
             shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
             raise LadderError(f"{out} holds run configs this plan does not have ({shown}); `ladder train --ladder` "
                               "would train them too: give --out an empty folder, or remove them (nothing was written)")
+        _refuse_changing_trained_runs(out, runs)
         paths = [run.save(out / f"{run.name}.yaml") for run in runs]
         lines = ["#!/usr/bin/env bash",
                  "# One training command per run; rungs first, then the hero. Stops at the first failure; run it",
                  "# again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.",
-                 "set -euo pipefail", 'cd "$(dirname "$0")"']
-        lines += [f"python -m trainer_jax {shlex.quote(p.name)} --resume" for p in paths]
+                 "set -euo pipefail", 'cd "$(dirname "$0")"',
+                 "# The interpreter that planned this ladder (trainer_jax is installed there); on a machine",
+                 "# without it, python3 on PATH.",
+                 f"PYTHON={shlex.quote(sys.executable)}", '[ -x "$PYTHON" ] || PYTHON=python3']
+        lines += [f'"$PYTHON" -m trainer_jax {shlex.quote(p.name)} --resume' for p in paths]
         paths.append(write_text_atomic(out / "launch.sh", "\n".join(lines) + "\n"))
         return paths
+
+
+def _refuse_changing_trained_runs(out: Path, runs: tuple[RunConfig, ...]) -> None:
+    """A config that would change while a run trained from it has left checkpoints or metrics: the
+    trainer would refuse to resume that run from the new config, and its record would be lost."""
+    for run in runs:
+        path = out / f"{run.name}.yaml"
+        if not path.is_file():
+            continue
+        try:
+            old: RunConfig | None = RunConfig.load(path)
+        except LadderError:
+            old = None
+        if old == run:
+            continue
+        for cfg in (old, run):
+            run_dir = cfg.resolved_run_dir(base=out) if cfg is not None else None
+            if run_dir is not None and _trained(run_dir):
+                raise LadderError(f"{path} would change, but the run {run.name} was trained from it ({run_dir} holds "
+                                  f"its checkpoints or metrics): give --out another folder, or remove {run_dir} "
+                                  "(nothing was written)")
+
+
+def _trained(run_dir: Path) -> bool:
+    checkpoints = run_dir / runfiles.CHECKPOINT_DIR
+    return (run_dir / runfiles.METRICS_FILE).is_file() or (checkpoints.is_dir() and any(checkpoints.iterdir()))
 
 
 def with_resources(p: Plan, per_run: ResourcesConfig, hero_hosts: int = 1) -> Plan:

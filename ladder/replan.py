@@ -45,12 +45,14 @@ class HorizonFit:
 
     def message(self) -> str:
         hours = self.seconds_left / 3600
+        if self.fits:  # "reaches step 11,276,231 (100.0% of the 4,432 planned)" reads as if the run went on
+            need = max(0, self.planned_steps - self.step) * self.tokens_per_step / self.tokens_per_second / 3600
+            return (f"at {self.tokens_per_second:,.0f} tokens/s the run finishes its {self.planned_steps:,} planned "
+                    f"steps in {need:,.1f} h, before the deadline ({hours:,.1f} h left): the plan fits")
         head = (
             f"at {self.tokens_per_second:,.0f} tokens/s the run reaches step {self.reachable_steps:,} "
             f"({self.fraction_of_plan:.1%} of the {self.planned_steps:,} planned) in the {hours:,.1f} h left"
         )
-        if self.fits:
-            return head + ": the plan fits"
         if self.fraction_of_plan >= 1 - MAX_CUT:
             return head + (
                 f"; shorten the horizon to {self.reachable_steps:,} steps and re-aim the decay "
@@ -65,8 +67,8 @@ class HorizonFit:
 def horizon_that_fits(
     step: int, planned_steps: int, tokens_per_step: int, tokens_per_second: float, seconds_left: float
 ) -> HorizonFit:
-    if tokens_per_second <= 0:
-        raise LadderError(f"throughput {tokens_per_second} tokens/s must be positive")
+    if not (math.isfinite(tokens_per_second) and tokens_per_second > 0):
+        raise LadderError(f"throughput {tokens_per_second} tokens/s: must be a positive finite number")
     more = max(0.0, seconds_left) * tokens_per_second / tokens_per_step
     return HorizonFit(step, planned_steps, step + int(math.floor(more)), tokens_per_step,
                       tokens_per_second, seconds_left)

@@ -124,6 +124,19 @@ def test_two_groups_with_the_same_losses_have_multiplier_one(store, tmp_path):
     assert target["multiplier"] == pytest.approx(1.0) and target["lo90"] <= 1.0 <= target["hi90"]
 
 
+def test_without_resamples_there_are_no_bands(store, tmp_path):
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--bootstrap", "0")
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "compare.json").read_text())
+    assert data["bootstrap"]["n"] == 0
+    for row in [*data["multiplier"]["rungs"], data["multiplier"]["target"], data["loss_at_target"]]:
+        assert [row[k] for k in ("lo50", "hi50", "lo90", "hi90")] == [None] * 4
+    assert data["multiplier"]["target"]["multiplier"] == pytest.approx(M, rel=1e-3)
+    target_row = next(x for x in res.output.splitlines() if x.strip("│ ").startswith("target"))
+    assert target_row.count("–") == 2 and ".." not in target_row and "never" not in target_row, target_row
+    assert "90% band" not in next(x for x in res.output.splitlines() if x.startswith("Loss at the target"))
+
+
 @pytest.mark.parametrize("E, mode", [("separate", "separate"), ("1.5", "pinned")])
 def test_E_separate_or_pinned_is_in_the_output(store, tmp_path, E, mode):
     res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--E", E,

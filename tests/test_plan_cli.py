@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -58,7 +59,7 @@ def test_plan_writes_configs_that_load_back(tmp_path):
         loaded = RunConfig.load(tmp_path / f"{cfg.name}.yaml")
         assert loaded == cfg
         assert loaded.coordinates()["stop_after_steps"] == cfg.stop_after_steps
-    assert (tmp_path / "launch.sh").read_text().count("python -m trainer_jax") == 5
+    assert (tmp_path / "launch.sh").read_text().count('"$PYTHON" -m trainer_jax') == 5
     assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0  # the same plan again: rewritten
     # another plan into the folder would leave these rungs for `ladder train --ladder` to train: refused
     before = {p.name: p.read_text() for p in tmp_path.iterdir()}
@@ -68,16 +69,18 @@ def test_plan_writes_configs_that_load_back(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="launch.sh is a bash script")
-def test_launch_script_resumes_every_run_and_stops_at_the_first_failure(tmp_path):
-    out = tmp_path / "ladder"
-    assert run("plan", "micro-cpu", "--out", str(out)).exit_code == 0
+def test_launch_script_resumes_every_run_and_stops_at_the_first_failure(tmp_path, monkeypatch):
+    # A stand-in for the planning interpreter that logs its arguments and fails as the trainer does for the
+    # second rung.
     names = [f"{c.name}.yaml" for c in plan(load_recipe("micro-cpu")).runs()]
-    # A stand-in for `python` that logs its arguments and fails as the trainer does for the second rung.
     fake = tmp_path / "bin" / "python"
     fake.parent.mkdir()
     fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/calls\n[ "$3" != {names[1]!r} ]\n')
     fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    monkeypatch.setattr(sys, "executable", str(fake))
+    out = tmp_path / "ladder"
+    assert run("plan", "micro-cpu", "--out", str(out)).exit_code == 0
+    env = dict(os.environ)
     proc = subprocess.run(["bash", str(out / "launch.sh")], cwd=tmp_path, env=env)
     calls = (tmp_path / "calls").read_text().splitlines()
     assert proc.returncode != 0
@@ -86,6 +89,50 @@ def test_launch_script_resumes_every_run_and_stops_at_the_first_failure(tmp_path
     fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/calls\n')
     assert subprocess.run(["bash", str(out / "launch.sh")], cwd=tmp_path, env=env).returncode == 0
     assert (tmp_path / "calls").read_text().splitlines() == [f"-m trainer_jax {n} --resume" for n in names]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="launch.sh is a bash script")
+def test_launch_script_runs_the_planning_interpreter_without_python_on_path(tmp_path, monkeypatch):
+    def stand_in(path, says):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f'#!/bin/sh\necho "{says} $*" >> "{tmp_path}/calls"\n')
+        path.chmod(0o755)
+
+    planner = tmp_path / "my env" / "python"  # a space: the path is shell-quoted
+    stand_in(planner, "planner")
+    monkeypatch.setattr(sys, "executable", str(planner))
+    out = tmp_path / "ladder"
+    assert run("plan", "micro-cpu", "--out", str(out)).exit_code == 0
+    names = [f"{c.name}.yaml" for c in plan(load_recipe("micro-cpu")).runs()]
+    bash = shutil.which("bash")
+    assert subprocess.run([bash, str(out / "launch.sh")], env={"PATH": "/usr/bin:/bin"}).returncode == 0
+    assert (tmp_path / "calls").read_text().splitlines() == [f"planner -m trainer_jax {n} --resume" for n in names]
+    # on a machine without that interpreter: python3 on PATH
+    (tmp_path / "calls").unlink()
+    planner.unlink()
+    stand_in(tmp_path / "bin" / "python3", "python3")
+    assert subprocess.run([bash, str(out / "launch.sh")], env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}).returncode == 0
+    assert (tmp_path / "calls").read_text().splitlines() == [f"python3 -m trainer_jax {n} --resume" for n in names]
+
+
+@pytest.mark.parametrize("trace", ["metrics.jsonl", "checkpoints/100/state"])
+def test_plan_refuses_to_change_the_config_of_a_trained_run(tmp_path, trace):
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0
+    rung = plan(load_recipe("micro-cpu")).rungs[0]
+    left = tmp_path / "runs" / rung.name / trace
+    left.parent.mkdir(parents=True)
+    left.write_text("{}\n")
+    before = {p.name: p.read_text() for p in tmp_path.glob("*.yaml")}
+    res = run("plan", "micro-cpu", "--tpp", "6", "--out", str(tmp_path))
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == (f"error: {tmp_path / rung.name}.yaml would change, but the run {rung.name} was trained "
+                                  f"from it ({tmp_path / 'runs' / rung.name} holds its checkpoints or metrics): give "
+                                  f"--out another folder, or remove {tmp_path / 'runs' / rung.name} (nothing was written)")
+    assert {p.name: p.read_text() for p in tmp_path.glob("*.yaml")} == before
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0  # the same plan again: nothing changes
+    shutil.rmtree(tmp_path / "runs" / rung.name)
+    assert run("plan", "micro-cpu", "--tpp", "6", "--out", str(tmp_path)).exit_code == 0
+    assert RunConfig.load(tmp_path / f"{rung.name}.yaml") != rung
 
 
 def test_a_hero_not_above_the_largest_rung_is_warned_about():

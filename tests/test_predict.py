@@ -234,6 +234,27 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
         assert res.exit_code == 2 and says in res.stderr and "new schedule" not in res.stdout, more
 
 
+@pytest.mark.parametrize("rate", ["nan", "inf", "-inf", "0", "-5"])
+def test_replan_refuses_a_throughput_that_is_not_a_positive_finite_number(tmp_path, mp_store, rate):
+    cfg = PLAN.hero.save(tmp_path / "hero.yaml")
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", "10", "--deadline", "72h",
+                              f"--tokens-per-second={rate}"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (f"error: --tokens-per-second {float(rate)}: must be a positive finite number (the "
+                                  "measured throughput), or leave it out to take the hero's recent throughput from the store")
+
+
+def test_replan_says_the_plan_finishes_before_a_deadline_that_allows_more(tmp_path, mp_store):
+    cfg = PLAN.hero.save(tmp_path / "hero.yaml")
+    T = PLAN.hero.stop_after_steps
+    hours = (T - 10) * PLAN.hero.tokens_per_step / 1e6 / 3600
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", "10", "--deadline", "72h",
+                              "--tokens-per-second", "1e6"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == (f"at 1,000,000 tokens/s the run finishes its {T:,} planned steps in {hours:,.1f} h, "
+                                  "before the deadline (72.0 h left): the plan fits")
+
+
 @pytest.mark.parametrize("edit", [["--shorten-to", "0.8"], ["--cooldown-steps", "0.1"]], ids=["shorten", "cooldown"])
 def test_replan_predicts_to_the_new_horizon_as_predict_does_on_the_config_it_writes(tmp_path, mp_store, edit):
     cfg = tmp_path / "hero.yaml"

@@ -87,12 +87,13 @@ def _print(data: dict) -> None:
     for col in ("rung A", "rung B", "C (FLOPs)", "loss A", "loss B", "multiplier", "50% band", "90% band"):
         t.add_column(col, justify="left" if col.startswith("rung") else "right")
     losses = zip(a["rungs"], b["rungs"])
+    resampled = data["bootstrap"]["n"] > 0
     for row, (ra, rb) in zip(data["multiplier"]["rungs"], losses):
         t.add_row(row["rung_a"], row["rung_b"], f"{row['compute']:.3g}", f"{ra['loss']:.4f}", f"{rb['loss']:.4f}",
-                  _fmt(row["multiplier"], ".4g"), _range(row, "50"), _range(row, "90"))
+                  _fmt(row["multiplier"], ".4g"), _range(row, "50", resampled), _range(row, "90", resampled))
     tg, lt = data["multiplier"]["target"], data["loss_at_target"]
     t.add_row("target", "", f"{tg['compute']:.3g}", f"{lt['a']:.4f}", f"{lt['b']:.4f}",
-              _fmt(tg["multiplier"], ".4g"), _range(tg, "50"), _range(tg, "90"))
+              _fmt(tg["multiplier"], ".4g"), _range(tg, "50", resampled), _range(tg, "90", resampled))
     console.print(t)
     left = [f"{key} ({g['group']}) {'; '.join(g['left_out'])}" for key, g in (("A", a), ("B", b)) if g["left_out"]]
     if left:
@@ -100,13 +101,19 @@ def _print(data: dict) -> None:
                       soft_wrap=True)
     console.print(f"Target: {tg['compute']:.3g} FLOPs, {tg['extrapolation']:.3g}× the largest rung's compute; "
                   f"from {tg['source']}.", highlight=False)
-    console.print(f"Loss at the target: A {lt['a']:.4f}, B {lt['b']:.4f}; B − A {lt['difference']:+.4f} nats "
-                  f"(90% band [{_fmt(lt['lo90'], '+.4f')}, {_fmt(lt['hi90'], '+.4f')}]).", highlight=False)
     boot = data["bootstrap"]
+    band = f" (90% band [{_fmt(lt['lo90'], '+.4f')}, {_fmt(lt['hi90'], '+.4f')}])" if boot["n"] else ""
+    console.print(f"Loss at the target: A {lt['a']:.4f}, B {lt['b']:.4f}; B − A {lt['difference']:+.4f} nats{band}.",
+                  highlight=False)
+    if not boot["n"]:
+        console.print("Bands: none (--bootstrap 0: no resamples); rungs paired by rank of compute.", highlight=False)
+        return
     console.print(f"Bands: {boot['n']} paired resamples over sizes (seed {boot['seed']}"
                   + (f", {boot['failed']} failed" if boot["failed"] else "") + "); rungs paired by rank of compute.",
                   highlight=False)
 
 
-def _range(row: dict, level: str) -> str:
+def _range(row: dict, level: str, resampled: bool) -> str:
+    if not resampled:  # --bootstrap 0: no band at all (null in the JSON); "never" is a band reaching infinity
+        return "–"
     return f"{_fmt(row['lo' + level], '.3g')} .. {_fmt(row['hi' + level], '.3g')}"

@@ -255,6 +255,9 @@ def replan_command(
 
     if shorten_to is not None and cooldown_steps is not None:
         raise LadderError("--shorten-to and --cooldown-steps are two different edits; give one of them")
+    if throughput is not None and not (math.isfinite(throughput) and throughput > 0):
+        raise LadderError(f"--tokens-per-second {throughput}: must be a positive finite number (the measured "
+                          "throughput), or leave it out to take the hero's recent throughput from the store")
     seconds_left = _seconds_until(deadline) if deadline is not None else None
     if out is not None:
         out = out_dir(out)

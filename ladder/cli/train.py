@@ -4,6 +4,7 @@ on this machine (see `ladder.launch`) or all at once on Ray (see `ladder.cluster
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typer.core import TyperCommand
 
 from ladder.cli.app import Format, command, console, err_console
 from ladder.errors import LadderError
-from ladder.launch import final_eval_loss, is_done, ladder_runs, run_dir_of, run_state, train
+from ladder.launch import final_eval_loss, is_done, ladder_runs, mark_crashed, run_dir_of, run_state, train
 from ladder.runconfig import RunConfig
 
 LOCAL = "local"
@@ -56,7 +57,12 @@ def train_command(
     ray_cpus: int | None = typer.Option(None, "--ray-cpus", help="With a local Ray instance: the CPUs it offers (default: all)."),
     fmt: Format = typer.Option(Format.table, "--format", help="With --ray: the live table, or one JSON line per change of a run."),
 ) -> None:
-    """Train a run config with the JAX trainer; `--ladder DIR` trains a whole planned ladder."""
+    """Train a run config with the JAX trainer; `--ladder DIR` trains a whole planned ladder.
+
+    Exit codes: 0 done; 2 bad input; 130 interrupted (Ctrl-C); 128+N when a trainer was killed by signal N
+    (137: SIGKILL, often out of memory; the run is marked crashed and the same command resumes it);
+    any other non-zero code is the failed trainer's.
+    """
     if (config is None) == (ladder is None):
         raise LadderError("give either one RUN.yaml or --ladder DIR (a folder written by `ladder plan --out`)")
     if rungs_only and ladder is None:
@@ -72,14 +78,14 @@ def train_command(
     if ray is not None:
         _train_on_ray(runs, ray, retries, resume or ladder is not None, ray_cpus, fmt)
     elif config is not None:
-        _run(config, resume, progress)
+        _run(config, runs[0][1], resume, progress)
         return
     else:
         for path, cfg in runs:
             if is_done(path, cfg):
                 console.print(f"[dim]{cfg.name}: finished already ({run_dir_of(path, cfg)}), skipped[/]")
                 continue
-            _run(path, True, progress)  # a run from another config is refused by the trainer, clearly
+            _run(path, cfg, True, progress, runs, ladder)  # a run from another config is refused by the trainer, clearly
     if fmt is Format.table:
         _summary(runs, ladder or config)
 
@@ -98,13 +104,32 @@ def _summary(runs: list[tuple[Path, RunConfig]], where: Path) -> None:
         console.print(f"  {cfg.name:<22} {run_state(run_dir) or 'missing':<9} eval/loss {shown}  {run_dir}")
 
 
-def _run(config: Path, resume: bool, progress: bool) -> None:
+def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, runs: list[tuple[Path, RunConfig]] | None = None,
+         where: Path | None = None) -> None:
+    """Train one run; with `runs` and `where` (a ladder), a killed trainer still prints the ladder's summary."""
     try:
         code = train(config, resume, progress)
     except KeyboardInterrupt:  # the trainer got the same signal and has said how to resume
         raise typer.Exit(130) from None
+    if code < 0:  # killed by a signal (SIGKILL: the out-of-memory killer, say): the trainer could say nothing
+        _killed(config, cfg, -code, again="run the same command again" if resume else "add --resume to the command")
+        if runs is not None and where is not None:
+            _summary(runs, where)
+        raise typer.Exit(128 - code)
     if code:  # the trainer has printed its own message (one line for a user error, exit code 2)
         raise typer.Exit(code)
+
+
+def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
+    run_dir = run_dir_of(config, cfg)
+    mark_crashed(run_dir)  # the trainer had no chance to: the run reads as stopped, not running
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    why = f"{name}: perhaps out of memory" if signum == signal.SIGKILL else name
+    err_console.print(f"{cfg.name}: its trainer was killed by signal {signum} ({why}); {again} to resume it from its "
+                      f"last checkpoint ({run_dir})", highlight=False, soft_wrap=True)
 
 
 def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int, resume: bool,

@@ -1,0 +1,66 @@
+"""`ladder train` when its trainer process dies without a word (a SIGKILL, as the out-of-memory killer
+sends): one line that says so and how to resume, the run marked crashed, the summary, exit 128 + 9.
+The trainer is a stand-in process, so no training happens here."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from typer.testing import CliRunner
+
+from ladder import launch, load_recipe, runfiles
+from ladder.cli import app
+from ladder.plan import plan
+from ladder.runconfig import RunConfig
+
+runner = CliRunner()
+
+# Marks its run as running at step 100 (the trainer's own first write), then dies as an OOM kill leaves it.
+KILLED = ("import json, os, signal, sys; from pathlib import Path; d = Path(sys.argv[1]); d.mkdir(parents=True, "
+          "exist_ok=True); (d / 'status.json').write_text(json.dumps({'state': 'running', 'step': 100})); "
+          "os.kill(os.getpid(), signal.SIGKILL)")
+FINISHES = ("import json, sys; from pathlib import Path; d = Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True); "
+            "(d / 'status.json').write_text(json.dumps({'state': 'finished', 'step': 200}))")
+
+
+def stand_in(monkeypatch, script: str, calls: list) -> None:
+    def trainer_command(config, resume, progress):
+        calls.append((config.name, resume))
+        cfg = RunConfig.load(config)
+        return [sys.executable, "-c", script, str(cfg.resolved_run_dir(base=config.parent))]
+
+    monkeypatch.setattr(launch, "trainer_command", trainer_command)
+
+
+def test_a_killed_trainer_is_named_marked_crashed_and_resumed_by_the_same_command(tmp_path, monkeypatch):
+    out = tmp_path / "plan"
+    plan(load_recipe("micro-cpu")).write(out)
+    first = min(plan(load_recipe("micro-cpu")).rungs, key=lambda c: c.fit_flops)
+    run_dir = out / "runs" / first.name
+    calls: list = []
+    stand_in(monkeypatch, KILLED, calls)
+    res = runner.invoke(app, ["train", "--ladder", str(out), "--no-progress"])
+    assert res.exit_code == 128 + 9, res.output
+    assert calls == [(f"{first.name}.yaml", True)]  # the ladder stops at the killed run
+    assert (f"{first.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); run the same command "
+            f"again to resume it from its last checkpoint ({run_dir})") in res.stderr.splitlines()
+    assert "Traceback" not in res.output and "Trained 5 runs" in res.stdout
+    assert f"{first.name:<22} crashed" in res.stdout
+    status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
+    assert status["state"] == "crashed" and status["step"] == 100
+    stand_in(monkeypatch, FINISHES, calls)
+    assert runner.invoke(app, ["train", "--ladder", str(out), "--no-progress"]).exit_code == 0
+    assert calls[1] == (f"{first.name}.yaml", True)  # resumed
+    assert json.loads((run_dir / runfiles.STATUS_FILE).read_text())["state"] == "finished"
+
+
+def test_one_killed_run_says_to_add_resume(tmp_path, monkeypatch):
+    cfg = plan(load_recipe("micro-cpu")).rungs[0]
+    path = cfg.save(tmp_path / f"{cfg.name}.yaml")
+    stand_in(monkeypatch, KILLED, [])
+    res = runner.invoke(app, ["train", str(path)])
+    assert res.exit_code == 137, res.output
+    assert res.stderr.strip().splitlines() == [
+        f"{cfg.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); add --resume to the command "
+        f"to resume it from its last checkpoint ({tmp_path / 'runs' / cfg.name})"]
