@@ -11,12 +11,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from ladder import runfiles
 from ladder.errors import LadderError
-from ladder.files import write_text_atomic
 from ladder.runconfig import RunConfig
 
 
@@ -52,8 +50,7 @@ def mark_crashed(run_dir: Path) -> bool:
     if not isinstance(status, dict) or status.get("state") != "running":
         return False
     step = status.get("step")
-    marked = {"state": "crashed", "step": step if isinstance(step, int) else 0, "updated": time.time()}
-    write_text_atomic(run_dir / runfiles.STATUS_FILE, json.dumps(marked) + "\n")
+    runfiles.write_status(run_dir, "crashed", step if isinstance(step, int) else 0)
     return True
 
 

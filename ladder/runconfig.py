@@ -57,6 +57,10 @@ class MoELossConfig:
             in_range(f"moe.{name}", getattr(self, name), 0.0, 1e3)
 
 
+BYTE_VOCAB = 256
+"""Token ids of ``data.source=stdlib_text`` are the text's bytes: a model reading it needs this vocabulary."""
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Training data that needs no download."""
@@ -73,6 +77,16 @@ class DataConfig:
     def __post_init__(self) -> None:
         positive("data.markov_concentration", self.markov_concentration, 1e6)
         positive("data.eval_sequences", self.eval_sequences, MAX_BATCH)
+
+    def check_vocab(self, vocab_size: int) -> None:
+        """Refuse a model vocabulary too small for this source's token ids: the one rule `RunConfig` (so the
+        planner, which builds them) and the trainer's data both apply."""
+        if self.source == "stdlib_text" and vocab_size < BYTE_VOCAB:
+            raise LadderError(
+                f"spec.vocab_size={vocab_size}: data.source=stdlib_text is bytes and needs vocab_size >= "
+                f"{BYTE_VOCAB}: raise arch.vocab_size (spec.vocab_size in a run config) "
+                "or use data.source=markov"
+            )
 
 
 @dataclass(frozen=True)
@@ -170,6 +184,7 @@ class RunConfig:
         positive("seq_len", self.seq_len, MAX_SEQ_LEN)
         positive("batch_size", self.batch_size, MAX_BATCH, "sequences per optimizer step")
         in_range("tpp", self.tpp, 0.0, 1e9, "0 when not planned")
+        self.data.check_vocab(self.spec.vocab_size)
         if not 0.0 < self.eval.every_fraction <= 1.0:
             raise LadderError(f"eval.every_fraction={self.eval.every_fraction} must be in (0, 1]")
 

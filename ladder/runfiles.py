@@ -38,3 +38,15 @@ MFU = "throughput/mfu"
 TOKENS_SEEN = "throughput/total_tokens"
 
 DEFAULT_FIT_METRIC = EVAL_LOSS
+
+
+def write_status(run_dir, state: str, step: int) -> None:
+    """Write ``status.json`` (atomically): the run's `state` and its last completed `step`."""
+    import json
+    import time
+    from pathlib import Path
+
+    from ladder.files import write_text_atomic
+
+    status = {"state": state, "step": int(step), "updated": time.time()}
+    write_text_atomic(Path(run_dir) / STATUS_FILE, json.dumps(status) + "\n")

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from ladder import RunConfig, load_recipe
 from ladder.cli import app
 from ladder.configio import load_yaml
+from ladder.errors import LadderError
 from ladder.plan import plan
 
 runner = CliRunner()
@@ -206,6 +207,8 @@ def test_spec_fit_compute_follows_the_sequence_length(tmp_path):
         (["plan", "--set", "hero={d_model: x}"], "error: --set hero.d_model: expected an integer, got 'x'"),
         (["plan", "micro-cpu", "--set", "step_multiple=1000000"],
          "rounded to a multiple of step_multiple=1,000,000 that is 0: lower step_multiple"),
+        (["plan", "micro-cpu", "--set", "arch.vocab_size=10"],
+         "spec.vocab_size=10: data.source=stdlib_text is bytes and needs vocab_size >= 256: raise arch.vocab_size"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(args, message):
@@ -215,6 +218,18 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(args, message):
     assert len(res.stderr.strip().splitlines()) == 1
     assert "--set" not in args or "(line" not in res.stderr  # a one-line value has no lines to name
     assert "Traceback" not in res.output
+
+
+def test_a_vocabulary_too_small_for_the_data_is_refused_in_any_order_of_sets(tmp_path):
+    small = ["plan", "micro-cpu", "--set", "arch.vocab_size=10", "--out", str(tmp_path / "plan")]
+    assert run(*small).exit_code == 2 and not (tmp_path / "plan").exists()  # nothing written
+    res = run(*small, "--set", "data.source=markov")  # the markov chain has any vocabulary: set after, still fine
+    assert res.exit_code == 0, res.output
+    path = next((tmp_path / "plan").glob("hero-*.yaml"))
+    assert RunConfig.load(path).spec.vocab_size == 10
+    path.write_text(path.read_text().replace("source: markov", "source: stdlib_text"))
+    with pytest.raises(LadderError, match=r"spec.vocab_size=10: data.source=stdlib_text is bytes"):
+        RunConfig.load(path)  # the trainer's loader: the same rule
 
 
 @pytest.mark.parametrize(

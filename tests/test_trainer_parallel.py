@@ -114,3 +114,24 @@ def test_two_processes_form_one_mesh_and_train(tmp_path, eight_devices):
     steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
              if "train/loss" in line]
     assert steps == list(range(1, 21))  # written once, by process 0
+
+
+@pytest.mark.parametrize("address, env, message", [
+    ("nohostcolon", {}, "--coordinator 'nohostcolon': expected host:port"),
+    (":8476", {}, "--coordinator ':8476': expected host:port"),
+    ("host:abc", {}, "--coordinator 'host:abc': port 'abc' must be a number from 1 to 65535"),
+    ("host:70000", {}, "--coordinator 'host:70000': port '70000' must be a number from 1 to 65535"),
+    (None, {"JAX_COORDINATOR_ADDRESS": "host"}, "JAX_COORDINATOR_ADDRESS 'host': expected host:port"),
+    ("host:1234", {"JAX_PROCESS_ID": "first"}, "JAX_PROCESS_ID='first' must be an integer"),
+])
+def test_a_bad_coordinator_is_a_user_error_before_jax_is_asked(monkeypatch, address, env, message):
+    from ladder.errors import LadderError
+    from trainer_jax.mesh import init_distributed
+
+    for key in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(LadderError) as caught:
+        init_distributed(address, 2, -1 if "JAX_PROCESS_ID" in env else 0)
+    assert str(caught.value).startswith(message)

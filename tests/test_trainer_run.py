@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from ladder.schedule import SeqPhase
 from trainer_jax import train
 from trainer_jax.checkpoint import check_compatible, checkpoint_meta
 from trainer_jax.data import markov_chain
-from trainer_jax.sinks import truncate_metrics, wandb_mode, wandb_run_id
+from trainer_jax.sinks import WandbSink, check_wandb_login, truncate_metrics, wandb_mode, wandb_run_id
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -222,6 +223,60 @@ def test_a_bad_wandb_mode_is_a_user_error(monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "sometimes")
     with pytest.raises(LadderError, match="WANDB_MODE='sometimes' is not one of online, offline, disabled"):
         wandb_mode("auto")
+
+
+def test_wandb_online_without_a_key_is_a_user_error_before_the_run_folder_is_made(tmp_path):
+    cfg = tiny(tmp_path, "data.source=markov", "logging.wandb=online")
+    path = cfg.save(tmp_path / "run.yaml")
+    # No key anywhere wandb looks (environment, ~/.netrc, its settings), so no network either.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env |= {"HOME": str(tmp_path / "home"), "NETRC": str(tmp_path / "home" / ".netrc")}
+    proc = subprocess.run([sys.executable, "-m", "trainer_jax", str(path), "--no-progress"], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: logging.wandb=online needs a wandb API key and none is configured: set WANDB_API_KEY or run "
+        "`wandb login`, or use logging.wandb=offline (upload later with `wandb sync`)"]
+    assert not Path(cfg.run_dir).exists()
+
+
+def test_wandb_online_with_a_key_passes_and_a_refused_login_is_a_user_error(tmp_path, monkeypatch):
+    import wandb
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    check_wandb_login("online", "online")  # found: wandb is never asked, nothing raised
+    monkeypatch.delenv("WANDB_API_KEY")
+    check_wandb_login("offline", "offline")
+
+    def refuse(**kwargs):
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    with pytest.raises(LadderError, match=r"^wandb online could not start: No API key configured\. Use `wandb login` "
+                       r"to log in \(or set WANDB_API_KEY, or use logging\.wandb=offline\)$"):
+        WandbSink(tiny(tmp_path), tmp_path / "run", "online", {})
+
+
+@pytest.mark.parametrize("given, where, message", [
+    ("--run-dir", "afile", "is a file, not a folder; give a folder (new or holding this run)"),
+    ("--run-dir", "afile/sub", "cannot create or write it (Not a directory); give a folder you can write to"),
+    ("run_dir", "afile/sub", "cannot create or write it (Not a directory); give a folder you can write to"),
+])
+def test_a_run_dir_that_cannot_be_a_folder_is_a_user_error(tmp_path, capsys, given, where, message):
+    from trainer_jax.__main__ import main
+
+    (tmp_path / "afile").write_text("")
+    cfg = tiny(tmp_path, "data.source=markov")
+    if given == "run_dir":  # relative: taken from the config's folder
+        path = cfg.replace(run_dir=where).save(tmp_path / "run.yaml")
+        args = [str(path)]
+    else:
+        path = cfg.save(tmp_path / "run.yaml")
+        args = [str(path), "--run-dir", str(tmp_path / where)]
+    assert main([*args, "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: run_dir {tmp_path / where}: {message}"]
+    assert (tmp_path / "afile").read_text() == ""
 
 
 def test_resume_truncates_the_metrics_file_to_the_checkpoint(tmp_path):

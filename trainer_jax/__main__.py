@@ -32,18 +32,10 @@ def _interrupt(signum, frame) -> None:
 
 def _mark_crashed(run_dir: Path | None) -> None:
     """Where an interrupt came before the training loop could mark the run, mark a run that says it runs."""
-    import json
+    from ladder.launch import mark_crashed
 
-    from ladder import runfiles
-    from trainer_jax.sinks import write_status
-
-    status = None if run_dir is None else run_dir / runfiles.STATUS_FILE
-    try:
-        data = json.loads(status.read_text()) if status is not None and status.is_file() else {}
-    except (OSError, ValueError):
-        return
-    if isinstance(data, dict) and data.get("state") == "running":
-        write_status(run_dir, "crashed", int(data.get("step") or 0))
+    if run_dir is not None:
+        mark_crashed(run_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ladder.errors import LadderError
-from ladder.runconfig import RunConfig
+from ladder.runconfig import BYTE_VOCAB, RunConfig
 
 EVAL_SHARE = 20
 """One file in this many (by path hash) is held out for evaluation."""
@@ -75,11 +75,7 @@ def make_source(cfg: RunConfig) -> DataSource:
     if data.source == "markov":
         return markov_source(cfg.spec.vocab_size, data.markov_concentration, data.seed, cfg.seq_len,
                              cfg.batch_size, data.eval_sequences)
-    if cfg.spec.vocab_size < 256:
-        raise LadderError(
-            f"stdlib_text is bytes and needs vocab_size >= 256 (got {cfg.spec.vocab_size}): "
-            "raise arch.vocab_size or use data.source=markov"
-        )
+    data.check_vocab(cfg.spec.vocab_size)  # RunConfig checks it too; this holds for one changed in place
     return stdlib_source(data.seed, cfg.seq_len, cfg.batch_size, data.eval_sequences)
 
 
@@ -142,7 +138,7 @@ def stdlib_source(seed: int, seq_len: int, batch_size: int, eval_sequences: int,
     }
     return DataSource(
         name="stdlib_text",
-        vocab_size=256,
+        vocab_size=BYTE_VOCAB,
         seq_len=seq_len,
         batch_size=batch_size,
         seed=seed,

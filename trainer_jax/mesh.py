@@ -84,13 +84,32 @@ def init_distributed(coordinator: str | None, num_processes: int, process_id: in
 
     Arguments win over the environment (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID).
     """
+    where = "--coordinator" if coordinator else "JAX_COORDINATOR_ADDRESS"
     coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS")
-    num_processes = num_processes or int(os.environ.get("JAX_NUM_PROCESSES", "1"))
+    num_processes = num_processes or _env_int("JAX_NUM_PROCESSES", 1)
     if num_processes <= 1:
         return
     if not coordinator:
         raise LadderError(f"{num_processes} processes need a coordinator address (host:port)")
-    pid = process_id if process_id >= 0 else int(os.environ.get("JAX_PROCESS_ID", "-1"))
+    _check_address(where, coordinator)
+    pid = process_id if process_id >= 0 else _env_int("JAX_PROCESS_ID", -1)
     if not 0 <= pid < num_processes:
         raise LadderError(f"process id {pid} must be in 0..{num_processes - 1}")
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=pid)
+
+
+def _check_address(where: str, address: str) -> None:
+    """`address` is host:port (an IPv6 host in brackets), the form JAX's coordinator takes."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not host.strip("[]"):
+        raise LadderError(f"{where} {address!r}: expected host:port, e.g. 10.0.0.1:8476 (process 0's address)")
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise LadderError(f"{where} {address!r}: port {port!r} must be a number from 1 to 65535")
+
+
+def _env_int(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    try:
+        return int(text) if text else default
+    except ValueError:
+        raise LadderError(f"{name}={text!r} must be an integer") from None

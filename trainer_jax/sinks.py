@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ladder import runfiles
 from ladder.errors import LadderError
-from ladder.files import atomic_path, write_text_atomic
+from ladder.files import atomic_path
 from ladder.runconfig import RunConfig
 
 WANDB_MODES = ("online", "offline", "disabled")
@@ -91,11 +91,6 @@ def truncate_metrics(path: Path, last_step: int) -> int:
     return len(kept)
 
 
-def write_status(run_dir: Path, state: str, step: int) -> None:
-    status = {"state": state, "step": step, "updated": time.time()}
-    write_text_atomic(run_dir / runfiles.STATUS_FILE, json.dumps(status) + "\n")
-
-
 # ---- wandb ----------------------------------------------------------------------------------------
 def wandb_mode(setting: str) -> str:
     """The config's choice, auto resolved by the API key, and WANDB_MODE winning over both."""
@@ -108,6 +103,35 @@ def wandb_mode(setting: str) -> str:
     if setting == "auto":
         return "online" if os.environ.get("WANDB_API_KEY") else "offline"
     return setting
+
+
+def check_wandb_login(setting: str, mode: str) -> None:
+    """Refuse the resolved `mode` online without wandb credentials, before anything is compiled or written
+    (wandb itself would fail, or wait at a login prompt, only once the run has started)."""
+    if mode != "online" or _wandb_credentials_found():
+        return
+    env = os.environ.get("WANDB_MODE", "").strip()
+    chosen = f"WANDB_MODE={env}" if env else f"logging.wandb={setting}"
+    raise LadderError(
+        f"{chosen} needs a wandb API key and none is configured: set WANDB_API_KEY or run `wandb login`, "
+        "or use logging.wandb=offline (upload later with `wandb sync`)"
+    )
+
+
+def _wandb_credentials_found() -> bool:
+    """Whether wandb finds an API key (environment, .netrc or its settings), asked without a prompt or the
+    network. Where this wandb version cannot be asked, True: `WandbSink` reports a missing key instead."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    try:
+        from wandb.sdk import wandb_setup
+        from wandb.sdk.lib import wbauth  # private to wandb: guarded below
+
+        host = wandb_setup.singleton().settings.base_url
+        found = wbauth.authenticate_session(host=host, source="trainer_jax", prompt=False, update_session=False)
+    except Exception:  # noqa: BLE001 - another wandb version (or a malformed key): let wandb.init decide
+        return True
+    return found is not None
 
 
 def wandb_run_id(cfg: RunConfig) -> str:
@@ -127,18 +151,24 @@ class WandbSink:
         config = {**cfg.coordinates(), **extra_config, "run_config": cfg.to_dict()}
         settings = wandb.Settings(console="off", x_disable_stats=True, silent=True)
         run_dir.mkdir(parents=True, exist_ok=True)
-        self._run = wandb.init(
-            project=cfg.logging.project,
-            entity=cfg.logging.entity,
-            group=cfg.group or None,
-            name=cfg.name,
-            id=wandb_run_id(cfg),
-            resume="allow",
-            dir=str(run_dir),
-            mode=mode,
-            config=config,
-            settings=settings,
-        )
+        try:
+            self._run = wandb.init(
+                project=cfg.logging.project,
+                entity=cfg.logging.entity,
+                group=cfg.group or None,
+                name=cfg.name,
+                id=wandb_run_id(cfg),
+                resume="allow",
+                dir=str(run_dir),
+                mode=mode,
+                config=config,
+                settings=settings,
+            )
+        except (wandb.errors.UsageError, wandb.errors.AuthenticationError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
+            raise LadderError(
+                f"wandb {mode} could not start: {first} (or set WANDB_API_KEY, or use logging.wandb=offline)"
+            ) from None
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         self._run.log(dict(metrics), step=step)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +37,14 @@ from trainer_jax.data import DataSource, make_source
 from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings
 from trainer_jax.model import cross_entropy, forward, init_params, param_count
 from trainer_jax.progress import NullProgress, ProgressBar
-from trainer_jax.sinks import NullSink, Sink, make_sinks, truncate_metrics, wandb_mode, write_status
+from trainer_jax.sinks import (
+    NullSink,
+    Sink,
+    check_wandb_login,
+    make_sinks,
+    truncate_metrics,
+    wandb_mode,
+)
 from trainer_jax.throughput import measure_matmul_peak, model_flops_per_token
 
 MANIFEST_FILE = "data_manifest.json"
@@ -110,6 +118,19 @@ def _check_numbers(cfg: RunConfig) -> None:
     if not (o.beta1 < 1 and o.beta2 < 1 and o.eps > 0):
         raise LadderError(f"{cfg.name}: need optimizer.beta1 and beta2 below 1 and eps above 0 "
                           f"(got {o.beta1}, {o.beta2}, {o.eps})")
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create the run directory (and its parents), or say why it cannot be one."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise LadderError(f"run_dir {run_dir}: is a file, not a folder; give a folder (new or holding this run)")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=run_dir).close()  # writable, for this process
+    except OSError as exc:
+        raise LadderError(
+            f"run_dir {run_dir}: cannot create or write it ({exc.strerror or exc}); give a folder you can write to"
+        ) from None
 
 
 def checkpoint_steps(cfg: RunConfig) -> set[int]:
@@ -210,11 +231,14 @@ def train(
     `resume` is set. `expert_parallel` sets the mesh's expert axis (default: as many devices as
     divide the experts); `devices` defaults to all. `peak_flops` overrides the config's peak."""
     check_config(cfg)
+    is_writer = jax.process_index() == 0
     wandb = wandb_mode(cfg.logging.wandb)
+    if is_writer:
+        check_wandb_login(cfg.logging.wandb, wandb)
     run_dir = Path(run_dir) if run_dir is not None else cfg.resolved_run_dir()
     mesh = make_mesh(cfg.spec, cfg.batch_size, expert_parallel, devices)
     source = make_source(cfg)
-    is_writer = jax.process_index() == 0
+    make_run_dir(run_dir)
     T = cfg.stop_after_steps
 
     optimizer = make_optimizer(cfg)
@@ -230,7 +254,7 @@ def train(
     if start == T:
         ckpt.close()
         if is_writer:
-            write_status(run_dir, "finished", T)
+            runfiles.write_status(run_dir, "finished", T)
         last = _last_eval_from_file(run_dir)
         _say(is_writer, f"{cfg.name}: already finished ({T} steps) in {run_dir}")
         return TrainResult(run_dir, T, last.get(runfiles.EVAL_LOSS), last.get(runfiles.EVAL_DROPLESS_LOSS),
@@ -245,7 +269,7 @@ def train(
         if source.manifest is not None:
             write_text_atomic(run_dir / MANIFEST_FILE, json.dumps(source.manifest, indent=1) + "\n")
         truncate_metrics(run_dir / runfiles.METRICS_FILE, start)
-        write_status(run_dir, "running", start)
+        runfiles.write_status(run_dir, "running", start)
 
     state_sh = tree_shardings(shapes, mesh)
     batch_sh = batch_sharding(mesh)
@@ -287,7 +311,7 @@ def train(
                 if done in ckpts:
                     ckpt.save(done, state, meta)
                     if is_writer:
-                        write_status(run_dir, "running" if done < T else "finished", done)
+                        runfiles.write_status(run_dir, "running" if done < T else "finished", done)
                 log.restart(done)
             completed = done
         ok = True
@@ -295,7 +319,7 @@ def train(
         if STOP.is_set() and log is not None:  # stopped between steps: the last step's train metrics are whole
             log.flush()
         if is_writer:
-            write_status(run_dir, "crashed", completed)
+            runfiles.write_status(run_dir, "crashed", completed)
         raise
     finally:
         STEPPING.clear()
@@ -303,7 +327,7 @@ def train(
         sinks.close(ok)
         ckpt.close()
     if is_writer:
-        write_status(run_dir, "finished", T)
+        runfiles.write_status(run_dir, "finished", T)
     wall = time.perf_counter() - t0
     _say(is_writer, f"{cfg.name}: finished {T} steps in {wall:.1f}s; eval loss "
          f"{last_eval.get(runfiles.EVAL_LOSS, float('nan')):.4f} (dropless "
