@@ -161,15 +161,14 @@ def target_and_rungs(store: Store, pred: Prediction, group: str | None, purpose:
     when the store holds none of the rungs the prediction was made from (another ladder's store)."""
     runs = store.runs()
     target = runs[runs["name"] == pred.run_name]
-    if group is None and pred.rungs and not runs["name"].isin(pred.rungs).any():
+    made_from = runs[runs["name"].isin(pred.rungs)]
+    if group is None and pred.rungs and made_from.empty:
         shown = ", ".join(pred.rungs[:3]) + (f" and {len(pred.rungs) - 3} more" if len(pred.rungs) > 3 else "")
         raise LadderError(f"{store.root}: holds none of the rungs the prediction of {pred.run_name!r} was made from "
                           f"({shown}); give the store it was made with (--store)")
-    if group is not None or len(target):
-        grp = group if group is not None else str(target["group"].iloc[0])
-    else:  # the target is not in the store: the group of the rungs it was made from
-        made_from = runs[runs["name"].isin(pred.rungs)]
-        grp = str(made_from["group"].iloc[0]) if len(made_from) else None
+    # the group asked for, else the target's, else (the target not in the store) that of the rungs it was made from
+    known = target if len(target) else made_from
+    grp = group if group is not None else str(known["group"].iloc[0]) if len(known) else None
     rungs = runs[(runs["role"] == "rung") & ((runs["group"] == grp) if grp is not None else True)]
     if rungs.empty:
         raise LadderError(f"{store.root}: no rungs of group {grp!r} {purpose}")

@@ -33,21 +33,24 @@ def run_dir_of(path: Path, cfg: RunConfig) -> Path:
     return cfg.resolved_run_dir(base=path.parent)
 
 
-def run_state(run_dir: Path) -> str | None:
+def _status(run_dir: Path) -> dict:
+    """The run's ``status.json`` ({} where it is missing or unreadable)."""
     try:
-        return json.loads((run_dir / runfiles.STATUS_FILE).read_text()).get("state")
-    except (OSError, ValueError, AttributeError):
-        return None
+        status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def run_state(run_dir: Path) -> str | None:
+    return _status(run_dir).get("state")
 
 
 def mark_crashed(run_dir: Path) -> bool:
     """Mark a run whose status says it runs as crashed (its trainer was killed and could not say so);
     whether it was marked. The trainer writes this file itself whenever it can (`runfiles`)."""
-    try:
-        status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
-    except (OSError, ValueError):
-        return False
-    if not isinstance(status, dict) or status.get("state") != "running":
+    status = _status(run_dir)
+    if status.get("state") != "running":
         return False
     step = status.get("step")
     runfiles.write_status(run_dir, "crashed", step if isinstance(step, int) else 0)

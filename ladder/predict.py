@@ -27,7 +27,7 @@ from ladder.prediction import FormUsed, Prediction
 from ladder.runconfig import RunConfig
 from ladder.runview import SIX_N, LadderRun, flops_notes, from_config, named, rungs_from_store
 from ladder.schedule import Schedule
-from ladder.sources.coords import planned_steps_at, schedule_plan
+from ladder.sources.coords import planned_fraction
 from ladder.store import Store
 
 FORM_NAMES = {"per-fraction": "per-fraction law", "per-fraction-free": "per-fraction law (free)",
@@ -89,12 +89,6 @@ class PredictSettings:
 def prediction_steps(target: RunConfig | LadderRun) -> np.ndarray:
     """Every planned eval step and checkpoint of the target (a target file: every 1% of its plan)."""
     return (from_config(target) if isinstance(target, RunConfig) else target).prediction_steps()
-
-
-def planned_fraction(schedule: Schedule | None, steps: np.ndarray, planned: int) -> np.ndarray:
-    """step / the plan in force at that step (the edited plan's fraction, shown beside the original's)."""
-    initial, edits = schedule_plan(schedule)
-    return steps / planned_steps_at(steps, initial or planned, edits)
 
 
 def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettings | None = None) -> Prediction:

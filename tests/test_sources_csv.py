@@ -57,12 +57,18 @@ def test_table_rows_coordinates_and_config(tmp_path, suffix):
     assert (h["tokens"] == h["step"] * 50).all() and (h["fraction"] == h["step"] / 40).all()
 
 
-def test_reimport_replaces_its_runs(tmp_path):
+def _imported(tmp_path):
+    """The small table written as a CSV and imported into a new store: (its path, the table, the store)."""
     path = tmp_path / "t.csv"
     table = small_table()
     table.to_csv(path, index=False)
     store = Store(tmp_path / "s")
     pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    return path, table, store
+
+
+def test_reimport_replaces_its_runs(tmp_path):
+    path, table, store = _imported(tmp_path)
     table.loc[table["step"] == 40, "loss"] = 9.0
     table.to_csv(path, index=False)
     pull(store, TableSource(path, COLUMNS), overrides=_overrides(), full=True)
@@ -73,11 +79,7 @@ def test_reimport_replaces_its_runs(tmp_path):
 def test_a_reimport_that_would_drop_stored_metrics_or_steps_is_refused_unless_replace(tmp_path):
     from ladder.sources.pull import PullSkipped
 
-    path = tmp_path / "t.csv"
-    table = small_table()
-    table.to_csv(path, index=False)
-    store = Store(tmp_path / "s")
-    pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    path, table, store = _imported(tmp_path)
     loss_only = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step", tokens="tok", coords=COLUMNS.coords)
     with pytest.raises(PullSkipped) as info:
         pull(store, TableSource(path, loss_only), overrides=_overrides())

@@ -242,14 +242,19 @@ def schedule_plan(schedule: Schedule | None) -> tuple[int, tuple[tuple[int, int]
     return schedule.total_steps, tuple((e.at_step, e.horizon) for e in schedule.edits)
 
 
-def edited_fraction(config: dict[str, Any], steps: np.ndarray) -> np.ndarray | None:
-    """A stored run's steps as fractions of the plan in force at each (`Coordinates.fraction_edited`), from
-    the schedule its `config` keeps; None where its plan was never edited."""
-    initial, horizons = schedule_plan(coordinates_from_config(config)[2])
-    if not horizons:
-        return None
+def planned_fraction(schedule: Schedule | None, steps: np.ndarray, planned: int) -> np.ndarray:
+    """step / the plan in force at that step (`planned` until the schedule's first edit): the edited plan's
+    fraction, shown beside the original's."""
+    initial, edits = schedule_plan(schedule)
     steps = np.asarray(steps, dtype=np.int64)
-    return steps / planned_steps_at(steps, initial, horizons)
+    return steps / planned_steps_at(steps, initial or planned, edits)
+
+
+def edited_fraction(config: dict[str, Any], steps: np.ndarray) -> np.ndarray | None:
+    """A stored run's `planned_fraction`, from the schedule its `config` keeps; None where its plan was never
+    edited."""
+    schedule = coordinates_from_config(config)[2]
+    return None if schedule is None or not schedule.edits else planned_fraction(schedule, steps, schedule.total_steps)
 
 
 def _derive_tokens(values: dict[str, Any]) -> None:
