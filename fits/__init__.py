@@ -6,7 +6,8 @@ result with `predict`, `interval`, `summary` and the `warnings` that say when no
 
 - `fit_endpoint(compute, loss)`: L(C) = E + A·C^−α on final losses (profile over E).
 - `fit_surface(n_params, tokens, loss)`: L(N, D) = E + A/N^α + B/D^β (variable projection);
-  `choose_surface` picks α and β free or one exponent by a backtest on the runs, and carries its error.
+  `choose_surface` picks α and β free or one exponent by a backtest on the runs, and carries its error;
+  `fits.frontier` gives the least loss of the runs' lower envelope, which its bands also hold.
 - `fit_per_fraction(compute, fractions, losses)`: L(g) = E + A_g·(C·g)^−α_g for whole curves
   (`smooth=K`: A_g, α_g smooth in g; `select_smooth` picks K by leaving out one run at a time).
 - `fit_multipower(curves)`, `fit_momentum(curves)`: schedule-aware curve laws across runs and sizes.

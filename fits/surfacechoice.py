@@ -12,7 +12,10 @@ widened in quadrature by the backtest's error beyond that scatter, per e-fold of
 carried to the target's distance (the 90% level), and to at least `fits.predictor.UNTESTED_ERROR`
 per e-fold (one sd), as the curve predictor does; then, as the curve predictor does across its laws,
 so that its 90% band holds the other form's prediction (the spread across forms: where two forms
-that fit the runs disagree at the target, the runs do not say which is right).
+that fit the runs disagree at the target, the runs do not say which is right), and the prediction scaled
+to the least loss a power law through the runs' lower envelope gives at the target's compute
+(`fits.frontier`: where the surface's own least loss at that compute parts from it, the runs do not say
+which frontier holds).
 The distance of a run from a fit, in e-folds: how far the nearest fitted run would have to grow, in
 N and in D alike, to be at least as large in both (0 where some fitted run is: the runs' losses then
 bracket the target's); or, where larger, its tokens per parameter over the most any fitted run trained.
@@ -28,7 +31,9 @@ import numpy as np
 
 from fits import checks
 from fits.backtest import holdouts
+from fits.endpoint import EndpointFit
 from fits.errors import FitError
+from fits.frontier import envelope_law, scaled_by_envelope
 from fits.predictor import UNTESTED_ERROR, floor_sd, spread_sd, widened
 from fits.runs import ONE_RATIO
 from fits.surface import SurfaceFit, fit_surface
@@ -87,6 +92,10 @@ class SurfaceChoice:
     warnings: tuple[str, ...] = field(default=())
     others: tuple[SurfaceFit, ...] = ()
     """The other forms fitted on the same runs: their predictions set the spread across forms."""
+    envelope: EndpointFit | None = None
+    """The least loss at each compute through the runs' lower envelope (`fits.frontier.envelope_law`); None
+    where fewer than three computes lie on it."""
+    envelope_runs: int = 0
 
     def scores(self) -> dict[str, float]:
         return _scores(self.trials)
@@ -100,10 +109,12 @@ class SurfaceChoice:
 
     def sd(self, median, n_params, tokens) -> np.ndarray:
         """One standard deviation (absolute) the band adds: the backtest's error carried (or the untested
-        floor) and the spread across forms (the other forms' distance from `median` at the 90% level), in
-        quadrature."""
+        floor) and the spread across forms (the other forms' and the envelope's distance from `median` at the
+        90% level), in quadrature."""
         d = self.distance(n_params, tokens)
-        spread = spread_sd(median, [other.predict(n_params, tokens) for other in self.others])
+        alternatives = [other.predict(n_params, tokens) for other in self.others]
+        alternatives.append(scaled_by_envelope(self.fit, self.envelope, n_params, tokens))
+        spread = spread_sd(median, alternatives)
         return np.hypot(floor_sd(median, self.per_efold() * d, d), spread)
 
     def band(self, n_params, tokens, ensemble=None) -> Band:
@@ -118,6 +129,12 @@ class SurfaceChoice:
     def table(self) -> list[dict]:
         return [t.record() for t in self.trials]
 
+    def envelope_record(self) -> dict | None:
+        """The lower envelope's least-loss law, for JSON: its runs and L*(C) = E + A·C^−alpha (C = 6·N·D)."""
+        if self.envelope is None:
+            return None
+        return {"runs": self.envelope_runs, "compute": "6*N*D"} | self.envelope.params
+
     def summary(self) -> str:
         lines = [f"form: {self.form} ({self.why})"]
         for t in self.trials:
@@ -127,6 +144,10 @@ class SurfaceChoice:
                    f"run{'s' if t.errors.size > 1 else ''} "
                    f"(reaching {t.distance:.2f} e-folds out)")
             lines.append(f"  backtest {t.form:<6} holding out N = {sizes}: {res}")
+        if self.envelope is not None:
+            e = self.envelope
+            lines.append(f"  lower envelope: {self.envelope_runs} runs, least loss L*(C) = {e.E:.4f} + {e.A:.4g}·C^-{e.alpha:.4f} "
+                         "(C = 6·N·D); the band holds the prediction scaled to it")
         return "\n".join(lines)
 
 
@@ -233,9 +254,13 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
     tested = any(t.form == chosen and not t.failed for t in trials)
     floor_note = (f"bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
                   f"least {floor}" if tested else f"bands widened by {floor}")
-    if others:
-        floor_note += ", and so that the 90% band holds the other form's prediction"
-    return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, (N, D), tuple(warnings), tuple(others))
+    envelope, on_it = envelope_law(N, D, L)
+    holds = (["the other form's prediction"] if others else []) + (
+        ["the prediction scaled to the least loss of the runs' lower envelope at its compute"] if envelope else [])
+    if holds:
+        floor_note += ", and so that the 90% band holds " + " and ".join(holds)
+    return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, (N, D), tuple(warnings), tuple(others),
+                         envelope, int(on_it.size))
 
 
 __all__ = ["FORMS", "FormTrial", "SurfaceChoice", "backtest_forms", "choose_surface", "distance"]

@@ -439,6 +439,11 @@ def test_fit_surface_reads_a_plain_endpoint_csv(plain_csv):
     auto = json.loads(run("fit", "surface", "--csv", plain_csv, "--format", "json").stdout)["form_choice"]
     assert {r["form"] for r in auto["backtest"]} == {"free", "shared"} and len(auto["backtest"]) == 4
     assert auto["form"] in auto["why"] and "backtest" in auto["why"]
+    # and the least-loss law through the runs' lower envelope, whose frontier the band also holds
+    env = auto["envelope"]
+    assert set(env) == {"runs", "compute", "E", "A", "alpha"} and 3 <= env["runs"] <= 30 and "lower envelope" in auto["why"]
+    text = run("fit", "surface", "--csv", plain_csv).stdout
+    assert f"lower envelope: {env['runs']} runs" in text
 
 
 def test_fit_surface_predicts_the_targets_of_a_csv(plain_csv, targets_csv):

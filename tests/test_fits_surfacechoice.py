@@ -11,6 +11,7 @@ import pytest
 
 from fits import FitError, fit_surface
 from fits.candidates import Z90
+from fits.frontier import scaled_by_envelope
 from fits.predictor import UNTESTED_ERROR
 from fits.surfacechoice import choose_surface, distance
 from fits.synthetic import surface_losses
@@ -70,10 +71,14 @@ def test_the_band_holds_the_backtest_error_carried_to_the_target():
     assert other.shared_exponent != ch.fit.shared_exponent
     theirs = other.predict(Nt, Dt)
     assert np.all((band.lo90 <= theirs) & (theirs <= band.hi90))
-    # inside the fitted range no extrapolation error is added: only the forms' small disagreement there
+    # and the prediction scaled to the lower envelope's least loss at the target's compute
+    scaled = scaled_by_envelope(ch.fit, ch.envelope, Nt, Dt)
+    assert ch.envelope is not None and np.all((band.lo90 <= scaled) & (scaled <= band.hi90))
+    # inside the fitted range no extrapolation error is added: only the small disagreements there
     inside = ch.fit.band(N[:3], D[:3])
     same = ch.band(N[:3], D[:3])
-    gap = np.abs(other.predict(N[:3], D[:3]) - ch.fit.predict(N[:3], D[:3]))
+    m = ch.fit.predict(N[:3], D[:3])
+    gap = np.maximum(np.abs(other.predict(N[:3], D[:3]) - m), np.abs(scaled_by_envelope(ch.fit, ch.envelope, N[:3], D[:3]) - m))
     np.testing.assert_allclose(same.hi90 - same.median, np.hypot(inside.hi90 - inside.median, gap))
     np.testing.assert_allclose(same.median - same.lo90, np.hypot(inside.median - inside.lo90, gap))
 

@@ -364,7 +364,9 @@ def fit_surface_command(
     exponent) is chosen by predicting the largest size from the smaller ones (--form auto), and
     every band is widened by that backtest's error carried to the target and so that its 90% band
     holds the other form's prediction (where the forms disagree, the runs do not say which is
-    right). From the store, N is active
+    right) and the prediction scaled to the least loss that a power law through the runs' lower
+    envelope (the lowest losses for their compute 6·N·D) gives at the target's compute: on an
+    isoFLOP sweep the surface's own least loss can part from it. From the store, N is active
     parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
     """
@@ -393,7 +395,8 @@ def fit_surface_command(
     if fmt is Format.json:
         out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
-                                                       "backtest": choice.table(), "warnings": list(choice.warnings)},
+                                                       "backtest": choice.table(), "envelope": choice.envelope_record(),
+                                                       "warnings": list(choice.warnings)},
                                        "predictions": preds}
         if targets is not None:
             out["band"] = _band_text(fit, ens)
