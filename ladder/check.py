@@ -112,6 +112,7 @@ class CheckReport:
     rungs: tuple[str, ...]
     hero: HeroCompute | None
     findings: tuple[Finding, ...]
+    warnings: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status:
@@ -125,7 +126,7 @@ class CheckReport:
     def to_json(self) -> dict[str, Any]:
         return {"group": self.group, "rungs": list(self.rungs), "status": self.status, "exit_code": self.exit_code,
                 "hero": None if self.hero is None else asdict(self.hero),
-                "findings": [asdict(f) for f in self.findings]}
+                "findings": [asdict(f) for f in self.findings], "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,20 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     }
     findings = tuple(Finding(name, "skipped", "skipped with --skip") if name in skip else run()
                      for name, run in checks.items())
-    return CheckReport(group, tuple(r.name for r in rungs), hero, findings)
+    return CheckReport(group, tuple(r.name for r in rungs), hero, findings, _small_hero(hero, rungs))
+
+
+def _small_hero(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]:
+    """A warning where the hero's compute is not above the largest rung's: the projections then describe a rung."""
+    known = [r for r in rungs if math.isfinite(r.compute) and r.compute > 0]
+    if hero is None or not known:
+        return ()
+    top = max(known, key=lambda r: r.compute)
+    if hero.flops > top.compute * (1 + 1e-6):
+        return ()
+    return (f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is not above the largest rung's "
+            f"({top.name}: {top.compute:.3g}), so every projection describes a rung, not a larger run; is it a rung's "
+            "config? Give the hero's (`ladder plan` writes it beside the rungs) or --hero-compute",)
 
 
 def _group_runs(store: Store, group: str | None) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import numpy as np
 from fits.compare import Comparison, compare_ladders
 from ladder.check import HeroCompute, hero_from_config
 from ladder.errors import LadderError
+from ladder.limits import hero_flops
 from ladder.store import Store
 
 MIN_RUNGS = 3
@@ -105,9 +106,7 @@ def target_compute(hero: Path | None, flops: float | None, largest: float) -> He
             raise LadderError(f"--hero {hero}: no such file; give the hero's run config (YAML)")
         return hero_from_config(hero)
     if flops is not None:
-        if not math.isfinite(flops) or flops <= 0:
-            raise LadderError(f"--hero-compute {flops}: must be positive FLOPs, e.g. 3e23")
-        return HeroCompute(float(flops), "--hero-compute")
+        return HeroCompute(hero_flops("--hero-compute", flops), "--hero-compute")
     return HeroCompute(DEFAULT_REACH * largest, "default (no --hero or --hero-compute given)")
 
 

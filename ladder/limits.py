@@ -61,6 +61,16 @@ def _finite(value: float) -> bool:
         return False
 
 
+MAX_COMPUTE = 1e40
+"""FLOPs of one run: ten orders beyond the largest trained so far (about 1e26); a larger number is a typo."""
+
+
+def hero_flops(option: str, flops: float) -> float:
+    """A hero's fit compute given as `option`: positive, finite, at most `MAX_COMPUTE`."""
+    positive(option, flops, MAX_COMPUTE, "the hero's fit FLOPs, e.g. 3.2e24")
+    return float(flops)
+
+
 MAX_RESAMPLES = 10_000
 """The most bootstrap refits a command takes: percentile bands settle within a few thousand, while memory
 and time grow with every refit kept."""

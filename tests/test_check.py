@@ -186,6 +186,14 @@ def test_hero_from_config_or_nothing(tmp_path):
     code, report = check(store, "--hero", hero)
     assert code == 0 and report["hero"]["flops"] == pytest.approx(  # the plan it starts with, as predict and compare count it
         PLAN.hero.fit_flops_per_token * PLAN.hero.tokens_per_step * PLAN.hero.schedule.total_steps)
+    assert report["warnings"] == []
+    # A rung's config given as the hero: checked, and told that the projections describe a rung
+    rung = PLAN.rungs[-1].save(tmp_path / "rung.yaml")
+    code, report = check(store, "--hero", rung)
+    [warning] = report["warnings"]
+    assert "not above the largest rung's" in warning and PLAN.rungs[-1].name in warning and "rung.yaml" in warning
+    text = runner.invoke(app, ["check", "--store", str(store), "--hero", str(rung)])
+    assert "is it a rung's" in text.output.replace("\n", " ")
 
 
 def test_a_group_of_two_heroes_is_checked_at_the_larger(tmp_path):
@@ -216,6 +224,7 @@ def test_skip_leaves_a_check_out(clean):
 @pytest.mark.parametrize("args, words", [
     (["--hero-compute", "1e20", "--hero", "x.yaml"], "not both"),
     (["--hero-compute", "-5"], "--hero-compute"),
+    (["--hero-compute", "1e300"], "too large"),
     (["--hero", "missing.yaml"], "missing.yaml"),
     (["--skip", "everything"], "'everything'"),
     (["--grad-limit", "0"], "--grad-limit"),

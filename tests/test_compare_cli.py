@@ -177,6 +177,7 @@ def test_hero_config_gives_the_target(store, tmp_path):
         (("zloss-on", "four"), ("'zloss-on' has 5", "'four' has 4", "same sizes")),
         (("zloss-on", "zloss-off", "--hero-compute", "1e16", "--hero", "x.yaml"), ("not both",)),
         (("zloss-on", "zloss-off", "--hero-compute", "-3"), ("--hero-compute",)),
+        (("zloss-on", "zloss-off", "--hero-compute", "1e300"), ("--hero-compute", "too large", "1e+40")),
         (("zloss-on", "zloss-off", "--hero", "missing.yaml"), ("--hero missing.yaml", "no such file")),
         (("zloss-on", "zloss-off", "--E", "free"), ("--E 'free'",)),
         (("zloss-on", "zloss-off", "--E", "5"), ("pinned E",)),

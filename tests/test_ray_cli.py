@@ -109,9 +109,9 @@ def test_the_table_reads_each_run_folder_and_prefixes_its_log_lines(tmp_path, ca
         board.update({"a": ("queued", 1), "b": ("queued", 1)})
     out, log = capsys.readouterr()
     rows = [json.loads(x) for x in out.splitlines()]
-    assert rows[0] == {"run": "a", "state": "queued", "step": 20, "steps": 100, "loss": 2.5,
+    assert rows[0] == {"run": "a", "state": "queued", "step": 20, "steps": 100, "train_loss": 2.5,
                        "tokens_per_second": 2000.0, "eta_seconds": None, "attempt": 1}
-    assert rows[1]["run"] == "b" and rows[1]["loss"] is None and rows[1]["step"] == 0
+    assert rows[1]["run"] == "b" and rows[1]["train_loss"] is None and rows[1]["step"] == 0
     # Its log grew: it is running, and the ETA is the remaining 80 steps × 256 tokens at 2,000 tokens/s.
     assert rows[2] | {"state": "running", "eta_seconds": 80 * 256 / 2000.0} == rows[2]
     assert len(rows) == 3  # b did not change

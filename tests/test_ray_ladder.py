@@ -168,7 +168,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(sequential, on_ray):
     assert not trainers(str(folder))  # nothing left running
     # The JSON lines: a row per change, the killed run seen again on its second attempt, both finished.
     rows = [json.loads(line) for line in out.splitlines()]
-    assert set(rows[0]) == {"run", "state", "step", "steps", "loss", "tokens_per_second", "eta_seconds", "attempt"}
+    assert set(rows[0]) == {"run", "state", "step", "steps", "train_loss", "tokens_per_second", "eta_seconds", "attempt"}
     last = {r["run"]: r for r in rows}
     assert last[LARGE] | {"state": "finished", "attempt": 2, "step": T} == last[LARGE]
     assert last[SMALL]["state"] == "finished" and last[SMALL]["attempt"] == 1

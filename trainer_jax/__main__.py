@@ -4,7 +4,8 @@ A relative ``run_dir`` in the config is taken relative to the config file's fold
 planner's ``launch.sh`` runs). User errors print one line and exit with code 2; an unexpected error
 prints one line saying it is a bug and exits with code 1 (`--debug` or ``LADDER_DEBUG=1`` shows the
 traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's preemption) stops the run before its next step,
-marks it crashed and exits with code 130 (a second one stops at once); `--resume` continues it from its last
+marks it crashed and exits with code 128 + the signal's number, as a shell reports a process the signal
+ended: 130 for Ctrl-C, 143 for SIGTERM (a second one stops at once); `--resume` continues it from its last
 checkpoint.
 """
 
@@ -19,11 +20,15 @@ from pathlib import Path
 
 from ladder.errors import LadderError
 
+_RECEIVED: list[int] = []
+"""The stop signals received, in order (the exit code names the last)."""
+
 
 def _interrupt(signum, frame) -> None:
     """SIGTERM or Ctrl-C: stop before the next training step (a checkpoint being written, or a compile under way,
     is finished first: interrupted inside JAX or an asyncio loop the process can crash); a second one, or one
     before the trainer is loaded, stops at once."""
+    _RECEIVED.append(signum)
     train = sys.modules.get("trainer_jax.train")
     if train is None or train.STOP.is_set():
         raise KeyboardInterrupt
@@ -52,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("LADDER_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
     before = {}
+    _RECEIVED.clear()
     if threading.current_thread() is threading.main_thread():
         # A scheduler's stop (SIGTERM: timeout, preemption, Ray) ends the run as Ctrl-C does: marked crashed.
         before = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -86,7 +92,7 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
     except KeyboardInterrupt:
         _mark_crashed(run_dir)
         print("interrupted: the run is marked crashed; continue it with --resume", file=sys.stderr, flush=True)
-        return 130
+        return 128 + (_RECEIVED[-1] if _RECEIVED else signal.SIGINT)
     except Exception as exc:
         if debug:
             raise

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from ladder.cli.app import Format, command, console, print_json
+from ladder.cli.app import Format, command, console, err_console, print_json
 from ladder.errors import LadderError
+from ladder.limits import hero_flops
 from ladder.store import DEFAULT_ROOT, Store
 
 # `ladder.check` loads `fits` (scipy) and is imported inside the command, so `ladder --help` stays light.
@@ -49,8 +49,8 @@ def check_command(
 
     if hero is not None and hero_compute is not None:
         raise LadderError("give --hero CONFIG.yaml or --hero-compute FLOPS, not both")
-    if hero_compute is not None and not (math.isfinite(hero_compute) and hero_compute > 0):
-        raise LadderError(f"--hero-compute {hero_compute}: must be positive FLOPs, e.g. 3.2e24")
+    if hero_compute is not None:
+        hero_flops("--hero-compute", hero_compute)
     if hero is not None and not hero.is_file():
         raise LadderError(f"--hero {hero}: no such file; give the hero's run config from `ladder plan`")
     settings = CheckSettings(grad_limit=grad_limit, spike_limit=spike_limit, spike_z=spike_z,
@@ -82,6 +82,8 @@ def _show(report) -> None:
         style = _STYLE[f.status]
         table.add_row(f.name, Text(f.status, style=style), Text(f.evidence), Text(f.hero), Text(f.remedy))
     console.print(table)
+    for w in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     style = _STYLE[report.status]
     verdict = {"ok": "nothing raised", "not checked": "cannot judge every check", "warning": "warning",
                "alarm": "alarm"}[report.status]

@@ -1,4 +1,4 @@
-"""The live view of a ladder training on a cluster: one row per run (state, step, loss, tokens/s,
+"""The live view of a ladder training on a cluster: one row per run (state, step, train loss, tokens/s,
 ETA) read from the run folders, and the trainers' log lines, each prefixed by its run's name.
 
 A row's numbers come from the run's own files (``metrics.jsonl``, read incrementally); its state
@@ -40,8 +40,8 @@ class Row:
     call), failed or cancelled."""
     step: int
     steps: int
-    loss: float | None
-    """The last logged train/loss."""
+    train_loss: float | None
+    """The last logged train/loss (the run's eval loss is in its metrics, and in the summary at the end)."""
     tokens_per_second: float | None
     eta_seconds: float | None
     """Remaining steps at the last measured tokens/s (training only; evals not counted)."""
@@ -180,7 +180,7 @@ class Board:
         for r in self.rows.values():
             t.add_row(
                 r.run, r.state, f"{r.step:,}/{r.steps:,}",
-                "-" if r.loss is None else f"{r.loss:.4f}",
+                "-" if r.train_loss is None else f"{r.train_loss:.4f}",
                 "-" if r.tokens_per_second is None else f"{r.tokens_per_second:,.0f}",
                 "-" if r.eta_seconds is None else _duration(r.eta_seconds),
                 str(r.attempt),

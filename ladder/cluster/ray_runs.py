@@ -5,8 +5,9 @@ A run on one host is one task. A run over several hosts (``resources.hosts > 1``
 placement group with one bundle per host and one task per bundle; the launcher picks a free port
 on bundle 0's node and hands every process the ``jax.distributed`` coordinator address, the process
 count and its index. Finished runs are skipped; the others resume from their last checkpoint; a run
-that fails is started again from its checkpoint up to `retries` times; an interrupt cancels every
-task and leaves each run resumable. Run folders must be at the same path on every node (a shared
+that fails is started again from its checkpoint up to `retries` times (a trainer that a SIGTERM
+stopped, a node's preemption, exits 143 and is one); an interrupt cancels every task (each trainer
+exits 130) and leaves each run resumable. Run folders must be at the same path on every node (a shared
 filesystem): that is where checkpoints, metrics and logs go, and what the live table reads.
 """
 
