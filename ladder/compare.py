@@ -19,6 +19,7 @@ from fits.compare import Comparison, compare_ladders
 from ladder.check import HeroCompute, hero_from_config
 from ladder.errors import LadderError
 from ladder.limits import hero_flops
+from ladder.runview import SIX_N, flops_per_token, six_n_note
 from ladder.store import Store
 
 MIN_RUNGS = 3
@@ -37,6 +38,8 @@ class GroupFinals:
     loss: np.ndarray
     left_out: tuple[str, ...] = ()
     """Rungs of the group that are not used, each with the reason."""
+    six_n: tuple[str, ...] = ()
+    """Rungs whose compute is 6·N·D: their coordinates give N but no fit FLOPs per token."""
 
 
 @dataclass(frozen=True)
@@ -56,29 +59,32 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
         raise LadderError(f"no group {group!r} in {store.root}; groups there: {', '.join(known) or 'none'}")
     runs = runs[(runs["group"] == group) & (runs["role"] == "rung")]
     hist = store.history(list(runs["run_id"]), [metric]) if len(runs) else None
-    names, compute, loss, left_out = [], [], [], []
+    names, compute, loss, left_out, six_n = [], [], [], [], []
     for row in runs.to_dict("records"):
         why, value = _final(row, hist, metric)
         if why:
             left_out.append(f"{row['name']}: {why}")
             continue
+        per_token, source = flops_per_token(str(row["name"]), row)
         names.append(str(row["name"]))
-        compute.append(float(row["fit_flops_per_token"]) * float(row["tokens_per_step"]) * float(row["stop_after_steps"]))
+        compute.append(per_token * float(row["tokens_per_step"]) * float(row["stop_after_steps"]))
         loss.append(value)
+        if source == SIX_N:
+            six_n.append(str(row["name"]))
     if len(names) < MIN_RUNGS:
         extra = f" ({'; '.join(left_out)})" if left_out else ""
         raise LadderError(f"group {group!r} has {len(names)} finished rung{'' if len(names) == 1 else 's'} with a final {metric!r}, "
                           f"a comparison needs at least {MIN_RUNGS}{extra}")
     order = np.argsort(compute, kind="stable")
     return GroupFinals(group, [names[i] for i in order], np.asarray(compute)[order], np.asarray(loss)[order],
-                       tuple(left_out))
+                       tuple(left_out), tuple(six_n))
 
 
 def _final(row: dict[str, Any], hist, metric: str) -> tuple[str, float]:
     """(reason the run cannot be used, '' if it can; its final value)."""
     if row["state"] != "finished":
         return f"state {row['state']}", math.nan
-    for col in ("fit_flops_per_token", "tokens_per_step", "stop_after_steps"):
+    for col in ("tokens_per_step", "stop_after_steps"):
         if _missing(row[col]):
             return f"no {col.replace('_', ' ')} in its coordinates", math.nan
     h = hist[hist["run_id"] == row["run_id"]]
@@ -159,7 +165,8 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
     gap = r.loss_gap_band
     return {
         "metric": cmp.metric,
-        "units": {"compute": "fit FLOPs (3 × forward without the output head × tokens)", "loss": "nats per token"},
+        "units": {"compute": "fit FLOPs (3 × forward without the output head × tokens); 6·N·D for a rung whose "
+                             "coordinates give only N (the warnings name them)", "loss": "nats per token"},
         "groups": {key: _group_json(g, law) for key, g, law in (("a", cmp.a, r.law_a), ("b", cmp.b, r.law_b))},
         "law": "L(C) = E + A·C^-alpha",
         "E": _E(r),
@@ -178,7 +185,7 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
         },
         "bootstrap": {"method": "paired over sizes: size indices drawn with replacement, both laws refitted",
                       "n": r.n_boot, "failed": r.failed, "seed": r.seed},
-        "warnings": list(r.warnings),
+        "warnings": list(r.warnings) + six_n_note(list(cmp.a.six_n + cmp.b.six_n)),
     }
 
 

@@ -18,7 +18,7 @@ from ladder.store import Store
 runner = CliRunner()
 E, A, ALPHA, M = 1.9, 60.0, 0.12, 2.0
 TOKENS_PER_STEP = 1000
-FLOPS_PER_TOKEN = [2e5, 4e5, 8e5, 1.6e6, 3.2e6]
+FLOPS_PER_TOKEN = [1.8e5, 3.6e5, 7.2e5, 1.44e6, 2.88e6]  # 6·N with N whole
 STEPS = [100, 200, 400, 800, 1600]
 
 
@@ -36,10 +36,7 @@ class LadderSource:
         self.data = runs
 
     def runs(self):
-        return [RunRef(rid, self.key, label=rid, name=name,
-                       config={"group": group, "role": "rung", "fit_flops_per_token": fpt, "stop_after_steps": steps,
-                               "tokens_per_step": TOKENS_PER_STEP, "active_params": int(fpt / 6),
-                               "total_params": int(fpt / 2)})
+        return [RunRef(rid, self.key, label=rid, name=name, config=_coords(group, fpt, steps))
                 for rid, (name, group, fpt, steps, _, _) in self.data.items()]
 
     def read(self, ref, cursor=None):
@@ -51,6 +48,18 @@ class LadderSource:
         frame = raw_frame(at, ["eval/loss"] * len(at), values)
         return SourceRun(ref.run_id, self.key, frame, {"n": len(at)}, state, config=ref.config,
                          name=ref.config and self.data[ref.run_id][0], replace=cursor is None)
+
+
+N_ONLY = "n-only"
+"""A group whose coordinates give N (exactly fit FLOPs per token ÷ 6) but no fit FLOPs."""
+
+
+def _coords(group: str, fpt: float, steps: int) -> dict:
+    out = {"group": group, "role": "rung", "fit_flops_per_token": fpt, "stop_after_steps": steps,
+           "tokens_per_step": TOKENS_PER_STEP, "active_params": int(fpt / 6), "total_params": int(fpt / 2)}
+    if group == N_ONLY:
+        del out["fit_flops_per_token"]
+    return out
 
 
 def rungs(group: str, m: float, sizes=range(5), crashed=()):
@@ -67,7 +76,8 @@ def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare") / "store"
     runs = {**rungs("zloss-on", 1.0), **rungs("zloss-off", M), **rungs("four", 1.0, range(4)),
             **rungs("broken", 1.0, range(4), crashed=(1, 2)), **rungs("same", 1.0),
-            **rungs("partial", M), "partial/r9": ("r9", "partial", FLOPS_PER_TOKEN[4], STEPS[4], 3.0, "running")}
+            **rungs("partial", M), "partial/r9": ("r9", "partial", FLOPS_PER_TOKEN[4], STEPS[4], 3.0, "running"),
+            **rungs(N_ONLY, M)}
     pull(Store(root), LadderSource(runs))
     return root
 
@@ -106,6 +116,19 @@ def test_json_numbers_recover_the_known_multiplier(store, tmp_path):
     assert loss["difference"] == pytest.approx(law(1e16, M) - law(1e16), abs=1e-4)
     assert data["E"]["mode"] == "shared" and data["E"]["value"] == pytest.approx(E, abs=1e-3)
     assert data["bootstrap"]["n"] == 200 and "paired" in data["pairing"] + data["bootstrap"]["method"]
+
+
+def test_rungs_that_give_only_n_count_6nd_and_say_so(store, tmp_path):
+    """Rungs whose coordinates give N and no fit FLOPs are on the 6·N·D axis, as in every other command; here
+    6·N is exactly the other group's FLOPs per token, so the multiplier is the known one."""
+    res = run("zloss-on", N_ONLY, "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    computes = [f * TOKENS_PER_STEP * s for f, s in zip(FLOPS_PER_TOKEN, STEPS)]
+    assert [r["compute"] for r in data["groups"]["b"]["rungs"]] == pytest.approx(computes)
+    assert data["multiplier"]["target"]["multiplier"] == pytest.approx(M, rel=1e-3)
+    [note] = [w for w in data["warnings"] if "6·N·D" in w]
+    assert all(f"r{i}" in note for i in range(5)) and "only N is known" in note
 
 
 def test_table_says_the_default_target_and_the_E_choice(store, tmp_path):

@@ -36,7 +36,7 @@ def compare_command(
     """Compare two ladders that differ in one recipe choice (z-loss, data mix, router, ...).
 
     Each ladder's final losses are fitted with L(C) = E + A·C^-α (fit compute C: 3 × forward FLOPs
-    without the head × tokens). The multiplier m(C) = C_B(L_A(C)) / C is how much more compute B
+    without the head × tokens; 6·N·D for a rung whose coordinates give only N, and the output says so). The multiplier m(C) = C_B(L_A(C)) / C is how much more compute B
     needs to reach the loss A reaches at C: > 1 means B is worse. It is given at each rung and at
     the hero's compute (--hero or --hero-compute; default 10× the largest rung, said in the output),
     with 50% / 90% bands from a paired bootstrap over sizes (rungs paired by rank of compute), and
