@@ -224,13 +224,18 @@ def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
     return HeroCompute(compute, source)
 
 
-def hero_from_config(path) -> HeroCompute:
-    """The hero's fit compute from a planner run config: fit FLOPs per token × tokens of the plan it starts with."""
+def hero_from_config(path, by_params: bool = False) -> HeroCompute:
+    """The hero's fit compute from a planner run config: fit FLOPs per token × tokens of the plan it starts with;
+    with `by_params`, 6·N × those tokens (for rungs whose compute is 6·N·D)."""
     from ladder.runconfig import RunConfig
     from ladder.runview import from_config
 
     cfg = RunConfig.load(path)
-    return HeroCompute(from_config(cfg).compute, f"hero config {path} ({cfg.schedule.total_steps:,} steps)")
+    run = from_config(cfg)
+    where = f"hero config {path} ({cfg.schedule.total_steps:,} steps"
+    if by_params:
+        return HeroCompute(6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps, where + ", 6·N·D as the rungs')")
+    return HeroCompute(run.compute, where + ")")
 
 
 def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:

@@ -103,14 +103,15 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def target_compute(hero: Path | None, flops: float | None, largest: float) -> HeroCompute:
-    """The hero's fit compute from its config, from `flops`, or `DEFAULT_REACH` × the largest rung's."""
+def target_compute(hero: Path | None, flops: float | None, largest: float, by_params: bool = False) -> HeroCompute:
+    """The hero's fit compute from its config (6·N·D with `by_params`: every rung's compute is), from `flops`, or
+    `DEFAULT_REACH` × the largest rung's."""
     if hero is not None and flops is not None:
         raise LadderError("give --hero CONFIG.yaml or --hero-compute FLOPS, not both")
     if hero is not None:
         if not Path(hero).is_file():
             raise LadderError(f"--hero {hero}: no such file; give the hero's run config (YAML)")
-        return hero_from_config(hero)
+        return hero_from_config(hero, by_params)
     if flops is not None:
         return HeroCompute(hero_flops("--hero-compute", flops), "--hero-compute")
     return HeroCompute(DEFAULT_REACH * largest, "default (no --hero or --hero-compute given)")
@@ -128,7 +129,8 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     if a.loss.size != b.loss.size:
         raise LadderError(f"group {group_a!r} has {a.loss.size} usable rungs and {group_b!r} has {b.loss.size}; "
                           "rungs are paired by size, so both need the same sizes")
-    target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())))
+    by_params = len(a.six_n) == len(a.names) and len(b.six_n) == len(b.names)
+    target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params)
     if n_boot < 0:
         raise LadderError(f"--bootstrap {n_boot}: must be 0 or more")
     result = compare_ladders(a.compute, a.loss, b.compute, b.loss, target.flops, E=E, n_boot=n_boot, seed=seed)

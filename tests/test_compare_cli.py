@@ -50,14 +50,14 @@ class LadderSource:
                          name=ref.config and self.data[ref.run_id][0], replace=cursor is None)
 
 
-N_ONLY = "n-only"
-"""A group whose coordinates give N (exactly fit FLOPs per token ÷ 6) but no fit FLOPs."""
+N_ONLY, N_ONLY_REF = "n-only", "n-only-ref"
+"""Groups whose coordinates give N (exactly fit FLOPs per token ÷ 6) but no fit FLOPs."""
 
 
 def _coords(group: str, fpt: float, steps: int) -> dict:
     out = {"group": group, "role": "rung", "fit_flops_per_token": fpt, "stop_after_steps": steps,
            "tokens_per_step": TOKENS_PER_STEP, "active_params": int(fpt / 6), "total_params": int(fpt / 2)}
-    if group == N_ONLY:
+    if group in (N_ONLY, N_ONLY_REF):
         del out["fit_flops_per_token"]
     return out
 
@@ -77,7 +77,7 @@ def store(tmp_path_factory):
     runs = {**rungs("zloss-on", 1.0), **rungs("zloss-off", M), **rungs("four", 1.0, range(4)),
             **rungs("broken", 1.0, range(4), crashed=(1, 2)), **rungs("same", 1.0),
             **rungs("partial", M), "partial/r9": ("r9", "partial", FLOPS_PER_TOKEN[4], STEPS[4], 3.0, "running"),
-            **rungs(N_ONLY, M)}
+            **rungs(N_ONLY, M), **rungs(N_ONLY_REF, 1.0)}
     pull(Store(root), LadderSource(runs))
     return root
 
@@ -189,6 +189,12 @@ def test_hero_config_gives_the_target(store, tmp_path):
     target = json.loads(res.stdout)["multiplier"]["target"]
     assert target["compute"] == pytest.approx(hero.fit_flops_per_token * hero.tokens_per_step * hero.schedule.total_steps)
     assert "hero config" in target["source"]
+    # Rungs whose compute is 6·N·D put the hero there too
+    res = run(N_ONLY_REF, N_ONLY, "--store", store, "--out", tmp_path, "--format", "json", "--hero", path, "--bootstrap", "0")
+    assert res.exit_code == 0, res.output
+    target = json.loads(res.stdout)["multiplier"]["target"]
+    assert target["compute"] == pytest.approx(6 * hero.spec.active_params() * hero.tokens_per_step * hero.schedule.total_steps)
+    assert "6·N·D as the rungs'" in target["source"] and target["multiplier"] == pytest.approx(M, rel=1e-3)
 
 
 @pytest.mark.parametrize(
