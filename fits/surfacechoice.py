@@ -241,7 +241,8 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
     if ratio.max() < ONE_RATIO * ratio.min():
         warnings.append(f"every run trains at about one token ratio (D/N ≈ {np.median(ratio):.3g}): the "
                         "runs cannot tell N's term from D's, so a prediction off that ratio rests on the form alone "
-                        "(its e-folds out count how far off)")
+                        "(its e-folds out count how far off); along that ratio the endpoint law L(C) = E + A·C^-alpha "
+                        "(`ladder fit endpoint`) has 3 parameters to the surface's 4 or 5")
     fit = fit_surface(N, D, L, E=E, shared_exponent=chosen == "shared")
     others = []
     for other in FORMS:

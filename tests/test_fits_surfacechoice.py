@@ -190,7 +190,7 @@ def test_runs_at_one_token_ratio_are_warned_that_n_and_d_are_not_told_apart():
     D = 20 * N * np.array([1.0, 1.02, 0.98, 1.01, 1.0, 0.99])
     L = 1.8 + 400 / N**0.34 + 400 / D**0.28
     (warning,) = [w for w in choose_surface(N, D, L).warnings if "one token ratio" in w]
-    assert "D/N ≈ 20" in warning
+    assert "D/N ≈ 20" in warning and "ladder fit endpoint" in warning
     varied = N * np.array([5.0, 20.0, 80.0, 5.0, 20.0, 80.0])
     assert not any("one token ratio" in w for w in choose_surface(N, varied, 1.8 + 400 / N**0.34 + 400 / varied**0.28).warnings)
 
