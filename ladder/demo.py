@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ladder import runfiles as keys
 from ladder.display import show_prediction
@@ -97,7 +98,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     console.rule("2. train the rungs (finished ones are skipped)")
     for path, cfg in runs[:-1]:
         if is_done(path, cfg):
-            console.print(f"[dim]{cfg.name}: finished already, skipped[/]")
+            console.print(f"[dim]{escape(cfg.name)}: finished already, skipped[/]", markup=True)
         elif train(path, resume=True, progress=console.is_terminal):
             raise LadderError(f"training {cfg.name} failed; see the trainer's message above, then run the demo again")
 
@@ -120,7 +121,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
                       {"terminal": TerminalSink(console), "jsonl": JsonlSink(pred_dir / "alerts.jsonl")},
                       pred_dir / "watch-state.json")
     if is_done(hero_path, hero):
-        console.print(f"[dim]{hero.name}: finished already; checking it against the prediction[/]")
+        console.print(f"[dim]{escape(hero.name)}: finished already; checking it against the prediction[/]", markup=True)
     else:
         _train_watched(hero_path, watcher, poll_seconds)
     watcher.check()
@@ -134,8 +135,8 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
                           title=f"Demo: {hero.name} predicted from {len(p.rungs)} rungs")
     result = dataclasses.replace(score(pred, actual, time.time() - began, report), quick=quick, n_boot=n_boot)
     write_text_atomic(out / "results.json", json.dumps(result.to_json(), indent=2))
-    console.print(f"hero final {pred.metric}: predicted [bold]{result.final_predicted:.4f}[/], actual "
-                  f"[bold]{result.final_actual:.4f}[/]: relative error [bold]{result.final_error:+.2%}[/]")
+    console.print(f"hero final {escape(pred.metric)}: predicted [bold]{result.final_predicted:.4f}[/], actual "
+                  f"[bold]{result.final_actual:.4f}[/]: relative error [bold]{result.final_error:+.2%}[/]", markup=True)
     console.print(f"whole curve (10%–100% of the run): mean error {result.curve_mean_error:.2%}, worst "
                   f"{result.curve_worst_error:.2%}, {result.inside_90:.0%} of evals inside the 90% band")
     if not quick:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ladder.prediction import Prediction
@@ -21,19 +22,19 @@ def show_prediction(console: Console, pred: Prediction, actual: pd.Series | None
     show_backtest(console, pred)
     fin = pred.final
     console.print(f"Final ({int(fin['step']):,} steps): [bold]{fin['median']:.4f}[/] "
-                  f"(50% {fin['lo50']:.4f}–{fin['hi50']:.4f}, 90% {fin['lo90']:.4f}–{fin['hi90']:.4f})")
+                  f"(50% {fin['lo50']:.4f}–{fin['hi50']:.4f}, 90% {fin['lo90']:.4f}–{fin['hi90']:.4f})", markup=True)
     for f in pred.forms:
-        console.print(f"[bold]{f.name}[/]: {f.why}")
+        console.print(f"[bold]{escape(f.name)}[/]: {escape(f.why)}", markup=True)
     for k, v in pred.assumptions.items():
         console.print(f"  {k}: {v}", highlight=False)
     for w in pred.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, markup=True)
 
 
 def show_backtest(console: Console, pred: Prediction) -> None:
     """Why this law: the backtest on the ladder, one row per candidate."""
     if pred.method:
-        console.print(f"[bold]why this law[/]: {pred.method}: {pred.why}", highlight=False)
+        console.print(f"[bold]why this law[/]: {escape(pred.method)}: {escape(pred.why)}", highlight=False, markup=True)
     rows = backtest_rows(pred)
     if not len(rows):
         return

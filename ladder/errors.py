@@ -12,3 +12,8 @@ class LadderError(ValueError):
 class SourceUnavailable(LadderError):
     """The source as a whole cannot be read (no credentials, a server that does not answer), as opposed to
     one run of it: a pull stops there instead of skipping the run."""
+
+
+class NoCredentials(SourceUnavailable):
+    """The source refuses for want of credentials (no API key, a key it rejects): the user's to fix, and no
+    later attempt reads more until they do."""

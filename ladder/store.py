@@ -185,8 +185,10 @@ class Store:
                 raise LadderError(self._damaged_message(exc, manifest)) from None
             except FileNotFoundError as exc:
                 if self._manifest().get("generation") == manifest.get("generation"):
+                    gone = exc.filename or next((self.root / files[i] for i in ids if not (self.root / files[i]).exists()),
+                                                self.root / "history")
                     raise LadderError(
-                        f"{exc.filename}: a history file the store names is missing; "
+                        f"{gone}: a history file the store names is missing; "
                         f"{_REPAIR.format(root=self.root)} drops its run so it can be pulled again"
                     ) from None
         raise LadderError(f"{self.root}: the store kept changing while being read; try again")

@@ -517,6 +517,30 @@ case("history/out-over-a-file-of-another-kind", 2, "is not a .csv or .json file"
                         "--store", str(store)])
 case("history/out-table-format", 2, "--out needs --format csv or json")(
     lambda tmp, store: ["history", TRAINED, "--out", str(tmp / "h.txt"), "--store", str(store)])
+def _pull_again(*extra: str):
+    """Pull the base store's trained run again from its own folder (nothing new to read)."""
+    def build(tmp, store):
+        source = Store(store).run(TRAINED)["source"]
+        return ["pull", "local", source.split(":", 1)[1], "--store", str(store), *extra]
+    return build
+
+
+case("pull/up-to-date-with-a-fit-metric-no-run-logged", 0, "0 runs updated", "--fit-metric nope: no run in",
+     changes_store=True)(_pull_again("--fit-metric", "nope"))
+def _fit_metric_is(metric: str):
+    def check(store: Path) -> None:
+        assert Store(store).settings().fit_metric == metric
+    return check
+
+
+case("pull/up-to-date-with-a-fit-metric-the-runs-log", 0, "0 runs updated", changes_store=True,
+     check=_fit_metric_is("train/loss"))(_pull_again("--fit-metric", "train/loss"))
+case("history/format-from-out-suffix", 0, "Wrote")(
+    lambda tmp, store: ["history", TRAINED, "--out", str(tmp / "h.json"), "--store", str(store)])
+case("history/out-suffix-against-format", 2, "is a .json file but --format csv writes CSV")(
+    lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(tmp / "h.json"), "--store", str(store)])
+case("history/metric-never-logged", 2, "--metric 'nope'", "never logged it")(
+    lambda tmp, store: ["history", TRAINED, "--metric", "nope", "--store", str(store)])
 case("history/tail-negative", 2, "--tail -1")(lambda tmp, store: ["history", TRAINED, "--tail", "-1", "--store", str(store)])
 case("history/unknown-run", 2, "no run 'nope'")(lambda tmp, store: ["history", "nope", "--store", str(store)])
 case("history/csv-out", 0, "Wrote 110 rows")(

@@ -288,3 +288,20 @@ def test_one_run_pulled_from_two_sources_is_named(tmp_path):
     second = pull(store, TableSource(tmp_path / "two.csv", COLUMNS), overrides=_overrides())
     (note,) = [n for n in second.notes if "in the store 2 times" in n]
     assert "run 'x' of group 'g'" in note and "a (" in note and "a-wandb (" in note and "one source" in note
+
+
+def test_run_names_with_brackets_print_as_they_are(tmp_path):
+    """Names are text, not markup: "run[lr=3e-4]" keeps its brackets in every table, and a name holding "[/]"
+    does not break the output."""
+    table = small_table()
+    table["run"] = table["run"].map({"a": "run[lr=3e-4]", "b": "x[/]y [bold]z"})
+    path = tmp_path / "t.csv"
+    table.to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    runner = CliRunner()
+    listed = runner.invoke(app, ["runs", "--store", str(store.root)])
+    assert listed.exit_code == 0, listed.output
+    assert "run[lr=3e-4]" in listed.output and "x[/]y [bold]z" in listed.output
+    history = runner.invoke(app, ["history", "x[/]y [bold]z", "--store", str(store.root)])
+    assert history.exit_code == 0 and "x[/]y [bold]z" in history.output, history.output

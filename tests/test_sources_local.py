@@ -108,6 +108,21 @@ def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
     assert pull(Store(tmp_path / "c"), stale).pulled[0].state == "finished"
 
 
+def test_a_status_that_cannot_be_read_or_a_finish_the_metrics_never_reach_is_said(tmp_path):
+    run_dir = make_run(tmp_path, RUNGS[0], range(1, 31))
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 60}))
+    result = pull(Store(tmp_path / "a"), LocalSource(run_dir))
+    assert result.pulled[0].state == "finished"
+    [cut] = [m for m in result.messages if "metrics end" in m]
+    assert "says it finished at step 60, but its metrics end at step 30" in cut
+    (run_dir / runfiles.STATUS_FILE).write_text("{bad")
+    result = pull(Store(tmp_path / "b"), LocalSource(run_dir, clock=lambda: time.time() + 3600.0))
+    assert result.pulled[0].state == "crashed"  # unreadable: judged by its files' age, as a killed trainer's
+    assert any("status.json: cannot be read" in m for m in result.messages), result.messages
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 30}))
+    assert not pull(Store(tmp_path / "c"), LocalSource(run_dir)).messages  # whole and finished: nothing to say
+
+
 def test_a_rewritten_file_is_read_again_from_the_start(tmp_path):
     """A resumed run truncates metrics.jsonl to its checkpoint: rows past it must go."""
     cfg = RUNGS[0]

@@ -308,6 +308,17 @@ def test_a_damaged_history_file_is_named_with_the_way_out(tmp_path, how):
     assert len(store.history()) == 60
 
 
+def test_a_missing_history_file_is_named(tmp_path):
+    store = Store(tmp_path)
+    pull(store, MemorySource(runs3()))
+    path = _history_path(store, "r2")
+    path.unlink()
+    with pytest.raises(LadderError) as err:
+        store.history()
+    assert str(err.value).startswith(f"{path}: a history file the store names is missing; ")
+    assert "--repair" in str(err.value)
+
+
 def test_a_fit_over_a_damaged_run_stops_with_one_line_naming_the_file(tmp_path):
     from typer.testing import CliRunner
 

@@ -434,3 +434,75 @@ def test_a_resume_that_changes_one_eval_judges_each_later_eval_once(tmp_path, re
     assert len(re.findall(r"\(logged again after a resume\)", res.output)) == 1
     state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
     assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:8]]  # each once
+
+
+def test_a_source_that_names_its_runs_only_once_read_is_followed_by_name():
+    """A wandb offline folder lists its run by id; the run's name comes with its records. The watch follows the
+    one run such a folder holds when its name is the prediction's, and refuses one whose name is another's."""
+    from ladder.sources.table import RunRef, SourceRun
+    from ladder.watch.monitor import WrongRun, only_run
+
+    class Offline:
+        key = "offline:/runs/x/wandb"
+
+        def __init__(self, names):
+            self.names = names
+
+        def runs(self):
+            return [RunRef(f"id{i}", self.key) for i in range(len(self.names))]
+
+        def read(self, ref, cursor=None):
+            name = self.names[int(ref.run_id[2:])]
+            return SourceRun(ref.run_id, self.key, pd.DataFrame(), {}, "running", name=name)
+
+    watched = only_run(Offline(["hero"]), "hero")
+    [ref] = watched.runs()
+    assert watched.read(ref).name == "hero"
+    other = only_run(Offline(["rung-1"]), "hero")
+    [ref] = other.runs()
+    with pytest.raises(WrongRun, match="the prediction is for 'hero', but .* holds 'rung-1'"):
+        other.read(ref)
+    with pytest.raises(WrongRun, match="known only once read"):  # several unnamed runs: which one is not known
+        only_run(Offline(["hero", "rung-1"]), "hero").runs()
+    assert [r.run_id for r in only_run(Offline(["hero", "rung-1"]), "id1").runs()] == ["id1"]  # --target-run ID
+
+
+def test_a_source_without_credentials_is_a_usage_error_not_an_unreadable_run(tmp_path, replay):
+    """No API key (or one the service rejects) is the user's to fix: the check stops with it (exit 2), where a
+    server that does not answer is a run that cannot be read now (exit 3)."""
+    from ladder.errors import NoCredentials, SourceUnavailable
+    from ladder.store import Store
+    from ladder.watch import AlertRules
+    from ladder.watch.monitor import Refused, Watcher
+
+    _, _ = _started(tmp_path, replay, 6)
+    folder = tmp_path / "prediction"
+    pred = Prediction.load(folder)
+
+    class Failing:
+        key = "wandb:team/p"
+
+        def __init__(self, exc):
+            self.exc = exc
+
+        def runs(self):
+            raise self.exc
+
+    def check(exc):
+        return Watcher(Store(tmp_path / "store"), Failing(exc), pred, AlertRules(metric="eval/loss"), {},
+                       folder / "watch-state.json", prediction_dir=folder).check()
+
+    with pytest.raises(Refused, match="no wandb API key"):
+        check(NoCredentials("no wandb API key: set WANDB_API_KEY or run `wandb login`"))
+    assert check(SourceUnavailable("wandb team/p: the server did not answer")).verdict == "unreadable"
+
+
+def test_a_new_alert_on_an_earlier_eval_sets_the_exit_code():
+    """A check with no new eval (verdict ok) that still raises a new warning, as when a rule now judges an old
+    eval otherwise, exits 4: a cron job reads the code, not the lines."""
+    from ladder.watch.monitor import CheckResult
+    from ladder.watch.rules import Alert
+
+    warning = Alert("deviation", "warning", 1662, "eval/loss 1.3512 is 3.78% below the predicted 1.4043")
+    assert CheckResult("ok", (warning,)).exit_code == 4
+    assert CheckResult("ok").exit_code == 0 and CheckResult("alarm", (warning,)).exit_code == 5

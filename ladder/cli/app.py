@@ -53,8 +53,10 @@ class _Console(Console):
 
 # Wide enough for the plan table when output goes to a file or a pipe (rich assumes 80 columns).
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 150
-console = _Console(width=_WIDTH)
-err_console = _Console(stderr=True, width=_WIDTH)
+# Markup is off: run names, paths and messages print as they are ("run[lr=3e-4]" keeps its brackets); a line
+# that styles a word asks for markup and escapes what it interpolates.
+console = _Console(width=_WIDTH, markup=False)
+err_console = _Console(stderr=True, width=_WIDTH, markup=False)
 
 
 class Format(StrEnum):

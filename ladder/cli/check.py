@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -83,8 +84,8 @@ def _show(report) -> None:
         table.add_row(f.name, Text(f.status, style=style), Text(f.evidence), Text(f.hero), Text(f.remedy))
     console.print(table)
     for w in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True, markup=True)
     style = _STYLE[report.status]
     verdict = {"ok": "nothing raised", "not checked": "cannot judge every check", "warning": "warning",
                "alarm": "alarm"}[report.status]
-    console.print(f"[{style}]{verdict}[/] (exit {report.exit_code})")
+    console.print(f"[{style}]{verdict}[/] (exit {report.exit_code})", markup=True)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ladder.cli.app import Format, command, console, err_console, print_json
@@ -59,7 +60,7 @@ def compare_command(
         return
     _print(data)
     for w in data["warnings"]:
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True, markup=True)
     console.print(f"Wrote {png} and {path}", highlight=False)
 
 
@@ -81,8 +82,9 @@ def _print(data: dict) -> None:
     E = data["E"]
     e_text = (f"E separate: A {E['E_a']:.4f}, B {E['E_b']:.4f}" if E["mode"] == "separate"
               else f"E {E['mode']} = {E['value']:.4f}")
-    console.print(f"[bold]{b['group']}[/] (B) against [bold]{a['group']}[/] (A) on final {data['metric']}; "
-                  f"{e_text}; alpha A {a['fit']['alpha']:.4f}, B {b['fit']['alpha']:.4f}", highlight=False)
+    console.print(f"[bold]{escape(b['group'])}[/] (B) against [bold]{escape(a['group'])}[/] (A) on final "
+                  f"{escape(data['metric'])}; {e_text}; alpha A {a['fit']['alpha']:.4f}, B {b['fit']['alpha']:.4f}",
+                  highlight=False, markup=True)
     t = Table(title="Compute multiplier of B: compute B needs to reach A's loss ÷ A's compute (> 1: B is worse)")
     for col in ("rung A", "rung B", "C (FLOPs)", "loss A", "loss B", "multiplier", "50% band", "90% band"):
         t.add_column(col, justify="left" if col.startswith("rung") else "right")

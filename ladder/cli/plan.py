@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ladder.cli.app import Format, command, console, err_console, parse_int_list, print_json
 from ladder.configio import build, load_yaml
@@ -58,7 +60,7 @@ def plan_command(
     p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run), hero_hosts)
     written = p.write(out) if out else []
     for warning in p.warnings():
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True, markup=True)
     if fmt is Format.json:
         print_json(p.to_json())
         return
@@ -66,7 +68,7 @@ def plan_command(
     console.print(
         f"Ladder fit compute: {sum(x.fit_flops for x in p.rungs):.3g} FLOPs = "
         f"[bold]{p.ladder_compute_fraction:.2%}[/] of the hero's {p.hero.fit_flops:.3g} "
-        f"(with head: {p.hero.flops_with_head:.3g}; 6·N_act·D: {p.hero.flops_6nd:.3g})"
+        f"(with head: {p.hero.flops_with_head:.3g}; 6·N_act·D: {p.hero.flops_6nd:.3g})", markup=True
     )
     for note in p.notes():
         console.print(f"note: {note}")
@@ -159,14 +161,14 @@ def spec_command(
     names = list(groups[("total", "exact")])
     for g in names:
         t.add_row(g, *(f"{groups[k].get(g, 0):,}" for k in groups))
-    t.add_row("sum", *(f"[bold]{sum(v.values()):,}[/]" for v in groups.values()), end_section=True)
+    t.add_row("sum", *(Text(f"{sum(v.values()):,}", style="bold") for v in groups.values()), end_section=True)
     console.print(t)
     f = Table(title=f"Forward FLOPs per token at seq len {seq}")
     f.add_column("group")
     f.add_column("FLOPs", justify="right")
     for g, v in flops.items():
         f.add_row(g, f"{v:,.0f}")
-    f.add_row("forward without head", f"[bold]{spec.forward_flops_per_token(seq):,.0f}[/]", end_section=True)
+    f.add_row("forward without head", Text(f"{spec.forward_flops_per_token(seq):,.0f}", style="bold"), end_section=True)
     f.add_row("fit compute per token (3×" + (", averaged over the seq-len phases)" if phases else ")"), f"{3 * fwd:,.0f}")
     f.add_row("6·N_act", f"{6 * spec.active_params():,}")
     console.print(f)

@@ -297,7 +297,7 @@ def replan_command(
     fo, fn = old.final, new.final
     console.print(f"final loss: old plan {fo['median']:.4f} at step {int(fo['step']):,}; new plan "
                   f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
-                  f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})")
+                  f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})", markup=True)
     if out is not None:
         from ladder.runview import save_target
 

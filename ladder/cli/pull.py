@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ladder.cli.app import Format, app, command, console, err_console, print_json
@@ -200,6 +201,16 @@ def _run_pull(
             target.discard_if_unused(keep_folder=not made)
         raise
     _print_pull(result, target)
+    if fit_metric and fit_metric != current.fit_metric and not result.pulled:
+        _warn_unlogged_fit_metric(target, fit_metric)
+
+
+def _warn_unlogged_fit_metric(store: Store, metric: str) -> None:
+    """A --fit-metric that no stored run logged (a typo, say) is said at once, not at a later full pull."""
+    if store.history(metrics=[metric], include_nonfinite=True).empty:
+        err_console.print(f"warning: --fit-metric {metric}: no run in {store.root}/ logged it, and the store's fits now "
+                          f"read it; pull with the key the runs log (`ladder history RUN --metric all` lists them)",
+                          highlight=False, soft_wrap=True)
 
 
 def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
@@ -218,7 +229,7 @@ def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
             )
         console.print(t)
     for message in result.messages:
-        err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
     if not summary:
         return
     parts = [f"{len(result.pulled)} run{'' if len(result.pulled) == 1 else 's'} updated", f"{result.unchanged} unchanged"]
@@ -266,9 +277,9 @@ def runs_command(
     target = _existing(store)
     runs = target.runs()
     for run_id, problem in target.damaged():
-        err_console.print(f"[yellow]warning:[/] run {run_id}: damaged history file ({problem}); "
-                          f"`ladder runs --repair --store {store}` drops it so it can be pulled again",
-                          highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] run {escape(run_id)}: damaged history file ({escape(problem)}); "
+                          f"`ladder runs --repair --store {escape(str(store))}` drops it so it can be pulled again",
+                          highlight=False, soft_wrap=True, markup=True)
     if fmt is Format.json:
         records = []
         for row in runs.to_dict("records"):
@@ -319,7 +330,7 @@ def history_command(
     run: str = typer.Argument(..., help="Run id or name (see `ladder runs`)."),
     metric: list[str] = typer.Option([], "--metric", help="Metric key (repeatable); default: the fit metric; 'all' for every key."),
     fmt: HistoryFormat = typer.Option(HistoryFormat.table, "--format", help="table, csv or json."),
-    out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout."),
+    out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout (a .csv or .json suffix names the format when --format is not given)."),
     nonfinite: bool = typer.Option(False, "--nonfinite", help="Include NaN and ±inf values (left out by default, as fits leave them out)."),
     tail: int = typer.Option(40, "--tail", help="table format: show the last this many rows."),
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
@@ -331,12 +342,15 @@ def history_command(
     """
     if out is not None:
         out = out_file(out, kinds=(".csv", ".json"))
+        fmt = _history_format(fmt, out)
     if tail < 0:
         raise LadderError(f"--tail {tail}: must be 0 or more")
     target = _existing(store)
     info = target.run(run)
     metrics = None if "all" in metric else (metric or [target.settings().fit_metric])
     h = target.history([info["run_id"]], metrics, include_nonfinite=nonfinite)
+    if metrics is not None and metric:
+        _refuse_unlogged(target, info, metrics, h)
     h = h.drop(columns=["run_id"])
     edited = edited_fraction(json.loads(info["config_json"] or "{}"), h["step"].to_numpy())
     if edited is not None:  # DESIGN.md: the edited plan's fraction beside the fraction, never in its place
@@ -356,7 +370,8 @@ def history_command(
                         else f"{r[c]:.6g}" if c == "value" else str(r[c]) for c in h.columns))
         console.print(t)
         return
-    text = h.to_csv(index=False) if fmt is HistoryFormat.csv else h.to_json(orient="records", indent=1) + "\n"
+    text = (h.to_csv(index=False) if fmt is HistoryFormat.csv
+            else h.to_json(orient="records", indent=1, double_precision=15) + "\n")
     if out is None:
         typer.echo(text, nl=False)
     else:
@@ -367,6 +382,30 @@ def history_command(
         console.print(f"Wrote {len(h):,} rows to {out}", highlight=False)
 
 
+def _history_format(fmt: HistoryFormat, out: Path) -> HistoryFormat:
+    """The format an --out file is written in: the one its suffix names where --format is the table (or agrees)."""
+    named = {".csv": HistoryFormat.csv, ".json": HistoryFormat.json}.get(out.suffix.lower())
+    if named is None or fmt is named:
+        return fmt
+    if fmt is HistoryFormat.table:
+        return named
+    raise LadderError(f"--out {out} is a {out.suffix} file but --format {fmt.value} writes {fmt.value.upper()}; "
+                      f"give --format {named.value}, or an --out path ending in .{fmt.value}")
+
+
+def _refuse_unlogged(target: Store, info: dict, metrics: list[str], h) -> None:
+    """A --metric the run never logged (a typo) is refused, naming the keys it did log."""
+    logged = set(h["metric"].astype(str))
+    missing = [m for m in metrics if m not in logged]
+    if not missing:
+        return
+    keys = sorted(set(target.history([info["run_id"]], None, include_nonfinite=True)["metric"].astype(str)))
+    never = [m for m in missing if m not in keys]
+    if never:
+        raise LadderError(f"--metric {never[0]!r}: run {info['name']!r} never logged it; it logged "
+                          f"{', '.join(keys[:12]) or 'nothing'}{', ...' if len(keys) > 12 else ''} (or give --metric all)")
+
+
 def _repair(store: Path) -> None:
     target = Store(store)
     if not (target.root / "manifest.json").exists() and not (target.root / "history").is_dir():
@@ -375,7 +414,8 @@ def _repair(store: Path) -> None:
     for what in report.rebuilt:
         console.print(f"rebuilt the {what}", highlight=False)
     for run_id, why in report.dropped:
-        err_console.print(f"[yellow]dropped[/] run {run_id}: {why}; pull it again", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]dropped[/] run {escape(run_id)}: {escape(why)}; pull it again", highlight=False,
+                          soft_wrap=True, markup=True)
     if not report.rebuilt and not report.dropped:
         console.print(f"nothing to repair: {report.kept} runs in {target.root}/ read whole", highlight=False)
     else:

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 import typer
+from rich.markup import escape
 from typer.core import TyperCommand
 
 from ladder.cli.app import Format, command, console, err_console
@@ -83,7 +84,8 @@ def train_command(
     else:
         for path, cfg in runs:
             if is_done(path, cfg):
-                console.print(f"[dim]{cfg.name}: finished already ({run_dir_of(path, cfg)}), skipped[/]")
+                console.print(f"[dim]{escape(cfg.name)}: finished already ({escape(str(run_dir_of(path, cfg)))}), skipped[/]",
+                              markup=True)
                 continue
             _run(path, cfg, True, progress, runs, ladder)  # a run from another config is refused by the trainer, clearly
     if fmt is Format.table:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from ladder.cli.app import command, console, err_console
 from ladder.cli.predict import _seconds_until
@@ -121,7 +122,8 @@ def watch_command(
         target = target_from_store(st, old.run_name, old.metric)
         if target.schedule is None:
             return old
-        console.print(f"[bold]schedule edited[/] ({target.schedule.describe()}): predicting again from the new LR sequence")
+        console.print(f"[bold]schedule edited[/] ({escape(target.schedule.describe())}): predicting again from the new LR "
+                      "sequence", markup=True)
         # exactly the settings the stored prediction was made with
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
         return predict(st, target, settings)

@@ -103,12 +103,15 @@ class LocalSource:
             warnings.append(f"{path}: {lines} not a JSON object with an integer step skipped "
                             f"(line{'' if len(bad) == 1 else 's'} {shown})")
         config = ref.config if ref.config is not None else _config(run_dir)
+        frame = rows.frame()
+        state, status = self._state(run_dir, path, warnings)
+        _check_finished(status, frame, path, warnings)
         return SourceRun(
             run_id=ref.run_id,
             source=ref.source,
-            rows=rows.frame(),
+            rows=frame,
             cursor={"offset": end, "check": tail_check(path, end), "line": pos.line, "high": pos.high},
-            state=self._state(run_dir, path),
+            state=state,
             config=config,
             name=str(config.get("name") or run_dir.name),
             group=str(config.get("group") or "") or None,
@@ -116,18 +119,41 @@ class LocalSource:
             replace=replace,
         )
 
-    def _state(self, run_dir: Path, metrics: Path) -> str:
+    def _state(self, run_dir: Path, metrics: Path, warnings: list[str]) -> tuple[str, dict]:
+        """The run's state, and its status record ({} without one); a status file that cannot be read is said."""
         status_file = run_dir / runfiles.STATUS_FILE
+        status: dict = {}
         try:
-            state = map_state(str(json.loads(status_file.read_text()).get("state", "")))
-        except (OSError, ValueError, AttributeError):
+            status = json.loads(status_file.read_text())
+            if not isinstance(status, dict):
+                raise ValueError("not a JSON object")
+            state = map_state(str(status.get("state", "")))
+        except FileNotFoundError:
             state = "running"
+        except (OSError, ValueError) as exc:
+            status, state = {}, "running"
+            warnings.append(f"{status_file}: cannot be read ({type(exc).__name__}: {exc}); the run counts as running "
+                            "while its files change, and as stopped after")
         if state != "running":
-            return state
+            return state, status
         # A trainer killed outright (SIGKILL, out of memory) cannot mark its run: running only while
         # its metrics or its status changed this recently, else it stopped (crashed).
         changed = max((f.stat().st_mtime for f in (metrics, status_file) if f.exists()), default=-math.inf)
-        return "running" if self.clock() - changed < self.running_window_s else "crashed"
+        return ("running" if self.clock() - changed < self.running_window_s else "crashed"), status
+
+
+def _check_finished(status: dict, rows, path: Path, warnings: list[str]) -> None:
+    """A run that says it finished at a step its metrics never reach (a metrics file cut short) is said."""
+    if str(status.get("state", "")).strip().lower() != "finished" or rows.empty or "step" not in rows:
+        return
+    try:
+        said = int(status.get("step"))
+    except (TypeError, ValueError):
+        return
+    last = int(rows["step"].max())
+    if last < said:
+        warnings.append(f"{path}: the run says it finished at step {said:,}, but its metrics end at step {last:,}; "
+                        "the file may have been cut short")
 
 
 def run_source(run_dir: Path) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ladder import runfiles
-from ladder.errors import LadderError, SourceUnavailable
+from ladder.errors import LadderError, NoCredentials, SourceUnavailable
 from ladder.sources.table import RowBuilder, RunRef, SourceRun, as_number, map_state, raw_frame, whole_count
 
 _PATH = re.compile(r"^[^/\s]+/[^/\s]+$")
@@ -209,9 +209,9 @@ class WandbSource:
         if kind == "bug":
             raise exc
         if kind == "no key":
-            raise SourceUnavailable("no wandb API key: set WANDB_API_KEY or run `wandb login`") from None
+            raise NoCredentials("no wandb API key: set WANDB_API_KEY or run `wandb login`") from None
         if kind == "auth":
-            raise SourceUnavailable(f"{where}: wandb rejected the API key ({reason}); check WANDB_API_KEY or run `wandb login`") from None
+            raise NoCredentials(f"{where}: wandb rejected the API key ({reason}); check WANDB_API_KEY or run `wandb login`") from None
         if kind == "missing":
             raise LadderError(
                 f"{where}: not found ({reason}); check ENTITY/PROJECT and that your API key can see it"

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ladder import runfiles as keys
-from ladder.errors import LadderError, SourceUnavailable
+from ladder.errors import LadderError, NoCredentials, SourceUnavailable
 from ladder.prediction import Prediction, keep_prediction
 from ladder.sources.coords import CoordinateOverrides
 from ladder.sources.pull import PullSkipped, Source, pull
@@ -66,7 +66,9 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT[self.verdict]
+        """The verdict's code, or a new alert's where it is worse (an alert raised on an earlier eval by a rule
+        that now judges it otherwise is new, and a cron job reads the exit code)."""
+        return max(EXIT[self.verdict], EXIT[_worst(list(self.new_alerts))])
 
 
 @dataclass
@@ -150,6 +152,8 @@ class Watcher:
         stored from another source, without `replace`) is `Refused`: the user's to settle, not an unreadable run."""
         try:
             pull(self.store, self.source, overrides=self.overrides, replace=self.replace)
+        except NoCredentials as exc:  # not a run that cannot be read now: nothing is read until the user acts
+            raise Refused(str(exc)) from None
         except (Refused, SourceUnavailable, PullSkipped):
             raise
         except LadderError as exc:
@@ -385,16 +389,25 @@ class _OnlyRun:
         self.listed = False
         refs = self.source.runs()
         mine = [r for r in refs if self.name in (r.name, (r.config or {}).get("name"), r.run_id)]
+        unnamed = [r for r in refs if not (r.name or (r.config or {}).get("name"))]
+        if not mine and len(unnamed) == 1 and len(refs) == 1:
+            mine = unnamed  # its name is known once read (a wandb offline file): `read` checks it
         if refs and not mine:
             others = ", ".join(sorted({str(r.name or r.run_id) for r in refs})[:5])
+            hint = ("; the names of runs there are known only once read: point the source at the watched run's "
+                    "own folder, or give its id with --target-run" if unnamed else "")
             raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {others}: "
-                           "watch the run the prediction was made for")
+                           f"watch the run the prediction was made for{hint}")
         self.listed = bool(mine)
         return mine
 
     def read(self, ref, cursor=None):
         self.listed = False
-        return self.source.read(ref, cursor)
+        run = self.source.read(ref, cursor)
+        if self.name not in (run.name, ref.name, (ref.config or {}).get("name"), ref.run_id):
+            raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {run.name or ref.run_id!r}: "
+                           "watch the run the prediction was made for")
+        return run
 
 
 class Refused(LadderError):

@@ -45,10 +45,10 @@ class TerminalSink:
         for line in summary.splitlines():  # one line per eval, each ending with its own verdict
             own = line.rsplit(": ", 1)[-1].strip().lower()
             label = own if own in STYLE else verdict
-            self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False)
+            self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False, markup=True)
         for a in alerts:  # rule names and messages are text, not markup: "[non_finite]" must show
             self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] {escape(f'[{a.rule}] step {a.step}: {a.message}')}",
-                               highlight=False)
+                               highlight=False, markup=True)
         return True
 
 
@@ -147,6 +147,6 @@ class WebhookSink:
                 reason = f"HTTP {exc.code}" + (" (a redirect: give the final URL)" if 300 <= exc.code < 400 else "")
             except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
                 reason = type(getattr(exc, "reason", None) or exc).__name__
-        self.console.print(f"[yellow]webhook delivery failed after {self.retries} tries ({reason}); "
-                           "will retry on the next check[/]", highlight=False)
+        self.console.print(f"[yellow]webhook delivery failed after {self.retries} tries ({escape(reason)}); "
+                           "will retry on the next check[/]", highlight=False, markup=True)
         return False
