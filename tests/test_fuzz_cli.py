@@ -396,6 +396,8 @@ WATCH = [
     Case("watch", "offline-missing", ("watch", "--prediction", "pred", "--offline", "nowhere", "--once"), 2,
          ("--offline nowhere: no such folder",)),
     _watch("jsonl-is-a-folder", "", ["--jsonl adir: is a folder"], 2, ("--jsonl", "adir")),
+    _watch("jsonl-on-a-file-system-that-takes-no-files", "", ["--jsonl /proc/alerts.jsonl: cannot write in /proc"], 2,
+           ("--jsonl", "/proc/alerts.jsonl")),
     _plan("eval-every-1e-9", ["micro-cpu", "--set", "eval_every_fraction=1e-9"], ["eval_every_fraction=1e-09", "out of range"]),
     Case("watch", "prediction-missing", ("watch", "--prediction", "nowhere", "--local", "runs", "--once"), 2,
          ("nowhere: no prediction here",)),

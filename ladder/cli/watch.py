@@ -143,6 +143,7 @@ def _watch_file(path: Path, option: str, own: str) -> Path:
     """A file the watch writes (its state or its alerts): not a prediction's or a store's file, not the other
     watch file, and in a folder it can write, checked before any alert is sent."""
     import os
+    import tempfile
 
     from ladder.outpaths import kept_by
     from ladder.prediction import WATCH_FILES
@@ -158,6 +159,12 @@ def _watch_file(path: Path, option: str, own: str) -> Path:
     folder = next((q for q in p.absolute().parents if q.exists()), None)
     if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise LadderError(f"{option} {p}: cannot write in {folder}; give a path in a folder you can write")
+    try:  # permissions do not tell everything (a read-only or special file system): a file is made and dropped
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise LadderError(f"{option} {p}: cannot write in {folder} ({exc.strerror or exc}); give a path in a folder "
+                          "you can write") from None
     return p
 
 
