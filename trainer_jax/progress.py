@@ -16,7 +16,7 @@ from rich.progress import (
 class ProgressBar:
     def __init__(self, name: str, total_steps: int, start_step: int):
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.description}", style="bold", markup=False),  # a run's name is text: "run[lr=3e-4]"
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[tps]} tok/s"),
