@@ -54,15 +54,20 @@ def envelope_law(n_params, tokens, loss) -> tuple[EndpointFit | None, np.ndarray
         return None, idx
 
 
-def least_loss(fit, compute) -> np.ndarray:
-    """The surface `fit`'s least loss at compute C = 6·N·D: at N* = (αA / βB)^(1/(α+β)) · (C/6)^(β/(α+β)).
-    NaN where a term vanishes (A or B at 0: the loss then has no least value at a finite size)."""
+def optimum(compute, E: float, A: float, B: float, alpha: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """(least loss, N there) of the surface E + A/N^α + B/D^β along 6·N·D = `compute`, in closed form:
+    N* = (αA / βB)^(1/(α+β)) · (C/6)^(β/(α+β)). NaN where a term vanishes (A or B at 0: the loss then has no
+    least value at a finite size)."""
     C = np.asarray(compute, dtype=np.float64)
-    A, B, a, b = fit.A, fit.B, fit.alpha, fit.beta
-    if not (A > 0 and B > 0 and a > 0 and b > 0):
-        return np.full(C.shape, np.nan)
-    n_opt = (a * A / (b * B)) ** (1.0 / (a + b)) * (C / 6.0) ** (b / (a + b))
-    return np.asarray(fit.predict(n_opt, C / (6.0 * n_opt)), dtype=np.float64)
+    if not (A > 0 and B > 0 and alpha > 0 and beta > 0):
+        return np.full(C.shape, np.nan), np.full(C.shape, np.nan)
+    n_opt = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta)) * (C / 6.0) ** (beta / (alpha + beta))
+    return E + A * n_opt**-alpha + B * (C / (6.0 * n_opt)) ** -beta, n_opt
+
+
+def least_loss(fit, compute) -> np.ndarray:
+    """The surface `fit`'s least loss at compute C = 6·N·D (`optimum` of its parameters)."""
+    return optimum(compute, **fit.params)[0]
 
 
 def scaled_by_envelope(fit, law: EndpointFit | None, n_params, tokens) -> np.ndarray:

@@ -30,14 +30,11 @@ def surface_losses(rng, n_params, tokens, E, A, B, alpha, beta, noise) -> np.nda
 
 
 def surface_optimum(compute: float, E, A, B, alpha, beta) -> tuple[float, float]:
-    """(least loss, N there) of the surface E + A/N^α + B/D^β along 6·N·D = `compute`."""
-    from scipy.optimize import minimize_scalar
+    """(least loss, N there) of the surface E + A/N^α + B/D^β along 6·N·D = `compute` (`fits.frontier.optimum`)."""
+    from fits.frontier import optimum
 
-    def loss(logn):
-        n = np.exp(logn)
-        return E + A * n**-alpha + B * (compute / (6 * n)) ** -beta
-    res = minimize_scalar(loss, bounds=(np.log(1e6), np.log(1e13)), method="bounded", options={"xatol": 1e-10})
-    return float(res.fun), float(np.exp(res.x))
+    loss, n = optimum(compute, E, A, B, alpha, beta)
+    return float(loss), float(n)
 
 
 def isoflop_sweep(rng, budgets, law: dict, spread=(1 / 8, 8), sizes: int = 9, noise: float = 0.0):

@@ -62,10 +62,16 @@ def _parents_are_folders(p: Path, option: str) -> None:
         if parent.exists():
             if not parent.is_dir():
                 raise LadderError(f"{option} {p}: {parent} is a file, not a folder")
-            try:
-                with tempfile.TemporaryFile(dir=parent):
-                    pass
-            except OSError as exc:
-                raise LadderError(f"{option} {p}: cannot write in {parent} ({exc.strerror or exc}); give a "
-                                  "folder you can write to") from None
+            can_write_in(parent, p, option)
             return
+
+
+def can_write_in(folder: Path, p: Path, option: str) -> None:
+    """Refuse `option` `p` unless a file can be made in `folder` (made and dropped: permissions alone miss a
+    read-only or special file system)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise LadderError(f"{option} {p}: cannot write in {folder} ({exc.strerror or exc}); give a "
+                          "folder you can write to") from None

@@ -142,10 +142,7 @@ def watch_command(
 def _watch_file(path: Path, option: str, own: str) -> Path:
     """A file the watch writes (its state or its alerts): not a prediction's or a store's file, not the other
     watch file, and in a folder it can write, checked before any alert is sent."""
-    import os
-    import tempfile
-
-    from ladder.outpaths import kept_by
+    from ladder.outpaths import can_write_in, kept_by
     from ladder.prediction import WATCH_FILES
 
     p = Path(path)
@@ -157,14 +154,9 @@ def _watch_file(path: Path, option: str, own: str) -> Path:
             raise LadderError(f"{option} {p}: is a file of {keeper or 'another watch'}; give the path of another "
                               "file (writing into it would destroy it)")
     folder = next((q for q in p.absolute().parents if q.exists()), None)
-    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+    if folder is None or not folder.is_dir():
         raise LadderError(f"{option} {p}: cannot write in {folder}; give a path in a folder you can write")
-    try:  # permissions do not tell everything (a read-only or special file system): a file is made and dropped
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise LadderError(f"{option} {p}: cannot write in {folder} ({exc.strerror or exc}); give a path in a folder "
-                          "you can write") from None
+    can_write_in(folder, p, option)
     return p
 
 
