@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -32,6 +33,7 @@ from fits import trends
 from ladder import runfiles as keys
 from ladder.errors import LadderError
 from ladder.recipe import Recipe, load_recipe, preset_names
+from ladder.runview import SIX_N, flops_per_token, six_n_note
 from ladder.store import Store
 from ladder.watch.rules import AlertRules
 
@@ -140,13 +142,16 @@ class _Rung:
     """Finished its planned steps with state 'finished'."""
     series: dict[str, pd.DataFrame]
     """metric → rows (step, fraction, value), finite values only, by step."""
+    six_n: bool = False
+    """Its compute is 6·N·D: only N is known."""
 
 
 # ---- entry point ----------------------------------------------------------------------------------
 def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | None = None,
                  recipe: str | None = None, settings: CheckSettings = CheckSettings(),
-                 skip: tuple[str, ...] = ()) -> CheckReport:
-    """Every check on the rungs of `group` (the store's only group when None)."""
+                 skip: tuple[str, ...] = (), hero_config: Path | None = None) -> CheckReport:
+    """Every check on the rungs of `group` (the store's only group when None). The hero's compute is `hero`, or
+    that of the run config `hero_config` (on 6·N·D where every rung's compute is), or the stored hero's."""
     unknown = [s for s in skip if s not in CHECKS]
     if unknown:
         raise LadderError(f"--skip {unknown[0]!r}: not a check; the checks are {', '.join(CHECKS)}")
@@ -155,10 +160,13 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     rung_rows = runs[runs["role"] == "rung"]
     if rung_rows.empty:
         raise LadderError(f"{store.root}: group {group!r} has no runs with role 'rung'; pull the rungs first")
-    hero = hero or _stored_hero(store, runs)
     hist = store.history(list(rung_rows["run_id"]), [keys.GRAD_NORM, keys.TRAIN_LOSS, keys.DROP_FRACTION,
                                                      keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
     rungs = [_rung(row, hist) for _, row in rung_rows.iterrows()]
+    six_n = [r.name for r in rungs if r.six_n]
+    if hero_config is not None:
+        hero = hero_from_config(hero_config, by_params=len(six_n) == len(rungs))
+    hero = hero or _stored_hero(store, runs)
     checks = {
         "grad-norm": lambda: _grad_norm(rungs, hero, settings),
         "spikes": lambda: _spikes(rungs, hero, settings),
@@ -169,7 +177,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     }
     findings = tuple(Finding(name, "skipped", "skipped with --skip") if name in skip else run()
                      for name, run in checks.items())
-    return CheckReport(group, tuple(r.name for r in rungs), hero, findings, _small_hero(hero, rungs))
+    return CheckReport(group, tuple(r.name for r in rungs), hero, findings, _small_hero(hero, rungs) + tuple(six_n_note(six_n)))
 
 
 def _small_hero(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]:
@@ -241,14 +249,17 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
 def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:
     planned = None if pd.isna(row["stop_after_steps"]) else int(row["stop_after_steps"])
     last = None if pd.isna(row["last_step"]) else int(row["last_step"])
-    flops = row["fit_flops_per_token"]
+    try:  # fit FLOPs per token, or 6·N where only N is known (as every command counts a run)
+        flops, flops_from = flops_per_token(str(row["name"]), row)
+    except LadderError:
+        flops, flops_from = float("nan"), ""
     tokens = row["planned_tokens"]
-    compute = float(flops) * float(tokens) if not (pd.isna(flops) or pd.isna(tokens)) else float("nan")
+    compute = flops * float(tokens) if not pd.isna(tokens) else float("nan")
     complete = row["state"] == "finished" and planned is not None and last is not None and last >= planned
     h = hist[(hist["run_id"] == row["run_id"]) & np.isfinite(hist["value"].to_numpy(dtype=float))]
     series = {str(m): g.sort_values("step")[["step", "fraction", "value"]].reset_index(drop=True)
               for m, g in h.groupby("metric", observed=True)}
-    return _Rung(str(row["run_id"]), str(row["name"]), compute, planned, bool(complete), series)
+    return _Rung(str(row["run_id"]), str(row["name"]), compute, planned, bool(complete), series, flops_from == SIX_N)
 
 
 def _usable(rungs: list[_Rung], metric: str) -> tuple[list[_Rung], list[str]]:

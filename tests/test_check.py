@@ -196,6 +196,24 @@ def test_hero_from_config_or_nothing(tmp_path):
     assert "is it a rung's" in text.output.replace("\n", " ")
 
 
+def test_rungs_that_give_only_n_are_checked_on_6nd_and_say_so(tmp_path):
+    """Rungs whose coordinates give N and no fit FLOPs count 6·N·D, as in every other command, and so does the hero."""
+    from ladder.sources import CoordinateOverrides
+
+    for i, cfg in enumerate(PLAN.rungs):
+        write_run(tmp_path / "runs", cfg, seed=i)
+    pull(Store(tmp_path / "store"), LocalSource(tmp_path / "runs"),
+         overrides=CoordinateOverrides(all_runs={"fit_flops_per_token": "unknown"}))
+    code, report = check(tmp_path / "store", "--hero", PLAN.hero.save(tmp_path / "hero.yaml"))
+    assert code == 0, [(f["name"], f["status"], f["evidence"]) for f in report["findings"]]
+    assert {f["name"]: f["status"] for f in report["findings"]} == dict.fromkeys(CHECKS, "ok")
+    h = PLAN.hero
+    assert report["hero"]["flops"] == pytest.approx(6 * h.spec.active_params() * h.tokens_per_step * h.schedule.total_steps)
+    assert "6·N·D as the rungs'" in report["hero"]["source"]
+    [note] = [w for w in report["warnings"] if "6·N·D" in w]
+    assert all(cfg.name in note for cfg in PLAN.rungs) and "only N is known" in note
+
+
 def test_a_group_of_two_heroes_is_checked_at_the_larger(tmp_path):
     store = ladder_store(tmp_path)
     small = dataclasses.replace(PLAN.rungs[-1], name="hero-small", role="hero")

@@ -76,6 +76,19 @@ def test_reimport_replaces_its_runs(tmp_path):
     assert len(h) == 8 and (h.loc[h["step"] == 40, "value"] == 9.0).all()
 
 
+def test_a_table_imported_again_as_it_was_leaves_its_runs_unchanged(tmp_path):
+    path, table, store = _imported(tmp_path)
+    generation = store._manifest()["generation"]
+    again = pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    assert again.unchanged == 2 and not again.pulled and store._manifest()["generation"] == generation
+    table.loc[(table["run"] == "b") & (table["step"] == 40), "loss"] = 9.0  # one value edited: that run is read anew
+    table.to_csv(path, index=False)
+    edited = pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    assert [p.run_id for p in edited.pulled] == ["b"] and edited.unchanged == 1
+    h = store.history("b", metrics="eval/loss")
+    assert h.loc[h["step"] == 40, "value"].tolist() == [9.0]
+
+
 def test_a_reimport_that_would_drop_stored_metrics_or_steps_is_refused_unless_replace(tmp_path):
     from ladder.sources.pull import PullSkipped
 

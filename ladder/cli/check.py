@@ -46,7 +46,7 @@ def check_command(
     Exit codes: 0 nothing raised; 3 cannot judge (a check lacked its data: too few rungs, a series
     not logged, no hero compute); 4 warning; 5 alarm. 2 is a usage error and 1 a bug.
     """
-    from ladder.check import CheckSettings, check_ladder, hero_from_config
+    from ladder.check import CheckSettings, check_ladder
 
     if hero is not None and hero_compute is not None:
         raise LadderError("give --hero CONFIG.yaml or --hero-compute FLOPS, not both")
@@ -58,14 +58,12 @@ def check_command(
                              skip_fraction=skip_fraction, outlier_level=outlier_level, outlier_floor=outlier_floor,
                              lr_tolerance=lr_tolerance, metric=metric)
     hero_at = None
-    if hero is not None:
-        hero_at = hero_from_config(hero)
-    elif hero_compute is not None:
+    if hero_compute is not None:
         from ladder.check import HeroCompute
 
         hero_at = HeroCompute(hero_compute, "--hero-compute")
     report = check_ladder(Store(store), group=group, hero=hero_at, recipe=recipe, settings=settings,
-                          skip=tuple(skip))
+                          skip=tuple(skip), hero_config=hero)
     if fmt is Format.json:
         print_json(report.to_json())
     else:

@@ -31,7 +31,7 @@ from ladder.errors import LadderError, SourceUnavailable
 from ladder.resolve import MetricSettings, resolve
 from ladder.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, resolve_coordinates
 from ladder.sources.table import RunRef, SourceRun, check_run_id
-from ladder.store import GIVEN_KEY, Store, StoreWriter
+from ladder.store import GIVEN_KEY, HISTORY_COLUMNS, Store, StoreWriter
 
 
 class Source(Protocol):
@@ -316,6 +316,8 @@ def _pull_run(
         "report_json": json.dumps(total.to_json()),
         "cursor_json": json.dumps(got.cursor),
     }
+    if got.whole and usable and not replace and _as_stored(prev, row, writer.stored_history(ref.run_id), history):
+        return None  # a table imported again as it was (--full and --replace write it anew)
     writer.stage(row, history)
     return RunPulled(
         ref.run_id,
@@ -327,6 +329,31 @@ def _pull_run(
         last_fraction,
         tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(stored_report)),
     )
+
+
+def _as_stored(prev: dict[str, Any], row: dict[str, Any], stored: pd.DataFrame | None, history: pd.DataFrame) -> bool:
+    """Whether a run read again leaves the store as it is: every runs-table field but the pull's time, and every
+    history row."""
+    if stored is None or len(stored) != len(history):
+        return False
+    if any(not _same_value(prev.get(k), v) for k, v in row.items() if k != "pulled_at"):
+        return False
+    return all(_same_column(stored[c].to_numpy(), history[c].to_numpy()) for c in HISTORY_COLUMNS)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    missing = [x is None or (isinstance(x, float) and np.isnan(x)) for x in (a, b)]
+    if any(missing):
+        return all(missing)
+    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
+        return float(a) == float(b)
+    return a == b
+
+
+def _same_column(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype.kind in "fiu" and b.dtype.kind in "fiu":
+        return np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True)
+    return [str(x) for x in a] == [str(x) for x in b]
 
 
 def _check_nothing_lost(name: str, stored: pd.DataFrame | None, history: pd.DataFrame) -> None:
