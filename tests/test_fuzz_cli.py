@@ -648,6 +648,38 @@ def test_ctrl_c_says_how_to_go_on_and_exits_130(tmp_path):
     assert err.strip().startswith("interrupted; run the same command again") and "Traceback" not in err
 
 
+def test_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback():
+    # the entry point the `ladder` script runs, stopped by a real SIGINT while it imports the command line
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import sys, time\n"
+              "class Slow:\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              "        if name == 'ladder.cli':\n"
+              "            print('importing', flush=True)\n"
+              "            time.sleep(60)\n"
+              "sys.meta_path.insert(0, Slow())\n"
+              "from ladder.entry import main\nmain()")
+    proc = subprocess.Popen([sys.executable, "-c", script, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "importing"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted before the command started; nothing was done"
+
+
+def test_the_ladder_script_runs_the_guarded_entry_point():
+    from importlib.metadata import entry_points
+
+    [script] = [e for e in entry_points(group="console_scripts") if e.name == "ladder"]
+    assert script.value == "ladder.entry:main"
+
+
 def test_json_output_has_no_nan_or_infinity(capsys):
     from ladder.cli.app import print_json
 
