@@ -121,6 +121,16 @@ def holdouts(order_key: np.ndarray, holdout) -> list[tuple[int, np.ndarray, np.n
     return out
 
 
+def _without(k: int, fit_idx: np.ndarray, fit, *args, **kwargs):
+    """`fit(*args, **kwargs)` on the runs left when the `k` largest are held out; where they are too few, the
+    error says so."""
+    try:
+        return fit(*args, **kwargs)
+    except FitError as exc:
+        raise FitError(f"holding out the {k} largest leaves {fit_idx.size} run{'' if fit_idx.size == 1 else 's'} to fit, "
+                       f"and {exc}; hold out fewer") from None
+
+
 def _interval(fit, args, level, n_boot, seed):
     if n_boot:
         return bootstrap(fit, n_boot, seed).interval(*args, level=level)
@@ -144,7 +154,7 @@ def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=
     names = _names(names, c.size)
     rows = []
     for k, fit_idx, out_idx in holdouts(c, holdout):
-        fit = fit_endpoint(c[fit_idx], y[fit_idx], E=E)
+        fit = _without(k, fit_idx, fit_endpoint, c[fit_idx], y[fit_idx], E=E)
         for i in out_idx:
             pred = float(fit.predict(c[i]))
             own = _interval(fit, (c[i],), level, n_boot, seed)
@@ -167,7 +177,7 @@ def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None
 
     forms = []
     for k, fit_idx, out_idx in holdouts(N, holdout):
-        choice = choose_surface(N[fit_idx], D[fit_idx], y[fit_idx], E=E)
+        choice = _without(k, fit_idx, choose_surface, N[fit_idx], D[fit_idx], y[fit_idx], E=E)
         forms.append(f"{choice.form} without the {f'{k} largest sizes' if k > 1 else 'largest size'}")
         fit = choice.fit
         c_fit = (N[fit_idx] * D[fit_idx]).max()
@@ -195,7 +205,7 @@ def backtest_per_fraction(
     scored = g >= score_from
     rows, notes = [], []
     for k, fit_idx, out_idx in holdouts(C, holdout):
-        fit = fit_per_fraction(C[fit_idx], g, Y[fit_idx], E=E)
+        fit = _without(k, fit_idx, fit_per_fraction, C[fit_idx], g, Y[fit_idx], E=E)
         for i in out_idx:
             seen = np.flatnonzero(np.isfinite(Y[i]) & scored)
             if not seen.size:
@@ -226,7 +236,7 @@ def backtest_curve_law(fit_fn, curves, compute=None, holdout=(1,), *, level=0.9,
     comp = scale if compute is None else checks.as_array("compute", compute)
     rows, form = [], "curve law"
     for k, fit_idx, out_idx in holdouts(scale, holdout):
-        fit: CurveLawFit = fit_fn([curves[i] for i in fit_idx])
+        fit: CurveLawFit = _without(k, fit_idx, fit_fn, [curves[i] for i in fit_idx])
         form = fit.form_name
         ens = bootstrap(fit, n_boot, seed) if n_boot else None
         for i in out_idx:

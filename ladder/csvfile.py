@@ -46,7 +46,7 @@ def text(path: Path) -> str:
 def record_lines(path: Path, content: str) -> list[int]:
     """The line each data record starts on, after checking the header and that every record has as many
     fields as the header."""
-    reader = csv.reader(io.StringIO(content))
+    reader = csv.reader(_lines_of(content))
     header, lines, start = None, [], 1
     try:
         for record in reader:
@@ -82,12 +82,28 @@ def cells(path: str | Path, how: str = "") -> pd.DataFrame:
     if not lines:
         raise LadderError(f"{p}: the CSV has no rows" + ("" if content.strip() else " (the file is empty)")
                           + (f"; {how}" if how else ""))
-    df = pd.read_csv(io.StringIO(content), dtype=str, keep_default_na=False, index_col=False)
+    df = frame(p, content, dtype=str, keep_default_na=False)
     df.columns = [str(c).strip() for c in df.columns]
     if len(df) != len(lines):  # quoting the two readers see differently: name rows by their number instead
         lines = list(range(1, len(df) + 1))
     df.index = pd.Index(lines, name="line")
     return df
+
+
+def frame(path: Path, content: str, **options) -> pd.DataFrame:
+    """`content` (the text of the CSV at `path`) read by pandas with `options`; what it cannot parse (a quote
+    never closed) is a `LadderError` naming the file."""
+    try:
+        return pd.read_csv(_lines_of(content), index_col=False, **options)
+    except pd.errors.ParserError as exc:
+        first = str(exc).splitlines()[0]
+        hint = "; a quoted value is never closed: add its closing quote" if "EOF inside string" in first else ""
+        raise LadderError(f"{path}: cannot read it as a table ({first}){hint}") from None
+
+
+def _lines_of(content: str) -> io.StringIO:
+    """The text as a stream whose lines may end in \\n, \\r\\n or a bare \\r (a file saved by an old Mac tool)."""
+    return io.StringIO(content, newline=None)
 
 
 def no_column(path, column: str, option: str, columns, role: str = "for") -> LadderError:

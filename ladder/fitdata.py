@@ -194,6 +194,31 @@ def _one_loss_per_step(runs: pd.Series, at: np.ndarray, loss: np.ndarray, what: 
                           "one the run logged and remove the other")
 
 
+PAST_THE_END = 1.01
+"""A checkpoint's largest fraction of its run's planned steps: past it, the step or the plan is wrong (a run's
+compute is its last checkpoint's ÷ that checkpoint's fraction)."""
+
+
+def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: str, where: str) -> None:
+    past = frac > PAST_THE_END
+    if past.any():
+        i = int(np.argmax(past))
+        raise LadderError(f"{where}: line {runs.index[i]}: run {runs.iloc[i]!r} at {what} {at[i]:g}, {frac[i]:.3g}× its "
+                          "planned steps; fix the step or the run's planned steps, or drop the row")
+
+
+def _one_value_per_run(runs: pd.Series, values: np.ndarray, column: str, where: str) -> None:
+    """A run's planned steps are one number: rows of one run that disagree are a `LadderError` naming both lines."""
+    key = pd.DataFrame({"run": runs.to_numpy(), "value": values}, index=runs.index)
+    clash = key.groupby("run")["value"].transform("nunique") > 1
+    if clash.any():
+        run = key[clash]["run"].iloc[0]
+        rows = key[key["run"] == run].drop_duplicates("value")[:2]
+        raise LadderError(f"{where}: lines {rows.index[0]} and {rows.index[1]}: run {run!r} has {column!r} "
+                          f"{rows['value'].iloc[0]:g} and {rows['value'].iloc[1]:g}; a run has one number of planned "
+                          "steps")
+
+
 def _no_repeats(df: pd.DataFrame, where: str) -> None:
     """Rows of a table of one row per run that agree on every column are one run written twice: a `LadderError`."""
     again = df.duplicated(keep="first")
@@ -265,12 +290,16 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     df = _with_run_ids(df, cols.run, where)
     if cols.fraction is not None:
         _need(df, where, fraction=cols.fraction)
-        frac = _numbers(df, cols.fraction, where, positive=False)
+        frac = at = _numbers(df, cols.fraction, where, positive=False)
+        what = "fraction"
     else:
         _need(df, where, step=cols.step, total_steps=cols.total_steps)
-        frac = _numbers(df, cols.step, where, positive=False) / _numbers(df, cols.total_steps, where)
+        at, total = _numbers(df, cols.step, where, positive=False), _numbers(df, cols.total_steps, where)
+        _one_value_per_run(df[cols.run], total, cols.total_steps, where)
+        frac, what = at / total, "step"
+    _within_the_plan(df[cols.run], frac, at, what, where)
     loss = _numbers(df, cols.loss, where)
-    _one_loss_per_step(df[cols.run], frac, loss, cols.fraction or cols.step, where)
+    _one_loss_per_step(df[cols.run], at, loss, what, where)
     comp = _numbers(df, cols.compute, where, positive=False)
     names, totals, rows = [], [], []
     for run, idx in df.groupby(cols.run, sort=False).indices.items():

@@ -581,6 +581,14 @@ def test_a_users_csv_is_read_as_written_or_refused_with_its_line(plain_csv, tmp_
     # what a wrong column or separator looks like, said
     one_error_line(run("fit", "surface", "--csv", write("upper.csv", header.title() + "\n" + "\n".join(body))),
                    "no column 'loss'", "did you mean 'Loss'?")
+    # lines ended by a bare carriage return (an old Mac tool) read as any other
+    (tmp_path / "cr.csv").write_bytes(("\r".join(rows) + "\r").encode())
+    assert fitted(tmp_path / "cr.csv")["params"] == plain["params"]
+    a, b = body[1].rsplit(",", 1)  # the last value opens a quote that no line closes
+    unclosed = write("unclosed.csv", "\n".join([header, body[0], f'{a},"{b}'] + body[2:]) + "\n")
+    never_closed = ("unclosed.csv: cannot read it as a table", "a quoted value is never closed")
+    one_error_line(run("fit", "surface", "--csv", unclosed), *never_closed)
+    one_error_line(run("import", "csv", unclosed, "--store", tmp_path / "s", "--metric", "eval/loss=loss"), *never_closed)
     tabs = write("tabs.csv", "\n".join(r.replace(",", "\t") for r in rows))
     one_error_line(run("fit", "surface", "--csv", tabs), "separated by tabs")
     one_error_line(run("fit", "surface", "--csv", tmp_path), "a directory, not a CSV file")
@@ -719,3 +727,39 @@ def test_where_conditions_that_exclude_each_other_say_they_must_all_hold(tmp_pat
     assert res.exit_code == 2
     assert "no row has dataset = 'code'" in res.output and "--where dataset=web" in res.output
     assert "must all hold" in res.output
+
+
+def test_a_csvs_options_without_a_csv_are_refused_not_ignored(tmp_path):
+    store = tmp_path / "store"  # refused before any store is read
+    for args, flag in ((["fit", "endpoint", "--loss-col", "x"], "--loss-col"), (["fit", "endpoint", "--compute-col", "c"], "--compute-col"),
+                       (["fit", "surface", "--tokens-col", "d"], "--tokens-col"), (["fit", "curve", "--total-steps-col", "t"], "--total-steps-col"),
+                       (["backtest", "--params-col", "n"], "--params-col")):
+        one_error_line(run(*args, "--store", store), f"{flag} names a column of a CSV (--csv FILE)", "drop it")
+    # and options of another law or form
+    one_error_line(run("fit", "curve", "--store", store, "--shape", "C=2"), "--shape is only for the schedule-aware laws")
+    one_error_line(run("backtest", "--store", store, "--every", "0.1"), "--every is only for --form curve")
+
+
+def test_a_curve_csvs_checkpoints_agree_with_their_plan(curves_csv, tmp_path):
+    table = pd.read_csv(curves_csv)
+
+    def written(frame: pd.DataFrame) -> Path:
+        frame.to_csv(tmp_path / "c.csv", index=False)
+        return tmp_path / "c.csv"
+
+    def fitted(path: Path):
+        return run("fit", "curve", "--csv", path, "--total-steps-col", "total_steps", "--every", "0.1")
+
+    assert fitted(written(table)).exit_code == 0
+    past = pd.concat([table, table.iloc[[9]].assign(step=5000)])  # run r0 at step 5,000 of 1,000
+    one_error_line(fitted(written(past)), "line 52: run 'r0' at step 5000, 5× its planned steps")
+    other_total = table.copy()
+    other_total.loc[3, "total_steps"] = 777
+    one_error_line(fitted(written(other_total)), "lines 2 and 5: run 'r0' has 'total_steps' 1000 and 777")
+    twice = pd.concat([table, table.iloc[[2]].assign(loss=9.9)])
+    one_error_line(fitted(written(twice)), "lines 4 and 52: run 'r0' has two losses at step 300")
+
+
+def test_holding_out_too_many_says_how_many_runs_were_left(endpoint_csv):
+    one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", "1,6"),
+                   "holding out the 6 largest leaves 2 runs to fit", "hold out fewer")

@@ -211,6 +211,18 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def given(ctx: typer.Context, **flags: str) -> list[str]:
+    """The flags (parameter name = flag) set on the command line rather than left at their defaults."""
+    return [flag for name, flag in flags.items() if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+
+
+def given_for(ctx: typer.Context, prefix: str) -> list[str]:
+    """The command's options set on the command line whose help starts with `prefix` ("CSV:": the options that
+    only mean something with a CSV)."""
+    return given(ctx, **{p.name: p.opts[0] for p in ctx.command.params
+                         if p.name and p.opts and (getattr(p, "help", None) or "").startswith(prefix)})
+
+
 def parse_int_list(text: str | None, option: str, example: str = "768,1024") -> list[int] | None:
     """Integers separated by commas, in the order given."""
     if text is None:

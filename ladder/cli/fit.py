@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from ladder import endpointcsv
-from ladder.cli.app import Format, app, command, console, parse_int_list, print_json
+from ladder.cli.app import Format, app, command, console, given_for, parse_int_list, print_json
 from ladder.errors import LadderError
 from ladder.limits import resamples
 from ladder.store import DEFAULT_ROOT, Store
@@ -101,13 +101,17 @@ def _cols(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: st
                            **more)
 
 
-def _one_source(csv: Path | None, where: list[str], drop_col: str | None, store: Path, metric: str | None,
-                group: str | None, role: str, compute: ComputeAxis = ComputeAxis.auto) -> None:
+def _one_source(ctx: typer.Context, csv: Path | None, where: list[str], drop_col: str | None, store: Path,
+                metric: str | None, group: str | None, role: str, compute: ComputeAxis = ComputeAxis.auto) -> None:
     """Refuse options of the source not read: the CSV's row filters without --csv, the store's with it."""
     if csv is None and (where or drop_col):
         flag = "--where" if where else "--drop-col"
         raise LadderError(f"{flag} filters the rows of a CSV (--csv FILE); the store's runs are chosen with --group "
                           "and --role")
+    columns = given_for(ctx, "CSV:")
+    if csv is None and columns:
+        raise LadderError(f"{columns[0]} names a column of a CSV (--csv FILE), and the fit reads the store {store}, whose "
+                          "runs have their own coordinates; drop it, or give the CSV with --csv")
     given = [flag for flag, value, default in (("--store", store, Path(DEFAULT_ROOT)), ("--metric", metric, None),
                                                ("--group", group, None), ("--role", role, "rung"),
                                                ("--compute", compute, ComputeAxis.auto)) if value != default]
@@ -115,6 +119,13 @@ def _one_source(csv: Path | None, where: list[str], drop_col: str | None, store:
         raise LadderError(f"{' and '.join(given)} choose{'s' if len(given) == 1 else ''} the store's runs, and --csv "
                           f"{csv} reads the CSV instead; drop {'it' if len(given) == 1 else 'them'}, or pick the CSV's "
                           "rows with --where COLUMN=VALUE")
+
+
+def _only_for(ctx: typer.Context, prefix: str, applies: bool, what: str) -> None:
+    """Refuse an option (one whose help starts with `prefix`) that the chosen law or form does not use."""
+    extra = given_for(ctx, prefix)
+    if extra and not applies:
+        raise LadderError(f"{extra[0]} is only for {what}; drop it")
 
 
 def _metric(store: Store, metric: str | None) -> str:
@@ -193,6 +204,7 @@ def _print_params(fit, boot: dict, level: float, notes=()) -> None:
 # ---- commands -------------------------------------------------------------------------------------
 @command("endpoint", parent=fit_app)
 def fit_endpoint_command(
+    ctx: typer.Context,
     csv: Path | None = CSV,
     store: Path = STORE,
     metric: str | None = METRIC,
@@ -234,7 +246,7 @@ def fit_endpoint_command(
     import fits
     from ladder import fitdata
     _check_level(level)
-    _one_source(csv, where, drop_col, store, metric, group, role, compute)
+    _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     if csv is not None:
         cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col)
         data = fitdata.finals_from_csv(csv, cols, ("compute",), optional=("params",))
@@ -323,6 +335,7 @@ def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarr
 
 @command("surface", parent=fit_app)
 def fit_surface_command(
+    ctx: typer.Context,
     csv: Path | None = CSV,
     store: Path = STORE,
     metric: str | None = METRIC,
@@ -372,7 +385,7 @@ def fit_surface_command(
     """
     from ladder import fitdata
     _check_level(level)
-    _one_source(csv, where, drop_col, store, metric, group, role)
+    _one_source(ctx, csv, where, drop_col, store, metric, group, role)
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
@@ -515,6 +528,7 @@ def _fractions(every: float) -> np.ndarray:
 
 @command("curve", parent=fit_app)
 def fit_curve_command(
+    ctx: typer.Context,
     csv: Path | None = CSV,
     store: Path = STORE,
     metric: str | None = METRIC,
@@ -557,7 +571,8 @@ def fit_curve_command(
     import fits
     from ladder import fitdata
     _check_level(level)
-    _one_source(csv, where, drop_col, store, metric, group, role, compute)
+    _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
+    _only_for(ctx, "Schedule-aware laws:", law is not Law.perfraction, "the schedule-aware laws (--law multipower or momentum)")
     if law is not Law.perfraction:
         _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt)
         return
@@ -661,6 +676,7 @@ def _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bo
 
 @command("backtest")
 def backtest_command(
+    ctx: typer.Context,
     form: Form = typer.Option(Form.endpoint, "--form", help="endpoint, surface, or curve (per-fraction law)."),
     holdout: str = typer.Option("1", "--holdout", help="Hold out the k largest runs, for each k listed, e.g. 1,2: by compute for the endpoint and per-fraction laws "
                                 "(on a ladder of one token ratio, the k largest sizes), by model size for the surface."),
@@ -701,7 +717,8 @@ def backtest_command(
     import fits
     from ladder import fitdata
     _check_level(level)
-    _one_source(csv, where, drop_col, store, metric, group, role, compute)
+    _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
+    _only_for(ctx, "curve:", form is Form.curve, "--form curve")
     resamples("--bootstrap", bootstrap)
     ks = list(dict.fromkeys(parse_int_list(holdout, "--holdout", "1,2") or []))  # each k once
     if not ks or min(ks) < 1:

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from ladder.cli.app import Format, command, console, err_console
+from ladder.cli.app import Format, command, console, err_console, given
 from ladder.errors import LadderError
 from ladder.launch import final_eval_loss, is_done, ladder_runs, mark_crashed, run_dir_of, run_state, train
 from ladder.runconfig import RunConfig
@@ -68,10 +68,10 @@ def train_command(
         raise LadderError("give either one RUN.yaml or --ladder DIR (a folder written by `ladder plan --out`)")
     if rungs_only and ladder is None:
         raise LadderError("--rungs-only needs --ladder DIR: a single RUN.yaml is one run; leave --rungs-only out")
-    given = [] if ray is not None else _given(ctx, retries="--retries", ray_cpus="--ray-cpus", fmt="--format")
-    if given:
-        raise LadderError(f"{given[0]} needs --ray: without it the runs train one after another here; "
-                          f"add --ray or leave {given[0]} out")
+    extra = [] if ray is not None else given(ctx, retries="--retries", ray_cpus="--ray-cpus", fmt="--format")
+    if extra:
+        raise LadderError(f"{extra[0]} needs --ray: without it the runs train one after another here; "
+                          f"add --ray or leave {extra[0]} out")
     if config is not None:
         runs = [(config, RunConfig.load(config))]  # a bad config fails here, with the field named
     else:
@@ -90,11 +90,6 @@ def train_command(
             _run(path, cfg, True, progress, runs, ladder)  # a run from another config is refused by the trainer, clearly
     if fmt is Format.table:
         _summary(runs, ladder or config)
-
-
-def _given(ctx: typer.Context, **flags: str) -> list[str]:
-    """The flags (parameter name = flag) set on the command line rather than left at their defaults."""
-    return [flag for name, flag in flags.items() if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
 
 
 def _summary(runs: list[tuple[Path, RunConfig]], where: Path) -> None:

@@ -11,7 +11,6 @@ as logged, counted and left out of fits, as from every other source. Parquet is 
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,15 +192,17 @@ class TableSource:
             else:
                 text = csvfile.text(self.path)
                 self._lines = csvfile.record_lines(self.path, text)
-                table = pd.read_csv(io.StringIO(text), index_col=False)
+                table = csvfile.frame(self.path, text)
                 table.columns = [str(x).strip() for x in table.columns]
                 # Cells as written: run id "007" is not "7", "NA" is an id, and a metric's "nan" is not empty.
                 as_written = [x for x in dict.fromkeys([c.run, *c.metrics.values()]) if x is not None and x in table]
-                cells = pd.read_csv(io.StringIO(text), index_col=False, usecols=lambda x: x.strip() in as_written,
-                                    dtype=str, keep_default_na=False) if as_written else pd.DataFrame(index=table.index)
+                cells = csvfile.frame(self.path, text, usecols=lambda x: x.strip() in as_written, dtype=str,
+                                      keep_default_na=False) if as_written else pd.DataFrame(index=table.index)
                 cells.columns = [str(x).strip() for x in cells.columns]
                 if c.run is not None and c.run in table:
                     table[c.run] = cells[c.run].to_numpy()
+        except LadderError:
+            raise
         except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError, RecursionError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise LadderError(f"{self.path}: cannot read it as a table ({first})") from None
