@@ -26,7 +26,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the result is an ordinary file
     try:
         yield Path(tmp)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:  # say which file could not be written, not the temporary one
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

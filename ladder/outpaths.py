@@ -15,12 +15,17 @@ from pathlib import Path
 from ladder.errors import LadderError
 
 
-def out_dir(path: str | os.PathLike, option: str = "--out") -> Path:
-    """`path` as a folder to write into: absent (it will be made) or a folder."""
+def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ...] = ()) -> Path:
+    """`path` as a folder to write into: absent (it will be made) or a folder, where none of the `files` it will
+    hold is a folder (checked before anything is written, so a refusal leaves no file half the outputs)."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise LadderError(f"{option} {p}: is a file, not a folder; give a folder to write into")
     _parents_are_folders(p, option)
+    blocked = [name for name in files if (p / name).is_dir()]
+    if blocked:
+        raise LadderError(f"{option} {p}: {blocked[0]} there is a folder, where this writes a file; move it, or give "
+                          "another folder")
     return p
 
 

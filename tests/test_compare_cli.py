@@ -219,3 +219,19 @@ def test_bad_input_is_one_red_line_and_exit_2(store, tmp_path, args, fragments):
 
 def test_missing_store_is_a_usage_error(tmp_path):
     one_error_line(run("a", "b", "--store", tmp_path / "none", "--out", tmp_path), "no store")
+
+
+def test_a_folder_in_the_way_of_an_output_is_refused_before_anything_is_written(store, tmp_path):
+    (tmp_path / "out" / "compare.json").mkdir(parents=True)
+    one_error_line(run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path / "out", "--bootstrap", "0"),
+                   "compare.json there is a folder")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["compare.json"]  # no compare.png beside it
+
+
+def test_a_file_that_cannot_be_replaced_is_named_not_its_temporary_copy(tmp_path):
+    from ladder.files import write_text_atomic
+
+    (tmp_path / "x.json").mkdir()
+    with pytest.raises(IsADirectoryError) as info:
+        write_text_atomic(tmp_path / "x.json", "{}")
+    assert info.value.filename == str(tmp_path / "x.json") and [p.name for p in tmp_path.iterdir()] == ["x.json"]

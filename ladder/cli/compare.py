@@ -49,7 +49,7 @@ def compare_command(
     from ladder.store import DEFAULT_ROOT, Store
 
     resamples("--bootstrap", n_boot)
-    folder = out_dir(out)
+    folder = out_dir(out, files=("compare.png", "compare.json"))
     cmp = compare_groups(Store(store or DEFAULT_ROOT), group_a, group_b, metric=metric, hero=hero, hero_compute=hero_compute,
                          E=_E(E), n_boot=n_boot, seed=seed)
     data = to_json(cmp)
