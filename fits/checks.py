@@ -88,6 +88,31 @@ def too_wide(lo: np.ndarray, hi: np.ndarray, pred: np.ndarray, max_rel_width: fl
     return []
 
 
+OFF_LAW = 0.05
+"""How far (relative) a run may sit off the fitted law before it is named, when the other runs sit ten times
+closer: seeds differ by 0.1–0.3% in final loss, and a run 5% off is another recipe, a crashed run or a typo."""
+
+
+def off_the_law(loss: np.ndarray, fitted: np.ndarray, where: list[str], tol: float = OFF_LAW) -> list[str]:
+    """A warning naming the run (`where[i]` says where it sits, e.g. "at C = 1e18") that the fitted law misses
+    by more than `tol` and by ten times the median miss of the runs, with how many more there are."""
+    miss = np.asarray(loss, dtype=np.float64) / np.asarray(fitted, dtype=np.float64) - 1
+    size = np.abs(miss)
+    far = np.flatnonzero((size > tol) & (size > 10 * np.median(size)))
+    if not far.size:
+        return []
+    i = int(far[np.argmax(size[far])])
+    off = f"{miss[i]:+.1%} off" if size[i] < 10 else f"{miss[i] + 1:.3g}×"  # a loss off by digits: as a ratio
+    return [f"the run {where[i]} ends at {loss[i]:.4g}, {off} the fitted law where the runs' median miss is "
+            f"{np.median(size):.2%}{and_more(far, 'runs')}: another recipe, a crashed run, a typo, or a run outside the "
+            "law's reach? Check it, or leave it out and fit again"]
+
+
+def _above(rise: float) -> str:
+    """"2.50% above", or for a loss off by digits "1e+05× the loss of"."""
+    return f"{rise:.2%} above" if rise < 10 else f"{rise + 1:.3g}× the loss of"
+
+
 def and_more(found, what: str = "") -> str:
     """" (and 2 more such runs)" after the first of `found` is named; "" for one."""
     return f" (and {len(found) - 1} more{' such ' + what if what else ''})" if len(found) > 1 else ""
@@ -133,5 +158,5 @@ def rises_with_tokens(n_params: np.ndarray, tokens: np.ndarray, loss: np.ndarray
         return []
     rise, n, d, d0 = max(found)
     more = and_more(found, "runs")
-    return [f"at N = {n:.3g} the run on {d:.3g} tokens ends {rise:.2%} above the one on {d0:.3g}{more}: more tokens "
+    return [f"at N = {n:.3g} the run on {d:.3g} tokens ends {_above(rise)} the one on {d0:.3g}{more}: more tokens "
             "should not raise the final loss of one size; check those runs (another checkpoint, learning rate, recipe or eval?)"]

@@ -8,7 +8,7 @@ where most of an extrapolation's doubt lives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -135,7 +135,7 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL) -> 
         + checks.E_at_bound(sol.E, float(y.min()), E is not None)
         + checks.at_bound("alpha", float(sol.alpha[0]), 0.0, 10.0)
     )
-    return EndpointFit(
+    fit = EndpointFit(
         E=sol.E,
         alpha=float(sol.alpha[0]),
         a=float(sol.a[0]),
@@ -149,3 +149,5 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL) -> 
         s2=sol.s2,
         warnings=tuple(warnings),
     )
+    where = [f"at C = {x:.3g}" for x in c]
+    return replace(fit, warnings=fit.warnings + tuple(checks.off_the_law(y, fit.predict(c), where)))

@@ -13,7 +13,7 @@ diagonal of the grid is searched, and the refinement moves α and β together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -279,12 +279,14 @@ def fit_surface(
         + ([] if shared_exponent else checks.at_bound("beta", float(q[4]), 0.0, 2 * EXP_MAX))
         + checks.rises_with_tokens(N, D, L)
     )
-    return SurfaceFit(
+    fit = SurfaceFit(
         E=float(q[0]), a=float(q[1]), b=float(q[2]), alpha=float(q[3]), beta=float(q[4]),
         n_ref=n_ref, d_ref=d_ref, objective=huber(best.residuals, HUBER_DELTA, w),
         params_count=N, tokens=D, loss=L, E_pinned=E is not None, converged=best.converged,
         cov=cov, s2=s2, warnings=tuple(warnings), shared_exponent=shared_exponent,
     )
+    where = [f"at N = {n:.3g}, D = {d:.3g}" for n, d in zip(N, D)]
+    return replace(fit, warnings=fit.warnings + tuple(checks.off_the_law(L, fit.predict(N, D), where)))
 
 
 def _refine(inits, un, ud, L, w, E_fixed, shared, tol):

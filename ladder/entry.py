@@ -16,3 +16,7 @@ def main() -> None:
         sys.stderr.write("interrupted before the command started; nothing was done\n")
         raise SystemExit(INTERRUPTED) from None
     run()
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@ one-line errors (exit code 2) for bad input."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -763,3 +764,23 @@ def test_a_curve_csvs_checkpoints_agree_with_their_plan(curves_csv, tmp_path):
 def test_holding_out_too_many_says_how_many_runs_were_left(endpoint_csv):
     one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", "1,6"),
                    "holding out the 6 largest leaves 2 runs to fit", "hold out fewer")
+
+
+def test_chinchillas_runs_that_epoch_left_out_are_named_off_the_law(shared_data):
+    """The Epoch refit left out five runs of under 0.2 tokens per parameter; a fit that keeps them names them."""
+    csv = shared_data / "chinchilla_epoch" / "chinchilla_epoch_tidy.csv"
+    res = run("fit", "surface", "--csv", csv, "--form", "free", "--format", "json")
+    assert res.exit_code == 0, res.output
+    [warning] = [w for w in json.loads(res.stdout)["warnings"] if "off the fitted law" in w]
+    assert "(and 3 more such runs)" in warning and "N = 2.98e+09, D = 5.16e+08" in warning
+
+
+def test_no_numerical_warning_reaches_the_terminal(plain_csv, tmp_path):
+    rows = plain_csv.read_text().splitlines()
+    rows[3] = ",".join(rows[3].split(",")[:2] + ["1e300"])  # a loss no float squares
+    (tmp_path / "huge.csv").write_text("\n".join(rows) + "\n")
+    done = subprocess.run([sys.executable, "-m", "ladder.entry", "fit", "surface", "--csv", str(tmp_path / "huge.csv")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())  # as the terminal wrapped it
+    assert "RuntimeWarning" not in done.stderr + said and "e+299× the fitted law" in said

@@ -133,3 +133,13 @@ def test_refit_on_a_resample_matches_a_fresh_fit():
     again = fit.refit(idx)
     assert again.params == pytest.approx(fresh.params, rel=1e-6)
     assert fit.resample_ok(idx) and not fit.resample_ok(np.array([1, 1, 1, 2, 2, 2, 2, 2]))
+
+
+def test_a_run_far_off_the_law_is_named_and_a_clean_ladder_names_none():
+    c = np.geomspace(1e17, 3e19, 6)
+    y = endpoint_losses(np.random.default_rng(3), c, 2.0, 900.0, 0.15, noise=0.003)
+    assert not [w for w in fit_endpoint(c, y).warnings if "off the fitted law" in w]
+    typo = y.copy()
+    typo[2] *= 10  # a loss written one digit off
+    [warning] = [w for w in fit_endpoint(c, typo).warnings if "off the fitted law" in w]
+    assert warning.startswith(f"the run at C = {c[2]:.3g} ends at {typo[2]:.4g}, +") and "leave it out" in warning

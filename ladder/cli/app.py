@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from contextvars import ContextVar
 from enum import StrEnum
@@ -127,7 +128,10 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
         @functools.wraps(fn)
         def wrapper(*args: Any, **kw: Any) -> Any:
             try:
-                return fn(*args, **kw)
+                with warnings.catch_warnings():
+                    if not _debugging():  # numerical warnings (an overflow on the way to a checked result) are noise
+                        warnings.simplefilter("ignore", RuntimeWarning)
+                    return fn(*args, **kw)
             except _user_errors() as exc:
                 raise fail(str(exc)) from None
             except _PASS_THROUGH:
