@@ -15,6 +15,28 @@ from pathlib import Path
 from ladder.errors import LadderError
 
 
+def name_problem(name: str) -> str:
+    """Why a run's name cannot name a file or folder of its own ('' when it can): empty, a path ('/', '\\', '.',
+    '..'), or holding a control character."""
+    if not name.strip():
+        return "is empty"
+    if "/" in name or "\\" in name or name in (".", ".."):
+        return "is a path ('/', '\\', '.' or '..'), and the run's files are named after it"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "holds a control character (a newline, a tab, ...)"
+    return ""
+
+
+def file_part(name: str) -> str:
+    """`name` as one file or folder name: as it is where it can be one, else made of its letters and digits (a
+    run named in a store by another tool, `a/b` say, never writes outside the folder given)."""
+    if not name_problem(name):
+        return name
+    import re
+
+    return re.sub(r"[^\w.-]+", "-", name).strip("-.") or "run"
+
+
 def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ...] = ()) -> Path:
     """`path` as a folder to write into: absent (it will be made) or a folder, where none of the `files` it will
     hold is a folder (checked before anything is written, so a refusal leaves no file half the outputs)."""

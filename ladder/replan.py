@@ -69,7 +69,7 @@ def horizon_that_fits(
 ) -> HorizonFit:
     if not (math.isfinite(tokens_per_second) and tokens_per_second > 0):
         raise LadderError(f"throughput {tokens_per_second} tokens/s: must be a positive finite number")
-    more = max(0.0, seconds_left) * tokens_per_second / tokens_per_step
+    more = min(max(0.0, seconds_left) * tokens_per_second / tokens_per_step, float(planned_steps))  # past the plan: done
     return HorizonFit(step, planned_steps, step + int(math.floor(more)), tokens_per_step,
                       tokens_per_second, seconds_left)
 

@@ -18,6 +18,7 @@ import numpy as np
 from ladder.configio import build, dump_yaml, load_yaml, to_dict
 from ladder.errors import LadderError
 from ladder.limits import MAX_BATCH, MAX_SEQ_LEN, MAX_STEPS, MIN_EVAL_FRACTION, in_range, positive
+from ladder.outpaths import name_problem
 from ladder.schedule import Schedule
 from ladder.spec import ModelSpec
 
@@ -179,8 +180,9 @@ class RunConfig:
     """What each trainer process asks of a cluster (`ladder train --ray`); not part of the training."""
 
     def __post_init__(self) -> None:
-        if not self.name or "/" in self.name:
-            raise LadderError(f"name={self.name!r} must be a non-empty name without '/'")
+        problem = name_problem(self.name)
+        if problem:
+            raise LadderError(f"name={self.name!r} {problem}; give the run a plain name")
         positive("seq_len", self.seq_len, MAX_SEQ_LEN)
         positive("batch_size", self.batch_size, MAX_BATCH, "sequences per optimizer step")
         in_range("tpp", self.tpp, 0.0, 1e9, "0 when not planned")

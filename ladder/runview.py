@@ -20,6 +20,7 @@ from ladder import runfiles as keys
 from ladder.configio import load_yaml
 from ladder.errors import LadderError
 from ladder.limits import MAX_PREDICTED_POINTS
+from ladder.outpaths import name_problem
 from ladder.runconfig import RunConfig
 from ladder.schedule import Schedule
 from ladder.sources.coords import coordinate_number, coordinates_from_config, schedule_from
@@ -202,6 +203,9 @@ def target_from_file(path: Path) -> LadderRun:
     if unknown:
         raise LadderError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(TARGET_FIELDS)})")
     name = str(data["name"])
+    problem = name_problem(name)
+    if problem:
+        raise LadderError(f"{where}: name {name!r} {problem}; give the target a plain name")
     schedule = schedule_from(data["schedule"], where) if data.get("schedule") is not None else None
     num = {k: coordinate_number(where, k, data[k]) for k in ("active_params", "fit_flops_per_token", "stop_after_steps",
                                                    "tokens_per_step", "eval_every") if data.get(k) is not None}

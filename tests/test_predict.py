@@ -234,14 +234,15 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
         assert res.exit_code == 2 and says in res.stderr and "new schedule" not in res.stdout, more
 
 
-@pytest.mark.parametrize("rate", ["nan", "inf", "-inf", "0", "-5"])
+@pytest.mark.parametrize("rate", ["nan", "inf", "-inf", "0", "-5", "1e308"])
 def test_replan_refuses_a_throughput_that_is_not_a_positive_finite_number(tmp_path, mp_store, rate):
     cfg = PLAN.hero.save(tmp_path / "hero.yaml")
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", "10", "--deadline", "72h",
                               f"--tokens-per-second={rate}"])
     assert res.exit_code == 2, res.output
-    assert res.stderr.strip() == (f"error: --tokens-per-second {float(rate)}: must be a positive finite number (the "
-                                  "measured throughput), or leave it out to take the hero's recent throughput from the store")
+    assert res.stderr.strip() == (f"error: --tokens-per-second {float(rate):g}: must be a positive number up to 1e+12 "
+                                  "(the measured throughput), or leave it out to take the hero's recent throughput from "
+                                  "the store")
 
 
 def test_replan_says_the_plan_finishes_before_a_deadline_that_allows_more(tmp_path, mp_store):
@@ -253,6 +254,19 @@ def test_replan_says_the_plan_finishes_before_a_deadline_that_allows_more(tmp_pa
     assert res.exit_code == 0, res.output
     assert res.stdout.strip() == (f"at 1,000,000 tokens/s the run finishes its {T:,} planned steps in {hours:,.1f} h, "
                                   "before the deadline (72.0 h left): the plan fits")
+
+
+def test_replan_to_a_deadline_no_cut_meets_shows_the_early_cooldown_that_does(tmp_path, mp_store):
+    cfg = UNEDITED.save(tmp_path / "hero.yaml")
+    T, at = UNEDITED.stop_after_steps, UNEDITED.stop_after_steps // 2
+    rate = 0.1 * T * UNEDITED.tokens_per_step / 3600  # an hour left: a tenth of the plan, far past a 25% cut
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(at), "--deadline", "1h",
+                              "--tokens-per-second", str(rate), "--n-boot", "20"])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stdout.split())
+    k = int(0.1 * T)
+    assert "even a 25% cut does not fit" in said and f"the early cooldown that ends by the deadline: {k:,} steps" in said
+    assert f"cooldown from step {at} over {k} steps" in said and "shortened at step" not in said
 
 
 @pytest.mark.parametrize("edit", [["--shorten-to", "0.8"], ["--cooldown-steps", "0.1"]], ids=["shorten", "cooldown"])

@@ -18,9 +18,9 @@ from ladder.cli.app import Format, command, console, err_console, print_json
 from ladder.display import show_prediction
 from ladder.errors import LadderError
 from ladder.limits import resamples
-from ladder.outpaths import out_dir
+from ladder.outpaths import file_part, out_dir
 from ladder.prediction import retire_watch
-from ladder.replan import horizon_that_fits, shortened, with_cooldown
+from ladder.replan import MAX_CUT, horizon_that_fits, shortened, with_cooldown
 from ladder.runconfig import RunConfig
 from ladder.store import DEFAULT_ROOT, Store
 
@@ -162,7 +162,7 @@ def predict_command(
 
         parse_project(to_wandb)
     target = resolve_target(config, target_file, target_run, store, metric)
-    folder = out_dir(out or Path("predictions") / target.name)
+    folder = out_dir(out or Path("predictions") / file_part(target.name))
     pred = predict(_existing_store(store), target, settings)
     retired = retire_watch(folder, pred)
     written = pred.save(folder)
@@ -255,15 +255,16 @@ def replan_command(
 
     if shorten_to is not None and cooldown_steps is not None:
         raise LadderError("--shorten-to and --cooldown-steps are two different edits; give one of them")
-    if throughput is not None and not (math.isfinite(throughput) and throughput > 0):
-        raise LadderError(f"--tokens-per-second {throughput}: must be a positive finite number (the measured "
-                          "throughput), or leave it out to take the hero's recent throughput from the store")
+    if throughput is not None and not (math.isfinite(throughput) and 0 < throughput <= MAX_TOKENS_PER_SECOND):
+        raise LadderError(f"--tokens-per-second {throughput:g}: must be a positive number up to "
+                          f"{MAX_TOKENS_PER_SECOND:.0e} (the measured throughput), or leave it out to take the hero's "
+                          "recent throughput from the store")
     seconds_left = _seconds_until(deadline) if deadline is not None else None
     if out is not None:
         out = out_dir(out)
     hero = resolve_target(config, target_file, target_run, store, metric)
     st = _existing_store(store)
-    if out is not None and (out / f"{hero.name}.yaml").exists() and not (out / "prediction.json").is_file():
+    if out is not None and (out / f"{file_part(hero.name)}.yaml").exists() and not (out / "prediction.json").is_file():
         raise LadderError(f"{out / hero.name}.yaml exists and is no earlier replan's (no prediction beside it); "
                           "give --out another folder (nothing was written)")
     step = at if at is not None else _last_step(st, hero.name)
@@ -272,7 +273,11 @@ def replan_command(
         fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, seconds_left)
         console.print(fit.message())
         if shorten_to is None and cooldown_steps is None and not fit.fits:
-            shorten_to = max(fit.reachable_steps, int(np.ceil(0.75 * hero.stop_after_steps)))
+            if fit.fraction_of_plan >= 1 - MAX_CUT:
+                shorten_to = fit.reachable_steps
+            elif fit.reachable_steps > step:  # a cut that large is no plan: the early cooldown that ends in time is
+                cooldown_steps = fit.reachable_steps - step
+                console.print(f"the early cooldown that ends by the deadline: {cooldown_steps:,} steps from step {step:,}")
     if shorten_to is None and cooldown_steps is None:
         if deadline is None:
             raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
@@ -302,11 +307,15 @@ def replan_command(
         from ladder.runview import save_target
 
         retired = retire_watch(out, new)
-        written = save_target(edited, out / f"{edited.name}.yaml")
+        written = save_target(edited, out / f"{file_part(edited.name)}.yaml")
         new.save(out)
         console.print(f"Wrote {written} and its prediction to {out}/")
         if retired:
             console.print(_retired(retired))
+
+
+MAX_TOKENS_PER_SECOND = 1e12
+"""A throughput past any cluster's (the largest train at about 1e8 tokens/s): a typo."""
 
 
 def _retired(folder: Path) -> str:

@@ -275,6 +275,8 @@ def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
                 f"{where}: '{name}' cannot be unknown: the fraction and tokens of each step need it"
             )
         return None
+    if isinstance(value, bool):  # YAML's true/yes: float() would read it as 1
+        raise LadderError(f"{where}: '{name}' = {value!r} is not a number; give the number")
     try:
         number = float(value.replace("_", "") if isinstance(value, str) else value)
     except (TypeError, ValueError, OverflowError):
