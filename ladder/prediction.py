@@ -151,8 +151,7 @@ class Prediction:
             raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
         try:
             data = json.loads(p.read_text())
-            table = pd.DataFrame(data["table"])
-            table = table.reindex(columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
+            table = _checked(pd.DataFrame(data["table"]))
             return cls(
                 run_name=data["run_name"],
                 metric=data["metric"],
@@ -170,6 +169,27 @@ class Prediction:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LadderError(f"{p}: not a prediction file ({exc})") from None
+
+
+NEEDED = ("step", "median", "lo50", "hi50", "lo90", "hi90")
+"""The columns every saved prediction has (the others, added since, are blank in an older one)."""
+
+
+def _checked(table: pd.DataFrame) -> pd.DataFrame:
+    """A saved prediction's table with its numbers as numbers (a blank value is NaN); a `ValueError` where it
+    cannot be one: a column missing, no rows, a value that is no number, steps that do not rise."""
+    if table.empty:
+        raise ValueError("its table has no rows")
+    missing = [c for c in NEEDED if c not in table.columns]
+    if missing:
+        raise ValueError(f"its table has no column {missing[0]!r}")
+    table = table.reindex(columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
+    numbers = [c for c in table.columns if c != "in_assumptions"]
+    table[numbers] = table[numbers].apply(lambda col: pd.to_numeric(col, errors="raise")).astype(np.float64)
+    steps = table["step"].to_numpy()
+    if not (np.isfinite(steps).all() and (steps == np.round(steps)).all() and (np.diff(steps) > 0).all()):
+        raise ValueError("its steps are not whole numbers rising from row to row")
+    return table.assign(step=steps.astype(np.int64))
 
 
 def _plain(value: Any) -> Any:

@@ -215,7 +215,7 @@ def write_report(
         parts.append(f"<h2>{html.escape(name)}</h2>" + _table(df, left=[df.columns[0]]))
     parts.append("<h2>Alert history</h2>")
     if alerts:
-        df = pd.DataFrame([{"step": a["step"], "level": a["level"], "rule": a["rule"], "message": a["message"]}
+        df = pd.DataFrame([{k: a.get(k, "") for k in ("step", "level", "rule", "message")}  # a line edited by hand
                            for a in alerts])
         parts.append(_table(df, left=["level", "rule", "message"]))
     else:

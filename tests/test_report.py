@@ -326,3 +326,41 @@ def test_a_prediction_drawn_against_another_ladders_store_is_refused(predicted, 
         assert res.exit_code == 2, res.output
         assert "holds none of the rungs the prediction" in res.output and pred.rungs[0] in res.output
     assert not (tmp_path / "figs").exists() and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda t: t.clear(), "its table has no rows"),
+    (lambda t: [r.pop("lo90") for r in t], "its table has no column 'lo90'"),
+    (lambda t: t[3].update(step="277x"), "'277x'"),
+    (lambda t: t.reverse(), "its steps are not whole numbers rising from row to row"),
+], ids=["empty", "no-lo90", "text-step", "reversed"])
+def test_a_damaged_prediction_file_is_named_by_every_command_that_reads_it(predicted, tmp_path, damage, says):
+    import json
+
+    data = json.loads((predicted / "pred" / "prediction.json").read_text())
+    damage(data["table"])
+    (tmp_path / "pred").mkdir()
+    (tmp_path / "pred" / "prediction.json").write_text(json.dumps(data))
+    store = str(predicted / "store")
+    for args in (["score", "--prediction", str(tmp_path / "pred"), "--store", store],
+                 ["report", "--prediction", str(tmp_path / "pred"), "--store", store, "--out", str(tmp_path / "r.html")],
+                 ["plot", "--prediction", str(tmp_path / "pred"), "--store", store, "--out", str(tmp_path / "f")]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "prediction.json: not a prediction file (" in res.output and says in res.output, res.output
+
+
+def test_a_blank_median_and_an_alert_without_its_step_still_make_a_report(predicted, tmp_path):
+    import json
+
+    data = json.loads((predicted / "pred" / "prediction.json").read_text())
+    for row in data["table"][:5]:
+        row["median"] = None  # a prediction with no value at its first steps
+    (tmp_path / "pred").mkdir()
+    (tmp_path / "pred" / "prediction.json").write_text(json.dumps(data))
+    alerts = tmp_path / "alerts.jsonl"
+    alerts.write_text(json.dumps({"time": 1, "kind": "alert", "level": "warning", "rule": "deviation", "message": "m"}) + "\n")
+    res = runner.invoke(app, ["report", "--prediction", str(tmp_path / "pred"), "--store", str(predicted / "store"),
+                              "--out", str(tmp_path / "r.html"), "--alerts", str(alerts)])
+    assert res.exit_code == 0, res.output
+    assert "deviation" in (tmp_path / "r.html").read_text()
