@@ -44,6 +44,10 @@ def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ..
     if p.exists() and not p.is_dir():
         raise LadderError(f"{option} {p}: is a file, not a folder; give a folder to write into")
     _parents_are_folders(p, option)
+    store = _store_at(p) if p.is_dir() else None
+    if store is not None:
+        raise LadderError(f"{option} {p}: is {'' if store == p else 'in '}the metric store {store}; give a folder of its "
+                          "own (outputs there would mix with the store's files)")
     blocked = [name for name in files if (p / name).is_dir()]
     if blocked:
         raise LadderError(f"{option} {p}: {blocked[0]} there is a folder, where this writes a file; move it, or give "
@@ -76,10 +80,14 @@ def kept_by(p: Path) -> str | None:
     folder = p.absolute().parent
     if p.name in PREDICTION_FILES + WATCH_FILES and (folder / "prediction.json").is_file():
         return f"the prediction in {folder}"
-    for root in (folder, folder.parent):  # a store keeps files in its folder and one level down (history/)
-        if (root / "manifest.json").is_file() and (root / "history").is_dir():
-            return f"the metric store {root}"
-    return None
+    store = _store_at(folder)
+    return None if store is None else f"the metric store {store}"
+
+
+def _store_at(folder: Path) -> Path | None:
+    """The metric store whose files `folder` holds: the store's own folder, or one level down (history/)."""
+    return next((root for root in (folder, folder.parent)
+                 if (root / "manifest.json").is_file() and (root / "history").is_dir()), None)
 
 
 def _parents_are_folders(p: Path, option: str) -> None:

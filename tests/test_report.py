@@ -364,3 +364,14 @@ def test_a_blank_median_and_an_alert_without_its_step_still_make_a_report(predic
                               "--out", str(tmp_path / "r.html"), "--alerts", str(alerts)])
     assert res.exit_code == 0, res.output
     assert "deviation" in (tmp_path / "r.html").read_text()
+
+
+def test_outputs_are_never_written_into_the_metric_store(predicted):
+    store = predicted / "store"
+    before = sorted(p.name for p in store.rglob("*"))
+    for args in (["plot", "--prediction", str(predicted / "pred"), "--store", str(store), "--out", str(store)],
+                 ["plot", "--prediction", str(predicted / "pred"), "--store", str(store), "--out", str(store / "history")],
+                 ["predict", str(predicted / "hero.yaml"), "--store", str(store), "--out", str(store), "--n-boot", "20"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and "the metric store" in res.output and "give a folder of its own" in res.output, res.output
+    assert sorted(p.name for p in store.rglob("*")) == before
