@@ -375,3 +375,13 @@ def test_outputs_are_never_written_into_the_metric_store(predicted):
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and "the metric store" in res.output and "give a folder of its own" in res.output, res.output
     assert sorted(p.name for p in store.rglob("*")) == before
+
+
+def test_a_target_run_not_in_the_store_is_refused_as_score_refuses_it(predicted, tmp_path):
+    base = ["--prediction", str(predicted / "pred"), "--store", str(predicted / "store")]
+    follow = ["--target-run", "typo-hero"]
+    for args in (["report", *base, *follow, "--out", str(tmp_path / "r.html")],
+                 ["plot", *base, *follow, "--out", str(tmp_path / "f")], ["score", *base, "--run", "typo-hero"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and "no run 'typo-hero' in" in res.output, (args, res.output)
+    assert not (tmp_path / "r.html").exists()

@@ -189,7 +189,7 @@ def plot_command(
 
     out = out_dir(out)
     pred = _load(prediction, target_run)
-    paths = draw_all(_store(store), pred, out)
+    paths = draw_all(_store(store, target_run), pred, out)
     console.print("Wrote " + ", ".join(str(p) for p in paths if p.suffix == ".png") + " (and SVG)")
 
 
@@ -207,7 +207,7 @@ def report_command(
     pred = _load(prediction, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
     out = out_file(out, kinds=(".html", ".htm"))
-    st = _store(store)
+    st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():
         raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")
     figures = draw_all(st, pred, out.parent / f"{out.stem}_figures")
@@ -229,6 +229,10 @@ def _load(prediction: Path, target_run: str | None) -> Prediction:
     return dataclasses.replace(pred, run_name=target_run)
 
 
-def _store(path: Path) -> Store:
-    return Store(path).must_exist("pull the runs first (`ladder pull local runs/`)")
+def _store(path: Path, target_run: str | None = None) -> Store:
+    """The store to draw from, holding the run `--target-run` names where one is given."""
+    st = Store(path).must_exist("pull the runs first (`ladder pull local runs/`)")
+    if target_run is not None:
+        st.run(target_run)  # a name not in the store: its error says which runs are
+    return st
 
