@@ -43,14 +43,20 @@ def _started_with(pred: Prediction) -> float:
     return float(last["step"]) / float(last["fraction"]) if float(last["fraction"]) > 0 else float(last["step"])
 
 
-def hero_actual(store: Store, pred: Prediction) -> pd.Series:
-    """The target's logged metric by step (empty when it is not in the store yet)."""
+def hero_actual(store: Store, pred: Prediction, nonfinite: bool = False) -> pd.Series:
+    """The target's logged metric by step (empty when it is not in the store yet); its NaN and inf values too
+    with `nonfinite` (a run that diverged logs them)."""
     try:
         run = store.run(pred.run_name)
     except LadderError:
         return pd.Series(dtype=float)
-    h = store.history([str(run["run_id"])], [pred.metric])
-    return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int))
+    h = store.history([str(run["run_id"])], [pred.metric], include_nonfinite=nonfinite)
+    return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int)).sort_index()
+
+
+def failed_steps(logged: pd.Series) -> np.ndarray:
+    """The steps of `logged` (`hero_actual` with `nonfinite`) whose value is NaN or inf."""
+    return logged.index.to_numpy()[~np.isfinite(logged.to_numpy(float))]
 
 
 def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[dict[str, float], str, float]:
@@ -96,7 +102,8 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
     if endpoint is not None:
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
                                              hero.final if done else None, pred.metric, axis), out, "ladder_fit")
-    paths += plots.save(plots.hero_curve(pred, hero, rung_curves), out, "hero_curve")
+    failed = failed_steps(hero_actual(store, pred, nonfinite=True)) / _started_with(pred)
+    paths += plots.save(plots.hero_curve(pred, hero, rung_curves, failed), out, "hero_curve")
     if endpoint is not None:
         E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
         predicted_final = None if done else float(pred.table["median"].iloc[-1])

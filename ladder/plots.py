@@ -96,8 +96,10 @@ def ladder_fit(
     return fig
 
 
-def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Sequence[Curve] = ()) -> Figure:
-    """The predicted curve with its 50% and 90% bands, and the actual curve so far."""
+def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Sequence[Curve] = (),
+               failed: Sequence[float] = ()) -> Figure:
+    """The predicted curve with its 50% and 90% bands, and the actual curve so far; `failed`: the fractions of
+    the run where it logged NaN or inf (marked along the top)."""
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     t = prediction.table
     f = t["fraction"].to_numpy()
@@ -111,6 +113,9 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
         ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=label)
     if actual is not None and len(actual.value):
         ax.plot(actual.fraction, actual.value, "o-", color=HERO, ms=3, lw=1, label=f"{actual.label} actual")
+    if len(failed):
+        ax.plot(failed, np.full(len(failed), 0.97), "x", color="red", ms=7, mew=2, transform=ax.get_xaxis_transform(),
+                label=f"eval not finite (NaN or inf): {len(failed)}")
     ax.set_ylim(*_curve_range(t, [actual] if actual is not None else [], rungs))
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel(f"{prediction.metric} (nats/token)")

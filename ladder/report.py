@@ -178,6 +178,16 @@ def write_report(
         f"<b>{fin['median']:.4f}</b> (50%: {fin['lo50']:.4f}–{fin['hi50']:.4f}; "
         f"90%: {fin['lo90']:.4f}–{fin['hi90']:.4f}).</p>"
     )
+    failed = pd.Index([])
+    if actual is not None and len(actual):
+        failed = actual.index[~np.isfinite(actual.to_numpy(float))]
+        actual = actual[np.isfinite(actual.to_numpy(float))]
+    if len(failed):
+        last = " (its latest eval)" if not len(actual) or failed.max() > actual.index.max() else ""
+        parts.append(f'<p class="alarm">The run logged {len(failed)} eval{"" if len(failed) == 1 else "s"} that '
+                     f"{'is' if len(failed) == 1 else 'are'} not a finite number (NaN or inf), the last at step "
+                     f"{int(failed.max()):,}{last}: it has diverged, or its evals failed. The table and the figures "
+                     "leave them out; the figure of the curve marks them along its top.</p>")
     if actual is not None and len(actual):
         last_step = int(actual.index.max())
         where = pred.fraction_label(last_step, pred.planned_steps)  # of the plan it started with, as the tables

@@ -385,3 +385,30 @@ def test_a_target_run_not_in_the_store_is_refused_as_score_refuses_it(predicted,
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and "no run 'typo-hero' in" in res.output, (args, res.output)
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(predicted, tmp_path):
+    import shutil
+
+    import numpy as np
+
+    plan = micro_plan()
+    shutil.copytree(predicted / "runs", tmp_path / "runs")
+    half = plan.hero.stop_after_steps // 2
+    last_evals = [s for s in plan.hero.eval_steps() if s <= half][-2:]
+    write_run(tmp_path / "runs", plan.hero, noise=0.001, seed=9, upto=half, state="running",
+              shift=lambda s: np.nan if s in last_evals else 0.0)  # diverged: its last two evals are NaN
+    assert runner.invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "store")]).exit_code == 0
+    res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "store"),
+                              "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "r.html").read_text()
+    assert (f"logged 2 evals that are not a finite number (NaN or inf), the last at step {last_evals[-1]:,} "
+            "(its latest eval)") in page
+    from ladder.figures import hero_actual
+    from ladder.prediction import Prediction
+    from ladder.store import Store
+
+    logged = hero_actual(Store(tmp_path / "store"), Prediction.load(predicted / "pred"), nonfinite=True)
+    assert np.isnan(logged.loc[last_evals]).all() and np.isfinite(hero_actual(Store(tmp_path / "store"),
+                                                                               Prediction.load(predicted / "pred"))).all()

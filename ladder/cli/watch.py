@@ -215,7 +215,7 @@ def report_command(
     state_file = folder / "watch-state.json"
     if state_file.exists():
         verdicts = WatchState.load(state_file, pred.run_name).verdicts
-    written = write_report(out, pred, figures, hero_actual(st, pred), alert_rows, verdicts)
+    written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts)
     console.print(f"Wrote {written}")
 
 
