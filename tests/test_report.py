@@ -412,3 +412,30 @@ def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(p
     logged = hero_actual(Store(tmp_path / "store"), Prediction.load(predicted / "pred"), nonfinite=True)
     assert np.isnan(logged.loc[last_evals]).all() and np.isfinite(hero_actual(Store(tmp_path / "store"),
                                                                                Prediction.load(predicted / "pred"))).all()
+
+
+def test_plot_leaves_no_figure_of_an_earlier_ladder_beside_this_ones(tmp_path, monkeypatch):
+    from ladder import figures
+
+    out = tmp_path / "figs"
+    out.mkdir()
+    for name in figures.FIGURES:
+        for kind in ("png", "svg"):
+            (out / f"{name}.{kind}").write_text("an earlier ladder's")
+    (out / "notes.txt").write_text("mine")
+
+    def only_the_curve(store, pred, stage, group):  # a ladder whose runs give only the hero's curve
+        return [(stage / f"hero_curve.{kind}") for kind in ("png", "svg") if (stage / f"hero_curve.{kind}").write_text("new")]
+
+    monkeypatch.setattr(figures, "_draw", only_the_curve)
+    drawn = figures.draw_all(None, None, out)
+    assert sorted(p.name for p in out.iterdir()) == ["hero_curve.png", "hero_curve.svg", "notes.txt"]
+    assert [p.read_text() for p in drawn] == ["new", "new"]
+
+
+def test_a_report_refused_for_its_alerts_file_writes_no_figures(predicted, tmp_path):
+    (tmp_path / "alerts.csv").write_text("step,loss\n1,2\n")
+    res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
+                              "--out", str(tmp_path / "r.html"), "--alerts", str(tmp_path / "alerts.csv")])
+    assert res.exit_code == 2 and "not a watcher's alerts file" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alerts.csv"]

@@ -197,7 +197,7 @@ def plot_command(
 def report_command(
     prediction: Path = PREDICTION,
     store: Path = SHOWN_STORE,
-    out: Path = typer.Option(Path("report.html"), "--out", help="The HTML file to write (self-contained)."),
+    out: Path = typer.Option(Path("report.html"), "--out", help="The HTML file to write (self-contained: the figures are inlined; their PNG and SVG files go to the folder <name>_figures/ beside it)."),
     alerts: Path | None = typer.Option(None, "--alerts", help="Alerts JSON lines (default: alerts.jsonl beside the prediction)."),
     target_run: str | None = TARGET_RUN,
 ) -> None:
@@ -210,11 +210,11 @@ def report_command(
     st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():
         raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")
-    figures = draw_all(st, pred, out.parent / f"{out.stem}_figures")
-    alert_rows, verdicts = read_alerts(alerts or folder / "alerts.jsonl"), []
+    alert_rows, verdicts = read_alerts(alerts or folder / "alerts.jsonl"), []  # read first: a bad one writes nothing
     state_file = folder / "watch-state.json"
     if state_file.exists():
         verdicts = WatchState.load(state_file, pred.run_name).verdicts
+    figures = draw_all(st, pred, out_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
     written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts)
     console.print(f"Wrote {written}")
 
