@@ -439,3 +439,28 @@ def test_a_report_refused_for_its_alerts_file_writes_no_figures(predicted, tmp_p
                               "--out", str(tmp_path / "r.html"), "--alerts", str(tmp_path / "alerts.csv")])
     assert res.exit_code == 2 and "not a watcher's alerts file" in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alerts.csv"]
+
+
+def test_score_warns_of_a_run_of_another_group_and_of_evals_past_the_prediction(predicted, tmp_path):
+    import json
+    import shutil
+
+    plan = micro_plan()
+    shutil.copytree(predicted / "store", tmp_path / "store")
+    other = dataclasses.replace(plan.hero, name="other-ladder-hero", group="another-ladder")
+    write_run(tmp_path / "runs", other, noise=0.001, seed=5)  # the same plan, another ladder, trained to the end
+    assert runner.invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "store")]).exit_code == 0
+    res = runner.invoke(app, ["score", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "store"),
+                              "--run", other.name, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    (w,) = json.loads(res.stdout)["warnings"]
+    assert f"is of group 'another-ladder' and the prediction's rungs of '{plan.hero.group}'" in w
+    short = json.loads((predicted / "pred" / "prediction.json").read_text())
+    short["table"] = short["table"][: len(short["table"]) // 4]  # a prediction that ends before the run has come
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "prediction.json").write_text(json.dumps(short))
+    res = runner.invoke(app, ["score", "--prediction", str(tmp_path / "short"), "--store", str(tmp_path / "store"),
+                              "--format", "json"])
+    assert res.exit_code == 0, res.output
+    [w] = [w for w in json.loads(res.stdout)["warnings"] if "not scored" in w]
+    assert f"after step {short['table'][-1]['step']:,}, where the prediction ends" in w

@@ -204,8 +204,14 @@ def score_command(
     pred = Prediction.load(prediction)
     st = _existing_store(store)
     name = run or pred.run_name
-    warnings = _other_plan(st.run(name), name, pred)  # st.run: a clear error when it is not there
+    row = st.run(name)  # a clear error when it is not there
+    warnings = _other_plan(row, name, pred) + _other_group(st, row, name, pred)
     actual = st.history([name], [pred.metric], include_nonfinite=True)  # a NaN eval counts outside the bands
+    last = int(pred.table["step"].iloc[-1])
+    past = int((actual["step"] > last).sum())
+    if past:
+        warnings.append(f"{past} eval{'' if past == 1 else 's'} of {name!r} after step {last:,}, where the prediction "
+                        f"ends, {'is' if past == 1 else 'are'} not scored (a prediction of a shorter plan?)")
     sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
     if fmt is Format.json:
         print_json({"run": name, **sc.to_json(), "warnings": warnings})
@@ -228,6 +234,17 @@ def _other_plan(row: pd.Series, name: str, pred) -> list[str]:
         return []
     return [f"{name!r} plans {int(planned):,} steps and the prediction's target {pred.run_name!r} "
             f"{pred.planned_steps:,}: is it the run that was predicted? (its evals are scored at their own steps)"]
+
+
+def _other_group(st: Store, row: pd.Series, name: str, pred) -> list[str]:
+    """A warning when the scored run is of another group than the rungs the prediction was made from."""
+    runs = st.runs()
+    groups = set(runs.loc[runs["name"].isin(pred.rungs), "group"].astype(str))
+    group = str(row.get("group") or "")
+    if not groups or group in groups:
+        return []
+    return [f"{name!r} is of group {group!r} and the prediction's rungs of {', '.join(map(repr, sorted(groups)))}: is it "
+            "the run that was predicted?"]
 
 
 @command("replan")
