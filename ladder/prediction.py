@@ -83,11 +83,22 @@ class Prediction:
         return float(t["step"].iloc[-1]) / float(t["fraction"].iloc[-1])
 
     def fraction_label(self, step: int, planned_now: float | None = None) -> str:
-        """"40%", or "40% of the plan, 50% of the edited plan" where the horizon was edited."""
+        """"40%", or "40% of the plan, 50% of the edited plan" where the plan in force at `step` was edited: the
+        prediction's own (its table's fraction_edited), else `planned_now`."""
         f = step / max(self.started_with, 1.0)
-        if planned_now and abs(planned_now - self.started_with) > 0.5:
-            return f"{f:.0%} of the plan, {step / planned_now:.0%} of the edited plan"
+        in_force = self._plan_at(step) or planned_now
+        if in_force and abs(in_force - self.started_with) > 0.5:
+            return f"{f:.0%} of the plan, {step / in_force:.0%} of the edited plan"
         return f"{f:.0%}"
+
+    def _plan_at(self, step: int) -> float | None:
+        """The planned steps in force at `step` by the table (those of its last row at or before `step`; of its first
+        before that), or None where the table has no fraction_edited."""
+        t = self.table
+        if "fraction_edited" not in t.columns or not t["fraction_edited"].notna().all():
+            return None
+        i = max(int(np.searchsorted(t["step"].to_numpy(), step, side="right")) - 1, 0)
+        return float(t["step"].iloc[i] / t["fraction_edited"].iloc[i])
 
     @property
     def final(self) -> pd.Series:

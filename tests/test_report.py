@@ -464,3 +464,20 @@ def test_score_warns_of_a_run_of_another_group_and_of_evals_past_the_prediction(
     assert res.exit_code == 0, res.output
     [w] = [w for w in json.loads(res.stdout)["warnings"] if "not scored" in w]
     assert f"after step {short['table'][-1]['step']:,}, where the prediction ends" in w
+
+
+def test_a_steps_edited_fraction_is_of_the_plan_in_force_at_that_step():
+    import numpy as np
+    import pandas as pd
+
+    from ladder.prediction import Prediction
+
+    steps = np.arange(100, 8_001, 100)  # planned 10,000 steps, cut at step 5,000 to 8,000
+    med = 3.0 - 1e-4 * steps
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000,
+                          "fraction_edited": np.where(steps <= 5_000, steps / 10_000, steps / 8_000),
+                          "compute": steps * 1e9, "median": med, "lo50": med, "hi50": med, "lo90": med, "hi90": med,
+                          "in_assumptions": True})
+    pred = Prediction("hero", "eval/loss", table, planned_steps=10_000)
+    assert pred.fraction_label(500, 8_000) == "5%"  # before the cut the plan in force was the first
+    assert pred.fraction_label(6_000, 8_000) == "60% of the plan, 75% of the edited plan"
