@@ -11,6 +11,7 @@ table too, plus everything else), atomically.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ladder.errors import LadderError
-from ladder.files import atomic_path, write_text_atomic
+from ladder.files import atomic_path
 
 PREDICTION_FILES = ("prediction.parquet", "prediction.csv", "prediction.json")
 """What `Prediction.save` writes; ``prediction.json`` holds everything, the others the table."""
@@ -145,11 +146,11 @@ class Prediction:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         parquet, csv, js = (out / name for name in PREDICTION_FILES)
-        with atomic_path(parquet) as tmp:
-            self.table.to_parquet(tmp, index=False)
-        with atomic_path(csv) as tmp:
-            self.table.to_csv(tmp, index=False)
-        write_text_atomic(js, self.json_text())
+        with contextlib.ExitStack() as files:  # all three written aside, then renamed in at once: never a mix
+            tmp_parquet, tmp_csv, tmp_js = (files.enter_context(atomic_path(p)) for p in (parquet, csv, js))
+            self.table.to_parquet(tmp_parquet, index=False)
+            self.table.to_csv(tmp_csv, index=False)
+            tmp_js.write_text(self.json_text())
         return [parquet, csv, js]
 
     @classmethod

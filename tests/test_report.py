@@ -481,3 +481,25 @@ def test_a_steps_edited_fraction_is_of_the_plan_in_force_at_that_step():
     pred = Prediction("hero", "eval/loss", table, planned_steps=10_000)
     assert pred.fraction_label(500, 8_000) == "5%"  # before the cut the plan in force was the first
     assert pred.fraction_label(6_000, 8_000) == "60% of the plan, 75% of the edited plan"
+
+
+def test_a_prediction_saved_over_another_is_all_old_or_all_new(predicted, tmp_path, monkeypatch):
+    import shutil
+
+    import pandas as pd
+
+    from ladder.prediction import PREDICTION_FILES, Prediction
+
+    shutil.copytree(predicted / "pred", tmp_path / "pred")
+    before = {n: (tmp_path / "pred" / n).read_bytes() for n in PREDICTION_FILES}
+    pred = Prediction.load(tmp_path / "pred")
+    newer = dataclasses.replace(pred, table=pred.table.assign(median=pred.table["median"] * 1.01))
+
+    def broken(*args, **kwargs):
+        raise KeyboardInterrupt  # stopped after the parquet file was written aside
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", broken)
+    with pytest.raises(KeyboardInterrupt):
+        newer.save(tmp_path / "pred")
+    assert {n: (tmp_path / "pred" / n).read_bytes() for n in PREDICTION_FILES} == before
+    assert sorted(p.name for p in (tmp_path / "pred").iterdir()) == sorted(before)  # no temporary file left
