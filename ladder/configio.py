@@ -110,6 +110,8 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
         raise LadderError(f"{p}: malformed YAML{where}: {problem}") from None
     except UnicodeDecodeError:
         raise LadderError(f"{p}: not a text file") from None
+    if data is None:
+        raise LadderError(f"{p}: the file is empty (or only comments); expected a YAML mapping of fields")
     if not isinstance(data, dict):
         raise LadderError(f"{p}: expected a YAML mapping of fields, got {type(data).__name__}")
     return data

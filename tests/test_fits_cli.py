@@ -784,3 +784,15 @@ def test_no_numerical_warning_reaches_the_terminal(plain_csv, tmp_path):
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stdout.split())  # as the terminal wrapped it
     assert "RuntimeWarning" not in done.stderr + said and "e+299× the fitted law" in said
+
+
+def test_endpoint_targets_empty_absurd_or_below_the_runs_are_refused_or_noted(endpoint_csv, tmp_path):
+    for at in ("", "1e22,,1e23"):
+        one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--at", at), "an empty value")
+    one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e300"), "--at=1e+300 is too large: at most 1e+40")
+    res = run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e10,1e22", "--format", "json")
+    assert res.exit_code == 0, res.output
+    [note] = [n for n in json.loads(res.stdout)["notes"] if "below the fitted runs" in n]
+    assert note.startswith("the target at C = 1e+10 lies below the fitted runs (the smallest 1e+18)")
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    one_error_line(run("plan", tmp_path / "empty.yaml"), "the file is empty (or only comments)")

@@ -18,7 +18,7 @@ from rich.table import Table
 from ladder import endpointcsv
 from ladder.cli.app import Format, app, command, console, given_for, parse_int_list, print_json
 from ladder.errors import LadderError
-from ladder.limits import resamples
+from ladder.limits import MAX_COMPUTE, positive, resamples
 from ladder.store import DEFAULT_ROOT, Store
 
 # `fits` (scipy) loads inside the commands that fit, so `ladder --help` and the other commands skip it.
@@ -134,10 +134,13 @@ def _metric(store: Store, metric: str | None) -> str:
 
 def _floats(text: str | None, option: str, example: str = "1e21,1e22") -> list[float]:
     """Positive finite numbers separated by commas (compute, parameters, tokens)."""
-    if not text:
+    if text is None:
         return []
+    items = text.replace(" ", "").split(",")
+    if not all(items):
+        raise LadderError(f"{option} {text!r}: an empty value; give numbers separated by commas, e.g. {example}")
     try:
-        values = [float(x) for x in text.replace(" ", "").split(",") if x]
+        values = [float(x) for x in items]
     except ValueError:
         raise LadderError(f"{option} {text!r}: expected numbers separated by commas, e.g. {example}") from None
     for v in values:
@@ -259,8 +262,15 @@ def fit_endpoint_command(
     from fits.isoflop import optimal_size
     size = optimal_size(minima) if minima else None
     from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd, widened
-    preds = []
-    for c in _floats(at, "--at"):
+    preds, targets = [], _floats(at, "--at")
+    for c in targets:
+        positive("--at", c, MAX_COMPUTE, "a run's compute in FLOPs")
+    low = [c for c in targets if c < C.min()]
+    if low:
+        from fits.checks import and_more
+        notes = (*notes, f"the target at C = {low[0]:.3g}{and_more(low)} lies below the fitted runs (the smallest "
+                         f"{C.min():.3g}): the law is fitted above it; is it in the runs' units (FLOPs)?")
+    for c in targets:
         lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
         m = float(fit.predict(c))
         far = float(compute_efolds(c, C))
