@@ -186,10 +186,15 @@ def _small_hero(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]
     if hero is None or not known:
         return ()
     top = max(known, key=lambda r: r.compute)
-    if hero.flops > top.compute * (1 + 1e-6):
+    return not_above(hero, top.name, top.compute)
+
+
+def not_above(hero: HeroCompute, name: str, compute: float) -> tuple[str, ...]:
+    """A warning where the hero's compute is not above that of the largest rung (`name`, `compute`)."""
+    if hero.flops > compute * (1 + 1e-6):
         return ()
     return (f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is not above the largest rung's "
-            f"({top.name}: {top.compute:.3g}), so every projection describes a rung, not a larger run; is it a rung's "
+            f"({name}: {compute:.3g}), so every projection describes a rung, not a larger run; is it a rung's "
             "config? Give the hero's (`ladder plan` writes it beside the rungs) or --hero-compute",)
 
 

@@ -137,6 +137,14 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     return GroupComparison(a, b, metric, target, result)
 
 
+def _not_above(cmp: GroupComparison) -> tuple[str, ...]:
+    """A warning where the target's compute is not above the largest rung of either group."""
+    from ladder.check import not_above
+
+    group = max((cmp.a, cmp.b), key=lambda g: g.compute.max())
+    return not_above(cmp.target, f"{group.names[-1]} of {group.group!r}", float(group.compute.max()))
+
+
 # ---- JSON -------------------------------------------------------------------------------------------
 def _num(x: Any) -> float | None:
     """A finite float, or None (JSON has no infinity: B never reaching A's loss is null)."""
@@ -187,7 +195,7 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
         },
         "bootstrap": {"method": "paired over sizes: size indices drawn with replacement, both laws refitted",
                       "n": r.n_boot, "failed": r.failed, "seed": r.seed},
-        "warnings": list(r.warnings) + six_n_note(list(cmp.a.six_n + cmp.b.six_n)),
+        "warnings": list(r.warnings) + six_n_note(list(cmp.a.six_n + cmp.b.six_n)) + list(_not_above(cmp)),
     }
 
 

@@ -235,3 +235,13 @@ def test_a_file_that_cannot_be_replaced_is_named_not_its_temporary_copy(tmp_path
     with pytest.raises(IsADirectoryError) as info:
         write_text_atomic(tmp_path / "x.json", "{}")
     assert info.value.filename == str(tmp_path / "x.json") and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_a_target_no_larger_than_the_rungs_is_warned_of(store, tmp_path):
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "0",
+              "--hero-compute", "1e10")
+    assert res.exit_code == 0, res.output
+    [w] = [w for w in json.loads(res.stdout)["warnings"] if "not above the largest rung's" in w]
+    assert w.startswith("the hero's compute (1e+10 FLOPs, from --hero-compute)") and "r4 of 'zloss-" in w
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
+    assert not [w for w in json.loads(res.stdout)["warnings"] if "not above" in w]  # the default reach: 10× the largest
