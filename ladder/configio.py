@@ -100,7 +100,13 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if not p.is_file():
         raise LadderError(f"{p}: no such file")
     try:
-        data = yaml.load(p.read_text(), Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise LadderError(f"{p}: not a text file") from None
+    except OSError as exc:  # a device or a file system that will not be read: name the file
+        raise LadderError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        data = yaml.load(text, Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
     except (RecursionError, _TooDeep):
         raise LadderError(f"{p}: YAML nested too deeply to be a config (more than {MAX_DEPTH} levels)") from None
     except yaml.YAMLError as exc:
@@ -108,8 +114,6 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise LadderError(f"{p}: malformed YAML{where}: {problem}") from None
-    except UnicodeDecodeError:
-        raise LadderError(f"{p}: not a text file") from None
     if data is None:
         raise LadderError(f"{p}: the file is empty (or only comments); expected a YAML mapping of fields")
     if not isinstance(data, dict):

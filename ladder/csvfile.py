@@ -31,7 +31,10 @@ def need_file(path: Path, how: str = "") -> None:
 
 def text(path: Path) -> str:
     """The file's text; a NUL byte or bytes that are not UTF-8 are a `LadderError` with their line."""
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:  # a device or a file system that will not be read: name the file
+        raise LadderError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     nul = data.find(b"\x00")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1

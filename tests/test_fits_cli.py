@@ -796,3 +796,9 @@ def test_endpoint_targets_empty_absurd_or_below_the_runs_are_refused_or_noted(en
     assert note.startswith("the target at C = 1e+10 lies below the fitted runs (the smallest 1e+18)")
     (tmp_path / "empty.yaml").write_text("# nothing yet\n")
     one_error_line(run("plan", tmp_path / "empty.yaml"), "the file is empty (or only comments)")
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="a Linux file that opens and will not be read")
+def test_a_file_that_will_not_be_read_is_named(tmp_path):
+    for args in (["fit", "endpoint", "--csv", "/proc/self/mem"], ["plan", "/proc/self/mem"]):
+        one_error_line(run(*args), "/proc/self/mem: cannot read it (")
