@@ -229,7 +229,9 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2)]
     for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "has passed"),
                        (["--shorten-to", str(int(0.8 * T)), "--cooldown-steps", "10"], "give one of them"),
-                       (["--shorten-to", str(int(0.8 * T)), "--out", str(cfg)], "is a file, not a folder")):
+                       (["--shorten-to", str(int(0.8 * T)), "--out", str(cfg)], "is a file, not a folder"),
+                       (["--shorten-to", "-5"], "--shorten-to -5: give a step count of 1 or more"),
+                       (["--cooldown-steps", "0"], "--cooldown-steps 0: give a step count of 1 or more")):
         res = runner.invoke(app, base + more)
         assert res.exit_code == 2 and says in res.stderr and "new schedule" not in res.stdout, more
 

@@ -272,6 +272,9 @@ def replan_command(
 
     if shorten_to is not None and cooldown_steps is not None:
         raise LadderError("--shorten-to and --cooldown-steps are two different edits; give one of them")
+    for flag, value, least in (("--shorten-to", shorten_to, 1), ("--cooldown-steps", cooldown_steps, 1), ("--at", at, 0)):
+        if value is not None and value < least:
+            raise LadderError(f"{flag} {value}: give a step count of {least} or more")
     if throughput is not None and not (math.isfinite(throughput) and 0 < throughput <= MAX_TOKENS_PER_SECOND):
         raise LadderError(f"--tokens-per-second {throughput:g}: must be a positive number up to "
                           f"{MAX_TOKENS_PER_SECOND:.0e} (the measured throughput), or leave it out to take the hero's "
