@@ -136,6 +136,16 @@ def other_shape(runs: list[Run], target: Run, tol: float) -> list[str]:
             and not same_shape(r, target)]
 
 
+def _few_evals_note(runs: list[Run]) -> str:
+    """"; N rungs (...) have fewer than 3 evals, ..." where some do: a curve law leaves them out."""
+    few = [r.name for r in runs if r.steps.size < 3]
+    if not few:
+        return ""
+    shown = ", ".join(few[:4]) + (", ..." if len(few) > 4 else "")
+    return (f"; {len(few)} rung{'s' if len(few) > 1 else ''} ({shown}) {'have' if len(few) > 1 else 'has'} fewer than "
+            "3 evals, and a curve needs 3 or more (were only the final losses logged? `ladder fit endpoint` fits those)")
+
+
 def _left_out_note(names: list[str]) -> str:
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
     return (f"{len(names)} rung{'s' if len(names) > 1 else ''} ({shown}) share{'' if len(names) > 1 else 's'} the "
@@ -193,7 +203,7 @@ class PerFraction:
             raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
                            f"± {o.ratio_tol:.0%}), or with its tokens ({target.planned_tokens:.4g}), and its schedule "
                            f"shape; the ladder has {len(runs)}" + (f" ({_left_out_note(shapes)})" if shapes else "")
-                           + f"; the rungs train at {shown} tokens per parameter")
+                           + f"; the rungs train at {shown} tokens per parameter" + _few_evals_note(self.runs))
         axis_shared = shared_axis(runs, target, o.ratio_tol)
         Cs, axis = law_compute(runs + [target])
         C, compute = Cs[:-1], float(Cs[-1])

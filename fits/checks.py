@@ -93,12 +93,18 @@ OFF_LAW = 0.05
 closer: seeds differ by 0.1–0.3% in final loss, and a run 5% off is another recipe, a crashed run or a typo."""
 
 
+def far_off(loss: np.ndarray, fitted: np.ndarray, tol: float = OFF_LAW) -> np.ndarray:
+    """The positions of the runs the fitted law misses by more than `tol` and by ten times the runs' median miss."""
+    size = np.abs(np.asarray(loss, dtype=np.float64) / np.asarray(fitted, dtype=np.float64) - 1)
+    return np.flatnonzero((size > tol) & (size > 10 * np.median(size)))
+
+
 def off_the_law(loss: np.ndarray, fitted: np.ndarray, where: list[str], tol: float = OFF_LAW) -> list[str]:
     """A warning naming the run (`where[i]` says where it sits, e.g. "at C = 1e18") that the fitted law misses
     by more than `tol` and by ten times the median miss of the runs, with how many more there are."""
     miss = np.asarray(loss, dtype=np.float64) / np.asarray(fitted, dtype=np.float64) - 1
     size = np.abs(miss)
-    far = np.flatnonzero((size > tol) & (size > 10 * np.median(size)))
+    far = far_off(loss, fitted, tol)
     if not far.size:
         return []
     i = int(far[np.argmax(size[far])])

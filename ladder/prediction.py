@@ -154,8 +154,10 @@ class Prediction:
         return [parquet, csv, js]
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Prediction:
-        """From a prediction directory or its ``prediction.json``."""
+    def load(cls, path: str | os.PathLike, checked: bool = True) -> Prediction:
+        """From a prediction directory or its ``prediction.json``; a table that is no prediction's (no rows, a
+        column missing, values that are no numbers, steps out of order) is a `LadderError`, or with `checked` off
+        is kept as it is (the watch judges what it can without one: a NaN loss is an alarm all the same)."""
         p = Path(path)
         if p.is_dir():
             p = p / "prediction.json"
@@ -163,7 +165,9 @@ class Prediction:
             raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
         try:
             data = json.loads(p.read_text())
-            table = _checked(pd.DataFrame(data["table"]))
+            table = pd.DataFrame(data["table"])
+            table = _checked(table) if checked else table.reindex(
+                columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
             return cls(
                 run_name=data["run_name"],
                 metric=data["metric"],

@@ -767,12 +767,20 @@ def test_holding_out_too_many_says_how_many_runs_were_left(endpoint_csv):
 
 
 def test_chinchillas_runs_that_epoch_left_out_are_named_off_the_law(shared_data):
-    """The Epoch refit left out five runs of under 0.2 tokens per parameter; a fit that keeps them names them."""
+    """The Epoch refit left out five runs of under 0.5 tokens per parameter; the default fit that keeps them names
+    those five and no other."""
     csv = shared_data / "chinchilla_epoch" / "chinchilla_epoch_tidy.csv"
-    res = run("fit", "surface", "--csv", csv, "--form", "free", "--format", "json")
+    res = run("fit", "surface", "--csv", csv, "--format", "json")
     assert res.exit_code == 0, res.output
     [warning] = [w for w in json.loads(res.stdout)["warnings"] if "off the fitted law" in w]
-    assert "(and 3 more such runs)" in warning and "N = 2.98e+09, D = 5.16e+08" in warning
+    assert "(and 4 more such runs)" in warning and "N = 2.98e+09, D = 5.16e+08" in warning
+    from fits.checks import far_off
+    from fits.surfacechoice import choose_surface
+
+    table = pd.read_csv(csv)
+    fit = choose_surface(table["params"], table["tokens"], table["loss"]).fit
+    far = far_off(table["loss"], fit.predict(table["params"], table["tokens"]))
+    assert far.tolist() == np.flatnonzero(table["excluded_in_epoch_fit"]).tolist()
 
 
 def test_no_numerical_warning_reaches_the_terminal(plain_csv, tmp_path):

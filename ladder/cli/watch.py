@@ -87,7 +87,7 @@ def watch_command(
     a bug, so a cron job can tell a failing run from a typo.
     """
     _check_numbers(poll, max_checks, stale_minutes)
-    pred = _load(prediction, target_run)
+    pred = _load(prediction, target_run, checked=False)  # a damaged table: the rules that need none still run
     folder = prediction if prediction.is_dir() else prediction.parent
     source = _source(local, offline, wandb, 3 * stale_minutes * 60)
     source = None if source is None else only_run(source, pred.run_name)
@@ -219,9 +219,9 @@ def report_command(
     console.print(f"Wrote {written}")
 
 
-def _load(prediction: Path, target_run: str | None) -> Prediction:
+def _load(prediction: Path, target_run: str | None, checked: bool = True) -> Prediction:
     """The prediction, following `target_run` where given (as `ladder watch --target-run` did)."""
-    pred = Prediction.load(prediction)
+    pred = Prediction.load(prediction, checked)
     if target_run is None:
         return pred
     if not target_run.strip():
