@@ -31,6 +31,8 @@ class Score:
     """Evals scored: from `start` of the plan on, where the prediction has a value."""
     not_finite: int = 0
     """Of those, evals that are NaN or infinite: left out of the errors, counted outside both bands."""
+    last_not_finite: int | None = None
+    """The step of the last of those."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -38,14 +40,19 @@ class Score:
     def rows(self) -> list[tuple[str, str]]:
         return [
             ("evals scored", f"{self.n}"),
-            (f"last eval (step {self.last_step:,}, {self.last_fraction:.0%})",
+            (f"last {'finite ' if self._after_last() else ''}eval (step {self.last_step:,}, {self.last_fraction:.0%})",
              f"predicted {self.last_predicted:.4f}, actual {self.last_actual:.4f}: {self.last_error:+.2%}"),
             ("mean |error| along the curve", f"{self.curve_mean_error:.2%}"),
             ("worst |error|", f"{self.curve_worst_error:.2%}"),
             ("inside the 50% band", f"{self.inside_50:.0%}"),
             ("inside the 90% band", f"{self.inside_90:.0%}"),
-        ] + ([("evals not finite (NaN or inf)", f"{self.not_finite}: outside both bands, out of the errors")]
+        ] + ([("evals not finite (NaN or inf)", f"{self.not_finite}: outside both bands, out of the errors"
+                + (f"; the latest, at step {self.last_not_finite:,}, is one" if self._after_last() else ""))]
              if self.not_finite else [])
+
+    def _after_last(self) -> bool:
+        """Whether the run's latest eval scored is NaN or inf (after the last finite one)."""
+        return self.last_not_finite is not None and self.last_not_finite > self.last_step
 
 
 def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, run: str | None = None) -> Score:
@@ -81,4 +88,5 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
         inside_50=float(np.sum((band["lo50"] <= y[use]) & (y[use] <= band["hi50"])) / (use.sum() + odd.size)),
         inside_90=float(np.sum((band["lo90"] <= y[use]) & (y[use] <= band["hi90"])) / (use.sum() + odd.size)),
         n=int(use.sum()) + int(odd.size), not_finite=int(odd.size),
+        last_not_finite=int(odd.max()) if odd.size else None,
     )

@@ -255,6 +255,12 @@ def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():
     early = actual.copy()
     early.loc[500], early.loc[100] = 3.0, np.inf  # before --from: not scored at all
     assert score_prediction(pred, early, start=0.15).not_finite == 0
+    diverged = actual.copy()
+    diverged.loc[[900, 1000]] = np.nan  # the latest evals: the last row scored is the last finite one, and says so
+    rows = dict(score_prediction(pred, diverged, start=0.1).rows())
+    assert "last finite eval (step 800, 80%)" in rows
+    assert rows["evals not finite (NaN or inf)"] == "3: outside both bands, out of the errors; the latest, at step 1,000, is one"
+    assert "last eval (step 1,000, 100%)" in dict(clean.rows())
 
 
 def test_report_and_plot_follow_the_run_watch_followed(predicted, tmp_path):
