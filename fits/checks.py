@@ -99,17 +99,18 @@ def far_off(loss: np.ndarray, fitted: np.ndarray, tol: float = OFF_LAW) -> np.nd
     return np.flatnonzero((size > tol) & (size > 10 * np.median(size)))
 
 
-def off_the_law(loss: np.ndarray, fitted: np.ndarray, where: list[str], tol: float = OFF_LAW) -> list[str]:
-    """A warning naming the run (`where[i]` says where it sits, e.g. "at C = 1e18") that the fitted law misses
-    by more than `tol` and by ten times the median miss of the runs, with how many more there are."""
-    miss = np.asarray(loss, dtype=np.float64) / np.asarray(fitted, dtype=np.float64) - 1
-    size = np.abs(miss)
+def off_the_law(loss: np.ndarray, fitted: np.ndarray, where, tol: float = OFF_LAW) -> list[str]:
+    """A warning naming the run (`where(i)` says where run i sits, e.g. "at C = 1e18"; asked only of the run
+    named, as a fit refitted many times names none) that the fitted law misses by more than `tol` and by ten
+    times the median miss of the runs, with how many more there are."""
     far = far_off(loss, fitted, tol)
     if not far.size:
         return []
+    miss = np.asarray(loss, dtype=np.float64) / np.asarray(fitted, dtype=np.float64) - 1
+    size = np.abs(miss)
     i = int(far[np.argmax(size[far])])
     off = f"{miss[i]:+.1%} off" if size[i] < 10 else f"{miss[i] + 1:.3g}×"  # a loss off by digits: as a ratio
-    return [f"the run {where[i]} ends at {loss[i]:.4g}, {off} the fitted law where the runs' median miss is "
+    return [f"the run {where(i)} ends at {loss[i]:.4g}, {off} the fitted law where the runs' median miss is "
             f"{np.median(size):.2%}{and_more(far, 'runs')}: another recipe, a crashed run, a typo, or a run outside the "
             "law's reach? Check it, or leave it out and fit again"]
 

@@ -149,5 +149,5 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL) -> 
         s2=sol.s2,
         warnings=tuple(warnings),
     )
-    where = [f"at C = {x:.3g}" for x in c]
-    return replace(fit, warnings=fit.warnings + tuple(checks.off_the_law(y, fit.predict(c), where)))
+    off = checks.off_the_law(y, fit.predict(c), lambda i: f"at C = {c[i]:.3g}")
+    return replace(fit, warnings=fit.warnings + tuple(off))

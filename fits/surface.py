@@ -285,8 +285,8 @@ def fit_surface(
         params_count=N, tokens=D, loss=L, E_pinned=E is not None, converged=best.converged,
         cov=cov, s2=s2, warnings=tuple(warnings), shared_exponent=shared_exponent,
     )
-    where = [f"at N = {n:.3g}, D = {d:.3g}" for n, d in zip(N, D)]
-    return replace(fit, warnings=fit.warnings + tuple(checks.off_the_law(L, fit.predict(N, D), where)))
+    off = checks.off_the_law(L, fit.predict(N, D), lambda i: f"at N = {N[i]:.3g}, D = {D[i]:.3g}")
+    return replace(fit, warnings=fit.warnings + tuple(off))
 
 
 def _refine(inits, un, ud, L, w, E_fixed, shared, tol):

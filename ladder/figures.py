@@ -15,6 +15,7 @@ from ladder.dynamics import project_dynamics, target_and_rungs
 from ladder.errors import LadderError
 from ladder.files import staged_folder
 from ladder.prediction import Prediction
+from ladder.scoring import failed_steps
 from ladder.store import Store
 
 FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics", "dynamics")
@@ -53,10 +54,6 @@ def hero_actual(store: Store, pred: Prediction, nonfinite: bool = False) -> pd.S
     h = store.history([str(run["run_id"])], [pred.metric], include_nonfinite=nonfinite)
     return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int)).sort_index()
 
-
-def failed_steps(logged: pd.Series) -> np.ndarray:
-    """The steps of `logged` (`hero_actual` with `nonfinite`) whose value is NaN or inf."""
-    return logged.index.to_numpy()[~np.isfinite(logged.to_numpy(float))]
 
 
 def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[dict[str, float], str, float]:

@@ -184,14 +184,23 @@ def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
 def _one_loss_per_step(runs: pd.Series, at: np.ndarray, loss: np.ndarray, what: str, where: str) -> None:
     """Two rows of one run at one step (or fraction) with different losses: a `LadderError` naming both lines
     (which one is the run's is not something a fit can tell; a repeat of the same loss is harmless)."""
-    key = pd.DataFrame({"run": runs.to_numpy(), "at": at, "loss": loss}, index=runs.index)
-    clash = key.groupby(["run", "at"])["loss"].transform("nunique") > 1
-    if clash.any():
-        first = key[clash].iloc[0]
-        lines = key.index[clash & (key["run"] == first["run"]) & (key["at"] == first["at"])][:2]
-        raise LadderError(f"{where}: lines {lines[0]} and {lines[1]}: run {first['run']!r} has two losses at {what} "
-                          f"{first['at']:g} ({key.loc[lines[0], 'loss']:g}, {key.loc[lines[1], 'loss']:g}); keep the "
-                          "one the run logged and remove the other")
+    clash = _first_clash(runs, loss, at)
+    if clash:
+        run, step, (a, b), (va, vb) = clash
+        raise LadderError(f"{where}: lines {a} and {b}: run {run!r} has two losses at {what} {step:g} ({va:g}, {vb:g}); "
+                          "keep the one the run logged and remove the other")
+
+
+def _first_clash(runs: pd.Series, values: np.ndarray, at: np.ndarray | None = None):
+    """The first run (at one `at` where given) whose rows hold two different `values`: (run, at, the two rows'
+    lines, their values); None where none does."""
+    key = pd.DataFrame({"run": runs.to_numpy(), "at": 0.0 if at is None else at, "value": values}, index=runs.index)
+    clash = key.groupby(["run", "at"])["value"].transform("nunique") > 1
+    if not clash.any():
+        return None
+    first = key[clash].iloc[0]
+    rows = key[clash & (key["run"] == first["run"]) & (key["at"] == first["at"])].drop_duplicates("value")[:2]
+    return first["run"], first["at"], tuple(rows.index), tuple(rows["value"])
 
 
 PAST_THE_END = 1.01
@@ -209,14 +218,11 @@ def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: st
 
 def _one_value_per_run(runs: pd.Series, values: np.ndarray, column: str, where: str) -> None:
     """A run's planned steps are one number: rows of one run that disagree are a `LadderError` naming both lines."""
-    key = pd.DataFrame({"run": runs.to_numpy(), "value": values}, index=runs.index)
-    clash = key.groupby("run")["value"].transform("nunique") > 1
-    if clash.any():
-        run = key[clash]["run"].iloc[0]
-        rows = key[key["run"] == run].drop_duplicates("value")[:2]
-        raise LadderError(f"{where}: lines {rows.index[0]} and {rows.index[1]}: run {run!r} has {column!r} "
-                          f"{rows['value'].iloc[0]:g} and {rows['value'].iloc[1]:g}; a run has one number of planned "
-                          "steps")
+    clash = _first_clash(runs, values)
+    if clash:
+        run, _, (a, b), (va, vb) = clash
+        raise LadderError(f"{where}: lines {a} and {b}: run {run!r} has {column!r} {va:g} and {vb:g}; a run has one "
+                          "number of planned steps")
 
 
 def _no_repeats(df: pd.DataFrame, where: str) -> None:

@@ -71,6 +71,10 @@ def hero_flops(option: str, flops: float) -> float:
     return float(flops)
 
 
+MAX_TOKENS_PER_SECOND = 1e12
+"""A run's throughput: past any cluster's (the largest train at about 1e8 tokens/s), a typo."""
+
+
 MAX_RESAMPLES = 10_000
 """The most bootstrap refits a command takes: percentile bands settle within a few thousand, while memory
 and time grow with every refit kept."""

@@ -19,6 +19,7 @@ import pandas as pd
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
 from ladder.prediction import Prediction
+from ladder.scoring import failed_steps
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -178,11 +179,9 @@ def write_report(
         f"<b>{fin['median']:.4f}</b> (50%: {fin['lo50']:.4f}–{fin['hi50']:.4f}; "
         f"90%: {fin['lo90']:.4f}–{fin['hi90']:.4f}).</p>"
     )
-    failed = pd.Index([])
-    if actual is not None and len(actual):
-        failed = actual.index[~np.isfinite(actual.to_numpy(float))]
-        actual = actual[np.isfinite(actual.to_numpy(float))]
+    failed = failed_steps(actual) if actual is not None else np.array([], dtype=np.int64)
     if len(failed):
+        actual = actual[np.isfinite(actual.to_numpy(float))]
         last = " (its latest eval)" if not len(actual) or failed.max() > actual.index.max() else ""
         parts.append(f'<p class="alarm">The run logged {len(failed)} eval{"" if len(failed) == 1 else "s"} that '
                      f"{'is' if len(failed) == 1 else 'are'} not a finite number (NaN or inf), the last at step "

@@ -55,6 +55,11 @@ class Score:
         return self.last_not_finite is not None and self.last_not_finite > self.last_step
 
 
+def failed_steps(logged: pd.Series) -> np.ndarray:
+    """The steps of `logged` (a run's values by step) whose value is NaN or inf."""
+    return logged.index.to_numpy()[~np.isfinite(logged.to_numpy(float))]
+
+
 def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, run: str | None = None) -> Score:
     """`actual`: the values of `run` (default: the prediction's target) indexed by step. Evals before `start` of the
     plan are left out."""

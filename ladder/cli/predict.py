@@ -17,7 +17,7 @@ from ladder import runfiles as keys
 from ladder.cli.app import Format, command, console, err_console, print_json
 from ladder.display import show_prediction
 from ladder.errors import LadderError
-from ladder.limits import resamples
+from ladder.limits import MAX_TOKENS_PER_SECOND, resamples
 from ladder.outpaths import file_part, out_dir
 from ladder.prediction import retire_watch
 from ladder.replan import MAX_CUT, horizon_that_fits, shortened, with_cooldown
@@ -332,10 +332,6 @@ def replan_command(
         console.print(f"Wrote {written} and its prediction to {out}/")
         if retired:
             console.print(_retired(retired))
-
-
-MAX_TOKENS_PER_SECOND = 1e12
-"""A throughput past any cluster's (the largest train at about 1e8 tokens/s): a typo."""
 
 
 def _retired(folder: Path) -> str:

@@ -294,8 +294,8 @@ def _pull_run(
     stored_history = None if fresh else writer.stored_history(ref.run_id)
     _check_renames(ref, got.rows, stored_history, new_renames)
     history, report = resolve(got.rows, coords, settings, stored_history)
-    if got.whole and same and not replace:
-        _check_nothing_lost(name, writer.stored_history(ref.run_id), history)
+    was = writer.stored_history(ref.run_id) if got.whole and same and not replace else None  # a table read again
+    _check_nothing_lost(name, was, history)
     total = report.plus(stored_report)
     steps = history["step"].to_numpy()
     last_step = int(steps.max()) if len(steps) else None
@@ -316,7 +316,7 @@ def _pull_run(
         "report_json": json.dumps(total.to_json()),
         "cursor_json": json.dumps(got.cursor),
     }
-    if got.whole and usable and not replace and _as_stored(prev, row, writer.stored_history(ref.run_id), history):
+    if usable and _as_stored(prev, row, was, history):
         return None  # a table imported again as it was (--full and --replace write it anew)
     writer.stage(row, history)
     return RunPulled(
