@@ -118,7 +118,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     console.rule("4. train the hero while the watcher follows it")
     watcher = Watcher(store, only_run(LocalSource(run_dir_of(hero_path, hero)), hero.name), pred,
                       AlertRules(metric=pred.metric),
-                      {"terminal": TerminalSink(console), "jsonl": JsonlSink(pred_dir / "alerts.jsonl")},
+                      {"terminal": TerminalSink(console), "jsonl": JsonlSink(pred_dir / "alerts.jsonl", pred.run_name)},
                       pred_dir / "watch-state.json")
     if is_done(hero_path, hero):
         console.print(f"[dim]{escape(hero.name)}: finished already; checking it against the prediction[/]", markup=True)
@@ -130,7 +130,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     actual = hero_actual(store, pred)
     figures = draw_all(store, pred, out / "figures")
     verdicts = WatchState.load(pred_dir / "watch-state.json", pred.run_name).verdicts
-    alerts = read_alerts(pred_dir / "alerts.jsonl")
+    alerts = read_alerts(pred_dir / "alerts.jsonl", pred.run_name)
     report = write_report(out / "report.html", pred, figures, actual, alerts, verdicts,
                           title=f"Demo: {hero.name} predicted from {len(p.rungs)} rungs")
     result = dataclasses.replace(score(pred, actual, time.time() - began, report), quick=quick, n_boot=n_boot)

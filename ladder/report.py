@@ -65,8 +65,9 @@ def _figure(path: Path) -> str:
     return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"></figure>'
 
 
-def read_alerts(path: str | os.PathLike) -> list[dict]:
-    """The alerts a watcher appended to its JSON-lines file (verdict lines and torn lines skipped)."""
+def read_alerts(path: str | os.PathLike, run: str | None = None) -> list[dict]:
+    """The alerts a watcher appended to its JSON-lines file (verdict lines and torn lines skipped); with `run`,
+    less those that name another run (a line written before alerts named their run is kept)."""
     p = Path(path)
     if not p.exists():
         return []
@@ -78,7 +79,7 @@ def read_alerts(path: str | os.PathLike) -> list[dict]:
         except ValueError:
             continue
         read += isinstance(rec, dict) and "kind" in rec
-        if isinstance(rec, dict) and rec.get("kind") == "alert":
+        if isinstance(rec, dict) and rec.get("kind") == "alert" and (run is None or rec.get("run", run) == run):
             rows.append(rec)
     if lines and not read:
         raise LadderError(f"{p}: not a watcher's alerts file (no line of it is an alert or a verdict)")
@@ -168,8 +169,10 @@ def write_report(
     verdicts: Sequence[dict] = (),
     extra_tables: dict[str, pd.DataFrame] | None = None,
     title: str | None = None,
+    alerts_note: str | None = None,
 ) -> Path:
-    """Write the report to `out` (atomically) and return its path."""
+    """Write the report to `out` (atomically) and return its path. `alerts_note` is said under the alert history
+    (why it holds none of the run's, where the watch beside the prediction followed another run)."""
     parts = [f"<h1>{html.escape(title or f'{pred.run_name}: prediction and progress')}</h1>",
              f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metric: <b>{html.escape(pred.metric)}</b> "
              "(nats per token).</p>"]
@@ -229,6 +232,8 @@ def write_report(
         parts.append(_table(df, left=["level", "rule", "message"]))
     else:
         parts.append("<p>No alerts.</p>")
+    if alerts_note:
+        parts.append(f'<p class="note">{html.escape(alerts_note)}</p>')
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(pred.run_name)}</title>" \
            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>"
     return write_text_atomic(out, page)

@@ -287,6 +287,42 @@ def test_report_and_plot_follow_the_run_watch_followed(predicted, tmp_path):
     assert figs.exit_code == 0, figs.output
 
 
+def test_a_report_of_another_run_leaves_out_the_watched_runs_verdicts_and_alerts(predicted, tmp_path):
+    """The watch beside the prediction followed the hero; a report of a rung against the same prediction shows
+    neither the hero's verdicts nor its alerts, and says why, where it used to be refused."""
+    import json
+    import shutil
+
+    from ladder.report import read_alerts
+
+    plan = micro_plan()
+    folder = tmp_path / "pred"
+    shutil.copytree(predicted / "pred", folder)
+    store = str(predicted / "store")
+    watched = runner.invoke(app, ["watch", "--prediction", str(folder), "--store", store, "--once"])
+    assert watched.exit_code in (0, 4, 5), watched.output
+    hero, rung = plan.hero.name, plan.rungs[-1].name
+    with (folder / "alerts.jsonl").open("a") as f:  # an alert of the hero's watch, and one of a watch of the rung
+        f.write(json.dumps({"kind": "alert", "run": hero, "step": 5, "level": "alarm", "rule": "non_finite",
+                            "message": "the hero's own"}) + "\n")
+        f.write(json.dumps({"kind": "alert", "run": rung, "step": 7, "level": "warning", "rule": "off_band",
+                            "message": "the rung's own"}) + "\n")
+    lines = [json.loads(x) for x in (folder / "alerts.jsonl").read_text().splitlines()]
+    assert {x.get("run") for x in lines} == {hero, rung}  # every line the watch wrote names its run
+    assert [a["message"] for a in read_alerts(folder / "alerts.jsonl", rung)] == ["the rung's own"]
+    report = ["report", "--prediction", str(folder), "--store", store]
+    other = runner.invoke(app, [*report, "--target-run", rung, "--out", str(tmp_path / "rung.html")])
+    assert other.exit_code == 0, other.output
+    page = (tmp_path / "rung.html").read_text()
+    assert "the rung&#x27;s own" in page and "the hero&#x27;s own" not in page and "Latest verdict" not in page
+    assert f"followed &#x27;{hero}&#x27;, not &#x27;{rung}&#x27;" in page
+    own = runner.invoke(app, [*report, "--out", str(tmp_path / "hero.html")])
+    assert own.exit_code == 0, own.output
+    page = (tmp_path / "hero.html").read_text()
+    assert "Latest verdict" in page and "the hero&#x27;s own" in page and "the rung&#x27;s own" not in page
+    assert "not this run" not in page
+
+
 def test_the_figures_show_the_rungs_and_the_law_wherever_the_target_lies(predicted):
     """The hero-curve's y-range holds the rungs and the curve after the first 10% of the run, not the bands of
     its first steps (or of a far extrapolation); the ladder fit's law reaches a target smaller than every rung."""

@@ -101,7 +101,7 @@ def watch_command(
     jsonl = _watch_file(jsonl or folder / "alerts.jsonl", "--jsonl", "alerts.jsonl")
     if jsonl.absolute() == state.absolute():
         raise LadderError(f"--jsonl and --state are both {jsonl}; give each its own file")
-    sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl)}
+    sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl, pred.run_name)}
     if webhook:
         sinks["webhook"] = WebhookSink.from_env()
     st = Store(store)
@@ -210,12 +210,21 @@ def report_command(
     st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():
         raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")
-    alert_rows, verdicts = read_alerts(alerts or folder / "alerts.jsonl"), []  # read first: a bad one writes nothing
+    # read first: a bad file writes nothing
+    alert_rows, verdicts, note = read_alerts(alerts or folder / "alerts.jsonl", pred.run_name), [], None
     state_file = folder / "watch-state.json"
-    if state_file.exists():
-        verdicts = WatchState.load(state_file, pred.run_name).verdicts
+    state = WatchState.read(state_file)
+    if state is not None and state.run == pred.run_name:
+        verdicts = state.verdicts
+    elif state is not None:  # the watch beside the prediction followed another run
+        if target_run is None and pred.run_name not in set(st.runs()["name"]):
+            state.must_be_of(pred.run_name, state_file)  # its error says which --target-run to give
+        alert_rows = [a for a in alert_rows if a.get("run") == pred.run_name]
+        note = (f"The watch whose files sit beside the prediction followed '{state.run}', not '{pred.run_name}': "
+                "its verdicts and alerts are not this run's and are left out.")
     figures = draw_all(st, pred, out_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
-    written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts)
+    written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts,
+                           alerts_note=note)
     console.print(f"Wrote {written}")
 
 

@@ -53,16 +53,18 @@ class TerminalSink:
 
 
 class JsonlSink:
-    """One JSON object per alert (and one per verdict), appended."""
+    """One JSON object per alert (and one per verdict), appended; each names the watched `run` where one is given,
+    so that a report of another run against the same prediction leaves them out."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, run: str | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tag = {} if run is None else {"run": run}
 
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
         now = time.time()
-        lines = [json.dumps({"time": now, "kind": "alert", **a.to_json()}) for a in alerts]
-        lines.append(json.dumps({"time": now, "kind": "verdict", "verdict": verdict, "summary": summary}))
+        lines = [json.dumps({"time": now, "kind": "alert", **self.tag, **a.to_json()}) for a in alerts]
+        lines.append(json.dumps({"time": now, "kind": "verdict", **self.tag, "verdict": verdict, "summary": summary}))
         with self.path.open("a") as f:
             f.write("\n".join(lines) + "\n")
         return True

@@ -42,20 +42,31 @@ class WatchState:
 
     @classmethod
     def load(cls, path: str | os.PathLike, run: str) -> WatchState:
+        state = cls.read(path)
+        if state is None:
+            return cls(run=run)
+        return state.must_be_of(run, path)
+
+    def must_be_of(self, run: str, path: str | os.PathLike) -> WatchState:
+        """This state, where it followed `run`; an error that names the run it followed otherwise."""
+        if self.run != run:
+            raise LadderError(f"{path}: this state belongs to run '{self.run}', not '{run}'; give --target-run "
+                              f"{self.run} to show that run, or watch '{run}' with another --state file")
+        return self
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> WatchState | None:
+        """The state saved at `path`, of whichever run it followed; None where there is no file."""
         p = Path(path)
         if not p.exists():
-            return cls(run=run)
+            return None
         try:
             data = json.loads(p.read_text())
-            state = cls(run=data["run"], last_step=int(data["last_step"]),
-                        sent={k: list(v) for k, v in data["sent"].items()}, verdicts=list(data.get("verdicts", [])),
-                        advanced_at=data.get("advanced_at"))
+            return cls(run=data["run"], last_step=int(data["last_step"]),
+                       sent={k: list(v) for k, v in data["sent"].items()}, verdicts=list(data.get("verdicts", [])),
+                       advanced_at=data.get("advanced_at"))
         except (ValueError, KeyError, TypeError, AttributeError):
             raise LadderError(f"{p}: not a watch state file; delete it to start over") from None
-        if state.run != run:
-            raise LadderError(f"{p}: this state belongs to run '{state.run}', not '{run}'; give --target-run "
-                              f"{state.run} to show that run, or watch '{run}' with another --state file")
-        return state
 
 
 @contextlib.contextmanager
