@@ -5,8 +5,9 @@ one objective (`huber`: mean Huber, δ = 1e-3, on log residuals, float64) and re
 result with `predict`, `interval`, `summary` and the `warnings` that say when not to trust it.
 
 - `fit_endpoint(compute, loss)`: L(C) = E + A·C^−α on final losses (profile over E).
-- `fit_surface(n_params, tokens, loss)`: L(N, D) = E + A/N^α + B/D^β (variable projection);
-  `choose_surface` picks α and β free or one exponent by a backtest on the runs, and carries its error;
+- `fit_surface(n_params, tokens, loss)`: L(N, D) = E + A/N^α + B/D^β (variable projection; `kaplan=True`:
+  E + (A/N^α + B/D^β)^γ); `choose_surface` picks α and β free or one exponent by a backtest on the runs (of an
+  isoFLOP sweep given its budgets: by budget, the composed form among them), and carries its error;
   `fits.frontier` gives the least loss of the runs' lower envelope, which its bands also hold.
 - `fit_per_fraction(compute, fractions, losses)`: L(g) = E + A_g·(C·g)^−α_g for whole curves
   (`smooth=K`: A_g, α_g smooth in g; `select_smooth` picks K by leaving out one run at a time).

@@ -54,15 +54,16 @@ def envelope_law(n_params, tokens, loss) -> tuple[EndpointFit | None, np.ndarray
         return None, idx
 
 
-def optimum(compute, E: float, A: float, B: float, alpha: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(least loss, N there) of the surface E + A/N^α + B/D^β along 6·N·D = `compute`, in closed form:
-    N* = (αA / βB)^(1/(α+β)) · (C/6)^(β/(α+β)). NaN where a term vanishes (A or B at 0: the loss then has no
-    least value at a finite size)."""
+def optimum(compute, E: float, A: float, B: float, alpha: float, beta: float,
+            gamma: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(least loss, N there) of the surface E + (A/N^α + B/D^β)^γ along 6·N·D = `compute`, in closed form:
+    N* = (αA / βB)^(1/(α+β)) · (C/6)^(β/(α+β)) (γ > 0 does not move it). NaN where a term vanishes (A or B at 0:
+    the loss then has no least value at a finite size)."""
     C = np.asarray(compute, dtype=np.float64)
     if not (A > 0 and B > 0 and alpha > 0 and beta > 0):
         return np.full(C.shape, np.nan), np.full(C.shape, np.nan)
     n_opt = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta)) * (C / 6.0) ** (beta / (alpha + beta))
-    return E + A * n_opt**-alpha + B * (C / (6.0 * n_opt)) ** -beta, n_opt
+    return E + (A * n_opt**-alpha + B * (C / (6.0 * n_opt)) ** -beta) ** gamma, n_opt
 
 
 def least_loss(fit, compute) -> np.ndarray:

@@ -9,6 +9,14 @@ five parameters. This replaces the thousands of random or gridded starts of the 
 `shared_exponent=True` fits one exponent for both terms (α = β), the constrained variant that Li,
 Kudugunta & Zettlemoyer 2025 ("(Mis)Fitting", arXiv:2502.18969) fit beside the free form: only the
 diagonal of the grid is searched, and the refinement moves α and β together.
+
+`kaplan=True` fits L(N, D) = E + (A/N^α + B/D^β)^γ: Kaplan et al.'s (2020) composition of the two terms, with
+an irreducible loss (γ = 1 is the Chinchilla form). Along a compute budget C = 6·N·D the additive form ties
+the curvature of the budget's valley in log N to the slope of its least loss in log C: their ratio is α + β
+at every budget. With γ the ratio is α + β while the least loss falls as C^(−γαβ/(α+β)), so a fit can follow
+both the valleys and the budgets' least losses. Only runs that trace valleys (an isoFLOP sweep: several sizes
+per budget) pin γ; elsewhere it trades with E. Its starts are the additive fit's best grid points, each
+rescaled to a few values of γ.
 """
 
 from __future__ import annotations
@@ -26,6 +34,10 @@ from fits.powerlaw import residual_covariance
 from fits.uncertainty import Band, Ensemble, student_t_band
 
 FORM = "Chinchilla surface L(N, D) = E + A/N^α + B/D^β"
+KAPLAN_FORM = "Kaplan-Chinchilla surface L(N, D) = E + (A/N^α + B/D^β)^γ"
+GAMMA_BOUNDS = (0.05, 3.0)
+GAMMA_STARTS = (1.0, 0.5, 0.25)
+"""γ's starting values: each start of the additive fit is rescaled to each (the same terms' sum at γ = 1)."""
 EXP_MAX = 3.0
 GRID = 48
 STARTS = 4
@@ -55,8 +67,13 @@ class SurfaceFit:
     warnings: tuple[str, ...] = ()
     shared_exponent: bool = False
     """α = β was imposed (one exponent for N and D); `params` still lists both."""
+    gamma: float = 1.0
+    """The power of the terms' sum: 1 in the Chinchilla form, fitted in the Kaplan-Chinchilla form."""
+    gamma_free: bool = False
 
-    form = FORM
+    @property
+    def form(self) -> str:
+        return KAPLAN_FORM if self.gamma_free else FORM
 
     @property
     def A(self) -> float:
@@ -68,7 +85,8 @@ class SurfaceFit:
 
     @property
     def params(self) -> dict[str, float]:
-        return {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta}
+        gamma = {"gamma": self.gamma} if self.gamma_free else {}
+        return {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta} | gamma
 
     @property
     def n_runs(self) -> int:
@@ -76,7 +94,7 @@ class SurfaceFit:
 
     @property
     def n_params(self) -> int:
-        return 5 - self.E_pinned - self.shared_exponent
+        return 5 - self.E_pinned - self.shared_exponent + self.gamma_free
 
     @property
     def dof(self) -> int:
@@ -90,13 +108,13 @@ class SurfaceFit:
     def predict(self, n_params, tokens) -> np.ndarray:
         """Loss at N = `n_params`, D = `tokens` (same conventions as the fit)."""
         _, _, tn, td = self._terms(n_params, tokens)
-        return self.E + tn + td
+        return self.E + (tn + td) ** self.gamma
 
     def interval(self, n_params, tokens, level: float = 0.9, kind: str = "observation"):
         """Student-t band with n − p dof (delta method in log space); see `EndpointFit.interval`."""
         un, ud, tn, td = self._terms(n_params, tokens)
-        p = self.E + tn + td
-        g = _log_grad(un, ud, tn, td, p, not self.E_pinned, self.shared_exponent)
+        p = self.E + (tn + td) ** self.gamma
+        g = _log_grad(un, ud, tn, td, p, not self.E_pinned, self.shared_exponent, self.gamma if self.gamma_free else None)
         return student_t_band(p, g, self.cov, self.s2, self.dof, level, kind)
 
     def band(self, n_params, tokens, ensemble: Ensemble | None = None, extra_sd=None) -> Band:
@@ -136,15 +154,17 @@ class SurfaceFit:
         return fit_surface(
             self.params_count[idx], self.tokens[idx], self.loss[idx],
             E=self.E if self.E_pinned else None, grid=REFIT_GRID, starts=1, start=self.params, tol=REFIT_TOL,
-            shared_exponent=self.shared_exponent,
+            shared_exponent=self.shared_exponent, kaplan=self.gamma_free,
         )
 
     def summary(self, at: tuple[float, float] | None = None, level: float = 0.9) -> str:
         p = self.params
         exps = (f"alpha = beta = {p['alpha']:.4f} (shared)" if self.shared_exponent
                 else f"alpha = {p['alpha']:.4f}   beta = {p['beta']:.4f}")
+        if self.gamma_free:
+            exps += f"   gamma = {self.gamma:.4f}"
         lines = [
-            f"{FORM}: {self.n_runs} runs, N {self.params_count.min():.3g} .. {self.params_count.max():.3g}, "
+            f"{self.form}: {self.n_runs} runs, N {self.params_count.min():.3g} .. {self.params_count.max():.3g}, "
             f"D {self.tokens.min():.3g} .. {self.tokens.max():.3g} tokens",
             f"  E = {p['E']:.4f}{' (pinned)' if self.E_pinned else ''}   A = {p['A']:.4g}   B = {p['B']:.4g}   "
             f"{exps}   objective = {self.objective:.4e}",
@@ -199,25 +219,33 @@ def _grid_solutions(x, y, L, w, E_fixed):
     return coef, huber_rows(res, HUBER_DELTA, w), ai, bi
 
 
-def _log_grad(un, ud, tn, td, pred, E_free: bool, shared: bool) -> np.ndarray:
-    """d log L / d(free parameters), on the last axis: (E,) log A, log B, α (, β); one exponent
-    column for both terms when `shared`."""
-    cols = [tn / pred, td / pred]
-    cols += [-(un * tn + ud * td) / pred] if shared else [-un * tn / pred, -ud * td / pred]
+def _log_grad(un, ud, tn, td, pred, E_free: bool, shared: bool, gamma: float | None = None) -> np.ndarray:
+    """d log L / d(free parameters), on the last axis: (E,) log A, log B, α (, β) (, γ); one exponent
+    column for both terms when `shared`; a column for γ where `gamma` (its value) is given."""
+    total = tn + td
+    k = 1.0 if gamma is None else gamma * total ** (gamma - 1.0)
+    cols = [k * tn / pred, k * td / pred]
+    cols += [-k * (un * tn + ud * td) / pred] if shared else [-k * un * tn / pred, -k * ud * td / pred]
+    if gamma is not None:
+        cols.append(total**gamma * np.log(total) / pred)
     if E_free:
         cols = [1.0 / pred] + cols
     return np.stack(np.broadcast_arrays(*cols), axis=-1)
 
 
-def _full(q, E_fixed: float | None, shared: bool) -> tuple:
-    """(E, log A, log B, α, β) from the free parameters `q`."""
+def _full(q, E_fixed: float | None, shared: bool, kaplan: bool = False) -> tuple:
+    """(E, log A, log B, α, β, γ) from the free parameters `q`."""
     q = ([E_fixed] if E_fixed is not None else []) + list(q)
-    return (*q, q[3]) if shared else tuple(q)
+    if shared:
+        q = q[:4] + [q[3]] + q[4:]
+    return tuple(q) if kaplan else (*q, 1.0)
 
 
-def _free(full, E_fixed: float | None, shared: bool) -> list:
-    """The free parameters of (E, log A, log B, α, β): the inverse of `_full`."""
-    q = list(full)[: 4 if shared else 5]
+def _free(full, E_fixed: float | None, shared: bool, kaplan: bool = False) -> list:
+    """The free parameters of (E, log A, log B, α, β, γ): the inverse of `_full`."""
+    q = list(full)[: 6 if kaplan else 5]
+    if shared:
+        del q[4]
     return q[1:] if E_fixed is not None else q
 
 
@@ -233,22 +261,27 @@ def fit_surface(
     start: dict[str, float] | None = None,
     weights=None,
     tol: float = TOL,
+    kaplan: bool = False,
 ) -> SurfaceFit:
     """Fit L(N, D) = E + A/N^α + B/D^β to runs of `n_params` parameters trained on `tokens` tokens.
 
-    `E` pins the irreducible loss; `shared_exponent` imposes α = β. `grid` points per exponent on
-    (0, 3]; the `starts` best grid points (and `start`, parameters of an earlier fit, if given) are
-    refined on the Huber objective and the lowest wins. `tol`: the solver's stopping tolerance.
+    `E` pins the irreducible loss; `shared_exponent` imposes α = β; `kaplan` fits E + (A/N^α + B/D^β)^γ
+    (module docstring). `grid` points per exponent on (0, 3]; the `starts` best grid points (and `start`,
+    parameters of an earlier fit, if given) are refined on the Huber objective and the lowest wins. `tol`: the
+    solver's stopping tolerance.
     """
     N = checks.as_array("n_params", n_params)
     D = checks.as_array("tokens", tokens)
     L = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=L)
-    p = 5 - (E is not None) - shared_exponent
+    if kaplan and shared_exponent:
+        raise FitError("the Kaplan-Chinchilla surface has its own exponents for N and D; drop the shared exponent")
+    p = 5 - (E is not None) - shared_exponent + kaplan
+    form = KAPLAN_FORM if kaplan else FORM
     n_distinct = len({(a, b) for a, b in zip(N, D)})
-    checks.need_runs(n_distinct, p, FORM, "runs of distinct (N, D)")
+    checks.need_runs(n_distinct, p, form, "runs of distinct (N, D)")
     if np.unique(N).size < 2 or np.unique(D).size < 2:
-        raise FitError(f"the {FORM.split(':')[0]} needs runs that differ in both size and tokens")
+        raise FitError(f"the {form.split(' L(')[0]} needs runs that differ in both size and tokens")
     if E is not None and not 0 <= E < L.min():
         raise FitError(f"pinned E = {E:g} must be in [0, the smallest loss {L.min():.6g})")
     w = np.ones(L.size) if weights is None else checks.as_array("weights", weights)
@@ -264,19 +297,26 @@ def fit_surface(
     order = np.argsort(obj)[: max(starts, 1)]
     if not np.isfinite(obj[order[0]]):
         raise FitError("no grid point gives a finite surface fit; check the losses")
-    inits = [(*coef[k], exps[ai[k]], exps[bi[k]]) for k in order]
-    if start is not None:
+    inits = [(*coef[k], exps[ai[k]], exps[bi[k]], 1.0) for k in order]
+    if kaplan:  # A·n^−α = (A^(1/γ)·n^(−α/γ))^γ: each additive start, its terms rescaled to each γ (a refit: to its own)
+        gammas = GAMMA_STARTS if start is None else (start.get("gamma", 1.0),)
+        inits = [(e0, A0 ** (1 / g), B0 ** (1 / g), al / g, be / g, g) for e0, A0, B0, al, be, _ in inits
+                 for g in gammas if A0 > 0 and B0 > 0]
+    if start is not None:  # an earlier fit's parameters, in this form's own terms
         inits.append((start["E"], start["A"] * n_ref ** -start["alpha"], start["B"] * d_ref ** -start["beta"],
-                      start["alpha"], start["beta"]))
-    best = _refine(inits, un, ud, L, w, E, shared_exponent, tol)
-    q = np.asarray(_full(best.x, E, shared_exponent), dtype=np.float64)
+                      start["alpha"], start["beta"], start.get("gamma", 1.0) if kaplan else 1.0))
+    if not inits:
+        raise FitError("no start of the grid has both terms; the runs do not show a loss falling in both N and D")
+    best = _refine(inits, un, ud, L, w, E, shared_exponent, tol, kaplan)
+    q = np.asarray(_full(best.x, E, shared_exponent, kaplan), dtype=np.float64)
     cov, s2 = residual_covariance(best.residuals, best.jac, w, L.size - p)
     warnings = (
-        checks.few_runs(L.size, p, FORM.split(":")[0])
+        checks.few_runs(L.size, p, form.split(" L(")[0])
         + checks.not_converged(best.converged, best.message)
         + checks.E_at_bound(float(q[0]), float(L.min()), E is not None)
         + checks.at_bound("alpha", float(q[3]), 0.0, 2 * EXP_MAX)
         + ([] if shared_exponent else checks.at_bound("beta", float(q[4]), 0.0, 2 * EXP_MAX))
+        + (checks.at_bound("gamma", float(q[5]), *GAMMA_BOUNDS) if kaplan else [])
         + checks.rises_with_tokens(N, D, L)
     )
     fit = SurfaceFit(
@@ -284,34 +324,38 @@ def fit_surface(
         n_ref=n_ref, d_ref=d_ref, objective=huber(best.residuals, HUBER_DELTA, w),
         params_count=N, tokens=D, loss=L, E_pinned=E is not None, converged=best.converged,
         cov=cov, s2=s2, warnings=tuple(warnings), shared_exponent=shared_exponent,
+        gamma=float(q[5]), gamma_free=kaplan,
     )
     off = checks.off_the_law(L, fit.predict(N, D), lambda i: f"at N = {N[i]:.3g}, D = {D[i]:.3g}")
     return replace(fit, warnings=fit.warnings + tuple(off))
 
 
-def _refine(inits, un, ud, L, w, E_fixed, shared, tol):
-    """Huber refinement from each start (E, A, B, α, β) at the reference size and tokens; the
+def _refine(inits, un, ud, L, w, E_fixed, shared, tol, kaplan: bool = False):
+    """Huber refinement from each start (E, A, B, α, β, γ) at the reference size and tokens; the
     lowest objective wins."""
     logL = np.log(L)
 
     def res(q):
-        e, a, b, al, be = _full(q, E_fixed, shared)
+        e, a, b, al, be, g = _full(q, E_fixed, shared, kaplan)
         with np.errstate(over="ignore"):
-            return np.log(e + np.exp(a - al * un) + np.exp(b - be * ud)) - logL
+            return np.log(e + (np.exp(a - al * un) + np.exp(b - be * ud)) ** g) - logL
 
     def jac(q):
-        e, a, b, al, be = _full(q, E_fixed, shared)
+        e, a, b, al, be, g = _full(q, E_fixed, shared, kaplan)
         with np.errstate(over="ignore", invalid="ignore"):
             tn, td = np.exp(a - al * un), np.exp(b - be * ud)
-            return _log_grad(un, ud, tn, td, e + tn + td, E_fixed is None, shared)
+            return _log_grad(un, ud, tn, td, e + (tn + td) ** g, E_fixed is None, shared, g if kaplan else None)
 
-    lo = np.array(_free([0.0, -np.inf, -np.inf, 0.0, 0.0], E_fixed, shared))
-    hi = np.array(_free([L.min() * (1 - 1e-12), np.inf, np.inf, 2 * EXP_MAX, 2 * EXP_MAX], E_fixed, shared))
+    exp_max = 2 * EXP_MAX / (GAMMA_BOUNDS[0] if kaplan else 1.0)
+    lo = np.array(_free([0.0, -np.inf, -np.inf, 0.0, 0.0, GAMMA_BOUNDS[0]], E_fixed, shared, kaplan))
+    hi = np.array(_free([L.min() * (1 - 1e-12), np.inf, np.inf, exp_max, exp_max, GAMMA_BOUNDS[1]], E_fixed, shared,
+                        kaplan))
     tiny = 1e-12 * L.min()
     best = None
-    for e0, A0, B0, al0, be0 in inits:
-        q0 = [min(e0, L.min() * (1 - 1e-9)), np.log(max(A0, tiny)), np.log(max(B0, tiny)), al0, be0]
-        sol = solve(res, jac, np.array(_free(q0, E_fixed, shared)), lo, hi, weights=w, tol=tol)
+    for e0, A0, B0, al0, be0, g0 in inits:
+        q0 = [min(e0, L.min() * (1 - 1e-9)), np.log(max(A0, tiny)), np.log(max(B0, tiny)), min(al0, exp_max),
+              min(be0, exp_max), g0]
+        sol = solve(res, jac, np.array(_free(q0, E_fixed, shared, kaplan)), lo, hi, weights=w, tol=tol)
         if best is None or sol.objective < best.objective:
             best = sol
     return best

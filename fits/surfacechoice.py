@@ -7,6 +7,13 @@ the largest size is held out and predicted from the smaller ones (and, with five
 the two largest from the rest), and the form with the lower mean |error| over the held-out runs
 predicts (ties keep the free form). Sizes within 1% count as one.
 
+An isoFLOP sweep (runs given with their compute budgets) is backtested by budget instead: the largest
+budget (and with five budgets or more the two largest) is held out and predicted from the smaller ones,
+the question a sweep is run to answer. Holding out its largest model sizes, the least-trained runs of each
+budget, would score the forms where they all do well. Its valleys (the loss across sizes at one budget)
+also pin a third form, E + (A/N^α + B/D^β)^γ (`fits.surface`, kaplan=True), whose valleys' curvature is not
+tied to how fast the budgets' least losses fall: it joins the candidates there.
+
 The band: the chosen form's own band (Student-t or bootstrap, which hold the runs' own scatter),
 widened in quadrature by the backtest's error beyond that scatter, per e-fold of extrapolation,
 carried to the target's distance (the 90% level), and to at least `fits.predictor.UNTESTED_ERROR`
@@ -41,6 +48,13 @@ from fits.uncertainty import Band
 
 FORMS = ("free", "shared")
 """free: α and β fitted apart; shared: one exponent for N and D (α = β)."""
+SWEEP_FORMS = FORMS + ("kaplan",)
+"""The candidates where the runs give their compute budgets; kaplan: E + (A/N^α + B/D^β)^γ."""
+
+
+def fit_form(N, D, L, form: str, E: float | None = None) -> SurfaceFit:
+    """The surface in one of the `SWEEP_FORMS`."""
+    return fit_surface(N, D, L, E=E, shared_exponent=form == "shared", kaplan=form == "kaplan")
 
 
 @dataclass(frozen=True)
@@ -49,7 +63,7 @@ class FormTrial:
 
     form: str
     held_out: tuple[float, ...]
-    """The held-out model sizes (N)."""
+    """The held-out model sizes (N), or compute budgets where `by` is "budget"."""
     distance: float
     """How far the held-out runs reach beyond the fitted ones (e-folds; the farthest held-out run, as
     the curve predictor counts a backtest's distance)."""
@@ -59,6 +73,8 @@ class FormTrial:
     """The fitted runs' scatter around the law (log residual sd): the part of a held-out run's error
     that is its own noise, which extrapolating further does not grow."""
     failed: str = ""
+    by: str = "size"
+    """What was held out: the largest model sizes, or the largest compute budgets of a sweep."""
 
     @property
     def mean_abs(self) -> float:
@@ -75,7 +91,7 @@ class FormTrial:
 
     def record(self) -> dict:
         ok = self.errors.size and not self.failed
-        return {"form": self.form, "held_out_sizes": [float(n) for n in self.held_out], "runs": int(self.errors.size),
+        return {"form": self.form, f"held_out_{self.by}s": [float(n) for n in self.held_out], "runs": int(self.errors.size),
                 "mean_error": float(np.mean(self.errors)) if ok else None,
                 "mean_abs_error": self.mean_abs if ok else None,
                 "distance_efolds": self.distance, "failed": self.failed}
@@ -143,7 +159,7 @@ class SurfaceChoice:
                    f"mean error {np.mean(t.errors):+.2%}, mean |error| {t.mean_abs:.2%} over {t.errors.size} "
                    f"run{'s' if t.errors.size > 1 else ''} "
                    f"(reaching {t.distance:.2f} e-folds out)")
-            lines.append(f"  backtest {t.form:<6} holding out N = {sizes}: {res}")
+            lines.append(f"  backtest {t.form:<6} holding out {'N' if t.by == 'size' else 'budget'} = {sizes}: {res}")
         if self.envelope is not None:
             e = self.envelope
             lines.append(f"  lower envelope: {self.envelope_runs} runs, least loss L*(C) = {e.E:.4f} + {e.A:.4g}·C^-{e.alpha:.4f} "
@@ -190,52 +206,62 @@ def _scores(trials) -> dict[str, float]:
     return out
 
 
-def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS) -> tuple[FormTrial, ...]:
-    """Each form fitted without the largest size (and the two largest with 5+ sizes), predicting them."""
-    cls = size_classes(N)
+def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS, budget=None) -> tuple[FormTrial, ...]:
+    """Each form fitted without the largest size (and the two largest with 5+ sizes), predicting them; with each
+    run's `budget`, without the largest budget (and the two largest with 5+ budgets)."""
+    key = N if budget is None else budget
+    by = "size" if budget is None else "budget"
+    cls = size_classes(key)
     n_sizes = np.unique(cls).size
     if n_sizes < 3:
         return ()
     trials = []
     for _, fit_i, out_i in holdouts(cls, (1, 2) if n_sizes >= 5 else (1,)):
         d = float(distance(N[out_i], D[out_i], N[fit_i], D[fit_i]).max())
-        sizes = tuple(float(np.median(N[out_i][cls[out_i] == c])) for c in np.unique(cls[out_i]))
+        sizes = tuple(float(np.median(key[out_i][cls[out_i] == c])) for c in np.unique(cls[out_i]))
         for form in forms:
             try:
-                fit = fit_surface(N[fit_i], D[fit_i], L[fit_i], E=E, shared_exponent=form == "shared")
+                fit = fit_form(N[fit_i], D[fit_i], L[fit_i], form, E)
             except FitError as exc:
-                trials.append(FormTrial(form, sizes, d, np.zeros(0), failed=str(exc)))
+                trials.append(FormTrial(form, sizes, d, np.zeros(0), failed=str(exc), by=by))
                 continue
             scatter = float(np.sqrt(fit.s2)) if np.isfinite(fit.s2) else 0.0
-            trials.append(FormTrial(form, sizes, d, fit.predict(N[out_i], D[out_i]) / L[out_i] - 1, scatter))
+            trials.append(FormTrial(form, sizes, d, fit.predict(N[out_i], D[out_i]) / L[out_i] - 1, scatter, by=by))
     return tuple(trials)
 
 
-def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str = "auto") -> SurfaceChoice:
-    """The surface fitted in the form a backtest on these runs prefers (`form="auto"`), or in `form`."""
-    if form not in ("auto",) + FORMS:
-        raise FitError(f"unknown surface form {form!r}; choose auto, free or shared")
+def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str = "auto",
+                   budget=None) -> SurfaceChoice:
+    """The surface fitted in the form a backtest on these runs prefers (`form="auto"`), or in `form`. `budget`:
+    each run's compute budget, where the runs are an isoFLOP sweep (module docstring)."""
+    if form not in ("auto",) + SWEEP_FORMS:
+        raise FitError(f"unknown surface form {form!r}; choose auto, free, shared or kaplan")
     N = checks.as_array("n_params", n_params)
     D = checks.as_array("tokens", tokens)
     L = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=L)
-    trials = backtest_forms(N, D, L, E=E)
+    forms, what = FORMS, "size"
+    if budget is not None:
+        budget = checks.as_array("budget", budget)
+        checks.same_length(n_params=N, budget=budget)
+        forms, what = SWEEP_FORMS, "budget"
+    trials = backtest_forms(N, D, L, E=E, forms=forms, budget=budget)
     scores = _scores(trials)
     warnings = []
     if form != "auto":
         chosen, why = form, "named"
     elif not trials:
-        chosen, why = "free", "fewer than 3 model sizes: no backtest possible, the free form"
-        warnings.append("fewer than 3 model sizes, so no backtest chose the form or checked its band")
+        chosen, why = "free", f"fewer than 3 model {what}s: no backtest possible, the free form"
+        warnings.append(f"fewer than 3 model {what}s, so no backtest chose the form or checked its band")
     else:
         ranked = sorted((v, i, f) for i, (f, v) in enumerate(scores.items()) if np.isfinite(v))
         if ranked:
             chosen = ranked[0][2]
-            why = ("lower backtest mean |error| predicting the largest size from the smaller ones: "
+            why = (f"lower backtest mean |error| predicting the largest {what} from the smaller ones: "
                    + ", ".join(f"{f} {v:.2%}" if np.isfinite(v) else f"{f} failed" for f, v in scores.items()))
         else:
-            chosen, why = "free", "no form could be fitted without the largest size: the free form"
-            warnings.append("too few runs below the largest size to fit either form, so no backtest chose the form "
+            chosen, why = "free", f"no form could be fitted without the largest {what}: the free form"
+            warnings.append(f"too few runs below the largest {what} to fit any form, so no backtest chose the form "
                             "or checked its band (" + "; ".join(f"{t.form}: {t.failed}" for t in trials if t.failed) + ")")
     ratio = D / N
     if ratio.max() < ONE_RATIO * ratio.min():
@@ -243,12 +269,12 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
                         "runs cannot tell N's term from D's, so a prediction off that ratio rests on the form alone "
                         "(its e-folds out count how far off); along that ratio the endpoint law L(C) = E + A·C^-alpha "
                         "(`ladder fit endpoint`) has 3 parameters to the surface's 4 or 5")
-    fit = fit_surface(N, D, L, E=E, shared_exponent=chosen == "shared")
+    fit = fit_form(N, D, L, chosen, E)
     others = []
-    for other in FORMS:
+    for other in forms:
         if other != chosen:
             try:
-                others.append(fit_surface(N, D, L, E=E, shared_exponent=other == "shared"))
+                others.append(fit_form(N, D, L, other, E))
             except FitError:
                 continue
     floor = f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation"
@@ -256,7 +282,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
     floor_note = (f"bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
                   f"least {floor}" if tested else f"bands widened by {floor}")
     envelope, on_it = envelope_law(N, D, L)
-    holds = (["the other form's prediction"] if others else []) + (
+    holds = (["the other forms' predictions" if len(others) > 1 else "the other form's prediction"] if others else []) + (
         ["the prediction scaled to the least loss of the runs' lower envelope at its compute"] if envelope else [])
     if holds:
         floor_note += ", and so that the 90% band holds " + " and ".join(holds)

@@ -23,22 +23,24 @@ def endpoint_losses(rng: np.random.Generator, compute, E: float, A: float, alpha
     return (E + A * c**-alpha) * np.exp(rng.normal(0.0, noise, c.size))
 
 
-def surface_losses(rng, n_params, tokens, E, A, B, alpha, beta, noise) -> np.ndarray:
+def surface_losses(rng, n_params, tokens, E, A, B, alpha, beta, noise, gamma: float = 1.0) -> np.ndarray:
+    """E + (A/N^α + B/D^β)^γ (γ = 1: the Chinchilla surface), each loss × a log-normal noise of sd `noise`."""
     N = np.asarray(n_params, dtype=np.float64)
     D = np.asarray(tokens, dtype=np.float64)
-    return (E + A * N**-alpha + B * D**-beta) * np.exp(rng.normal(0.0, noise, N.size))
+    return (E + (A * N**-alpha + B * D**-beta) ** gamma) * np.exp(rng.normal(0.0, noise, N.size))
 
 
-def surface_optimum(compute: float, E, A, B, alpha, beta) -> tuple[float, float]:
-    """(least loss, N there) of the surface E + A/N^α + B/D^β along 6·N·D = `compute` (`fits.frontier.optimum`)."""
+def surface_optimum(compute: float, E, A, B, alpha, beta, gamma: float = 1.0) -> tuple[float, float]:
+    """(least loss, N there) of the surface E + (A/N^α + B/D^β)^γ along 6·N·D = `compute`
+    (`fits.frontier.optimum`)."""
     from fits.frontier import optimum
 
-    loss, n = optimum(compute, E, A, B, alpha, beta)
+    loss, n = optimum(compute, E, A, B, alpha, beta, gamma)
     return float(loss), float(n)
 
 
 def isoflop_sweep(rng, budgets, law: dict, spread=(1 / 8, 8), sizes: int = 9, noise: float = 0.0):
-    """An isoFLOP sweep of the surface `law` (E, A, B, alpha, beta): at each budget, `sizes` models log-spaced
+    """An isoFLOP sweep of the surface `law` (E, A, B, alpha, beta, and gamma if not 1): at each budget, `sizes` models log-spaced
     around the optimum over `spread` (each off the grid by up to 10%), computes as logged (within 0.4% of the
     budget), D = C / 6N. Returns (C, N, D, loss)."""
     C, N = [], []

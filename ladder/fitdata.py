@@ -40,6 +40,8 @@ class Columns:
     """Parameters N of the model (the surface's N; state the convention you use)."""
     tokens: str | None = "tokens"
     """Tokens D trained on at the row."""
+    budget: str | None = None
+    """The run's compute budget (FLOPs) where the runs are an isoFLOP sweep: several sizes per budget."""
     step: str | None = "step"
     """Optimizer step of the row; the run's last step is its final point."""
     fraction: str | None = None
@@ -61,6 +63,7 @@ class Finals:
     compute: np.ndarray | None = None
     params: np.ndarray | None = None
     tokens: np.ndarray | None = None
+    budget: np.ndarray | None = None
     notes: tuple[str, ...] = ()
     """What the numbers assume (compute as 6·N·D where only N is known)."""
 

@@ -810,3 +810,35 @@ def test_endpoint_targets_empty_absurd_or_below_the_runs_are_refused_or_noted(en
 def test_a_file_that_will_not_be_read_is_named(tmp_path):
     for args in (["fit", "endpoint", "--csv", "/proc/self/mem"], ["plan", "/proc/self/mem"]):
         one_error_line(run(*args), "/proc/self/mem: cannot read it (")
+
+
+def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
+    """A CSV with a budget column is an isoFLOP sweep: the form is chosen by predicting its largest budget, and
+    E + (A/N^α + B/D^β)^γ is among the forms; a table without one is backtested by size, among the two forms."""
+    from tests.test_fits_surface_kaplan import KAPLAN, sweep
+
+    N, D, y, budget, Nt, Dt, yt = sweep(KAPLAN, seed=0)
+    runs, targets = tmp_path / "sweep.csv", tmp_path / "targets.csv"
+    pd.DataFrame({"params": N, "tokens": D, "budget": budget, "loss": y}).to_csv(runs, index=False)
+    pd.DataFrame({"params": Nt, "tokens": Dt}).to_csv(targets, index=False)
+    res = run("fit", "surface", "--csv", runs, "--predict-csv", targets, "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    choice = out["form_choice"]
+    assert choice["form"] == "kaplan" and "largest budget" in choice["why"] and "other forms' predictions" in choice["why"]
+    assert {r["form"] for r in choice["backtest"]} == {"free", "shared", "kaplan"}
+    assert all(r["held_out_budgets"] for r in choice["backtest"])
+    assert out["params"]["gamma"] == pytest.approx(KAPLAN["gamma"], abs=0.05)
+    np.testing.assert_allclose([p["median"] for p in out["predictions"]], yt, rtol=0.005)
+    text = run("fit", "surface", "--csv", runs).stdout
+    assert "Kaplan-Chinchilla surface" in text and "gamma = " in text and "holding out budget = " in text
+    # the same runs without the column, or under another name not given: backtested by size, two forms
+    pd.DataFrame({"params": N, "tokens": D, "flops": budget, "loss": y}).to_csv(runs, index=False)
+    plain = json.loads(run("fit", "surface", "--csv", runs, "--format", "json").stdout)["form_choice"]
+    assert {r["form"] for r in plain["backtest"]} == {"free", "shared"} and "held_out_sizes" in plain["backtest"][0]
+    named = json.loads(run("fit", "surface", "--csv", runs, "--budget-col", "flops", "--format", "json").stdout)
+    assert named["form_choice"]["form"] == "kaplan"
+    one_error_line(run("fit", "surface", "--csv", runs, "--budget-col", "budgets"), "no column 'budgets'")
+    one_error_line(run("fit", "surface", "--budget-col", "flops"), "--budget-col names a column of a CSV")
+    one_error_line(run("fit", "surface", "--csv", runs, "--form", "kaplan", "--shared-exponent"),
+                   "--shared-exponent and --form kaplan contradict each other")

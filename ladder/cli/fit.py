@@ -47,6 +47,7 @@ class SurfaceForm(StrEnum):
     auto = "auto"
     free = "free"
     shared = "shared"
+    kaplan = "kaplan"
 
 
 class ComputeAxis(StrEnum):
@@ -358,11 +359,19 @@ def fit_surface_command(
     where: list[str] = WHERE,
     params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
+    budget_col: str = typer.Option(
+        "budget", "--budget-col",
+        help="CSV: column of each run's compute budget (FLOPs), read where the CSV has it: the runs are then an "
+             "isoFLOP sweep, the form is chosen by predicting the largest budget from the smaller ones, and "
+             "kaplan joins the forms it chooses from.",
+    ),
     E: float | None = E_OPT,
     form: SurfaceForm = typer.Option(
         SurfaceForm.auto, "--form",
-        help="free: α and β apart; shared: one exponent for N and D (α = β); auto: the one with the lower error "
-             "predicting the largest size from the smaller ones (a backtest on these runs; free with under 3 sizes).",
+        help="free: α and β apart; shared: one exponent for N and D (α = β); kaplan: E + (A/N^α + B/D^β)^γ, whose "
+             "budgets' valleys are not tied to how fast their least loss falls (a candidate of an isoFLOP sweep); "
+             "auto: the one with the lower error predicting the largest size (of a sweep: budget) from the smaller "
+             "ones (a backtest on these runs; free with under 3 sizes).",
     ),
     shared_exponent: bool = typer.Option(False, "--shared-exponent", help="Same as --form shared."),
     at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
@@ -392,6 +401,12 @@ def fit_surface_command(
     isoFLOP sweep the surface's own least loss can part from it. From the store, N is active
     parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
+
+    An isoFLOP sweep whose CSV gives each run's compute budget (a column named budget, or
+    --budget-col) is backtested by budget: the largest budget (and, with five or more, the two
+    largest) is predicted from the smaller ones, and a third form joins the two, Kaplan et al.'s
+    composition with an irreducible loss, E + (A/N^α + B/D^β)^γ, in which how sharply a budget's
+    loss rises off its best size is not tied to how fast the budgets' least losses fall.
     """
     from ladder import fitdata
     _check_level(level)
@@ -399,18 +414,21 @@ def fit_surface_command(
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
-        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col)
-        data = fitdata.finals_from_csv(csv, cols, ("params", "tokens"))
+        named = "--budget-col" in given_for(ctx, "CSV:")
+        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col,
+                     budget=budget_col)
+        data = fitdata.finals_from_csv(csv, cols, ("params", "tokens", "budget") if named else ("params", "tokens"),
+                                       optional=() if named else ("budget",))
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
     if shared_exponent:
-        if form is SurfaceForm.free:
-            raise LadderError("--shared-exponent and --form free contradict each other; give one")
+        if form is not SurfaceForm.auto and form is not SurfaceForm.shared:
+            raise LadderError(f"--shared-exponent and --form {form.value} contradict each other; give one")
         form = SurfaceForm.shared
     targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where)) if predict_csv is not None else None
     from fits.surfacechoice import choose_surface
-    choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value)
+    choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
     fit = choice.fit
     ens, boot = _boot(fit, bootstrap, seed, level)
     preds = _surface_at(choice, ens, at, level) if targets is None else _surface_bands(choice, ens, *targets)
