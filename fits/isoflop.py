@@ -59,11 +59,16 @@ def _groups(x: np.ndarray, tol: float) -> np.ndarray:
 
 def is_sweep(compute, n_params, tol: float = BUDGET_TOL) -> bool:
     """Whether some budget holds `SWEEP_SIZES` model sizes or more (sizes within 1% are one)."""
+    return swept_budgets(compute, n_params, tol) > 0
+
+
+def swept_budgets(compute, n_params, tol: float = BUDGET_TOL) -> int:
+    """How many budgets hold `SWEEP_SIZES` model sizes or more (sizes within 1% are one): the valleys a sweep traces."""
     c = checks.as_array("compute", compute)
     n = checks.as_array("n_params", n_params)
     checks.same_length(compute=c, n_params=n)
     label = budgets(c, tol)
-    return any(_sizes(n[label == b]) >= SWEEP_SIZES for b in np.unique(label))
+    return sum(_sizes(n[label == b]) >= SWEEP_SIZES for b in np.unique(label))
 
 
 def budget_minima(compute, n_params, loss, tol: float = BUDGET_TOL) -> list[BudgetMinimum]:

@@ -7,8 +7,9 @@ the largest size is held out and predicted from the smaller ones (and, with five
 the two largest from the rest), and the form with the lower mean |error| over the held-out runs
 predicts (ties keep the free form). Sizes within 1% count as one.
 
-An isoFLOP sweep (runs given with their compute budgets) is backtested by budget instead: the largest
-budget (and with five budgets or more the two largest) is held out and predicted from the smaller ones,
+An isoFLOP sweep (runs given with their compute budgets, three budgets or more of three sizes or more) is
+backtested by budget instead: the largest budget (and with five budgets or more the two largest) is held out
+and predicted from the smaller ones,
 the question a sweep is run to answer. Holding out its largest model sizes, the least-trained runs of each
 budget, would score the forms where they all do well. Its valleys (the loss across sizes at one budget)
 also pin a third form, E + (A/N^α + B/D^β)^γ (`fits.surface`, kaplan=True), whose valleys' curvature is not
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fits import checks
+from fits import checks, isoflop
 from fits.backtest import holdouts
 from fits.endpoint import EndpointFit
 from fits.errors import FitError
@@ -50,6 +51,9 @@ FORMS = ("free", "shared")
 """free: α and β fitted apart; shared: one exponent for N and D (α = β)."""
 SWEEP_FORMS = FORMS + ("kaplan",)
 """The candidates where the runs give their compute budgets; kaplan: E + (A/N^α + B/D^β)^γ."""
+MIN_SWEPT_BUDGETS = 3
+"""Budgets of `fits.isoflop.SWEEP_SIZES` sizes or more that make runs a sweep: a backtest by budget holds out the
+largest and still fits valleys at two or more."""
 
 
 def fit_form(N, D, L, form: str, E: float | None = None) -> SurfaceFit:
@@ -240,14 +244,18 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
     D = checks.as_array("tokens", tokens)
     L = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=L)
-    forms, what = FORMS, "size"
+    forms, what, warnings = FORMS, "size", []
     if budget is not None:
         budget = checks.as_array("budget", budget)
         checks.same_length(n_params=N, budget=budget)
-        forms, what = SWEEP_FORMS, "budget"
+        if isoflop.swept_budgets(budget, N) >= MIN_SWEPT_BUDGETS:
+            forms, what = SWEEP_FORMS, "budget"
+        else:
+            warnings.append(f"the budgets given are not an isoFLOP sweep (fewer than {MIN_SWEPT_BUDGETS} budgets of "
+                            f"{isoflop.SWEEP_SIZES} model sizes or more): the form is backtested by size")
+            budget = None
     trials = backtest_forms(N, D, L, E=E, forms=forms, budget=budget)
     scores = _scores(trials)
-    warnings = []
     if form != "auto":
         chosen, why = form, "named"
     elif not trials:

@@ -94,3 +94,18 @@ def test_budgets_must_be_one_per_run_and_a_kaplan_fit_may_be_named():
     assert named.form == "kaplan" and named.fit.gamma_free and len(named.others) == 2
     with pytest.raises(FitError, match="auto, free, shared or kaplan"):
         choose_surface(N, D, y, form="both")
+
+
+def test_budgets_that_trace_no_valleys_are_not_a_sweep():
+    """A ladder that labels each run's budget (one or two sizes per budget) has no valleys to pin γ: it is
+    backtested by size among the two forms, and told why."""
+    N = np.repeat(np.geomspace(5e7, 5e9, 6), 2)
+    D = N * np.tile([10.0, 40.0], 6)
+    from fits.synthetic import surface_losses
+
+    y = surface_losses(np.random.default_rng(4), N, D, **EPOCH_CHINCHILLA, noise=0.002)
+    labelled = choose_surface(N, D, y, budget=6 * N * D)
+    assert {t.form for t in labelled.trials} == {"free", "shared"} and all(t.by == "size" for t in labelled.trials)
+    assert any("not an isoFLOP sweep" in w for w in labelled.warnings)
+    plain = choose_surface(N, D, y)
+    assert labelled.form == plain.form and labelled.fit.params == plain.fit.params

@@ -361,9 +361,9 @@ def fit_surface_command(
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
     budget_col: str = typer.Option(
         "budget", "--budget-col",
-        help="CSV: column of each run's compute budget (FLOPs), read where the CSV has it: the runs are then an "
-             "isoFLOP sweep, the form is chosen by predicting the largest budget from the smaller ones, and "
-             "kaplan joins the forms it chooses from.",
+        help="CSV: column of each run's compute budget (FLOPs), read where the CSV has it: where three budgets or "
+             "more hold three model sizes or more, the runs are an isoFLOP sweep, the form is chosen by predicting "
+             "the largest budget from the smaller ones, and kaplan joins the forms it chooses from.",
     ),
     E: float | None = E_OPT,
     form: SurfaceForm = typer.Option(
@@ -403,7 +403,7 @@ def fit_surface_command(
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
 
     An isoFLOP sweep whose CSV gives each run's compute budget (a column named budget, or
-    --budget-col) is backtested by budget: the largest budget (and, with five or more, the two
+    --budget-col; three budgets or more of three sizes or more) is backtested by budget: the largest budget (and, with five or more, the two
     largest) is predicted from the smaller ones, and a third form joins the two, Kaplan et al.'s
     composition with an irreducible loss, E + (A/N^α + B/D^β)^γ, in which how sharply a budget's
     loss rises off its best size is not tied to how fast the budgets' least losses fall.
