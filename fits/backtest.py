@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fits import checks
+from fits import checks, isoflop
 from fits.curvelaw import Curve, CurveLawFit
 from fits.endpoint import fit_endpoint
 from fits.errors import FitError
@@ -164,21 +164,29 @@ def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=
     return Backtest("endpoint law", level, tuple(rows))
 
 
-def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0) -> Backtest:
+def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0,
+                     budget=None) -> Backtest:
     """Chinchilla surface fitted without the runs of the `k` largest model sizes, predicting them: the form a
-    backtest on the fitted runs chooses, with its band (`fits.surfacechoice`), as `ladder fit surface` gives it."""
+    backtest on the fitted runs chooses, with its band (`fits.surfacechoice`), as `ladder fit surface` gives it.
+    With each run's `budget`, where the runs are an isoFLOP sweep, without the `k` largest budgets."""
     N = checks.as_array("n_params", n_params)
     D = checks.as_array("tokens", tokens)
     y = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=y)
     names = _names(names, N.size)
     rows = []
-    from fits.surfacechoice import choose_surface  # it backtests with `holdouts`, from here
+    from fits.surfacechoice import MIN_SWEPT_BUDGETS, choose_surface, size_classes  # it imports this module
 
+    if budget is not None:
+        budget = checks.as_array("budget", budget)
+        checks.same_length(n_params=N, budget=budget)
+    swept = budget is not None and isoflop.swept_budgets(budget, N) >= MIN_SWEPT_BUDGETS
+    key, what = (size_classes(budget), "budget") if swept else (N, "size")
     forms = []
-    for k, fit_idx, out_idx in holdouts(N, holdout):
-        choice = _without(k, fit_idx, choose_surface, N[fit_idx], D[fit_idx], y[fit_idx], E=E)
-        forms.append(f"{choice.form} without the {f'{k} largest sizes' if k > 1 else 'largest size'}")
+    for k, fit_idx, out_idx in holdouts(key, holdout):
+        choice = _without(k, fit_idx, choose_surface, N[fit_idx], D[fit_idx], y[fit_idx], E=E,
+                          budget=budget[fit_idx] if swept else None)
+        forms.append(f"{choice.form} without the {f'{k} largest {what}s' if k > 1 else f'largest {what}'}")
         fit = choice.fit
         c_fit = (N[fit_idx] * D[fit_idx]).max()
         for i in out_idx:

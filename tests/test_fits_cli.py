@@ -832,6 +832,10 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     np.testing.assert_allclose([p["median"] for p in out["predictions"]], yt, rtol=0.005)
     text = run("fit", "surface", "--csv", runs).stdout
     assert "Kaplan-Chinchilla surface" in text and "gamma = " in text and "holding out budget = " in text
+    # `ladder backtest` holds out the sweep's largest budget (nine runs), as `fit surface` chooses its form
+    bt = json.loads(run("backtest", "--form", "surface", "--csv", runs, "--format", "json").stdout)
+    assert len(bt["rows"]) == 9 and "kaplan without the largest budget" in " ".join(bt["notes"])
+    assert bt["mean_abs_error"] < 0.005 and bt["coverage"] == 1.0
     # the same runs without the column, or under another name not given: backtested by size, two forms
     pd.DataFrame({"params": N, "tokens": D, "flops": budget, "loss": y}).to_csv(runs, index=False)
     plain = json.loads(run("fit", "surface", "--csv", runs, "--format", "json").stdout)["form_choice"]

@@ -403,10 +403,11 @@ def fit_surface_command(
     columns params, tokens, loss (ladder fit surface --csv runs.csv).
 
     An isoFLOP sweep whose CSV gives each run's compute budget (a column named budget, or
-    --budget-col; three budgets or more of three sizes or more) is backtested by budget: the largest budget (and, with five or more, the two
-    largest) is predicted from the smaller ones, and a third form joins the two, Kaplan et al.'s
-    composition with an irreducible loss, E + (A/N^α + B/D^β)^γ, in which how sharply a budget's
-    loss rises off its best size is not tied to how fast the budgets' least losses fall.
+    --budget-col; three budgets or more of three sizes or more) is backtested by budget: the
+    largest budget (and, with five or more, the two largest) is predicted from the smaller ones,
+    and a third form joins the two, Kaplan et al.'s composition with an irreducible loss,
+    E + (A/N^α + B/D^β)^γ, in which how sharply a budget's loss rises off its best size is not
+    tied to how fast the budgets' least losses fall.
     """
     from ladder import fitdata
     _check_level(level)
@@ -707,7 +708,8 @@ def backtest_command(
     ctx: typer.Context,
     form: Form = typer.Option(Form.endpoint, "--form", help="endpoint, surface, or curve (per-fraction law)."),
     holdout: str = typer.Option("1", "--holdout", help="Hold out the k largest runs, for each k listed, e.g. 1,2: by compute for the endpoint and per-fraction laws "
-                                "(on a ladder of one token ratio, the k largest sizes), by model size for the surface."),
+                                "(on a ladder of one token ratio, the k largest sizes), by model size for the surface "
+                                "(by budget for an isoFLOP sweep's surface, where the CSV gives budgets)."),
     csv: Path | None = CSV,
     store: Path = STORE,
     metric: str | None = METRIC,
@@ -722,6 +724,9 @@ def backtest_command(
     params_col: str = typer.Option("params", "--params-col", help="CSV: parameter count column (surface; for the "
                                    "endpoint law, an isoFLOP sweep's sizes: each budget's least loss is fitted)."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: tokens column (surface)."),
+    budget_col: str = typer.Option("budget", "--budget-col", help="CSV: compute budget column, read where the CSV has "
+                                   "it (surface: an isoFLOP sweep's k largest budgets are held out, as `fit surface` "
+                                   "chooses its form)."),
     total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: planned steps column (curve)."),
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: fraction column (curve)."),
     every: float = typer.Option(0.05, "--every", help="curve: fractions fitted (every this fraction)."),
@@ -765,11 +770,13 @@ def backtest_command(
         notes = data.notes
     else:
         endpoint = form is Form.endpoint
-        need = ("compute",) if endpoint else ("params", "tokens")
+        named = not endpoint and "--budget-col" in given_for(ctx, "CSV:")
+        need = ("compute",) if endpoint else ("params", "tokens", "budget") if named else ("params", "tokens")
         if csv is not None:
             cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
-                         tokens=tokens_col)
-            data = fitdata.finals_from_csv(csv, cols, need, optional=("params",) if endpoint else ())
+                         tokens=tokens_col, budget=budget_col)
+            data = fitdata.finals_from_csv(csv, cols, need, optional=("params",) if endpoint else () if named
+                                           else ("budget",))
         else:
             data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
         notes = data.notes
@@ -779,7 +786,7 @@ def backtest_command(
             bt = fits.backtest_endpoint(C, L, names, ks, E=E, level=level, n_boot=bootstrap, seed=seed)
         else:
             bt = fits.backtest_surface(data.params, data.tokens, data.loss, data.names, ks, E=E, level=level,
-                                       n_boot=bootstrap, seed=seed)
+                                       n_boot=bootstrap, seed=seed, budget=data.budget)
     if fmt is Format.json:
         print_json({"form": bt.form, "level": level, "coverage": bt.coverage,
                     "mean_abs_error": bt.mean_abs_error, "rows": bt.records(), "notes": [*notes, *bt.notes]})
