@@ -9,9 +9,8 @@ predicts (ties keep the free form). Sizes within 1% count as one.
 
 An isoFLOP sweep (runs given with their compute budgets, three budgets or more of three sizes or more) is
 backtested by budget instead: the largest budget (and with five budgets or more the two largest) is held out
-and predicted from the smaller ones,
-the question a sweep is run to answer. Holding out its largest model sizes, the least-trained runs of each
-budget, would score the forms where they all do well. Its valleys (the loss across sizes at one budget)
+and predicted from the smaller ones, the question a sweep is run to answer. Holding out its largest model
+sizes, the least-trained runs of each budget, would score the forms where they all do well. Its valleys (the loss across sizes at one budget)
 also pin a third form, E + (A/N^α + B/D^β)^γ (`fits.surface`, kaplan=True), whose valleys' curvature is not
 tied to how fast the budgets' least losses fall: it joins the candidates there.
 
