@@ -830,6 +830,17 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     assert all(r["held_out_budgets"] for r in choice["backtest"])
     assert out["params"]["gamma"] == pytest.approx(KAPLAN["gamma"], abs=0.05)
     np.testing.assert_allclose([p["median"] for p in out["predictions"]], yt, rtol=0.005)
+    # the compute-optimal run at each target's compute: its size and tokens, and the least loss with its band
+    opt = json.loads(run("fit", "surface", "--csv", runs, "--optimum-at", "1e20,3e20", "--format", "json").stdout)
+    got = opt["optima"]
+    assert [o["compute"] for o in got] == [1e20, 3e20] and opt["predictions"] == []
+    np.testing.assert_allclose([o["params"] for o in got], Nt, rtol=0.05)
+    np.testing.assert_allclose([6 * o["params"] * o["tokens"] for o in got], [1e20, 3e20], rtol=1e-9)
+    np.testing.assert_allclose([o["loss"] for o in got], yt, rtol=0.005)
+    assert all(o["lo"] <= y <= o["hi"] for o, y in zip(got, yt))
+    shown = run("fit", "surface", "--csv", runs, "--optimum-at", "1e20").stdout
+    assert "optimum at C = 1e+20 FLOPs: N* = " in shown and "tokens per parameter" in shown
+    one_error_line(run("fit", "surface", "--csv", runs, "--optimum-at", "1e41"), "--optimum-at", "at most 1e+40")
     text = run("fit", "surface", "--csv", runs).stdout
     assert "Kaplan-Chinchilla surface" in text and "gamma = " in text and "holding out budget = " in text
     # `ladder backtest` holds out the sweep's largest budget (nine runs), as `fit surface` chooses its form

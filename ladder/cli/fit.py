@@ -375,6 +375,12 @@ def fit_surface_command(
     ),
     shared_exponent: bool = typer.Option(False, "--shared-exponent", help="Same as --form shared."),
     at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
+    optimum_at: str | None = typer.Option(
+        None, "--optimum-at",
+        help="The compute-optimal run at each compute C (FLOPs, comma-separated, e.g. 1e21,1e22): the size N* "
+             "that reaches the surface's least loss at C = 6·N·D, its tokens C/(6·N*), and the loss there with its "
+             "band.",
+    ),
     predict_csv: Path | None = typer.Option(
         None, "--predict-csv",
         help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names; "
@@ -433,13 +439,14 @@ def fit_surface_command(
     fit = choice.fit
     ens, boot = _boot(fit, bootstrap, seed, level)
     preds = _surface_at(choice, ens, at, level) if targets is None else _surface_bands(choice, ens, *targets)
-    below = _below_fitted(preds, data.params, data.tokens)
+    optima = _surface_at(choice, ens, [], level, _optima(fit, optimum_at))
+    below = _below_fitted(preds + optima, data.params, data.tokens)
     if fmt is Format.json:
         out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
                                                        "backtest": choice.table(), "envelope": choice.envelope_record(),
                                                        "warnings": list(choice.warnings)},
-                                       "predictions": preds}
+                                       "predictions": preds, "optima": optima}
         if targets is not None:
             out["band"] = _band_text(fit, ens)
         out["warnings"] += below
@@ -449,6 +456,12 @@ def fit_surface_command(
     console.print(choice.summary(), highlight=False)
     for w in list(choice.warnings) + below:
         console.print(f"warning: {w}", highlight=False)
+    for p in optima:
+        console.print(
+            f"optimum at C = {p['compute']:.3g} FLOPs: N* = {p['params']:.3g}, D* = {p['tokens']:.3g} "
+            f"({p['tokens'] / p['params']:.3g} tokens per parameter): L = {p['loss']:.4f}  {level:.0%} [{p['lo']:.4f}, "
+            f"{p['hi']:.4f}] ({p['efolds_out']:.2f} e-folds outside the fitted runs)", highlight=False,
+        )
     if targets is not None:
         _print_bands(preds, _band_text(fit, ens))
         return
@@ -475,20 +488,41 @@ def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
             "units (counts, not millions or billions)?"]
 
 
-def _surface_at(choice, ens, at: list[str], level: float) -> list[dict]:
+def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
+    """(C, N*, D*) for each compute of `--optimum-at`: the size at the surface's least loss along C = 6·N·D."""
+    from fits.frontier import optimum
+
+    out = []
+    for c in _floats(text, "--optimum-at", "1e21,1e22"):
+        positive("--optimum-at", c, MAX_COMPUTE, "a run's compute in FLOPs")
+        n = float(optimum(c, **fit.params)[1])
+        if not np.isfinite(n) or n <= 0:
+            raise LadderError(f"--optimum-at {c:g}: the fitted surface has no least loss at a finite size (one of its "
+                              f"terms vanished: {fit.params}); more tokens or more parameters always help on it")
+        out.append((c, n, c / (6 * n)))
+    return out
+
+
+def _surface_at(choice, ens, at: list[str], level: float, optima=()) -> list[dict]:
+    """A prediction with its band at each --at N,D, or at each compute-optimal (C, N*, D*) of `optima`."""
     fit, preds = choice.fit, []
-    for item in at:
-        nd = _floats(item, "--at", "7e10,1.4e12 (N,D)")
-        if len(nd) != 2:
-            raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
+    points = [(None, *_point(item)) for item in at] + list(optima)
+    for c, *nd in points:
         lo, hi = ens.interval(*nd, level=level) if ens else fit.interval(*nd, level=level)
         m = float(fit.predict(*nd))
         lo, hi = choice.floor_interval(m, lo, hi, *nd, level=level)
-        preds.append({"params": nd[0], "tokens": nd[1], "loss": m, "lo": float(lo),
-                      "hi": float(hi), "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof")
-                      + ", widened by the backtest's error carried to the target",
-                      "efolds_out": float(choice.distance(*nd))})
+        preds.append(({} if c is None else {"compute": c}) | {
+            "params": nd[0], "tokens": nd[1], "loss": m, "lo": float(lo), "hi": float(hi),
+            "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof") + ", widened by the backtest's error carried "
+                    "to the target", "efolds_out": float(choice.distance(*nd))})
     return preds
+
+
+def _point(item: str) -> tuple[float, float]:
+    nd = _floats(item, "--at", "7e10,1.4e12 (N,D)")
+    if len(nd) != 2:
+        raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
+    return nd[0], nd[1]
 
 
 def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels: list[dict]) -> list[dict]:
