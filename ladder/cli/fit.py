@@ -329,7 +329,8 @@ def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarr
     notes += (f"an isoFLOP sweep ({data.loss.size} runs at {len(minima)} budgets): the law fits each budget's least "
               "loss, one point per budget (the count of runs above counts them), the vertex of a parabola in log N "
               "through the best run of each size, the lowest run's and up to two on each side; "
-              "it predicts the least loss a budget reaches",)
+              "it predicts the least loss a budget reaches (`ladder fit surface` on the same table, given its "
+              "budgets, fits every run, and --optimum-at gives the compute-optimal run with its band)",)
     few = [m for m in minima if m.how == "run"]
     if few:
         notes += (f"{len(few)} of {len(minima)} budgets hold fewer than {isoflop.SWEEP_SIZES} model sizes: each one's "
