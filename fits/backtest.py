@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fits import checks, isoflop
+from fits import checks
 from fits.curvelaw import Curve, CurveLawFit
 from fits.endpoint import fit_endpoint
 from fits.errors import FitError
@@ -175,17 +175,14 @@ def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None
     checks.same_length(n_params=N, tokens=D, loss=y)
     names = _names(names, N.size)
     rows = []
-    from fits.surfacechoice import MIN_SWEPT_BUDGETS, choose_surface, size_classes  # it imports this module
+    from fits.surfacechoice import choose_surface, size_classes, sweep_budgets  # it imports this module
 
-    if budget is not None:
-        budget = checks.as_array("budget", budget)
-        checks.same_length(n_params=N, budget=budget)
-    swept = budget is not None and isoflop.swept_budgets(budget, N) >= MIN_SWEPT_BUDGETS
-    key, what = (size_classes(budget), "budget") if swept else (N, "size")
+    budget = sweep_budgets(N, budget)
+    key, what = (N, "size") if budget is None else (size_classes(budget), "budget")
     forms = []
     for k, fit_idx, out_idx in holdouts(key, holdout):
         choice = _without(k, fit_idx, choose_surface, N[fit_idx], D[fit_idx], y[fit_idx], E=E,
-                          budget=budget[fit_idx] if swept else None)
+                          budget=None if budget is None else budget[fit_idx])
         forms.append(f"{choice.form} without the {f'{k} largest {what}s' if k > 1 else f'largest {what}'}")
         fit = choice.fit
         c_fit = (N[fit_idx] * D[fit_idx]).max()

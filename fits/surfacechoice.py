@@ -10,9 +10,9 @@ predicts (ties keep the free form). Sizes within 1% count as one.
 An isoFLOP sweep (runs given with their compute budgets, three budgets or more of three sizes or more) is
 backtested by budget instead: the largest budget (and with five budgets or more the two largest) is held out
 and predicted from the smaller ones, the question a sweep is run to answer. Holding out its largest model
-sizes, the least-trained runs of each budget, would score the forms where they all do well. Its valleys (the loss across sizes at one budget)
-also pin a third form, E + (A/N^α + B/D^β)^γ (`fits.surface`, kaplan=True), whose valleys' curvature is not
-tied to how fast the budgets' least losses fall: it joins the candidates there.
+sizes, the least-trained runs of each budget, would score the forms where they all do well. Its valleys (the
+loss across sizes at one budget) also pin a third form, E + (A/N^α + B/D^β)^γ (`fits.surface`, kaplan=True),
+whose valleys' curvature is not tied to how fast the budgets' least losses fall: it joins the candidates there.
 
 The band: the chosen form's own band (Student-t or bootstrap, which hold the runs' own scatter),
 widened in quadrature by the backtest's error beyond that scatter, per e-fold of extrapolation,
@@ -53,6 +53,16 @@ SWEEP_FORMS = FORMS + ("kaplan",)
 MIN_SWEPT_BUDGETS = 3
 """Budgets of `fits.isoflop.SWEEP_SIZES` sizes or more that make runs a sweep: a backtest by budget holds out the
 largest and still fits valleys at two or more."""
+
+
+def sweep_budgets(N: np.ndarray, budget) -> np.ndarray | None:
+    """Each run's compute `budget` as an array, where the runs are an isoFLOP sweep (`MIN_SWEPT_BUDGETS` budgets
+    or more that trace valleys); None where no budgets are given or they trace too few valleys."""
+    if budget is None:
+        return None
+    budget = checks.as_array("budget", budget)
+    checks.same_length(n_params=N, budget=budget)
+    return budget if isoflop.swept_budgets(budget, N) >= MIN_SWEPT_BUDGETS else None
 
 
 def fit_form(N, D, L, form: str, E: float | None = None) -> SurfaceFit:
@@ -243,16 +253,12 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
     D = checks.as_array("tokens", tokens)
     L = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=L)
-    forms, what, warnings = FORMS, "size", []
-    if budget is not None:
-        budget = checks.as_array("budget", budget)
-        checks.same_length(n_params=N, budget=budget)
-        if isoflop.swept_budgets(budget, N) >= MIN_SWEPT_BUDGETS:
-            forms, what = SWEEP_FORMS, "budget"
-        else:
-            warnings.append(f"the budgets given are not an isoFLOP sweep (fewer than {MIN_SWEPT_BUDGETS} budgets of "
-                            f"{isoflop.SWEEP_SIZES} model sizes or more): the form is backtested by size")
-            budget = None
+    swept = sweep_budgets(N, budget)
+    forms, what = (FORMS, "size") if swept is None else (SWEEP_FORMS, "budget")
+    warnings = [] if swept is not None or budget is None else [
+        f"the budgets given are not an isoFLOP sweep (fewer than {MIN_SWEPT_BUDGETS} budgets of {isoflop.SWEEP_SIZES} "
+        "model sizes or more): the form is backtested by size"]
+    budget = swept
     trials = backtest_forms(N, D, L, E=E, forms=forms, budget=budget)
     scores = _scores(trials)
     if form != "auto":

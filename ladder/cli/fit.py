@@ -122,6 +122,12 @@ def _one_source(ctx: typer.Context, csv: Path | None, where: list[str], drop_col
                           "rows with --where COLUMN=VALUE")
 
 
+def _budget_columns(ctx: typer.Context) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The surface's budget column as `fitdata.finals_from_csv` takes it, (needed, optional): needed where
+    --budget-col names it, else read where the CSV has the default."""
+    return (("budget",), ()) if "--budget-col" in given_for(ctx, "CSV:") else ((), ("budget",))
+
+
 def _only_for(ctx: typer.Context, prefix: str, applies: bool, what: str) -> None:
     """Refuse an option (one whose help starts with `prefix`) that the chosen law or form does not use."""
     extra = given_for(ctx, prefix)
@@ -422,11 +428,10 @@ def fit_surface_command(
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
-        named = "--budget-col" in given_for(ctx, "CSV:")
         cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col,
                      budget=budget_col)
-        data = fitdata.finals_from_csv(csv, cols, ("params", "tokens", "budget") if named else ("params", "tokens"),
-                                       optional=() if named else ("budget",))
+        need, optional = _budget_columns(ctx)
+        data = fitdata.finals_from_csv(csv, cols, ("params", "tokens", *need), optional)
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None)
@@ -439,8 +444,9 @@ def fit_surface_command(
     choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
     fit = choice.fit
     ens, boot = _boot(fit, bootstrap, seed, level)
-    preds = _surface_at(choice, ens, at, level) if targets is None else _surface_bands(choice, ens, *targets)
-    optima = _surface_at(choice, ens, [], level, _optima(fit, optimum_at))
+    points = [(None, *_point(item)) for item in at]
+    preds = _surface_at(choice, ens, points, level) if targets is None else _surface_bands(choice, ens, *targets)
+    optima = _surface_at(choice, ens, _optima(fit, optimum_at), level)
     below = _below_fitted(preds + optima, data.params, data.tokens)
     if fmt is Format.json:
         out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
@@ -504,10 +510,9 @@ def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
     return out
 
 
-def _surface_at(choice, ens, at: list[str], level: float, optima=()) -> list[dict]:
-    """A prediction with its band at each --at N,D, or at each compute-optimal (C, N*, D*) of `optima`."""
+def _surface_at(choice, ens, points, level: float) -> list[dict]:
+    """A prediction with its band at each (C, N, D) of `points`: an --at N,D (C None), or a compute-optimal run."""
     fit, preds = choice.fit, []
-    points = [(None, *_point(item)) for item in at] + list(optima)
     for c, *nd in points:
         lo, hi = ens.interval(*nd, level=level) if ens else fit.interval(*nd, level=level)
         m = float(fit.predict(*nd))
@@ -520,6 +525,7 @@ def _surface_at(choice, ens, at: list[str], level: float, optima=()) -> list[dic
 
 
 def _point(item: str) -> tuple[float, float]:
+    """One --at N,D."""
     nd = _floats(item, "--at", "7e10,1.4e12 (N,D)")
     if len(nd) != 2:
         raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
@@ -805,13 +811,12 @@ def backtest_command(
         notes = data.notes
     else:
         endpoint = form is Form.endpoint
-        named = not endpoint and "--budget-col" in given_for(ctx, "CSV:")
-        need = ("compute",) if endpoint else ("params", "tokens", "budget") if named else ("params", "tokens")
+        budget_need, budget_optional = _budget_columns(ctx)
+        need = ("compute",) if endpoint else ("params", "tokens", *budget_need)
         if csv is not None:
             cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
                          tokens=tokens_col, budget=budget_col)
-            data = fitdata.finals_from_csv(csv, cols, need, optional=("params",) if endpoint else () if named
-                                           else ("budget",))
+            data = fitdata.finals_from_csv(csv, cols, need, optional=("params",) if endpoint else budget_optional)
         else:
             data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
         notes = data.notes
