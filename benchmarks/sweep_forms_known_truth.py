@@ -6,8 +6,10 @@ Sweeps of five budgets (1e18–3e19 FLOPs, nine sizes each around the optimum, `
 drawn from two surfaces: Epoch AI's Chinchilla refit, and the same terms composed with γ = 1/2
 (E + (A/N^α + B/D^β)^γ, `tests/test_fits_surface_kaplan.py`), whose budgets' valleys are twice as curved for
 the same fall of the least loss with compute. The targets are the optima of 1e20 and 3e20, through
-`fits.surfacechoice.choose_surface` as `ladder fit surface` calls it: without the budgets (the largest sizes held
-out, two forms) and with them (the largest budgets held out, three forms). Printed per truth: the forms chosen,
+`fits.surfacechoice.choose_surface`: held out by size (two forms; what `ladder fit surface` did before it read
+budgets from the runs' tokens), given the budgets (the largest budgets held out, three forms), and given none,
+the budgets the runs' tokens trace (`fits.isoflop.inferred_budgets`, as `ladder fit surface` does on a table
+without them). Printed per truth: the forms chosen,
 the mean |error| and signed error at the targets, the share inside the 90% band.
 """
 
@@ -49,11 +51,12 @@ def main() -> None:
         optima = [surface_optimum(c, **law) for c in TARGETS]
         Nt = np.array([n for _, n in optima])
         Dt, yt = np.array(TARGETS) / (6 * Nt), np.array([loss for loss, _ in optima])
-        for by in ("size", "budget"):
+        for by in ("size", "budget", "traced"):
             chosen, errors, inside = Counter(), [], []
             for seed in range(args.seeds):
                 _, N, D, y = isoflop_sweep(np.random.default_rng(seed), BUDGETS, law, noise=args.noise)
-                ch = choose_surface(N, D, y, budget=np.repeat(BUDGETS, 9) if by == "budget" else None)
+                ch = choose_surface(N, D, y, budget=np.repeat(BUDGETS, 9) if by == "budget" else None,
+                                    infer_budgets=by != "size")
                 band = ch.band(Nt, Dt)
                 chosen[ch.form] += 1
                 errors += list(band.median / yt - 1)

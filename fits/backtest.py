@@ -165,19 +165,26 @@ def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=
 
 
 def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0,
-                     budget=None) -> Backtest:
+                     budget=None, infer_budgets: bool = True) -> Backtest:
     """Chinchilla surface fitted without the runs of the `k` largest model sizes, predicting them: the form a
     backtest on the fitted runs chooses, with its band (`fits.surfacechoice`), as `ladder fit surface` gives it.
-    With each run's `budget`, where the runs are an isoFLOP sweep, without the `k` largest budgets."""
+    With each run's `budget`, where the runs are an isoFLOP sweep (given, or traced by their tokens:
+    `fits.isoflop.inferred_budgets`), without the `k` largest budgets."""
     N = checks.as_array("n_params", n_params)
     D = checks.as_array("tokens", tokens)
     y = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=y)
     names = _names(names, N.size)
     rows = []
-    from fits.surfacechoice import choose_surface, size_classes, sweep_budgets  # it imports this module
+    from fits.surfacechoice import (  # it imports this module
+        choose_surface,
+        size_classes,
+        sweep_budgets,
+        traced,
+    )
 
-    budget = sweep_budgets(N, budget)
+    given = budget is not None
+    budget = sweep_budgets(N, budget, D if infer_budgets else None)
     key, what = (N, "size") if budget is None else (size_classes(budget), "budget")
     forms = []
     for k, fit_idx, out_idx in holdouts(key, holdout):
@@ -192,7 +199,10 @@ def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None
             lo, hi = choice.floor_interval(pred, *own, N[i], D[i], level=level)
             rows.append(BacktestRow(names[i], k, fit_idx.size, float(N[i] * D[i] / c_fit), pred, float(y[i]),
                                     float(lo), float(hi), own_lo=float(own[0]), own_hi=float(own[1])))
-    return Backtest("Chinchilla surface", level, tuple(rows), (f"form chosen: {'; '.join(forms)}",))
+    notes = (f"form chosen: {'; '.join(forms)}",)
+    if budget is not None and not given:
+        notes += (f"{traced(budget)}: the largest budgets are held out",)
+    return Backtest("Chinchilla surface", level, tuple(rows), notes)
 
 
 def backtest_per_fraction(

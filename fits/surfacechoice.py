@@ -7,8 +7,8 @@ the largest size is held out and predicted from the smaller ones (and, with five
 the two largest from the rest), and the form with the lower mean |error| over the held-out runs
 predicts (ties keep the free form). Sizes within 1% count as one.
 
-An isoFLOP sweep (runs given with their compute budgets, three budgets or more of three sizes or more) is
-backtested by budget instead: the largest budget (and with five budgets or more the two largest) is held out
+An isoFLOP sweep (runs given with their compute budgets, or whose tokens trace them: `fits.isoflop.inferred_budgets`;
+three budgets or more of three sizes or more) is backtested by budget instead: the largest budget (and with five budgets or more the two largest) is held out
 and predicted from the smaller ones, the question a sweep is run to answer. Holding out its largest model
 sizes, the least-trained runs of each budget, would score the forms where they all do well. Its valleys (the
 loss across sizes at one budget) also pin a third form, E + (A/N^α + B/D^β)^γ (`fits.surface`, kaplan=True),
@@ -55,14 +55,21 @@ MIN_SWEPT_BUDGETS = 3
 largest and still fits valleys at two or more."""
 
 
-def sweep_budgets(N: np.ndarray, budget) -> np.ndarray | None:
+def sweep_budgets(N: np.ndarray, budget, tokens=None) -> np.ndarray | None:
     """Each run's compute `budget` as an array, where the runs are an isoFLOP sweep (`MIN_SWEPT_BUDGETS` budgets
-    or more that trace valleys); None where no budgets are given or they trace too few valleys."""
+    or more that trace valleys); None where they trace too few valleys. Where no budgets are given, those the
+    runs' `tokens` trace (`fits.isoflop.inferred_budgets`), if any."""
     if budget is None:
-        return None
+        return None if tokens is None else isoflop.inferred_budgets(N, tokens, MIN_SWEPT_BUDGETS)
     budget = checks.as_array("budget", budget)
     checks.same_length(n_params=N, budget=budget)
     return budget if isoflop.swept_budgets(budget, N) >= MIN_SWEPT_BUDGETS else None
+
+
+def traced(budget: np.ndarray) -> str:
+    """What a user is told of budgets inferred from the runs' tokens."""
+    return (f"the runs are an isoFLOP sweep of {np.unique(budget).size} budgets that their tokens trace (at each, D "
+            "falls as N grows; 6·N·D names each budget)")
 
 
 def fit_form(N, D, L, form: str, E: float | None = None) -> SurfaceFit:
@@ -244,17 +251,19 @@ def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS, budget=None)
 
 
 def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str = "auto",
-                   budget=None) -> SurfaceChoice:
+                   budget=None, infer_budgets: bool = True) -> SurfaceChoice:
     """The surface fitted in the form a backtest on these runs prefers (`form="auto"`), or in `form`. `budget`:
-    each run's compute budget, where the runs are an isoFLOP sweep (module docstring)."""
+    each run's compute budget, where the runs are an isoFLOP sweep (module docstring); without it, the budgets
+    the runs' tokens trace where they are a sweep (`infer_budgets`)."""
     if form not in ("auto",) + SWEEP_FORMS:
         raise FitError(f"unknown surface form {form!r}; choose auto, free, shared or kaplan")
     N = checks.as_array("n_params", n_params)
     D = checks.as_array("tokens", tokens)
     L = checks.as_array("loss", loss)
     checks.same_length(n_params=N, tokens=D, loss=L)
-    swept = sweep_budgets(N, budget)
+    swept = sweep_budgets(N, budget, D if infer_budgets else None)
     forms, what = (FORMS, "size") if swept is None else (SWEEP_FORMS, "budget")
+    inferred = budget is None and swept is not None
     warnings = [] if swept is not None or budget is None else [
         f"the budgets given are not an isoFLOP sweep (fewer than {MIN_SWEPT_BUDGETS} budgets of {isoflop.SWEEP_SIZES} "
         "model sizes or more): the form is backtested by size"]
@@ -299,6 +308,8 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
         ["the prediction scaled to the least loss of the runs' lower envelope at its compute"] if envelope else [])
     if holds:
         floor_note += ", and so that the 90% band holds " + " and ".join(holds)
+    if inferred:
+        why += f"; {traced(swept)}, so the backtest holds out the largest budgets"
     return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, (N, D), tuple(warnings), tuple(others),
                          envelope, int(on_it.size))
 

@@ -814,7 +814,7 @@ def test_a_file_that_will_not_be_read_is_named(tmp_path):
 
 def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     """A CSV with a budget column is an isoFLOP sweep: the form is chosen by predicting its largest budget, and
-    E + (A/N^α + B/D^β)^γ is among the forms; a table without one is backtested by size, among the two forms."""
+    E + (A/N^α + B/D^β)^γ is among the forms; a table without one, by the budgets its tokens trace."""
     from tests.test_fits_surface_kaplan import KAPLAN, sweep
 
     N, D, y, budget, Nt, Dt, yt = sweep(KAPLAN, seed=0)
@@ -847,10 +847,13 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     bt = json.loads(run("backtest", "--form", "surface", "--csv", runs, "--format", "json").stdout)
     assert len(bt["rows"]) == 9 and "kaplan without the largest budget" in " ".join(bt["notes"])
     assert bt["mean_abs_error"] < 0.005 and bt["coverage"] == 1.0
-    # the same runs without the column, or under another name not given: backtested by size, two forms
+    # the same runs without the column, or under another name not given: the budgets their tokens trace, said
     pd.DataFrame({"params": N, "tokens": D, "flops": budget, "loss": y}).to_csv(runs, index=False)
     plain = json.loads(run("fit", "surface", "--csv", runs, "--format", "json").stdout)["form_choice"]
-    assert {r["form"] for r in plain["backtest"]} == {"free", "shared"} and "held_out_sizes" in plain["backtest"][0]
+    assert plain["form"] == "kaplan" and "isoFLOP sweep of 5 budgets that their tokens trace" in plain["why"]
+    assert [r["mean_error"] for r in plain["backtest"]] == [r["mean_error"] for r in choice["backtest"]]
+    traced = json.loads(run("backtest", "--form", "surface", "--csv", runs, "--format", "json").stdout)
+    assert len(traced["rows"]) == 9 and any("their tokens trace" in n for n in traced["notes"])
     named = json.loads(run("fit", "surface", "--csv", runs, "--budget-col", "flops", "--format", "json").stdout)
     assert named["form_choice"]["form"] == "kaplan"
     one_error_line(run("fit", "surface", "--csv", runs, "--budget-col", "budgets"), "no column 'budgets'")

@@ -64,13 +64,16 @@ def test_runs_that_follow_the_surface_leave_its_band_as_it_was():
 
 
 def test_a_frontier_the_surface_cannot_follow_is_held_by_the_band():
-    """Losses whose least value falls faster with compute than the surface's valleys imply: the surface misses
-    the larger budgets (low, here), and its band holds them only with the envelope's frontier beside it."""
+    """Losses whose least value falls faster with compute than the surface's valleys imply: held out by size, the
+    surface misses the larger budgets (low, here), and its band holds them only with the envelope's frontier
+    beside it. Held out by the budgets the runs' tokens trace (the default), the composed form follows them."""
     with_env, without, width = [], [], []
     for seed in range(3):
         N, D, y = sweep(np.geomspace(1e18, 3e19, 5), 0.01, seed=seed)
         Nt, Dt, yt = sweep([1e20, 3e20], 0.01, seed=seed + 100, noise=0.0)
-        ch = choose_surface(N, D, y)
+        traced = choose_surface(N, D, y)
+        assert traced.form == "kaplan" and np.max(np.abs(traced.fit.predict(Nt, Dt) / yt - 1)) < 0.01
+        ch = choose_surface(N, D, y, infer_budgets=False)
         assert np.mean(ch.fit.predict(Nt, Dt) / yt - 1) < -0.008  # the surface misses by about 1% or more
         b, b0 = ch.band(Nt, Dt), dataclasses.replace(ch, envelope=None).band(Nt, Dt)
         with_env.append((b.lo90 <= yt) & (yt <= b.hi90))

@@ -66,7 +66,7 @@ def test_a_sweep_given_its_budgets_holds_out_the_largest_and_finds_the_form_it_f
     every form, and the additive form is chosen and misses the larger budgets' optima by 3–6%; held out by
     budget, the composed form is chosen and lands within 0.5%."""
     N, D, y, budget, Nt, Dt, yt = sweep(KAPLAN, seed)
-    by_size = choose_surface(N, D, y)
+    by_size = choose_surface(N, D, y, infer_budgets=False)
     assert {t.form for t in by_size.trials} == {"free", "shared"} and all(t.by == "size" for t in by_size.trials)
     assert np.all(by_size.fit.predict(Nt, Dt) / yt - 1 > 0.02)
     ch = choose_surface(N, D, y, budget=budget)

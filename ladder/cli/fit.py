@@ -370,7 +370,8 @@ def fit_surface_command(
         "budget", "--budget-col",
         help="CSV: column of each run's compute budget (FLOPs), read where the CSV has it: where three budgets or "
              "more hold three model sizes or more, the runs are an isoFLOP sweep, the form is chosen by predicting "
-             "the largest budget from the smaller ones, and kaplan joins the forms it chooses from.",
+             "the largest budget from the smaller ones, and kaplan joins the forms it chooses from. Without it, "
+             "the budgets the runs' tokens trace, where they trace a sweep.",
     ),
     E: float | None = E_OPT,
     form: SurfaceForm = typer.Option(
@@ -420,7 +421,9 @@ def fit_surface_command(
     largest budget (and, with five or more, the two largest) is predicted from the smaller ones,
     and a third form joins the two, Kaplan et al.'s composition with an irreducible loss,
     E + (A/N^α + B/D^β)^γ, in which how sharply a budget's loss rises off its best size is not
-    tied to how fast the budgets' least losses fall.
+    tied to how fast the budgets' least losses fall. A table without budgets is taken for a sweep
+    where its tokens trace one (at each budget D falls as N grows, one size's token counts in the
+    same ratios as another's), and its budgets are named by their runs' median 6·N·D.
     """
     from ladder import fitdata
     _check_level(level)
