@@ -16,11 +16,11 @@ import json
 import warnings
 from pathlib import Path
 
+from ladder.config.runconfig import RunConfig
+from ladder.data.store import Store
 from ladder.demo import score
-from ladder.figures import hero_actual
-from ladder.predict import PredictSettings, predict
-from ladder.runconfig import RunConfig
-from ladder.store import Store
+from ladder.output.figures import hero_actual
+from ladder.predict.adapter import PredictSettings, predict
 
 VARIANTS = {"default (auto)": "auto", "2 terms": 2, "3 terms": 3, "4 terms": 4, "free": None}
 

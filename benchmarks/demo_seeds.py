@@ -23,8 +23,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ladder import launch  # noqa: E402
+from ladder.config.runconfig import RunConfig  # noqa: E402
 from ladder.errors import LadderError  # noqa: E402
-from ladder.runconfig import RunConfig  # noqa: E402
 
 
 def hero_config(demo: Path) -> tuple[Path, RunConfig]:

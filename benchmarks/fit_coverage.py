@@ -35,7 +35,7 @@ from fits.synthetic import (  # noqa: E402
     per_fraction_losses,
     surface_losses,
 )
-from ladder.schedule import Schedule  # noqa: E402
+from ladder.config.schedule import Schedule  # noqa: E402
 
 LEVEL = 0.9
 

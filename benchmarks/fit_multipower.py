@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import fit_datasets as ds  # noqa: E402
 from fits import MultiPower, fit_momentum, fit_multipower  # noqa: E402
 from fits.synthetic import known_law  # noqa: E402
-from ladder.predict import PUBLISHED_SHAPE  # noqa: E402  (the shape the predictor holds when rungs share one schedule)
+from ladder.predict.adapter import PUBLISHED_SHAPE  # noqa: E402  (the shape the predictor holds when rungs share one schedule)
 
 
 def score(predict, curves) -> tuple[float, float, float, str]:

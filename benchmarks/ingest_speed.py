@@ -70,10 +70,10 @@ def main() -> None:
 
     import pandas as pd
 
-    from ladder.sources import OfflineSource
-    from ladder.sources.leveldb import read_log
-    from ladder.sources.pull import pull
-    from ladder.store import Store
+    from ladder.data.sources import OfflineSource
+    from ladder.data.sources.leveldb import read_log
+    from ladder.data.sources.pull import pull
+    from ladder.data.store import Store
 
     wandb_dir = write_run(args.workdir, args.steps)
     (wandb_file,) = [p for p in wandb_dir.rglob("*.wandb") if "latest-run" not in p.parts]

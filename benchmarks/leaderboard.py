@@ -98,7 +98,7 @@ def olmo_tasks() -> list[Task]:
 
 def olmo_schedule(peak_lr: float, total_steps: int):
     """The OLMo ladder's schedule as a target file declares it: warmup, cosine to 10% of the peak."""
-    from ladder.schedule import Schedule
+    from ladder.config.schedule import Schedule
 
     return Schedule(peak_lr=peak_lr, total_steps=total_steps, warmup_steps=ds.OLMO_WARMUP["3.2B"], decay="cosine",
                     min_lr_ratio=0.1)
@@ -167,9 +167,9 @@ def mpl_tasks() -> list[Task]:
 
 def demo_tasks(folder: Path) -> list[Task]:
     """The demo's rungs and hero from its store, as `ladder predict` reads them."""
-    from ladder.runconfig import RunConfig
-    from ladder.runview import from_config, rungs_from_store
-    from ladder.store import Store
+    from ladder.config.runconfig import RunConfig
+    from ladder.data.runview import from_config, rungs_from_store
+    from ladder.data.store import Store
 
     store = Store(folder / "store")
     plan = folder / "plan"

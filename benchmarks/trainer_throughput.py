@@ -32,9 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ladder.plan import override, plan
-from ladder.recipe import load_recipe
-from ladder.runconfig import RunConfig
+from ladder.config.plan import override, plan
+from ladder.config.recipe import load_recipe
+from ladder.config.runconfig import RunConfig
 from trainer_jax.checkpoint import abstract_like
 from trainer_jax.data import make_source
 from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings

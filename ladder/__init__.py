@@ -1,13 +1,16 @@
 """scaling-ladder: plan a ladder of small runs, fit scaling laws, predict and watch the hero run.
 
-`ladder.plan` is the planner module: ``ladder.plan.plan(recipe)`` plans a ladder, ``ladder.plan.override``
-changes a recipe first (a function of the same name here would hide the module).
+`ladder.plan` is the planner module (`ladder.config.plan`): ``ladder.plan.plan(recipe)`` plans a ladder,
+``ladder.plan.override`` changes a recipe first (a function of the same name here would hide the module).
+
+The package's folders: `config` (specs, schedules, run configs, recipes, the planner), `data` (metric sources,
+the store, a run as the laws see it), `predict` (the adapter to `fits`' prediction core, predictions, replans),
+`watch` (live monitoring), `output` (figures, reports, terminal tables), `cluster` (Ray), `cli` (the commands).
 """
 
-from ladder import plan
-from ladder.errors import LadderError
-from ladder.plan import Plan
-from ladder.recipe import (
+from ladder.config import plan
+from ladder.config.plan import Plan
+from ladder.config.recipe import (
     ArchRules,
     LRRule,
     PlannedEdit,
@@ -17,7 +20,7 @@ from ladder.recipe import (
     load_recipe,
     preset_names,
 )
-from ladder.runconfig import (
+from ladder.config.runconfig import (
     CheckpointConfig,
     DataConfig,
     EvalConfig,
@@ -26,8 +29,9 @@ from ladder.runconfig import (
     OptimizerConfig,
     RunConfig,
 )
-from ladder.schedule import Schedule, ScheduleEdit, SeqPhase
-from ladder.spec import ModelSpec, format_count
+from ladder.config.schedule import Schedule, ScheduleEdit, SeqPhase
+from ladder.config.spec import ModelSpec, format_count
+from ladder.errors import LadderError
 
 __all__ = [
     "ArchRules",

@@ -31,10 +31,10 @@ import pandas as pd
 
 from fits import trends
 from ladder import runfiles as keys
+from ladder.config.recipe import Recipe, load_recipe, preset_names
+from ladder.data.runview import SIX_N, flops_per_token, six_n_note
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.recipe import Recipe, load_recipe, preset_names
-from ladder.runview import SIX_N, flops_per_token, six_n_note
-from ladder.store import Store
 from ladder.watch.rules import AlertRules
 
 Status = Literal["ok", "warning", "alarm", "not checked", "skipped"]
@@ -216,7 +216,7 @@ def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
 def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
     """The fit compute of the group's hero in the store (of the plan it started with, as predict counts it);
     of the largest where the group holds several, and the source says so."""
-    from ladder.runview import from_store
+    from ladder.data.runview import from_store
 
     found = []
     for _, row in runs[runs["role"] == "hero"].iterrows():
@@ -240,8 +240,8 @@ def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
 def hero_from_config(path, by_params: bool = False) -> HeroCompute:
     """The hero's fit compute from a planner run config: fit FLOPs per token × tokens of the plan it starts with;
     with `by_params`, 6·N × those tokens (for rungs whose compute is 6·N·D)."""
-    from ladder.runconfig import RunConfig
-    from ladder.runview import from_config
+    from ladder.config.runconfig import RunConfig
+    from ladder.data.runview import from_config
 
     cfg = RunConfig.load(path)
     run = from_config(cfg)

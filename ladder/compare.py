@@ -17,10 +17,10 @@ import numpy as np
 
 from fits.compare import Comparison, compare_ladders
 from ladder.check import HeroCompute, hero_from_config
+from ladder.config.limits import hero_flops
+from ladder.data.runview import SIX_N, flops_per_token, six_n_note
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.limits import hero_flops
-from ladder.runview import SIX_N, flops_per_token, six_n_note
-from ladder.store import Store
 
 MIN_RUNGS = 3
 DEFAULT_REACH = 10.0

@@ -19,20 +19,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from ladder import runfiles as keys
-from ladder.display import show_prediction
+from ladder.config.plan import Plan, override, plan
+from ladder.config.recipe import load_recipe
+from ladder.config.runconfig import RunConfig
+from ladder.data.sources import LocalSource
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.figures import draw_all, hero_actual
 from ladder.files import write_text_atomic
 from ladder.launch import is_done, run_dir_of, same_config, start, train
-from ladder.plan import Plan, override, plan
-from ladder.predict import PredictSettings, predict
-from ladder.prediction import WATCH_FILES, Prediction
-from ladder.recipe import load_recipe
-from ladder.report import read_alerts, write_report
-from ladder.runconfig import RunConfig
-from ladder.sources import LocalSource
-from ladder.sources.pull import pull
-from ladder.store import Store
+from ladder.output.display import show_prediction
+from ladder.output.figures import draw_all, hero_actual
+from ladder.output.report import read_alerts, write_report
+from ladder.predict.adapter import PredictSettings, predict
+from ladder.predict.prediction import WATCH_FILES, Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink
 from ladder.watch.monitor import Watcher, only_run
 from ladder.watch.state import WatchState
@@ -157,7 +157,7 @@ HERO_SEED_SD = 0.0173
 
 def score(pred: Prediction, actual, seconds: float, report: Path) -> DemoResult:
     """The hero's final eval and its curve from 10% of the run on, as `ladder score` scores them."""
-    from ladder.scoring import score_prediction
+    from ladder.predict.scoring import score_prediction
 
     if actual.empty:
         raise LadderError(f"{pred.run_name} logged no {pred.metric}; the demo cannot score its prediction")
@@ -184,7 +184,7 @@ def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
 
 
 def _show_plan(console: Console, p: Plan) -> None:
-    from ladder.spec import format_count
+    from ladder.config.spec import format_count
 
     for run in p.runs():
         console.print(f"  {run.name:<18} {format_count(run.spec.active_params()):>6} active  "

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from ladder import runfiles
+from ladder.config.runconfig import RunConfig
 from ladder.errors import LadderError
-from ladder.runconfig import RunConfig
 
 
 def ladder_runs(folder: Path, rungs_only: bool = False) -> list[tuple[Path, RunConfig]]:

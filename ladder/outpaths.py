@@ -75,7 +75,7 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
 
 def kept_by(p: Path) -> str | None:
     """What keeps the existing file `p` (a prediction: its files and its watch's; a metric store), or None."""
-    from ladder.prediction import PREDICTION_FILES, WATCH_FILES  # pandas: only when a file is there
+    from ladder.predict.prediction import PREDICTION_FILES, WATCH_FILES  # pandas: only when a file is there
 
     folder = p.absolute().parent
     if p.name in PREDICTION_FILES + WATCH_FILES and (folder / "prediction.json").is_file():

@@ -57,7 +57,7 @@ def shared_data() -> Path:
 @pytest.fixture
 def crash_at_manifest(monkeypatch):
     """Kills the store's writes just before `manifest.json` is replaced, from `.arm()` to `.disarm()`."""
-    import ladder.store as store_module
+    import ladder.data.store as store_module
 
     real = store_module.write_text_atomic
 

@@ -10,8 +10,8 @@ import numpy as np
 
 import fits.multipower as mp
 from ladder import load_recipe
-from ladder.plan import override, plan
-from ladder.runconfig import RunConfig
+from ladder.config.plan import override, plan
+from ladder.config.runconfig import RunConfig
 
 SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
 

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 from ladder.check import CHECKS, check_ladder
 from ladder.cli import app
 from ladder.cli.check import CHECK_NAMES
-from ladder.plan import override, plan
-from ladder.recipe import load_recipe
-from ladder.runconfig import RunConfig
-from ladder.sources import LocalSource
-from ladder.sources.pull import pull
-from ladder.store import Store
+from ladder.config.plan import override, plan
+from ladder.config.recipe import load_recipe
+from ladder.config.runconfig import RunConfig
+from ladder.data.sources import LocalSource
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 
 # Five rungs of the micro-cpu recipe at half its token ratio: 160 to 960 steps, LRs by its rule.
 PLAN = plan(override(load_recipe("micro-cpu"), widths=[32, 48, 48, 64, 64], depths=[2, 2, 3, 3, 4],
@@ -198,7 +198,7 @@ def test_hero_from_config_or_nothing(tmp_path):
 
 def test_rungs_that_give_only_n_are_checked_on_6nd_and_say_so(tmp_path):
     """Rungs whose coordinates give N and no fit FLOPs count 6·N·D, as in every other command, and so does the hero."""
-    from ladder.sources import CoordinateOverrides
+    from ladder.data.sources import CoordinateOverrides
 
     for i, cfg in enumerate(PLAN.rungs):
         write_run(tmp_path / "runs", cfg, seed=i)

@@ -9,11 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ladder.cli import app
-from ladder.plan import override, plan
-from ladder.recipe import load_recipe
-from ladder.sources.pull import pull
-from ladder.sources.table import RunRef, SourceRun, raw_frame
-from ladder.store import Store
+from ladder.config.plan import override, plan
+from ladder.config.recipe import load_recipe
+from ladder.data.sources.pull import pull
+from ladder.data.sources.table import RunRef, SourceRun, raw_frame
+from ladder.data.store import Store
 
 runner = CliRunner()
 E, A, ALPHA, M = 1.9, 60.0, 0.12, 2.0

@@ -70,7 +70,7 @@ def test_quick_demo_trains_predicts_watches_and_scores(demo):
     state = json.loads((out / "prediction" / "watch-state.json").read_text())
     assert state["verdicts"]
     # The report says where the run stands as the tables do: of the plan it started with
-    from ladder.prediction import Prediction
+    from ladder.predict.prediction import Prediction
 
     last = evals[-1]["step"]
     started = Prediction.load(out / "prediction").started_with

@@ -1,4 +1,4 @@
-"""`ladder.dynamics`: the rungs' training dynamics in a store, projected to a prediction's target."""
+"""`ladder.predict.dynamics`: the rungs' training dynamics in a store, projected to a prediction's target."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from ladder import runfiles as keys
 from ladder.cli import app
-from ladder.dynamics import hero_compute, project_curves, project_dynamics
-from ladder.prediction import Prediction
-from ladder.store import Store
+from ladder.data.store import Store
+from ladder.predict.dynamics import hero_compute, project_curves, project_dynamics
+from ladder.predict.prediction import Prediction
 from tests.synthetic_ladder import micro_plan, truth, write_run
 
 runner = CliRunner()

@@ -18,8 +18,9 @@ from fits.candidates import Z90
 from fits.predictor import UNTESTED_ERROR
 from fits.surfacechoice import distance
 from fits.synthetic import endpoint_losses, known_law, per_fraction_losses, surface_losses
-from ladder import Schedule, fitdata
+from ladder import Schedule
 from ladder.cli import app
+from ladder.data import fitdata
 from ladder.errors import LadderError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -581,8 +581,8 @@ else:
     @hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("LADDER_FUZZ_RANDOM") is None)
     @hypothesis.given(field=st.sampled_from(SPEC_FIELDS), value=VALUES)
     def test_any_value_in_a_spec_field_builds_or_is_one_ladder_error(tmp_path_factory, field, value):
-        from ladder.configio import build, load_yaml
-        from ladder.spec import ModelSpec
+        from ladder.config.spec import ModelSpec
+        from ladder.config.yamlio import build, load_yaml
 
         path = tmp_path_factory.mktemp("spec") / "model.yaml"
         text = _model(dense_width=64) + f"{field}: {_yaml_value(value)}\n"
@@ -599,7 +599,7 @@ else:
     @hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("LADDER_FUZZ_RANDOM") is None)
     @hypothesis.given(field=st.sampled_from(RUN_FIELDS), value=VALUES)
     def test_any_value_in_a_run_config_field_loads_or_is_one_ladder_error(tmp_path_factory, field, value):
-        from ladder.runconfig import RunConfig
+        from ladder.config.runconfig import RunConfig
 
         path = tmp_path_factory.mktemp("run") / "run.yaml"
         path.write_text(_run_yaml(field, _yaml_value(value)))
@@ -635,7 +635,7 @@ def test_ctrl_c_says_how_to_go_on_and_exits_130(tmp_path):
     import sys
     import time
 
-    script = ("import time\nimport ladder.prediction as p\n"
+    script = ("import time\nimport ladder.predict.prediction as p\n"
               "def slow(*a, **k):\n    print('loading', flush=True)\n    time.sleep(60)\n"
               "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
     proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],

@@ -29,12 +29,12 @@ from typer.testing import CliRunner
 
 from ladder import runfiles
 from ladder.cli import app
+from ladder.data.sources import CoordinateOverrides, LocalSource, TableSource
+from ladder.data.sources.leveldb import BLOCK, FILE_HEADER, IDENT, MAGIC, VERSION
+from ladder.data.sources.pull import pull
+from ladder.data.sources.tabular import ColumnMap
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.sources import CoordinateOverrides, LocalSource, TableSource
-from ladder.sources.leveldb import BLOCK, FILE_HEADER, IDENT, MAGIC, VERSION
-from ladder.sources.pull import pull
-from ladder.sources.tabular import ColumnMap
-from ladder.store import Store
 
 COORDS = {"stop_after_steps": 100, "tokens_per_step": 10, "active_params": 1000, "total_params": 5000,
           "fit_flops_per_token": 6000.0}
@@ -672,7 +672,7 @@ def test_import_killed_after_100_of_305_then_rerun_with_corrected_coordinates(tm
 
 @pytest.mark.parametrize("point", ["read", "stage", "runs-table", "manifest", "after-manifest"])
 def test_a_kill_at_any_point_then_other_flags_ends_in_the_new_state(point, tmp_path, monkeypatch):
-    import ladder.store as store_module
+    import ladder.data.store as store_module
 
     path, store = _table(tmp_path, 12), Store(tmp_path / "store")
     flags = {"old": CoordinateOverrides(all_runs={k: str(v) for k, v in COORDS.items()}),
@@ -748,7 +748,7 @@ def test_a_journal_left_by_a_crash_never_blocks_the_next_pull(tmp_path):
 
 def _flags_of(store, path, overrides):
     """The digest a pull of `path` with `overrides` writes (read back from a journal it leaves)."""
-    import ladder.store as store_module
+    import ladder.data.store as store_module
 
     real = store_module.StoreWriter.commit
     try:

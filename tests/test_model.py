@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ladder.spec import ModelSpec
+from ladder.config.spec import ModelSpec
 from trainer_jax import model as M
 
 BASE = dict(d_model=32, n_layers=3, n_heads=4, head_dim=8, n_kv_heads_local=1, n_kv_heads_global=2,
@@ -65,7 +65,7 @@ def test_parameter_tree_matches_the_exact_accounting(name):
 
 def test_micro_cpu_runs_have_exact_trees():
     from ladder import load_recipe
-    from ladder.plan import plan
+    from ladder.config.plan import plan
 
     for run in plan(load_recipe("micro-cpu")).runs():
         shapes = jax.eval_shape(functools.partial(M.init_params, run.spec), jax.random.key(0))

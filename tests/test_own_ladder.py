@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 
 from fits.runs import lrs_from_logged
 from ladder.cli import app
-from ladder.configio import to_dict
+from ladder.config.yamlio import to_dict
+from ladder.data.runview import target_from_file
+from ladder.data.sources import CoordinateOverrides, LocalSource
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.predict import PredictSettings, predict
-from ladder.runview import target_from_file
-from ladder.sources import CoordinateOverrides, LocalSource
-from ladder.sources.pull import pull
-from ladder.store import Store
+from ladder.predict.adapter import PredictSettings, predict
 from tests.synthetic_ladder import micro_plan, pf_truth, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,7 +126,7 @@ def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):
 
 
 def test_long_lists_of_runs_are_shortened():
-    from ladder.runview import named, six_n_note
+    from ladder.data.runview import named, six_n_note
 
     assert named(["a", "b"]) == "a, b"
     names = [f"r{i}" for i in range(74)]
@@ -217,7 +217,7 @@ def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
                  "--coord-column", "stop_after_steps=planned", "--coord-column", "tokens_per_step=batch_tokens",
                  "--coord", "group=mine", "--coord", "role=rung", "--coords", str(tmp_path / "coords.yaml"))
     assert res.exit_code == 0, res.output
-    from ladder.runview import rungs_from_store
+    from ladder.data.runview import rungs_from_store
 
     rungs = rungs_from_store(Store(tmp_path / "store"), "mine", "eval/loss")
     for r in rungs:
@@ -256,7 +256,7 @@ def test_a_run_named_like_a_path_never_names_a_file_outside_the_folder_given():
 
 
 def test_a_target_entry_copied_from_a_coordinates_file_keeps_its_role_out_of_the_way(tmp_path):
-    from ladder.runview import target_from_file
+    from ladder.data.runview import target_from_file
 
     plain = target_from_file(target_yaml(tmp_path / "t.yaml")).as_run(with_evals=False)
     hero = target_from_file(target_yaml(tmp_path / "r.yaml", role="hero")).as_run(with_evals=False)

@@ -13,17 +13,18 @@ import ladder
 
 
 def test_ladder_plan_is_the_planner_module_whichever_way_it_is_imported():
-    import ladder.plan as by_import_as
-    from ladder import plan as by_from_import
+    import ladder.config.plan as by_import_as
+    from ladder import plan as by_name
+    from ladder.config import plan as by_from_import
 
-    module = sys.modules["ladder.plan"]
+    module = sys.modules["ladder.config.plan"]
     assert isinstance(ladder.plan, types.ModuleType)
-    assert ladder.plan is module and by_import_as is module and by_from_import is module
-    assert importlib.import_module("ladder.plan") is module
+    assert ladder.plan is module and by_name is module and by_import_as is module and by_from_import is module
+    assert importlib.import_module("ladder.config.plan") is module
 
 
 def test_the_planner_functions_stay_reachable():
-    from ladder.plan import Plan, override, plan, with_resources
+    from ladder.config.plan import Plan, override, plan, with_resources
 
     recipe = ladder.load_recipe("micro-cpu")
     planned = ladder.plan.plan(recipe)

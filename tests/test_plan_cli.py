@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from ladder import RunConfig, load_recipe
 from ladder.cli import app
-from ladder.configio import load_yaml
+from ladder.config.plan import plan
+from ladder.config.yamlio import load_yaml
 from ladder.errors import LadderError
-from ladder.plan import plan
 
 runner = CliRunner()
 
@@ -252,7 +252,7 @@ def test_malformed_recipe_files(tmp_path, text, message):
 
 def test_a_bad_value_in_a_recipe_file_names_the_file_then_the_field(tmp_path):
     path = tmp_path / "r.yaml"
-    base = (load_recipe.__globals__["resources"].files("ladder.presets") / "micro-cpu.yaml").read_text()
+    base = (load_recipe.__globals__["resources"].files("ladder.config.presets") / "micro-cpu.yaml").read_text()
     path.write_text(base.replace("tpp: ", "tpp: abc #"))
     res = run("plan", str(path))
     assert res.exit_code == 2 and f"{path}: tpp: expected a number, got 'abc' (line " in res.stderr
@@ -269,7 +269,7 @@ def test_a_merge_may_give_its_keys_again(tmp_path):
 
 def test_misspelt_field_in_a_recipe_file(tmp_path):
     text = (tmp_path / "r.yaml")
-    base = (load_recipe.__globals__["resources"].files("ladder.presets") / "micro-cpu.yaml").read_text()
+    base = (load_recipe.__globals__["resources"].files("ladder.config.presets") / "micro-cpu.yaml").read_text()
     text.write_text(base.replace("tpp:", "ttp:"))
     res = run("plan", str(text))
     assert res.exit_code == 2

@@ -12,14 +12,14 @@ import pytest
 from typer.testing import CliRunner
 
 from ladder.cli import app
+from ladder.config.runconfig import RunConfig
+from ladder.config.schedule import SeqPhase
+from ladder.data.sources import LocalSource
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.predict import PredictSettings, predict, prediction_steps
-from ladder.prediction import PREDICTION_FILES, WATCH_FILES, Prediction
-from ladder.runconfig import RunConfig
-from ladder.schedule import SeqPhase
-from ladder.sources import LocalSource
-from ladder.sources.pull import pull
-from ladder.store import Store
+from ladder.predict.adapter import PredictSettings, predict, prediction_steps
+from ladder.predict.prediction import PREDICTION_FILES, WATCH_FILES, Prediction
 from tests.synthetic_ladder import micro_plan, pf_truth, truth, write_run
 
 PLAN = micro_plan()

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ladder import runfiles
+from ladder.data.sources import CoordinateOverrides, LocalSource, TableSource
+from ladder.data.sources.coords import FIELDS, INT_FIELDS, resolve_coordinates
+from ladder.data.sources.pull import pull
+from ladder.data.sources.tabular import ColumnMap
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.sources import CoordinateOverrides, LocalSource, TableSource
-from ladder.sources.coords import FIELDS, INT_FIELDS, resolve_coordinates
-from ladder.sources.pull import pull
-from ladder.sources.tabular import ColumnMap
-from ladder.store import Store
 
 COORDS = {"stop_after_steps": 100, "tokens_per_step": 10, "active_params": 1000, "total_params": 5000,
           "fit_flops_per_token": 6000.0}

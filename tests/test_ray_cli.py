@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from ladder import load_recipe, runfiles
 from ladder.cli import app
 from ladder.cluster import Board
+from ladder.config.plan import plan
+from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
-from ladder.plan import plan
-from ladder.runconfig import ResourcesConfig, RunConfig
 
 runner = CliRunner()
 

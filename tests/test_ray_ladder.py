@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from ladder import load_recipe, runfiles
+from ladder.config.plan import override, plan
+from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.launch import trainer_env
-from ladder.plan import override, plan
-from ladder.runconfig import ResourcesConfig, RunConfig
 
 LADDER = Path(sys.executable).parent / "ladder"
 SMALL, LARGE = "28K-A7.4K", "51K-A16K"

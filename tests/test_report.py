@@ -51,10 +51,10 @@ def test_plot_renders_every_figure(predicted):
 
 
 def test_an_interrupted_plot_leaves_the_figure_folder_as_it_was(predicted, monkeypatch):
-    from ladder import plots
-    from ladder.figures import draw_all
-    from ladder.prediction import Prediction
-    from ladder.store import Store
+    from ladder.data.store import Store
+    from ladder.output import plots
+    from ladder.output.figures import draw_all
+    from ladder.predict.prediction import Prediction
 
     out = predicted / "figs-interrupted"
     out.mkdir()
@@ -116,10 +116,10 @@ def test_plot_without_a_store_is_a_clear_error(predicted, tmp_path):
 def test_ladder_figure_counts_compute_as_predict_does(predicted):
     """Every run gives N and the hero is in the store: the figure's axis is 6·N·D, the per-fraction law's
     (fit FLOPs, which count attention, only where the hero's N is not at hand)."""
-    from ladder.dynamics import target_and_rungs
-    from ladder.figures import _axis
-    from ladder.prediction import Prediction
-    from ladder.store import Store
+    from ladder.data.store import Store
+    from ladder.output.figures import _axis
+    from ladder.predict.dynamics import target_and_rungs
+    from ladder.predict.prediction import Prediction
 
     pred = Prediction.load(predicted / "pred")
     _, target, rungs = target_and_rungs(Store(predicted / "store"), pred, None, "to draw")
@@ -138,8 +138,8 @@ def test_the_report_table_takes_each_rows_nearest_eval_and_refuses_a_file_that_i
     import numpy as np
     import pandas as pd
 
-    from ladder.prediction import Prediction
-    from ladder.report import prediction_rows, read_alerts
+    from ladder.output.report import prediction_rows, read_alerts
+    from ladder.predict.prediction import Prediction
 
     steps = np.arange(100, 10_001, 100)
     med = 3.0 - 1e-4 * steps  # straight between the table's steps: the prediction at any eval is exact
@@ -194,8 +194,8 @@ def test_residuals_figure_plots_the_error_as_score_gives_it_and_the_band_on_that
     import numpy as np
     import pandas as pd
 
-    from ladder.plots import Curve, residuals
-    from ladder.prediction import Prediction
+    from ladder.output.plots import Curve, residuals
+    from ladder.predict.prediction import Prediction
 
     steps = np.arange(100, 1_001, 100)
     med = np.full(steps.size, 2.0)
@@ -217,7 +217,7 @@ def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_p
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from ladder.plots import Curve, collapse, diagnostics
+    from ladder.output.plots import Curve, collapse, diagnostics
 
     f = np.linspace(0.05, 1.0, 20)
     rungs = [Curve(f"r{i}", f, 2.0 + (1.0 + 0.1 * i) * f**-0.3) for i in range(3)]
@@ -236,8 +236,8 @@ def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():
     import numpy as np
     import pandas as pd
 
-    from ladder.prediction import Prediction
-    from ladder.scoring import score_prediction
+    from ladder.predict.prediction import Prediction
+    from ladder.predict.scoring import score_prediction
 
     steps = np.arange(1, 11) * 100
     med = np.full(steps.size, 3.0)
@@ -293,7 +293,7 @@ def test_a_report_of_another_run_leaves_out_the_watched_runs_verdicts_and_alerts
     import json
     import shutil
 
-    from ladder.report import read_alerts
+    from ladder.output.report import read_alerts
 
     plan = micro_plan()
     folder = tmp_path / "pred"
@@ -329,8 +329,8 @@ def test_the_figures_show_the_rungs_and_the_law_wherever_the_target_lies(predict
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from ladder import plots
-    from ladder.prediction import Prediction
+    from ladder.output import plots
+    from ladder.predict.prediction import Prediction
 
     pred = Prediction.load(predicted / "pred")
     t = pred.table
@@ -354,9 +354,9 @@ def test_the_figures_show_the_rungs_and_the_law_wherever_the_target_lies(predict
 def test_a_prediction_drawn_against_another_ladders_store_is_refused(predicted, tmp_path):
     """The prediction keeps the names of its rungs: a store that holds none of them is another ladder's (its
     figures would put the target beside rungs it was not predicted from)."""
-    from ladder.prediction import Prediction
-    from ladder.sources.pull import pull
-    from ladder.store import Store
+    from ladder.data.sources.pull import pull
+    from ladder.data.store import Store
+    from ladder.predict.prediction import Prediction
     from tests.test_store import MemorySource, runs3
 
     pred = Prediction.load(predicted / "pred")
@@ -447,9 +447,9 @@ def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(p
     page = (tmp_path / "r.html").read_text()
     assert (f"logged 2 evals that are not a finite number (NaN or inf), the last at step {last_evals[-1]:,} "
             "(its latest eval)") in page
-    from ladder.figures import hero_actual
-    from ladder.prediction import Prediction
-    from ladder.store import Store
+    from ladder.data.store import Store
+    from ladder.output.figures import hero_actual
+    from ladder.predict.prediction import Prediction
 
     logged = hero_actual(Store(tmp_path / "store"), Prediction.load(predicted / "pred"), nonfinite=True)
     assert np.isnan(logged.loc[last_evals]).all() and np.isfinite(hero_actual(Store(tmp_path / "store"),
@@ -457,7 +457,7 @@ def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(p
 
 
 def test_plot_leaves_no_figure_of_an_earlier_ladder_beside_this_ones(tmp_path, monkeypatch):
-    from ladder import figures
+    from ladder.output import figures
 
     out = tmp_path / "figs"
     out.mkdir()
@@ -512,7 +512,7 @@ def test_a_steps_edited_fraction_is_of_the_plan_in_force_at_that_step():
     import numpy as np
     import pandas as pd
 
-    from ladder.prediction import Prediction
+    from ladder.predict.prediction import Prediction
 
     steps = np.arange(100, 8_001, 100)  # planned 10,000 steps, cut at step 5,000 to 8,000
     med = 3.0 - 1e-4 * steps
@@ -530,7 +530,7 @@ def test_a_prediction_saved_over_another_is_all_old_or_all_new(predicted, tmp_pa
 
     import pandas as pd
 
-    from ladder.prediction import PREDICTION_FILES, Prediction
+    from ladder.predict.prediction import PREDICTION_FILES, Prediction
 
     shutil.copytree(predicted / "pred", tmp_path / "pred")
     before = {n: (tmp_path / "pred" / n).read_bytes() for n in PREDICTION_FILES}

@@ -6,10 +6,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ladder.cli import app
+from ladder.config.plan import plan
+from ladder.config.recipe import load_recipe
+from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
-from ladder.plan import plan
-from ladder.recipe import load_recipe
-from ladder.runconfig import ResourcesConfig, RunConfig
 
 NON_FINITE = ["nan", "NaN", "inf", "-inf", "1e999"]
 

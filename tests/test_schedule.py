@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ladder import LadderError, Schedule, SeqPhase
-from ladder.configio import build, to_dict
+from ladder.config.yamlio import build, to_dict
 
 PEAK, MIN = 1e-3, 0.05
 

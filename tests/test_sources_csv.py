@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ladder.cli import app
+from ladder.data.sources import ColumnMap, CoordinateOverrides, TableSource
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.sources import ColumnMap, CoordinateOverrides, TableSource
-from ladder.sources.pull import pull
-from ladder.store import Store
 
 
 def small_table():
@@ -31,7 +31,7 @@ UNKNOWN = {"total_params": "unknown", "fit_flops_per_token": "unknown"}
 
 
 def _overrides():
-    from ladder.sources import CoordinateOverrides
+    from ladder.data.sources import CoordinateOverrides
 
     return CoordinateOverrides(all_runs=UNKNOWN)
 
@@ -90,7 +90,7 @@ def test_a_table_imported_again_as_it_was_leaves_its_runs_unchanged(tmp_path):
 
 
 def test_a_reimport_that_would_drop_stored_metrics_or_steps_is_refused_unless_replace(tmp_path):
-    from ladder.sources.pull import PullSkipped
+    from ladder.data.sources.pull import PullSkipped
 
     path, table, store = _imported(tmp_path)
     loss_only = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step", tokens="tok", coords=COLUMNS.coords)
@@ -151,7 +151,7 @@ def test_misfitting_checkpoints_repeats_and_steps_past_the_plan(shared_data, tmp
 def test_chinchilla_final_losses_one_row_per_run(shared_data, tmp_path):
     path = shared_data / "chinchilla_epoch" / "chinchilla_epoch_tidy.csv"
     store = Store(tmp_path / "s")
-    from ladder.sources import CoordinateOverrides
+    from ladder.data.sources import CoordinateOverrides
 
     columns = ColumnMap(metrics={"train/loss": "loss"}, run="run_id", tokens="tokens",
                         coords={"total_params": "params"})
@@ -265,7 +265,7 @@ def test_a_coordinate_column_that_varies_within_a_run_is_named(tmp_path):
 
 
 def test_steps_far_past_the_plan_are_taken_for_tokens_before_any_fit(tmp_path):
-    from ladder.runview import from_store
+    from ladder.data.runview import from_store
 
     path = tmp_path / "t.csv"
     small_table().assign(step=lambda t: t["step"] * 2**20, tok=lambda t: t["step"] * 50).to_csv(path, index=False)

@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 
 from ladder import load_recipe, runfiles
 from ladder.cli import app
+from ladder.config.plan import plan
+from ladder.data.sources import ColumnMap, LocalSource, TableSource
+from ladder.data.sources import local as local_source
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.plan import plan
-from ladder.sources import ColumnMap, LocalSource, TableSource
-from ladder.sources import local as local_source
-from ladder.sources.pull import pull
-from ladder.store import Store
 
 RUNGS = plan(load_recipe("micro-cpu")).rungs
 

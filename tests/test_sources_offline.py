@@ -26,13 +26,13 @@ from typer.testing import CliRunner
 from ladder import load_recipe
 from ladder.cli import app
 from ladder.cli.pull import _fraction_cell
+from ladder.config.plan import plan
+from ladder.data.resolve import MetricSettings
+from ladder.data.sources import CoordinateOverrides, OfflineSource
+from ladder.data.sources.leveldb import BLOCK, HEADER_LEN, Stop, read_log
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.plan import plan
-from ladder.resolve import MetricSettings
-from ladder.sources import CoordinateOverrides, OfflineSource
-from ladder.sources.leveldb import BLOCK, HEADER_LEN, Stop, read_log
-from ladder.sources.pull import pull
-from ladder.store import Store
 
 WRITER = r"""
 import json, os, signal, sys

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from wandb.proto import wandb_api_pb2
 
 from ladder.cli import app
+from ladder.data.sources import RetryPolicy, WandbSource
+from ladder.data.sources.pull import pull
+from ladder.data.sources.wandb_api import classify, scrub
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.sources import RetryPolicy, WandbSource
-from ladder.sources.pull import pull
-from ladder.sources.wandb_api import classify, scrub
-from ladder.store import Store
 
 COORDS = {"stop_after_steps": 100, "tokens_per_step": 64, "active_params": 1000, "total_params": 3000,
           "fit_flops_per_token": 9000.0}
@@ -300,7 +300,7 @@ def test_unreachable_server_retries_then_says_so(monkeypatch, tmp_path):
             "the service process is busy and did not respond in time."
         )
 
-    monkeypatch.setattr("ladder.sources.wandb_api.time.sleep", lambda s: None)
+    monkeypatch.setattr("ladder.data.sources.wandb_api.time.sleep", lambda s: None)
     res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
     assert res.exit_code == 2 and len(calls) == 3
     assert "gave up after 3 tries" in res.output and "WANDB_BASE_URL" in res.output

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from ladder import LadderError, ModelSpec, load_recipe
-from ladder.plan import plan
-from ladder.recipe import ArchRules
+from ladder.config.plan import plan
+from ladder.config.recipe import ArchRules
 
 
 def _brute_force_shapes(s: ModelSpec, kv_for_layer) -> dict[str, list[tuple[int, ...]]]:

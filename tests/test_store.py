@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ladder.data.sources.pull import pull
+from ladder.data.sources.table import RunRef, SourceRun, raw_frame
+from ladder.data.store import RUNS_COLUMNS, Store
 from ladder.errors import LadderError
-from ladder.sources.pull import pull
-from ladder.sources.table import RunRef, SourceRun, raw_frame
-from ladder.store import RUNS_COLUMNS, Store
 
 COORDS = {"stop_after_steps": 100, "tokens_per_step": 10, "active_params": 1000, "total_params": 5000,
           "fit_flops_per_token": 6.5e3}
@@ -180,7 +180,7 @@ def test_nonfinite_values_are_stored_but_left_out_of_fits(tmp_path):
 
 
 def test_settings_persist(tmp_path):
-    from ladder.resolve import MetricSettings
+    from ladder.data.resolve import MetricSettings
 
     store = Store(tmp_path)
     pull(store, MemorySource({"r1": ("rung-1", series(3, metric="loss_c4"))}),
@@ -210,7 +210,7 @@ def test_a_staged_run_committed_meanwhile_by_another_pull_is_read_again(tmp_path
 
 
 def test_corrected_coordinates_apply_to_stored_rows(tmp_path):
-    from ladder.sources import CoordinateOverrides
+    from ladder.data.sources import CoordinateOverrides
 
     store = Store(tmp_path)
     pull(store, MemorySource(runs3()))
@@ -337,7 +337,7 @@ def test_a_fit_over_a_damaged_run_stops_with_one_line_naming_the_file(tmp_path):
 
 
 def test_a_pull_skips_a_run_whose_stored_history_is_damaged_and_full_reads_it_anew(tmp_path):
-    from ladder.sources.pull import PullSkipped
+    from ladder.data.sources.pull import PullSkipped
 
     store = Store(tmp_path)
     pull(store, MemorySource(runs3()))

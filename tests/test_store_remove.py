@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-import ladder.store as store_module
+import ladder.data.store as store_module
 from fits.synthetic import endpoint_losses
 from ladder.cli import app
+from ladder.data.sources import CoordinateOverrides
+from ladder.data.sources.pull import pull
+from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.sources import CoordinateOverrides
-from ladder.sources.pull import pull
-from ladder.store import Store
 from tests.test_store import MemorySource, runs3, same, series, snapshot
 
 runner = CliRunner()

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
+from ladder.data.resolve import MetricSettings, ResolveReport, resolve
+from ladder.data.sources.coords import CoordinateOverrides, Coordinates, resolve_coordinates
+from ladder.data.sources.table import raw_frame
 from ladder.errors import LadderError
-from ladder.resolve import MetricSettings, ResolveReport, resolve
-from ladder.sources.coords import CoordinateOverrides, Coordinates, resolve_coordinates
-from ladder.sources.table import raw_frame
 
 C = Coordinates(stop_after_steps=200, tokens_per_step=8, planned_tokens=1600)
 S = MetricSettings()

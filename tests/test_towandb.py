@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ladder.data.sources import OfflineSource
+from ladder.data.sources.leveldb import read_log
 from ladder.errors import LadderError
-from ladder.prediction import Prediction
-from ladder.sources import OfflineSource
-from ladder.sources.leveldb import read_log
-from ladder.towandb import log_prediction, parse_project
+from ladder.output.towandb import log_prediction, parse_project
+from ladder.predict.prediction import Prediction
 
 METRIC = "eval/loss"
 KEY = f"predicted/{METRIC}"
@@ -100,8 +100,8 @@ def test_logged_prediction_reads_back_at_the_targets_steps(wandb_env, tmp_path):
     assert got.config == {"method": "per-fraction", "settings": {"law": "per-fraction", "samples": 200},
                           "metric": METRIC, "target": "hero-1b", **coords, "role": "prediction"}
     # pulled into a store with its coordinates, as a prediction: no fit takes it for a rung
-    from ladder.sources.pull import pull
-    from ladder.store import Store
+    from ladder.data.sources.pull import pull
+    from ladder.data.store import Store
 
     store = Store(tmp_path / "store")
     pull(store, OfflineSource(path))
@@ -176,5 +176,5 @@ def test_disabled_wandb_is_an_error(wandb_env, monkeypatch):
 
 
 def test_importing_the_module_does_not_import_wandb():
-    code = "import sys, ladder.towandb; sys.exit('wandb' in sys.modules)"
+    code = "import sys, ladder.output.towandb; sys.exit('wandb' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

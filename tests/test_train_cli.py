@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from ladder import launch, load_recipe, runfiles
 from ladder.cli import app
-from ladder.plan import plan
-from ladder.runconfig import RunConfig
+from ladder.config.plan import plan
+from ladder.config.runconfig import RunConfig
 
 runner = CliRunner()
 

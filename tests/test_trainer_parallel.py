@@ -22,7 +22,7 @@ SETUP = textwrap.dedent("""
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count={devices}"
     from pathlib import Path
     from ladder import load_recipe
-    from ladder.plan import override, plan
+    from ladder.config.plan import override, plan
 
     def tiny(run_dir, steps_tpp):
         recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ladder import load_recipe, runfiles
+from ladder.config.plan import override, plan
 from ladder.launch import trainer_env
-from ladder.plan import override, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from ladder import RunConfig, load_recipe, runfiles
 from ladder.cli import app
+from ladder.config.plan import override, plan
+from ladder.config.schedule import SeqPhase
 from ladder.errors import LadderError
-from ladder.plan import override, plan
-from ladder.schedule import SeqPhase
 from trainer_jax import train
 from trainer_jax.checkpoint import check_compatible, checkpoint_meta
 from trainer_jax.data import markov_chain

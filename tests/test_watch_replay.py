@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 import fits
 from ladder import Schedule
 from ladder.cli import app
-from ladder.prediction import Prediction
+from ladder.predict.prediction import Prediction
 from tests.synthetic_ladder import micro_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -177,7 +177,7 @@ def test_clean_micro_hero_raises_nothing_from_the_dynamics_rules(tmp_path):
 
 @pytest.mark.slow
 def test_grad_norm_growing_twice_as_fast_as_projected_warns_within_three_evals(tmp_path):
-    from ladder.dynamics import hero_compute, project_curves
+    from ladder.predict.dynamics import hero_compute, project_curves
     from tests.test_dynamics import GROWTH, hero_prediction
 
     alerts, evals, hero, _ = replay_micro_hero(tmp_path, hero_growth=2 * GROWTH)
@@ -185,7 +185,7 @@ def test_grad_norm_growing_twice_as_fast_as_projected_warns_within_three_evals(t
     # at least a warning (an alarm when it is already twice the band's width above the median)
     assert grad and grad[0]["level"] in ("warning", "alarm") and "projected to this run's size" in grad[0]["message"]
     # the eval from which the hero's noise-free grad norm stays above the projection's 90% band
-    from ladder.store import Store
+    from ladder.data.store import Store
 
     store = Store(tmp_path / "store")
     rungs = store.runs().query("role == 'rung'")
@@ -247,7 +247,7 @@ def test_one_check_over_many_evals_exits_with_the_worst_of_them(tmp_path, replay
 
 # ---- where the run comes from ----------------------------------------------------------------------------
 def test_a_run_stored_from_another_folder_is_refused_until_replace_and_a_quiet_check_says_where_it_stands(tmp_path):
-    from ladder.store import Store
+    from ladder.data.store import Store
     from tests.synthetic_ladder import write_run
     from tests.test_dynamics import hero_prediction
 
@@ -340,9 +340,9 @@ def test_a_run_that_stopped_writing_is_an_alarm_once_it_counts_as_crashed(tmp_pa
 def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, replay):
     import dataclasses
 
-    from ladder.prediction import retire_watch
-    from ladder.sources import LocalSource
-    from ladder.store import Store
+    from ladder.data.sources import LocalSource
+    from ladder.data.store import Store
+    from ladder.predict.prediction import retire_watch
     from ladder.watch import AlertRules
     from ladder.watch.monitor import Watcher, only_run
 
@@ -367,7 +367,7 @@ def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, repl
 def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_predicts_again(tmp_path, replay):
     import dataclasses
 
-    from ladder.store import Store
+    from ladder.data.store import Store
     from ladder.watch import AlertRules
     from ladder.watch.monitor import Watcher
 
@@ -439,7 +439,7 @@ def test_a_resume_that_changes_one_eval_judges_each_later_eval_once(tmp_path, re
 def test_a_source_that_names_its_runs_only_once_read_is_followed_by_name():
     """A wandb offline folder lists its run by id; the run's name comes with its records. The watch follows the
     one run such a folder holds when its name is the prediction's, and refuses one whose name is another's."""
-    from ladder.sources.table import RunRef, SourceRun
+    from ladder.data.sources.table import RunRef, SourceRun
     from ladder.watch.monitor import WrongRun, only_run
 
     class Offline:
@@ -470,8 +470,8 @@ def test_a_source_that_names_its_runs_only_once_read_is_followed_by_name():
 def test_a_source_without_credentials_is_a_usage_error_not_an_unreadable_run(tmp_path, replay):
     """No API key (or one the service rejects) is the user's to fix: the check stops with it (exit 2), where a
     server that does not answer is a run that cannot be read now (exit 3)."""
+    from ladder.data.store import Store
     from ladder.errors import NoCredentials, SourceUnavailable
-    from ladder.store import Store
     from ladder.watch import AlertRules
     from ladder.watch.monitor import Refused, Watcher
 

@@ -13,7 +13,7 @@ import pytest
 
 from ladder import runfiles as keys
 from ladder.errors import LadderError
-from ladder.prediction import Prediction
+from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, Observed, WatchState, WebhookSink, evaluate
 from ladder.watch import rules as R
 
@@ -316,7 +316,7 @@ def drop_series(compute, steps, rng, run_sd=0.05, step_sd=0.3):
 
 
 def rung_refs(series, seed=0) -> R.RungCurves:
-    from ladder.dynamics import project_curves
+    from ladder.predict.dynamics import project_curves
 
     rng = np.random.default_rng(seed)
     fr, vals = zip(*[series(c, n, rng) for c, n in zip(RUNG_C, RUNG_STEPS)])
@@ -394,7 +394,7 @@ def test_drop_fraction_against_the_projection():
 
 
 def test_a_new_prediction_moves_the_watch_of_the_one_it_replaces_aside(tmp_path):
-    from ladder.prediction import PREDICTION_FILES, WATCH_FILES, retire_watch
+    from ladder.predict.prediction import PREDICTION_FILES, WATCH_FILES, retire_watch
 
     pred = prediction()
     pred.save(tmp_path)

@@ -75,7 +75,9 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
         from trainer_jax.host import reuse_freed_memory
 
         reuse_freed_memory()
-        from ladder.runconfig import RunConfig  # no JAX: the run's folder is known before the slow start
+        from ladder.config.runconfig import (
+            RunConfig,  # no JAX: the run's folder is known before the slow start
+        )
 
         cfg = RunConfig.load(args.config)
         run_dir = args.run_dir or cfg.resolved_run_dir(base=args.config.parent)

@@ -15,10 +15,10 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from ladder.configio import build
+from ladder.config.runconfig import RunConfig
+from ladder.config.schedule import Schedule
+from ladder.config.yamlio import build
 from ladder.errors import LadderError
-from ladder.runconfig import RunConfig
-from ladder.schedule import Schedule
 
 TRAINING_FIELDS = ("spec", "seq_len", "batch_size", "schedule", "optimizer", "moe", "data", "seed")
 """Run config fields that decide the trained weights; a checkpoint may only resume under the same ones

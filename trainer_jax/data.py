@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ladder.config.runconfig import BYTE_VOCAB, RunConfig
 from ladder.errors import LadderError
-from ladder.runconfig import BYTE_VOCAB, RunConfig
 
 EVAL_SHARE = 20
 """One file in this many (by path hash) is held out for evaluation."""

@@ -17,8 +17,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ladder.config.spec import ModelSpec
 from ladder.errors import LadderError
-from ladder.spec import ModelSpec
 
 DATA_AXIS = "data"
 EXPERT_AXIS = "expert"

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from ladder.spec import ModelSpec
+from ladder.config.spec import ModelSpec
 from trainer_jax.mesh import BATCH_AXES, EXPERT_AXIS
 
 Params = dict[str, Any]

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ladder import runfiles
+from ladder.config.runconfig import RunConfig
 from ladder.errors import LadderError
 from ladder.files import atomic_path
-from ladder.runconfig import RunConfig
 
 WANDB_MODES = ("online", "offline", "disabled")
 

@@ -13,7 +13,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from ladder.runconfig import RunConfig
+from ladder.config.runconfig import RunConfig
 
 
 def model_flops_per_token(cfg: RunConfig) -> float:

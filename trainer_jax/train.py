@@ -28,10 +28,10 @@ import numpy as np
 import optax
 
 from ladder import runfiles
+from ladder.config.runconfig import RunConfig
+from ladder.config.spec import ModelSpec
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
-from ladder.runconfig import RunConfig
-from ladder.spec import ModelSpec
 from trainer_jax.checkpoint import Checkpointer, abstract_like, check_compatible, checkpoint_meta
 from trainer_jax.data import DataSource, make_source
 from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings

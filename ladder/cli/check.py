@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ladder.cli.app import Format, command, console, err_console, print_json
+from ladder.config.limits import hero_flops
+from ladder.data.store import DEFAULT_ROOT, Store
 from ladder.errors import LadderError
-from ladder.limits import hero_flops
-from ladder.store import DEFAULT_ROOT, Store
 
 # `ladder.check` loads `fits` (scipy) and is imported inside the command, so `ladder --help` stays light.
 

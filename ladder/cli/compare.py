@@ -14,9 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ladder.cli.app import Format, command, console, err_console, print_json
+from ladder.config.limits import resamples
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
-from ladder.limits import resamples
 from ladder.outpaths import out_dir
 
 
@@ -46,7 +46,7 @@ def compare_command(
     """
     # pandas, scipy and matplotlib: only when comparing, so `ladder --help` stays light
     from ladder.compare import compare_groups, draw, to_json
-    from ladder.store import DEFAULT_ROOT, Store
+    from ladder.data.store import DEFAULT_ROOT, Store
 
     resamples("--bootstrap", n_boot)
     folder = out_dir(out, files=("compare.png", "compare.json"))

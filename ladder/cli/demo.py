@@ -22,8 +22,8 @@ def demo_command(
     Runs on a laptop CPU with no network and no wandb account (wandb logs offline). Finished runs
     are reused, so a second run takes seconds.
     """
+    from ladder.config.limits import resamples
     from ladder.demo import run_demo  # jax, scipy and matplotlib: only when the demo runs
-    from ladder.limits import resamples
 
     resamples("--n-boot", n_boot, least=20, none_ok=False)
 

@@ -1,6 +1,6 @@
 """`ladder fit endpoint|surface|curve` and `ladder backtest`: scaling-law fits from a CSV or the store.
 
-Each command reads its data (`ladder.fitdata`), calls one function of `fits`, and prints a table
+Each command reads its data (`ladder.data.fitdata`), calls one function of `fits`, and prints a table
 or, with `--format json`, one JSON object: the fitted parameters, the objective (mean Huber on log
 residuals), the warnings, and with `--bootstrap N` their intervals over runs.
 """
@@ -15,16 +15,16 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from ladder import endpointcsv
 from ladder.cli.app import Format, app, command, console, given_for, parse_int_list, print_json
+from ladder.config.limits import MAX_COMPUTE, positive, resamples
+from ladder.data import endpointcsv
+from ladder.data.store import DEFAULT_ROOT, Store
 from ladder.errors import LadderError
-from ladder.limits import MAX_COMPUTE, positive, resamples
-from ladder.store import DEFAULT_ROOT, Store
 
 # `fits` (scipy) loads inside the commands that fit, so `ladder --help` and the other commands skip it.
 if TYPE_CHECKING:
     import fits
-    from ladder import fitdata
+    from ladder.data import fitdata
 
 fit_app = typer.Typer(
     help=(
@@ -96,7 +96,7 @@ def _cols(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: st
           **more: str | None) -> fitdata.Columns:
     """The CSV's columns as the options name them; no --run-col: `endpointcsv.run_column` tells a table of one
     row per run from one of checkpoints."""
-    from ladder import fitdata
+    from ladder.data import fitdata
     run = endpointcsv.run_column(csv, run_col, step_col)
     return fitdata.Columns(run=run or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
                            **more)
@@ -254,7 +254,7 @@ def fit_endpoint_command(
     compute through the budgets' vertices).
     """
     import fits
-    from ladder import fitdata
+    from ladder.data import fitdata
     _check_level(level)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     if csv is not None:
@@ -425,7 +425,7 @@ def fit_surface_command(
     where its tokens trace one (at each budget D falls as N grows, one size's token counts in the
     same ratios as another's), and its budgets are named by their runs' median 6·N·D.
     """
-    from ladder import fitdata
+    from ladder.data import fitdata
     _check_level(level)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role)
     if at and predict_csv is not None:
@@ -642,7 +642,7 @@ def fit_curve_command(
     parameters shared, L0, A, alpha, B power laws in --scale.
     """
     import fits
-    from ladder import fitdata
+    from ladder.data import fitdata
     _check_level(level)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     _only_for(ctx, "Schedule-aware laws:", law is not Law.perfraction, "the schedule-aware laws (--law multipower or momentum)")
@@ -714,7 +714,7 @@ def _shape(text: str | None) -> dict[str, float]:
 
 def _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt) -> None:
     import fits
-    from ladder import fitdata
+    from ladder.data import fitdata
     if csv is not None:
         raise LadderError(
             f"--law {law.value} needs the LR of every step, which a CSV of checkpoints does not hold; "
@@ -792,7 +792,7 @@ def backtest_command(
     scored at its last eval.
     """
     import fits
-    from ladder import fitdata
+    from ladder.data import fitdata
     _check_level(level)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     _only_for(ctx, "curve:", form is Form.curve, "--form curve")

@@ -10,14 +10,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ladder.cli.app import Format, command, console, err_console, parse_int_list, print_json
-from ladder.configio import build, load_yaml
+from ladder.config.limits import MAX_SEQ_LEN
+from ladder.config.plan import Plan, override, plan, with_resources
+from ladder.config.recipe import load_recipe, preset_names
+from ladder.config.runconfig import ResourcesConfig, RunConfig
+from ladder.config.spec import ModelSpec, format_count
+from ladder.config.yamlio import build, load_yaml
 from ladder.errors import LadderError
-from ladder.limits import MAX_SEQ_LEN
 from ladder.outpaths import out_dir
-from ladder.plan import Plan, override, plan, with_resources
-from ladder.recipe import load_recipe, preset_names
-from ladder.runconfig import ResourcesConfig, RunConfig
-from ladder.spec import ModelSpec, format_count
 
 
 @command("plan")

@@ -15,18 +15,18 @@ from rich.table import Table
 
 from ladder import runfiles as keys
 from ladder.cli.app import Format, command, console, err_console, print_json
-from ladder.display import show_prediction
+from ladder.config.limits import MAX_TOKENS_PER_SECOND, resamples
+from ladder.config.runconfig import RunConfig
+from ladder.data.store import DEFAULT_ROOT, Store
 from ladder.errors import LadderError
-from ladder.limits import MAX_TOKENS_PER_SECOND, resamples
 from ladder.outpaths import file_part, out_dir
-from ladder.prediction import retire_watch
-from ladder.replan import MAX_CUT, horizon_that_fits, shortened, with_cooldown
-from ladder.runconfig import RunConfig
-from ladder.store import DEFAULT_ROOT, Store
+from ladder.output.display import show_prediction
+from ladder.predict.prediction import retire_watch
+from ladder.predict.replan import MAX_CUT, horizon_that_fits, shortened, with_cooldown
 
-# `ladder.predict` and `fits` (scipy) load inside the commands that predict, not for `ladder --help`.
+# `ladder.predict.adapter` and `fits` (scipy) load inside the commands that predict, not for `ladder --help`.
 if TYPE_CHECKING:
-    from ladder.predict import PredictSettings
+    from ladder.predict.adapter import PredictSettings
 
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
 METRIC = typer.Option(keys.EVAL_LOSS, "--metric", help="Metric to predict (nats per token).")
@@ -50,7 +50,7 @@ def _settings(metric: str, n_boot: int, group: str | None, method: str = "auto",
               ratio_tol: float = 0.01, floor: str = "profile") -> PredictSettings:
     from fits.candidates import FLOORS
     from fits.predictor import METHODS
-    from ladder.predict import PredictSettings
+    from ladder.predict.adapter import PredictSettings
 
     resamples("--n-boot", n_boot, least=20, none_ok=False)
     if method not in ("auto",) + METHODS:
@@ -93,7 +93,7 @@ TARGET_RUN = typer.Option(None, "--target-run", help="A run already in the store
 
 def resolve_target(config: Path | None, target_file: Path | None, target_run: str | None, store: Path, metric: str):
     """The run to predict, from exactly one of a planner config, a target file or a run in the store at `store`."""
-    from ladder.runview import from_config, target_from_file, target_from_store
+    from ladder.data.runview import from_config, target_from_file, target_from_store
 
     given = [x for x in (config, target_file, target_run) if x is not None]
     if len(given) != 1:
@@ -154,11 +154,11 @@ def predict_command(
     difference the multi-power law says that schedule makes. Steps past a change no law models are
     flagged.
     """
-    from ladder.predict import predict
+    from ladder.predict.adapter import predict
 
     settings = _settings(metric, n_boot, group, method, pin_e, ratio_tol, floor)
     if to_wandb is not None:
-        from ladder.towandb import parse_project
+        from ladder.output.towandb import parse_project
 
         parse_project(to_wandb)
     target = resolve_target(config, target_file, target_run, store, metric)
@@ -168,8 +168,8 @@ def predict_command(
     written = pred.save(folder)
     logged = None
     if to_wandb is not None:
-        from ladder.runview import SIX_N
-        from ladder.towandb import log_prediction
+        from ladder.data.runview import SIX_N
+        from ladder.output.towandb import log_prediction
 
         coords = {"active_params": target.active_params or "unknown", "stop_after_steps": target.stop_after_steps,
                   "tokens_per_step": target.tokens_per_step,
@@ -196,8 +196,8 @@ def score_command(
 ) -> None:
     """Score a prediction against the run's actual evals: the final error (predicted / actual − 1), the
     mean and worst error along the curve, and how often the 50% and 90% bands held."""
-    from ladder.prediction import Prediction
-    from ladder.scoring import score_prediction
+    from ladder.predict.prediction import Prediction
+    from ladder.predict.scoring import score_prediction
 
     if not (np.isfinite(start) and 0 <= start < 1):
         raise LadderError(f"--from {start}: give a fraction in [0, 1), e.g. 0.1")
@@ -268,7 +268,7 @@ def replan_command(
     Give --shorten-to STEPS or --cooldown-steps K (with --at STEP), or give --deadline (and a
     throughput) to be told which horizon fits.
     """
-    from ladder.predict import predict
+    from ladder.predict.adapter import predict
 
     if shorten_to is not None and cooldown_steps is not None:
         raise LadderError("--shorten-to and --cooldown-steps are two different edits; give one of them")
@@ -324,7 +324,7 @@ def replan_command(
                   f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
                   f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})", markup=True)
     if out is not None:
-        from ladder.runview import save_target
+        from ladder.data.runview import save_target
 
         retired = retire_watch(out, new)
         written = save_target(edited, out / f"{file_part(edited.name)}.yaml")

@@ -13,11 +13,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ladder.cli.app import Format, app, command, console, err_console, print_json
-from ladder.errors import LadderError
-from ladder.files import write_text_atomic
-from ladder.outpaths import out_file
-from ladder.resolve import MetricSettings
-from ladder.sources import (
+from ladder.config.spec import format_count
+from ladder.data.resolve import MetricSettings
+from ladder.data.sources import (
     ColumnMap,
     CoordinateOverrides,
     LocalSource,
@@ -25,10 +23,12 @@ from ladder.sources import (
     TableSource,
     WandbSource,
 )
-from ladder.sources.coords import edited_fraction
-from ladder.sources.pull import PullResult, PullSkipped, Source, pull
-from ladder.spec import format_count
-from ladder.store import DEFAULT_ROOT, GIVEN_KEY, Store
+from ladder.data.sources.coords import edited_fraction
+from ladder.data.sources.pull import PullResult, PullSkipped, Source, pull
+from ladder.data.store import DEFAULT_ROOT, GIVEN_KEY, Store
+from ladder.errors import LadderError
+from ladder.files import write_text_atomic
+from ladder.outpaths import out_file
 
 pull_app = typer.Typer(
     help=(

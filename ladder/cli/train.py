@@ -15,9 +15,9 @@ from rich.markup import escape
 from typer.core import TyperCommand
 
 from ladder.cli.app import Format, command, console, err_console, given
+from ladder.config.runconfig import RunConfig
 from ladder.errors import LadderError
 from ladder.launch import final_eval_loss, is_done, ladder_runs, mark_crashed, run_dir_of, run_state, train
-from ladder.runconfig import RunConfig
 
 LOCAL = "local"
 

@@ -12,12 +12,12 @@ from rich.markup import escape
 
 from ladder.cli.app import command, console, err_console
 from ladder.cli.predict import _seconds_until
+from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
+from ladder.data.store import DEFAULT_ROOT, Store
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir, out_file
-from ladder.prediction import Prediction
-from ladder.report import read_alerts, write_report
-from ladder.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
-from ladder.store import DEFAULT_ROOT, Store
+from ladder.output.report import read_alerts, write_report
+from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
 from ladder.watch.monitor import Watcher, only_run
 from ladder.watch.state import WatchState, only_watcher
@@ -116,8 +116,8 @@ def watch_command(
                               "ladder's store to have them", highlight=False)
 
     def repredict(old: Prediction, config: dict) -> Prediction:
-        from ladder.predict import PredictSettings, predict  # scipy: only when the schedule changes
-        from ladder.runview import target_from_store
+        from ladder.data.runview import target_from_store
+        from ladder.predict.adapter import PredictSettings, predict  # scipy: only when the schedule changes
 
         target = target_from_store(st, old.run_name, old.metric)
         if target.schedule is None:
@@ -143,7 +143,7 @@ def _watch_file(path: Path, option: str, own: str) -> Path:
     """A file the watch writes (its state or its alerts): not a prediction's or a store's file, not the other
     watch file, and in a folder it can write, checked before any alert is sent."""
     from ladder.outpaths import can_write_in, kept_by
-    from ladder.prediction import WATCH_FILES
+    from ladder.predict.prediction import WATCH_FILES
 
     p = Path(path)
     if p.is_dir():
@@ -185,7 +185,7 @@ def plot_command(
 ) -> None:
     """Draw the ladder fit, the predicted hero curve with its bands and the actual curve so far,
     collapsed curves, residuals and training diagnostics (PNG and SVG)."""
-    from ladder.figures import draw_all  # matplotlib and scipy: only for the commands that draw
+    from ladder.output.figures import draw_all  # matplotlib and scipy: only for the commands that draw
 
     out = out_dir(out)
     pred = _load(prediction, target_run)
@@ -202,7 +202,7 @@ def report_command(
     target_run: str | None = TARGET_RUN,
 ) -> None:
     """One self-contained HTML page: figures, the prediction every 5%, the forms and assumptions, alerts."""
-    from ladder.figures import draw_all, hero_actual
+    from ladder.output.figures import draw_all, hero_actual
 
     pred = _load(prediction, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent

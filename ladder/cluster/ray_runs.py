@@ -21,9 +21,9 @@ from typing import Any
 
 from ladder.cluster.board import Board, log_file
 from ladder.cluster.worker import GRACE_SECONDS, INTERRUPTED, coordinator_address, run_trainer, trainer_args
+from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
 from ladder.launch import is_done, run_dir_of
-from ladder.runconfig import ResourcesConfig, RunConfig
 
 INSTALL = "pip install 'scaling-ladder[ray]'"
 USER_ERROR = 2

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from ladder import runfiles as keys
+from ladder.data.sources.coords import CoordinateOverrides
+from ladder.data.sources.pull import PullSkipped, Source, pull
+from ladder.data.store import Store
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
-from ladder.prediction import Prediction, keep_prediction
-from ladder.sources.coords import CoordinateOverrides
-from ladder.sources.pull import PullSkipped, Source, pull
-from ladder.store import Store
+from ladder.predict.prediction import Prediction, keep_prediction
 from ladder.watch.rules import (
     CANNOT_JUDGE,
     LEVELS,
@@ -179,12 +179,16 @@ class Watcher:
 
     def _rung_refs(self, run: pd.Series) -> tuple[RungCurves | None, RungCurves | None]:
         """The rungs' grad norm and drop fraction against fraction of their run, each with its projection
-        to the watched run's size (`ladder.dynamics`) where 3 or more rungs log it."""
+        to the watched run's size (`ladder.predict.dynamics`) where 3 or more rungs log it."""
         runs = self.store.runs()
         rungs = runs[(runs["role"] == "rung") & (runs["group"] == run["group"])]
         if rungs.empty:
             return None, None
-        from ladder.dynamics import DynamicsSettings, hero_compute, project_curves  # scipy: not for --help
+        from ladder.predict.dynamics import (  # scipy: not for --help
+            DynamicsSettings,
+            hero_compute,
+            project_curves,
+        )
 
         hist = self.store.history(run_ids=list(rungs["run_id"]), metrics=[keys.GRAD_NORM, keys.DROP_FRACTION])
         target = hero_compute(self.prediction)

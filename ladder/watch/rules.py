@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ladder import runfiles as keys
-from ladder.prediction import Prediction
-from ladder.replan import horizon_that_fits
+from ladder.predict.prediction import Prediction
+from ladder.predict.replan import horizon_that_fits
 
 if TYPE_CHECKING:  # scipy stays out of `ladder --help`
     from fits.trends import Projection
@@ -143,7 +143,7 @@ class RungCurves:
     values: list[np.ndarray]
     compute: np.ndarray
     projection: Projection | None = None
-    """The metric projected to the watched run's size, fraction by fraction (`ladder.dynamics`);
+    """The metric projected to the watched run's size, fraction by fraction (`ladder.predict.dynamics`);
     None when too few rungs log it, and the rules fall back to the rungs' range."""
 
     @property

@@ -1,0 +1,276 @@
+"""The planner: a `Recipe` becomes one `RunConfig` per rung plus the hero.
+
+steps = round(TPP × N_act / (batch sequences × seq len)) (optionally to a multiple of
+``step_multiple``); tokens = steps × batch × seq len, with N_act the published active count. Compute shares use fit compute (3 × forward FLOPs without the
+head × tokens).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ladder import runfiles
+from ladder.config.limits import MAX_BATCH, MAX_STEPS
+from ladder.config.recipe import Recipe, RunShape
+from ladder.config.runconfig import EvalConfig, ResourcesConfig, RunConfig
+from ladder.config.schedule import Schedule
+from ladder.config.yamlio import replace_path
+from ladder.errors import LadderError
+from ladder.files import write_text_atomic
+
+
+@dataclass(frozen=True)
+class Plan:
+    recipe: Recipe
+    rungs: tuple[RunConfig, ...]
+    hero: RunConfig
+
+    @property
+    def ladder_compute_fraction(self) -> float:
+        """Fit compute of all rungs over the hero's."""
+        return sum(r.fit_flops for r in self.rungs) / self.hero.fit_flops
+
+    def runs(self) -> tuple[RunConfig, ...]:
+        return self.rungs + (self.hero,)
+
+    def summary(self, run: RunConfig) -> dict[str, Any]:
+        spec = run.spec
+        return {
+            "name": run.name,
+            "role": run.role,
+            "d_model": spec.d_model,
+            "n_layers": spec.n_layers,
+            "active_params": spec.active_params(),
+            "total_params": spec.total_params(),
+            "active_params_exact": spec.active_params_exact(),
+            "total_params_exact": spec.total_params_exact(),
+            "tokens": run.tokens,
+            "steps": run.stop_after_steps,
+            "batch_size": run.batch_size,
+            "seq_len": run.seq_len,
+            "peak_lr": run.schedule.peak_lr,
+            "fit_flops": run.fit_flops,
+            "flops_with_head": run.flops_with_head,
+            "flops_6nd": run.flops_6nd,
+            "hero_compute_share": run.fit_flops / self.hero.fit_flops,
+            "schedule": run.schedule.describe(),
+        }
+
+    def notes(self) -> list[str]:
+        """What to know before training: the hero's batch against the power law in size through the rungs'."""
+        from fits.runs import Run, batch_far_off
+
+        def run(c: RunConfig) -> Run:
+            return Run(c.name, c.fit_flops_per_token, c.tokens_per_step, c.stop_after_steps,
+                       n_params=c.spec.active_params())
+
+        off = batch_far_off([run(r) for r in self.rungs], run(self.hero))
+        if off is None:
+            return []
+        return [f"the hero's batch ({self.hero.tokens_per_step:,} tokens per step) is {off:.2g}× the power law in "
+                f"size through the rungs' batches: the ladder measures the recipe as its rungs scale the batch, and no "
+                f"law here models a batch off that trend, so the hero's prediction cannot allow for it (it says so)"]
+
+    def warnings(self) -> list[str]:
+        """What is likely a mistake: a hero whose fit compute is not above the largest rung's."""
+        top = max(self.rungs, key=lambda r: r.fit_flops, default=None)
+        if top is None or self.hero.fit_flops > top.fit_flops:
+            return []
+        return [f"the hero {self.hero.name} ({self.hero.fit_flops:.3g} FLOPs) is not above the largest rung {top.name} "
+                f"({top.fit_flops:.3g} FLOPs): a ladder predicts a run larger than its rungs; check the hero's size"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "preset": self.recipe.name,
+            "tpp": self.recipe.tpp,
+            "rungs": [self.summary(r) for r in self.rungs],
+            "hero": self.summary(self.hero),
+            "ladder_compute_fraction": self.ladder_compute_fraction,
+            "notes": self.notes(),
+            "warnings": self.warnings(),
+        }
+
+    def write(self, out_dir: str | os.PathLike) -> list[Path]:
+        """One YAML per run plus ``launch.sh`` with one launch command per run. A folder that holds run
+        configs of another plan is refused (nothing written): `ladder train --ladder` trains every one; so is
+        a config that would change under a run trained from it (checkpoints or metrics in its run folder).
+
+        ``launch.sh`` stops at the first run that fails, so the hero never starts after a failed rung, and
+        can be run again: each run is started with ``--resume``, so a finished run is skipped and an
+        interrupted one continues from its last checkpoint (a run without one starts afresh)."""
+        out = Path(out_dir)
+        runs = self.runs()
+        other = sorted({p.name for p in out.glob("*.yaml")} - {f"{run.name}.yaml" for run in runs})
+        if other:
+            shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+            raise LadderError(f"{out} holds run configs this plan does not have ({shown}); `ladder train --ladder` "
+                              "would train them too: give --out an empty folder, or remove them (nothing was written)")
+        _refuse_changing_trained_runs(out, runs)
+        paths = [run.save(out / f"{run.name}.yaml") for run in runs]
+        lines = ["#!/usr/bin/env bash",
+                 "# One training command per run; rungs first, then the hero. Stops at the first failure; run it",
+                 "# again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.",
+                 "set -euo pipefail", 'cd "$(dirname "$0")"',
+                 "# The interpreter that planned this ladder (trainer_jax is installed there); on a machine",
+                 "# without it, python3 on PATH.",
+                 f"PYTHON={shlex.quote(sys.executable)}", '[ -x "$PYTHON" ] || PYTHON=python3']
+        lines += [f'"$PYTHON" -m trainer_jax {shlex.quote(p.name)} --resume' for p in paths]
+        paths.append(write_text_atomic(out / "launch.sh", "\n".join(lines) + "\n"))
+        return paths
+
+
+def _refuse_changing_trained_runs(out: Path, runs: tuple[RunConfig, ...]) -> None:
+    """A config that would change while a run trained from it has left checkpoints or metrics: the
+    trainer would refuse to resume that run from the new config, and its record would be lost."""
+    for run in runs:
+        path = out / f"{run.name}.yaml"
+        if not path.is_file():
+            continue
+        try:
+            old: RunConfig | None = RunConfig.load(path)
+        except LadderError:
+            old = None
+        if old == run:
+            continue
+        for cfg in (old, run):
+            run_dir = cfg.resolved_run_dir(base=out) if cfg is not None else None
+            if run_dir is not None and _trained(run_dir):
+                raise LadderError(f"{path} would change, but the run {run.name} was trained from it ({run_dir} holds "
+                                  f"its checkpoints or metrics): give --out another folder, or remove {run_dir} "
+                                  "(nothing was written)")
+
+
+def _trained(run_dir: Path) -> bool:
+    checkpoints = run_dir / runfiles.CHECKPOINT_DIR
+    return (run_dir / runfiles.METRICS_FILE).is_file() or (checkpoints.is_dir() and any(checkpoints.iterdir()))
+
+
+def with_resources(p: Plan, per_run: ResourcesConfig, hero_hosts: int = 1) -> Plan:
+    """The plan with every run asking a cluster for `per_run` (per process); the hero spreads over
+    `hero_hosts` hosts, one trainer process and one `per_run` on each."""
+    hero = dataclasses.replace(per_run, hosts=hero_hosts)
+    return dataclasses.replace(
+        p, rungs=tuple(r.replace(resources=per_run) for r in p.rungs), hero=p.hero.replace(resources=hero),
+    )
+
+
+def plan(recipe: Recipe) -> Plan:
+    rungs = tuple(_run(recipe, shape, "rung") for shape in recipe.rungs)
+    hero = _run(recipe, recipe.hero, "hero")
+    names = [r.name for r in rungs + (hero,)]
+    if len(set(names)) != len(names):
+        raise LadderError(f"two runs of the plan have the same size and name: {names}")
+    return Plan(recipe, rungs, hero)
+
+
+def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
+    spec = recipe.arch.spec(shape.d_model, shape.n_layers)
+    batch = recipe.batch_sequences * shape.batch_multiplier
+    if not 0 < batch <= MAX_BATCH:
+        raise LadderError(
+            f"batch {recipe.batch_sequences} × multiplier {shape.batch_multiplier} = {batch} sequences: "
+            f"must be between 1 and {MAX_BATCH:,}"
+        )
+    tokens_per_step = batch * recipe.seq_len
+    m = recipe.step_multiple
+    exact_steps = recipe.tpp * spec.active_params() / tokens_per_step
+    if not exact_steps <= MAX_STEPS:
+        raise LadderError(
+            f"{spec.name()} would train {exact_steps:.3g} steps at tpp={recipe.tpp:g} with {tokens_per_step} "
+            f"tokens per step, beyond the {MAX_STEPS:.0e} steps a plan allows: lower tpp or the model size"
+        )
+    steps = m * round(exact_steps / m)
+    if steps < 10 and round(exact_steps) >= 10:
+        raise LadderError(
+            f"{spec.name()} would train {exact_steps:,.0f} steps, but rounded to a multiple of "
+            f"step_multiple={m:,} that is {steps}: lower step_multiple"
+        )
+    if steps < 10:
+        raise LadderError(
+            f"{spec.name()} plans only {steps} steps at tpp={recipe.tpp} with {tokens_per_step} tokens "
+            "per step: raise tpp or lower the batch"
+        )
+    rule = recipe.schedule
+    peak = recipe.lr.peak_lr(steps * tokens_per_step, shape.d_model, tokens_per_step)
+    schedule = Schedule(
+        peak_lr=peak,
+        total_steps=steps,
+        warmup_steps=int(round(rule.warmup_fraction * steps)),
+        decay=rule.decay,
+        min_lr_ratio=rule.min_lr_ratio,
+        cooldown_steps=max(1, int(round(rule.cooldown_fraction * steps))) if rule.decay == "wsd" else 0,
+        cooldown_shape=rule.cooldown_shape,
+        seq_phases=rule.seq_phases,
+    )
+    if role == "hero":
+        for edit in recipe.hero_edits:
+            at = int(round(edit.at_fraction * steps))
+            to = int(round(edit.to_fraction * steps))
+            if edit.kind == "shorten":
+                schedule = schedule.shorten(at, to)
+            else:
+                schedule = schedule.early_cooldown(at, to - at, edit.shape)
+    name = spec.name() if role == "rung" else f"hero-{spec.name()}"
+    return RunConfig(
+        name=name,
+        spec=spec,
+        seq_len=recipe.seq_len,
+        batch_size=batch,
+        schedule=schedule,
+        optimizer=recipe.optimizer,
+        moe=recipe.moe,
+        data=recipe.data,
+        eval=EvalConfig(every_fraction=recipe.eval_every_fraction),
+        checkpoint=recipe.checkpoint,
+        logging=recipe.logging,
+        seed=recipe.seed,
+        group=recipe.name,
+        role=role,
+        tpp=recipe.tpp,
+        run_dir=f"runs/{name}",
+    )
+
+
+def override(
+    recipe: Recipe,
+    *,
+    tpp: float | None = None,
+    widths: list[int] | None = None,
+    depths: list[int] | None = None,
+    batch_multipliers: list[int] | None = None,
+    seq_len: int | None = None,
+    sets: list[str] | None = None,
+) -> Recipe:
+    """Apply command-line overrides: shortcuts for common fields, then ``--set path=value``."""
+    changes: dict[str, Any] = {}
+    if tpp is not None:
+        changes["tpp"] = tpp
+    if seq_len is not None:
+        changes["seq_len"] = seq_len
+    if widths is not None or depths is not None or batch_multipliers is not None:
+        old = recipe.rungs
+        w = widths if widths is not None else [r.d_model for r in old]
+        d = depths if depths is not None else [r.n_layers for r in old]
+        if len(w) != len(d):
+            raise LadderError(
+                f"--widths gives {len(w)} rung{'' if len(w) == 1 else 's'} but --depths gives {len(d)}: "
+                "give one depth per width"
+            )
+        m = batch_multipliers or [old[i].batch_multiplier if i < len(old) else 1 for i in range(len(w))]
+        if len(m) != len(w):
+            raise LadderError(f"--racks gives {len(m)} value{'' if len(m) == 1 else 's'} for {len(w)} "
+                              f"rung{'' if len(w) == 1 else 's'}: give one batch multiplier per rung")
+        changes["rungs"] = tuple(RunShape(a, b, c) for a, b, c in zip(w, d, m))
+    recipe = dataclasses.replace(recipe, **changes)
+    for item in sets or []:
+        if "=" not in item:
+            raise LadderError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set arch.n_experts=64")
+        key, value = item.split("=", 1)
+        recipe = replace_path(recipe, key.strip(), value.strip())
+    return recipe

@@ -1,0 +1,147 @@
+"""CSV files a user brings: read once, checked, every cell as written, every row named by its line.
+
+`ladder import csv` (`ladder.data.sources.tabular`) and the fits' `--csv` and `--predict-csv`
+(`ladder.data.fitdata`, `ladder.data.endpointcsv`) read tables through here, so they agree on what a
+readable CSV is: UTF-8 text (a byte-order mark is fine) without NUL bytes, a header with no empty
+or repeated name (spaces around a name are ignored), and one value per column on every row. An
+error names the file and the line, and says what to do.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from ladder.errors import LadderError
+
+
+def need_file(path: Path, how: str = "") -> None:
+    """A `LadderError` unless `path` is a regular file; `how` says how to pass the right one."""
+    hint = f"; {how}" if how else ""
+    if not path.exists():
+        raise LadderError(f"{path}: no such file{hint}")
+    if path.is_dir():
+        raise LadderError(f"{path}: a directory, not a CSV file{hint}")
+    if not path.is_file():
+        raise LadderError(f"{path}: not a regular file (a device or a pipe){hint}")
+
+
+def text(path: Path) -> str:
+    """The file's text; a NUL byte or bytes that are not UTF-8 are a `LadderError` with their line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:  # a device or a file system that will not be read: name the file
+        raise LadderError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise LadderError(f"{path}: line {line}: a NUL byte; this is not a text table")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise LadderError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x})") from None
+
+
+def record_lines(path: Path, content: str) -> list[int]:
+    """The line each data record starts on, after checking the header and that every record has as many
+    fields as the header."""
+    reader = csv.reader(_lines_of(content))
+    header, lines, start = None, [], 1
+    try:
+        for record in reader:
+            line, start = start, reader.line_num + 1
+            if not record:
+                continue
+            if header is None:
+                header = [name.strip() for name in record]
+                if any(not name for name in header):
+                    raise LadderError(f"{path}: line {line}: the header has an empty column name")
+                twice = sorted({name for name in header if header.count(name) > 1})
+                if twice:
+                    raise LadderError(f"{path}: line {line}: column {twice[0]!r} appears twice; rename one of them")
+                continue
+            if len(record) != len(header):
+                raise LadderError(
+                    f"{path}: line {line}: {len(record)} fields where the header has {len(header)}; "
+                    "every row needs one value per column (an empty value is allowed)"
+                )
+            lines.append(line)
+    except csv.Error as exc:
+        raise LadderError(f"{path}: line {reader.line_num}: {exc}") from None
+    return lines
+
+
+def cells(path: str | Path, how: str = "") -> pd.DataFrame:
+    """Every cell of the CSV at `path` as written (text; "NA" is text, an empty cell is ""), column names
+    stripped of spaces, indexed by each row's line in the file; an empty table is a `LadderError`."""
+    p = Path(path)
+    need_file(p, how)
+    content = text(p)
+    lines = record_lines(p, content)
+    if not lines:
+        raise LadderError(f"{p}: the CSV has no rows" + ("" if content.strip() else " (the file is empty)")
+                          + (f"; {how}" if how else ""))
+    df = frame(p, content, dtype=str, keep_default_na=False)
+    df.columns = [str(c).strip() for c in df.columns]
+    if len(df) != len(lines):  # quoting the two readers see differently: name rows by their number instead
+        lines = list(range(1, len(df) + 1))
+    df.index = pd.Index(lines, name="line")
+    return df
+
+
+def frame(path: Path, content: str, **options) -> pd.DataFrame:
+    """`content` (the text of the CSV at `path`) read by pandas with `options`; what it cannot parse (a quote
+    never closed) is a `LadderError` naming the file."""
+    try:
+        return pd.read_csv(_lines_of(content), index_col=False, **options)
+    except pd.errors.ParserError as exc:
+        first = str(exc).splitlines()[0]
+        hint = "; a quoted value is never closed: add its closing quote" if "EOF inside string" in first else ""
+        raise LadderError(f"{path}: cannot read it as a table ({first}){hint}") from None
+
+
+def _lines_of(content: str) -> io.StringIO:
+    """The text as a stream whose lines may end in \\n, \\r\\n or a bare \\r (a file saved by an old Mac tool)."""
+    return io.StringIO(content, newline=None)
+
+
+def no_column(path, column: str, option: str, columns, role: str = "for") -> LadderError:
+    """The error for a column the file lacks (`role` `option`: "for --loss-col", "mapped by --run"), with a
+    hint where one of its columns differs only in case or the file looks separated by something other
+    than commas."""
+    names = [str(c) for c in columns]
+    shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+    hint = ""
+    near = [c for c in names if c.strip().lower() == column.strip().lower()]
+    if near:
+        hint = f"; did you mean {near[0]!r}?"
+    elif len(names) == 1 and any(sep in names[0] for sep in "\t;|"):
+        sep = next(s for s in "\t;|" if s in names[0])
+        hint = f"; the file looks separated by {'tabs' if sep == chr(9) else repr(sep)}: save it with commas"
+        shown = repr(names[0])
+    return LadderError(f"{path}: no column {column!r} ({role} {option}); the file has {shown}{hint}")
+
+
+def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> pd.Series:
+    """The column as floats; an empty cell, one that is not a number, infinite, negative or (with `positive`)
+    0 is a `LadderError` naming its line and the value as written."""
+    raw = df[col].astype(str).str.strip()
+    values = pd.to_numeric(raw, errors="coerce").astype("float64")
+    bad = ~values.between(-float("inf"), float("inf"), inclusive="neither") | (values <= 0 if positive else values < 0)
+    if bad.any():
+        line = bad.idxmax()
+        cell = raw.loc[line]
+        if not cell:
+            why = "an empty cell"
+        elif pd.isna(values.loc[line]):
+            why = f"{cell!r}, which is not a number"
+        elif abs(values.loc[line]) == float("inf"):
+            why = f"{cell!r}, not a finite number"
+        else:
+            why = f"{cell!r}, a non-positive value (it must be above 0)" if positive else f"{cell!r}, a negative value"
+        raise LadderError(f"{where}: line {line}: column {col!r} has {why}; fix or drop that row")
+    return values

@@ -1,0 +1,72 @@
+"""Plain endpoint CSVs for `ladder fit surface`: telling a table of one row per run from one of
+checkpoints, and reading the targets (`params,tokens`) to predict.
+
+`ladder.data.fitdata` reads the data itself; this module only decides its run column and reads the
+targets, with errors that name the file, the column and the value (`LadderError`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ladder.data import csvfile
+
+DEFAULT_RUN_COL = "run_id"
+
+
+def run_column(path: str | Path, run: str | None, step: str | None) -> str:
+    """The run column to read `path` with: `run` when the user named one ('' for none); else
+    `run_id`, unless the file has neither `run_id` nor the `step` column, which makes it a table
+    of one row per run ('')."""
+    if run is not None:
+        return run
+    try:
+        header = [str(c).strip() for c in pd.read_csv(path, nrows=0).columns]
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return DEFAULT_RUN_COL  # unreadable: the data reader says why
+    checkpoints = DEFAULT_RUN_COL in header or (step and step in header)
+    return DEFAULT_RUN_COL if checkpoints else ""
+
+
+def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens",
+                 where: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, list[dict[str, str]]]:
+    """Parameter counts N and tokens D of the targets in the CSV at `path` (one row per target), and each
+    row's other columns as written (a name, a note), to carry into the output beside its prediction.
+
+    `where` (the fit's --where COLUMN=VALUE) keeps the targets of the ladder fitted: each condition whose
+    column the targets have picks their rows too; a condition on a column they lack leaves them all, and a
+    target whose cell in that column is blank is kept (it names no other ladder)."""
+    p = Path(path)
+    df = csvfile.cells(p, f"pass the targets with --predict-csv FILE: one row per target with columns {params},{tokens}")
+    for condition in where:
+        if condition.partition("=")[0].strip() in df.columns:
+            df = _targets_where(df, f"{p} (targets)", condition)
+    for col in (params, tokens):
+        if col not in df.columns:
+            raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")
+    where = f"{p} (targets)"
+    labels = df.drop(columns=[params, tokens]).apply(_numbers_if_all).to_dict("records")
+    return (csvfile.numbers(df, params, where).to_numpy(np.float64),
+            csvfile.numbers(df, tokens, where).to_numpy(np.float64), labels)
+
+
+
+def _numbers_if_all(column: pd.Series) -> pd.Series:
+    """A column of the targets as numbers where every filled cell is one (an actual loss to compare with, say:
+    a number in JSON, not text); else as written. Blank cells of a number column are None."""
+    filled = column.str.strip() != ""
+    values = pd.to_numeric(column.where(filled), errors="coerce")
+    if not filled.any() or values[filled].isna().any():
+        return column
+    return values.astype(object).where(filled, None)
+
+
+def _targets_where(df: pd.DataFrame, where: str, condition: str) -> pd.DataFrame:
+    """The targets whose column holds the value of `condition`, and those whose cell there is blank."""
+    from ladder.data.fitdata import where_rows  # it imports fits (scipy): not at the CLI's start
+
+    col = condition.partition("=")[0].strip()
+    return where_rows(df, where, condition, also=df[col].isna() | (df[col].astype(str).str.strip() == ""))

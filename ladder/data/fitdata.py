@@ -1,0 +1,500 @@
+"""Glue between tables and `fits`: a CSV file or the local store → the arrays the fits take.
+
+Two shapes of data come out:
+
+- `Finals`: one point per run (its last logged value), for the endpoint law and the surface;
+- `Curves`: every run's metric at common fractions of its planned steps, for the per-fraction
+  law; and `lr_curves`: each run's checkpoints with the LR of every step (from its schedule),
+  for the schedule-aware curve laws.
+
+Every problem with the input (a missing column, a non-positive value, a run without a final
+point) is a `LadderError` that names the file, the column or the run, and says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import fits
+from fits.runs import ONE_RATIO
+from ladder.data import csvfile
+from ladder.errors import LadderError
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Column names of a CSV (None: the CSV has no such column)."""
+
+    run: str | None = "run_id"
+    """Identifies the run of each row; without it every row is one run."""
+    loss: str = "loss"
+    """The metric to fit (nats per token)."""
+    compute: str | None = "compute"
+    """Fit compute (FLOPs) of the row: of the whole run for final points, or spent so far."""
+    params: str | None = "params"
+    """Parameters N of the model (the surface's N; state the convention you use)."""
+    tokens: str | None = "tokens"
+    """Tokens D trained on at the row."""
+    budget: str | None = None
+    """The run's compute budget (FLOPs) where the runs are an isoFLOP sweep: several sizes per budget."""
+    step: str | None = "step"
+    """Optimizer step of the row; the run's last step is its final point."""
+    fraction: str | None = None
+    """Fraction of the planned steps at the row (else step / total_steps)."""
+    total_steps: str | None = None
+    """Planned steps of the run (with `step`, gives the fraction)."""
+    drop: str | None = None
+    """Rows where this column is true (a quality flag, an exclusion mark) are left out."""
+    where: tuple[str, ...] = ()
+    """COLUMN=VALUE conditions: only the rows that meet every one are read."""
+
+
+@dataclass(frozen=True)
+class Finals:
+    """One final point per run."""
+
+    names: list[str]
+    loss: np.ndarray
+    compute: np.ndarray | None = None
+    params: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+    budget: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+    """What the numbers assume (compute as 6·N·D where only N is known)."""
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Each run's metric at common fractions of its planned steps (NaN where it has none)."""
+
+    names: list[str]
+    compute: np.ndarray
+    """Fit compute of each whole run (FLOPs at fraction 1)."""
+    fractions: np.ndarray
+    losses: np.ndarray
+    """(runs, fractions)."""
+    notes: tuple[str, ...] = ()
+
+
+# ---- CSV ------------------------------------------------------------------------------------------
+_KEEP = frozenset({"", "false", "0", "0.0", "no", "n", "f", "none", "nan", "na", "null"})
+"""Values of a --drop-col flag that keep the row; anything else (true, 1, yes, a reason) drops it."""
+
+
+def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The CSV at `path` (cells as written, indexed by line; `ladder.data.csvfile`): the rows that meet every
+    COLUMN=VALUE of `where`, without those whose column `drop` is set (`_KEEP` keeps a row). How many rows
+    the flag left out is in the frame's ``attrs["notes"]``."""
+    p = Path(path)
+    df = csvfile.cells(p, "pass the CSV with --csv FILE")
+    for i, condition in enumerate(where):
+        try:
+            df = where_rows(df, str(p), condition)
+        except LadderError as exc:
+            if not i:
+                raise
+            raise LadderError(f"{exc} (in the rows left by --where {' --where '.join(where[:i])}: the conditions "
+                              "must all hold)") from None
+    notes = []
+    if drop is not None:
+        _need(df, str(p), drop=drop)
+        flag = ~df[drop].str.strip().str.lower().isin(_KEEP)
+        if flag.any():
+            notes.append(f"{int(flag.sum())} of {len(df)} rows left out: their {drop!r} is set "
+                         f"(e.g. {df[drop][flag].iloc[0].strip()!r} on line {flag.idxmax()})")
+        df = df[~flag]
+    if df.empty:
+        raise LadderError(f"{p}: the CSV has no rows" + (f" left after dropping {drop}" if drop else ""))
+    df.attrs["notes"] = tuple(notes)
+    return df
+
+
+def where_rows(df: pd.DataFrame, where: str, condition: str, also: pd.Series | None = None) -> pd.DataFrame:
+    """The rows whose column holds the value of `condition` (COLUMN=VALUE; numbers compare as numbers), and
+    those `also` marks."""
+    col, sep, value = condition.partition("=")
+    col, value = col.strip(), value.strip()
+    if not sep or not col:
+        raise LadderError(f"--where {condition!r}: give COLUMN=VALUE, e.g. --where dataset=c4")
+    if col not in df.columns:
+        raise csvfile.no_column(where, col, "--where", df.columns)
+    text = df[col].astype(str).str.strip()
+    keep = text == value
+    try:
+        keep |= pd.to_numeric(text, errors="coerce") == float(value)
+    except ValueError:
+        pass
+    if also is not None:
+        keep |= also
+    if not keep.any():
+        seen = sorted(set(text))
+        shown = ", ".join(seen[:10]) + (f", … ({len(seen)} values)" if len(seen) > 10 else "")
+        raise LadderError(f"{where}: no row has {col} = {value!r}; the column holds {shown}")
+    return df[keep.to_numpy()]
+
+
+def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
+    for option, col in columns.items():
+        flag = f"--{option.replace('_', '-')}-col"
+        if col is None:
+            raise LadderError(f"{where}: name the {option.replace('_', ' ')} column ({flag})")
+        if col not in df.columns:
+            raise csvfile.no_column(where, col, flag, df.columns)
+
+
+def _numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> np.ndarray:
+    return csvfile.numbers(df, col, where, positive).to_numpy(dtype=np.float64)
+
+
+def _with_run_ids(df: pd.DataFrame, run: str, where: str) -> pd.DataFrame:
+    """`df` with its run ids stripped of spaces; a row without one is a `LadderError` naming its line."""
+    _need(df, where, run=run)
+    ids = df[run].str.strip()
+    if (ids == "").any():
+        raise LadderError(f"{where}: line {(ids == '').idxmax()}: empty run id in column {run!r}; give every row its run")
+    return df.assign(**{run: ids})
+
+
+def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
+    """One row per run: its last by step (a CSV without a run column is one row per run). A run id left
+    empty, or a run with several rows and no step column to order them, is a `LadderError`."""
+    if cols.run is None:
+        return df
+    df = _with_run_ids(df, cols.run, where)
+    ids = df[cols.run]
+    if cols.step is not None and cols.step in df.columns:
+        steps = _numbers(df, cols.step, where, positive=False)
+        if cols.loss in df.columns:
+            _one_loss_per_step(df[cols.run], steps, _numbers(df, cols.loss, where), cols.step, where)
+        df = df.assign(_step=steps).sort_values([cols.run, "_step"], kind="stable").drop(columns="_step")
+    else:
+        counts = ids.value_counts()
+        if counts.iloc[0] > 1:
+            run = counts.index[0]
+            lines = ", ".join(map(str, df.index[ids == run][:3]))
+            raise LadderError(
+                f"{where}: run {run!r} has {counts.iloc[0]} rows (lines {lines}, ...) and the CSV has no step column "
+                f"{cols.step!r} to tell its last; name it with --step-col, or --run-col COLUMN if each row is its own run"
+            )
+    return df.groupby(cols.run, sort=False).tail(1)
+
+
+def _one_loss_per_step(runs: pd.Series, at: np.ndarray, loss: np.ndarray, what: str, where: str) -> None:
+    """Two rows of one run at one step (or fraction) with different losses: a `LadderError` naming both lines
+    (which one is the run's is not something a fit can tell; a repeat of the same loss is harmless)."""
+    clash = _first_clash(runs, loss, at)
+    if clash:
+        run, step, (a, b), (va, vb) = clash
+        raise LadderError(f"{where}: lines {a} and {b}: run {run!r} has two losses at {what} {step:g} ({va:g}, {vb:g}); "
+                          "keep the one the run logged and remove the other")
+
+
+def _first_clash(runs: pd.Series, values: np.ndarray, at: np.ndarray | None = None):
+    """The first run (at one `at` where given) whose rows hold two different `values`: (run, at, the two rows'
+    lines, their values); None where none does."""
+    key = pd.DataFrame({"run": runs.to_numpy(), "at": 0.0 if at is None else at, "value": values}, index=runs.index)
+    clash = key.groupby(["run", "at"])["value"].transform("nunique") > 1
+    if not clash.any():
+        return None
+    first = key[clash].iloc[0]
+    rows = key[clash & (key["run"] == first["run"]) & (key["at"] == first["at"])].drop_duplicates("value")[:2]
+    return first["run"], first["at"], tuple(rows.index), tuple(rows["value"])
+
+
+PAST_THE_END = 1.01
+"""A checkpoint's largest fraction of its run's planned steps: past it, the step or the plan is wrong (a run's
+compute is its last checkpoint's ÷ that checkpoint's fraction)."""
+
+
+def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: str, where: str) -> None:
+    past = frac > PAST_THE_END
+    if past.any():
+        i = int(np.argmax(past))
+        raise LadderError(f"{where}: line {runs.index[i]}: run {runs.iloc[i]!r} at {what} {at[i]:g}, {frac[i]:.3g}× its "
+                          "planned steps; fix the step or the run's planned steps, or drop the row")
+
+
+def _one_value_per_run(runs: pd.Series, values: np.ndarray, column: str, where: str) -> None:
+    """A run's planned steps are one number: rows of one run that disagree are a `LadderError` naming both lines."""
+    clash = _first_clash(runs, values)
+    if clash:
+        run, _, (a, b), (va, vb) = clash
+        raise LadderError(f"{where}: lines {a} and {b}: run {run!r} has {column!r} {va:g} and {vb:g}; a run has one "
+                          "number of planned steps")
+
+
+def _no_repeats(df: pd.DataFrame, where: str) -> None:
+    """Rows of a table of one row per run that agree on every column are one run written twice: a `LadderError`."""
+    again = df.duplicated(keep="first")
+    if again.any():
+        line = again.idxmax()
+        first = df.index[(df == df.loc[line]).all(axis=1)][0]
+        raise LadderError(f"{where}: lines {first} and {line} are the same run written twice (every column equal); "
+                          "remove the repeat, or add a run_id column if they are different runs")
+
+
+def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], optional: tuple[str, ...] = ()) -> Finals:
+    """One point per run (its last row by step); `need` names the columns the fit uses, `optional` those it
+    reads where the CSV has them."""
+    where = str(path)
+    df = read_csv(path, cols.drop, cols.where)
+    notes = df.attrs.get("notes", ())
+    if "compute" in need and cols.compute and cols.compute not in df.columns and {"params", "tokens"} <= set(df.columns):
+        raise LadderError(f"{csvfile.no_column(where, cols.compute, '--compute-col', df.columns)}; with params and "
+                          "tokens, `ladder fit surface` fits L(N, D), or add a compute column (6·N·D, say) for the "
+                          "law in compute")
+    _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
+    last = _last_rows(df, cols, where)
+    names = last[cols.run].tolist() if cols.run else [f"line {x}" for x in last.index]
+    arrays = {k: _numbers(last, getattr(cols, k), where) for k in need}
+    arrays |= {k: _numbers(last, getattr(cols, k), where) for k in optional if getattr(cols, k) in df.columns}
+    loss = _numbers(last, cols.loss, where)
+    if cols.run is None:
+        _no_repeats(last, where)
+    mixed = _mixed_ladders(last, [getattr(cols, k) for k in need], {cols.run, cols.loss, cols.step})
+    return Finals(names, loss, **arrays, notes=tuple(notes) + ((mixed,) if mixed else ()))
+
+
+MIXED_MAX_VALUES = 20
+"""A text column with at most this many values can name the ladders (corpora, recipes) of one table."""
+
+
+def _mixed_ladders(df: pd.DataFrame, coords: list[str], skip: set) -> str | None:
+    """A note when runs repeat each other's coordinates and a text column tells the repeats apart: the table
+    likely holds several ladders (corpora, recipes), which one fit would treat as one. None otherwise (a
+    repeat no column explains is a seed)."""
+    repeats = df.duplicated(subset=coords, keep=False)
+    if not repeats.any():
+        return None
+    for col in df.columns:
+        if col in skip or col in coords:
+            continue
+        values = df[col].dropna().astype(str).str.strip().unique()
+        if not 2 <= values.size <= min(MIXED_MAX_VALUES, len(df) - 1):
+            continue
+        if pd.to_numeric(pd.Series(values), errors="coerce").notna().all():
+            continue  # numbers (a seed, a learning rate) tell runs of one ladder apart, not ladders
+        if df[repeats].groupby(coords)[col].nunique().max() > 1:
+            shown = ", ".join(sorted(values)[:5]) + (", ..." if values.size > 5 else "")
+            return (f"{int(repeats.sum())} runs share their {', '.join(coords)} with another run and column {col!r} "
+                    f"tells them apart ({values.size} values: {shown}): one fit treats them as one ladder; "
+                    f"give --where {col}=VALUE to fit one")
+    return None
+
+
+def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> Curves:
+    """Every run's loss at `fractions`, by interpolating between its rows.
+
+    The fraction of a row comes from `cols.fraction`, or from `cols.step` / `cols.total_steps`; a
+    run's compute is the largest `cols.compute` it reaches divided by its largest fraction."""
+    where = str(path)
+    df = read_csv(path, cols.drop, cols.where)
+    notes = df.attrs.get("notes", ())
+    _need(df, where, run=cols.run, loss=cols.loss, compute=cols.compute)
+    df = _with_run_ids(df, cols.run, where)
+    if cols.fraction is not None:
+        _need(df, where, fraction=cols.fraction)
+        frac = at = _numbers(df, cols.fraction, where, positive=False)
+        what = "fraction"
+    else:
+        _need(df, where, step=cols.step, total_steps=cols.total_steps)
+        at, total = _numbers(df, cols.step, where, positive=False), _numbers(df, cols.total_steps, where)
+        _one_value_per_run(df[cols.run], total, cols.total_steps, where)
+        frac, what = at / total, "step"
+    _within_the_plan(df[cols.run], frac, at, what, where)
+    loss = _numbers(df, cols.loss, where)
+    _one_loss_per_step(df[cols.run], at, loss, what, where)
+    comp = _numbers(df, cols.compute, where, positive=False)
+    names, totals, rows = [], [], []
+    for run, idx in df.groupby(cols.run, sort=False).indices.items():
+        f, y, c = frac[idx], loss[idx], comp[idx]
+        end = int(np.argmax(f))
+        if f[end] <= 0:
+            raise LadderError(f"{where}: run {run!r} has no row past fraction 0")
+        names.append(str(run))
+        totals.append(c[end] / f[end])
+        rows.append(fits.sample_curve(at_end(f), y, 1.0, fractions, ROUNDING))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
+
+
+# ---- store ----------------------------------------------------------------------------------------
+def _store_runs(store, group: str | None, role: str | None, finished: bool) -> pd.DataFrame:
+    store.must_exist("run `ladder pull` first or pass --csv FILE")
+    runs = store.runs()
+    if group is not None:
+        runs = runs[runs["group"] == group]
+    if role is not None:
+        runs = runs[runs["role"] == role]
+    if finished:
+        runs = runs[runs["state"] == "finished"]
+    if runs.empty:
+        what = ", ".join(x for x in (f"group {group!r}" if group else "", f"role {role!r}" if role else "",
+                                      "finished" if finished else "") if x)
+        raise LadderError(f"{store.root}: no runs match ({what or 'any'}); see `ladder pull` and the runs table")
+    return runs
+
+
+COMPUTE_AXES = ("auto", "fit", "6nd")
+"""How the fits from the store count a run's compute: fit FLOPs ("fit"; 6·N per token where only N is
+known), 6·N·D ("6nd"; every run needs N), or "auto": 6·N·D when every run gives N, else fit FLOPs, the
+rule `ladder predict` follows (`fits.runs.law_compute`)."""
+
+
+def axis_of(runs: pd.DataFrame, compute: str = "auto") -> str:
+    """"6nd" or "fit": the axis `compute` (`COMPUTE_AXES`) means for these runs."""
+    from ladder.data.runview import active_params
+
+    if compute not in COMPUTE_AXES:
+        raise LadderError(f"--compute {compute!r}: choose {', '.join(COMPUTE_AXES)}")
+    if compute != "auto":
+        return compute
+    return "6nd" if all(active_params(row) for _, row in runs.iterrows()) else "fit"
+
+
+def compute_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each run's compute per token on the `compute` axis (`COMPUTE_AXES`), and the note that says which."""
+    from ladder.data.runview import SIX_N, active_params, flops_per_token, six_n_note
+
+    if axis_of(runs, compute) == "6nd":
+        n = [active_params(row) for _, row in runs.iterrows()]
+        missing = [str(name) for name, x in zip(runs["name"], n) if not x]
+        if missing:
+            raise LadderError(f"--compute 6nd: no parameter count (active_params) for {', '.join(missing)}; "
+                              "pull them with N, or use --compute fit")
+        why = ("every run gives N, so" if compute == "auto" else "as asked,")
+        note = (f"compute is 6·N·D: {why} the law counts compute by parameters as `ladder predict` does "
+                "(fit FLOPs per token count attention, which weighs most at small sizes); --compute fit for fit FLOPs")
+        return 6.0 * np.array(n, dtype=np.float64), (note,)
+    got = [flops_per_token(str(row["name"]), row) for _, row in runs.iterrows()]
+    six = [str(name) for name, (_, source) in zip(runs["name"], got) if source == SIX_N]
+    return np.array([f for f, _ in got], dtype=np.float64), tuple(six_n_note(six))
+
+
+def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    hist = store.history(list(runs["run_id"]), [metric])
+    if hist.empty:
+        raise LadderError(f"{store.root}: no values of {metric!r} for these runs; pick another --metric")
+    return hist
+
+
+def reached_end(fractions: np.ndarray) -> bool:
+    """Whether a run's evals (fractions of its plan, ascending) reach its planned end: the last is at the end,
+    or no later eval was due (the end is nearer than its usual interval between evals, the median one, as when
+    a run evaluates every 128 steps of 24,000 and its last eval is at step 23,936). A run that stopped short
+    of that (crashed, or still running) has not."""
+    f = np.asarray(fractions, dtype=np.float64)
+    if not f.size:
+        return False
+    gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
+    return bool(1.0 - f[-1] <= max(gap, 1e-9))
+
+
+ROUNDING = 1e-3
+"""A run's first or last eval within this fraction of the run of a fitted fraction counts as at it (evals planned
+every 5% and rounded to whole steps land at 0.05002, say)."""
+
+
+def at_end(fractions: np.ndarray) -> np.ndarray:
+    """A run's eval fractions with its last eval counted at fraction 1 where it `reached_end` (no later eval
+    was due, as at step 11,419 of 11,420), so the curve has a value at the end."""
+    f = np.array(fractions, dtype=np.float64)
+    if f.size and reached_end(np.sort(f)):
+        f[int(np.argmax(f))] = max(1.0, float(f.max()))
+    return f
+
+
+def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
+                      compute: str = "auto") -> Finals:
+    """Each finished run's last value of `metric`; compute = compute per token (on the `compute` axis,
+    `COMPUTE_AXES`) × tokens there."""
+    runs = _store_runs(store, group, role, finished=True)
+    hist = _store_history(store, runs, metric).sort_values(["run_id", "step"])
+    last = hist.groupby("run_id").tail(1).set_index("run_id")
+    runs = runs[runs["run_id"].isin(last.index)]
+    planned = runs.set_index("run_id")["stop_after_steps"].astype("float64")
+    ended = hist.groupby("run_id")["step"].apply(lambda s: reached_end(s.to_numpy(float) / planned[s.name]))
+    short = ~ended.loc[runs["run_id"]]
+    if short.any():
+        raise LadderError(
+            f"run {runs['name'][short.to_numpy()].iloc[0]!r} ends before its planned last step; "
+            "its last value is not a final loss (finish it, or mark it crashed and leave it out)"
+        )
+    tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
+    loss = last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64)
+    bad = ~(loss > 0) | ~np.isfinite(loss)
+    if bad.any():
+        raise LadderError(f"run {runs['name'].iloc[int(np.argmax(bad))]!r}: its final {metric} is "
+                          f"{loss[bad][0]:g}; the laws fit positive finite losses (fix the run's values, or leave it "
+                          "out with --group / --role)")
+    flops, notes = compute_per_token(runs, compute)
+    return Finals(
+        names=runs["name"].tolist(),
+        loss=loss,
+        compute=flops * tokens,
+        params=runs["active_params"].to_numpy(dtype=np.float64),
+        tokens=tokens,
+        notes=notes,
+    )
+
+
+def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | None = None,
+                      role: str | None = "rung", compute: str = "auto") -> Curves:
+    """Every run's `metric` at `fractions` of its planned steps, every edit of its plan applied (running runs
+    included); compute on the `compute` axis (`COMPUTE_AXES`)."""
+    runs = _store_runs(store, group, role, finished=False)
+    hist = _store_history(store, runs, metric)
+    flops, notes = compute_per_token(runs, compute)
+    notes += _ratios_note(runs)
+    names, totals, rows = [], [], []
+    for (_, run), f in zip(runs.iterrows(), flops):
+        h = hist[hist["run_id"] == run["run_id"]]
+        if h.empty:
+            continue
+        names.append(run["name"])
+        totals.append(f * float(run["planned_tokens"]))
+        done = h["step"].to_numpy(float) / float(run["stop_after_steps"])  # of the plan it ran, edits applied
+        rows.append(fits.sample_curve(at_end(done), h["value"].to_numpy(), 1.0, fractions, ROUNDING))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
+
+
+def _ratios_note(runs: pd.DataFrame) -> tuple[str, ...]:
+    """A note when the runs train at several token ratios (tokens per parameter more than 10% apart): the
+    per-fraction law holds for one."""
+    n, d = (pd.to_numeric(runs[c], errors="coerce").astype("float64").to_numpy() for c in ("active_params", "planned_tokens"))
+    ratio = d / n
+    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+    if ratio.size < 2 or ratio.max() <= ONE_RATIO * ratio.min():
+        return ()
+    kinds = np.unique(np.round(np.log(ratio) / np.log(ONE_RATIO)))
+    return (f"the runs train at {kinds.size} token ratios ({ratio.min():.3g}–{ratio.max():.3g} tokens per parameter), "
+            "and the per-fraction law holds for one: its fit mixes them (`ladder predict` fits the runs at its "
+            "target's ratio; --group picks a ladder of one ratio)",)
+
+
+def lr_curves_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
+                         scale: str = "fit_flops_per_token") -> list[fits.Curve]:
+    """Each run's `metric` with the LR of every step, rebuilt from the schedule in its config
+    (edits included); `scale` names the runs-table column the curve laws' power laws use."""
+    from ladder.data.sources.coords import coordinates_from_config
+
+    runs = _store_runs(store, group, role, finished=False)
+    if scale not in runs.columns or runs[scale].isna().any():
+        raise LadderError(f"--scale {scale!r}: not a column of the runs table, or missing for some runs")
+    hist = _store_history(store, runs, metric)
+    out = []
+    for _, run in runs.iterrows():
+        h = hist[(hist["run_id"] == run["run_id"]) & (hist["step"] > 0)]
+        if h.empty:
+            continue
+        _, _, schedule = coordinates_from_config(json.loads(run["config_json"] or "{}"))
+        if schedule is None:
+            raise LadderError(f"run {run['name']!r}: its config has no LR schedule; the curve laws need one")
+        steps = h["step"].to_numpy(dtype=np.int64)
+        lrs = schedule.lrs(0, max(int(steps.max()), schedule.horizon))
+        out.append(fits.Curve(steps, h["value"].to_numpy(), lrs, float(run[scale]), str(run["name"])))
+    return out

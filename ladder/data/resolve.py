@@ -1,0 +1,278 @@
+"""The one place that settles what real runs log, before anything is stored or fitted.
+
+Rows arrive in the shared raw format (`ladder.data.sources.table`), in log order, after the run's stored
+history (in step order). Resolving them:
+
+1. **Renames** map logged keys onto the keys fits read (``eval/paloma/macro_loss`` → ``eval/loss``);
+   where a run logs both at one step, the renamed value wins, counted.
+2. **Rewinds**: a value logged at step s after values at higher steps means the run restarted from a
+   checkpoint at s; every value logged earlier at a step above s belongs to the abandoned branch and
+   is dropped, even when the restarted run has not reached that step again.
+3. **Repeats**: a metric logged again at the same step keeps its last value; repeats with a different
+   value are counted (identical ones, such as a re-read of the last step, are not).
+4. **Tokens and fraction**: tokens come from the source when it logs them, else step × tokens per
+   step; the fraction is step / the planned steps the run started with (DESIGN.md; an edited plan's
+   fraction is `Coordinates.fraction_edited`, shown beside it).
+5. **NaN and ±inf** are kept in the store, counted per metric, and left out of what fits read
+   (`Store.history` drops them unless asked).
+
+The result is one value per (metric, step), sorted by metric and step, and a `ResolveReport` whose
+messages the user reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ladder.data.sources.coords import Coordinates
+from ladder.data.sources.table import concat_rows, empty_rows
+from ladder.errors import LadderError
+from ladder.runfiles import DEFAULT_FIT_METRIC
+
+HISTORY_COLUMNS = ("step", "tokens", "fraction", "metric", "value")
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    """Which metric is fitted, and how logged keys map onto stored ones."""
+
+    fit_metric: str = DEFAULT_FIT_METRIC
+    """The key fits read (nats per token), e.g. eval/loss."""
+    renames: dict[str, str] = field(default_factory=dict)
+    """Logged key -> stored key, applied when rows are pulled, e.g. {eval/paloma/macro_loss: eval/loss}."""
+
+    def __post_init__(self) -> None:
+        if not self.fit_metric:
+            raise LadderError("the fit metric must not be empty (default: eval/loss)")
+        for old, new in self.renames.items():
+            if not old or not new or old == new:
+                raise LadderError(f"rename {old!r} -> {new!r}: need two different, non-empty keys")
+            if new in self.renames:
+                raise LadderError(f"rename {old!r} -> {new!r}: {new!r} is itself renamed; renames do not chain")
+
+    @classmethod
+    def parse_renames(cls, items: list[str]) -> dict[str, str]:
+        """``OLD=NEW`` strings (from ``--rename``) as a mapping."""
+        out = {}
+        for item in items:
+            old, sep, new = item.partition("=")
+            if not sep:
+                raise LadderError(f"--rename {item!r}: expected OLD=NEW, e.g. eval/paloma/macro_loss=eval/loss")
+            out[old.strip()] = new.strip()
+        return out
+
+
+@dataclass(frozen=True)
+class ResolveReport:
+    """What resolving found. Event counts add up over pulls; the rest describe the stored history."""
+
+    rows_read: int = 0
+    relogged: int = 0
+    """Values logged again at a (metric, step) already logged, with a different value; the later kept."""
+    rewinds: tuple[tuple[int, int], ...] = ()
+    """(highest step before, step it went back to) for each restart."""
+    dropped_by_rewind: int = 0
+    renamed: tuple[tuple[str, str, int], ...] = ()
+    """(logged key, stored key, values renamed)."""
+    rename_conflicts: int = 0
+    nonfinite: tuple[tuple[str, int, int], ...] = ()
+    """(metric, NaN/inf values, first step with one)."""
+    past_plan: int = 0
+    """Values at steps past the plan in force at them."""
+    missing_fit_metric: str = ""
+    """The fit metric, when the run has no finite value of it."""
+
+    def plus(self, earlier: ResolveReport | None) -> ResolveReport:
+        """This pull's report with the events of earlier pulls added."""
+        if earlier is None:
+            return self
+        renamed: dict[tuple[str, str], int] = {}
+        for old, new, n in (*earlier.renamed, *self.renamed):
+            renamed[(old, new)] = renamed.get((old, new), 0) + n
+        return dataclasses.replace(
+            self,
+            rows_read=earlier.rows_read + self.rows_read,
+            relogged=earlier.relogged + self.relogged,
+            rewinds=earlier.rewinds + self.rewinds,
+            dropped_by_rewind=earlier.dropped_by_rewind + self.dropped_by_rewind,
+            renamed=tuple((o, n, c) for (o, n), c in renamed.items()),
+            rename_conflicts=earlier.rename_conflicts + self.rename_conflicts,
+        )
+
+    def messages(self, earlier: ResolveReport | None = None) -> list[str]:
+        """Sentences for the user: this pull's events, and facts that changed since `earlier`."""
+        out = []
+        if self.relogged:
+            out.append(f"{_n(self.relogged, 'value')} logged again at steps already logged (a resumed run); the later value kept")
+        for high, low in self.rewinds:
+            out.append(f"steps went back from {high} to {low} (a restart from a checkpoint)")
+        if self.dropped_by_rewind:
+            out.append(f"{_n(self.dropped_by_rewind, 'value')} logged past a restart point before the restart dropped")
+        for old, new, n in self.renamed:
+            out.append(f"{old} stored as {new} ({_n(n, 'value')})")
+        if self.rename_conflicts:
+            out.append(f"{_n(self.rename_conflicts, 'step')} logged both a renamed key and its target; the renamed value kept")
+        before = dict((m, c) for m, c, _ in earlier.nonfinite) if earlier else {}
+        for metric, count, first in self.nonfinite:
+            if before.get(metric) != count:
+                out.append(f"{metric}: {_n(count, 'NaN/inf value')} (first at step {first}), kept out of fits")
+        if self.past_plan and (earlier is None or earlier.past_plan != self.past_plan):
+            out.append(f"{_n(self.past_plan, 'value')} past the planned steps: check stop_after_steps")
+        if self.missing_fit_metric and (earlier is None or not earlier.missing_fit_metric):
+            out.append(
+                f"no finite {self.missing_fit_metric} (the fitted metric) yet; "
+                f"if the run logs it under another key, pull with --rename KEY={self.missing_fit_metric}"
+            )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ResolveReport:
+        known = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}
+        for key in ("rewinds", "renamed", "nonfinite"):
+            data[key] = tuple(tuple(x) for x in data.get(key, ()))
+        return cls(**data)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
+def resolve(
+    rows: pd.DataFrame,
+    coords: Coordinates,
+    settings: MetricSettings,
+    stored: pd.DataFrame | None = None,
+) -> tuple[pd.DataFrame, ResolveReport]:
+    """Stored history (columns `HISTORY_COLUMNS`) plus new raw rows → resolved history and report."""
+    renamed, conflicts, names = _rename(rows, settings.renames)
+    raw = concat_rows([_as_raw(stored), renamed]) if stored is not None and len(stored) else renamed
+    if not len(raw):
+        out = _history_frame(empty_rows(), coords)
+        return out, ResolveReport(missing_fit_metric=settings.fit_metric)
+    step = raw["step"].to_numpy()
+    later_min = np.append(np.minimum.accumulate(step[::-1])[::-1][1:], np.iinfo(np.int64).max)
+    dropped = later_min < step
+    earlier_max = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], step[:-1]]))
+    back = (step < earlier_max) & (step < np.concatenate([[step[0]], step[:-1]]))
+    rewinds = tuple((int(h), int(low)) for h, low in zip(earlier_max[back], step[back]))
+    kept = raw[~dropped]
+    last, relogged = _last_per_key(kept)
+    history = _history_frame(last, coords)
+    report = ResolveReport(
+        rows_read=len(rows),
+        relogged=relogged,
+        rewinds=rewinds,
+        dropped_by_rewind=int(dropped.sum()),
+        renamed=names,
+        rename_conflicts=conflicts,
+        nonfinite=_nonfinite(history),
+        past_plan=int(coords.past_plan(history["step"].to_numpy()).sum()),
+        missing_fit_metric=_missing(history, settings.fit_metric),
+    )
+    return history, report
+
+
+def _rename(rows: pd.DataFrame, renames: dict[str, str]) -> tuple[pd.DataFrame, int, tuple]:
+    if not renames or not len(rows):
+        return rows, 0, ()
+    metric = rows["metric"].astype(str)
+    hit = metric.isin(list(renames))
+    if not hit.any():
+        return rows, 0, ()
+    names = tuple((old, new, int((metric == old).sum())) for old, new in renames.items() if (metric == old).any())
+    targets = set(renames.values())
+    new_metric = metric.where(~hit, metric.map(renames))
+    # A target logged natively at a step where a renamed key also sits: the renamed value wins.
+    native = new_metric.isin(targets) & ~hit
+    conflicts = 0
+    if native.any():
+        renamed_keys = set(zip(new_metric[hit], rows["step"][hit]))
+        clash = native & pd.Series(
+            [(m, s) in renamed_keys for m, s in zip(new_metric, rows["step"])], index=rows.index
+        )
+        conflicts = int(clash.sum())
+        rows, new_metric = rows[~clash], new_metric[~clash]
+    out = rows.assign(metric=pd.Categorical(new_metric))
+    return out, conflicts, names
+
+
+def _as_raw(history: pd.DataFrame) -> pd.DataFrame:
+    """Stored rows in step order, as raw rows that come before anything new."""
+    h = history.sort_values(["step"], kind="stable")
+    return pd.DataFrame(
+        {
+            "seq": np.arange(len(h), dtype=np.int64),
+            "step": h["step"].to_numpy(np.int64),
+            "metric": pd.Categorical(h["metric"].astype(str)),
+            "value": h["value"].to_numpy(np.float64),
+            "tokens": h["tokens"].to_numpy(np.float64),
+        }
+    )
+
+
+def _last_per_key(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The last row of each (metric, step), and how many earlier rows there held another value."""
+    codes = rows["metric"].cat.codes.to_numpy()
+    step = rows["step"].to_numpy()
+    order = np.lexsort((rows["seq"].to_numpy(), step, codes))
+    c, s = codes[order], step[order]
+    is_last = np.ones(len(order), dtype=bool)
+    is_last[:-1] = (c[1:] != c[:-1]) | (s[1:] != s[:-1])
+    value = rows["value"].to_numpy()[order]
+    group = np.cumsum(np.concatenate([[True], is_last[:-1]])) - 1
+    final = value[np.flatnonzero(is_last)][group]
+    same = (value == final) | (np.isnan(value) & np.isnan(final))
+    relogged = int((~is_last & ~same).sum())
+    last = rows.iloc[order[is_last]]
+    known = ~np.isnan(last["tokens"].to_numpy())
+    if known.any() and not known.all():
+        # Tokens logged with any value at a step hold for every value at that step.
+        tok = last.loc[known, ["step", "tokens"]].drop_duplicates("step", keep="last").set_index("step")["tokens"]
+        last = last.assign(tokens=last["step"].map(tok).to_numpy())
+    return last, relogged
+
+
+def _history_frame(rows: pd.DataFrame, coords: Coordinates) -> pd.DataFrame:
+    step = rows["step"].to_numpy(np.int64)
+    tokens = rows["tokens"].to_numpy(np.float64)
+    if len(step) and float(step.max()) * coords.tokens_per_step >= 2.0**63:
+        raise LadderError(
+            f"step {int(step.max()):,} × {coords.tokens_per_step:,} tokens per step is more tokens than the store "
+            "holds (2^63-1): check the step column or key and tokens_per_step"
+        )
+    if np.isfinite(tokens).any() and (np.nanmax(tokens) >= 2.0**63 or np.nanmin(tokens) < 0):
+        raise LadderError("a logged token count is out of range (0 to 2^63-1): check the tokens column or key")
+    computed = step * np.int64(coords.tokens_per_step)
+    tokens = np.where(np.isnan(tokens), computed, np.round(tokens)).astype(np.int64)
+    out = pd.DataFrame(
+        {
+            "step": step,
+            "tokens": tokens,
+            "fraction": coords.fraction(step) if len(step) else np.zeros(0),
+            "metric": pd.Categorical(rows["metric"].astype(str)),
+            "value": rows["value"].to_numpy(np.float64),
+        }
+    )
+    return out.sort_values(["metric", "step"], kind="stable").reset_index(drop=True)
+
+
+def _nonfinite(history: pd.DataFrame) -> tuple[tuple[str, int, int], ...]:
+    bad = ~np.isfinite(history["value"].to_numpy())
+    if not bad.any():
+        return ()
+    sub = history[bad].groupby("metric", observed=True)["step"].agg(["size", "min"])
+    return tuple((str(m), int(r["size"]), int(r["min"])) for m, r in sub.iterrows())
+
+
+def _missing(history: pd.DataFrame, metric: str) -> str:
+    values = history["value"].to_numpy()[(history["metric"] == metric).to_numpy()]
+    return "" if np.isfinite(values).any() else metric

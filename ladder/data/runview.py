@@ -1,0 +1,311 @@
+"""A run as the laws see it, whatever describes it: a planner config, a run in the store, a target file.
+
+Rungs and targets are their coordinates and their schedule: FLOPs per token for fits (6·N, said so,
+when only N is known), tokens per step, the plan's steps, and the LR of every step: from a declared
+schedule (a planner config, or ``schedule:`` in a coordinates or target file) or else from the logged
+LR series (``optim/learning_rate``). No model spec is needed; where one exists (a run this tool
+planned) its FLOPs must agree with the FLOPs the store holds for the run, within 1%.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fits.runs import Run, lrs_from_logged
+from ladder import runfiles as keys
+from ladder.config.limits import MAX_PREDICTED_POINTS
+from ladder.config.runconfig import RunConfig
+from ladder.config.schedule import Schedule
+from ladder.config.yamlio import load_yaml
+from ladder.data.sources.coords import coordinate_number, coordinates_from_config, schedule_from
+from ladder.data.store import Store
+from ladder.errors import LadderError
+from ladder.outpaths import name_problem
+
+FLOPS_AGREE = 0.01
+"""A planned run's spec and the FLOPs per token stored for it may differ by this much (relative)."""
+SIX_N = "6·N"
+TARGET_FIELDS = ("name", "group", "role", "active_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step",
+                 "schedule", "eval_every", "tpp")
+"""The fields of a target file: the coordinates format's (its `role` is read and ignored: a target is the run
+predicted, whatever role an entry copied from a coordinates file says), and `eval_every`."""
+
+
+@dataclass(frozen=True)
+class LadderRun:
+    """A rung or a target: coordinates, schedule (or logged LRs) and evals."""
+
+    name: str
+    flops_per_token: float
+    """Fit FLOPs per token (3 × forward without the head), or 6·N when only N is known (`flops_from`)."""
+    tokens_per_step: int
+    stop_after_steps: int
+    """Steps the run trains, every schedule edit applied."""
+    planned_steps: int
+    """Steps of the plan it started with (fractions are of this)."""
+    group: str = ""
+    active_params: float | None = None
+    tpp: float | None = None
+    """The token ratio the plan declared (None: planned tokens ÷ N)."""
+    schedule: Schedule | None = None
+    logged_lrs: np.ndarray | None = None
+    """The LR of every step, from a logged series (used when no schedule is declared)."""
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    state: str = "finished"
+    config: RunConfig | None = None
+    flops_from: str = "fit_flops_per_token"
+    """Where `flops_per_token` came from: the run's fit FLOPs, or "6·N"."""
+    eval_every: int = 0
+    """Steps between predicted points of a target that was not planned (0: 1% of its plan)."""
+
+    @property
+    def fractions(self) -> np.ndarray:
+        return self.steps / self.planned_steps
+
+    @property
+    def compute(self) -> float:
+        """Fit compute of the plan it started with."""
+        return self.flops_per_token * self.tokens_per_step * self.planned_steps
+
+    @property
+    def lr_source(self) -> str:
+        return "schedule" if self.schedule is not None else "logged LR" if self.logged_lrs is not None else "none"
+
+    def as_run(self, with_evals: bool = True) -> Run:
+        """The prediction core's record of this run."""
+        last = max(self.stop_after_steps, self.planned_steps)
+        lrs = ref = None
+        if self.schedule is not None:
+            lrs = self.schedule.lrs(0, last + 1)
+            ref = self.schedule.without_edits().lrs(0, last + 1)
+        elif self.logged_lrs is not None:
+            lrs = self.logged_lrs
+        steps, values = (self.steps, self.values) if with_evals else (None, None)
+        return Run(self.name, self.flops_per_token, self.tokens_per_step, self.planned_steps,
+                   np.zeros(0, np.int64) if steps is None else steps, np.zeros(0) if values is None else values,
+                   lrs=lrs, reference_lrs=ref, finished=self.state == "finished",
+                   n_params=self.active_params, ratio=self.tpp or None)
+
+    def prediction_steps(self) -> np.ndarray:
+        """Where a prediction of this run is made: its planned evals and checkpoints (a planned run), else
+        every `eval_every` steps (default 1% of the plan), its logged evals, and its last step."""
+        if self.config is not None:
+            cfg = self.config
+            steps = set(cfg.eval_steps())
+            every = cfg.checkpoint.every_steps
+            if every > 0:
+                steps |= set(range(every, cfg.stop_after_steps + 1, every))
+        else:
+            every = self.eval_every or max(1, round(self.planned_steps / 100))
+            steps = set(range(every, self.stop_after_steps + 1, every)) | {int(s) for s in self.steps}
+            steps = {s for s in steps if 0 < s <= self.stop_after_steps} | {self.stop_after_steps}
+        return np.array(sorted(steps), dtype=np.int64)
+
+
+# ---- from a planner config ----------------------------------------------------------------------------------
+
+
+def from_config(cfg: RunConfig, steps=None, values=None, state: str = "finished") -> LadderRun:
+    return LadderRun(
+        cfg.name, float(cfg.fit_flops_per_token), int(cfg.tokens_per_step), int(cfg.stop_after_steps),
+        int(cfg.schedule.total_steps), group=cfg.group, active_params=float(cfg.spec.active_params()),
+        tpp=cfg.tpp or None, schedule=cfg.schedule,
+        steps=np.zeros(0, np.int64) if steps is None else np.asarray(steps, np.int64),
+        values=np.zeros(0) if values is None else np.asarray(values, float), state=state, config=cfg,
+    )
+
+
+# ---- from the store -----------------------------------------------------------------------------------------
+
+
+def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> LadderRun:
+    """A stored run (a row of `Store.runs`) with its `metric` evals (at least `need_evals` of them).
+
+    A rung needs one: a curve law takes a run's evals however few, and the per-fraction law leaves out
+    a run with fewer than three."""
+    name, run_id = str(row["name"]), str(row["run_id"])
+    evals = store.history([run_id], [metric]).sort_values("step")  # finite values only
+    if len(evals) < need_evals:
+        logged = sorted(set(store.history([run_id])["metric"].astype(str)))
+        shown = ", ".join(repr(m) for m in logged[:6]) + (", ..." if len(logged) > 6 else "") or "nothing"
+        raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r} (it logs {shown}); predict another "
+                          "metric with --metric, name the key at import (--metric eval/loss=COLUMN) or pull "
+                          "(--rename OLD=eval/loss), or leave the run out")
+    steps, values, state = evals["step"].to_numpy(np.int64), evals["value"].to_numpy(float), str(row["state"])
+    cfg = store.run_config(run_id)
+    if cfg is not None:
+        _check_flops(name, cfg, row)
+        return from_config(cfg, steps, values, state)
+    config = store.config(run_id)
+    _, _, schedule = coordinates_from_config(config)
+    stop = int(row["stop_after_steps"])
+    flops, flops_from, n = _flops(name, row)
+    lrs = None
+    if steps.size and steps.max() > 1000 * stop:
+        raise LadderError(f"run {name!r}: its last eval is at step {int(steps.max()):,}, {steps.max() / stop:,.0f}× its "
+                          f"{stop:,} planned steps; are its steps counted in tokens? (import the step column with "
+                          "--step and the tokens with --tokens)")
+    if schedule is None:  # no declared schedule: the logged LR, if any
+        lr = store.history([run_id], [keys.LEARNING_RATE])
+        if len(lr):
+            lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), max(stop, int(steps.max())))
+    return LadderRun(
+        name, flops, int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
+        group=str(row["group"]), active_params=n, tpp=_float(config.get("tpp")), schedule=schedule,
+        logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from,
+    )
+
+
+def rungs_from_store(store: Store, group: str, metric: str) -> list[LadderRun]:
+    """The ladder: the store's runs with role 'rung' in `group`, by compute."""
+    runs = store.runs()
+    rungs = runs[(runs["role"] == "rung") & (runs["group"] == group)]
+    if len(rungs) < 3:
+        groups = sorted(set(runs.loc[runs["role"] == "rung", "group"]))
+        raise LadderError(
+            f"{store.root}: {len(rungs)} rung(s) of group {group!r} in the store; a prediction needs at least 3 "
+            f"(pull the ladder's rungs, or give --group; groups with rungs: {', '.join(map(repr, groups)) or 'none'})"
+        )
+    return sorted((from_store(store, row, metric) for _, row in rungs.iterrows()), key=lambda r: r.compute)
+
+
+def target_from_store(store: Store, name: str, metric: str) -> LadderRun:
+    """A run already in the store (e.g. the live hero) as a target, with whatever evals it has."""
+    row = store.run(name)
+    return from_store(store, row, metric, need_evals=0)
+
+
+# ---- from a target file -------------------------------------------------------------------------------------
+
+
+def target_from_file(path: Path) -> LadderRun:
+    """A target that was not planned here: one entry of the coordinates format, with its name.
+
+    ``name: hero``, ``active_params``, ``fit_flops_per_token`` (or only ``active_params``: 6·N),
+    ``stop_after_steps``, ``tokens_per_step``, ``group``, ``schedule: {peak_lr, total_steps,
+    warmup_steps, decay, min_lr_ratio}``, optional ``tpp`` and ``eval_every`` (steps between
+    predicted points). ``{NAME: {...}}`` works too; a ``role`` is ignored.
+    """
+    data = load_yaml(Path(path))
+    if isinstance(data, dict) and "name" not in data and len(data) == 1:
+        (name, body), = data.items()
+        data = {**body, "name": name} if isinstance(body, dict) else data
+    where = str(path)
+    if not isinstance(data, dict) or not data.get("name"):
+        raise LadderError(f"{where}: a target is one mapping with a name, e.g. {{name: hero, active_params: 7e9, "
+                          "stop_after_steps: 100000, tokens_per_step: 4194304, schedule: {...}}}")
+    unknown = sorted(set(map(str, data)) - set(TARGET_FIELDS))
+    if unknown:
+        raise LadderError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(TARGET_FIELDS)})")
+    name = str(data["name"])
+    problem = name_problem(name)
+    if problem:
+        raise LadderError(f"{where}: name {name!r} {problem}; give the target a plain name")
+    schedule = schedule_from(data["schedule"], where) if data.get("schedule") is not None else None
+    num = {k: coordinate_number(where, k, data[k]) for k in ("active_params", "fit_flops_per_token", "stop_after_steps",
+                                                   "tokens_per_step", "eval_every") if data.get(k) is not None}
+    if "stop_after_steps" not in num and schedule is not None:
+        num["stop_after_steps"] = schedule.horizon
+    for need in ("stop_after_steps", "tokens_per_step"):
+        if need not in num:
+            raise LadderError(f"{where}: no '{need}'; give it (steps and tokens per step place every prediction)")
+    stop = int(num["stop_after_steps"])
+    if schedule is not None and schedule.horizon != stop:
+        raise LadderError(f"{where}: its schedule runs {schedule.horizon:,} steps but stop_after_steps is {stop:,}; "
+                          "make them agree")
+    flops, flops_from, n = _flops(name, {"fit_flops_per_token": num.get("fit_flops_per_token"),
+                                         "active_params": num.get("active_params")}, where)
+    tpp = coordinate_number(where, "tpp", data["tpp"]) if data.get("tpp") is not None else None
+    every = int(num.get("eval_every", 0))
+    if every and stop / every > MAX_PREDICTED_POINTS:
+        raise LadderError(f"{where}: eval_every {every:,} predicts at {stop // every:,} steps, more than the "
+                          f"{MAX_PREDICTED_POINTS:,} a prediction holds; give eval_every {-(-stop // MAX_PREDICTED_POINTS):,} "
+                          "or more")
+    return LadderRun(name, flops, int(num["tokens_per_step"]), stop,
+                     schedule.total_steps if schedule is not None else stop, group=str(data.get("group") or ""),
+                     active_params=n, tpp=tpp, schedule=schedule, flops_from=flops_from, eval_every=every)
+
+
+def save_target(run: LadderRun, path: Path) -> Path:
+    """`run` as a file `ladder predict` reads back: its planner config when it has one, else a target file."""
+    if run.config is not None:
+        run.config.replace(schedule=run.schedule).save(path)
+        return path
+    import yaml
+
+    from ladder.config.yamlio import to_dict
+    from ladder.files import write_text_atomic
+
+    n = run.active_params
+    entry = {"name": run.name, "group": run.group, "active_params": int(n) if n and float(n).is_integer() else n,
+             "fit_flops_per_token": run.flops_per_token if run.flops_from != SIX_N else None,
+             "stop_after_steps": run.stop_after_steps, "tokens_per_step": run.tokens_per_step, "tpp": run.tpp,
+             "eval_every": run.eval_every or None,
+             "schedule": to_dict(run.schedule) if run.schedule is not None else None}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return write_text_atomic(path, yaml.safe_dump({k: v for k, v in entry.items() if v not in (None, "")},
+                                                  sort_keys=False))
+
+
+# ---- coordinates --------------------------------------------------------------------------------------------
+
+
+def flops_per_token(name: str, row: Any) -> tuple[float, str]:
+    """A stored run's fit FLOPs per token, or 6·N when only N is known, and which it is."""
+    flops, source, _ = _flops(name, row)
+    return flops, source
+
+
+def _flops(name: str, row: Any, where: str | None = None) -> tuple[float, str, float | None]:
+    flops, n = _float(row["fit_flops_per_token"]), _float(row["active_params"])
+    if flops is not None:
+        return flops, "fit_flops_per_token", n
+    if n is not None:
+        return 6.0 * n, SIX_N, n
+    raise LadderError(f"{where or 'run ' + repr(name)}: neither fit_flops_per_token nor active_params is known; "
+                      "give one (fit FLOPs per token, or N for 6·N)")
+
+
+def _check_flops(name: str, cfg: RunConfig, row) -> None:
+    stored = _float(row["fit_flops_per_token"])
+    if stored is not None and abs(stored / cfg.fit_flops_per_token - 1) > FLOPS_AGREE:
+        raise LadderError(
+            f"run {name!r}: its model spec gives {cfg.fit_flops_per_token:.4g} fit FLOPs per token but its "
+            f"coordinates say {stored:.4g} ({stored / cfg.fit_flops_per_token - 1:+.1%}); pull it again with the "
+            "right fit_flops_per_token, or fix the spec"
+        )
+
+
+def flops_notes(runs: list[LadderRun]) -> list[str]:
+    """One line naming the runs whose compute is 6·N·D (only N known)."""
+    return six_n_note([r.name for r in runs if r.flops_from == SIX_N])
+
+
+def six_n_note(names: list[str]) -> list[str]:
+    """The line that says which runs' compute is 6·N·D (none when `names` is empty)."""
+    if not names:
+        return []
+    return [f"compute is 6·N·D for {named(names)}: only N is known (fit FLOPs per token count attention, 6·N does not)"]
+
+
+def named(names: list[str], most: int = 8) -> str:
+    """The names, or with more than `most` of them their count, the first three and the last."""
+    return ", ".join(names) if len(names) <= most else f"{len(names)} runs ({', '.join(names[:3])}, …, {names[-1]})"
+
+
+def active_params(row: Any) -> float | None:
+    """A stored run's active parameter count N (None when not known)."""
+    return _float(row["active_params"])
+
+
+def _float(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) and f > 0 else None

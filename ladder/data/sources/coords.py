@@ -1,0 +1,324 @@
+"""A run's ladder coordinates: the numbers a fit needs from its config, and the fraction of each step.
+
+The trainer writes them at the top level of the wandb config (`RunConfig.coordinates()`), in the
+``coordinates`` block of ``run.yaml``, and under ``run_config`` with the whole config. A run from
+elsewhere may lack them: the user supplies them per pull (``--coord FIELD=VALUE``) or per run (a YAML
+file ``{RUN: {FIELD: VALUE}}``), and a missing one is an error that names the run and the field.
+
+The fraction of a step is ``step / planned steps at that step``. When the run config holds the
+schedule with its edits (a horizon cut at half way), the planned steps change at each edit: an eval
+at the edit's step still belongs to the old plan, since no update of the new plan has run yet.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ladder.config.schedule import Schedule
+from ladder.config.yamlio import build, load_yaml
+from ladder.errors import LadderError
+
+INT_FIELDS = ("active_params", "total_params", "stop_after_steps", "tokens_per_step", "planned_tokens")
+FLOAT_FIELDS = ("fit_flops_per_token",)
+FIELDS = ("active_params", "total_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step", "planned_tokens")
+LABELS = ("name", "group", "role")
+SCHEDULE = "schedule"
+"""A run's LR schedule in a coordinates file: ``{peak_lr, total_steps, warmup_steps, decay, min_lr_ratio, ...}``
+(the fields of `ladder.config.schedule.Schedule`); kept in the run's config, where predictions read it."""
+OPTIONAL = ("total_params",)
+"""Fields no law reads: stored as missing when not given."""
+ROLES = ("rung", "hero", "single", "prediction")
+"""A run's part in a ladder; "prediction" is a prediction logged to wandb (`ladder predict --to-wandb`), never fitted."""
+UNKNOWN = "unknown"
+MAY_BE_UNKNOWN = ("active_params", "total_params", "fit_flops_per_token")
+"""Fields a user may declare unknown (stored as missing); steps and tokens cannot be."""
+
+HOW_TO_SUPPLY = (
+    "supply it with --coord {field}=VALUE (every run of this pull) or --coords FILE.yaml "
+    "({{{run}: {{{field}: VALUE}}}})"
+)
+
+
+@dataclass(frozen=True)
+class CoordinateOverrides:
+    """Coordinates the user gives, beating the run's config."""
+
+    all_runs: dict[str, Any] = field(default_factory=dict)
+    """FIELD -> value for every run of a pull; the value ``unknown`` stores a field as missing."""
+    per_run: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """run name or id -> {FIELD: value}."""
+    file: str = ""
+    """The coordinates file `per_run` was read from, to name it in messages."""
+
+    def for_run(self, run_id: str, name: str) -> dict[str, Any]:
+        return {**self.all_runs, **self.per_run.get(name, {}), **self.per_run.get(run_id, {})}
+
+    def unmatched(self, names: set[str]) -> list[str]:
+        """One line for each run of the coordinates file that is none of `names` (the names and ids of a pull's runs)."""
+        lines = []
+        free = sorted(n for n in names if n not in self.per_run)  # a run the file already names is no typo's target
+        for run in self.per_run:
+            if run not in names:
+                close = [n for n in sorted(names) if n.lower() == run.lower()] or difflib.get_close_matches(
+                    run, free, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                lines.append(f"{self.file}: {run!r} is the name or id of no run of this pull; its coordinates were "
+                             f"not used{hint}")
+        return lines
+
+    @classmethod
+    def parse(cls, items: list[str] | None = None, file: str | os.PathLike | None = None) -> CoordinateOverrides:
+        """From ``FIELD=VALUE`` strings and a YAML file of ``{RUN: {FIELD: VALUE}}``."""
+        all_runs: dict[str, Any] = {}
+        for item in items or []:
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise LadderError(f"--coord {item!r}: expected FIELD=VALUE, e.g. --coord stop_after_steps=5000")
+            _check_field(key, f"--coord {item}")
+            if not value.strip():
+                raise LadderError(f"--coord {item!r}: no value after '='; give one, e.g. --coord {key}=VALUE")
+            if key in FIELDS:
+                coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
+            all_runs[key] = value.strip()
+        per_run: dict[str, dict[str, Any]] = {}
+        if file is not None:
+            data = load_yaml(Path(file))
+            for run, fields in data.items():
+                if not isinstance(fields, dict):
+                    raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}")
+                for key, value in fields.items():
+                    if key == SCHEDULE:
+                        schedule_from(value, f"{file}: {run}")
+                        continue
+                    _check_field(str(key), f"{file}: {run}")
+                    if key in LABELS and (value is None or not str(value).strip()):
+                        raise LadderError(f"{file}: {run}: '{key}' has no value; give one or leave the field out")
+                    if key in FIELDS:
+                        coordinate_number(f"{file}: {run}", str(key), value)
+                per_run[str(run)] = {str(k): v for k, v in fields.items()}
+        return cls(all_runs, per_run, "" if file is None else str(file))
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """Where a run sits on the ladder. Parameters are active / total as DESIGN.md counts them."""
+
+    stop_after_steps: int
+    """Planned optimizer steps (with every schedule edit applied)."""
+    tokens_per_step: int
+    planned_tokens: int
+    active_params: int | None = None
+    total_params: int | None = None
+    fit_flops_per_token: float | None = None
+    """3 × forward FLOPs per token without the output head."""
+    horizons: tuple[tuple[int, int], ...] = ()
+    """(step of an edit, planned steps after it), in order; the plan before the first is `initial_steps`."""
+    initial_steps: int = 0
+    """Planned steps before any schedule edit (0: the same as `stop_after_steps`)."""
+
+    def planned_steps_at(self, steps: np.ndarray) -> np.ndarray:
+        return planned_steps_at(steps, self.initial_steps or self.stop_after_steps, self.horizons)
+
+    def fraction(self, steps: np.ndarray) -> np.ndarray:
+        """step / the planned steps the run started with (DESIGN.md's fraction)."""
+        return np.asarray(steps, dtype=np.int64) / (self.initial_steps or self.stop_after_steps)
+
+    def fraction_edited(self, steps: np.ndarray) -> np.ndarray:
+        """step / the plan in force at that step: where the horizon was edited, shown beside `fraction`."""
+        steps = np.asarray(steps, dtype=np.int64)
+        return steps / self.planned_steps_at(steps)
+
+    def past_plan(self, steps: np.ndarray) -> np.ndarray:
+        """Whether each step lies past the plan in force at it."""
+        steps = np.asarray(steps, dtype=np.int64)
+        return steps > self.planned_steps_at(steps)
+
+    def values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in FIELDS}
+
+
+def planned_steps_at(steps: np.ndarray, initial: int, horizons: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The plan in force at each step: `initial`, then each edit's horizon after its step (an eval at the
+    edit's step still belongs to the old plan)."""
+    steps = np.asarray(steps, dtype=np.int64)
+    planned = np.full(steps.shape, initial, dtype=np.int64)
+    for at_step, horizon in horizons:
+        planned = np.where(steps > at_step, horizon, planned)
+    return planned
+
+
+def coordinates_from_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], Schedule | None]:
+    """Coordinate values, labels (name, group, role) and the schedule found in a run's config."""
+    run_config = _unwrap(config.get("run_config"))
+    places = [config, _unwrap(config.get("coordinates"))]
+    if isinstance(run_config, dict):
+        places += [_unwrap(run_config.get("coordinates")), run_config]
+    found: dict[str, Any] = {}
+    for name in (*FIELDS, *LABELS):
+        for place in places:
+            if isinstance(place, dict) and _unwrap(place.get(name)) not in (None, ""):
+                found[name] = _unwrap(place[name])
+                break
+    labels = {k: str(found.pop(k)) for k in LABELS if k in found}
+    schedule = _schedule(run_config.get("schedule") if isinstance(run_config, dict) else config.get("schedule"))
+    return found, labels, schedule
+
+
+def resolve_coordinates(
+    run_label: str,
+    run_id: str,
+    name: str,
+    config: dict[str, Any],
+    stored: dict[str, Any],
+    overrides: CoordinateOverrides,
+) -> tuple[Coordinates, dict[str, str]]:
+    """The run's coordinates and labels; a missing one raises a `LadderError` naming run and field.
+
+    Precedence: the user's overrides, then the run's config, then what an earlier pull stored.
+    """
+    from_config, labels, schedule = coordinates_from_config(config)
+    given = overrides.for_run(run_id, name)
+    if given.get(SCHEDULE) is not None:
+        schedule = schedule_from(given[SCHEDULE], f"run {run_label}")
+    values: dict[str, Any] = {}
+    for f in FIELDS:
+        for place in (given, from_config, stored):
+            v = place.get(f)
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                values[f] = v
+                break
+    for label in LABELS:
+        if label in given:
+            labels[label] = str(given[label])
+    role = labels.get("role", "")
+    if role and role not in ROLES:
+        raise LadderError(f"run {run_label}: role {role!r} is not one of {', '.join(ROLES)}")
+    clean = {f: coordinate_number(f"run {run_label}", f, v) for f, v in values.items()}
+    if "stop_after_steps" not in clean and schedule is not None:
+        clean["stop_after_steps"] = schedule.horizon
+    _derive_tokens(clean)
+    for f in ("planned_tokens", "tokens_per_step", "stop_after_steps"):
+        if clean.get(f) is not None and not 0 < clean[f] < 2**63:
+            raise LadderError(f"run {run_label}: '{f}' = {clean[f]} (derived from the other two) is out of range")
+    if schedule is not None and schedule.horizon != clean["stop_after_steps"]:
+        raise LadderError(
+            f"run {run_label}: its schedule runs {schedule.horizon:,} steps but stop_after_steps is "
+            f"{clean['stop_after_steps']:,}; make them agree (the schedule's total_steps, with its edits, is the plan)"
+        )
+    optional = OPTIONAL + (("fit_flops_per_token",) if clean.get("active_params") else ())
+    for f in FIELDS:
+        if f not in clean and f in optional:
+            clean[f] = None  # no law needs it (FLOPs per token: 6·N is used, and said, where it is needed)
+        elif f not in clean:
+            raise LadderError(
+                f"run {run_label}: no '{f}' in its config; " + HOW_TO_SUPPLY.format(field=f, run=name or run_id)
+            )
+    initial, horizons = schedule_plan(schedule)
+    coords = Coordinates(
+        stop_after_steps=clean["stop_after_steps"],
+        tokens_per_step=clean["tokens_per_step"],
+        planned_tokens=clean["planned_tokens"],
+        active_params=clean["active_params"],
+        total_params=clean["total_params"],
+        fit_flops_per_token=clean["fit_flops_per_token"],
+        horizons=horizons,
+        initial_steps=initial,
+    )
+    return coords, labels
+
+
+def schedule_plan(schedule: Schedule | None) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(planned steps before the first edit, (step of an edit, planned steps after it) ...); (0, ()) unedited."""
+    if schedule is None or not schedule.edits:
+        return 0, ()
+    return schedule.total_steps, tuple((e.at_step, e.horizon) for e in schedule.edits)
+
+
+def planned_fraction(schedule: Schedule | None, steps: np.ndarray, planned: int) -> np.ndarray:
+    """step / the plan in force at that step (`planned` until the schedule's first edit): the edited plan's
+    fraction, shown beside the original's."""
+    initial, edits = schedule_plan(schedule)
+    steps = np.asarray(steps, dtype=np.int64)
+    return steps / planned_steps_at(steps, initial or planned, edits)
+
+
+def edited_fraction(config: dict[str, Any], steps: np.ndarray) -> np.ndarray | None:
+    """A stored run's `planned_fraction`, from the schedule its `config` keeps; None where its plan was never
+    edited."""
+    schedule = coordinates_from_config(config)[2]
+    return None if schedule is None or not schedule.edits else planned_fraction(schedule, steps, schedule.total_steps)
+
+
+def _derive_tokens(values: dict[str, Any]) -> None:
+    """Any two of planned steps, tokens per step and planned tokens give the third."""
+    steps, per_step, total = (values.get(k) for k in ("stop_after_steps", "tokens_per_step", "planned_tokens"))
+    if total is None and steps is not None and per_step is not None:
+        values["planned_tokens"] = steps * per_step
+    elif per_step is None and steps and total is not None:
+        values["tokens_per_step"] = round(total / steps)
+    elif steps is None and per_step and total is not None:
+        values["stop_after_steps"] = round(total / per_step)
+
+
+def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
+    if isinstance(value, str) and value.strip().lower() == UNKNOWN:
+        if name not in MAY_BE_UNKNOWN:
+            raise LadderError(
+                f"{where}: '{name}' cannot be unknown: the fraction and tokens of each step need it"
+            )
+        return None
+    if isinstance(value, bool):  # YAML's true/yes: float() would read it as 1
+        raise LadderError(f"{where}: '{name}' = {value!r} is not a number; give the number")
+    try:
+        number = float(value.replace("_", "") if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        raise LadderError(f"{where}: '{name}' = {str(value)[:40]!r} is not a number in range") from None
+    if not math.isfinite(number) or number <= 0:
+        raise LadderError(f"{where}: '{name}' = {value!r} must be a positive number")
+    if name in INT_FIELDS:
+        if abs(number - round(number)) > 1e-6 * max(1.0, abs(number)):
+            raise LadderError(f"{where}: '{name}' = {value!r} must be a whole number")
+        if number >= 2.0**63:
+            raise LadderError(f"{where}: '{name}' = {value!r} is out of range (at most 2^63-1)")
+        if round(number) < 1:
+            raise LadderError(f"{where}: '{name}' = {value!r} must be at least 1")
+        return int(round(number))
+    return number
+
+
+def _check_field(name: str, where: str) -> None:
+    if name not in FIELDS and name not in LABELS:
+        raise LadderError(f"{where}: unknown coordinate '{name}' (known: {', '.join(FIELDS + LABELS)})")
+
+
+def _unwrap(value: Any) -> Any:
+    """wandb's API may return config values as ``{"value": v, "desc": ...}``."""
+    if isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}:
+        return value["value"]
+    return value
+
+
+def schedule_from(data: Any, where: str) -> Schedule:
+    """A schedule the user gives (a coordinates file, a target file); a bad one is a `LadderError`."""
+    if not isinstance(data, dict):
+        raise LadderError(f"{where}: schedule must be a mapping like {{peak_lr: 3e-4, total_steps: 10000, "
+                          f"warmup_steps: 500, decay: cosine, min_lr_ratio: 0.1}}, got {str(data)[:60]!r}")
+    return build(Schedule, data, f"{where}: schedule")
+
+
+def _schedule(data: Any) -> Schedule | None:
+    data = _unwrap(data)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return build(Schedule, data, "schedule")
+    except LadderError:
+        return None  # not a schedule of this tool; the planned steps come from stop_after_steps

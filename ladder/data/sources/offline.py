@@ -1,0 +1,398 @@
+"""wandb offline run directories: the ``.wandb`` file is the only record there, so read it directly.
+
+`OfflineSource` finds every ``run-<id>.wandb`` file under a directory (a ``.wandb`` file, one run's
+folder, a ``wandb/`` folder, or a folder of trainer run directories). Files with the same run id are
+one run: a resumed run writes a new folder with the same id, and its rows continue in the order the
+folders started. Records are decoded with wandb's own protobuf classes; only history, config, run and
+exit records are parsed, the rest are skipped by their field number.
+
+A read starts where the previous one stopped (the cursor holds each file's offset and the last bytes
+before it, so a file that was replaced is noticed and read again from the start). The run is
+finished when its newest file holds an exit record with code 0, crashed with another code, and when
+there is no exit record it is running while the file keeps changing, else crashed (killed).
+
+Each run is identified by the folder wandb ran in (``offline:/abs/runs/NAME`` for
+``runs/NAME/wandb/offline-run-*/``), not by the path the pull was given, so the same run pulled
+through a parent folder or directly is one run of the store; a cursor that names other files than
+the first ones listed reads the run again from the start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ladder import runfiles
+from ladder.data.sources.growing import still_valid, tail_check
+from ladder.data.sources.leveldb import LogRead, Stop, read_log
+from ladder.data.sources.table import RowBuilder, RunRef, SourceRun, concat_rows, json_number, whole_count
+from ladder.errors import LadderError
+
+_FILE = re.compile(r"^run-(?P<id>.+)\.wandb$")
+_DIR_STAMP = re.compile(r"(?:offline-)?run-(?P<stamp>\d{8}_\d{6})-")
+_MAX_DEPTH = 5
+
+# Record fields (wandb_internal.proto) worth parsing; any other record is skipped unparsed.
+_HISTORY, _CONFIG, _RUN, _EXIT = 2, 5, 17, 18
+_KEEP = {_HISTORY, _CONFIG, _RUN, _EXIT}
+
+
+class OfflineSource:
+    """wandb run files under `path`, read incrementally."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        step_key: str = "_step",
+        tokens_key: str = runfiles.TOKENS_SEEN,
+        running_window_s: float = 120.0,
+        clock: Any = time.time,
+    ):
+        self.path = Path(path).expanduser().resolve()
+        self.step_key = step_key
+        self.tokens_key = tokens_key
+        self.running_window_s = running_window_s
+        """A run without an exit record counts as running while its file changed this recently."""
+        self.clock = clock
+
+    @property
+    def key(self) -> str:
+        return f"offline:{self.path}"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """What changes the rows read (part of a pull's flags)."""
+        return {"step_key": self.step_key, "tokens_key": self.tokens_key}
+
+    def runs(self) -> list[RunRef]:
+        files = find_run_files(self.path)
+        by_id: dict[str, list[Path]] = defaultdict(list)
+        for f in files:
+            by_id[_run_id_of(f)].append(f)
+        return [
+            RunRef(run_id, _run_source(paths), label=f"{run_id} ({paths[0].parent})", handle=sorted(paths, key=_start_key))
+            for run_id, paths in sorted(by_id.items())
+        ]
+
+    def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
+        files: list[Path] = ref.handle
+        seen: dict[str, dict[str, Any]] = dict((cursor or {}).get("files", {}))
+        replace = cursor is None or not _cursor_holds(files, seen)
+        if replace:
+            seen = {}
+        decoder = _Decoder(self.step_key, self.tokens_key)
+        frames, warnings = [], []
+        for f in files:
+            state = seen.get(str(f), {"offset": 0})
+            if state.get("stop") == Stop.END and state["offset"] == f.stat().st_size:
+                continue
+            log = read_log(f, state["offset"])
+            bad = decoder.decode(log.records, f, log)
+            if bad is not None:  # a record whose checksum holds but whose bytes are not a wandb record
+                at = log.ends[bad - 1] if bad else log.start
+                log = log.cut(bad, f"record {bad + 1} of this read (at byte {at}) is not a wandb record")
+            frames.append(decoder.take_rows())
+            seen[str(f)] = _file_state(f, log, state, decoder.exit_code)
+            decoder.exit_code = None
+            if log.stop is Stop.CORRUPT:
+                warnings.append(
+                    f"{f}: {log.problem}; stopped reading this file there "
+                    f"(rows before it kept, nothing after it read)"
+                )
+        warnings.extend(decoder.warnings())
+        warnings.extend(_left_beside(files, ref.run_id))
+        last = seen[str(files[-1])]
+        state, note = self._state(files[-1], last)
+        if note:
+            warnings.append(note)
+        return SourceRun(
+            run_id=ref.run_id,
+            source=ref.source,
+            rows=concat_rows(frames),
+            cursor={"files": seen},
+            state=state,
+            config=decoder.config,
+            name=decoder.name,
+            group=decoder.group,
+            warnings=tuple(warnings),
+            replace=replace,
+        )
+
+    def _state(self, path: Path, last: dict[str, Any]) -> tuple[str, str]:
+        code = last.get("exit_code")
+        if code is not None:
+            return ("finished", "") if code == 0 else ("crashed", "")
+        age = self.clock() - path.stat().st_mtime
+        if age < self.running_window_s:
+            return "running", ""
+        tail = f" ({last['problem']})" if last.get("problem") else ""
+        return "crashed", (
+            f"{path}: no exit record and no write for {age:.0f} s: the run was killed or lost{tail}; "
+            "marked crashed, every whole record before that point kept"
+        )
+
+
+def find_run_files(path: Path) -> list[Path]:
+    """The ``.wandb`` files at or under `path` (links to folders, like ``latest-run``, are not followed)."""
+    if not path.exists():
+        raise LadderError(f"{path}: no such file or directory")
+    if path.is_file():
+        if path.suffix != ".wandb":
+            raise LadderError(f"{path}: not a wandb run (expected a .wandb file or a folder holding one)")
+        return [path]
+    found = []
+    for root, dirs, names in os.walk(path):
+        depth = len(Path(root).relative_to(path).parts)
+        dirs[:] = [] if depth >= _MAX_DEPTH else sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
+        found += [Path(root) / n for n in sorted(names) if n.endswith(".wandb")]
+    if not found:
+        raise LadderError(
+            f"{path}: not a wandb run: no .wandb file in it or below it "
+            "(expected e.g. wandb/offline-run-DATE-ID/run-ID.wandb)"
+        )
+    return found
+
+
+def _run_id_of(path: Path) -> str:
+    m = _FILE.match(path.name)
+    return m.group("id") if m else path.stem
+
+
+def _run_source(files: list[Path]) -> str:
+    """An offline run's source: the folder wandb ran in (the one holding ``wandb/``, e.g. the trainer's
+    run folder), the same whichever folder at or above it, or which of its run folders or files, a
+    pull was given."""
+    return f"offline:{os.path.commonpath(sorted({str(_home(f)) for f in files}))}"
+
+
+def _home(path: Path) -> Path:
+    folder = path.parent
+    if not _DIR_STAMP.match(folder.name):
+        return folder  # a loose .wandb file
+    return folder.parent.parent if folder.parent.name == runfiles.WANDB_DIR else folder.parent
+
+
+def _start_key(path: Path) -> tuple[str, int]:
+    m = _DIR_STAMP.match(path.parent.name)
+    return (m.group("stamp") if m else "", path.stat().st_mtime_ns)
+
+
+def _left_beside(files: list[Path], run_id: str) -> list[str]:
+    """A warning where folders of the same run sit beside those read (a pull given `wandb/latest-run` of a resumed
+    run reads that attempt alone)."""
+    read = {f.resolve() for f in files}
+    beside = {p.resolve() for f in files for p in f.parent.parent.glob(f"*/run-{run_id}.wandb")} - read
+    if not beside:
+        return []
+    shown = ", ".join(sorted(p.parent.name for p in beside)[:3]) + (", ..." if len(beside) > 3 else "")
+    return [f"{len(beside)} other folder(s) of run {run_id} beside the one read ({shown}) were not read: pull the "
+            f"folder above ({files[0].parent.parent}) to read the whole run, its attempts in order"]
+
+
+def _cursor_holds(files: list[Path], seen: dict[str, dict[str, Any]]) -> bool:
+    """The cursor names the first of the files, in order, and each only grew since.
+
+    A pull given one run folder of a resumed run and then the folder above sees more files: when one
+    comes before those read, reading only it would put its rows after theirs.
+    """
+    if list(seen) != [str(f) for f in files[: len(seen)]]:
+        return False
+    return all(still_valid(f, seen[str(f)]["offset"], seen[str(f)].get("check")) for f in files[: len(seen)])
+
+
+def _file_state(path: Path, log: LogRead, before: dict[str, Any], exit_code: int | None) -> dict[str, Any]:
+    code = exit_code if exit_code is not None else before.get("exit_code")
+    return {
+        "offset": log.end,
+        "check": tail_check(path, log.end),
+        "stop": str(log.stop),
+        "problem": log.problem,
+        "exit_code": code,
+    }
+
+
+def _content_field(payload: bytes, oneof: frozenset[int]) -> int | None:
+    """Field number of the record's content (its ``record_type``), read from the tags without parsing.
+
+    wandb writes ``num``, ``control`` and ``_info`` before the content field, so walk the top-level
+    tags, stepping over their values, until one belongs to the content. None when the bytes hold
+    something unexpected, so the record gets parsed in full.
+    """
+    i, n = 0, len(payload)
+    while i < n:
+        tag, i = _varint(payload, i, n)
+        if tag is None:
+            return None
+        field, wire = tag >> 3, tag & 7
+        if field in oneof:
+            return field
+        if wire == 0:
+            _, i = _varint(payload, i, n)
+        elif wire == 2:
+            length, i = _varint(payload, i, n)
+            if length is None:
+                return None
+            i += length
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            return None
+    return None
+
+
+def _varint(buf: bytes, i: int, n: int) -> tuple[int | None, int]:
+    shift = result = 0
+    while i < n and shift < 64:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, i
+        shift += 7
+    return None, i
+
+
+class _Decoder:
+    """Turns records into rows and run facts."""
+
+    def __init__(self, step_key: str, tokens_key: str):
+        from wandb.proto import wandb_internal_pb2  # imported here: wandb is slow to import
+
+        self._record = wandb_internal_pb2.Record
+        oneof = wandb_internal_pb2.Record.DESCRIPTOR.oneofs_by_name["record_type"]
+        self._content = frozenset(f.number for f in oneof.fields)
+        self.step_key = step_key
+        self.tokens_key = tokens_key
+        self.rows = RowBuilder()
+        self.config: dict[str, Any] = {}
+        self.name: str | None = None
+        self.group: str | None = None
+        self.exit_code: int | None = None
+        self.skipped_text: dict[str, int] = defaultdict(int)
+        self.without_step = 0
+
+    def take_rows(self):
+        frame = self.rows.frame()
+        self.rows = RowBuilder()
+        return frame
+
+    def decode(self, records: list[bytes], path: Path | None = None, log: LogRead | None = None) -> int | None:
+        """Decode `records`; returns the index of the first one that does not parse (None: all did).
+
+        Rows of the records before it are kept; a step out of range is a `LadderError` naming the record.
+        """
+        from google.protobuf.message import DecodeError
+
+        record = self._record()
+        for i, payload in enumerate(records):
+            field = _content_field(payload, self._content)
+            if field is not None and field not in _KEEP:
+                continue
+            try:
+                record.ParseFromString(payload)
+            except (DecodeError, RecursionError):
+                return i
+            kind = record.WhichOneof("record_type")
+            if kind == "history":
+                at = (log.ends[i - 1] if i else log.start) if log is not None and log.ends else 0
+                self._history(record.history, f"{path}: history record at byte {at}")
+            elif kind == "run":
+                self._run(record.run)
+            elif kind == "config":
+                self._config(record.config)
+            elif kind == "exit":
+                self.exit_code = record.exit.exit_code
+        return None
+
+    def _history(self, history: Any, where: str = "a history record") -> None:
+        step = history.step.num if self.step_key == "_step" and history.HasField("step") else None
+        pairs = []
+        tokens = math.nan
+        for item in history.item:
+            nested = item.nested_key
+            key = item.key or (nested[0] if len(nested) == 1 else ".".join(nested))
+            if key == self.step_key:
+                value = _item_value(item)
+                if step is None and value is not None:
+                    step = whole_count(value, f"step ('{self.step_key}')", where)
+                continue
+            if not key or key[0] == "_":
+                continue  # wandb's own (_runtime, _timestamp, ...)
+            text = item.value_json
+            try:
+                value = float(text)  # the common case: a plain number as JSON
+            except ValueError:
+                value = _item_value(item)
+            if value is None:
+                self.skipped_text[key] += 1
+                continue
+            if key == self.tokens_key and math.isfinite(value):
+                tokens = float(whole_count(round(value), f"tokens ('{key}')", where))
+            pairs.append((key, value))
+        if step is None:
+            self.without_step += 1
+            return
+        step = whole_count(step, "step", where)
+        add = self.rows.add
+        for key, value in pairs:
+            add(step, key, value, tokens)
+
+    def _run(self, run: Any) -> None:
+        self.name = run.display_name or self.name
+        self.group = run.run_group or self.group
+        self._config(run.config)
+
+    def _config(self, config: Any) -> None:
+        for item in config.update:
+            path = [item.key] if item.key else list(item.nested_key)
+            if not path or path[0] == "_wandb":
+                continue
+            try:
+                value = json.loads(item.value_json)
+            except ValueError:
+                continue
+            _set_path(self.config, path, value)
+        for item in config.remove:
+            path = [item.key] if item.key else list(item.nested_key)
+            if path:
+                self.config.pop(path[0], None)
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.without_step:
+            out.append(f"{self.without_step} history rows have no '{self.step_key}' and were skipped")
+        if self.skipped_text:
+            keys = ", ".join(sorted(self.skipped_text)[:5]) + (", ..." if len(self.skipped_text) > 5 else "")
+            out.append(f"values that are not numbers (tables, media, text) were skipped for: {keys}")
+        return out
+
+
+def _item_value(item: Any) -> float | None:
+    which = item.WhichOneof("value")
+    if which is None:
+        return json_number(item.value_json) if item.value_json else None
+    if which == "number":
+        return item.number
+    if which in ("integer", "boolean"):
+        return float(getattr(item, which))
+    if which == "json":
+        return json_number(item.json)
+    return None  # none, text
+
+
+def _set_path(config: dict[str, Any], path: list[str], value: Any) -> None:
+    node = config
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            return
+    node[path[-1]] = value

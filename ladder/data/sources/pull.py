@@ -1,0 +1,444 @@
+"""Pull runs from any source into the store: read what is new, resolve it, stage it, commit once.
+
+Every source has ``key`` (where runs come from), ``runs()`` (a cheap listing) and
+``read(ref, cursor)`` (rows new since the cursor). The pull gives each run the cursor its last pull
+stored, so a second pull reads only what is new and tops up running runs. A run staged by a pull
+that was cut off is not read again when the same pull runs again with the same flags.
+
+Nothing is replaced silently: a run id already stored from another source, or stored with other
+coordinates than the user now gives, refuses the whole pull before anything is read, unless
+`replace` (the message then says what was replaced); a new rename onto a key a run logs itself
+refuses it too, as that run is read. A run's source is its own (``RunRef.source``:
+a local run's folder, the folder an offline run's ``wandb/`` is in), not the path a pull was given,
+so one run reached through a parent folder or directly is the same run. A run that cannot be read (a
+damaged file, a value out of range) is skipped: the others are committed and `PullSkipped` lists the
+skipped ones.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from ladder import runfiles
+from ladder.data.resolve import MetricSettings, resolve
+from ladder.data.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, resolve_coordinates
+from ladder.data.sources.table import RunRef, SourceRun, check_run_id
+from ladder.data.store import GIVEN_KEY, HISTORY_COLUMNS, Store, StoreWriter
+from ladder.errors import LadderError, SourceUnavailable
+
+
+class Source(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    def runs(self) -> list[RunRef]: ...
+
+    def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun: ...
+
+
+@dataclass(frozen=True)
+class RunPulled:
+    run_id: str
+    name: str
+    state: str
+    rows_read: int
+    """Rows this pull read from the source."""
+    rows: int
+    """History rows stored for the run now."""
+    last_step: int | None
+    last_fraction: float | None
+    messages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PullResult:
+    source: str
+    pulled: tuple[RunPulled, ...]
+    unchanged: int
+    """Runs listed that had nothing new."""
+    resumed: int
+    """Runs staged by an earlier, interrupted run of this pull and committed now."""
+    skipped: tuple[tuple[str, str], ...] = ()
+    """(run, why) for runs that could not be read; nothing of them was stored."""
+    notes: tuple[str, ...] = ()
+    """What happened to the store beyond the runs pulled (runs replaced, staged runs discarded)."""
+
+    @property
+    def messages(self) -> list[str]:
+        return [*self.notes, *(f"{r.name}: {m}" for r in self.pulled for m in r.messages)]
+
+
+class RenameClash(LadderError):
+    """A rename this pull is given maps a key onto one the run logs itself: the whole pull is refused."""
+
+
+class PullSkipped(LadderError):
+    """Some runs could not be read; the others were committed. `result` says which is which."""
+
+    def __init__(self, result: PullResult):
+        self.result = result
+        others = len(result.pulled) + result.unchanged + result.resumed
+        done = f" ({_n_runs(others)} pulled beside it)" if others else ""
+        super().__init__("; ".join(f"skipped {run}: {why}" for run, why in result.skipped) + done)
+
+
+def _n_runs(n: int) -> str:
+    return f"{n:,} run" + ("" if n == 1 else "s")
+
+
+def pull(
+    store: Store,
+    source: Source,
+    *,
+    overrides: CoordinateOverrides | None = None,
+    settings: MetricSettings | None = None,
+    full: bool = False,
+    replace: bool = False,
+) -> PullResult:
+    """Read `source` into `store`; `settings` (when given) become the store's; `full` reads every run anew;
+    `replace` lets this pull replace runs stored from another source or with other coordinates.
+
+    Raises `PullSkipped` (after committing the rest) when some runs could not be read, and `RenameClash`
+    (committing nothing) when a rename this pull adds maps a key onto one a run logs itself.
+    """
+    overrides = overrides or CoordinateOverrides()
+    # What decides the rows and coordinates staged (`replace` does not: it only lets a clash through).
+    flags = {"overrides": [overrides.all_runs, overrides.per_run], "settings": None if settings is None else
+             [settings.fit_metric, settings.renames], "full": full, "source": getattr(source, "options", None)}
+    with store.writer(source.key, flags) as writer:
+        notes = list(writer.notes)
+        # Renames kept from earlier pulls were accepted then; only those this pull adds are checked.
+        new_renames = {} if settings is None else dict(settings.renames.items() - store.settings().renames.items())
+        if settings is not None and settings != writer.settings():
+            writer.set_settings(settings)
+        settings = writer.settings()
+        refs = source.runs()
+        listed = {ref.run_id for ref in refs}
+        names = _names(writer, refs)  # what a coordinates file may call a run of this pull; reads add theirs
+        skipped = [(ref.label or ref.run_id, ref.problem) for ref in refs if ref.problem]
+        refs = [ref for ref in refs if not ref.problem]
+        _check_listing(refs, source.key)
+        resumed = sum(ref.run_id in writer.staged for ref in refs)
+        notes += _check_clashes(writer, refs, source.key, overrides, replace)
+        notes += source.notes(overrides) if hasattr(source, "notes") else []
+        for ref in refs:  # coordinates known from the listing: check them all before reading any history
+            if ref.config is not None and ref.run_id not in writer.staged:
+                prev = writer.stored(ref.run_id)
+                config = {**_config(prev), **ref.config}
+                resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev), overrides)
+        pulled, unchanged = [], 0
+        for ref in refs:
+            if ref.run_id in writer.staged:
+                continue
+            try:
+                done = _pull_run(writer, source, ref, overrides, settings, full, names, new_renames, replace)
+            except SourceUnavailable as exc:
+                if writer.staged:
+                    raise SourceUnavailable(
+                        f"{exc} ({len(writer.staged)} run(s) read before this one are kept aside, "
+                        "not committed; run the same pull again to continue from them)"
+                    ) from None
+                raise
+            except RenameClash:
+                raise
+            except (LadderError, OSError) as exc:
+                skipped.append((ref.label or ref.run_id, _reason(exc)))
+                continue
+            if done is None:
+                unchanged += 1
+            else:
+                pulled.append(done)
+        writer.commit()
+    notes += overrides.unmatched(names)
+    runs = store.runs()
+    notes += _twice(runs, {p.run_id for p in pulled})
+    if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
+        notes += _gone(runs, source.key, listed)
+    result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes))
+    if skipped:
+        raise PullSkipped(result)
+    return result
+
+
+def _gone(runs: pd.DataFrame, key: str, listed: set[str]) -> list[str]:
+    """A line for the stored `runs` read from `key` (or a folder under it) that it no longer lists: deleted or
+    moved. The store keeps them as they were, a run that was running included."""
+    if runs.empty:
+        return []
+    src = runs["source"].astype(str)
+    mine = runs[((src == key) | src.str.startswith(key.rstrip("/") + "/")) & ~runs["run_id"].isin(listed)]
+    if mine.empty:
+        return []
+    r = mine.iloc[0]
+    more = f" (and {len(mine) - 1} more)" if len(mine) > 1 else ""
+    return [f"run {r['name']!r}{more}, stored from {r['source']}, is no longer there: the store keeps it as it was "
+            f"({r['state']} at step {int(r['last_step']) if pd.notna(r['last_step']) else 0:,}); pull it from where "
+            f"it went (--replace), keep it out of fits with --group/--role, or take it out of the store with "
+            f"`ladder runs --remove {r['run_id']}`"]
+
+
+def _twice(runs: pd.DataFrame, pulled: set[str]) -> list[str]:
+    """A line where a run just pulled shares its group and name with a stored run (of `runs`) of another source:
+    one run read from its folder and from its wandb files, which every fit would count twice."""
+    if not pulled or runs.empty:
+        return []
+    out = []
+    for (group, name), rows in runs.groupby(["group", "name"], sort=False):
+        if len(rows) > 1 and rows["source"].nunique() > 1 and pulled & set(rows["run_id"]):
+            shown = ", ".join(f"{r} ({s})" for r, s in zip(rows["run_id"], rows["source"]))
+            out.append(f"run {name!r}{f' of group {group!r}' if group else ''} is in the store {len(rows)} times, "
+                       f"from other sources: {shown}; one run pulled from its folder and its wandb files? Every "
+                       "fit counts each: keep each run from one source (`ladder runs --remove ID` takes out the "
+                       "unwanted copy)")
+    return out
+
+
+def _names(writer: StoreWriter, refs: list[RunRef]) -> set[str]:
+    """The ids and names the listing and the store give the runs of `refs`."""
+    names = set()
+    for ref in refs:
+        row = writer.staged.get(ref.run_id, {}).get("row") or writer.stored(ref.run_id) or {}
+        names |= {n for n in (ref.run_id, ref.name, row.get("name")) if n}
+    return names
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and not isinstance(exc, LadderError):
+        return f"{exc.filename or 'a file'}: cannot read it ({exc.strerror or exc})"
+    return str(exc)
+
+
+def _check_listing(refs: list[RunRef], key: str) -> None:
+    """Run ids are safe to keep and unique within one source (two runs under one id would merge)."""
+    seen: dict[str, str] = {}
+    for ref in refs:
+        check_run_id(ref.run_id, f"{key}: run {ref.label or ref.run_id!r}")
+        if ref.run_id in seen:
+            raise LadderError(
+                f"{key}: two runs have the id {ref.run_id!r} ({seen[ref.run_id]} and {ref.label}); "
+                "give them different names or groups, or pull them one at a time into different stores"
+            )
+        seen[ref.run_id] = ref.label
+
+
+def _check_clashes(
+    writer: StoreWriter, refs: list[RunRef], key: str, overrides: CoordinateOverrides, replace: bool
+) -> list[str]:
+    """Refuse (or, with `replace`, announce) runs that would replace a stored run from elsewhere."""
+    clashes = []
+    for ref in refs:
+        prev = writer.stored(ref.run_id)
+        if prev is None or ref.run_id in writer.staged:
+            continue
+        if not _same_source(prev["source"], ref.source or key):
+            clashes.append(f"run id {ref.run_id!r} is already in the store from {prev['source']} "
+                           f"({prev['rows']:,} rows); {ref.source or key} has a run with the same id")
+        else:
+            moved = _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], prev))
+            if moved:
+                clashes.append(f"run {ref.run_id!r} is stored with {moved}")
+    if clashes and not replace:
+        more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
+        raise LadderError(
+            f"{clashes[0]}{more}; nothing was pulled: pass --replace to replace the stored run(s), "
+            "or give the new run(s) other ids"
+        )
+    return [f"replaced: {c}" for c in clashes]
+
+
+def _pull_run(
+    writer: StoreWriter,
+    source: Source,
+    ref: RunRef,
+    overrides: CoordinateOverrides,
+    settings: MetricSettings,
+    full: bool,
+    names: set[str],
+    new_renames: dict[str, str],
+    replace: bool = False,
+) -> RunPulled | None:
+    """Read and stage one run; adds the name its coordinates are looked up by to `names`. A rename
+    in `new_renames` onto a key the run logs itself raises `RenameClash`; a table read again that lacks
+    metrics or steps the store holds of the run is refused unless `replace`."""
+    prev = writer.stored(ref.run_id)
+    origin = ref.source or source.key
+    same = prev is not None and _same_source(prev["source"], origin)
+    usable = same and not full
+    earlier = prev if same else None  # coordinates the user gave an earlier pull of this run still hold
+    if usable and _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], earlier)):
+        usable = False  # every stored row's tokens and fraction change: read the run again
+    got = source.read(ref, json.loads(prev["cursor_json"]) if usable and prev["cursor_json"] else None)
+    fresh = got.replace or not usable
+    config = dict(got.config) if fresh else {**_config(prev), **got.config}
+    name = _name(ref, got, config, prev)
+    names.add(name)
+    if not fresh and not len(got.rows) and got.state == prev["state"] and config == _config(prev):
+        return None
+    overrides = _remembered(overrides, ref.run_id, name, earlier)
+    given = overrides.for_run(ref.run_id, name)
+    schedule = given.get(SCHEDULE)
+    if schedule is not None:  # a schedule from a coordinates file is kept with the run, where predictions read it
+        config = {**config, SCHEDULE: schedule}
+    if given:
+        config = {**config, GIVEN_KEY: given}
+    coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(prev), overrides)
+    moved = _moved(_coords(prev), coords.values()) if same else ""
+    stored_report = None if fresh else writer.stored_report(ref.run_id)
+    stored_history = None if fresh else writer.stored_history(ref.run_id)
+    _check_renames(ref, got.rows, stored_history, new_renames)
+    history, report = resolve(got.rows, coords, settings, stored_history)
+    was = writer.stored_history(ref.run_id) if got.whole and same and not replace else None  # a table read again
+    _check_nothing_lost(name, was, history)
+    total = report.plus(stored_report)
+    steps = history["step"].to_numpy()
+    last_step = int(steps.max()) if len(steps) else None
+    last_fraction = float(coords.fraction(np.array([last_step]))[0]) if last_step is not None else None
+    row = {
+        "run_id": ref.run_id,
+        "name": str(given.get("name") or name),
+        "group": str(given.get("group") or got.group or labels.get("group") or (prev or {}).get("group") or ""),
+        "role": str(labels.get("role") or (prev or {}).get("role") or ""),
+        **coords.values(),
+        "state": got.state,
+        "source": origin,
+        "last_step": last_step,
+        "last_fraction": last_fraction,
+        "rows": len(history),
+        "pulled_at": time.time(),
+        "config_json": json.dumps(config, sort_keys=True, default=str),
+        "report_json": json.dumps(total.to_json()),
+        "cursor_json": json.dumps(got.cursor),
+    }
+    if usable and _as_stored(prev, row, was, history):
+        return None  # a table imported again as it was (--full and --replace write it anew)
+    writer.stage(row, history)
+    return RunPulled(
+        ref.run_id,
+        row["name"],
+        got.state,
+        len(got.rows),
+        len(history),
+        last_step,
+        last_fraction,
+        tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(stored_report)),
+    )
+
+
+def _as_stored(prev: dict[str, Any], row: dict[str, Any], stored: pd.DataFrame | None, history: pd.DataFrame) -> bool:
+    """Whether a run read again leaves the store as it is: every runs-table field but the pull's time, and every
+    history row."""
+    if stored is None or len(stored) != len(history):
+        return False
+    if any(not _same_value(prev.get(k), v) for k, v in row.items() if k != "pulled_at"):
+        return False
+    return all(_same_column(stored[c].to_numpy(), history[c].to_numpy()) for c in HISTORY_COLUMNS)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    missing = [x is None or (isinstance(x, float) and np.isnan(x)) for x in (a, b)]
+    if any(missing):
+        return all(missing)
+    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
+        return float(a) == float(b)
+    return a == b
+
+
+def _same_column(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype.kind in "fiu" and b.dtype.kind in "fiu":
+        return np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True)
+    return [str(x) for x in a] == [str(x) for x in b]
+
+
+def _check_nothing_lost(name: str, stored: pd.DataFrame | None, history: pd.DataFrame) -> None:
+    """Refuse a table read again whose run lacks metrics, or steps, that the store holds of it: replacing the run
+    would drop them (a column left out of the import, or rows cut from the file)."""
+    if stored is None or not len(stored):
+        return
+    gone = sorted(set(stored["metric"].astype(str)) - set(history["metric"].astype(str)))
+    last, now = int(stored["step"].max()), int(history["step"].max()) if len(history) else -1
+    lost = ([f"{', '.join(repr(m) for m in gone)} (not in this import)"] if gone else []) + (
+        [f"its steps after {now:,} (the store has them to step {last:,})"] if now < last else [])
+    if lost:
+        raise LadderError(f"run {name!r}: this import would drop {' and '.join(lost)} from the stored run; nothing of "
+                          "it was replaced: pass --replace to replace it with what this file holds, or import the "
+                          "file with the same columns (every --metric of the earlier import)")
+
+
+def _check_renames(ref: RunRef, rows: pd.DataFrame, stored: pd.DataFrame | None, renames: dict[str, str]) -> None:
+    """Refuse a rename whose target the run logs itself: its values would be mixed with the renamed ones."""
+    logged = set(rows["metric"].astype(str)) if len(rows) else set()
+    kept = set(stored["metric"].astype(str)) if stored is not None and len(stored) else set()
+    for old, new in renames.items():
+        if old in logged and (new in logged or new in kept):
+            raise RenameClash(
+                f"run {ref.label or ref.run_id}: it logs {new!r} itself, and --rename {old}={new} would mix its "
+                f"{old!r} values into those; nothing was pulled: rename {old!r} to a key the run does not log, "
+                f"or fit it as it is with --fit-metric {old}"
+            )
+
+
+def _remembered(overrides: CoordinateOverrides, run_id: str, name: str, prev: dict[str, Any] | None) -> CoordinateOverrides:
+    """The user's coordinates for the run: those of earlier pulls (kept in `prev`'s config), then this pull's."""
+    earlier = _config(prev).get(GIVEN_KEY) if prev else None
+    if not earlier:
+        return overrides
+    return CoordinateOverrides(per_run={run_id: {**earlier, **overrides.for_run(run_id, name)}})
+
+
+def _same_source(stored: str, origin: str) -> bool:
+    """Whether a run stored from `stored` comes from `origin` (a run's own source, `RunRef.source`).
+
+    Runs pulled before local and offline runs were identified by their own folders are stored under
+    the path that pull was given: a folder of runs above this run's folder, or for offline files also
+    one of the run's own folders or files. Those are this run too; another run folder is not.
+    """
+    if stored == origin:
+        return True
+    kind, _, path = origin.partition(":")
+    stored_kind, _, stored_path = stored.partition(":")
+    if kind != stored_kind or kind not in ("local", "offline"):
+        return False
+    here, there = Path(path), Path(stored_path)
+    if kind == "local":
+        return here.is_relative_to(there) and not (there / runfiles.METRICS_FILE).is_file()
+    return here.is_relative_to(there) or there.is_relative_to(here)
+
+
+def _name(ref: RunRef, got: SourceRun | None, config: dict[str, Any], prev: dict[str, Any] | None) -> str:
+    return str((got.name if got else None) or ref.name or config.get("name") or (prev or {}).get("name") or ref.run_id)
+
+
+def _coordinates_moved(ref: RunRef, prev: dict[str, Any], overrides: CoordinateOverrides) -> str:
+    """The stored values the user now gives other values for ("" when none), e.g.
+    ``stop_after_steps=100 (this pull gives 40)``."""
+    given = overrides.for_run(ref.run_id, prev["name"])
+    if not given:
+        return ""
+    config = {**_config(prev), **(ref.config or {})}
+    coords, labels = resolve_coordinates(ref.label, ref.run_id, prev["name"], config, _coords(prev), overrides)
+    now = {**coords.values(), **labels, "name": given.get("name", prev["name"])}
+    before = {**_coords(prev), **{k: prev[k] for k in ("name", "group", "role")}}
+    moved = [k for k in before if now.get(k, before[k]) != before[k]]
+    return ", ".join(f"{k}={before[k]} (this pull gives {now[k]})" for k in moved)
+
+
+def _moved(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """``field old → new`` for each coordinate that differs ("" when none)."""
+    return ", ".join(f"{k} {before[k]} → {now[k]}" for k in before if now.get(k) != before[k])
+
+
+def _config(prev: dict[str, Any] | None) -> dict[str, Any]:
+    return json.loads(prev["config_json"]) if prev and prev.get("config_json") else {}
+
+
+def _coords(prev: dict[str, Any] | None) -> dict[str, Any]:
+    if not prev:
+        return {}
+    return {f: (None if pd.isna(prev[f]) else prev[f]) for f in FIELDS}

@@ -1,0 +1,222 @@
+"""The one table format every metric source produces, and what a source says about a run.
+
+Rows are long: one logged value per row, in the order the run logged them:
+
+- ``seq`` (int64): log order within one read (rows from later in the log have higher numbers);
+- ``step`` (int64): optimizer steps completed when the value was logged;
+- ``metric`` (str): the key as logged (nested dicts joined with ``.``, as wandb shows them);
+- ``value`` (float64): NaN and ±inf kept as logged;
+- ``tokens`` (float64): tokens seen at that step when the source logs them, else NaN.
+
+A source never decides which of two values at a step is right, or what a rewind means: it passes
+rows on in log order and `ladder.data.resolve` settles them, once, for every source.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ladder.errors import LadderError
+
+RAW_COLUMNS = ("seq", "step", "metric", "value", "tokens")
+STATES = ("finished", "crashed", "running")
+MAX_INT = 2**63 - 1
+"""The largest step, token count or parameter count the store holds (int64)."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run a source can read, as listed before reading its history."""
+
+    run_id: str
+    source: str
+    """Where it comes from, e.g. ``wandb:entity/project``, ``offline:/abs/runs/NAME``, ``local:/abs/runs/NAME``:
+    the run's own place (a local run's folder), the same whichever folder above it a pull was given."""
+    label: str = ""
+    """How messages name it (its name, or a path)."""
+    name: str | None = None
+    """Its name when the listing knows it."""
+    config: dict[str, Any] | None = None
+    """Its config when the listing already holds it (wandb cloud), else None until read."""
+    handle: Any = None
+    """Whatever the source needs to read it (files, an API object)."""
+    problem: str = ""
+    """Why it cannot be read at all (a damaged config), so that a pull skips it by name and reads the rest."""
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """What one read of one run returned: rows new since the cursor, and where to continue."""
+
+    run_id: str
+    source: str
+    rows: pd.DataFrame
+    """New rows in the format above."""
+    cursor: dict[str, Any]
+    """JSON-able; hand it back to the next read of this run to get only what is new."""
+    state: str
+    """finished, crashed or running."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Top-level config keys read since the cursor (all of them on a first read)."""
+    name: str | None = None
+    group: str | None = None
+    warnings: tuple[str, ...] = ()
+    replace: bool = False
+    """The earlier rows of this run are no longer valid (the file was rewritten): start over."""
+    whole: bool = False
+    """The rows are all the source holds of the run (a table read again): what the store has beyond them was
+    taken out of the source, not left behind by a restart."""
+
+
+class RowBuilder:
+    """Collects rows one value at a time (the fast path of the file readers) into a raw table."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.metrics: list[str] = []
+        self.values: list[float] = []
+        self.tokens: list[float] = []
+
+    def add(self, step: int, metric: str, value: float, tokens: float = math.nan) -> None:
+        self.steps.append(step)
+        self.metrics.append(metric)
+        self.values.append(value)
+        self.tokens.append(tokens)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def frame(self) -> pd.DataFrame:
+        return raw_frame(self.steps, self.metrics, self.values, self.tokens)
+
+
+def raw_frame(
+    steps: Iterable[int],
+    metrics: Iterable[str],
+    values: Iterable[float],
+    tokens: Iterable[float] | None = None,
+) -> pd.DataFrame:
+    """A raw table from columns in log order."""
+    step = np.asarray(steps if isinstance(steps, np.ndarray) else list(steps), dtype=np.int64)
+    value = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float64)
+    if tokens is None:
+        tok = np.full(len(step), np.nan)
+    else:
+        tok = np.asarray(tokens if isinstance(tokens, np.ndarray) else list(tokens), dtype=np.float64)
+    return pd.DataFrame(
+        {
+            "seq": np.arange(len(step), dtype=np.int64),
+            "step": step,
+            "metric": pd.Categorical(metrics if isinstance(metrics, list) else list(metrics)),
+            "value": value,
+            "tokens": tok,
+        }
+    )
+
+
+def empty_rows() -> pd.DataFrame:
+    return raw_frame([], [], [])
+
+
+def concat_rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Raw tables read one after the other, renumbered so ``seq`` keeps their order."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return empty_rows()
+    if len(frames) == 1:
+        return frames[0]
+    out = pd.concat([f.assign(metric=f["metric"].astype(str)) for f in frames], ignore_index=True)
+    out["seq"] = np.arange(len(out), dtype=np.int64)
+    out["metric"] = pd.Categorical(out["metric"])
+    return out
+
+
+def as_number(value: Any) -> float | None:
+    """A logged value as a float, or None when it is not a number (text, a table, an image)."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return finite_or_nan(value, "value", "a logged value")
+    if isinstance(value, np.generic) and np.issubdtype(type(value), np.number):
+        return float(value)
+    return None
+
+
+def json_number(text: str) -> float | None:
+    """A JSON value (as wandb stores it) as a float, or None when it is not a number."""
+    try:
+        return float(text)  # fast path: plain numbers, and wandb's NaN / Infinity / -Infinity
+    except ValueError:
+        pass
+    try:
+        return as_number(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
+
+
+def map_state(text: str) -> str:
+    """A run state as wandb and the trainer spell it, mapped to finished / crashed / running."""
+    state = (text or "").strip().lower()
+    if state == "finished":
+        return "finished"
+    if state in ("running", "pending", "preempting"):
+        return "running"
+    return "crashed"  # crashed, failed, killed, preempted: the run stopped before its end
+
+
+def whole_count(value: Any, field: str, where: str) -> int:
+    """A step or token count as an int in 0..2^63-1; anything else is a `LadderError` naming `where`.
+
+    Floats are accepted when whole (1000.0), since JSON writers and tables often hold counts as floats.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    number = value
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise LadderError(f"{where}: {field} {value!r} is not a number")
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value) or value != math.floor(value):
+            raise LadderError(f"{where}: {field} {value!r} is not a whole number")
+        if abs(value) >= 2.0**63:
+            raise LadderError(f"{where}: {field} {value!r} is out of range (0 to 2^63-1)")
+        number = int(value)
+    number = int(number)
+    if number < 0 or number > MAX_INT:
+        raise LadderError(f"{where}: {field} {_short(value)} is out of range (0 to 2^63-1)")
+    return number
+
+
+def finite_or_nan(value: Any, field: str, where: str) -> float:
+    """A logged value as a float; an integer too large for a float is a `LadderError` naming `where`."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise LadderError(f"{where}: {field} {_short(value)} is too large for a float") from None
+
+
+def check_run_id(run_id: str, where: str) -> str:
+    """A run id is data (kept as given) but also names files: refuse what no file name should carry."""
+    if not run_id or not run_id.strip():
+        raise LadderError(f"{where}: empty run id")
+    if _CONTROL.search(run_id):
+        raise LadderError(f"{where}: run id {run_id!r} holds a control character (NUL, newline, ...); rename the run")
+    parts = run_id.replace("\\", "/").split("/")
+    if run_id.startswith("/") or any(p in (".", "..") for p in parts):
+        raise LadderError(f"{where}: run id {run_id!r} looks like a file path ('..', '.' or a leading '/'); rename the run")
+    if len(run_id) > 512:
+        raise LadderError(f"{where}: run id of {len(run_id)} characters (at most 512)")
+    return run_id
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:12]}...({len(text)} digits)"

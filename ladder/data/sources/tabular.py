@@ -1,0 +1,331 @@
+"""CSV and parquet tables (published datasets, other tools' exports) as runs, by a column mapping.
+
+A table holds one row per (run, step) with metric columns side by side, or one row per run when it
+only gives final values (no step column: each row sits at the end of its run, fraction 1). Columns
+that hold one value per run become that run's config, and coordinate columns are mapped explicitly
+(``active_params=params_nonembed``). In a metric column, an empty cell (or ``NA``, ``null``, a parquet
+null) is a value the run did not log, while ``nan``, ``inf`` and ``-inf`` are values it logged: kept
+as logged, counted and left out of fits, as from every other source. Parquet is read with pyarrow
+(no pickled objects); a re-import replaces the runs it holds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ladder.data import csvfile
+from ladder.data.sources.coords import FIELDS, LABELS
+from ladder.data.sources.table import RunRef, SourceRun, check_run_id, map_state, raw_frame, whole_count
+from ladder.errors import LadderError
+
+_NOT_LOGGED = frozenset({"", "NA", "N/A", "n/a", "NULL", "null", "None", "#N/A", "#N/A N/A", "#NA", "<NA>"})
+"""Metric cells that mark a value the run did not log: pandas' missing-value markers, less the
+spellings of NaN (`_NAN_TEXT`), which are values the run logged."""
+_NAN_TEXT = frozenset({"nan", "1.#ind", "1.#qnan"})
+"""NaN as writers print it (compared in lower case, without a sign)."""
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """Which table columns mean what."""
+
+    metrics: dict[str, str]
+    """Stored metric key -> column, e.g. {"eval/loss": "loss_c4_en"}."""
+    run: str | None = None
+    """Column of run ids; None: the whole table is one run, named after the file."""
+    step: str | None = None
+    """Column of optimizer steps; None: each row is its run's final value."""
+    tokens: str | None = None
+    """Column of tokens seen at that step."""
+    coords: dict[str, str] = field(default_factory=dict)
+    """Coordinate field (active_params, stop_after_steps, ..., name, group, role) -> column."""
+
+    def __post_init__(self) -> None:
+        if not self.metrics:
+            raise LadderError("map at least one metric column, e.g. --metric eval/loss=loss")
+        for f in self.coords:
+            if f not in FIELDS and f not in LABELS:
+                raise LadderError(f"--coord-column {f}: unknown coordinate (known: {', '.join(FIELDS + LABELS)})")
+
+    @staticmethod
+    def parse_pairs(items: list[str], option: str) -> dict[str, str]:
+        """``NAME=COLUMN`` (or just ``COLUMN``, stored under its own name) strings as a mapping."""
+        out = {}
+        for item in items:
+            name, sep, column = item.partition("=")
+            name, column = name.strip(), (column if sep else name).strip()
+            if not name or not column:
+                raise LadderError(f"{option} {item!r}: expected NAME=COLUMN")
+            out[name] = column
+        return out
+
+
+class TableSource:
+    """A CSV or parquet file read through a `ColumnMap`."""
+
+    def __init__(self, path: str | os.PathLike, columns: ColumnMap):
+        self.path = Path(path).expanduser().resolve()
+        self.columns = columns
+        self._table: pd.DataFrame | None = None
+        self._values: dict[str, np.ndarray] = {}
+        """Per metric column, its values by row of the table, as float64."""
+        self._logged: dict[str, np.ndarray] = {}
+        """Per metric column, which rows of the table hold a value the run logged (NaN and inf included)."""
+
+    @property
+    def key(self) -> str:
+        return f"csv:{self.path}"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """What changes the rows read (part of a pull's flags): the mapping, and the file as it is now (its size
+        and time of change), so that an interrupted import of a file edited since is not taken over."""
+        c = self.columns
+        try:
+            st = self.path.stat()
+            version = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            version = None
+        return {"metrics": c.metrics, "run": c.run, "step": c.step, "tokens": c.tokens, "coords": c.coords,
+                "file": version}
+
+    def runs(self) -> list[RunRef]:
+        table = self._load()
+        c = self.columns
+        ids = table[c.run].astype(str) if c.run is not None else pd.Series(self.path.stem, index=table.index)
+        per_run = _per_run_constants(table, ids, exclude={c.run, c.step, c.tokens, *c.metrics.values()})
+        refs = []
+        for run_id, rows in table.groupby(ids, sort=True):
+            run_id = str(run_id)
+            if c.step is None and len(rows) > 1:
+                raise LadderError(
+                    f"{self.path}: run {run_id!r} has {len(rows)} rows but no step column is mapped; "
+                    "map it with --step COLUMN (or --run COLUMN if each row is its own run)"
+                )
+            config = dict(per_run.get(run_id, {}))
+            for f in FIELDS:  # a coordinate column that varies within the run is no coordinate of it
+                if f in rows.columns and f not in config and f not in c.coords and rows[f].nunique(dropna=True) > 1:
+                    values = ", ".join(map(str, rows[f].dropna().unique()[:3]))
+                    raise LadderError(f"{self.path}: run {run_id!r}: column '{f}' holds several values in its rows "
+                                      f"({values}); a run has one {f}: fix the column, or give it with --coord {f}=VALUE")
+            for f, column in c.coords.items():
+                value = rows[column].iloc[0]
+                config[f] = None if pd.isna(value) else _plain(value)
+            if c.step is None:
+                config.setdefault("stop_after_steps", 1)
+                if c.tokens is not None and "tokens_per_step" not in c.coords:
+                    if pd.isna(rows[c.tokens].iloc[0]):
+                        raise LadderError(f"{self._where(int(rows.index[0]))}: run {run_id!r} has no tokens (column "
+                                          f"'{c.tokens}' is empty); give the tokens it trained on")
+                    config.setdefault("tokens_per_step", _plain(rows[c.tokens].iloc[0]))
+            elif c.tokens is not None and "tokens_per_step" not in config:
+                per_step = _constant_ratio(rows[c.tokens], rows[c.step])
+                if per_step is not None:
+                    config["tokens_per_step"] = per_step
+            refs.append(RunRef(run_id, self.key, label=f"{run_id} ({self.path.name})", name=str(config.get("name") or run_id), config=config, handle=rows))
+        return refs
+
+    def notes(self, overrides: Any = None) -> list[str]:
+        """A line naming the columns read as coordinates because they are named for one (`FIELDS`), where no
+        --coord-column or --coord gave that coordinate: a column in other units would pass unseen."""
+        table = self._load()
+        given = set(self.columns.coords) | set(getattr(overrides, "all_runs", {}) or {})
+        given |= {f for entry in (getattr(overrides, "per_run", {}) or {}).values() for f in entry}
+        implied = [f for f in FIELDS if f in table.columns and f not in given]
+        if not implied:
+            return []
+        cols = ", ".join(repr(f) for f in implied)
+        return [f"{self.path.name}: column{'s' if len(implied) > 1 else ''} {cols} read as each run's coordinate of "
+                "that name; check the units (parameters and tokens as counts), or map another column with "
+                "--coord-column FIELD=COLUMN"]
+
+    def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
+        rows: pd.DataFrame = ref.handle
+        c = self.columns
+        if c.step is None:
+            planned = ref.config.get("stop_after_steps") or 1
+            step = np.full(len(rows), whole_count(planned, "stop_after_steps", f"{self.path}: run {ref.run_id!r}"), dtype=np.int64)
+        else:
+            step = rows[c.step].to_numpy(np.int64)  # checked when the table was loaded
+        tokens = rows[c.tokens].to_numpy(np.float64) if c.tokens else np.full(len(rows), np.nan)
+        order = np.argsort(step, kind="stable")  # a table has no log order: read it in step order
+        at = rows.index.to_numpy()[order]  # the table's index is its row numbers
+        steps, metrics, values, toks = [], [], [], []
+        for name, column in c.metrics.items():
+            value, present = self._values[column][at], self._logged[column][at]
+            steps.append(step[order][present])
+            values.append(value[present])
+            toks.append(tokens[order][present])
+            metrics += [name] * int(present.sum())
+        frame = raw_frame(np.concatenate(steps), metrics, np.concatenate(values), np.concatenate(toks))
+        frame = frame.sort_values("step", kind="stable")
+        frame = raw_frame(frame["step"].to_numpy(), frame["metric"].astype(str).tolist(), frame["value"].to_numpy(), frame["tokens"].to_numpy())
+        return SourceRun(
+            run_id=ref.run_id,
+            source=self.key,
+            rows=frame,
+            cursor={},
+            state=map_state(str(ref.config["state"])) if (ref.config or {}).get("state") else "finished",
+            config=ref.config or {},
+            name=ref.name,
+            group=str(ref.config.get("group")) if ref.config.get("group") else None,
+            replace=True,
+            whole=True,
+        )
+
+    def _load(self) -> pd.DataFrame:
+        if self._table is not None:
+            return self._table
+        csvfile.need_file(self.path)
+        self._lines: list[int] | None = None
+        c = self.columns
+        try:
+            if self.path.suffix.lower() in (".parquet", ".pq"):
+                table = pd.read_parquet(self.path, engine="pyarrow").reset_index(drop=True)
+                cells = _parquet_cells(self.path, [m for m in dict.fromkeys(c.metrics.values()) if m in table])
+            else:
+                text = csvfile.text(self.path)
+                self._lines = csvfile.record_lines(self.path, text)
+                table = csvfile.frame(self.path, text)
+                table.columns = [str(x).strip() for x in table.columns]
+                # Cells as written: run id "007" is not "7", "NA" is an id, and a metric's "nan" is not empty.
+                as_written = [x for x in dict.fromkeys([c.run, *c.metrics.values()]) if x is not None and x in table]
+                cells = csvfile.frame(self.path, text, usecols=lambda x: x.strip() in as_written, dtype=str,
+                                      keep_default_na=False) if as_written else pd.DataFrame(index=table.index)
+                cells.columns = [str(x).strip() for x in cells.columns]
+                if c.run is not None and c.run in table:
+                    table[c.run] = cells[c.run].to_numpy()
+        except LadderError:
+            raise
+        except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError, RecursionError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise LadderError(f"{self.path}: cannot read it as a table ({first})") from None
+        if self._lines is not None and len(self._lines) != len(table):
+            self._lines = None  # quoting the two readers see differently: name rows by number instead
+        duplicated = [str(c) for c in table.columns[table.columns.duplicated()]]
+        if duplicated:
+            raise LadderError(f"{self.path}: column {duplicated[0]!r} appears twice; rename one of them")
+        if not len(table):
+            raise LadderError(f"{self.path}: the table has no rows (only a header)")
+        wanted = {"--run": c.run, "--step": c.step, "--tokens": c.tokens}
+        wanted |= {f"--metric {k}": v for k, v in c.metrics.items()}
+        wanted |= {f"--coord-column {k}": v for k, v in c.coords.items()}
+        for option, column in wanted.items():
+            if column is not None and column not in table.columns:
+                raise csvfile.no_column(self.path, column, option, table.columns, role="mapped by")
+        self._table = self._checked(table, cells)
+        return self._table
+
+    def _where(self, row: int) -> str:
+        return f"{self.path}: line {self._lines[row]}" if self._lines is not None else f"{self.path}: row {row + 1}"
+
+    def _checked(self, table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+        """The table with its run, step, tokens and metric columns checked, and steps as int64; `cells`
+        holds each metric's cells as written (NaN for a parquet null)."""
+        c = self.columns
+        table = table.copy()
+        if c.run is not None:
+            ids = table[c.run]
+            for i in np.flatnonzero((ids.isna() | (ids.astype(str).str.strip() == "")).to_numpy()):
+                raise LadderError(f"{self._where(int(i))}: empty run id in column '{c.run}'")
+            ids = ids.astype(str)
+            for i in ids.drop_duplicates().index:
+                check_run_id(ids[i], f"{self._where(table.index.get_loc(i))}: column '{c.run}'")
+            table[c.run] = ids
+        if c.step is not None:
+            table[c.step] = self._counts(table[c.step], f"step (column '{c.step}')", empty_ok=False).astype(np.int64)
+        if c.tokens is not None:
+            table[c.tokens] = self._counts(table[c.tokens], f"tokens (column '{c.tokens}')", empty_ok=True, whole=False)
+        for column in dict.fromkeys(c.metrics.values()):
+            self._values[column], self._logged[column] = self._metric(table[column], cells[column], f"value (column '{column}')")
+        return table
+
+    def _metric(self, column: pd.Series, written: pd.Series, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """A metric's values and which of them the run logged: an empty cell (`_NOT_LOGGED`) was not
+        logged; ``nan``, ``inf`` and numbers were; any other cell is a `LadderError` with its line."""
+        values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64, copy=True)
+        text = written.astype(str).str.strip()
+        logged = ~(written.isna() | text.isin(_NOT_LOGGED)).to_numpy()
+        nan = text.str.lower().str.lstrip("+-").isin(_NAN_TEXT).to_numpy()
+        bad = logged & np.isnan(values) & ~nan
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise LadderError(f"{self._where(i)}: {what} {written.iloc[i]!r} is not a number "
+                              "(leave the cell empty for a value not logged)")
+        values[logged & nan] = np.nan  # a number the writer spelt as NaN, whatever the parser made of it
+        return values, logged
+
+    def _numbers(self, column: pd.Series, what: str) -> np.ndarray:
+        """Floats (NaN where empty); a cell that is not a number is a `LadderError` with its line."""
+        values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+        bad = np.isnan(values) & ~column.isna().to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise LadderError(f"{self._where(i)}: {what} {column.iloc[i]!r} is not a number")
+        return values
+
+    def _counts(self, column: pd.Series, what: str, empty_ok: bool, whole: bool = True) -> np.ndarray:
+        """Counts in 0..2^63-1 as floats (NaN where empty, when allowed); fractions rounded unless `whole`."""
+        values = self._numbers(column, what)
+        if not whole:
+            values = np.round(values)
+        present = ~np.isnan(values)
+        if not empty_ok and not present.all():
+            raise LadderError(f"{self._where(int(np.flatnonzero(~present)[0]))}: empty {what}")
+        ok = ~present | (np.isfinite(values) & (values >= 0) & (values < 2.0**63) & (values == np.round(values)))
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            whole_count(values[i] if not whole else column.iloc[i], what, self._where(i))  # raises with the reason
+            raise LadderError(f"{self._where(i)}: {what} {column.iloc[i]!r} is out of range (0 to 2^63-1)")
+        if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
+            return column.to_numpy()  # exact: an int64 above 2^53 does not survive a float
+        return values
+
+
+def _parquet_cells(path: Path, columns: list[str]) -> pd.DataFrame:
+    """The columns with parquet nulls as NaN and NaN values as written ("nan"): pandas reads both as NaN."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=columns)
+    out = {}
+    for name in columns:
+        array = table[name]
+        text = pd.Series(array.to_pandas(), dtype=object).map(str)
+        out[name] = text.where(~array.is_null().to_numpy(zero_copy_only=False))
+    return pd.DataFrame(out)
+
+
+def _per_run_constants(table: pd.DataFrame, ids: pd.Series, exclude: set[str | None]) -> dict[str, dict[str, Any]]:
+    """Per run, the columns that hold one value in all its rows (empty cells aside): its config."""
+    columns = [c for c in table.columns if c not in exclude]
+    if not columns:
+        return {}
+    grouped = table[columns].groupby(ids, sort=False)
+    constant = grouped.nunique(dropna=True) == 1
+    first = grouped.first()
+    return {
+        str(run): {str(col): _plain(first.at[run, col]) for col in columns if constant.at[run, col]}
+        for run in first.index
+    }
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _constant_ratio(tokens: pd.Series, steps: pd.Series) -> int | None:
+    """Tokens per step when every row agrees on it (fixed batch), else None."""
+    t = pd.to_numeric(tokens, errors="coerce").to_numpy(np.float64)
+    s = pd.to_numeric(steps, errors="coerce").to_numpy(np.float64)
+    ok = (s > 0) & np.isfinite(t)
+    if not ok.any():
+        return None
+    ratio = t[ok] / s[ok]
+    first = round(float(ratio[0]))
+    return first if first > 0 and np.allclose(ratio, first, rtol=1e-9, atol=0) else None

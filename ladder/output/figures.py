@@ -1,0 +1,123 @@
+"""Every figure of a ladder and its hero, drawn from the store and a prediction (`ladder plot`, `ladder report`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import fits
+from ladder import runfiles as keys
+from ladder.data import fitdata
+from ladder.data.store import Store
+from ladder.errors import LadderError
+from ladder.files import staged_folder
+from ladder.output import plots
+from ladder.predict.dynamics import project_dynamics, target_and_rungs
+from ladder.predict.prediction import Prediction
+from ladder.predict.scoring import failed_steps
+
+FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics", "dynamics")
+
+
+def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame,
+           started_with: dict[str, float] | None = None, per_token: dict[str, float] | None = None) -> list[plots.Curve]:
+    """Each run's metric against its fraction; `started_with` gives a run's original planned steps where
+    its plan was edited (fractions are of the plan a run was started with, as in the prediction's table);
+    `per_token` a run's compute per token (default: its fit FLOPs)."""
+    hist = store.history(run_ids, [metric]) if run_ids else pd.DataFrame(columns=["run_id"])
+    out = []
+    for rid in run_ids:
+        h = hist[hist["run_id"] == rid].sort_values("step")
+        row = runs[runs["run_id"] == rid].iloc[0]
+        compute = (per_token or {}).get(rid, float(row["fit_flops_per_token"])) * float(row["planned_tokens"])
+        T0 = (started_with or {}).get(rid)
+        frac = h["step"].to_numpy(float) / T0 if T0 else h["fraction"].to_numpy(float)
+        out.append(plots.Curve(str(row["name"]), frac, h["value"].to_numpy(float), compute, h["tokens"].to_numpy(float)))
+    return out
+
+
+def _started_with(pred: Prediction) -> float:
+    """The target's originally planned steps, from its prediction table (step ÷ fraction)."""
+    last = pred.table.iloc[-1]
+    return float(last["step"]) / float(last["fraction"]) if float(last["fraction"]) > 0 else float(last["step"])
+
+
+def hero_actual(store: Store, pred: Prediction, nonfinite: bool = False) -> pd.Series:
+    """The target's logged metric by step (empty when it is not in the store yet); its NaN and inf values too
+    with `nonfinite` (a run that diverged logs them)."""
+    try:
+        run = store.run(pred.run_name)
+    except LadderError:
+        return pd.Series(dtype=float)
+    h = store.history([str(run["run_id"])], [pred.metric], include_nonfinite=nonfinite)
+    return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int)).sort_index()
+
+
+
+def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[dict[str, float], str, float]:
+    """The ladder figure's compute axis, `ladder predict`'s: 6·N·D when the rungs and the target (in the
+    store) give N, else fit FLOPs. Returns each run's compute per token, the axis label and the target's
+    compute at its last planned step."""
+    rows = pd.concat([rungs, target]) if len(target) else rungs
+    axis = fitdata.axis_of(rows) if len(target) else "fit"
+    per_token, _ = fitdata.compute_per_token(rows, axis)
+    by_run = dict(zip(rows["run_id"].astype(str), per_token))
+    last = pred.table.iloc[-1]
+    if axis == "fit":
+        return by_run, "fit compute C (FLOPs, 3 × forward without head × tokens)", float(last["compute"])
+    tokens = float(last["tokens"])
+    return by_run, "compute C = 6·N·D (N: active parameters, as `ladder predict` counts it)", by_run[
+        str(target["run_id"].iloc[0])] * tokens
+
+
+def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:
+    """Draw every figure into `out_dir` (PNG and SVG); return the paths. The figures are drawn aside and
+    moved in together, so an interrupted run leaves the folder as it was; a figure of `FIGURES` an earlier
+    draw left there and this one does not draw (its ladder had no grad norms, say) is removed with them."""
+    with staged_folder(out_dir) as stage:
+        drawn = _draw(store, pred, stage, group)
+        names = {p.name for p in drawn}
+        for stale in (f"{f}.{kind}" for f in FIGURES for kind in ("png", "svg")):  # an earlier ladder's: not this one's
+            if stale not in names:
+                (Path(out_dir) / stale).unlink(missing_ok=True)
+    return [Path(out_dir) / p.name for p in drawn]
+
+
+def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> list[Path]:
+    runs, target, rungs = target_and_rungs(store, pred, group, "to draw")
+    rung_ids = list(rungs["run_id"])
+    hero_ids = [str(target["run_id"].iloc[0])] if len(target) else []
+    per_token, axis, compute_hero = _axis(rungs, target, pred)
+    rung_curves = curves(store, rung_ids, pred.metric, runs, per_token=per_token)
+    started = {h: _started_with(pred) for h in hero_ids}
+    hero = curves(store, hero_ids, pred.metric, runs, started, per_token)[0] if hero_ids else None
+    done_ids = set(rungs["run_id"][rungs["state"] == "finished"].astype(str)) if "state" in rungs else set(rung_ids)
+    finished = [c for c, rid in zip(rung_curves, rung_ids) if str(rid) in done_ids and fitdata.reached_end(c.fraction)]
+    out = Path(out_dir)
+    paths: list[Path] = []
+    # the endpoint law through the rungs' final losses, and the curves collapsed by it, need 3 finished rungs
+    endpoint = (fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
+                if len(finished) >= 3 else None)
+    done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
+    if endpoint is not None:
+        paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
+                                             hero.final if done else None, pred.metric, axis), out, "ladder_fit")
+    failed = failed_steps(hero_actual(store, pred, nonfinite=True)) / _started_with(pred)
+    paths += plots.save(plots.hero_curve(pred, hero, rung_curves, failed), out, "hero_curve")
+    if endpoint is not None:
+        E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
+        predicted_final = None if done else float(pred.table["median"].iloc[-1])
+        paths += plots.save(plots.collapse(finished, E, hero, predicted_final), out, "collapse")
+    if hero is not None and len(hero.fraction):
+        paths += plots.save(plots.residuals(pred, hero), out, "residuals")
+    grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs, started)
+    drop = curves(store, rung_ids + hero_ids, keys.DROP_FRACTION, runs, started)
+    if any(len(c.value) for c in grad):
+        paths += plots.save(plots.diagnostics(grad, drop, hero_last=bool(hero_ids)), out, "diagnostics")
+    dyn = project_dynamics(store, pred, group)
+    if dyn.series or dyn.spikes is not None:
+        paths += plots.save(plots.dynamics(dyn), out, "dynamics")
+    return paths

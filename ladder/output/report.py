@@ -1,0 +1,239 @@
+"""One self-contained HTML page: figures (inlined), the prediction table, the assumptions, alerts.
+
+A team can post the file after each eval; it needs nothing beside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ladder.errors import LadderError
+from ladder.files import write_text_atomic
+from ladder.predict.prediction import Prediction
+from ladder.predict.scoring import failed_steps
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f4f4f4; } td.l, th.l { text-align: left; }
+.warning { color: #b7791f; } .alarm { color: #c0392b; font-weight: bold; } .ok { color: #2f855a; }
+.out { color: #999; } figure { margin: 1em 0; } img { max-width: 100%; }
+.note { background: #fff8e1; padding: 0.5em 1em; border-left: 3px solid #e6a700; }
+"""
+
+
+SECTIONS = {
+    "dynamics": (
+        "Training dynamics projected to the hero",
+        "Grad norm, MoE drop fraction and router losses of the rungs (thin lines: rolling medians over 2% of "
+        "each run) at the same fraction of their planned runs, projected to the hero's fit compute: at each "
+        "fraction a power law in compute across the rungs, or flat (the rungs' mean and spread) where the "
+        "slope is not distinguishable from 0; bands are 50% and 90% prediction intervals for a run of the "
+        "hero's size. The hero's own series in red. `ladder watch` warns when the hero's grad norm or drop "
+        "fraction stays above the 90% band. Last panel: train-loss spikes per 1,000 steps against compute.",
+    ),
+}
+"""Figures shown in a section of their own (heading and caption) rather than with the others."""
+
+
+def _table(df: pd.DataFrame, formats: dict[str, str] | None = None, left: Sequence[str] = ()) -> str:
+    formats = formats or {}
+    head = "".join(f'<th class="{"l" if c in left else ""}">{html.escape(str(c))}</th>' for c in df.columns)
+    rows = []
+    for rec in df.itertuples(index=False):
+        cells = []
+        for col, v in zip(df.columns, rec):
+            text = format(v, formats[col]) if col in formats and isinstance(v, (int, float)) else str(v)
+            cells.append(f'<td class="{"l" if col in left else ""}">{html.escape(text)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _figure(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"></figure>'
+
+
+def read_alerts(path: str | os.PathLike, run: str | None = None) -> list[dict]:
+    """The alerts a watcher appended to its JSON-lines file (verdict lines and torn lines skipped); with `run`,
+    less those that name another run (a line written before alerts named their run is kept)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    rows, lines, read = [], 0, 0
+    for line in p.read_text(errors="replace").splitlines():
+        lines += bool(line.strip())
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        read += isinstance(rec, dict) and "kind" in rec
+        if isinstance(rec, dict) and rec.get("kind") == "alert" and (run is None or rec.get("run", run) == run):
+            rows.append(rec)
+    if lines and not read:
+        raise LadderError(f"{p}: not a watcher's alerts file (no line of it is an alert or a verdict)")
+    return rows
+
+
+def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: float = 0.05) -> pd.DataFrame:
+    """The prediction at (about) every `every` of the run; with `actual`, each row at the run's eval nearest it
+    (within 1% of the plan: a run evaluates on its own cadence), predicted and actual at that eval's step."""
+    t = pred.table
+    marks = sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})
+    picked = sorted({int((t["fraction"] - m / 1e6).abs().idxmin()) for m in marks})
+    rows, got = t.loc[picked].copy(), None
+    if actual is not None:
+        rows, got = _at_evals(pred, rows, actual)
+    out = pd.DataFrame({
+        "step": rows["step"].astype(int),
+        "fraction": [f"{f:.0%}" + (f" ({e:.0%} of the edited plan)" if abs(e - f) > 1e-9 else "")
+                     for f, e in zip(rows["fraction"], rows["fraction_edited"])],
+        "predicted": [_num(x) for x in rows["median"]],
+        "50% band": [_span(a, b) for a, b in zip(rows["lo50"], rows["hi50"])],
+        "90% band": [_span(a, b) for a, b in zip(rows["lo90"], rows["hi90"])],
+    })
+    if got is not None:
+        out["actual"] = [_num(x) for x in got]
+        out["error"] = [f"{(p / a - 1):+.2%}" if np.isfinite(a) and np.isfinite(p) else "–"
+                        for a, p in zip(got, rows["median"])]  # predicted / actual − 1, as everywhere
+    out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
+    return out
+
+
+def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series) -> tuple[pd.DataFrame, np.ndarray]:
+    """`rows` moved to the eval of `actual` nearest each (where one is within 1% of the plan) with the prediction
+    at that step, and the evals' values (NaN where none is near)."""
+    actual = actual.dropna().sort_index()
+    at, values = actual.index.to_numpy(dtype=np.int64), actual.to_numpy(dtype=float)
+    steps = rows["step"].to_numpy(dtype=np.int64)
+    got = np.full(len(steps), np.nan)
+    if not at.size:
+        return rows, got
+    j = np.abs(at[None, :] - steps[:, None]).argmin(axis=1)
+    near = np.abs(at[j] - steps) <= 0.01 * pred.started_with
+    got[near] = values[j[near]]
+    moved = np.where(near, at[j], steps)
+    there = pred.at(moved)  # a row left where it was is a row of the table: the same values
+    values_there = {c: there[c].to_numpy() for c in ("median", "lo50", "hi50", "lo90", "hi90", "in_assumptions")}
+    scale = moved / steps
+    return rows.assign(step=moved, fraction=rows["fraction"] * scale, fraction_edited=rows["fraction_edited"] * scale,
+                       **values_there), got
+
+
+def _num(x) -> str:
+    return f"{x:.4f}" if pd.notna(x) else "–"
+
+
+def _span(a, b) -> str:
+    return f"{a:.4f}–{b:.4f}" if pd.notna(a) and pd.notna(b) else "–"
+
+
+def _names(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names) if len(names) <= most else f"{', '.join(names[:2])}, … ({len(names)} runs)"
+
+
+def backtest_rows(pred: Prediction) -> pd.DataFrame:
+    """Why this law: each candidate predicting the ladder's held-out largest size from the smaller ones."""
+    rows = []
+    for r in pred.backtest:
+        pct = lambda x: "–" if x is None else f"{x:.2%}"  # noqa: E731
+        rows.append({
+            "method": r["method"] + (" (chosen)" if r["method"] == pred.method else ""),
+            "held out": _names(r["held_out"]),
+            "size ratio": f"{r['size_ratio']:.2f}×",
+            "final error": "–" if r["final_error"] is None else f"{r['final_error']:+.2%}",
+            "mean |error|": pct(r["mean_abs_error"]),
+            "in its 90% band": pct(r["coverage90"]),
+            "note": r.get("failed", ""),
+        })
+    return pd.DataFrame(rows)
+
+
+def write_report(
+    out: str | os.PathLike,
+    pred: Prediction,
+    figures: Sequence[Path],
+    actual: pd.Series | None = None,
+    alerts: Sequence[dict] = (),
+    verdicts: Sequence[dict] = (),
+    extra_tables: dict[str, pd.DataFrame] | None = None,
+    title: str | None = None,
+    alerts_note: str | None = None,
+) -> Path:
+    """Write the report to `out` (atomically) and return its path. `alerts_note` is said under the alert history
+    (why it holds none of the run's, where the watch beside the prediction followed another run)."""
+    parts = [f"<h1>{html.escape(title or f'{pred.run_name}: prediction and progress')}</h1>",
+             f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metric: <b>{html.escape(pred.metric)}</b> "
+             "(nats per token).</p>"]
+    fin = pred.final
+    parts.append(
+        f"<p>Predicted final {html.escape(pred.metric)} at step {int(fin['step']):,}: "
+        f"<b>{fin['median']:.4f}</b> (50%: {fin['lo50']:.4f}–{fin['hi50']:.4f}; "
+        f"90%: {fin['lo90']:.4f}–{fin['hi90']:.4f}).</p>"
+    )
+    failed = failed_steps(actual) if actual is not None else np.array([], dtype=np.int64)
+    if len(failed):
+        actual = actual[np.isfinite(actual.to_numpy(float))]
+        last = " (its latest eval)" if not len(actual) or failed.max() > actual.index.max() else ""
+        parts.append(f'<p class="alarm">The run logged {len(failed)} eval{"" if len(failed) == 1 else "s"} that '
+                     f"{'is' if len(failed) == 1 else 'are'} not a finite number (NaN or inf), the last at step "
+                     f"{int(failed.max()):,}{last}: it has diverged, or its evals failed. The table and the figures "
+                     "leave them out; the figure of the curve marks them along its top.</p>")
+    if actual is not None and len(actual):
+        last_step = int(actual.index.max())
+        where = pred.fraction_label(last_step, pred.planned_steps)  # of the plan it started with, as the tables
+        where = where if "plan" in where else f"{where} of the plan"
+        parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} ({html.escape(where)}).</p>")
+    if verdicts:
+        last = verdicts[-1]
+        parts.append(f'<p>Latest verdict: <span class="{last["verdict"]}">{last["verdict"].upper()}</span> '
+                     f'at step {last["step"]:,}.</p>')
+    for w in pred.warnings:
+        parts.append(f'<p class="note">{html.escape(w)}</p>')
+    pngs = [Path(p) for p in figures if Path(p).suffix == ".png" and Path(p).exists()]
+    parts.append("<h2>Figures</h2>")
+    parts += [_figure(p) for p in pngs if p.stem not in SECTIONS]
+    for p in pngs:
+        if p.stem in SECTIONS:
+            heading, caption = SECTIONS[p.stem]
+            parts.append(f"<h2>{html.escape(heading)}</h2><p>{html.escape(caption)}</p>{_figure(p)}")
+    parts.append("<h2>Prediction every 5% of the run</h2>")
+    parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"}))
+    parts.append("<h2>Why this law</h2>")
+    parts.append(f"<p>{html.escape(pred.method)}: {html.escape(pred.why)}</p>")
+    bt = backtest_rows(pred)
+    if len(bt):
+        parts.append(_table(bt, left=["method", "held out", "note"]))
+    parts.append("<h2>Forms used</h2>")
+    for f in pred.forms:
+        params = ", ".join(f"{k} = {v:.4g}" for k, v in f.parameters.items())
+        parts.append(f"<p><b>{html.escape(f.name)}</b> (weight {f.weight:.2f}): {html.escape(f.why)}<br>"
+                     f"<small>{html.escape(params)}</small></p>")
+    parts.append("<h2>Assumptions</h2><ul>")
+    parts += [f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in pred.assumptions.items()]
+    parts.append("</ul>")
+    for name, df in (extra_tables or {}).items():
+        parts.append(f"<h2>{html.escape(name)}</h2>" + _table(df, left=[df.columns[0]]))
+    parts.append("<h2>Alert history</h2>")
+    if alerts:
+        df = pd.DataFrame([{k: a.get(k, "") for k in ("step", "level", "rule", "message")}  # a line edited by hand
+                           for a in alerts])
+        parts.append(_table(df, left=["level", "rule", "message"]))
+    else:
+        parts.append("<p>No alerts.</p>")
+    if alerts_note:
+        parts.append(f'<p class="note">{html.escape(alerts_note)}</p>')
+    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(pred.run_name)}</title>" \
+           f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>"
+    return write_text_atomic(out, page)

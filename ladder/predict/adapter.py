@@ -1,0 +1,245 @@
+"""Predict a target run (the hero) from the rungs in the store: a thin adapter to `fits.predictor`.
+
+The store's rungs and the target's config become `fits.runs.Run` records (coordinates, LR sequence,
+evals); the prediction core fits every candidate law, backtests them on the ladder itself (the largest
+size held out and predicted from the rest), predicts with the one that did best (a law or the mean of
+the laws that apply) or with the method named in the settings, and widens its band by the backtest's
+errors carried to the target's distance. This module turns the result into a `Prediction` table at the target's planned
+evals and checkpoints, with the assumptions it holds under and the settings it was made with (the
+watcher and `replan` re-predict with exactly those).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+import fits
+from fits import predictor as core
+from fits.candidates import PUBLISHED_SHAPE, Options
+from fits.runs import batch_off_trend, batch_trend
+from ladder import runfiles as keys
+from ladder.config.runconfig import RunConfig
+from ladder.config.schedule import Schedule
+from ladder.data.runview import SIX_N, LadderRun, flops_notes, from_config, named, rungs_from_store
+from ladder.data.sources.coords import planned_fraction
+from ladder.data.store import Store
+from ladder.errors import LadderError
+from ladder.predict.prediction import FormUsed, Prediction
+
+FORM_NAMES = {"per-fraction": "per-fraction law", "per-fraction-free": "per-fraction law (free)",
+              "multipower": "multi-power law", "momentum": "momentum law", "ensemble": "ensemble"}
+
+
+@dataclass(frozen=True)
+class PredictSettings:
+    metric: str = keys.EVAL_LOSS
+    """The metric predicted (nats per token)."""
+    group: str | None = None
+    """Rungs are the store's runs with role 'rung' in this group (default: the target's group)."""
+    n_boot: int = 200
+    """Bootstrap refits of the per-fraction law."""
+    method: str = "auto"
+    """"auto": the candidate with the lowest backtest score on the ladder; or one of `fits.predictor.METHODS`."""
+    candidates: tuple[str, ...] = core.CANDIDATES
+    shape: dict[str, float] | None = field(default_factory=lambda: dict(PUBLISHED_SHAPE))
+    """Multi-power annealing shape held fixed (None fits it)."""
+    seed: int = 0
+    smooth: int | None | str = "auto"
+    """Per-fraction law: basis size in log g; None: free; "auto": chosen by leaving out one rung."""
+    E: float | None = None
+    """Pin the per-fraction law's irreducible loss."""
+    E_from: str = "fit"
+    """Per-fraction law, E not pinned: "fit" (at the target's token ratio) or "ladder" (from every rung's
+    final loss, `fits.asymptote`)."""
+    ratio_tol: float = 0.01
+    """Token ratios within this relative tolerance count as one."""
+    backtest: bool = True
+    """Choose the law and floor the band by a backtest on the ladder (needs 3 sizes)."""
+    floor: str = "profile"
+    """The curve laws' floor under L0 (`fits.candidates.Options.floor`): "profile" or "zero"."""
+
+    def core(self) -> core.Settings:
+        options = Options(smooth=self.smooth, E=self.E, E_from=self.E_from, shape=self.shape, n_boot=self.n_boot,
+                          seed=self.seed, ratio_tol=self.ratio_tol, floor=self.floor)
+        return core.Settings(method=self.method, candidates=tuple(self.candidates), options=options,
+                             backtest=self.backtest)
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["candidates"] = list(self.candidates)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PredictSettings:
+        known = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in dict(d).items() if k in known}
+        d.setdefault("floor", "zero")  # recorded before the floor was profiled: re-predict as it was made
+        if "candidates" in d:
+            d["candidates"] = tuple(d["candidates"])
+        return cls(**d)
+
+
+# ---- the prediction -----------------------------------------------------------------------------------------
+
+
+def prediction_steps(target: RunConfig | LadderRun) -> np.ndarray:
+    """Every planned eval step and checkpoint of the target (a target file: every 1% of its plan)."""
+    return (from_config(target) if isinstance(target, RunConfig) else target).prediction_steps()
+
+
+def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettings | None = None) -> Prediction:
+    """The target's curve from the rungs in the store: a planner config, or any run's coordinates."""
+    settings = settings or PredictSettings()
+    target = from_config(target) if isinstance(target, RunConfig) else target
+    group = settings.group if settings.group is not None else target.group
+    rungs = rungs_from_store(store, group, settings.metric)
+    if any(r.name == target.name for r in rungs):
+        raise LadderError(f"{target.name!r} is one of the rungs; predict a run that is not part of the ladder")
+    if target.stop_after_steps > target.planned_steps:
+        raise LadderError(
+            f"{target.name}: its schedule runs to step {target.stop_after_steps:,}, past the {target.planned_steps:,} "
+            "it was planned for; the rungs never trained past their plan, so no fit covers it. "
+            "Plan the run with the longer horizon instead"
+        )
+    steps = target.prediction_steps()
+    try:
+        result = core.predict([r.as_run() for r in rungs], target.as_run(with_evals=False), steps, settings.core())
+    except fits.FitError as exc:
+        raise LadderError(f"{target.name}: {exc}") from None
+    return to_prediction(result, target, rungs, steps, settings)
+
+
+def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[LadderRun], steps: np.ndarray,
+                  settings: PredictSettings) -> Prediction:
+    b = result.band
+    warnings = flops_notes([*rungs, target]) + list(result.warnings)
+    for r in rungs:
+        if r.state != "finished" or r.steps[-1] < r.planned_steps - max(1, r.planned_steps // 200):
+            warnings.append(f"rung {r.name} stopped at {r.fractions[-1]:.0%} of its plan; the laws take the evals it "
+                            "logged (the per-fraction law fits it where it has data)")
+    in_assumptions, assumptions = _assumptions(rungs, target, steps, settings.ratio_tol)
+    median = b.median
+    if np.isnan(median).any():
+        finite = np.isfinite(median)
+        in_assumptions &= finite
+        if finite.any():
+            first = int(steps[finite].min())
+            assumptions["early steps"] = f"steps before {first:,} come before the rungs' first shared eval: not predicted"
+    table = pd.DataFrame({
+        "step": steps,
+        "tokens": steps * target.tokens_per_step,
+        "fraction": steps / target.planned_steps,
+        "fraction_edited": planned_fraction(target.schedule, steps, target.planned_steps),
+        "compute": steps * target.tokens_per_step * target.flops_per_token,
+        "median": median, "lo50": b.lo50, "hi50": b.hi50, "lo90": b.lo90, "hi90": b.hi90,
+        "in_assumptions": in_assumptions,
+    })
+    forms = _forms(result)
+    return Prediction(
+        run_name=target.name, metric=settings.metric, table=table, forms=tuple(forms),
+        assumptions=assumptions, schedule=_schedule_dict(target.schedule),
+        planned_steps=target.stop_after_steps, warnings=tuple(dict.fromkeys(warnings)),
+        method=result.method, why=result.why, backtest=tuple(result.table()), settings=settings.to_dict(),
+        rungs=tuple(r.name for r in rungs),
+    )
+
+
+def _forms(result: core.CorePrediction) -> list[FormUsed]:
+    total = sum(result.weights.values()) or 1.0
+    names = list(result.weights) if result.method == "ensemble" else [result.method]
+    out = []
+    for name in names:
+        o = result.outcomes[name]
+        params = {k: float(v) for k, v in o.params.items() if isinstance(v, (int, float)) and v is not None}
+        weight = result.weights[name] / total if result.method == "ensemble" else 1.0
+        out.append(FormUsed(FORM_NAMES.get(name, name), o.why, params, weight))
+    return out
+
+
+# ---- assumptions --------------------------------------------------------------------------------------------
+
+
+def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, ratio_tol: float = 0.01):
+    """What the prediction holds under, from what the runs' descriptions say (nothing they do not say)."""
+    ok = np.ones(steps.shape, dtype=bool)
+    big = rungs[-1]
+    ratios = [r.as_run().token_ratio for r in rungs]
+    mine = target.as_run(with_evals=False).token_ratio
+    same = [abs(x / mine - 1) <= ratio_tol for x in ratios]
+    out = {"schedule": f"rungs: {_describe_rungs(rungs)}; target: {_describe(target, edited=True)}"}
+    out["token ratio"] = (f"rungs {_span(ratios)}, target {mine:.4g} tokens per parameter"
+                          + ("" if all(same) else f" ({sum(same)} of {len(rungs)} rungs within {ratio_tol:.0%})"))
+    six = [r.name for r in [*rungs, target] if r.flops_from == SIX_N]
+    out["compute"] = "6·N·D for " + named(six) if six else "fit FLOPs per token × tokens"
+    if all(r.active_params for r in [*rungs, target]):
+        out["compute"] += "; the per-fraction law's axis is 6·N·D (N known for every run: fit FLOPs count attention)"
+    out["batch"] = _batch(rungs, target)
+    rung, cfg = big.config, target.config
+    if rung is not None and cfg is not None:
+        rung_phases = [(p.start_fraction, p.seq_len) for p in rung.schedule.seq_phases]
+        target_phases = [(p.start_fraction, p.seq_len) for p in cfg.schedule.seq_phases]
+        if cfg.seq_len != rung.seq_len or target_phases != rung_phases:
+            first = min([f for f, _ in target_phases if (f, _) not in rung_phases] or [0.0])
+            ok &= steps / cfg.schedule.total_steps < first
+            out["sequence length"] = (f"target {cfg.seq_len} with switches {target_phases}, rungs {rung.seq_len} "
+                                      f"with {rung_phases}: steps from {first:.0%} on are outside the assumptions")
+        else:
+            out["sequence length"] = f"{cfg.seq_len} tokens" + (f", switches {target_phases}" if target_phases else "")
+        if cfg.data != rung.data:
+            ok[:] = False
+            out["data mix"] = f"target {cfg.data.source} differs from the rungs' {rung.data.source}: not comparable"
+        else:
+            out["data mix"] = f"{rung.data.source}, as the rungs"
+    valid = steps[ok]
+    out["valid up to"] = f"step {int(valid.max()):,}" if len(valid) else "nowhere: see above"
+    return ok, out
+
+
+def _batch(rungs: list[LadderRun], target: LadderRun) -> str:
+    """The rungs' tokens per step, their power law in size, and where the target sits against it."""
+    runs = [r.as_run() for r in rungs]
+    k, _, size, batch = batch_trend(runs)
+    off = batch_off_trend(runs, target.as_run(with_evals=False))
+    law = f" (∝ N^{k:.2f})" if size.size > 1 and abs(k) >= 0.005 else ""
+    where = "on the rungs' law" if abs(off - 1) < 0.005 else f"{off:.2g}× the rungs' law at its size"
+    return f"rungs {_span(list(batch))}{law}, target {target.tokens_per_step:.4g} tokens per step ({where})"
+
+
+def _describe(run: LadderRun, edited: bool = False) -> str:
+    if run.schedule is not None:
+        return (run.schedule if edited else run.schedule.without_edits()).describe()
+    if run.logged_lrs is not None:
+        return f"its logged LR over {run.planned_steps:,} steps"
+    return f"{run.planned_steps:,} steps, LR not given"
+
+
+def _describe_rungs(rungs: list[LadderRun]) -> str:
+    """The largest rung's schedule, with the spans of the rungs' peaks and lengths where they differ, or where the
+    rungs' LRs come from when no schedule is declared."""
+    if rungs[-1].schedule is not None:
+        declared = [r for r in rungs if r.schedule is not None]
+        peaks, steps = _span([r.schedule.peak_lr for r in declared]), [r.planned_steps for r in declared]
+        if "–" not in peaks and min(steps) == max(steps):
+            return _describe(rungs[-1])
+        lengths = f"{min(steps):,}" + (f"–{max(steps):,}" if max(steps) > min(steps) else "")
+        return (f"the largest {_describe(rungs[-1])}; over the {len(declared)} rungs with a schedule, peak {peaks}, "
+                f"{lengths} steps")
+    logged = sum(r.logged_lrs is not None for r in rungs)
+    if logged == len(rungs):
+        return f"each rung's logged LR ({keys.LEARNING_RATE})"
+    return f"{logged} of {len(rungs)} rungs with a logged LR, no schedule declared"
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.4g}" if abs(hi / lo - 1) < 5e-4 else f"{lo:.4g}–{hi:.4g}"
+
+
+def _schedule_dict(schedule: Schedule | None) -> dict:
+    from ladder.config.yamlio import to_dict
+
+    return {} if schedule is None else to_dict(schedule)

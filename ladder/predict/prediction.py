@@ -1,0 +1,250 @@
+"""`Prediction`: the predicted loss of one target run at each of its planned eval steps.
+
+A prediction is a table (one row per planned eval step or checkpoint: step, tokens, fraction,
+compute, median and the 50% / 90% band) plus what it rests on: the forms used and why, their
+parameters, and the assumptions it holds under. Rows past a change the rungs did not make are
+flagged ``in_assumptions = False`` rather than silently predicted as if nothing changed.
+
+Written as ``prediction.parquet`` + ``prediction.csv`` (the table) and ``prediction.json`` (the
+table too, plus everything else), atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ladder.errors import LadderError
+from ladder.files import atomic_path
+
+PREDICTION_FILES = ("prediction.parquet", "prediction.csv", "prediction.json")
+"""What `Prediction.save` writes; ``prediction.json`` holds everything, the others the table."""
+WATCH_FILES = ("watch-state.json", "alerts.jsonl")
+"""What `ladder watch` keeps beside the prediction it follows: its state and its alerts."""
+
+COLUMNS = ["step", "tokens", "fraction", "fraction_edited", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
+
+
+@dataclass(frozen=True)
+class FormUsed:
+    """One fitted form that contributed to the prediction."""
+
+    name: str
+    why: str
+    parameters: dict[str, float] = field(default_factory=dict)
+    weight: float = 1.0
+    """Share of this form in the combined median (1 when it is the only one)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    run_name: str
+    """The target run, as named by its config."""
+    metric: str
+    table: pd.DataFrame
+    """Columns `COLUMNS`; sorted by step."""
+    forms: tuple[FormUsed, ...] = ()
+    assumptions: dict[str, str] = field(default_factory=dict)
+    """What the prediction holds under: schedule, sequence length, data mix, valid range."""
+    schedule: dict[str, Any] = field(default_factory=dict)
+    """The target's schedule as data (to notice a later edit)."""
+    planned_steps: int = 0
+    warnings: tuple[str, ...] = ()
+    method: str = ""
+    """The law that predicts ("per-fraction", "multipower", "momentum", "ensemble", ...)."""
+    why: str = ""
+    """Why that law: its backtest score, or that the settings named it."""
+    backtest: tuple[dict, ...] = ()
+    """Each candidate predicting the ladder's held-out largest size from the smaller ones (`fits.predictor.Score`)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The settings the prediction was made with (`ladder.predict.adapter.PredictSettings`): re-predictions reuse them."""
+    rungs: tuple[str, ...] = ()
+    """The names of the rungs it was made from (a prediction of an earlier version: none)."""
+
+    def __post_init__(self) -> None:
+        if "fraction_edited" not in self.table.columns and "fraction" in self.table.columns:
+            object.__setattr__(self, "table", self.table.assign(fraction_edited=self.table["fraction"]))
+        missing = [c for c in COLUMNS if c not in self.table.columns]
+        if missing:
+            raise LadderError(f"prediction table lacks columns {missing}")
+
+    @property
+    def started_with(self) -> float:
+        """The target's planned steps when it started (before any edit): step ÷ fraction of the table."""
+        t = self.table[self.table["fraction"] > 0]
+        if t.empty:
+            return float(self.planned_steps)
+        return float(t["step"].iloc[-1]) / float(t["fraction"].iloc[-1])
+
+    def fraction_label(self, step: int, planned_now: float | None = None) -> str:
+        """"40%", or "40% of the plan, 50% of the edited plan" where the plan in force at `step` was edited: the
+        prediction's own (its table's fraction_edited), else `planned_now`."""
+        f = step / max(self.started_with, 1.0)
+        in_force = self._plan_at(step) or planned_now
+        if in_force and abs(in_force - self.started_with) > 0.5:
+            return f"{f:.0%} of the plan, {step / in_force:.0%} of the edited plan"
+        return f"{f:.0%}"
+
+    def _plan_at(self, step: int) -> float | None:
+        """The planned steps in force at `step` by the table (those of its last row at or before `step`; of its first
+        before that), or None where the table has no fraction_edited."""
+        t = self.table
+        if "fraction_edited" not in t.columns or not t["fraction_edited"].notna().all():
+            return None
+        i = max(int(np.searchsorted(t["step"].to_numpy(), step, side="right")) - 1, 0)
+        return float(t["step"].iloc[i] / t["fraction_edited"].iloc[i])
+
+    @property
+    def final(self) -> pd.Series:
+        return self.table.iloc[-1]
+
+    def at(self, steps: np.ndarray | list[int]) -> pd.DataFrame:
+        """Median and bands interpolated at arbitrary steps (log-linear in step between rows)."""
+        s = np.asarray(steps, dtype=float)
+        t = self.table
+        x = np.log(t["step"].to_numpy(dtype=float))
+        xs = np.log(np.maximum(s, 1.0))
+        out = {"step": s}
+        for col in ("median", "lo50", "hi50", "lo90", "hi90"):
+            out[col] = np.interp(xs, x, t[col].to_numpy(dtype=float), left=np.nan, right=np.nan)
+        flags = t["in_assumptions"].to_numpy(dtype=bool)
+        idx = np.clip(np.searchsorted(t["step"].to_numpy(), s, side="left"), 0, len(t) - 1)
+        out["in_assumptions"] = flags[idx]
+        return pd.DataFrame(out)
+
+    # ---- files ------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_name": self.run_name,
+            "metric": self.metric,
+            "planned_steps": self.planned_steps,
+            "forms": [f.__dict__ for f in self.forms],
+            "assumptions": self.assumptions,
+            "schedule": self.schedule,
+            "warnings": list(self.warnings),
+            "method": self.method,
+            "why": self.why,
+            "backtest": list(self.backtest),
+            "settings": self.settings,
+            "rungs": list(self.rungs),
+            "final": {k: _plain(v) for k, v in self.final.items()},
+            "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
+        }
+
+    def json_text(self) -> str:
+        """``prediction.json`` as `save` writes it (and `retire_watch` compares it)."""
+        return json.dumps(self.to_json(), indent=2)
+
+    def save(self, out_dir: str | os.PathLike) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        parquet, csv, js = (out / name for name in PREDICTION_FILES)
+        with contextlib.ExitStack() as files:  # all three written aside, then renamed in at once: never a mix
+            tmp_parquet, tmp_csv, tmp_js = (files.enter_context(atomic_path(p)) for p in (parquet, csv, js))
+            self.table.to_parquet(tmp_parquet, index=False)
+            self.table.to_csv(tmp_csv, index=False)
+            tmp_js.write_text(self.json_text())
+        return [parquet, csv, js]
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, checked: bool = True) -> Prediction:
+        """From a prediction directory or its ``prediction.json``; a table that is no prediction's (no rows, a
+        column missing, values that are no numbers, steps out of order) is a `LadderError`, or with `checked` off
+        is kept as it is (the watch judges what it can without one: a NaN loss is an alarm all the same)."""
+        p = Path(path)
+        if p.is_dir():
+            p = p / "prediction.json"
+        if not p.is_file():
+            raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
+        try:
+            data = json.loads(p.read_text())
+            table = pd.DataFrame(data["table"])
+            table = _checked(table) if checked else table.reindex(
+                columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
+            return cls(
+                run_name=data["run_name"],
+                metric=data["metric"],
+                table=table,
+                forms=tuple(FormUsed(**f) for f in data.get("forms", [])),
+                assumptions=dict(data.get("assumptions", {})),
+                schedule=dict(data.get("schedule", {})),
+                planned_steps=int(data.get("planned_steps", 0)),
+                warnings=tuple(data.get("warnings", [])),
+                method=str(data.get("method", "")),
+                why=str(data.get("why", "")),
+                backtest=tuple(data.get("backtest", [])),
+                settings=dict(data.get("settings", {})),
+                rungs=tuple(str(r) for r in data.get("rungs", [])),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LadderError(f"{p}: not a prediction file ({exc})") from None
+
+
+NEEDED = ("step", "median", "lo50", "hi50", "lo90", "hi90")
+"""The columns every saved prediction has (the others, added since, are blank in an older one)."""
+
+
+def _checked(table: pd.DataFrame) -> pd.DataFrame:
+    """A saved prediction's table with its numbers as numbers (a blank value is NaN); a `ValueError` where it
+    cannot be one: a column missing, no rows, a value that is no number, steps that do not rise."""
+    if table.empty:
+        raise ValueError("its table has no rows")
+    missing = [c for c in NEEDED if c not in table.columns]
+    if missing:
+        raise ValueError(f"its table has no column {missing[0]!r}")
+    table = table.reindex(columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
+    numbers = [c for c in table.columns if c != "in_assumptions"]
+    table[numbers] = table[numbers].apply(lambda col: pd.to_numeric(col, errors="raise")).astype(np.float64)
+    steps = table["step"].to_numpy()
+    if not (np.isfinite(steps).all() and (steps == np.round(steps)).all() and (np.diff(steps) > 0).all()):
+        raise ValueError("its steps are not whole numbers rising from row to row")
+    return table.assign(step=steps.astype(np.int64))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if not np.isfinite(value) else float(value)
+    return value
+
+
+def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
+    """Before `pred` is saved into `out_dir`: move a watch of another prediction there (its state and alerts,
+    `WATCH_FILES`) into ``earlier-watch-<UTC time>/`` with a copy of that prediction (`PREDICTION_FILES`), so that
+    a new watch starts afresh and judges the run against `pred` while the old alerts keep the prediction they were
+    judged against. Returns that folder, or None where there was nothing to move (or the same prediction)."""
+    out = Path(out_dir)
+    found = [out / name for name in WATCH_FILES if (out / name).exists()]
+    old = out / "prediction.json"
+    if not found or (old.is_file() and old.read_text() == pred.json_text()):
+        return None
+    aside = keep_prediction(out, "earlier-watch")
+    for f in found:
+        f.replace(aside / f.name)
+    return aside
+
+
+def keep_prediction(out_dir: str | os.PathLike, prefix: str) -> Path:
+    """A copy of the prediction in `out_dir` (`PREDICTION_FILES`) in ``<prefix>-<UTC time>/`` there, before it is
+    replaced: copied, so the folder keeps a whole prediction until the new one is saved. Returns that folder."""
+    import shutil
+    import time
+
+    out = Path(out_dir)
+    aside = out / time.strftime(f"{prefix}-%Y%m%dT%H%M%SZ", time.gmtime())
+    aside.mkdir(parents=True, exist_ok=True)
+    for name in PREDICTION_FILES:
+        if (out / name).is_file():
+            shutil.copy2(out / name, aside / name)
+    return aside
+

@@ -1,0 +1,97 @@
+"""How a prediction did against the run's actual evals: error (predicted / actual − 1) and band coverage."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from ladder.errors import LadderError
+from ladder.predict.prediction import Prediction
+
+
+@dataclass(frozen=True)
+class Score:
+    last_step: int
+    """The last eval scored (the run's final eval once it has finished)."""
+    last_fraction: float
+    """Of the plan the run started with."""
+    last_predicted: float
+    last_actual: float
+    last_error: float
+    """Predicted / actual − 1 at `last_step`."""
+    curve_mean_error: float
+    """Mean |predicted / actual − 1| over the evals scored."""
+    curve_worst_error: float
+    inside_50: float
+    inside_90: float
+    """Share of the evals scored inside the 90% band."""
+    n: int
+    """Evals scored: from `start` of the plan on, where the prediction has a value."""
+    not_finite: int = 0
+    """Of those, evals that are NaN or infinite: left out of the errors, counted outside both bands."""
+    last_not_finite: int | None = None
+    """The step of the last of those."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("evals scored", f"{self.n}"),
+            (f"last {'finite ' if self._after_last() else ''}eval (step {self.last_step:,}, {self.last_fraction:.0%})",
+             f"predicted {self.last_predicted:.4f}, actual {self.last_actual:.4f}: {self.last_error:+.2%}"),
+            ("mean |error| along the curve", f"{self.curve_mean_error:.2%}"),
+            ("worst |error|", f"{self.curve_worst_error:.2%}"),
+            ("inside the 50% band", f"{self.inside_50:.0%}"),
+            ("inside the 90% band", f"{self.inside_90:.0%}"),
+        ] + ([("evals not finite (NaN or inf)", f"{self.not_finite}: outside both bands, out of the errors"
+                + (f"; the latest, at step {self.last_not_finite:,}, is one" if self._after_last() else ""))]
+             if self.not_finite else [])
+
+    def _after_last(self) -> bool:
+        """Whether the run's latest eval scored is NaN or inf (after the last finite one)."""
+        return self.last_not_finite is not None and self.last_not_finite > self.last_step
+
+
+def failed_steps(logged: pd.Series) -> np.ndarray:
+    """The steps of `logged` (a run's values by step) whose value is NaN or inf."""
+    return logged.index.to_numpy()[~np.isfinite(logged.to_numpy(float))]
+
+
+def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, run: str | None = None) -> Score:
+    """`actual`: the values of `run` (default: the prediction's target) indexed by step. Evals before `start` of the
+    plan are left out."""
+    run = run or pred.run_name
+    finite = np.isfinite(actual.to_numpy(float))
+    odd = actual.index.to_numpy()[~finite]
+    odd = odd[(odd / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(pred.at(odd)["median"].to_numpy())] \
+        if odd.size else odd
+    actual = actual[finite]
+    if actual.empty:
+        raise LadderError(f"{run}: no values of {pred.metric} to score the prediction against")
+    steps = actual.index.to_numpy()
+    at = pred.at(steps)
+    y = actual.to_numpy(float)
+    median = at["median"].to_numpy()
+    use = (steps / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(median)
+    if not use.any():
+        last = float(steps.max()) / max(pred.started_with, 1.0)
+        if last < start - 1e-9:
+            raise LadderError(f"{run}: its {len(y)} evals end at {last:.0%} of the plan, before --from {start:g}; "
+                              f"score from an earlier fraction (--from {max(0.0, last - 0.05):.2f}, say)")
+        raise LadderError(f"{run}: none of its {len(y)} evals from {start:.0%} of the plan on falls where "
+                          "the prediction has a value (its first steps come before the rungs' first eval)")
+    err = median[use] / y[use] - 1
+    band = {k: at[k].to_numpy()[use] for k in ("lo50", "hi50", "lo90", "hi90")}
+    last = int(np.flatnonzero(use)[-1])
+    return Score(
+        last_step=int(steps[last]), last_fraction=float(steps[last] / max(pred.started_with, 1.0)),
+        last_predicted=float(median[last]), last_actual=float(y[last]), last_error=float(median[last] / y[last] - 1),
+        curve_mean_error=float(np.mean(np.abs(err))), curve_worst_error=float(np.max(np.abs(err))),
+        inside_50=float(np.sum((band["lo50"] <= y[use]) & (y[use] <= band["hi50"])) / (use.sum() + odd.size)),
+        inside_90=float(np.sum((band["lo90"] <= y[use]) & (y[use] <= band["hi90"])) / (use.sum() + odd.size)),
+        n=int(use.sum()) + int(odd.size), not_finite=int(odd.size),
+        last_not_finite=int(odd.max()) if odd.size else None,
+    )
