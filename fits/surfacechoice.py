@@ -132,6 +132,19 @@ class SurfaceChoice:
     """The least loss at each compute through the runs' lower envelope (`fits.frontier.envelope_law`); None
     where fewer than three computes lie on it."""
     envelope_runs: int = 0
+    budgets: np.ndarray | None = None
+    """Each fitted run's compute budget where the runs are an isoFLOP sweep (given, or traced by their tokens)."""
+    traced: bool = False
+    """Whether `budgets` were read from the runs' tokens (`fits.isoflop.inferred_budgets`)."""
+
+    def budget_record(self) -> dict | None:
+        """The sweep's budgets, for JSON and the summary: where they came from, and each one's runs and sizes."""
+        if self.budgets is None:
+            return None
+        N, label = self.fitted[0], isoflop.budgets(self.budgets)
+        rows = [{"budget": float(np.median(self.budgets[label == b])), "runs": int(np.sum(label == b)),
+                 "sizes": int(np.unique(size_classes(N[label == b])).size)} for b in np.unique(label)]
+        return {"traced": self.traced, "budgets": rows}
 
     def scores(self) -> dict[str, float]:
         return _scores(self.trials)
@@ -180,6 +193,12 @@ class SurfaceChoice:
                    f"run{'s' if t.errors.size > 1 else ''} "
                    f"(reaching {t.distance:.2f} e-folds out)")
             lines.append(f"  backtest {t.form:<6} holding out {'N' if t.by == 'size' else 'budget'} = {sizes}: {res}")
+        sweep = self.budget_record()
+        if sweep is not None:
+            how = "traced from the runs' tokens, each named by its runs' median 6·N·D" if self.traced else "given"
+            lines.append(f"  budgets ({how}): " + ", ".join(
+                f"{b['budget']:.3g} ({b['runs']} run{'s' if b['runs'] > 1 else ''} of {b['sizes']} "
+                f"size{'s' if b['sizes'] > 1 else ''})" for b in sweep["budgets"]))
         if self.envelope is not None:
             e = self.envelope
             lines.append(f"  lower envelope: {self.envelope_runs} runs, least loss L*(C) = {e.E:.4f} + {e.A:.4g}·C^-{e.alpha:.4f} "
@@ -311,7 +330,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
     if inferred:
         why += f"; {traced(swept)}, so the backtest holds out the largest budgets"
     return SurfaceChoice(chosen, fit, f"{why}; {floor_note}", trials, (N, D), tuple(warnings), tuple(others),
-                         envelope, int(on_it.size))
+                         envelope, int(on_it.size), swept, inferred)
 
 
 __all__ = ["FORMS", "FormTrial", "SurfaceChoice", "backtest_forms", "choose_surface", "distance"]

@@ -844,6 +844,7 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     one_error_line(run("fit", "surface", "--csv", runs, "--optimum-at", "1e41"), "--optimum-at", "at most 1e+40")
     text = run("fit", "surface", "--csv", runs).stdout
     assert "Kaplan-Chinchilla surface" in text and "gamma = " in text and "holding out budget = " in text
+    assert "budgets (given): 1e+18 (9 runs of 9 sizes)" in text
     # `ladder backtest` holds out the sweep's largest budget (nine runs), as `fit surface` chooses its form
     bt = json.loads(run("backtest", "--form", "surface", "--csv", runs, "--format", "json").stdout)
     assert len(bt["rows"]) == 9 and "kaplan without the largest budget" in " ".join(bt["notes"])
@@ -852,6 +853,8 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     pd.DataFrame({"params": N, "tokens": D, "flops": budget, "loss": y}).to_csv(runs, index=False)
     plain = json.loads(run("fit", "surface", "--csv", runs, "--format", "json").stdout)["form_choice"]
     assert plain["form"] == "kaplan" and "isoFLOP sweep of 5 budgets that their tokens trace" in plain["why"]
+    assert plain["budgets"]["traced"] and not choice["budgets"]["traced"]
+    assert [b["runs"] for b in plain["budgets"]["budgets"]] == [b["runs"] for b in choice["budgets"]["budgets"]] == [9] * 5
     assert [r["mean_error"] for r in plain["backtest"]] == [r["mean_error"] for r in choice["backtest"]]
     traced = json.loads(run("backtest", "--form", "surface", "--csv", runs, "--format", "json").stdout)
     assert len(traced["rows"]) == 9 and any("their tokens trace" in n for n in traced["notes"])

@@ -92,3 +92,16 @@ def test_the_surface_backtests_a_sweep_given_without_budgets_as_one_given_them()
     assert "tokens trace" in traced.why and "tokens trace" not in given.why
     by_size = choose_surface(N, D, y, infer_budgets=False)
     assert all(t.by == "size" for t in by_size.trials)
+
+
+def test_the_choice_says_which_budgets_it_held_out_and_where_they_came_from():
+    N, D, which = embedded_sweep(REPEATING[2:])
+    y = surface_losses(np.random.default_rng(4), N, D, **EPOCH_CHINCHILLA, noise=0.002)
+    traced = choose_surface(N, D, y).budget_record()
+    assert traced["traced"] and [b["runs"] for b in traced["budgets"]] == list(np.bincount(which))
+    assert [b["sizes"] for b in traced["budgets"]] == list(np.bincount(which))  # one run of each size per budget
+    jittered = REPEATING[2:][which] * (1 + 0.004 * np.cos(np.arange(N.size)))  # logged within 0.4% of the budget
+    given = choose_surface(N, D, y, budget=jittered).budget_record()
+    assert not given["traced"] and [b["runs"] for b in given["budgets"]] == list(np.bincount(which))
+    np.testing.assert_allclose([b["budget"] for b in given["budgets"]], REPEATING[2:], rtol=0.005)
+    assert choose_surface(N, D, y, infer_budgets=False).budget_record() is None

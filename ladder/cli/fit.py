@@ -454,7 +454,8 @@ def fit_surface_command(
     if fmt is Format.json:
         out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
-                                                       "backtest": choice.table(), "envelope": choice.envelope_record(),
+                                                       "backtest": choice.table(), "budgets": choice.budget_record(),
+                                                       "envelope": choice.envelope_record(),
                                                        "warnings": list(choice.warnings)},
                                        "predictions": preds, "optima": optima}
         if targets is not None:
