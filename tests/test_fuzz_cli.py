@@ -448,9 +448,28 @@ def check(case: Case, res: Result) -> None:
     flat = " ".join(out.split())
     for word in case.words:
         assert word in flat, f"{word!r} not in: {flat}"
-    if case.code == 2 and "Usage:" not in res.stderr:  # click's own parse errors come with a usage line
+    if case.code == 2:  # the parser's own usage errors too
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert "this is a bug" not in flat
+
+
+@pytest.mark.parametrize("args, words", [
+    (("predict", "--bogus", "x"), ("No such option: --bogus", "(see `ladder predict --help`)")),
+    (("fit", "surfac"), ("No such command 'surfac'. Did you mean 'surface'?", "(see `ladder fit --help`)")),
+    (("fit", "surface", "--level", "abc"), ("Invalid value for '--level'", "(see `ladder fit surface --help`)")),
+    (("fit", "surface", "--csv"), ("Option '--csv' requires an argument",)),
+])
+def test_the_parsers_own_usage_errors_are_one_line_as_every_other(args, words):
+    res = CliRunner().invoke(app, list(args))
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert all(w in res.stderr for w in words), res.stderr
+
+
+def test_a_group_alone_shows_its_help_and_help_exits_0():
+    alone, helped = CliRunner().invoke(app, ["fit"]), CliRunner().invoke(app, ["fit", "--help"])
+    assert alone.exit_code == 2 and "Usage: ladder fit" in alone.output and "surface" in alone.output
+    assert helped.exit_code == 0 and "Usage: ladder fit" in helped.stdout
 
 
 def test_the_corpus_is_large_and_has_no_duplicates():

@@ -1,8 +1,8 @@
 """The typer application and the `command` decorator every CLI module registers with.
 
 A command parses its options, calls one library function and prints. User errors
-(`LadderError`, `FitError`) and files that cannot be read or written become one red line on stderr
-and exit code 2. Anything else is a bug: one line that says so, exit code 1, and the traceback only
+(`LadderError`, `FitError`), files that cannot be read or written, and the parser's own usage errors (an
+unknown option, a value that does not parse) become one red line on stderr and exit code 2. Anything else is a bug: one line that says so, exit code 1, and the traceback only
 with `ladder --debug ...` or ``LADDER_DEBUG=1``. Secrets from the environment never appear in a
 message.
 """
@@ -26,8 +26,38 @@ from rich.text import Text
 
 from ladder.errors import LadderError
 
+
+class _OneLineErrors(typer.core.TyperGroup):
+    """The top-level group: click's own usage errors (an unknown option, a missing value) end as every other user
+    error does, one line on stderr and exit code 2, not typer's boxed panel."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _TYPER_CLICK["UsageError"] as exc:
+            if type(exc).__name__ != "NoArgsIsHelpError":  # `ladder fit` alone: its help is already printed
+                ctx = getattr(exc, "ctx", None)
+                where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+                _say_error(redact(exc.format_message()) + where)
+            sys.exit(exc.exit_code)
+        except _TYPER_CLICK["ClickException"] as exc:
+            _say_error(redact(exc.format_message()))
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("aborted", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+_TYPER_CLICK = {c.__name__: c for c in typer.BadParameter.__mro__}
+"""The usage-error classes of the click typer parses with (its own copy)."""
+
+
 app = typer.Typer(
     name="ladder",
+    cls=_OneLineErrors,
     help=(
         "Plan a scaling ladder, train its rungs, pull their metrics, fit scaling laws, predict the "
         "hero run's loss curve and watch it live.\n\n"
@@ -76,8 +106,7 @@ BUG = 1
 
 _debug_flag: ContextVar[bool] = ContextVar("ladder_debug", default=False)
 """`--debug` as given to this invocation (set by the callback before every command)."""
-# Exits and usage errors pass through the guard untouched: typer (which may carry its own copy of
-# click) and click print them.
+# Exits and usage errors pass through the guard untouched: `_OneLineErrors` prints them.
 _PASS_THROUGH = tuple({typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException,
                        *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
 
