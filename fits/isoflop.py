@@ -90,6 +90,17 @@ def swept_budgets(compute, n_params, tol: float = BUDGET_TOL) -> int:
     return sum(_sizes(n[label == b]) >= SWEEP_SIZES for b in np.unique(label))
 
 
+def swept_share(compute, n_params, tol: float = BUDGET_TOL) -> float:
+    """The share of runs in budgets of `SWEEP_SIZES` model sizes or more: 1 for a sweep logged at its budgets, low
+    where the computes only scatter around them (`inferred_budgets` may then read them from the tokens)."""
+    c = checks.as_array("compute", compute)
+    n = checks.as_array("n_params", n_params)
+    checks.same_length(compute=c, n_params=n)
+    label = budgets(c, tol)
+    swept = [b for b in np.unique(label) if _sizes(n[label == b]) >= SWEEP_SIZES]
+    return float(np.isin(label, swept).mean()) if c.size else 0.0
+
+
 def budget_minima(compute, n_params, loss, tol: float = BUDGET_TOL) -> list[BudgetMinimum]:
     """One `BudgetMinimum` per budget, by increasing compute."""
     c = checks.as_array("compute", compute)
@@ -264,4 +275,4 @@ def _minimum(c: np.ndarray, n: np.ndarray, y: np.ndarray) -> BudgetMinimum:
 
 
 __all__ = ["BUDGET_TOL", "BudgetMinimum", "OptimalSize", "SWEEP_SIZES", "budget_minima", "budgets",
-           "inferred_budgets", "is_sweep", "optimal_size"]
+           "inferred_budgets", "is_sweep", "optimal_size", "swept_share"]

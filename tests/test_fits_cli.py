@@ -134,6 +134,27 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     assert any("45 runs share a compute budget" in n and "'params'" in n for n in bare["notes"])
 
 
+def test_fit_endpoint_groups_a_sweep_by_the_budgets_its_tokens_trace(tmp_path):
+    """A sweep whose computes (6·N·D of an N that counts embeddings) scatter around its budgets: its tokens say
+    which runs share one, and each budget's least loss stands at its runs' median compute."""
+    from fits.synthetic import EPOCH_CHINCHILLA, surface_losses
+    from tests.test_fits_isoflop_traced import REPEATING, embedded_sweep
+
+    N, D, which = embedded_sweep(REPEATING[2:])
+    y = surface_losses(np.random.default_rng(5), N, D, **EPOCH_CHINCHILLA, noise=0.002)
+    path = tmp_path / "sweep.csv"
+    pd.DataFrame({"params": N, "tokens": D, "compute": 6 * N * D, "loss": y}).to_csv(path, index=False)
+    out = json.loads(run("fit", "endpoint", "--csv", path, "--format", "json").stdout)
+    assert [b["runs"] for b in out["budgets"]] == list(np.bincount(which))
+    np.testing.assert_allclose([b["compute"] for b in out["budgets"]],
+                               [np.median((6 * N * D)[which == i]) for i in range(which.max() + 1)])
+    assert any("tokens trace 6 of them" in n for n in out["notes"]), out["notes"]
+    # without the tokens the computes alone cannot group them: the law is fitted to every run, as before
+    pd.DataFrame({"params": N, "compute": 6 * N * D, "loss": y}).to_csv(path, index=False)
+    plain = json.loads(run("fit", "endpoint", "--csv", path, "--format", "json").stdout)
+    assert not any("tokens trace" in n for n in plain["notes"])
+
+
 def test_fit_endpoint_table(endpoint_csv):
     res = run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22", "--E", "1.7")
     assert res.exit_code == 0, res.output

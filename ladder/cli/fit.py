@@ -231,6 +231,10 @@ def fit_endpoint_command(
         help="CSV: column of each run's parameter count N, where it has one. Where three model sizes or more share "
              "a compute budget (an isoFLOP sweep), the law is fitted to each budget's least loss (the vertex of a "
              "parabola in log N through the budget's lowest run and its neighbours), not to every run."),
+    tokens_col: str = typer.Option(
+        "tokens", "--tokens-col",
+        help="CSV: column of each run's tokens D, where it has one: with N, a sweep whose computes do not fall into "
+             "budgets (FLOPs counted otherwise than its budgets were) is grouped by the budgets its tokens trace."),
     compute: ComputeAxis = COMPUTE,
     E: float | None = E_OPT,
     at: str | None = typer.Option(None, "--at", help="Predict the final loss at these computes (FLOPs on the law's axis: "
@@ -258,8 +262,9 @@ def fit_endpoint_command(
     _check_level(level)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     if csv is not None:
-        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col)
-        data = fitdata.finals_from_csv(csv, cols, ("compute",), optional=("params",))
+        cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
+                     tokens=tokens_col)
+        data = fitdata.finals_from_csv(csv, cols, ("compute",), optional=("params", "tokens"))
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
@@ -326,9 +331,18 @@ def _endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarr
                       f"more others; if they are an isoFLOP sweep, give their parameter counts (column "
                       f"{params_col!r}, or --params-col) and the law fits each budget's least loss",)
         return data.compute, data.loss, [], notes
-    if not isoflop.is_sweep(data.compute, data.params):
+    compute, traced = data.compute, None
+    if data.tokens is not None and isoflop.swept_share(compute, data.params) < isoflop.ON_VALLEYS:
+        traced = isoflop.inferred_budgets(data.params, data.tokens)
+    if traced is not None:
+        label = isoflop.budgets(traced)  # each budget at its runs' median compute, in the compute column's units
+        compute = np.array([np.median(data.compute[label == b]) for b in range(label.max() + 1)])[label]
+        notes += (f"the computes do not fall into budgets, but the runs' tokens trace {label.max() + 1} of them (at "
+                  "each, D falls as N grows; one size's token counts in the ratios of another's): each budget's "
+                  "runs stand at their median compute",)
+    elif not isoflop.is_sweep(compute, data.params):
         return data.compute, data.loss, [], notes
-    minima = isoflop.budget_minima(data.compute, data.params, data.loss)
+    minima = isoflop.budget_minima(compute, data.params, data.loss)
     if len(minima) < 3:
         raise LadderError(f"an isoFLOP sweep at {len(minima)} budget{'s' if len(minima) > 1 else ''}: the endpoint law "
                           "fits one least loss per budget and needs 3 budgets or more; add a budget")
