@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from fits import trends
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.config.recipe import Recipe, load_recipe, preset_names
 from ladder.data.runview import SIX_N, flops_per_token, six_n_note
 from ladder.data.store import Store

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ladder import metrics as keys
 from ladder import runfiles
 from ladder.config.runconfig import RunConfig
 from ladder.errors import LadderError
@@ -78,7 +79,7 @@ def final_eval_loss(run_dir: Path) -> float | None:
         return None
     for line in lines:
         try:
-            loss = json.loads(line).get(runfiles.EVAL_LOSS, loss)
+            loss = json.loads(line).get(keys.EVAL_LOSS, loss)
         except (ValueError, AttributeError):
             continue
     return loss

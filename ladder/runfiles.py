@@ -1,4 +1,4 @@
-"""What a training run leaves in its run directory, and the metric keys everything agrees on.
+"""What a training run leaves in its run directory (the metric keys it logs: `ladder.metrics`).
 
 A run directory holds:
 
@@ -12,8 +12,6 @@ A run directory holds:
   goes back without one is refused, since it is more likely a broken file than a restart;
 - ``status.json``: ``{"state": "running" | "finished" | "crashed", "step": int, "updated": float}``;
 - ``checkpoints/`` and ``wandb/`` (wandb's own offline or online run folders).
-
-Metric keys follow the levanter/Marin names (DESIGN.md); which key a fit uses is a setting.
 """
 
 CONFIG_FILE = "run.yaml"
@@ -23,21 +21,6 @@ RESUME_KEY = "resumed_from"
 """The key of the resume marker line in ``metrics.jsonl``: the step the run restarted from."""
 CHECKPOINT_DIR = "checkpoints"
 WANDB_DIR = "wandb"
-
-TRAIN_LOSS = "train/loss"
-TRAIN_CE = "train/cross_entropy_loss"
-EVAL_LOSS = "eval/loss"
-EVAL_DROPLESS_LOSS = "eval_dropless/loss"
-GRAD_NORM = "grad/norm/total"
-LEARNING_RATE = "optim/learning_rate"
-DROP_FRACTION = "moe/drop_fraction"
-LOAD_BALANCING_LOSS = "train/router/load_balancing_loss"
-ROUTER_Z_LOSS = "train/router/router_z_loss"
-TOKENS_PER_SECOND = "throughput/tokens_per_second"
-MFU = "throughput/mfu"
-TOKENS_SEEN = "throughput/total_tokens"
-
-DEFAULT_FIT_METRIC = EVAL_LOSS
 
 
 def write_status(run_dir, state: str, step: int) -> None:

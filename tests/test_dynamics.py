@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.cli import app
 from ladder.data.store import Store
 from ladder.predict.dynamics import hero_compute, project_curves, project_dynamics

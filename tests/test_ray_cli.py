@@ -11,6 +11,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from ladder import load_recipe, runfiles
+from ladder import metrics as keys
 from ladder.cli import app
 from ladder.cluster import Board
 from ladder.config.plan import plan
@@ -94,8 +95,8 @@ def test_the_table_reads_each_run_folder_and_prefixes_its_log_lines(tmp_path, ca
     run_dir.mkdir(parents=True)
     (run_dir / "train.log").write_text("an earlier attempt\n")
     lines = [
-        {"step": 10, "train/loss": 3.0, runfiles.TOKENS_PER_SECOND: 1000.0},
-        {"step": 20, "train/loss": 2.5, runfiles.TOKENS_PER_SECOND: 2000.0},
+        {"step": 10, "train/loss": 3.0, keys.TOKENS_PER_SECOND: 1000.0},
+        {"step": 20, "train/loss": 2.5, keys.TOKENS_PER_SECOND: 2000.0},
         {"step": 20, "eval/loss": 2.6},
     ]
     (run_dir / runfiles.METRICS_FILE).write_text("".join(json.dumps(x) + "\n" for x in lines))

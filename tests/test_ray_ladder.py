@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ladder import load_recipe, runfiles
+from ladder import metrics as keys
 from ladder.config.plan import override, plan
 from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.launch import trainer_env
@@ -138,16 +139,16 @@ def test_rungs_train_concurrently_into_the_same_folders_with_the_same_losses(seq
         for path in (runfiles.CONFIG_FILE, runfiles.METRICS_FILE, runfiles.STATUS_FILE, "train.log"):
             assert (b / path).is_file(), path
         assert json.loads((b / runfiles.STATUS_FILE).read_text())["state"] == "finished"
-        final_a, final_b = values(a, runfiles.EVAL_LOSS)[-1], values(b, runfiles.EVAL_LOSS)[-1]
+        final_a, final_b = values(a, keys.EVAL_LOSS)[-1], values(b, keys.EVAL_LOSS)[-1]
         assert final_a[0] == final_b[0] == cfg.stop_after_steps
         assert abs(final_a[1] - final_b[1]) < 1e-5
         starts[name] = launched(b)
-        ends[name] = max(r["time"] for r in records(b) if runfiles.TRAIN_LOSS in r)
+        ends[name] = max(r["time"] for r in records(b) if keys.TRAIN_LOSS in r)
     # Both ran at once: each trainer was launched before the other logged its last step (launch times, not
     # first steps: a busy machine can compile one rung for longer than the other takes to train).
     assert starts[SMALL] < ends[LARGE] and starts[LARGE] < ends[SMALL]
     # The untouched rung is bit for bit the sequential one.
-    assert values(reference / "runs" / SMALL, runfiles.TRAIN_LOSS) == values(folder / "runs" / SMALL, runfiles.TRAIN_LOSS)
+    assert values(reference / "runs" / SMALL, keys.TRAIN_LOSS) == values(folder / "runs" / SMALL, keys.TRAIN_LOSS)
     # Every trainer line reached the terminal prefixed by its run's name.
     assert f"{SMALL} | {SMALL}: finished" in err and f"{LARGE} | {LARGE}: finished" in err
 
@@ -161,10 +162,10 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(sequential, on_ray):
     assert f"{LARGE}: attempt 2" in log
     resumed_at = int(log.split("resuming at step ")[1].split(",")[0].split()[0])
     assert 30 <= resumed_at < T
-    train = values(run_dir, runfiles.TRAIN_LOSS)
+    train = values(run_dir, keys.TRAIN_LOSS)
     assert [s for s, _ in train] == list(range(1, T + 1))  # none missing, none twice
-    final = values(run_dir, runfiles.EVAL_LOSS)[-1][1]
-    assert abs(final - values(reference / "runs" / LARGE, runfiles.EVAL_LOSS)[-1][1]) < 1e-5
+    final = values(run_dir, keys.EVAL_LOSS)[-1][1]
+    assert abs(final - values(reference / "runs" / LARGE, keys.EVAL_LOSS)[-1][1]) < 1e-5
     assert not trainers(str(folder))  # nothing left running
     # The JSON lines: a row per change, the killed run seen again on its second attempt, both finished.
     rows = [json.loads(line) for line in out.splitlines()]
@@ -205,9 +206,9 @@ def test_ctrl_c_cancels_every_run_and_leaves_them_resumable(tmp_path, env, seque
     for name, cfg in cfgs.items():
         run_dir = tmp_path / "runs" / name
         assert "resuming at step" in out.split(f"{name} | {name}: ", 1)[1].split("\n")[0]
-        assert [s for s, _ in values(run_dir, runfiles.TRAIN_LOSS)] == list(range(1, cfg.stop_after_steps + 1))
-        final = values(run_dir, runfiles.EVAL_LOSS)[-1][1]
-        assert abs(final - values(reference / "runs" / name, runfiles.EVAL_LOSS)[-1][1]) < 1e-5
+        assert [s for s, _ in values(run_dir, keys.TRAIN_LOSS)] == list(range(1, cfg.stop_after_steps + 1))
+        final = values(run_dir, keys.EVAL_LOSS)[-1][1]
+        assert abs(final - values(reference / "runs" / name, keys.EVAL_LOSS)[-1][1]) < 1e-5
 
 
 @pytest.mark.slow
@@ -225,7 +226,7 @@ def test_hero_over_two_processes_matches_one_process(tmp_path, env, sequential):
     assert "finished" in out
     assert "'expert': 2" in (run_dir / "train.log").read_text()  # one mesh over both processes
     assert (run_dir / "train.process1.log").is_file()
-    for key in (runfiles.TRAIN_LOSS, runfiles.EVAL_LOSS, runfiles.EVAL_DROPLESS_LOSS):
+    for key in (keys.TRAIN_LOSS, keys.EVAL_LOSS, keys.EVAL_DROPLESS_LOSS):
         a, b = values(tmp_path / "one", key), values(run_dir, key)
         assert [s for s, _ in b] == [s for s, _ in a]  # written once, by process 0
         assert max(abs(x - y) for (_, x), (_, y) in zip(a, b)) < 1e-6

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ladder import load_recipe, runfiles
+from ladder import metrics as keys
 from ladder.config.plan import override, plan
 from ladder.launch import trainer_env
 
@@ -85,13 +86,13 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert 40 <= resumed_at < T
 
     a, b = lines(tmp_path / "whole"), lines(tmp_path / "killed")
-    for key in (runfiles.TRAIN_LOSS, runfiles.EVAL_LOSS, runfiles.EVAL_DROPLESS_LOSS):
+    for key in (keys.TRAIN_LOSS, keys.EVAL_LOSS, keys.EVAL_DROPLESS_LOSS):
         steps = [r["step"] for r in b if key in r]
         assert steps == [r["step"] for r in a if key in r]  # none missing, none twice
         assert len(set(steps)) == len(steps)
-    assert [r["step"] for r in b if runfiles.TRAIN_LOSS in r] == list(range(1, T + 1))
-    final_a = [r[runfiles.EVAL_LOSS] for r in a if runfiles.EVAL_LOSS in r]
-    final_b = [r[runfiles.EVAL_LOSS] for r in b if runfiles.EVAL_LOSS in r]
+    assert [r["step"] for r in b if keys.TRAIN_LOSS in r] == list(range(1, T + 1))
+    final_a = [r[keys.EVAL_LOSS] for r in a if keys.EVAL_LOSS in r]
+    final_b = [r[keys.EVAL_LOSS] for r in b if keys.EVAL_LOSS in r]
     assert abs(final_a[-1] - final_b[-1]) < 1e-5
     assert max(abs(x - y) for x, y in zip(final_a, final_b)) < 1e-5  # every eval, before and after
     assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "finished"

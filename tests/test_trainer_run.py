@@ -17,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ladder import RunConfig, load_recipe, runfiles
+from ladder import metrics as keys
 from ladder.cli import app
 from ladder.config.plan import override, plan
 from ladder.config.schedule import SeqPhase
@@ -81,23 +82,23 @@ def test_a_run_leaves_the_documented_run_directory(tmp_path, monkeypatch):
     status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
     assert status["state"] == "finished" and status["step"] == T
     records = read_metrics(run_dir)
-    assert steps_with(records, runfiles.TRAIN_LOSS) == list(range(1, T + 1))
-    assert steps_with(records, runfiles.EVAL_LOSS) == cfg.eval_steps()
-    assert steps_with(records, runfiles.EVAL_DROPLESS_LOSS) == cfg.eval_steps()
+    assert steps_with(records, keys.TRAIN_LOSS) == list(range(1, T + 1))
+    assert steps_with(records, keys.EVAL_LOSS) == cfg.eval_steps()
+    assert steps_with(records, keys.EVAL_DROPLESS_LOSS) == cfg.eval_steps()
     for r in records:
         assert r["tokens"] == r["step"] * cfg.tokens_per_step
-    train_lines = [r for r in records if runfiles.TRAIN_LOSS in r]
-    for key in (runfiles.TRAIN_CE, runfiles.GRAD_NORM, runfiles.DROP_FRACTION, runfiles.LOAD_BALANCING_LOSS,
-                runfiles.ROUTER_Z_LOSS, runfiles.TOKENS_PER_SECOND, runfiles.MFU, runfiles.TOKENS_SEEN,
+    train_lines = [r for r in records if keys.TRAIN_LOSS in r]
+    for key in (keys.TRAIN_CE, keys.GRAD_NORM, keys.DROP_FRACTION, keys.LOAD_BALANCING_LOSS,
+                keys.ROUTER_Z_LOSS, keys.TOKENS_PER_SECOND, keys.MFU, keys.TOKENS_SEEN,
                 "moe/load_max_over_mean", "moe/router_entropy", "throughput/model_flops_per_second"):
         assert all(math.isfinite(r[key]) for r in train_lines), key
-    lrs = np.array([r[runfiles.LEARNING_RATE] for r in train_lines])
+    lrs = np.array([r[keys.LEARNING_RATE] for r in train_lines])
     np.testing.assert_allclose(lrs, cfg.schedule.lrs(), rtol=1e-6)
     mfu = train_lines[-1]
-    assert mfu[runfiles.MFU] == pytest.approx(mfu["throughput/model_flops_per_second"] / 1e11)
+    assert mfu[keys.MFU] == pytest.approx(mfu["throughput/model_flops_per_second"] / 1e11)
     # it learns: from about ln(256) = 5.55 nats to well below it
-    assert train_lines[0][runfiles.TRAIN_CE] > 5.0
-    assert result.eval_loss == records[-1][runfiles.EVAL_LOSS] < 4.0
+    assert train_lines[0][keys.TRAIN_CE] > 5.0
+    assert result.eval_loss == records[-1][keys.EVAL_LOSS] < 4.0
     saved = sorted(int(p.name) for p in (run_dir / runfiles.CHECKPOINT_DIR).iterdir() if p.name.isdigit())
     assert saved == [20, T]  # every 10 steps and at the end, the newest `keep` = 2 kept
     manifest = json.loads((run_dir / "data_manifest.json").read_text())
@@ -117,7 +118,7 @@ def test_a_run_leaves_the_documented_run_directory(tmp_path, monkeypatch):
                for r in recs if r.WhichOneof("record_type") == "history"]
     assert [h["_step"] for h in history] == list(range(1, T + 1))  # train and eval merged per step
     evals = {h["_step"]: h["eval/loss"] for h in history if "eval/loss" in h}
-    assert evals == {r["step"]: pytest.approx(r[runfiles.EVAL_LOSS]) for r in records if runfiles.EVAL_LOSS in r}
+    assert evals == {r["step"]: pytest.approx(r[keys.EVAL_LOSS]) for r in records if keys.EVAL_LOSS in r}
 
 
 def test_markov_run_stays_above_its_entropy_floor(tmp_path):
@@ -125,9 +126,9 @@ def test_markov_run_stays_above_its_entropy_floor(tmp_path):
     floor = markov_chain(cfg.spec.vocab_size, 0.05, cfg.data.seed)[2]
     result = train(cfg, progress=False)
     records = read_metrics(Path(cfg.run_dir))
-    evals = [r for r in records if runfiles.EVAL_LOSS in r]
+    evals = [r for r in records if keys.EVAL_LOSS in r]
     assert all(r["data/entropy_floor"] == floor for r in evals)
-    assert floor < result.eval_loss < evals[0][runfiles.EVAL_LOSS] - 0.3
+    assert floor < result.eval_loss < evals[0][keys.EVAL_LOSS] - 0.3
 
 
 def test_refused_configs_fail_before_any_compute(tmp_path):
@@ -193,7 +194,7 @@ def test_ladder_command_trains_a_planned_folder_and_skips_finished_runs(tmp_path
     for cfg in rungs:
         run_dir = out / cfg.run_dir  # relative run_dir: relative to the config's folder
         assert json.loads((run_dir / runfiles.STATUS_FILE).read_text())["state"] == "finished"
-        losses.append(read_metrics(run_dir)[-1][runfiles.EVAL_LOSS])
+        losses.append(read_metrics(run_dir)[-1][keys.EVAL_LOSS])
     hero_dir = out / next(RunConfig.load(p) for p in out.glob("hero-*.yaml")).run_dir
     assert not hero_dir.exists()
     before = [(out / c.run_dir / runfiles.METRICS_FILE).stat().st_mtime_ns for c in rungs]

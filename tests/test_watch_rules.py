@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.errors import LadderError
 from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, Observed, WatchState, WebhookSink, evaluate

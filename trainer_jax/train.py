@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ladder import metrics as keys
 from ladder import runfiles
 from ladder.config.runconfig import RunConfig
 from ladder.config.spec import ModelSpec
@@ -168,12 +169,12 @@ def make_loss(cfg: RunConfig, mesh: Any, compute_dtype: Any = jnp.float32) -> Ca
         ce = jnp.mean(ce)
         logit_z = jnp.mean(lse**2)
         total = ce + c.load_balancing * stats["load_balancing"] + c.router_z * stats["router_z"] + c.logit_z * logit_z
-        metrics = {runfiles.TRAIN_LOSS: total, runfiles.TRAIN_CE: ce, LOGIT_Z_LOSS: logit_z}
+        metrics = {keys.TRAIN_LOSS: total, keys.TRAIN_CE: ce, LOGIT_Z_LOSS: logit_z}
         if spec.n_moe_layers:
             metrics |= {
-                runfiles.LOAD_BALANCING_LOSS: stats["load_balancing"],
-                runfiles.ROUTER_Z_LOSS: stats["router_z"],
-                runfiles.DROP_FRACTION: stats["drop_fraction"],
+                keys.LOAD_BALANCING_LOSS: stats["load_balancing"],
+                keys.ROUTER_Z_LOSS: stats["router_z"],
+                keys.DROP_FRACTION: stats["drop_fraction"],
                 ROUTER_ENTROPY: stats["router_entropy"],
                 LOAD_MAX: stats["load_max_over_mean"],
                 LOAD_MIN: stats["load_min_over_mean"],
@@ -192,8 +193,8 @@ def make_train_step(
     def train_step(state: dict[str, Any], tokens: jax.Array) -> tuple[dict[str, Any], dict[str, jax.Array]]:
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"], tokens)
         updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
-        metrics[runfiles.GRAD_NORM] = optax.tree.norm(grads)  # before clipping
-        metrics[runfiles.LEARNING_RATE] = lr_table[state["step"]]
+        metrics[keys.GRAD_NORM] = optax.tree.norm(grads)  # before clipping
+        metrics[keys.LEARNING_RATE] = lr_table[state["step"]]
         new = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state, "step": state["step"] + 1}
         return new, metrics
 
@@ -257,7 +258,7 @@ def train(
             runfiles.write_status(run_dir, "finished", T)
         last = _last_eval_from_file(run_dir)
         _say(is_writer, f"{cfg.name}: already finished ({T} steps) in {run_dir}")
-        return TrainResult(run_dir, T, last.get(runfiles.EVAL_LOSS), last.get(runfiles.EVAL_DROPLESS_LOSS),
+        return TrainResult(run_dir, T, last.get(keys.EVAL_LOSS), last.get(keys.EVAL_DROPLESS_LOSS),
                            (), latest, 0.0)
 
     flops_per_token = model_flops_per_token(cfg)
@@ -330,13 +331,13 @@ def train(
         runfiles.write_status(run_dir, "finished", T)
     wall = time.perf_counter() - t0
     _say(is_writer, f"{cfg.name}: finished {T} steps in {wall:.1f}s; eval loss "
-         f"{last_eval.get(runfiles.EVAL_LOSS, float('nan')):.4f} (dropless "
-         f"{last_eval.get(runfiles.EVAL_DROPLESS_LOSS, float('nan')):.4f})")
+         f"{last_eval.get(keys.EVAL_LOSS, float('nan')):.4f} (dropless "
+         f"{last_eval.get(keys.EVAL_DROPLESS_LOSS, float('nan')):.4f})")
     return TrainResult(
         run_dir=run_dir,
         steps=T,
-        eval_loss=last_eval.get(runfiles.EVAL_LOSS),
-        eval_dropless_loss=last_eval.get(runfiles.EVAL_DROPLESS_LOSS),
+        eval_loss=last_eval.get(keys.EVAL_LOSS),
+        eval_dropless_loss=last_eval.get(keys.EVAL_DROPLESS_LOSS),
         train_losses=tuple(log.losses),
         resumed_from=latest,
         wall_seconds=wall,
@@ -366,9 +367,9 @@ def _resume_point(ckpt: Checkpointer, meta: dict[str, Any], T: int, run_dir: Pat
 
 def _throughput(tokens_per_second: float, flops_per_token: float, peak: float) -> dict[str, float]:
     return {
-        runfiles.TOKENS_PER_SECOND: tokens_per_second,
+        keys.TOKENS_PER_SECOND: tokens_per_second,
         MODEL_FLOPS: tokens_per_second * flops_per_token,
-        runfiles.MFU: tokens_per_second * flops_per_token / peak,
+        keys.MFU: tokens_per_second * flops_per_token / peak,
     }
 
 
@@ -399,10 +400,10 @@ class _TrainLog:
         now = time.perf_counter()
         tokens_per_second = (step - self._since) * self._cfg.tokens_per_step / (now - self._clock)
         values |= _throughput(tokens_per_second, self._flops_per_token, self._peak)
-        values[runfiles.TOKENS_SEEN] = float(step * self._cfg.tokens_per_step)
+        values[keys.TOKENS_SEEN] = float(step * self._cfg.tokens_per_step)
         self._sinks.log(values, step)
-        self.losses.append(values[runfiles.TRAIN_LOSS])
-        self._bar.update(step, values[runfiles.TOKENS_PER_SECOND], values[runfiles.TRAIN_LOSS])
+        self.losses.append(values[keys.TRAIN_LOSS])
+        self._bar.update(step, values[keys.TOKENS_PER_SECOND], values[keys.TRAIN_LOSS])
         self._since, self._clock = step, now
 
     def restart(self, step: int) -> None:
@@ -434,7 +435,7 @@ class Evaluator:
 
     def __call__(self, params: Any) -> dict[str, float]:
         out = {}
-        for dropless, key in ((False, runfiles.EVAL_LOSS), (True, runfiles.EVAL_DROPLESS_LOSS)):
+        for dropless, key in ((False, keys.EVAL_LOSS), (True, keys.EVAL_DROPLESS_LOSS)):
             fn = self._steps[dropless]
             results = jax.device_get([fn(params, tokens, weight) for tokens, weight in self._chunks])  # one wait
             total = sum(float(r["ce_sum"]) for r in results)
@@ -456,7 +457,7 @@ def _last_eval_from_file(run_dir: Path) -> dict[str, float]:
     if path.exists():
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            found |= {k: v for k, v in record.items() if k in (runfiles.EVAL_LOSS, runfiles.EVAL_DROPLESS_LOSS)}
+            found |= {k: v for k, v in record.items() if k in (keys.EVAL_LOSS, keys.EVAL_DROPLESS_LOSS)}
     return found
 
 

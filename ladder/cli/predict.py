@@ -13,7 +13,7 @@ import pandas as pd
 import typer
 from rich.table import Table
 
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.cli.app import Format, command, console, err_console, print_json
 from ladder.config.limits import MAX_TOKENS_PER_SECOND, resamples
 from ladder.config.runconfig import RunConfig

@@ -20,6 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ladder import metrics as keys
 from ladder import runfiles
 
 LOG_FILE = "train.log"
@@ -92,9 +93,9 @@ class _RunView:
             if runfiles.RESUME_KEY in record or record.get("step", self.step) < self.step:
                 self.loss = self.tps = None  # a restart: older numbers no longer describe it
             self.step = int(record.get("step", self.step))
-            if runfiles.TRAIN_LOSS in record:
-                self.loss = record[runfiles.TRAIN_LOSS]
-                self.tps = record.get(runfiles.TOKENS_PER_SECOND, self.tps)
+            if keys.TRAIN_LOSS in record:
+                self.loss = record[keys.TRAIN_LOSS]
+                self.tps = record.get(keys.TOKENS_PER_SECOND, self.tps)
 
     def set_state(self, state: str) -> None:
         if state != self._state:

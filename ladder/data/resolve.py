@@ -32,7 +32,7 @@ import pandas as pd
 from ladder.data.sources.coords import Coordinates
 from ladder.data.sources.table import concat_rows, empty_rows
 from ladder.errors import LadderError
-from ladder.runfiles import DEFAULT_FIT_METRIC
+from ladder.metrics import DEFAULT_FIT_METRIC
 
 HISTORY_COLUMNS = ("step", "tokens", "fraction", "metric", "value")
 

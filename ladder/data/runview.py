@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fits.runs import Run, lrs_from_logged
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.config.limits import MAX_PREDICTED_POINTS
 from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 import fits
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.data import fitdata
 from ladder.data.store import Store
 from ladder.errors import LadderError

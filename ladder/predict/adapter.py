@@ -21,7 +21,7 @@ import fits
 from fits import predictor as core
 from fits.candidates import PUBLISHED_SHAPE, Options
 from fits.runs import batch_off_trend, batch_trend
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule
 from ladder.data.runview import SIX_N, LadderRun, flops_notes, from_config, named, rungs_from_store

@@ -31,7 +31,7 @@ from fits.trends import (
     project_series,
     spikes_in_run,
 )
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.predict.prediction import Prediction

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.data.sources.coords import CoordinateOverrides
 from ladder.data.sources.pull import PullSkipped, Source, pull
 from ladder.data.store import Store

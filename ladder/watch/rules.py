@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from ladder import runfiles as keys
+from ladder import metrics as keys
 from ladder.predict.prediction import Prediction
 from ladder.predict.replan import horizon_that_fits
 

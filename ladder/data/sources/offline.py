@@ -28,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ladder import metrics as metric_keys
 from ladder import runfiles
 from ladder.data.sources.growing import still_valid, tail_check
 from ladder.data.sources.leveldb import LogRead, Stop, read_log
@@ -51,7 +52,7 @@ class OfflineSource:
         path: str | os.PathLike,
         *,
         step_key: str = "_step",
-        tokens_key: str = runfiles.TOKENS_SEEN,
+        tokens_key: str = metric_keys.TOKENS_SEEN,
         running_window_s: float = 120.0,
         clock: Any = time.time,
     ):

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ladder import runfiles
+from ladder import metrics as metric_keys
 from ladder.data.sources.table import (
     RowBuilder,
     RunRef,
@@ -65,7 +65,7 @@ class WandbSource:
         filters: dict[str, Any] | None = None,
         keys: list[str] | None = None,
         step_key: str = "_step",
-        tokens_key: str = runfiles.TOKENS_SEEN,
+        tokens_key: str = metric_keys.TOKENS_SEEN,
         api: Any = None,
         retry: RetryPolicy = RetryPolicy(),
         sleep: Callable[[float], None] | None = None,
