@@ -149,6 +149,10 @@ def test_fit_endpoint_groups_a_sweep_by_the_budgets_its_tokens_trace(tmp_path):
     np.testing.assert_allclose([b["compute"] for b in out["budgets"]],
                                [np.median((6 * N * D)[which == i]) for i in range(which.max() + 1)])
     assert any("tokens trace 6 of them" in n for n in out["notes"]), out["notes"]
+    # `ladder backtest` holds out the largest of those budgets' least losses, as the fit groups them
+    bt = json.loads(run("backtest", "--csv", path, "--format", "json").stdout)
+    assert [r["target"] for r in bt["rows"]] == [f"budget {out['budgets'][-1]['compute']:.3g}"]
+    assert any("tokens trace 6 of them" in n for n in bt["notes"])
     # without the tokens the computes alone cannot group them: the law is fitted to every run, as before
     pd.DataFrame({"params": N, "compute": 6 * N * D, "loss": y}).to_csv(path, index=False)
     plain = json.loads(run("fit", "endpoint", "--csv", path, "--format", "json").stdout)

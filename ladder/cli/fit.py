@@ -782,7 +782,10 @@ def backtest_command(
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: fit compute column (endpoint, curve)."),
     params_col: str = typer.Option("params", "--params-col", help="CSV: parameter count column (surface; for the "
                                    "endpoint law, an isoFLOP sweep's sizes: each budget's least loss is fitted)."),
-    tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: tokens column (surface)."),
+    tokens_col: str = typer.Option(
+        "tokens", "--tokens-col",
+        help="CSV: tokens column (surface; endpoint: where the computes scatter around a sweep's budgets, the runs "
+             "are grouped by the budgets their tokens trace)."),
     budget_col: str = typer.Option("budget", "--budget-col", help="CSV: compute budget column, read where the CSV has "
                                    "it (surface: an isoFLOP sweep's k largest budgets are held out, as `fit surface` "
                                    "chooses its form)."),
@@ -834,7 +837,7 @@ def backtest_command(
         if csv is not None:
             cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
                          tokens=tokens_col, budget=budget_col)
-            data = fitdata.finals_from_csv(csv, cols, need, optional=("params",) if endpoint else budget_optional)
+            data = fitdata.finals_from_csv(csv, cols, need, optional=("params", "tokens") if endpoint else budget_optional)
         else:
             data = fitdata.finals_from_store(s, _metric(s, metric), group, role or None, compute.value)
         notes = data.notes
