@@ -83,22 +83,27 @@ def is_sweep(compute, n_params, tol: float = BUDGET_TOL) -> bool:
 
 def swept_budgets(compute, n_params, tol: float = BUDGET_TOL) -> int:
     """How many budgets hold `SWEEP_SIZES` model sizes or more (sizes within 1% are one): the valleys a sweep traces."""
-    c = checks.as_array("compute", compute)
-    n = checks.as_array("n_params", n_params)
-    checks.same_length(compute=c, n_params=n)
-    label = budgets(c, tol)
-    return sum(_sizes(n[label == b]) >= SWEEP_SIZES for b in np.unique(label))
+    return len(_valleys(*_by_budget(compute, n_params, tol)))
 
 
 def swept_share(compute, n_params, tol: float = BUDGET_TOL) -> float:
     """The share of runs in budgets of `SWEEP_SIZES` model sizes or more: 1 for a sweep logged at its budgets, low
     where the computes only scatter around them (`inferred_budgets` may then read them from the tokens)."""
+    label, n = _by_budget(compute, n_params, tol)
+    return float(np.isin(label, _valleys(label, n)).mean()) if n.size else 0.0
+
+
+def _by_budget(compute, n_params, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(each run's budget index, N), checked."""
     c = checks.as_array("compute", compute)
     n = checks.as_array("n_params", n_params)
     checks.same_length(compute=c, n_params=n)
-    label = budgets(c, tol)
-    swept = [b for b in np.unique(label) if _sizes(n[label == b]) >= SWEEP_SIZES]
-    return float(np.isin(label, swept).mean()) if c.size else 0.0
+    return budgets(c, tol), n
+
+
+def _valleys(label: np.ndarray, n: np.ndarray) -> list:
+    """The budget labels (≥ 0) that hold `SWEEP_SIZES` model sizes or more."""
+    return [b for b in np.unique(label[label >= 0]) if _sizes(n[label == b]) >= SWEEP_SIZES]
 
 
 def budget_minima(compute, n_params, loss, tol: float = BUDGET_TOL) -> list[BudgetMinimum]:
@@ -142,8 +147,7 @@ def _valley_budgets(N: np.ndarray, D: np.ndarray, label: np.ndarray, min_budgets
     """Each run's budget (its valley's median 6·N·D; a run on none, the nearest valley's) where the runs `label`
     puts on valleys (`SWEEP_SIZES` sizes or more, D falling as N grows) make `min_budgets` valleys or more and hold
     `ON_VALLEYS` of the runs; else None."""
-    size = _groups(N, BUDGET_TOL)
-    valleys = [v for v in np.unique(label[label >= 0]) if np.unique(size[label == v]).size >= SWEEP_SIZES]
+    valleys = _valleys(label, N)
     on = np.isin(label, valleys)
     if len(valleys) < min_budgets or on.sum() < ON_VALLEYS * N.size or not all(
             _falls(N[label == v], D[label == v]) for v in valleys):

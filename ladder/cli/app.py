@@ -2,7 +2,8 @@
 
 A command parses its options, calls one library function and prints. User errors
 (`LadderError`, `FitError`), files that cannot be read or written, and the parser's own usage errors (an
-unknown option, a value that does not parse) become one red line on stderr and exit code 2. Anything else is a bug: one line that says so, exit code 1, and the traceback only
+unknown option, a value that does not parse) become one red line on stderr and exit code 2. Anything
+else is a bug: one line that says so, exit code 1, and the traceback only
 with `ladder --debug ...` or ``LADDER_DEBUG=1``. Secrets from the environment never appear in a
 message.
 """
@@ -108,7 +109,7 @@ _debug_flag: ContextVar[bool] = ContextVar("ladder_debug", default=False)
 """`--debug` as given to this invocation (set by the callback before every command)."""
 # Exits and usage errors pass through the guard untouched: `_OneLineErrors` prints them.
 _PASS_THROUGH = tuple({typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException,
-                       *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
+                       _TYPER_CLICK["ClickException"]})
 
 
 @app.callback()
