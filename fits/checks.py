@@ -108,11 +108,22 @@ def off_the_law(loss: np.ndarray, fitted: np.ndarray, where, tol: float = OFF_LA
         return []
     miss = np.asarray(loss, dtype=np.float64) / np.asarray(fitted, dtype=np.float64) - 1
     size = np.abs(miss)
-    i = int(far[np.argmax(size[far])])
-    off = f"{miss[i]:+.1%} off" if size[i] < 10 else f"{miss[i] + 1:.3g}×"  # a loss off by digits: as a ratio
-    return [f"the run {where(i)} ends at {loss[i]:.4g}, {off} the fitted law where the runs' median miss is "
-            f"{np.median(size):.2%}{and_more(far, 'runs')}: another recipe, a crashed run, a typo, or a run outside the "
-            "law's reach? Check it, or leave it out and fit again"]
+    order = far[np.argsort(-size[far], kind="stable")]
+    i = int(order[0])
+
+    def off(j: int) -> str:
+        return f"{miss[j]:+.1%} off" if size[j] < 10 else f"{miss[j] + 1:.3g}×"  # a loss off by digits: as a ratio
+
+    also = "".join(f"; {where(int(j))}, {off(int(j))}" for j in order[1:NAMED])
+    rest = f" and {len(order) - NAMED} more" if len(order) > NAMED else ""
+    return [f"the run {where(i)} ends at {loss[i]:.4g}, {off(i)} the fitted law where the runs' median miss is "
+            f"{np.median(size):.2%}" + (f" (also the runs {also[2:]}{rest})" if also else "") + ": another recipe, a "
+            f"crashed run, a typo, or a run outside the law's reach? Check {'them' if also else 'it'}, or leave "
+            f"{'them' if also else 'it'} out and fit again"]
+
+
+NAMED = 5
+"""How many runs off the law a warning names (the worst first); the rest it counts."""
 
 
 def _above(rise: float) -> str:

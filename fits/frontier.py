@@ -62,8 +62,11 @@ def optimum(compute, E: float, A: float, B: float, alpha: float, beta: float,
     C = np.asarray(compute, dtype=np.float64)
     if not (A > 0 and B > 0 and alpha > 0 and beta > 0):
         return np.full(C.shape, np.nan), np.full(C.shape, np.nan)
-    n_opt = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta)) * (C / 6.0) ** (beta / (alpha + beta))
-    return E + (A * n_opt**-alpha + B * (C / (6.0 * n_opt)) ** -beta) ** gamma, n_opt
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # exponents near 0: N* out of range, inf
+        log_n = (np.log(alpha * A / (beta * B)) + beta * np.log(C / 6.0)) / (alpha + beta)
+        n_opt = np.exp(log_n)
+        loss = E + (A * np.exp(-alpha * log_n) + B * np.exp(-beta * (np.log(C / 6.0) - log_n))) ** gamma
+    return loss, n_opt
 
 
 def least_loss(fit, compute) -> np.ndarray:

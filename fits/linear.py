@@ -30,7 +30,10 @@ def nnls_batch(G: np.ndarray, r: np.ndarray, tt: float | np.ndarray, free: tuple
             Gs = G[:, s][:, :, s]
             ridge = 1e-13 * np.trace(Gs, axis1=1, axis2=2)[:, None, None] * np.eye(size)
             with np.errstate(all="ignore"):
-                c = np.linalg.solve(Gs + ridge, r[:, s][..., None])[..., 0]
+                try:
+                    c = np.linalg.solve(Gs + ridge, r[:, s][..., None])[..., 0]
+                except np.linalg.LinAlgError:  # an infinite Gram matrix (values near the float's range): no fit
+                    c = np.full((k, size), np.nan)
             sse = tt - 2 * np.einsum("ki,ki->k", c, r[:, s]) + np.einsum("ki,kij,kj->k", c, Gs, c)
             ok = np.all((c >= 0) | free_mask[s], axis=1) & np.isfinite(sse) & (sse < best)
             best = np.where(ok, sse, best)

@@ -494,7 +494,8 @@ def rise_warnings(runs: list[Run]) -> list[str]:
     for r in runs:
         up, step = rise(r)
         if up > RISE_WARN:
-            out.append(f"the rung {r.name!r} rises {up:.1%} above its earlier lowest eval at step {step:,} "
+            by = f"{up:.1%} above" if up < 10 else f"to {1 + up:.3g}×"
+            out.append(f"the rung {r.name!r} rises {by} its earlier lowest eval at step {step:,} "
                        f"({step / r.planned_steps:.0%} of its run): a loss spike or a bad eval? The laws fit it as "
                        "logged, and the band widens with its misfit; leave the run out, or fix its evals, if it is a fault")
     return out

@@ -32,8 +32,8 @@ import pandas as pd
 from fits import trends
 from ladder import metrics as keys
 from ladder.config.recipe import Recipe, load_recipe, preset_names
-from ladder.data.runview import SIX_N, flops_per_token, six_n_note
-from ladder.data.store import Store
+from ladder.data.runview import SIX_N, active_params, flops_per_token, ran_its_plan, six_n_note
+from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.watch.rules import AlertRules
 
@@ -144,6 +144,8 @@ class _Rung:
     """metric → rows (step, fraction, value), finite values only, by step."""
     six_n: bool = False
     """Its compute is 6·N·D: only N is known."""
+    ratio: float = float("nan")
+    """Planned tokens per active parameter (NaN when either is unknown)."""
 
 
 # ---- entry point ----------------------------------------------------------------------------------
@@ -164,8 +166,10 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
                                                      keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
     rungs = [_rung(row, hist) for _, row in rung_rows.iterrows()]
     six_n = [r.name for r in rungs if r.six_n]
+    notes = ()
     if hero_config is not None:
         hero = hero_from_config(hero_config, by_params=len(six_n) == len(rungs))
+        notes = _other_group(hero_config, group)
     hero = hero or _stored_hero(store, runs)
     checks = {
         "grad-norm": lambda: _grad_norm(rungs, hero, settings),
@@ -177,16 +181,36 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     }
     findings = tuple(Finding(name, "skipped", "skipped with --skip") if name in skip else run()
                      for name, run in checks.items())
-    return CheckReport(group, tuple(r.name for r in rungs), hero, findings, _small_hero(hero, rungs) + tuple(six_n_note(six_n)))
+    return CheckReport(group, tuple(r.name for r in rungs), hero, findings,
+                       notes + _hero_reach(hero, rungs) + tuple(six_n_note(six_n)))
 
 
-def _small_hero(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]:
-    """A warning where the hero's compute is not above the largest rung's: the projections then describe a rung."""
+FAR_HERO = 1e4
+"""A hero more than this many times the largest rung's compute is named: published ladders reach a few hundred×."""
+
+
+def _hero_reach(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]:
+    """A warning where the hero's compute is not above the largest rung's (the projections then describe a rung),
+    or `FAR_HERO` times above it (no trend carries that far: a hero of another ladder?)."""
     known = [r for r in rungs if math.isfinite(r.compute) and r.compute > 0]
     if hero is None or not known:
         return ()
     top = max(known, key=lambda r: r.compute)
+    if hero.flops > FAR_HERO * top.compute:
+        return (f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is {hero.flops / top.compute:.3g}× "
+                f"the largest rung's ({top.name}): no trend of these rungs carries that far; is it this ladder's hero?",)
     return not_above(hero, top.name, top.compute)
+
+
+def _other_group(path: Path, group: str) -> tuple[str, ...]:
+    """A warning where the hero config given belongs to another group than the rungs checked."""
+    from ladder.config.runconfig import RunConfig
+
+    theirs = RunConfig.load(path).group
+    if not theirs or theirs == group:
+        return ()
+    return (f"the hero config {path} is of group {theirs!r}, the rungs checked of {group!r}: is it this ladder's "
+            "hero? (--group picks the rungs)",)
 
 
 def not_above(hero: HeroCompute, name: str, compute: float) -> tuple[str, ...]:
@@ -199,7 +223,7 @@ def not_above(hero: HeroCompute, name: str, compute: float) -> tuple[str, ...]:
 
 
 def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
-    store.must_exist("pull the rungs first (`ladder pull local runs/`) or give --store")
+    store.must_exist(PULL_FIRST)
     runs = store.runs()
     groups = sorted(set(runs["group"].astype(str)))
     if group is None:
@@ -260,11 +284,14 @@ def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:
         flops, flops_from = float("nan"), ""
     tokens = row["planned_tokens"]
     compute = flops * float(tokens) if not pd.isna(tokens) else float("nan")
-    complete = row["state"] == "finished" and planned is not None and last is not None and last >= planned
+    complete = ran_its_plan(str(row["state"]), last, planned)
     h = hist[(hist["run_id"] == row["run_id"]) & np.isfinite(hist["value"].to_numpy(dtype=float))]
     series = {str(m): g.sort_values("step")[["step", "fraction", "value"]].reset_index(drop=True)
               for m, g in h.groupby("metric", observed=True)}
-    return _Rung(str(row["run_id"]), str(row["name"]), compute, planned, bool(complete), series, flops_from == SIX_N)
+    n = active_params(row)
+    ratio = float(tokens) / n if n and not pd.isna(tokens) else float("nan")
+    return _Rung(str(row["run_id"]), str(row["name"]), compute, planned, bool(complete), series, flops_from == SIX_N,
+                 ratio)
 
 
 def _usable(rungs: list[_Rung], metric: str) -> tuple[list[_Rung], list[str]]:
@@ -467,6 +494,9 @@ def _run_config(store: Store, run_id: str):
 def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     name = "off-trend"
     usable, left = _usable(rungs, st.metric)
+    usable, other_ratios = _one_ratio(usable)
+    left += [f"{r.name} (at {r.ratio:.3g} tokens per parameter, not the ladder's {usable[0].ratio:.3g})"
+             for r in other_ratios]
     if (few := _too_few(name, st.metric, rungs, usable, left, need=4)) is not None:
         return few
     final = np.array([float(r.series[st.metric]["value"].iloc[-1]) for r in usable])
@@ -478,6 +508,9 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
               "expected": [h.expected for h in loo.held], "rel_error": [h.rel_error for h in loo.held],
               "score": [h.score for h in loo.held], "limit": loo.held[0].limit, "dof": loo.dof}
     caveat = "" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)"
+    if other_ratios:
+        caveat += (f"; {len(other_ratios)} rung{'s' if len(other_ratios) > 1 else ''} at other token ratios left out "
+                   "(a trend in compute holds at one ratio)")
     flagged = [loo.held[i] for i in loo.flagged]
     if not flagged:
         w = loo.worst()
@@ -494,6 +527,20 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     remedy = ("look for what sets the rung apart (shape: depth for its width, batch, LR, data); rerun it, "
               "or leave it out of the fits and say so")
     return Finding(name, status, evidence, "", remedy, values)
+
+
+RATIO_TOL = 0.1
+"""Token ratios within this (relative) of each other are one ratio, for the off-trend check."""
+
+
+def _one_ratio(rungs: list[_Rung]) -> tuple[list[_Rung], list[_Rung]]:
+    """The rungs at the token ratio most of them share (the ladder's), and the others; all of them where a ratio
+    is unknown."""
+    if len(rungs) < 2 or not all(math.isfinite(r.ratio) and r.ratio > 0 for r in rungs):
+        return rungs, []
+    groups = [[r for r in rungs if abs(math.log(r.ratio / c.ratio)) <= math.log1p(RATIO_TOL)] for c in rungs]
+    main = max(groups, key=lambda g: (len(g), max(r.compute for r in g)))  # a tie: the ratio the largest rung trains at
+    return main, [r for r in rungs if all(r is not m for m in main)]
 
 
 # ---- 5. crashed rungs -------------------------------------------------------------------------------
@@ -513,7 +560,7 @@ def _crashed(rows: pd.DataFrame, hist: pd.DataFrame, st: CheckSettings) -> Findi
         elif state != "finished":
             problems.append(f"{row['name']} {state} at {where}")
             status = "alarm"
-        elif planned is not None and last < planned:
+        elif planned is not None and not ran_its_plan(state, last, planned):
             problems.append(f"{row['name']} stopped at {where} ({last / planned:.0%})")
             status = "alarm"
         nonfinite = bad[bad["run_id"] == row["run_id"]]

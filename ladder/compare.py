@@ -19,7 +19,7 @@ from fits.compare import Comparison, compare_ladders
 from ladder.check import HeroCompute, hero_from_config
 from ladder.config.limits import hero_flops
 from ladder.data.runview import SIX_N, flops_per_token, six_n_note
-from ladder.data.store import Store
+from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 
 MIN_RUNGS = 3
@@ -123,7 +123,7 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     """Compare group B with group A (see `fits.compare`): rungs paired by rank of compute."""
     if group_a == group_b:
         raise LadderError(f"both groups are {group_a!r}: compare two different ladders (`ladder runs` lists the groups)")
-    store.must_exist("pull the runs first (`ladder pull local runs/`)")
+    store.must_exist(PULL_FIRST)
     metric = metric or store.settings().fit_metric
     a, b = group_finals(store, group_a, metric), group_finals(store, group_b, metric)
     if a.loss.size != b.loss.size:

@@ -61,6 +61,10 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
     p = Path(path)
     if p.is_dir():
         raise LadderError(f"{option} {p}: is a folder; give the path of the file to write")
+    store = _store_at(p.absolute().parent) if p.absolute().parent.is_dir() else None
+    if store is not None and not p.exists():
+        raise LadderError(f"{option} {p}: is in the metric store {store}; give a path outside it (outputs there would "
+                          "mix with the store's files)")
     if p.exists():
         keeper = kept_by(p)
         if keeper is not None:

@@ -276,3 +276,31 @@ def test_check_help_loads_no_heavy_library():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_rung_logged_to_its_plan_minus_one_step_is_complete(tmp_path):
+    """Trainers that count steps from 0 (levanter, Marin) log a finished run's last step at plan − 1."""
+    last = PLAN.rungs[1]
+    store = ladder_store(tmp_path, **{last.name: {"upto": last.stop_after_steps - 1}})
+    code, report = check(store)
+    assert code == 0, [(f["name"], f["evidence"]) for f in report["findings"] if f["status"] != "ok"]
+    assert finding(report, "crashed")["status"] == "ok" and last.name in finding(report, "off-trend")["values"]["rungs"]
+
+
+def test_rungs_at_other_token_ratios_are_left_out_of_the_trend(tmp_path):
+    longer = plan(override(load_recipe("micro-cpu"), widths=[32, 48], depths=[2, 2], sets=["tpp=24"]))
+    others = [dataclasses.replace(c, name=c.name + "-4x", run_dir=f"runs/{c.name}-4x") for c in longer.rungs]
+    store = ladder_store(tmp_path, [*PLAN.rungs, *others])
+    code, report = check(store)
+    trend = finding(report, "off-trend")
+    assert trend["status"] == "ok" and trend["values"]["rungs"] == [c.name for c in PLAN.rungs]
+    assert "2 rungs at other token ratios left out" in trend["evidence"]
+
+
+def test_a_hero_of_another_ladder_is_named(tmp_path):
+    store = ladder_store(tmp_path, hero=False)
+    hero = plan(load_recipe("marin-moe-hero")).hero.save(tmp_path / "hero.yaml")
+    code, report = check(store, "--hero", hero)
+    other, far = report["warnings"]
+    assert "is of group 'marin-moe-hero', the rungs checked of 'micro-cpu'" in other
+    assert "the largest rung's" in far and "no trend of these rungs carries that far" in far

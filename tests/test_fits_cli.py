@@ -799,7 +799,7 @@ def test_chinchillas_runs_that_epoch_left_out_are_named_off_the_law(shared_data)
     res = run("fit", "surface", "--csv", csv, "--format", "json")
     assert res.exit_code == 0, res.output
     [warning] = [w for w in json.loads(res.stdout)["warnings"] if "off the fitted law" in w]
-    assert "(and 4 more such runs)" in warning and "N = 2.98e+09, D = 5.16e+08" in warning
+    assert warning.startswith("the run at N = 2.98e+09, D = 5.16e+08") and "more)" not in warning
     from fits.checks import far_off
     from fits.surfacechoice import choose_surface
 
@@ -807,6 +807,8 @@ def test_chinchillas_runs_that_epoch_left_out_are_named_off_the_law(shared_data)
     fit = choose_surface(table["params"], table["tokens"], table["loss"]).fit
     far = far_off(table["loss"], fit.predict(table["params"], table["tokens"]))
     assert far.tolist() == np.flatnonzero(table["excluded_in_epoch_fit"]).tolist()
+    for _, run_ in table[table["excluded_in_epoch_fit"].astype(bool)].iterrows():  # each of the five, by N and D
+        assert f"N = {run_['params']:.3g}, D = {run_['tokens']:.3g}" in warning
 
 
 def test_no_numerical_warning_reaches_the_terminal(plain_csv, tmp_path):
@@ -889,3 +891,32 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     one_error_line(run("fit", "surface", "--budget-col", "flops"), "--budget-col names a column of a CSV")
     one_error_line(run("fit", "surface", "--csv", runs, "--form", "kaplan", "--shared-exponent"),
                    "--shared-exponent and --form kaplan contradict each other")
+
+
+def test_a_surface_with_an_exponent_at_0_has_no_optimum_and_says_so(plain_csv, tmp_path):
+    rising = pd.read_csv(plain_csv).assign(loss=lambda t: 1 - 0.5 / t["params"] ** 0.1)  # an accuracy, not a loss
+    rising.to_csv(tmp_path / "acc.csv", index=False)
+    for args in ((), ("--format", "json")):
+        one_error_line(run("fit", "surface", "--csv", tmp_path / "acc.csv", "--optimum-at", "1e22", *args),
+                       "--optimum-at 1e+22: the fitted surface has no least loss at a sensible size",
+                       "an exponent sits near 0")
+
+
+def test_losses_beyond_a_floats_square_are_a_usage_error(plain_csv, tmp_path):
+    pd.read_csv(plain_csv).assign(loss=lambda t: t["loss"] * 1e200).to_csv(tmp_path / "big.csv", index=False)
+    one_error_line(run("fit", "surface", "--csv", tmp_path / "big.csv"), "no grid point gives a finite surface fit")
+
+
+def test_level_with_only_predict_csv_is_refused_as_it_would_be_ignored(plain_csv, targets_csv):
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--level", "0.8"),
+                   "--level 0.8: --predict-csv gives every target 50% and 90% bands")
+    assert run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--level", "0.8",
+               "--optimum-at", "1e21").exit_code == 0
+
+
+def test_a_quote_never_closed_is_named_as_such(plain_csv, tmp_path):
+    rows = plain_csv.read_text().splitlines()
+    rows[4] = '"' + rows[4]
+    (tmp_path / "q.csv").write_text("\n".join(rows) + "\n")
+    one_error_line(run("fit", "surface", "--csv", tmp_path / "q.csv"),
+                   "q.csv: line 5: a quoted value opened here is never closed", "add its closing quote")

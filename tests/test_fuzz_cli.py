@@ -457,7 +457,9 @@ def check(case: Case, res: Result) -> None:
     (("predict", "--bogus", "x"), ("No such option: --bogus", "(see `ladder predict --help`)")),
     (("fit", "surfac"), ("No such command 'surfac'. Did you mean 'surface'?", "(see `ladder fit --help`)")),
     (("fit", "surface", "--level", "abc"), ("Invalid value for '--level'", "(see `ladder fit surface --help`)")),
-    (("fit", "surface", "--csv"), ("Option '--csv' requires an argument",)),
+    (("fit", "surface", "--csv"), ("Option '--csv' requires an argument", "(see `ladder fit surface --help`)")),
+    (("predict", "--n-boot"), ("Option '--n-boot' requires an argument", "(see `ladder predict --help`)")),
+    (("pull", "csv", "runs.csv"), ("No such command 'csv'; `ladder import csv` has it", "(see `ladder pull --help`)")),
 ])
 def test_the_parsers_own_usage_errors_are_one_line_as_every_other(args, words):
     res = CliRunner().invoke(app, list(args))

@@ -274,3 +274,20 @@ def test_misspelt_field_in_a_recipe_file(tmp_path):
     res = run("plan", str(text))
     assert res.exit_code == 2
     assert "unknown field 'ttp' (did you mean 'tpp'?)" in res.stderr
+
+
+def test_rounding_steps_far_off_the_token_ratio_is_a_warning():
+    res = run("plan", "micro-cpu", "--set", "step_multiple=200", "--format", "json")
+    assert res.exit_code == 0, res.output
+    [warning] = [w for w in json.loads(res.stdout)["warnings"] if "step_multiple" in w]
+    assert warning.startswith("rounding steps to step_multiple=200 moves") and "off tpp=12" in warning
+    assert not [w for w in json.loads(run("plan", "micro-cpu", "--format", "json").stdout)["warnings"]
+                if "step_multiple" in w]  # the hero's cut horizon is an edit, not a rounding
+
+
+def test_set_overrides_are_checked_together_whatever_their_order():
+    for sets in (["arch.n_experts=1", "arch.top_k=1"], ["arch.top_k=1", "arch.n_experts=1"]):
+        res = run("plan", "micro-cpu", *[x for s in sets for x in ("--set", s)], "--format", "json")
+        assert res.exit_code == 0, res.output
+    res = run("plan", "micro-cpu", "--set", "arch.n_experts=1", "--format", "json")
+    assert res.exit_code == 2 and "top_k" in res.output

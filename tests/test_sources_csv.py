@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ladder.cli import app
 from ladder.data.sources import ColumnMap, CoordinateOverrides, TableSource
-from ladder.data.sources.pull import pull
+from ladder.data.sources.pull import PullSkipped, pull
 from ladder.data.store import Store
 from ladder.errors import LadderError
 
@@ -264,9 +264,22 @@ def test_a_coordinate_column_that_varies_within_a_run_is_named(tmp_path):
         TableSource(path, COLUMNS).runs()
 
 
-def test_steps_far_past_the_plan_are_taken_for_tokens_before_any_fit(tmp_path):
+def test_a_table_whose_steps_run_far_past_the_plan_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().assign(step=lambda t: t["step"] * 2**20, tok=lambda t: t["step"] * 50).to_csv(path, index=False)
+    with pytest.raises(PullSkipped, match=r"t.csv: line 5: run 'a' reaches step 41,943,040, 1.05e\+06× its plan of 40 "
+                                          r"steps; nothing of the run was imported.*steps counted in tokens\?"):
+        pull(Store(tmp_path / "s"), TableSource(path, COLUMNS), overrides=_overrides())
+    small_table().assign(step=lambda t: t["step"] + 1, tok=lambda t: t["step"] * 50).to_csv(path, index=False)
+    done = pull(Store(tmp_path / "s2"), TableSource(path, COLUMNS), overrides=_overrides())  # one step past: kept
+    assert [m for r in done.pulled for m in r.messages if "past the planned steps" in m]
+
+
+def test_steps_far_past_the_plan_are_taken_for_tokens_before_any_fit(tmp_path, monkeypatch):
+    """A live source (wandb, a trainer's files) stores what its run logged; the fits refuse it."""
     from ladder.data.runview import from_store
 
+    monkeypatch.setattr("ladder.data.sources.pull._check_plan", lambda *args: None)  # as for a source of live runs
     path = tmp_path / "t.csv"
     small_table().assign(step=lambda t: t["step"] * 2**20, tok=lambda t: t["step"] * 50).to_csv(path, index=False)
     store = Store(tmp_path / "s")
@@ -318,3 +331,85 @@ def test_run_names_with_brackets_print_as_they_are(tmp_path):
     assert "run[lr=3e-4]" in listed.output and "x[/]y [bold]z" in listed.output
     history = runner.invoke(app, ["history", "x[/]y [bold]z", "--store", str(store.root)])
     assert history.exit_code == 0 and "x[/]y [bold]z" in history.output, history.output
+
+
+def _import(path, store, *extra: str):
+    return CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step", "--tokens", "tok",
+                                    "--metric", "eval/loss=loss", "--coord-column", "active_params=params",
+                                    "--coord-column", "stop_after_steps=T", "--coord", "total_params=unknown",
+                                    "--coord", "fit_flops_per_token=unknown", "--store", str(store), *extra])
+
+
+def test_token_counts_in_billions_are_refused_and_a_float_rounding_is_not(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().assign(tok=lambda t: t["step"] * 50 / 1e9).to_csv(path, index=False)
+    res = _import(path, tmp_path / "s")
+    assert res.exit_code == 2 and "line 2: tokens (column 'tok') 5e-07 is not a whole number" in res.output
+    assert "in billions? multiply the column by 1e9" in res.output and not (tmp_path / "s").exists()
+    small_table().assign(tok=lambda t: t["step"] * 50 * (1 + 1e-12)).to_csv(path, index=False)
+    assert _import(path, tmp_path / "s2").exit_code == 0
+    assert Store(tmp_path / "s2").history(["a"], ["eval/loss"])["tokens"].tolist() == [500, 1000, 1500, 2000]
+
+
+def test_a_state_the_tool_does_not_know_is_refused_not_read_as_a_crash(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().assign(state="done").to_csv(path, index=False)
+    res = _import(path, tmp_path / "s")
+    assert res.exit_code == 2 and "line 2: run 'a': state 'done' is not one of finished, running" in res.output
+    small_table().assign(state="Finished").to_csv(path, index=False)
+    assert _import(path, tmp_path / "s").exit_code == 0
+    assert set(Store(tmp_path / "s").runs()["state"]) == {"finished"}
+
+
+def test_tokens_that_disagree_with_steps_times_tokens_per_step_are_named(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)  # 50 tokens per step in the table
+    res = _import(path, tmp_path / "s", "--coord", "tokens_per_step=100")
+    assert res.exit_code == 0
+    assert "a: at step 40 the logged tokens (2,000) are 0.5× step × tokens per step (4,000)" in res.output
+    assert "b: at step 40" in res.output
+    assert "logged tokens" not in _import(path, tmp_path / "s2").output
+
+
+def test_rows_with_no_value_of_any_metric_are_counted(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().assign(loss=lambda t: t["loss"].where((t["run"] != "a") | (t["step"] < 30))).to_csv(path, index=False)
+    res = _import(path, tmp_path / "s")
+    assert res.exit_code == 0 and "a: 2 rows with no value of eval/loss (empty cells): read as not logged" in res.output
+    assert "b: " not in res.output.split("eval/loss (empty cells)")[0].splitlines()[-1]
+
+
+def test_a_table_imported_again_by_the_command_is_unchanged(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    assert "2 runs updated, 0 unchanged" in _import(path, tmp_path / "s").output
+    assert "0 runs updated, 2 unchanged" in _import(path, tmp_path / "s").output
+
+
+def test_a_flag_the_coordinates_file_overrides_for_a_run_is_named(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    coords = tmp_path / "c.yaml"
+    coords.write_text("a: {group: mine, stop_after_steps: 40}\nb: {stop_after_steps: 80}\n")
+    res = _import(path, tmp_path / "s", "--coord", "group=theirs", "--coords", str(coords))
+    assert res.exit_code == 0, res.output
+    text = "".join(res.output.split())  # rich wraps long lines anywhere, paths included
+
+    def said(words: str) -> bool:
+        return "".join(words.split()) in text
+
+    assert said("--coord group=theirs is not used for a (mine): ") and said("c.yaml gives its group")
+    assert said("--coord-column stop_after_steps=T is not used for b (80 for 40)")
+    assert not said("a (40 for 40)")  # the same value, said two ways, is no conflict
+    runs = Store(tmp_path / "s").runs().set_index("run_id")
+    assert runs.loc["a", "group"] == "mine" and runs.loc["b", "group"] == "theirs"
+
+
+def test_a_coordinates_file_for_the_whole_ladder_is_one_line_for_the_runs_not_pulled(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    coords = tmp_path / "c.yaml"
+    coords.write_text("".join(f"other-{i}: {{group: g}}\n" for i in range(5)))
+    res = _import(path, tmp_path / "s", "--coords", str(coords))
+    assert res.exit_code == 0
+    assert "c.yaml:5ofitsruns('other-0','other-1',...)areinnorunofthispull" in "".join(res.output.split())

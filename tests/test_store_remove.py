@@ -79,7 +79,7 @@ def test_an_ambiguous_or_unknown_run_removes_nothing(tmp_path):
     pull(store, MemorySource(runs3()))
     pull(store, MemorySource({"r4": ("rung-1", series(5))}))
     before = snapshot(store)
-    with pytest.raises(LadderError, match="run name 'rung-1' is ambiguous.*r1, r4.*use a run id"):
+    with pytest.raises(LadderError, match="run name 'rung-1' is ambiguous.*r1, r4.*name it by its id"):
         store.remove("rung-1")
     with pytest.raises(LadderError, match="no run 'rung-9'"):
         store.remove(["r2", "rung-9"])
@@ -202,7 +202,7 @@ def test_cli_remove_errors(tmp_path):
     pull(store, MemorySource({"r4": ("rung-1", series(5))}))
     before = snapshot(store)
     one_error_line(_runs_cmd(store, "--remove", "rung-9", "--yes"), "no run 'rung-9'", "`ladder runs --store")
-    one_error_line(_runs_cmd(store, "--remove", "rung-1", "--yes"), "'rung-1' is ambiguous", "r1, r4", "use a run id")
+    one_error_line(_runs_cmd(store, "--remove", "rung-1", "--yes"), "'rung-1' is ambiguous", "r1, r4", "name it by its id")
     one_error_line(_runs_cmd(store, "--remove", "r2", "--repair"), "--remove with --repair")
     one_error_line(_runs_cmd(store, "--remove", "r2", "--format", "json", "--yes"), "--remove with --format json")
     one_error_line(runner.invoke(app, ["runs", "--store", str(tmp_path / "none"), "--remove", "r2", "--yes"]),

@@ -40,8 +40,10 @@ class _OneLineErrors(typer.core.TyperGroup):
         except _TYPER_CLICK["UsageError"] as exc:
             if type(exc).__name__ != "NoArgsIsHelpError":  # `ladder fit` alone: its help is already printed
                 ctx = getattr(exc, "ctx", None)
-                where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-                _say_error(redact(exc.format_message()) + where)
+                path = ctx.command_path if ctx is not None else self._path(sys.argv[1:] if args is None else args)
+                message, elsewhere = exc.format_message(), self._elsewhere(exc)
+                message = message.rstrip(".") + elsewhere if elsewhere else message
+                _say_error(redact(message) + f" (see `{path} --help`)")
             sys.exit(exc.exit_code)
         except _TYPER_CLICK["ClickException"] as exc:
             _say_error(redact(exc.format_message()))
@@ -50,6 +52,28 @@ class _OneLineErrors(typer.core.TyperGroup):
             err_console.print("aborted", highlight=False)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+    def _path(self, args: list[str]) -> str:
+        """The command the arguments name (`ladder predict`), for an error raised before click made its context."""
+        names, cmd = ["ladder"], self
+        for a in args:
+            sub = getattr(cmd, "commands", {}).get(a)
+            if sub is None:
+                break
+            names.append(a)
+            cmd = sub
+        return " ".join(names)
+
+    def _elsewhere(self, exc: Exception) -> str:
+        """For an unknown command that another group has (`ladder pull csv`): where it is."""
+        ctx = getattr(exc, "ctx", None)
+        message = exc.format_message()
+        name = message.split("'")[1] if message.startswith("No such command '") else ""
+        if not name or ctx is None:
+            return ""
+        found = [f"ladder {group} {name}" for group, cmd in self.commands.items()
+                 if name in getattr(cmd, "commands", {}) and f"ladder {group}" != ctx.command_path]
+        return f"; `{found[0]}` has it" if found else ""
 
 
 _TYPER_CLICK = {c.__name__: c for c in typer.BadParameter.__mro__}

@@ -15,7 +15,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from ladder.cli.app import Format, app, command, console, given_for, parse_int_list, print_json
+from ladder.cli.app import Format, app, command, console, given, given_for, parse_int_list, print_json
 from ladder.config.limits import MAX_COMPUTE, positive, resamples
 from ladder.data import endpointcsv
 from ladder.data.store import DEFAULT_ROOT, Store
@@ -410,7 +410,8 @@ def fit_surface_command(
              "90% bands, each the wider of the Student-t observation band of the fit (n − p dof) and, with "
              "--bootstrap N, the bootstrap-over-runs band; and how many e-folds each target lies beyond the "
              "fitted runs (efolds_out: how far the nearest would have to grow in N and D alike to be as large, "
-             "the distance the bands' extrapolation error grows with).",
+             "the distance the bands' extrapolation error grows with). Its bands are 50% and 90% whatever "
+             "--level says (--level sets the --at and --optimum-at bands and the parameters' intervals).",
     ),
     bootstrap: int = BOOT,
     seed: int = SEED,
@@ -444,6 +445,10 @@ def fit_surface_command(
     _one_source(ctx, csv, where, drop_col, store, metric, group, role)
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
+    if predict_csv is not None and given(ctx, level="--level") and not (optimum_at or bootstrap):
+        raise LadderError(f"--level {level}: --predict-csv gives every target 50% and 90% bands, and nothing else "
+                          "here has a level; drop --level (it sets --at and --optimum-at bands and, with --bootstrap, "
+                          "the parameters' intervals)")
     if csv is not None:
         cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col,
                      budget=budget_col)
@@ -521,9 +526,11 @@ def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
     for c in _floats(text, "--optimum-at", "1e21,1e22"):
         positive("--optimum-at", c, MAX_COMPUTE, "a run's compute in FLOPs")
         n = float(optimum(c, **fit.params)[1])
-        if not np.isfinite(n) or n <= 0:
-            raise LadderError(f"--optimum-at {c:g}: the fitted surface has no least loss at a finite size (one of its "
-                              f"terms vanished: {fit.params}); more tokens or more parameters always help on it")
+        if not np.isfinite(n) or n < 1 or c / (6 * n) < 1:
+            shown = ", ".join(f"{k} = {v:.4g}" for k, v in fit.params.items())
+            raise LadderError(f"--optimum-at {c:g}: the fitted surface has no least loss at a sensible size (N* = "
+                              f"{n:.3g}): a term vanished or an exponent sits near 0 ({shown}), so more tokens or more "
+                              "parameters always help on it; check the loss and size columns")
         out.append((c, n, c / (6 * n)))
     return out
 

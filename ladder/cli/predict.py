@@ -17,7 +17,7 @@ from ladder import metrics as keys
 from ladder.cli.app import Format, command, console, err_console, print_json
 from ladder.config.limits import MAX_TOKENS_PER_SECOND, resamples
 from ladder.config.runconfig import RunConfig
-from ladder.data.store import DEFAULT_ROOT, Store
+from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.outpaths import file_part, out_dir
 from ladder.output.display import show_prediction
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
 METRIC = typer.Option(keys.EVAL_LOSS, "--metric", help="Metric to predict (nats per token).")
-N_BOOT = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the bands (20 to 10,000).")
+N_BOOT = typer.Option(200, "--n-boot", help="Bootstrap refits over rungs for the per-fraction law's bands (20 to 10,000); the curve laws (multi-power, momentum) take theirs from a jackknife over sizes and the floor's posterior, which this leaves as they are.")
 GROUP = typer.Option(None, "--group", help="The rungs' group (default: the target config's group).")
 METHOD = typer.Option("auto", "--method", help=(
     "The law: auto (the one with the lowest backtest score on the ladder: the largest size predicted from "
@@ -39,7 +39,7 @@ METHOD = typer.Option("auto", "--method", help=(
 PIN_E = typer.Option(None, "--E", show_default=False, help=(
     "The per-fraction law's irreducible loss: a number pins it (nats/token); 'ladder' takes it from the surface "
     "L(N, D) fitted to every rung's final loss, where the rungs train several token ratios and pin it (else "
-    "fitted); default: fitted to the rungs at the target's token ratio."))
+    "fitted); 'fit' (the default) fits it to the rungs at the target's token ratio."))
 FLOOR = typer.Option("profile", "--floor", help=(
     "The curve laws' floor under L0's power law in size: profile (its posterior median under a flat prior below "
     "the smallest loss, with its spread in the band) or zero (L0 a pure power law, which keeps falling)."))
@@ -81,7 +81,7 @@ def _irreducible(text: str | None) -> tuple[float | None, str]:
 
 
 def _existing_store(path: Path) -> Store:
-    return Store(path).must_exist("pull the rungs first (`ladder pull local runs/`)")
+    return Store(path).must_exist(PULL_FIRST)
 
 
 TARGET_FILE = typer.Option(None, "--target", help=(

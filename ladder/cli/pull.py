@@ -49,7 +49,8 @@ COORD_HELP = (
     "pulls without it do not replace it with the run's config."
 )
 COORDS_HELP = ("YAML file of coordinates per run: {RUN_NAME_OR_ID: {FIELD: VALUE}}, FIELD as for --coord, plus "
-               "schedule: {peak_lr, total_steps, warmup_steps, decay, min_lr_ratio} (README, 'Your own ladder').")
+               "schedule: {peak_lr, total_steps, warmup_steps, decay, min_lr_ratio} (README, 'Your own ladder'). A run's "
+               "entry wins over --coord and --coord-column for that run (a warning names each such run).")
 RENAME_HELP = "Store a logged key under another name, OLD=NEW, e.g. eval/paloma/macro_loss=eval/loss (repeatable; kept for later pulls)."
 FIT_HELP = "The metric fits read (kept in the store; default eval/loss)."
 FULL_HELP = "Read every run again from the start instead of only what is new."
@@ -165,7 +166,7 @@ def import_csv(
         tokens=tokens,
         coords=ColumnMap.parse_pairs(coord_column, "--coord-column"),
     )
-    _run_pull(store, TableSource(file, columns), coord, coords, rename, fit_metric, True, replace)
+    _run_pull(store, TableSource(file, columns), coord, coords, rename, fit_metric, False, replace)
 
 
 def _run_pull(

@@ -13,7 +13,7 @@ from rich.markup import escape
 from ladder.cli.app import command, console, err_console
 from ladder.cli.predict import _seconds_until
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
-from ladder.data.store import DEFAULT_ROOT, Store
+from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir, out_file
 from ladder.output.report import read_alerts, write_report
@@ -23,7 +23,7 @@ from ladder.watch.monitor import Watcher, only_run
 from ladder.watch.state import WatchState, only_watcher
 
 PREDICTION = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`.")
-TARGET_RUN = typer.Option(None, "--target-run", help="The run to follow, by name, when it differs from the prediction's target (e.g. a prediction made from a target file).")
+TARGET_RUN = typer.Option(None, "--target-run", help="The run to follow, by name or id, when it differs from the prediction's target (e.g. a prediction made from a target file).")
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding the rungs (the run is pulled into it too).")
 SHOWN_STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help=(
     "Store folder holding the rungs and the run as far as it has been pulled (`ladder pull`, or `ladder watch`)."))
@@ -240,7 +240,7 @@ def _load(prediction: Path, target_run: str | None, checked: bool = True) -> Pre
 
 def _store(path: Path, target_run: str | None = None) -> Store:
     """The store to draw from, holding the run `--target-run` names where one is given."""
-    st = Store(path).must_exist("pull the runs first (`ladder pull local runs/`)")
+    st = Store(path).must_exist(PULL_FIRST)
     if target_run is not None:
         st.run(target_run)  # a name not in the store: its error says which runs are
     return st

@@ -20,9 +20,12 @@ from ladder.config.limits import MAX_BATCH, MAX_STEPS
 from ladder.config.recipe import Recipe, RunShape
 from ladder.config.runconfig import EvalConfig, ResourcesConfig, RunConfig
 from ladder.config.schedule import Schedule
-from ladder.config.yamlio import replace_path
+from ladder.config.yamlio import replace_paths
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
+
+TPP_TOL = 0.05
+"""How far (relative) rounding a run's steps may move its tokens per parameter from the recipe's unremarked."""
 
 
 @dataclass(frozen=True)
@@ -78,12 +81,24 @@ class Plan:
                 f"law here models a batch off that trend, so the hero's prediction cannot allow for it (it says so)"]
 
     def warnings(self) -> list[str]:
-        """What is likely a mistake: a hero whose fit compute is not above the largest rung's."""
+        """What is likely a mistake: a hero whose fit compute is not above the largest rung's; a run whose steps,
+        rounded to `step_multiple`, move its tokens per parameter more than `TPP_TOL` off the recipe's."""
+        out = []
+        off = [(r.name, r.schedule.total_steps * r.tokens_per_step / r.spec.active_params())  # as planned, before edits
+               for r in (*self.rungs, self.hero)]
+        off = [(name, tpp) for name, tpp in off if abs(tpp / self.recipe.tpp - 1) > TPP_TOL]
+        if off:
+            shown = ", ".join(f"{name} {tpp:.3g}" for name, tpp in off[:4]) + (" ..." if len(off) > 4 else "")
+            out.append(f"rounding steps to step_multiple={self.recipe.step_multiple:,} moves {len(off)} run"
+                       f"{'s' if len(off) > 1 else ''} more than {TPP_TOL:.0%} off tpp={self.recipe.tpp:g} ({shown} "
+                       "tokens per active parameter): the per-fraction law compares runs at one ratio; lower "
+                       "step_multiple, or the batch")
         top = max(self.rungs, key=lambda r: r.fit_flops, default=None)
         if top is None or self.hero.fit_flops > top.fit_flops:
-            return []
-        return [f"the hero {self.hero.name} ({self.hero.fit_flops:.3g} FLOPs) is not above the largest rung {top.name} "
-                f"({top.fit_flops:.3g} FLOPs): a ladder predicts a run larger than its rungs; check the hero's size"]
+            return out
+        return out + [f"the hero {self.hero.name} ({self.hero.fit_flops:.3g} FLOPs) is not above the largest rung "
+                      f"{top.name} ({top.fit_flops:.3g} FLOPs): a ladder predicts a run larger than its rungs; check "
+                      "the hero's size"]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -268,9 +283,10 @@ def override(
                               f"rung{'' if len(w) == 1 else 's'}: give one batch multiplier per rung")
         changes["rungs"] = tuple(RunShape(a, b, c) for a, b, c in zip(w, d, m))
     recipe = dataclasses.replace(recipe, **changes)
+    pairs = []
     for item in sets or []:
         if "=" not in item:
             raise LadderError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set arch.n_experts=64")
         key, value = item.split("=", 1)
-        recipe = replace_path(recipe, key.strip(), value.strip())
-    return recipe
+        pairs.append((key.strip(), value.strip()))
+    return replace_paths(recipe, pairs) if pairs else recipe

@@ -151,31 +151,33 @@ def build(cls: type[T], data: Any, where: str = "", sep: str = ": ") -> T:
         raise LadderError(f"{where}: nested too deeply to be a config") from None
 
 
-def replace_path(obj: T, dotted: str, raw_value: str, where: str = "--set") -> T:
-    """Return `obj` with the field at `dotted` (e.g. ``arch.n_experts``) set from a string.
+def replace_paths(obj: T, items: list[tuple[str, str]], where: str = "--set") -> T:
+    """Return `obj` with each field at a dotted path (e.g. ``arch.n_experts``) set from a string, all of them
+    before the result is checked (``arch.n_experts=1`` then ``arch.top_k=1`` holds in either order).
 
-    The string is parsed as YAML (so ``8``, ``0.5``, ``[1, 2]`` and ``null`` work) and then
-    checked against the field's type like any other input.
+    Each string is parsed as YAML (so ``8``, ``0.5``, ``[1, 2]`` and ``null`` work) and then checked against the
+    field's type like any other input.
     """
-    try:
-        value = yaml.load(raw_value, Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
-    except (yaml.YAMLError, RecursionError, _TooDeep):
-        raise LadderError(f"{where} {dotted}={_short(raw_value)}: value is not valid YAML") from None
-    value = to_dict(value)  # plain mappings: the lines of a one-line value would only confuse a message
     data = to_dict(obj)
-    node = data
-    parts = dotted.split(".")
-    for i, part in enumerate(parts):
-        if not isinstance(node, dict) or part not in node:
-            known = sorted(node) if isinstance(node, dict) else []
-            raise LadderError(
-                f"{where} {dotted}: unknown field '{'.'.join(parts[: i + 1])}'"
-                + _suggest(part, known)
-            )
-        if i == len(parts) - 1:
-            node[part] = value
-        else:
-            node = node[part]
+    for dotted, raw_value in items:
+        try:
+            value = yaml.load(raw_value, Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
+        except (yaml.YAMLError, RecursionError, _TooDeep):
+            raise LadderError(f"{where} {dotted}={_short(raw_value)}: value is not valid YAML") from None
+        value = to_dict(value)  # plain mappings: the lines of a one-line value would only confuse a message
+        node = data
+        parts = dotted.split(".")
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                known = sorted(node) if isinstance(node, dict) else []
+                raise LadderError(
+                    f"{where} {dotted}: unknown field '{'.'.join(parts[: i + 1])}'"
+                    + _suggest(part, known)
+                )
+            if i == len(parts) - 1:
+                node[part] = value
+            else:
+                node = node[part]
     return build(type(obj), data, where=where, sep=" ")
 
 

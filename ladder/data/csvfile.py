@@ -65,9 +65,12 @@ def record_lines(path: Path, content: str) -> list[int]:
                     raise LadderError(f"{path}: line {line}: column {twice[0]!r} appears twice; rename one of them")
                 continue
             if len(record) != len(header):
+                if any("\n" in field for field in record):  # a quote opened here swallowed the lines after it
+                    raise LadderError(f"{path}: line {line}: a quoted value opened here is never closed (it runs on to "
+                                      f"line {max(reader.line_num, line + 1)}); add its closing quote (\")")
                 raise LadderError(
-                    f"{path}: line {line}: {len(record)} fields where the header has {len(header)}; "
-                    "every row needs one value per column (an empty value is allowed)"
+                    f"{path}: line {line}: {len(record)} field{'s' if len(record) != 1 else ''} where the header has "
+                    f"{len(header)}; every row needs one value per column (an empty value is allowed)"
                 )
             lines.append(line)
     except csv.Error as exc:

@@ -86,6 +86,9 @@ class ResolveReport:
     """Values at steps past the plan in force at them."""
     missing_fit_metric: str = ""
     """The fit metric, when the run has no finite value of it."""
+    tokens_off: tuple[int, int, int] = ()
+    """(step, tokens logged there, step × tokens per step) at the last step with logged tokens, where the two
+    differ by more than `TOKENS_TOL`."""
 
     def plus(self, earlier: ResolveReport | None) -> ResolveReport:
         """This pull's report with the events of earlier pulls added."""
@@ -123,6 +126,11 @@ class ResolveReport:
                 out.append(f"{metric}: {_n(count, 'NaN/inf value')} (first at step {first}), kept out of fits")
         if self.past_plan and (earlier is None or earlier.past_plan != self.past_plan):
             out.append(f"{_n(self.past_plan, 'value')} past the planned steps: check stop_after_steps")
+        if self.tokens_off and (earlier is None or earlier.tokens_off != self.tokens_off):
+            step, logged, computed = self.tokens_off
+            out.append(f"at step {step:,} the logged tokens ({logged:,}) are {logged / computed:.3g}× step × tokens per "
+                       f"step ({computed:,}): check the tokens column or key and tokens_per_step (the same units, "
+                       "counts); fits by tokens (`ladder fit`) and predictions by steps (`ladder predict`) read them")
         if self.missing_fit_metric and (earlier is None or not earlier.missing_fit_metric):
             out.append(
                 f"no finite {self.missing_fit_metric} (the fitted metric) yet; "
@@ -139,6 +147,7 @@ class ResolveReport:
         data = {k: v for k, v in data.items() if k in known}
         for key in ("rewinds", "renamed", "nonfinite"):
             data[key] = tuple(tuple(x) for x in data.get(key, ()))
+        data["tokens_off"] = tuple(data.get("tokens_off", ()))
         return cls(**data)
 
 
@@ -177,8 +186,26 @@ def resolve(
         nonfinite=_nonfinite(history),
         past_plan=int(coords.past_plan(history["step"].to_numpy()).sum()),
         missing_fit_metric=_missing(history, settings.fit_metric),
+        tokens_off=_tokens_off(kept, coords),
     )
     return history, report
+
+
+TOKENS_TOL = 0.05
+"""How far logged tokens may stray from step × tokens per step (a batch ramp, a last partial step) unremarked."""
+
+
+def _tokens_off(rows: pd.DataFrame, coords: Coordinates) -> tuple[int, int, int]:
+    """(step, logged tokens, step × tokens per step) at the last step with logged tokens, where they disagree."""
+    logged = rows[np.isfinite(rows["tokens"].to_numpy(np.float64)) & (rows["step"].to_numpy() > 0)]
+    if not len(logged):
+        return ()
+    last = logged.loc[logged["step"].idxmax()]
+    step, tokens = int(last["step"]), float(last["tokens"])
+    computed = step * coords.tokens_per_step
+    if abs(tokens / computed - 1) <= TOKENS_TOL:
+        return ()
+    return step, int(round(tokens)), int(computed)
 
 
 def _rename(rows: pd.DataFrame, renames: dict[str, str]) -> tuple[pd.DataFrame, int, tuple]:

@@ -35,6 +35,14 @@ TARGET_FIELDS = ("name", "group", "role", "active_params", "fit_flops_per_token"
 predicted, whatever role an entry copied from a coordinates file says), and `eval_every`."""
 
 
+def ran_its_plan(state: str, last_step: int | None, planned: int | None) -> bool:
+    """Whether a run finished its plan: its state is finished and its last step is within 0.5% (at least one
+    step) of the plan; trainers that count steps from 0 log the last one at plan − 1 (levanter, Marin)."""
+    if state != "finished" or last_step is None or planned is None:
+        return False
+    return last_step >= planned - max(1, planned // 200)
+
+
 @dataclass(frozen=True)
 class LadderRun:
     """A rung or a target: coordinates, schedule (or logged LRs) and evals."""
@@ -134,8 +142,9 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
         logged = sorted(set(store.history([run_id])["metric"].astype(str)))
         shown = ", ".join(repr(m) for m in logged[:6]) + (", ..." if len(logged) > 6 else "") or "nothing"
         raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r} (it logs {shown}); predict another "
-                          "metric with --metric, name the key at import (--metric eval/loss=COLUMN) or pull "
-                          "(--rename OLD=eval/loss), or leave the run out")
+                          f"metric with --metric, name the key at import (--metric {metric}=COLUMN) or pull "
+                          f"(--rename OLD={metric}), or take the run out of the store (`ladder runs --remove "
+                          f"{name}`)")
     steps, values, state = evals["step"].to_numpy(np.int64), evals["value"].to_numpy(float), str(row["state"])
     cfg = store.run_config(run_id)
     if cfg is not None:
@@ -197,8 +206,9 @@ def target_from_file(path: Path) -> LadderRun:
         data = {**body, "name": name} if isinstance(body, dict) else data
     where = str(path)
     if not isinstance(data, dict) or not data.get("name"):
-        raise LadderError(f"{where}: a target is one mapping with a name, e.g. {{name: hero, active_params: 7e9, "
-                          "stop_after_steps: 100000, tokens_per_step: 4194304, schedule: {...}}}")
+        missing = "it has no name; " if isinstance(data, dict) else ""
+        raise LadderError(f"{where}: {missing}a target is one mapping with a name, e.g. {{name: hero, active_params: "
+                          "7e9, stop_after_steps: 100000, tokens_per_step: 4194304, schedule: {...}}")
     unknown = sorted(set(map(str, data)) - set(TARGET_FIELDS))
     if unknown:
         raise LadderError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(TARGET_FIELDS)})")

@@ -93,6 +93,9 @@ _HISTORY_SCHEMA = pa.schema(
     ]
 )
 
+PULL_FIRST = "pull the runs first (`ladder pull local runs/`, or `ladder import csv FILE` for a table), or give --store"
+"""What `Store.must_exist` tells a command that reads runs to do where the store is missing."""
+
 
 class Store:
     """Runs and their metric histories, read and written atomically."""
@@ -343,7 +346,8 @@ class Store:
             return hit[0]
         if len(hit) > 1:
             ids = ", ".join(table.loc[hit, "run_id"])
-            raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}); use a run id")
+            raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}): the run was pulled "
+                              "from two sources; name it by its id, or take one copy out (`ladder runs --remove ID`)")
         raise LadderError(f"no run {id_or_name!r} in {self.root}; `ladder runs --store {self.root}` lists them")
 
 

@@ -24,7 +24,15 @@ from fits.runs import batch_off_trend, batch_trend
 from ladder import metrics as keys
 from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule
-from ladder.data.runview import SIX_N, LadderRun, flops_notes, from_config, named, rungs_from_store
+from ladder.data.runview import (
+    SIX_N,
+    LadderRun,
+    flops_notes,
+    from_config,
+    named,
+    ran_its_plan,
+    rungs_from_store,
+)
 from ladder.data.sources.coords import planned_fraction
 from ladder.data.store import Store
 from ladder.errors import LadderError
@@ -118,7 +126,7 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
     b = result.band
     warnings = flops_notes([*rungs, target]) + list(result.warnings)
     for r in rungs:
-        if r.state != "finished" or r.steps[-1] < r.planned_steps - max(1, r.planned_steps // 200):
+        if not ran_its_plan(r.state, int(r.steps[-1]), r.planned_steps):
             warnings.append(f"rung {r.name} stopped at {r.fractions[-1]:.0%} of its plan; the laws take the evals it "
                             "logged (the per-fraction law fits it where it has data)")
     in_assumptions, assumptions = _assumptions(rungs, target, steps, settings.ratio_tol)

@@ -174,13 +174,14 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             level: Level = "alarm" if gap > alarm else "warning"
             band = "90%" if level == "alarm" else "50%"
             limit = alarm if level == "alarm" else warn
+            edge = row.median + limit if above else row.median - limit
             out.append(Alert(
                 "deviation", level, int(step),
                 f"{rules.metric} {value:.4f} is {abs(value / row.median - 1):.2%} "
-                f"{'above' if above else 'below'} the predicted {row.median:.4f} (error {rel:+.2%}) "
-                f"(limit {'+' if above else '−'}{limit / row.median:.2%}: the {band} band's "
-                f"{'upper' if above else 'lower'} edge or "
-                f"{(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%}, whichever is wider)",
+                f"{'above' if above else 'below'} the predicted {row.median:.4f} (error {rel:+.2%}, past "
+                f"{row.median / edge - 1:+.2%}, the error at {edge:.4f}: the {band} band's "
+                f"{'upper' if above else 'lower'} edge or {(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%} "
+                "from the prediction, whichever is farther)",
                 rel,
             ))
     return out

@@ -62,15 +62,34 @@ class CoordinateOverrides:
 
     def unmatched(self, names: set[str]) -> list[str]:
         """One line for each run of the coordinates file that is none of `names` (the names and ids of a pull's runs)."""
-        lines = []
+        lines, plain = [], []
         free = sorted(n for n in names if n not in self.per_run)  # a run the file already names is no typo's target
         for run in self.per_run:
             if run not in names:
                 close = [n for n in sorted(names) if n.lower() == run.lower()] or difflib.get_close_matches(
                     run, free, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                lines.append(f"{self.file}: {run!r} is the name or id of no run of this pull; its coordinates were "
-                             f"not used{hint}")
+                if close:
+                    lines.append(f"{self.file}: {run!r} is the name or id of no run of this pull; its coordinates "
+                                 f"were not used (did you mean {close[0]!r}?)")
+                else:
+                    plain.append(run)
+        if len(plain) > 2:  # a file for the whole ladder, a pull of some of its runs
+            return lines + [f"{self.file}: {len(plain)} of its runs ({', '.join(map(repr, plain[:2]))}, ...) are in "
+                            "no run of this pull; their coordinates were not used"]
+        return lines + [f"{self.file}: {run!r} is the name or id of no run of this pull; its coordinates were not used"
+                        for run in plain]
+
+    def shadowed(self, names: set[str]) -> list[str]:
+        """One line for each --coord FIELD=VALUE that the coordinates file's entry for a run of this pull (one of
+        `names`) gives another value: the file names the run, so its value holds there."""
+        lines = []
+        for key, value in self.all_runs.items():
+            runs = [f"{run} ({fields[key]})" for run, fields in self.per_run.items()
+                    if run in names and key in fields and not same_given(fields[key], value)]
+            if runs:
+                shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+                lines.append(f"--coord {key}={value} is not used for {shown}: {self.file} gives "
+                             f"{'their' if len(runs) > 1 else 'its'} {key}, and a run's own entry wins over --coord")
         return lines
 
     @classmethod
@@ -143,6 +162,15 @@ class Coordinates:
 
     def values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in FIELDS}
+
+
+def same_given(a: Any, b: Any) -> bool:
+    """Whether two values a user gave for one field agree (as numbers where both read as numbers: 1e9 and
+    1000000000 agree)."""
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a).strip() == str(b).strip()
 
 
 def planned_steps_at(steps: np.ndarray, initial: int, horizons: tuple[tuple[int, int], ...]) -> np.ndarray:

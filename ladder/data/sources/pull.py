@@ -28,7 +28,7 @@ import pandas as pd
 
 from ladder import runfiles
 from ladder.data.resolve import MetricSettings, resolve
-from ladder.data.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, resolve_coordinates
+from ladder.data.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, Coordinates, resolve_coordinates
 from ladder.data.sources.table import RunRef, SourceRun, check_run_id
 from ladder.data.store import GIVEN_KEY, HISTORY_COLUMNS, Store, StoreWriter
 from ladder.errors import LadderError, SourceUnavailable
@@ -156,7 +156,7 @@ def pull(
             else:
                 pulled.append(done)
         writer.commit()
-    notes += overrides.unmatched(names)
+    notes += overrides.unmatched(names) + overrides.shadowed(names)
     runs = store.runs()
     notes += _twice(runs, {p.run_id for p in pulled})
     if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
@@ -294,6 +294,8 @@ def _pull_run(
     stored_history = None if fresh else writer.stored_history(ref.run_id)
     _check_renames(ref, got.rows, stored_history, new_renames)
     history, report = resolve(got.rows, coords, settings, stored_history)
+    if got.whole:
+        _check_plan(source, ref, name, got.rows["step"].to_numpy(), coords)
     was = writer.stored_history(ref.run_id) if got.whole and same and not replace else None  # a table read again
     _check_nothing_lost(name, was, history)
     total = report.plus(stored_report)
@@ -354,6 +356,25 @@ def _same_column(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.kind in "fiu" and b.dtype.kind in "fiu":
         return np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True)
     return [str(x) for x in a] == [str(x) for x in b]
+
+
+FAR_PAST_PLAN = 1.5
+"""A table's run whose steps reach this many times its plan is refused (steps counted in tokens, or another
+run's plan); a last eval a little past the plan (a checkpoint at step 256 of 250) is kept, with a warning."""
+
+
+def _check_plan(source: Source, ref: RunRef, name: str, steps: np.ndarray, coords: Coordinates) -> None:
+    """Refuse a table's run with rows far past its plan (`FAR_PAST_PLAN`): its fractions would be wrong, and a
+    table, unlike a live run, holds the whole run at once."""
+    past = coords.past_plan(steps)
+    if not past.any() or steps.max() < FAR_PAST_PLAN * coords.planned_steps_at(steps[past][-1:])[0]:
+        return
+    last = int(steps.max())
+    plan = int(coords.planned_steps_at(np.array([last]))[0])
+    where = source.where_step(ref, last) if hasattr(source, "where_step") else f"run {name!r}"
+    raise LadderError(f"{where}: run {name!r} reaches step {last:,}, {last / plan:.3g}× its plan of {plan:,} steps; "
+                      "nothing of the run was imported: give the steps it was planned for (stop_after_steps, or its "
+                      "schedule's total_steps), or check the step column (steps counted in tokens?)")
 
 
 def _check_nothing_lost(name: str, stored: pd.DataFrame | None, history: pd.DataFrame) -> None:

@@ -163,14 +163,24 @@ def json_number(text: str) -> float | None:
         return None
 
 
+STATES = {"finished": "finished", "running": "running", "pending": "running", "preempting": "running",
+          "crashed": "crashed", "failed": "crashed", "killed": "crashed", "preempted": "crashed"}
+"""Run states as wandb and the trainer spell them (lower case), and what each means here."""
+
+
 def map_state(text: str) -> str:
     """A run state as wandb and the trainer spell it, mapped to finished / crashed / running."""
-    state = (text or "").strip().lower()
-    if state == "finished":
-        return "finished"
-    if state in ("running", "pending", "preempting"):
-        return "running"
-    return "crashed"  # crashed, failed, killed, preempted: the run stopped before its end
+    return STATES.get((text or "").strip().lower(), "crashed")  # a state wandb adds later: the run stopped
+
+
+def table_state(text: Any, where: str) -> str:
+    """A state a user wrote in a table, mapped as `map_state` does; one it does not know is a `LadderError`
+    (a user's word for a finished run, such as ``done``, must not read as a crash)."""
+    state = str(text).strip().lower()
+    if state not in STATES:
+        raise LadderError(f"{where}: state {text!r} is not one of {', '.join(STATES)}; write finished for a run "
+                          "that ran its plan, running for one still training, crashed for one that stopped early")
+    return STATES[state]
 
 
 def whole_count(value: Any, field: str, where: str) -> int:

@@ -20,13 +20,15 @@ import numpy as np
 import pandas as pd
 
 from ladder.data import csvfile
-from ladder.data.sources.coords import FIELDS, LABELS
-from ladder.data.sources.table import RunRef, SourceRun, check_run_id, map_state, raw_frame, whole_count
+from ladder.data.sources.coords import FIELDS, LABELS, same_given
+from ladder.data.sources.table import RunRef, SourceRun, check_run_id, raw_frame, table_state, whole_count
 from ladder.errors import LadderError
 
 _NOT_LOGGED = frozenset({"", "NA", "N/A", "n/a", "NULL", "null", "None", "#N/A", "#N/A N/A", "#NA", "<NA>"})
 """Metric cells that mark a value the run did not log: pandas' missing-value markers, less the
 spellings of NaN (`_NAN_TEXT`), which are values the run logged."""
+FLOAT_NOISE = 1e-6
+"""The relative part a token count may stray from a whole number and be read as that number (a float's rounding)."""
 _NAN_TEXT = frozenset({"nan", "1.#ind", "1.#qnan"})
 """NaN as writers print it (compared in lower case, without a sign)."""
 
@@ -128,6 +130,8 @@ class TableSource:
                 per_step = _constant_ratio(rows[c.tokens], rows[c.step])
                 if per_step is not None:
                     config["tokens_per_step"] = per_step
+            if config.get("state") is not None:
+                config["state"] = table_state(config["state"], f"{self._where(int(rows.index[0]))}: run {run_id!r}")
             refs.append(RunRef(run_id, self.key, label=f"{run_id} ({self.path.name})", name=str(config.get("name") or run_id), config=config, handle=rows))
         return refs
 
@@ -135,15 +139,31 @@ class TableSource:
         """A line naming the columns read as coordinates because they are named for one (`FIELDS`), where no
         --coord-column or --coord gave that coordinate: a column in other units would pass unseen."""
         table = self._load()
+        lines = self._shadowed_columns(table, getattr(overrides, "per_run", {}) or {}, getattr(overrides, "file", ""))
         given = set(self.columns.coords) | set(getattr(overrides, "all_runs", {}) or {})
         given |= {f for entry in (getattr(overrides, "per_run", {}) or {}).values() for f in entry}
         implied = [f for f in FIELDS if f in table.columns and f not in given]
         if not implied:
-            return []
+            return lines
         cols = ", ".join(repr(f) for f in implied)
-        return [f"{self.path.name}: column{'s' if len(implied) > 1 else ''} {cols} read as each run's coordinate of "
-                "that name; check the units (parameters and tokens as counts), or map another column with "
-                "--coord-column FIELD=COLUMN"]
+        return lines + [f"{self.path.name}: column{'s' if len(implied) > 1 else ''} {cols} read as each run's "
+                        "coordinate of that name; check the units (parameters and tokens as counts), or map another "
+                        "column with --coord-column FIELD=COLUMN"]
+
+    def _shadowed_columns(self, table: pd.DataFrame, per_run: dict[str, dict[str, Any]], file: str) -> list[str]:
+        """A line for each --coord-column FIELD=COLUMN whose value the coordinates file's entry for a run replaces."""
+        if self.columns.run is None or not per_run:
+            return []
+        first = table.groupby(table[self.columns.run].astype(str), sort=True).first()
+        lines = []
+        for f, column in self.columns.coords.items():
+            runs = [f"{run} ({per_run[run][f]} for {_plain(first.at[run, column])})" for run in first.index
+                    if f in per_run.get(run, {}) and not same_given(per_run[run][f], _plain(first.at[run, column]))]
+            if runs:
+                shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+                lines.append(f"--coord-column {f}={column} is not used for {shown}: {file} gives "
+                             f"{'their' if len(runs) > 1 else 'its'} {f}, and a run's own entry wins over a column")
+        return lines
 
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
         rows: pd.DataFrame = ref.handle
@@ -157,7 +177,9 @@ class TableSource:
         order = np.argsort(step, kind="stable")  # a table has no log order: read it in step order
         at = rows.index.to_numpy()[order]  # the table's index is its row numbers
         steps, metrics, values, toks = [], [], [], []
+        blank = np.ones(len(at), dtype=bool)
         for name, column in c.metrics.items():
+            blank &= ~self._logged[column][at]
             value, present = self._values[column][at], self._logged[column][at]
             steps.append(step[order][present])
             values.append(value[present])
@@ -171,13 +193,21 @@ class TableSource:
             source=self.key,
             rows=frame,
             cursor={},
-            state=map_state(str(ref.config["state"])) if (ref.config or {}).get("state") else "finished",
+            state=(ref.config or {}).get("state") or "finished",
             config=ref.config or {},
             name=ref.name,
             group=str(ref.config.get("group")) if ref.config.get("group") else None,
             replace=True,
             whole=True,
+            warnings=(f"{_rows(int(blank.sum()))} with no value of {' or '.join(c.metrics)} (empty cells): read as "
+                      "not logged",) if blank.any() and c.step is not None else (),
         )
+
+    def where_step(self, ref: RunRef, step: int) -> str:
+        """The file and line of `ref`'s row at `step`, for a message."""
+        rows: pd.DataFrame = ref.handle
+        at = rows.index[rows[self.columns.step] == step] if self.columns.step is not None else rows.index
+        return self._where(int(at[0])) if len(at) else str(self.path)
 
     def _load(self) -> pd.DataFrame:
         if self._table is not None:
@@ -271,16 +301,22 @@ class TableSource:
         return values
 
     def _counts(self, column: pd.Series, what: str, empty_ok: bool, whole: bool = True) -> np.ndarray:
-        """Counts in 0..2^63-1 as floats (NaN where empty, when allowed); fractions rounded unless `whole`."""
+        """Counts in 0..2^63-1 as floats (NaN where empty, when allowed). Unless `whole`, a count a writer kept as
+        a float (1.048576e8 printed with its rounding) is rounded; a true fraction (0.105: tokens in billions?)
+        is still refused."""
         values = self._numbers(column, what)
         if not whole:
-            values = np.round(values)
+            near = np.abs(values - np.round(values)) <= FLOAT_NOISE * np.abs(values)
+            values = np.where(near, np.round(values), values)
         present = ~np.isnan(values)
         if not empty_ok and not present.all():
             raise LadderError(f"{self._where(int(np.flatnonzero(~present)[0]))}: empty {what}")
         ok = ~present | (np.isfinite(values) & (values >= 0) & (values < 2.0**63) & (values == np.round(values)))
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
+            if not whole and np.isfinite(values[i]) and values[i] >= 0 and values[i] != np.round(values[i]):
+                raise LadderError(f"{self._where(i)}: {what} {_plain(column.iloc[i])!r} is not a whole number: tokens are "
+                                  "counts (in billions? multiply the column by 1e9)")
             whole_count(values[i] if not whole else column.iloc[i], what, self._where(i))  # raises with the reason
             raise LadderError(f"{self._where(i)}: {what} {column.iloc[i]!r} is out of range (0 to 2^63-1)")
         if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
@@ -313,6 +349,10 @@ def _per_run_constants(table: pd.DataFrame, ids: pd.Series, exclude: set[str | N
         str(run): {str(col): _plain(first.at[run, col]) for col in columns if constant.at[run, col]}
         for run in first.index
     }
+
+
+def _rows(n: int) -> str:
+    return f"{n:,} row" + ("" if n == 1 else "s")
 
 
 def _plain(value: Any) -> Any:
