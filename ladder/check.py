@@ -164,6 +164,11 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
         raise LadderError(f"{store.root}: group {group!r} has no runs with role 'rung'; pull the rungs first")
     hist = store.history(list(rung_rows["run_id"]), [keys.GRAD_NORM, keys.TRAIN_LOSS, keys.DROP_FRACTION,
                                                      keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
+    if not (hist["metric"].astype(str) == settings.metric).any():
+        logged = sorted(set(store.history(list(rung_rows["run_id"]))["metric"].astype(str)))
+        shown = ", ".join(logged[:8]) + (", ..." if len(logged) > 8 else "") or "nothing"
+        raise LadderError(f"--metric {settings.metric}: no rung of group {group!r} logs it (they log {shown}); "
+                          "name one they log")
     rungs = [_rung(row, hist) for _, row in rung_rows.iterrows()]
     six_n = [r.name for r in rungs if r.six_n]
     notes = ()

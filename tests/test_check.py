@@ -304,3 +304,8 @@ def test_a_hero_of_another_ladder_is_named(tmp_path):
     other, far = report["warnings"]
     assert "is of group 'marin-moe-hero', the rungs checked of 'micro-cpu'" in other
     assert "the largest rung's" in far and "no trend of these rungs carries that far" in far
+
+
+def test_a_metric_no_rung_logs_is_a_usage_error_that_lists_theirs(clean):
+    res = runner.invoke(app, ["check", "--store", str(clean), "--metric", "eval/los"])
+    assert res.exit_code == 2 and "--metric eval/los: no rung of group" in res.output and "eval/loss" in res.output

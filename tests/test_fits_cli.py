@@ -920,3 +920,27 @@ def test_a_quote_never_closed_is_named_as_such(plain_csv, tmp_path):
     (tmp_path / "q.csv").write_text("\n".join(rows) + "\n")
     one_error_line(run("fit", "surface", "--csv", tmp_path / "q.csv"),
                    "q.csv: line 5: a quoted value opened here is never closed", "add its closing quote")
+
+
+def test_a_table_of_checkpoints_without_a_run_column_is_named(tmp_path):
+    N = np.repeat(np.geomspace(5e7, 5e9, 4), 40)
+    D = N * np.tile(np.geomspace(0.5, 40, 40), 4)  # forty checkpoints of one run per size
+    pd.DataFrame({"params": N, "tokens": D, "loss": [truth(n, d) for n, d in zip(N, D)]}).to_csv(
+        tmp_path / "ckpt.csv", index=False)
+    res = run("fit", "surface", "--csv", tmp_path / "ckpt.csv", "--format", "json")
+    assert res.exit_code == 0, res.output
+    [note] = [n for n in json.loads(res.stdout)["notes"] if "rows have params" in n]
+    assert note.startswith("40 rows have params = ") and "--run-col, --step-col" in note
+    assert not [n for n in json.loads(run("fit", "surface", "--csv", surface_csv(tmp_path / "runs.csv"), "--format",
+                                          "json").stdout)["notes"] if "rows have params" in n]
+
+
+def test_optimum_at_says_when_the_tables_budgets_are_not_6nd(tmp_path):
+    path = surface_csv(tmp_path / "runs.csv")
+    table = pd.read_csv(path)
+    table.assign(budget=6 * table["params"] * table["tokens"] / 3).to_csv(path, index=False)  # a third of 6·N·D
+    warnings = json.loads(run("fit", "surface", "--csv", path, "--optimum-at", "1e21", "--format", "json").stdout)["warnings"]
+    assert any(w.startswith("the table's budgets are 0.333× 6·N·D") and "--optimum-at B/0.333" in w for w in warnings)
+    table.assign(budget=6 * table["params"] * table["tokens"]).to_csv(path, index=False)
+    warnings = json.loads(run("fit", "surface", "--csv", path, "--optimum-at", "1e21", "--format", "json").stdout)["warnings"]
+    assert not any("budgets are" in w for w in warnings)

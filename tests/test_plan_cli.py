@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -291,3 +292,14 @@ def test_set_overrides_are_checked_together_whatever_their_order():
         assert res.exit_code == 0, res.output
     res = run("plan", "micro-cpu", "--set", "arch.n_experts=1", "--format", "json")
     assert res.exit_code == 2 and "top_k" in res.output
+
+
+def test_a_records_check_points_at_the_line_of_the_field_it_names(tmp_path):
+    text = (Path(__file__).parents[1] / "ladder" / "config" / "presets" / "micro-cpu.yaml").read_text()
+    assert "  top_k: 2\n" in text and "  n_experts: 8\n" in text
+    path = tmp_path / "r.yaml"
+    path.write_text(text.replace("  top_k: 2\n", "  top_k: 0\n"))
+    line = text.splitlines().index("  top_k: 2") + 1
+    res = run("plan", str(path))
+    assert res.exit_code == 2 and "r.yaml: arch.top_k=0 must be between 1 and n_experts=8" in res.output
+    assert f"(line {line})" in res.output and "arch: arch." not in res.output

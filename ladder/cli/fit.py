@@ -469,7 +469,7 @@ def fit_surface_command(
     points = [(None, *_point(item)) for item in at]
     preds = _surface_at(choice, ens, points, level) if targets is None else _surface_bands(choice, ens, *targets)
     optima = _surface_at(choice, ens, _optima(fit, optimum_at), level)
-    below = _below_fitted(preds + optima, data.params, data.tokens)
+    below = _below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
     if fmt is Format.json:
         out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
@@ -516,6 +516,23 @@ def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
     return [f"the target at N = {p['params']:.3g}, D = {p['tokens']:.3g}{and_more(low)} lies below the fitted runs (the smallest "
             f"N {n_min:.3g}, D {d_min:.3g}): the law is fitted above it; are its parameters and tokens in the runs' "
             "units (counts, not millions or billions)?"]
+
+
+BUDGET_AXIS_TOL = 0.2
+"""How far (relative) a table's budgets may sit from 6·N·D before --optimum-at says it reads compute as 6·N·D."""
+
+
+def _budget_axis(optima: list[dict], data) -> list[str]:
+    """A warning where --optimum-at is asked of a table whose budget column counts compute otherwise than 6·N·D
+    (attention, the head, another convention): the optima sit on the 6·N·D axis, not the table's."""
+    if not optima or data.budget is None:
+        return []
+    ratio = float(np.nanmedian(np.asarray(data.budget, dtype=np.float64) / (6 * data.params * data.tokens)))
+    if not np.isfinite(ratio) or abs(ratio - 1) <= BUDGET_AXIS_TOL:
+        return []
+    return [f"the table's budgets are {ratio:.3g}× 6·N·D (median over its runs), and --optimum-at reads compute as "
+            f"6·N·D: its optimum at C stands at the table's budget {ratio:.3g}·C; for a budget B of the table's, "
+            f"give --optimum-at B/{ratio:.3g}"]
 
 
 def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:

@@ -163,7 +163,9 @@ def predict_command(
         parse_project(to_wandb)
     target = resolve_target(config, target_file, target_run, store, metric)
     folder = out_dir(out or Path("predictions") / file_part(target.name))
-    pred = predict(_existing_store(store), target, settings)
+    with err_console.status(f"predicting {target.name}: fitting each law and backtesting it on the ladder"):
+        # on a terminal only; 5–40 s on public ladders
+        pred = predict(_existing_store(store), target, settings)
     retired = retire_watch(folder, pred)
     written = pred.save(folder)
     logged = None

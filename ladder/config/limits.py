@@ -38,7 +38,7 @@ def in_range(name: str, value: float, lo: float, hi: float, what: str = "") -> N
         raise LadderError(f"{name}={value} must be a finite number")
     if not lo <= value <= hi:
         hint = f" ({what})" if what else ""
-        raise LadderError(f"{name}={value:g} is out of range: must be in [{lo:g}, {hi:g}]{hint}")
+        raise LadderError(f"{name}={_num(value)} is out of range: must be in [{_num(lo)}, {_num(hi)}]{hint}")
 
 
 def positive(name: str, value: float, hi: float = math.inf, what: str = "") -> None:
@@ -46,7 +46,12 @@ def positive(name: str, value: float, hi: float = math.inf, what: str = "") -> N
     if not _finite(value) or value <= 0:
         raise LadderError(f"{name}={value} must be positive and finite" + (f" ({what})" if what else ""))
     if value > hi:
-        raise LadderError(f"{name}={value:g} is too large: at most {hi:g}" + (f" ({what})" if what else ""))
+        raise LadderError(f"{name}={_num(value)} is too large: at most {_num(hi)}" + (f" ({what})" if what else ""))
+
+
+def _num(x: float) -> str:
+    """A bound or value as a user reads it: whole numbers in full with separators (16,777,216, not 1.67772e+07)."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
 
 
 def finite(name: str, value: float | None) -> None:

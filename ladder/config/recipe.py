@@ -78,8 +78,9 @@ class ArchRules:
                 "for a dense model set arch.top_k=0 too, for an MoE give n_experts >= top_k"
             )
         if self.n_experts and not 1 <= self.top_k <= self.n_experts:
-            raise LadderError(f"arch.top_k={self.top_k} must be between 1 and n_experts={self.n_experts}: "
-                              "a token cannot use more experts than the layer has")
+            why = ("a token must use at least one expert (for a dense model set arch.n_experts=0 too)"
+                   if self.top_k < 1 else "a token cannot use more experts than the layer has")
+            raise LadderError(f"arch.top_k={self.top_k} must be between 1 and n_experts={self.n_experts}: {why}")
         in_range("arch.n_shared_experts", self.n_shared_experts, 0, MAX_EXPERTS)
         for name in ("expert_width_ratio", "shared_width_ratio", "dense_width_ratio", "capacity_factor"):
             positive(f"arch.{name}", getattr(self, name), 1e3)

@@ -113,6 +113,9 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "could not determine a constructor for the tag" in problem:
+            raise LadderError(f"{p}: tag not allowed{where}: {problem.split('tag ', 1)[1]} (config files are read as "
+                              "plain YAML, with no tags that build objects); remove it") from None
         raise LadderError(f"{p}: malformed YAML{where}: {problem}") from None
     if data is None:
         raise LadderError(f"{p}: the file is empty (or only comments); expected a YAML mapping of fields")
@@ -298,9 +301,11 @@ def _build_dataclass(cls: type, value: Any, where: str) -> Any:
         return cls(**kwargs)
     except LadderError as exc:
         # The record's own check names the field it refused (``d_model=33 ...``): point at that line.
-        named = [lines[k] for k in lines if isinstance(k, str) and f"{k}=" in str(exc)]
-        line = named[0] if named else getattr(value, "line", None)
-        raise _at(LadderError(f"{where}: {exc}"), line) from None
+        text = str(exc)
+        named = sorted((text.find(f"{k}="), lines[k]) for k in lines if isinstance(k, str) and f"{k}=" in text)
+        line = named[0][1] if named else getattr(value, "line", None)  # the field the message names first
+        said = not where or text.startswith(f"{where}.")  # "arch.top_k=0 ..." names its record already
+        raise _at(LadderError(text if said else f"{where}: {text}"), line) from None
 
 
 def _child(where: str, name: Any) -> str:

@@ -254,10 +254,30 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], opti
     arrays = {k: _numbers(last, getattr(cols, k), where) for k in need}
     arrays |= {k: _numbers(last, getattr(cols, k), where) for k in optional if getattr(cols, k) in df.columns}
     loss = _numbers(last, cols.loss, where)
+    extra = ()
     if cols.run is None:
         _no_repeats(last, where)
+        extra = _checkpoints(last, cols)
     mixed = _mixed_ladders(last, [getattr(cols, k) for k in need], {cols.run, cols.loss, cols.step})
-    return Finals(names, loss, **arrays, notes=tuple(notes) + ((mixed,) if mixed else ()))
+    return Finals(names, loss, **arrays, notes=tuple(notes) + extra + ((mixed,) if mixed else ()))
+
+
+CHECKPOINT_ROWS = 30
+"""Rows of one size in a table of one row per run past which they look like a run's checkpoints: the sweeps of
+public ladders train a size at a dozen budgets or fewer."""
+
+
+def _checkpoints(df: pd.DataFrame, cols: Columns) -> tuple[str, ...]:
+    """A note where a table read as one row per run holds `CHECKPOINT_ROWS` rows or more of one size: likely the
+    checkpoints of runs, each of which the fit would take for a finished run."""
+    if cols.params is None or cols.params not in df.columns:
+        return ()
+    counts = df[cols.params].astype(str).str.strip().value_counts()
+    if counts.iloc[0] < CHECKPOINT_ROWS:
+        return ()
+    return (f"{counts.iloc[0]} rows have {cols.params} = {counts.index[0]}, and the table has no run column, so each "
+            "row is fitted as a finished run: if they are checkpoints of runs, give the run and step columns "
+            "(--run-col, --step-col) and each run's last row is its final loss",)
 
 
 MIXED_MAX_VALUES = 20
