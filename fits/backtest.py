@@ -115,7 +115,8 @@ def holdouts(order_key: np.ndarray, holdout) -> list[tuple[int, np.ndarray, np.n
     out = []
     for k in holdout:
         if not 1 <= k < distinct.size:
-            raise FitError(f"cannot hold out {k} of {distinct.size} distinct sizes")
+            raise FitError(f"cannot hold out {k} of {distinct.size} distinct sizes (or computes, for a law in compute): "
+                           f"hold out 1 to {distinct.size - 1}")
         cut = distinct[-k]
         out.append((k, np.flatnonzero(order_key < cut), np.flatnonzero(order_key >= cut)))
     return out

@@ -644,10 +644,10 @@ def test_fit_surface_reads_one_corpus_of_a_table_of_several(tmp_path):
     one_error_line(run("fit", "surface", "--csv", both, "--where", "c4"), "--where 'c4'", "COLUMN=VALUE")
     one_error_line(run("fit", "surface", "--where", "dataset=c4"), "--where filters the rows of a CSV", "--group")
     # and the store's choices are refused with a CSV, not ignored
-    one_error_line(run("fit", "surface", "--csv", both, "--group", "g1"), "--group chooses the store's runs",
+    one_error_line(run("fit", "surface", "--csv", both, "--group", "g1"), "--group only means something for the store's runs",
                    "--where COLUMN=VALUE")
     one_error_line(run("backtest", "--csv", both, "--role", "", "--compute", "fit", "--form", "surface"),
-                   "--role and --compute choose the store's runs", "drop them")
+                   "--role and --compute only mean something for the store's runs", "drop them")
     one_error_line(run("fit", "curve", "--csv", both, "--store", tmp_path / "s", "--run-col", "run"), "--store")
     # the other fit commands take it too
     bt = run("backtest", "--form", "surface", "--csv", both, "--where", "dataset=c4", "--format", "json")
@@ -944,3 +944,12 @@ def test_optimum_at_says_when_the_tables_budgets_are_not_6nd(tmp_path):
     table.assign(budget=6 * table["params"] * table["tokens"]).to_csv(path, index=False)
     warnings = json.loads(run("fit", "surface", "--csv", path, "--optimum-at", "1e21", "--format", "json").stdout)["warnings"]
     assert not any("budgets are" in w for w in warnings)
+
+
+def test_targets_keep_the_plain_column_names_when_the_runs_name_theirs(plain_csv, targets_csv, tmp_path):
+    pd.read_csv(plain_csv).rename(columns={"params": "params_nonembed"}).to_csv(tmp_path / "ne.csv", index=False)
+    res = run("fit", "surface", "--csv", tmp_path / "ne.csv", "--params-col", "params_nonembed",
+              "--predict-csv", targets_csv, "--format", "json")
+    assert res.exit_code == 0, res.output
+    want = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--format", "json").stdout)
+    assert json.loads(res.stdout)["predictions"] == want["predictions"]

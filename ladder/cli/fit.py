@@ -117,9 +117,10 @@ def _one_source(ctx: typer.Context, csv: Path | None, where: list[str], drop_col
                                                ("--group", group, None), ("--role", role, "rung"),
                                                ("--compute", compute, ComputeAxis.auto)) if value != default]
     if csv is not None and given:
-        raise LadderError(f"{' and '.join(given)} choose{'s' if len(given) == 1 else ''} the store's runs, and --csv "
-                          f"{csv} reads the CSV instead; drop {'it' if len(given) == 1 else 'them'}, or pick the CSV's "
-                          "rows with --where COLUMN=VALUE")
+        raise LadderError(f"{' and '.join(given)} only mean{'s' if len(given) == 1 else ''} something for the store's "
+                          f"runs (which runs, and how their compute is counted), and --csv {csv} reads the CSV instead; "
+                          f"drop {'it' if len(given) == 1 else 'them'}, pick the CSV's rows with --where COLUMN=VALUE, "
+                          "and give its compute as a column (--compute-col)")
 
 
 def _budget_columns(ctx: typer.Context) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -44,6 +44,9 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     for condition in where:
         if condition.partition("=")[0].strip() in df.columns:
             df = _targets_where(df, f"{p} (targets)", condition)
+    # --params-col / --tokens-col name the fitted runs' columns; targets that keep the plain names are read by them
+    params, tokens = (c if c in df.columns or plain not in df.columns else plain
+                      for c, plain in ((params, "params"), (tokens, "tokens")))
     for col in (params, tokens):
         if col not in df.columns:
             raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")
