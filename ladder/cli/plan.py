@@ -91,7 +91,7 @@ def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
 
 def plan_table(p: Plan) -> Table:
     t = Table(title=f"Ladder plan: {p.recipe.name}, {p.recipe.tpp:g} tokens per active parameter")
-    for col in ("run", "width", "depth", "active", "total", "tokens", "steps", "batch", "peak LR", "fit compute", "of hero"):
+    for col in ("run", "width", "depth", "active", "total", "tokens", "steps", "batch", "peak LR", "fit compute (FLOPs)", "of hero"):
         t.add_column(col, justify="left" if col == "run" else "right")
     for run in p.runs():
         s = p.summary(run)
@@ -120,7 +120,15 @@ def spec_command(
     fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
 ) -> None:
     """Parameter and FLOP breakdown of one model, in the published and the exact conventions."""
+    from ladder.config.recipe import preset_names
+
+    if not config.exists() and str(config) in preset_names():
+        raise LadderError(f"{config}: a preset is a recipe, which `ladder plan {config}` plans; `ladder spec` reads one "
+                          f"model: a run config it writes (`ladder plan {config} --out DIR`, then DIR/NAME.yaml)")
     data = load_yaml(config)
+    if isinstance(data, dict) and ("rungs" in data or "arch" in data) and "spec" not in data:
+        raise LadderError(f"{config}: a recipe (it has {'rungs' if 'rungs' in data else 'arch'}), which `ladder plan "
+                          f"{config}` plans; `ladder spec` reads one model: a run config the plan writes, or a ModelSpec")
     run = RunConfig.from_dict(data, where=str(config)) if "spec" in data else None
     spec = run.spec if run else build(ModelSpec, data, where=str(config))
     seq = seq_len if seq_len is not None else (run.seq_len if run else 4096)

@@ -310,7 +310,7 @@ def replan_command(
     console.print(f"old schedule: {hero.schedule.describe()}")
     console.print(f"new schedule: {edited.schedule.describe()}")
     t = Table(title=f"{hero.name}: predicted {metric}, old plan and new")
-    for col in ("step", "old plan", "new plan", "difference"):
+    for col in ("step", "old plan", "new plan", "difference (nats)"):
         t.add_column(col, justify="right")
     merged = old.table.set_index("step")["median"].to_frame("old").join(
         new.table.set_index("step")["median"].rename("new"), how="outer")

@@ -292,8 +292,8 @@ def runs_command(
         return
     settings = target.settings()
     t = Table(title=f"Runs in {target.root}/ (fit metric {settings.fit_metric})")
-    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token", "steps", "fraction", "values", "source"):
-        t.add_column(col, justify="right" if col in ("active", "total", "C/token", "steps", "fraction", "values") else "left",
+    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token (FLOPs)", "steps", "fraction", "values", "source"):
+        t.add_column(col, justify="right" if col in ("active", "total", "C/token (FLOPs)", "steps", "fraction", "values") else "left",
                      overflow="fold")  # a name or id cut short with "…" cannot be pasted into the next command
     for r in runs.to_dict("records"):
         t.add_row(

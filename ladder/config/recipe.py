@@ -265,8 +265,14 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     """A shipped preset by name, or a recipe YAML file by path."""
     text = str(name_or_path)
     path = Path(text)
+    if path.is_dir():
+        raise LadderError(f"{path}: is a folder; give a recipe .yaml file or a preset ({', '.join(preset_names())})")
     if text.endswith((".yaml", ".yml")) or path.is_file():
-        return build(Recipe, load_yaml(path), where=str(path))
+        data = load_yaml(path)
+        if isinstance(data, dict) and "spec" in data and "rungs" not in data:
+            raise LadderError(f"{path}: a run config (it has spec), not a recipe: `ladder spec {path}` shows its model, "
+                              f"`ladder train {path}` trains it; `ladder plan` takes a recipe or a preset")
+        return build(Recipe, data, where=str(path))
     names = preset_names()
     if text not in names:
         import difflib
