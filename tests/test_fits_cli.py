@@ -953,3 +953,11 @@ def test_targets_keep_the_plain_column_names_when_the_runs_name_theirs(plain_csv
     assert res.exit_code == 0, res.output
     want = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--format", "json").stdout)
     assert json.loads(res.stdout)["predictions"] == want["predictions"]
+
+
+def test_parameters_in_billions_are_named(plain_csv, tmp_path):
+    pd.read_csv(plain_csv).assign(params=lambda t: t["params"] / 1e9).to_csv(tmp_path / "b.csv", index=False)
+    warnings = json.loads(run("fit", "surface", "--csv", tmp_path / "b.csv", "--format", "json").stdout)["warnings"]
+    assert any(w.startswith("the runs give N as small as 0.05: parameters and tokens are counts") for w in warnings)
+    assert not any("are counts" in w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--format",
+                                                              "json").stdout)["warnings"])

@@ -470,7 +470,8 @@ def fit_surface_command(
     points = [(None, *_point(item)) for item in at]
     preds = _surface_at(choice, ens, points, level) if targets is None else _surface_bands(choice, ens, *targets)
     optima = _surface_at(choice, ens, _optima(fit, optimum_at), level)
-    below = _below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
+    below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
+             + _not_counts(data.params, data.tokens))
     if fmt is Format.json:
         out = _base(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
@@ -517,6 +518,22 @@ def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
     return [f"the target at N = {p['params']:.3g}, D = {p['tokens']:.3g}{and_more(low)} lies below the fitted runs (the smallest "
             f"N {n_min:.3g}, D {d_min:.3g}): the law is fitted above it; are its parameters and tokens in the runs' "
             "units (counts, not millions or billions)?"]
+
+
+LEAST_COUNT = 1e3
+"""Below this, a parameter or token count is in other units (millions, billions): the smallest published
+language models have tens of thousands of parameters, and a run sees more tokens than that."""
+
+
+def _not_counts(n_params, tokens) -> list[str]:
+    """A warning where the runs' N or D are below `LEAST_COUNT`: counts written in millions or billions, whose
+    fit says nothing wrong until a prediction in counts lands digits off."""
+    low = [f"{name} as small as {float(np.min(x)):.3g}" for name, x in (("N", n_params), ("D", tokens))
+           if float(np.min(x)) < LEAST_COUNT]
+    if not low:
+        return []
+    return [f"the runs give {' and '.join(low)}: parameters and tokens are counts (7e9, not 7); in millions or "
+            "billions, give them as counts, or every prediction and optimum is in those units too"]
 
 
 BUDGET_AXIS_TOL = 0.2
