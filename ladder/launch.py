@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -96,9 +97,27 @@ def trainer_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
 
 
+INTERRUPT_GRACE_S = 120.0
+"""How long Ctrl-C waits for the trainer to stop at a step and mark its run crashed (it may be compiling)."""
+
+
 def train(config: Path, resume: bool, progress: bool) -> int:
-    """Train one run to the end in its own process; its exit code (the trainer prints its own errors)."""
-    return subprocess.call(trainer_command(config, resume, progress), env=trainer_env())
+    """Train one run to the end in its own process; its exit code (the trainer prints its own errors).
+
+    On Ctrl-C the trainer is asked to stop (SIGINT, which a terminal sends it too) and waited for, so it marks its
+    run crashed and says how to resume; only past `INTERRUPT_GRACE_S` is it killed. Then KeyboardInterrupt."""
+    proc = subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env())
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=INTERRUPT_GRACE_S)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C: stop now
+                proc.kill()
+                proc.wait()
+        raise
 
 
 def start(config: Path, resume: bool, progress: bool) -> subprocess.Popen:

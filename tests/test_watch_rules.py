@@ -417,3 +417,42 @@ def test_a_webhook_url_the_client_cannot_read_is_refused_at_start_without_showin
     with pytest.raises(LadderError) as info:
         WebhookSink(url)
     assert "$LADDER_WEBHOOK_URL" in str(info.value) and url not in str(info.value)
+
+
+def test_a_webhook_that_answers_other_than_http_is_an_undelivered_alert_not_a_crash(capsys):
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def answer():
+        for _ in range(2):
+            conn, _ = server.accept()
+            conn.recv(65536)
+            conn.sendall(b"HELLO THIS IS NOT HTTP\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        sink = WebhookSink(f"http://127.0.0.1:{server.getsockname()[1]}/hook", timeout=2, retries=2, backoff=0.01)
+        assert sink.send([R.Alert("deviation", "warning", 368, "off")], "warning", "s") is False
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert "webhook delivery failed after 2 tries (BadStatusLine)" in err and "127.0.0.1" not in err
+
+
+def test_a_condition_that_lasts_is_one_alert_not_one_per_check():
+    """The drop fraction above its limit, and a deadline the run will miss, keep their alert's key from check to
+    check (the step the condition began at; the plan it threatens), so a sink gets each once."""
+    drops = np.r_[np.full(100, 0.02), np.full(100, 0.4)]  # the mean of the last 20 crosses 25% at step 113
+    keys_seen = {a.key for n in (150, 170, 200)
+                 for a in R.drop_fraction(with_series(keys.DROP_FRACTION, drops[:n]), None, AlertRules())}
+    assert keys_seen == {"drop_fraction:warning:113"}
+    [a] = R.drop_fraction(with_series(keys.DROP_FRACTION, drops), None, AlertRules())
+    assert "(since step " in a.message
+    slow = {keys.TOKENS_PER_SECOND: pd.Series([100.0] * 20, index=range(981, 1001))}
+    ts = {R.throughput(observed(clean_values()[:k], extra=slow), now=0.0, rules=AlertRules(deadline=9_000.0))[0].key
+          for k in (8, 10)}
+    assert ts == {f"throughput:warning:{STEPS}"}

@@ -320,13 +320,15 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
     d = obs.column(keys.DROP_FRACTION)
     if d.empty:
         return []
-    recent = float(d.iloc[-20:].mean())
-    step = int(d.index[-1])
+    rolling = d.rolling(20, min_periods=1).mean()  # at each log, the mean of the 20 up to it
+    recent = float(rolling.iloc[-1])
     if recent > rules.drop_warn:
         level: Level = "alarm" if recent > rules.drop_alarm else "warning"
         limit = rules.drop_alarm if level == "alarm" else rules.drop_warn
-        return [Alert("drop_fraction", level, step,
-                      f"MoE drop fraction {recent:.1%} (mean of the last 20 logs) is above {limit:.0%}", recent)]
+        since = _onset(rolling > limit)
+        return [Alert("drop_fraction", level, since,  # keyed by the step it began: one alert while it lasts
+                      f"MoE drop fraction {recent:.1%} (mean of the last 20 logs) is above {limit:.0%} "
+                      f"(since step {since:,})", recent)]
     if rungs is not None and rungs.projected is not None:
         proj = rungs.projected
         d = d[np.isfinite(d.to_numpy())]
@@ -339,14 +341,24 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
                 for hit in _above_projection(obs, d, proj, rules, margin=rules.drop_margin)]
     if rungs is None or not rungs.values:
         return []
-    f = step / obs.planned_steps
-    at_f = [float(np.interp(f, fr, v)) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)]
-    expected = max(at_f)  # the highest any rung had at this fraction: no extrapolation to trust here
+    f = d.index.to_numpy(np.float64) / obs.planned_steps
+    # the highest any rung had at each fraction: no extrapolation to trust here
+    highest = np.max([np.interp(f, fr, v) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)], axis=0)
+    expected = float(highest[-1])
     if recent > expected + rules.drop_margin:
-        return [Alert("drop_fraction", "warning", step,
+        since = _onset(rolling > pd.Series(highest + rules.drop_margin, index=d.index))
+        return [Alert("drop_fraction", "warning", since,
                       f"MoE drop fraction {recent:.1%} is above every rung's at this fraction (at most "
-                      f"{expected:.1%}) by more than {rules.drop_margin:.0%}", recent)]
+                      f"{expected:.1%}) by more than {rules.drop_margin:.0%} (since step {since:,})", recent)]
     return []
+
+
+def _onset(above: pd.Series) -> int:
+    """The step at which the trailing run of True in `above` (indexed by step; its last value True) began: an
+    alert for a condition that lasts keeps that step, so it is sent once, not at every check."""
+    flags = above.to_numpy(bool)
+    start = len(flags) - int(np.argmin(flags[::-1])) if not flags.all() else 0
+    return int(above.index[start])
 
 
 # ---- against a projection to the run's size -------------------------------------------------------
@@ -440,7 +452,8 @@ def throughput(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
     if fit.fits:
         return []
     level: Level = "alarm" if fit.fraction_of_plan < 0.75 else "warning"
-    return [Alert("throughput", level, obs.last_step, fit.message(), rate)]
+    # keyed by the plan it threatens: one alert per level for a plan, not one per check (a new plan is a new key)
+    return [Alert("throughput", level, obs.planned_steps, fit.message(), rate)]
 
 
 def evaluate(

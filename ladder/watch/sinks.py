@@ -8,6 +8,7 @@ printed or written anywhere.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import time
@@ -147,7 +148,8 @@ class WebhookSink:
                     reason = f"HTTP {response.status}"
             except urllib.error.HTTPError as exc:
                 reason = f"HTTP {exc.code}" + (" (a redirect: give the final URL)" if 300 <= exc.code < 400 else "")
-            except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+            except (urllib.error.URLError, TimeoutError, OSError, ValueError, http.client.HTTPException) as exc:
+                # HTTPException: an answer that is not HTTP (an http:// URL at an https port, say)
                 reason = type(getattr(exc, "reason", None) or exc).__name__
         self.console.print(f"[yellow]webhook delivery failed after {self.retries} tries ({escape(reason)}); "
                            "will retry on the next check[/]", highlight=False, markup=True)
