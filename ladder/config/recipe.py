@@ -265,7 +265,7 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
     """A shipped preset by name, or a recipe YAML file by path."""
     text = str(name_or_path)
     path = Path(text)
-    if path.is_dir():
+    if path.is_dir() and not text.endswith((".yaml", ".yml")):  # a plan's folder; dir.yaml: load_yaml says
         raise LadderError(f"{path}: is a folder; give a recipe .yaml file or a preset ({', '.join(preset_names())})")
     if text.endswith((".yaml", ".yml")) or path.is_file():
         data = load_yaml(path)
