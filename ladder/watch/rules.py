@@ -320,12 +320,15 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
     d = obs.column(keys.DROP_FRACTION)
     if d.empty:
         return []
-    rolling = d.rolling(20, min_periods=1).mean()  # at each log, the mean of the 20 up to it
-    recent = float(rolling.iloc[-1])
+    recent = float(d.iloc[-20:].mean())
+
+    def rolling() -> pd.Series:  # at each log, the mean of the 20 up to it: only for an alert's onset
+        return d.rolling(20, min_periods=1).mean()
+
     if recent > rules.drop_warn:
         level: Level = "alarm" if recent > rules.drop_alarm else "warning"
         limit = rules.drop_alarm if level == "alarm" else rules.drop_warn
-        since = _onset(rolling > limit)
+        since = _onset(rolling() > limit)
         return [Alert("drop_fraction", level, since,  # keyed by the step it began: one alert while it lasts
                       f"MoE drop fraction {recent:.1%} (mean of the last 20 logs) is above {limit:.0%} "
                       f"(since step {since:,})", recent)]
@@ -341,12 +344,13 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
                 for hit in _above_projection(obs, d, proj, rules, margin=rules.drop_margin)]
     if rungs is None or not rungs.values:
         return []
-    f = d.index.to_numpy(np.float64) / obs.planned_steps
-    # the highest any rung had at each fraction: no extrapolation to trust here
-    highest = np.max([np.interp(f, fr, v) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)], axis=0)
-    expected = float(highest[-1])
+    def highest(steps: np.ndarray) -> np.ndarray:  # the most any rung had at each fraction: no extrapolation to trust
+        f = steps / obs.planned_steps
+        return np.max([np.interp(f, fr, v) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)], axis=0)
+
+    expected = float(highest(d.index[-1:].to_numpy(np.float64))[0])
     if recent > expected + rules.drop_margin:
-        since = _onset(rolling > pd.Series(highest + rules.drop_margin, index=d.index))
+        since = _onset(rolling() > pd.Series(highest(d.index.to_numpy(np.float64)) + rules.drop_margin, index=d.index))
         return [Alert("drop_fraction", "warning", since,
                       f"MoE drop fraction {recent:.1%} is above every rung's at this fraction (at most "
                       f"{expected:.1%}) by more than {rules.drop_margin:.0%} (since step {since:,})", recent)]

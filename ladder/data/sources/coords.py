@@ -87,9 +87,7 @@ class CoordinateOverrides:
             runs = [f"{run} ({fields[key]})" for run, fields in self.per_run.items()
                     if run in names and key in fields and not same_given(fields[key], value)]
             if runs:
-                shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
-                lines.append(f"--coord {key}={value} is not used for {shown}: {self.file} gives "
-                             f"{'their' if len(runs) > 1 else 'its'} {key}, and a run's own entry wins over --coord")
+                lines.append(overridden(f"--coord {key}={value}", key, runs, self.file, "--coord"))
         return lines
 
     @classmethod
@@ -162,6 +160,13 @@ class Coordinates:
 
     def values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in FIELDS}
+
+
+def overridden(flag: str, field: str, runs: list[str], file: str, over: str) -> str:
+    """The line that says the coordinates file's entries for `runs` override `flag` (a --coord, a --coord-column)."""
+    shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+    return (f"{flag} is not used for {shown}: {file} gives {'their' if len(runs) > 1 else 'its'} {field}, and a run's "
+            f"own entry wins over {over}")
 
 
 def same_given(a: Any, b: Any) -> bool:

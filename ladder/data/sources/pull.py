@@ -366,11 +366,10 @@ run's plan); a last eval a little past the plan (a checkpoint at step 256 of 250
 def _check_plan(source: Source, ref: RunRef, name: str, steps: np.ndarray, coords: Coordinates) -> None:
     """Refuse a table's run with rows far past its plan (`FAR_PAST_PLAN`): its fractions would be wrong, and a
     table, unlike a live run, holds the whole run at once."""
-    past = coords.past_plan(steps)
-    if not past.any() or steps.max() < FAR_PAST_PLAN * coords.planned_steps_at(steps[past][-1:])[0]:
-        return
-    last = int(steps.max())
+    last = int(steps.max()) if len(steps) else 0
     plan = int(coords.planned_steps_at(np.array([last]))[0])
+    if last < FAR_PAST_PLAN * plan:
+        return
     where = source.where_step(ref, last) if hasattr(source, "where_step") else f"run {name!r}"
     raise LadderError(f"{where}: run {name!r} reaches step {last:,}, {last / plan:.3g}× its plan of {plan:,} steps; "
                       "nothing of the run was imported: give the steps it was planned for (stop_after_steps, or its "

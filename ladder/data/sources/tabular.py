@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ladder.data import csvfile
-from ladder.data.sources.coords import FIELDS, LABELS, same_given
+from ladder.data.sources.coords import FIELDS, LABELS, overridden, same_given
 from ladder.data.sources.table import RunRef, SourceRun, check_run_id, raw_frame, table_state, whole_count
 from ladder.errors import LadderError
 
@@ -160,9 +160,7 @@ class TableSource:
             runs = [f"{run} ({per_run[run][f]} for {_plain(first.at[run, column])})" for run in first.index
                     if f in per_run.get(run, {}) and not same_given(per_run[run][f], _plain(first.at[run, column]))]
             if runs:
-                shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
-                lines.append(f"--coord-column {f}={column} is not used for {shown}: {file} gives "
-                             f"{'their' if len(runs) > 1 else 'its'} {f}, and a run's own entry wins over a column")
+                lines.append(overridden(f"--coord-column {f}={column}", f, runs, file, "a column"))
         return lines
 
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
