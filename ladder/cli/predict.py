@@ -164,7 +164,7 @@ def predict_command(
     target = resolve_target(config, target_file, target_run, store, metric)
     folder = out_dir(out or Path("predictions") / file_part(target.name))
     with err_console.status(f"predicting {target.name}: fitting each law and backtesting it on the ladder"):
-        # on a terminal only; 5–40 s on public ladders
+        # shown on a terminal only: the backtest of a large ladder takes a while
         pred = predict(_existing_store(store), target, settings)
     retired = retire_watch(folder, pred)
     written = pred.save(folder)
