@@ -506,3 +506,66 @@ def test_a_new_alert_on_an_earlier_eval_sets_the_exit_code():
     warning = Alert("deviation", "warning", 1662, "eval/loss 1.3512 is 3.78% below the predicted 1.4043")
     assert CheckResult("ok", (warning,)).exit_code == 4
     assert CheckResult("ok").exit_code == 0 and CheckResult("alarm", (warning,)).exit_code == 5
+
+
+def live_run(tmp: Path, replay, lines: list[str], state: str = "running") -> tuple[Path, list[str]]:
+    """The replay's prediction saved and its run folder with these metrics lines; the watch's arguments."""
+    pred, config, _, _ = replay
+    pred.save(tmp / "prediction")
+    run_dir = tmp / "runs" / config.name
+    run_dir.mkdir(parents=True)
+    config.save(run_dir / "run.yaml")
+    (run_dir / "status.json").write_text(json.dumps({"state": state, "step": json.loads(lines[-1])["step"]}))
+    (run_dir / "metrics.jsonl").write_text("".join(x + "\n" for x in lines))
+    return run_dir, ["watch", "--prediction", str(tmp / "prediction"), "--local", str(run_dir),
+                     "--store", str(tmp / "store")]
+
+
+def test_a_deadline_in_hours_keeps_its_time_across_once_checks_and_says_when_it_passed(tmp_path, replay):
+    # A cron job gives `--once --deadline 72h` every few minutes: counted afresh each time it would never come.
+    _, _, steps, loss = replay
+    _, args = live_run(tmp_path, replay, [json.dumps({"step": int(steps[0]), "eval/loss": float(loss[0]),
+                                                      "throughput/tokens_per_second": 1.0})])
+    state_file = tmp_path / "prediction" / "watch-state.json"
+
+    def watch(deadline: str):
+        res = runner.invoke(app, [*args, "--once", "--deadline", deadline])
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.output
+        return res, json.loads(state_file.read_text())["deadline"]
+
+    res, first = watch("1h")
+    assert first["given"] == "1h" and 3500 < first["at"] - json.loads(state_file.read_text())["updated"] <= 3600
+    assert res.exit_code == 5 and "in the 1.0 h left" in " ".join(res.output.split())  # 1 token/s: far short
+    res, again = watch("1h")
+    assert again == first and "counted from the first watch given it" in " ".join(res.output.split())
+    _, moved = watch("2h")
+    assert moved["given"] == "2h" and moved["at"] > first["at"] + 3000
+    saved = json.loads(state_file.read_text())
+    saved["deadline"]["at"] -= 3 * 3600  # two hours later the same cron line runs again: the deadline has passed
+    state_file.write_text(json.dumps(saved))
+    res, _ = watch("2h")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 5 and "the deadline passed 1.0 h ago with the run at step" in text
+
+
+def test_a_line_of_the_metrics_file_that_cannot_be_read_is_named_by_the_watch(tmp_path, replay):
+    _, _, steps, loss = replay
+    rows = [json.dumps({"step": int(s), "eval/loss": float(y)}) for s, y in zip(steps[:2], loss[:2])]
+    _, args = live_run(tmp_path, replay, [rows[0], rows[1][:12], rows[1]])  # a torn write on line 2
+    res = runner.invoke(app, [*args, "--once"])
+    text = " ".join(res.output.split())
+    assert res.exit_code in (0, 4), res.output
+    assert "warning:" in text and "1 line that is not a JSON object with an integer step skipped (line 2)" in text
+    assert f"step {int(steps[1]):,}" in text  # the whole lines were read and judged
+
+
+def test_a_watch_of_a_run_that_has_ended_says_so_and_stops(tmp_path, replay):
+    _, _, steps, loss = replay
+    run_dir, args = live_run(tmp_path, replay, [json.dumps({"step": int(s), "eval/loss": float(y)})
+                                                for s, y in zip(steps[:2], loss[:2])])
+    assert runner.invoke(app, [*args, "--once"]).exit_code in (0, 4)
+    (run_dir / "status.json").write_text(json.dumps({"state": "crashed", "step": int(steps[1])}))
+    res = runner.invoke(app, [*args, "--poll", "0.01"])  # no --once: the loop ends at its first check and says so
+    text = " ".join(res.output.split())
+    assert f"the run crashed at step {int(steps[1]):,}" in text and "no new eval since" in text, res.output
+    assert res.exit_code == 5  # a crash before the plan's end is an alarm

@@ -115,6 +115,13 @@ console = _Console(width=_WIDTH, markup=False)
 err_console = _Console(stderr=True, width=_WIDTH, markup=False)
 
 
+def warn(message: str) -> None:
+    """One warning on stderr, "warning:" in yellow; the message printed as it is (no markup read in it)."""
+    from rich.markup import escape
+
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
+
+
 class Format(StrEnum):
     """--format of every command that prints a result: a rich table, or one JSON object on stdout."""
 

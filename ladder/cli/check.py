@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ladder.cli.app import Format, command, console, err_console, print_json
+from ladder.cli.app import Format, command, console, print_json, warn
 from ladder.config.limits import hero_flops
 from ladder.data.store import DEFAULT_ROOT, Store
 from ladder.errors import LadderError
@@ -82,7 +81,7 @@ def _show(report) -> None:
         table.add_row(f.name, Text(f.status, style=style), Text(f.evidence), Text(f.hero), Text(f.remedy))
     console.print(table)
     for w in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True, markup=True)
+        warn(w)
     style = _STYLE[report.status]
     verdict = {"ok": "nothing raised", "not checked": "cannot judge every check", "warning": "warning",
                "alarm": "alarm"}[report.status]

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ladder.cli.app import Format, command, console, err_console, print_json
+from ladder.cli.app import Format, command, console, print_json, warn
 from ladder.config.limits import resamples
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
@@ -60,7 +60,7 @@ def compare_command(
         return
     _print(data)
     for w in data["warnings"]:
-        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True, markup=True)
+        warn(w)
     console.print(f"Wrote {png} and {path}", highlight=False)
 
 

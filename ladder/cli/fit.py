@@ -15,7 +15,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from ladder.cli.app import Format, app, command, console, given, given_for, parse_int_list, print_json
+from ladder.cli.app import Format, app, command, console, given, given_for, parse_int_list, print_json, warn
 from ladder.config.limits import MAX_COMPUTE, positive, resamples
 from ladder.data import endpointcsv
 from ladder.data.store import DEFAULT_ROOT, Store
@@ -487,7 +487,7 @@ def fit_surface_command(
     _print_params(fit, boot, level, data.notes)
     console.print(choice.summary(), highlight=False)
     for w in list(choice.warnings) + below:
-        console.print(f"warning: {w}", highlight=False)
+        warn(w)
     for p in optima:
         console.print(
             f"optimum at C = {p['compute']:.3g} FLOPs: N* = {p['params']:.3g}, D* = {p['tokens']:.3g} "

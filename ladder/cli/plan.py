@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ladder.cli.app import Format, command, console, err_console, parse_int_list, print_json
+from ladder.cli.app import Format, command, console, parse_int_list, print_json, warn
 from ladder.config.limits import MAX_SEQ_LEN
 from ladder.config.plan import Plan, override, plan, with_resources
 from ladder.config.recipe import load_recipe, preset_names
@@ -60,7 +59,7 @@ def plan_command(
     p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run), hero_hosts)
     written = p.write(out) if out else []
     for warning in p.warnings():
-        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True, markup=True)
+        warn(warning)
     if fmt is Format.json:
         print_json(p.to_json())
         return

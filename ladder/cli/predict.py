@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from ladder import metrics as keys
-from ladder.cli.app import Format, command, console, err_console, print_json
+from ladder.cli.app import Format, command, console, err_console, print_json, warn
 from ladder.config.limits import MAX_TOKENS_PER_SECOND, resamples
 from ladder.config.runconfig import RunConfig
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
@@ -219,7 +219,7 @@ def score_command(
         print_json({"run": name, **sc.to_json(), "warnings": warnings})
         return
     for w in warnings:
-        err_console.print(f"warning: {w}", highlight=False, soft_wrap=True)
+        warn(w)
     t = Table(title=f"{pred.run_name}: predicted {pred.metric} against {name}'s evals from {start:.0%} of the plan")
     for col in ("", "value"):
         t.add_column(col, justify="right" if col else "left")

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ladder.cli.app import Format, app, command, console, err_console, print_json
+from ladder.cli.app import Format, app, command, console, err_console, print_json, warn
 from ladder.config.spec import format_count
 from ladder.data.resolve import MetricSettings
 from ladder.data.sources import (
@@ -209,9 +209,8 @@ def _run_pull(
 def _warn_unlogged_fit_metric(store: Store, metric: str) -> None:
     """A --fit-metric that no stored run logged (a typo, say) is said at once, not at a later full pull."""
     if store.history(metrics=[metric], include_nonfinite=True).empty:
-        err_console.print(f"warning: --fit-metric {metric}: no run in {store.root}/ logged it, and the store's fits now "
-                          f"read it; pull with the key the runs log (`ladder history RUN --metric all` lists them)",
-                          highlight=False, soft_wrap=True)
+        warn(f"--fit-metric {metric}: no run in {store.root}/ logged it, and the store's fits now read it; pull with the "
+             "key the runs log (`ladder history RUN --metric all` lists them)")
 
 
 def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
@@ -230,7 +229,7 @@ def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
             )
         console.print(t)
     for message in result.messages:
-        err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
+        warn(message)
     if not summary:
         return
     parts = [f"{len(result.pulled)} run{'' if len(result.pulled) == 1 else 's'} updated", f"{result.unchanged} unchanged"]
@@ -278,9 +277,8 @@ def runs_command(
     target = _existing(store)
     runs = target.runs()
     for run_id, problem in target.damaged():
-        err_console.print(f"[yellow]warning:[/] run {escape(run_id)}: damaged history file ({escape(problem)}); "
-                          f"`ladder runs --repair --store {escape(str(store))}` drops it so it can be pulled again",
-                          highlight=False, soft_wrap=True, markup=True)
+        warn(f"run {run_id}: damaged history file ({problem}); `ladder runs --repair --store {store}` drops it so it "
+             "can be pulled again")
     if fmt is Format.json:
         records = []
         for row in runs.to_dict("records"):

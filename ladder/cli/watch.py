@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from datetime import datetime
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 
-from ladder.cli.app import command, console, err_console
+from ladder.cli.app import command, console, warn
 from ladder.cli.predict import _seconds_until
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
@@ -61,7 +62,7 @@ def watch_command(
     jsonl: Path | None = typer.Option(None, "--jsonl", help="Append alerts and verdicts here (default: alerts.jsonl beside the prediction)."),
     webhook: bool = typer.Option(False, "--webhook", help="POST new alerts as JSON to $LADDER_WEBHOOK_URL (chat incoming webhooks work)."),
     state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
-    deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish (ISO time or hours like 72h): warns when throughput will miss it."),
+    deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish: ISO time, or hours like 72h counted from the first watch given them (kept in --state, so a cron job's --once keeps the time): warns when throughput will miss it."),
     stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long; alarm at three times it, when a --local or --offline run that still says it runs is taken for crashed."),
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
@@ -92,12 +93,10 @@ def watch_command(
     source = _source(local, offline, wandb, 3 * stale_minutes * 60)
     source = None if source is None else only_run(source, pred.run_name)
     overrides = CoordinateOverrides.parse(coord, coords)
-    rules = AlertRules(
-        metric=pred.metric,
-        stale_after_s=stale_minutes * 60,
-        deadline=None if deadline is None else time.time() + _deadline_seconds(deadline),
-    )
     state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json")
+    kept = None if deadline is None else _deadline(deadline, state, pred.run_name)
+    rules = AlertRules(metric=pred.metric, stale_after_s=stale_minutes * 60,
+                       deadline=None if kept is None else kept["at"])
     jsonl = _watch_file(jsonl or folder / "alerts.jsonl", "--jsonl", "alerts.jsonl")
     if jsonl.absolute() == state.absolute():
         raise LadderError(f"--jsonl and --state are both {jsonl}; give each its own file")
@@ -111,9 +110,8 @@ def watch_command(
 
     def say_new_store() -> None:  # once the first check worked: an error of that check is the one line shown
         if new_store:
-            err_console.print(f"warning: --store {store} held no store: it holds the watched run alone, so the rules "
-                              "that compare it with the rungs (grad norm, MoE drop fraction) are off; give the "
-                              "ladder's store to have them", highlight=False)
+            warn(f"--store {store} held no store: it holds the watched run alone, so the rules that compare it with "
+                 "the rungs (grad norm, MoE drop fraction) are off; give the ladder's store to have them")
 
     def repredict(old: Prediction, config: dict) -> Prediction:
         from ladder.data.runview import target_from_store
@@ -128,13 +126,14 @@ def watch_command(
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
         return predict(st, target, settings)
 
-    watcher = Watcher(st, source, pred, rules, sinks, state,
-                      repredict=repredict, prediction_dir=folder, overrides=overrides, replace=replace)
+    watcher = Watcher(st, source, pred, rules, sinks, state, repredict=repredict, prediction_dir=folder,
+                      overrides=overrides, replace=replace, warn=warn,
+                      deadline=kept if _in_hours(deadline) else None)
     with only_watcher(state):
         result = watcher.check() if once else watcher.run(poll, max_checks, after_first=say_new_store)
     if once:
         say_new_store()
-    if once and not result.lines and not result.new_alerts:  # the sinks keep quiet when nothing is new
+    if not result.lines and not result.new_alerts:  # the sinks keep quiet when nothing is new: where it stands
         sinks["terminal"].send((), result.verdict, result.summary)
     raise typer.Exit(result.exit_code)
 
@@ -169,11 +168,28 @@ def _check_numbers(poll: float, max_checks: int | None, stale_minutes: float) ->
         raise LadderError(f"--stale-minutes {stale_minutes}: must be positive minutes")
 
 
-def _deadline_seconds(deadline: str) -> float:
+def _deadline(deadline: str, state_path: Path, run: str) -> dict:
+    """--deadline as {"given", "at"}. Hours count from the first watch given them: where the state file already
+    holds the same hours for this run (a cron job's `--once` every few minutes), its time is kept, or the
+    deadline would move on with every check and never be missed."""
+    saved = WatchState.read(state_path) if _in_hours(deadline) else None
+    if saved is not None and saved.run == run and saved.deadline and saved.deadline["given"] == deadline.strip():
+        at = saved.deadline["at"]
+        console.print(f"--deadline {deadline.strip()}: counted from the first watch given it, so the run must finish "
+                      f"by {_clock(at)} (give other hours or an ISO time to move it)", highlight=False)
+        return {"given": deadline.strip(), "at": at}
     seconds = _seconds_until(deadline)
     if not math.isfinite(seconds) or abs(seconds) > 100 * 365 * 86400:
         raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)")
-    return seconds
+    return {"given": deadline.strip(), "at": time.time() + seconds}
+
+
+def _in_hours(deadline: str | None) -> bool:
+    return deadline is not None and deadline.strip().endswith("h")
+
+
+def _clock(at: float) -> str:
+    return datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M %Z")
 
 
 @command("plot")

@@ -45,6 +45,10 @@ class HorizonFit:
 
     def message(self) -> str:
         hours = self.seconds_left / 3600
+        if hours <= 0 and not self.fits:  # a deadline kept across watches (`ladder watch --deadline 72h`) passes
+            return (f"the deadline passed {-hours:,.1f} h ago with the run at step {self.step:,} "
+                    f"({self.step / self.planned_steps:.1%} of the {self.planned_steps:,} planned); give a new "
+                    "--deadline, or end the run with an early cooldown (`ladder replan --cooldown-steps K --at STEP`)")
         if self.fits:  # "reaches step 11,276,231 (100.0% of the 4,432 planned)" reads as if the run went on
             need = max(0, self.planned_steps - self.step) * self.tokens_per_step / self.tokens_per_second / 3600
             return (f"at {self.tokens_per_second:,.0f} tokens/s the run finishes its {self.planned_steps:,} planned "

@@ -88,6 +88,10 @@ class Watcher:
     """Coordinates for the run the source does not give (`--coord`, `--coords`)."""
     replace: bool = False
     """Let the pull replace a stored run of the same id from another source (`ladder pull --replace`)."""
+    warn: Callable[[str], None] | None = None
+    """Where what a pull says about the run goes (lines of its metrics file skipped, a finish short of its plan)."""
+    deadline: dict | None = None
+    """A --deadline given in hours, kept in the state so that the same hours given again keep its time."""
     _state: WatchState | None = field(default=None, repr=False)
     _stamp: tuple | None = field(default=None, repr=False)
     """The prediction file's size and change time when it was read (`prediction_dir`)."""
@@ -97,6 +101,8 @@ class Watcher:
         replaced = self._reload_if_replaced()
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
         self._state = state
+        if self.deadline is not None:
+            state.deadline = self.deadline
         try:
             if self.source is not None:
                 self._pull()
@@ -126,7 +132,7 @@ class Watcher:
         lines, verdict = self._verdicts(obs, alerts, state, finished)
         if replaced:
             lines.insert(0, replaced)
-        summary = "\n".join(lines) if lines else self._status_line(obs, verdict, state)
+        summary = "\n".join(lines) if lines else self._status_line(obs, verdict, state, str(run["state"]))
         fresh = self._deliver(state, alerts, verdict, summary, quiet=not lines)
         state.last_step = obs.last_step
         state.save(self.state_path)
@@ -151,7 +157,7 @@ class Watcher:
         """Pull what is new. What the pull refuses after listing the run and before reading it (a run of that id
         stored from another source, without `replace`) is `Refused`: the user's to settle, not an unreadable run."""
         try:
-            pull(self.store, self.source, overrides=self.overrides, replace=self.replace)
+            result = pull(self.store, self.source, overrides=self.overrides, replace=self.replace)
         except NoCredentials as exc:  # not a run that cannot be read now: nothing is read until the user acts
             raise Refused(str(exc)) from None
         except (Refused, SourceUnavailable, PullSkipped):
@@ -160,6 +166,8 @@ class Watcher:
             if getattr(self.source, "listed", False):
                 raise Refused(str(exc)) from None
             raise
+        for message in result.messages if self.warn is not None else ():
+            self.warn(message)
 
     def _observed(self, run: pd.Series, state: WatchState, now: float) -> Observed:
         hist = self.store.history(run_ids=[str(run["run_id"])], include_nonfinite=True)
@@ -256,7 +264,7 @@ class Watcher:
         prev = max([int(s) for s in evals.index if s <= judged], default=0)
         at = self.prediction.at(np.array(new_evals)) if new_evals else None
         for i, step in enumerate(new_evals):
-            window = [a for a in alerts if prev < a.step <= step and a.rule not in ("stale", "throughput")]
+            window = [a for a in alerts if prev < a.step <= step and a.rule not in ("stale", "throughput", "deadline")]
             verdict = _worst(window)
             row = at.iloc[i]
             value = float(evals.loc[step])
@@ -278,7 +286,7 @@ class Watcher:
             worst = _worse(worst, verdict)
             prev = step
         # Alerts past the last eval (a NaN loss, a spike, a crash) count now, not at the next eval
-        live = [a for a in alerts if a.rule in ("stale", "throughput", "crashed") or a.step > max(prev, judged)]
+        live = [a for a in alerts if a.rule in ("stale", "throughput", "deadline", "crashed") or a.step > max(prev, judged)]
         state.verdicts.sort(key=lambda v: int(v["step"]))
         if new_evals:  # the check's verdict is the worst of the evals it judged: a cron job sees every warning
             verdict = worst
@@ -310,8 +318,10 @@ class Watcher:
         first = int(self.prediction.table["step"].min())
         return obs.last_step > first or (finished and obs.last_step > 0)
 
-    def _status_line(self, obs: Observed, verdict: str, state: WatchState) -> str:
+    def _status_line(self, obs: Observed, verdict: str, state: WatchState, run_state: str) -> str:
         head = f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)})"
+        if run_state != "running":  # the watch ends here: said, not left to an exit code alone
+            head = f"the run {run_state} at {head}"
         if not state.verdicts:
             return f"{head}: no eval yet: {verdict.upper()}"
         last = state.verdicts[-1]

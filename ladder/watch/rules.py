@@ -455,6 +455,8 @@ def throughput(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
     fit = horizon_that_fits(obs.last_step, obs.planned_steps, obs.tokens_per_step, rate, rules.deadline - now)
     if fit.fits:
         return []
+    if fit.seconds_left <= 0:  # a deadline kept across checks has come with the plan unfinished: said once more
+        return [Alert("deadline", "alarm", obs.planned_steps, fit.message(), rate)]
     level: Level = "alarm" if fit.fraction_of_plan < 0.75 else "warning"
     # keyed by the plan it threatens: one alert per level for a plan, not one per check (a new plan is a new key)
     return [Alert("throughput", level, obs.planned_steps, fit.message(), rate)]

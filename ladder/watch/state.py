@@ -28,6 +28,9 @@ class WatchState:
     """History of verdicts (step, verdict, time) for the report."""
     advanced_at: float | None = None
     """When the watcher last saw the run's step advance (Unix seconds)."""
+    deadline: dict | None = None
+    """The --deadline given in hours and the time it was first counted to ({"given": "72h", "at": Unix
+    seconds}): the same hours given again, as a cron job does, keep that time instead of moving it on."""
 
     def delivered(self, sink: str) -> set[str]:
         return set(self.sent.get(sink, []))
@@ -37,7 +40,7 @@ class WatchState:
 
     def save(self, path: str | os.PathLike) -> None:
         data = {"run": self.run, "last_step": self.last_step, "sent": self.sent,
-                "verdicts": self.verdicts, "advanced_at": self.advanced_at, "updated": time.time()}
+                "verdicts": self.verdicts, "advanced_at": self.advanced_at, "deadline": self.deadline, "updated": time.time()}
         write_text_atomic(path, json.dumps(data, indent=1))
 
     @classmethod
@@ -64,7 +67,7 @@ class WatchState:
             data = json.loads(p.read_text())
             return cls(run=data["run"], last_step=int(data["last_step"]),
                        sent={k: list(v) for k, v in data["sent"].items()}, verdicts=list(data.get("verdicts", [])),
-                       advanced_at=data.get("advanced_at"))
+                       advanced_at=data.get("advanced_at"), deadline=_deadline(data.get("deadline")))
         except (ValueError, KeyError, TypeError, AttributeError):
             raise LadderError(f"{p}: not a watch state file; delete it to start over") from None
 
@@ -91,3 +94,12 @@ def only_watcher(state_path: str | os.PathLike) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _deadline(saved) -> dict | None:
+    """A saved deadline as {"given", "at"}; None where there is none or it is not one (a hand-edited file: the
+    deadline is then counted afresh)."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("given"), str):
+        return None
+    at = saved.get("at")
+    return {"given": saved["given"], "at": float(at)} if isinstance(at, int | float) else None
