@@ -27,7 +27,7 @@ from ladder.data.sources.pull import pull
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
-from ladder.launch import is_done, run_dir_of, same_config, start, train
+from ladder.launch import is_done, run_dir_of, same_config, start, train, trainer_stops_with
 from ladder.output.display import show_prediction
 from ladder.output.figures import draw_all, hero_actual
 from ladder.output.report import read_alerts, write_report
@@ -171,14 +171,11 @@ def score(pred: Prediction, actual, seconds: float, report: Path) -> DemoResult:
 
 def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
     proc = start(path, resume=True, progress=False)
-    try:
+    with trainer_stops_with(proc):
         while proc.poll() is None:
             time.sleep(poll_seconds)
             if (run_dir_of(path, RunConfig.load(path)) / keys.METRICS_FILE).exists():
                 watcher.check()
-    except KeyboardInterrupt:
-        proc.wait()
-        raise
     if proc.returncode:
         raise LadderError(f"the hero's training stopped with exit code {proc.returncode}; run the demo again to resume it")
 

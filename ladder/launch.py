@@ -7,11 +7,14 @@ file's folder, as the planner's ``launch.sh`` does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from ladder import metrics as keys
@@ -98,28 +101,64 @@ def trainer_env() -> dict[str, str]:
 
 
 INTERRUPT_GRACE_S = 120.0
-"""How long Ctrl-C waits for the trainer to stop at a step and mark its run crashed (it may be compiling)."""
+"""How long a stop waits for the trainer to stop at a step and mark its run crashed (it may be compiling)."""
+SECOND_GRACE_S = 30.0
+"""How long a second stop waits for the trainer to mark its run crashed (it stops at once) before killing it."""
+PASSED_ON = (signal.SIGTERM, signal.SIGHUP)
+"""Stop signals `ladder` passes on to its trainer (besides Ctrl-C): a scheduler's stop, a closed terminal."""
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal (`PASSED_ON`) received while a trainer runs: handled as Ctrl-C is, passed on as itself."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stopped(signum, frame) -> None:
+    raise Stopped(signum)
 
 
 def train(config: Path, resume: bool, progress: bool) -> int:
     """Train one run to the end in its own process; its exit code (the trainer prints its own errors).
 
-    On Ctrl-C the trainer is asked to stop (SIGINT, which a terminal sends it too) and waited for, so it marks its
-    run crashed and says how to resume; only past `INTERRUPT_GRACE_S` is it killed. Then KeyboardInterrupt."""
-    proc = subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env())
-    try:
+    A stop (Ctrl-C, SIGTERM, SIGHUP) is passed on to the trainer (`trainer_stops_with`); then the KeyboardInterrupt
+    goes on (a `Stopped` with its signal's number for the signals other than Ctrl-C)."""
+    proc = start(config, resume, progress)
+    with trainer_stops_with(proc):
         return proc.wait()
-    except KeyboardInterrupt:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=INTERRUPT_GRACE_S)
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C: stop now
-                proc.kill()
-                proc.wait()
-        raise
 
 
 def start(config: Path, resume: bool, progress: bool) -> subprocess.Popen:
-    """Start training one run in the background (for watching it live)."""
-    return subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env())
+    """Start training one run in the background. In its own process group: a terminal's Ctrl-C reaches it only
+    through `trainer_stops_with`, once (a second would stop it at once, perhaps mid-checkpoint)."""
+    return subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env(), process_group=0)
+
+
+@contextlib.contextmanager
+def trainer_stops_with(proc: subprocess.Popen) -> Iterator[None]:
+    """While the block runs, a Ctrl-C, SIGTERM or SIGHUP to this process is passed on to the trainer `proc` and
+    waited for, so it stops at a step, marks its run crashed and says how to resume; a second stop is passed on too
+    (the trainer stops at once), and past the grace times it is killed. Then the KeyboardInterrupt goes on."""
+    main = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.signal(sig, _stopped) for sig in PASSED_ON} if main else {}
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        for grace in (INTERRUPT_GRACE_S, SECOND_GRACE_S):
+            try:
+                if proc.poll() is None:  # the trainer takes SIGTERM for every stop but Ctrl-C
+                    proc.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+                proc.wait(timeout=grace)
+                break
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                continue
+        else:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -4,6 +4,7 @@ ends exactly where an uninterrupted run ends, and its metrics file has every ste
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -99,3 +100,71 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     # wandb continued the same run id in an offline run folder per attempt (four)
     runs = sorted((tmp_path / "killed" / runfiles.WANDB_DIR).glob("offline-run-*"))
     assert len(runs) == 4 and len({p.name.split("-", 3)[-1] for p in runs}) == 1
+
+
+def test_a_second_trainer_on_a_run_folder_in_training_is_refused_and_touches_nothing(tmp_path):
+    from ladder.files import held
+    from trainer_jax.train import TRAINER_LOCK
+
+    recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=["tpp=2"])
+    config = tmp_path / "run.yaml"
+    plan(recipe).rungs[0].replace(run_dir="run").save(config)
+    run_dir = tmp_path / "run"
+    (run_dir / runfiles.STATUS_FILE).parent.mkdir()
+    (run_dir / runfiles.STATUS_FILE).write_text('{"state": "running", "step": 7}')
+    with held(run_dir / TRAINER_LOCK, "held by this test"):  # the first trainer, still training
+        proc = trainer(config, trainer_env(), "--resume")
+        out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 2, out
+    assert f"{run_dir}: another trainer is training this run" in out and "Traceback" not in out
+    assert json.loads((run_dir / runfiles.STATUS_FILE).read_text()) == {"state": "running", "step": 7}
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted([TRAINER_LOCK, runfiles.STATUS_FILE])
+
+
+def trainers_of(config: Path) -> list[int]:
+    """Process ids of trainers training `config` (read from /proc)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"trainer_jax" in args and str(config).encode() in args:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc to find the trainer")
+def test_ladder_train_passes_a_stop_on_to_its_trainer_once_and_leaves_none_behind(tmp_path):
+    recipe = override(load_recipe("micro-cpu"), widths=[32], depths=[2], seq_len=32, sets=[
+        "tpp=50", "batch_sequences=8", "step_multiple=1", "data.eval_sequences=12", "checkpoint.every_steps=10"])
+    config = tmp_path / "run.yaml"
+    plan(recipe).rungs[0].replace(run_dir="run").save(config)
+    metrics, status = tmp_path / "run" / runfiles.METRICS_FILE, tmp_path / "run" / runfiles.STATUS_FILE
+
+    def ladder_train(*args: str) -> subprocess.Popen:  # its own session, as a terminal's job is its own group
+        proc = subprocess.Popen([sys.executable, "-m", "ladder.entry", "train", str(config), "--no-progress", *args],
+                                cwd=ROOT, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        deadline, before = time.time() + 240, metrics.read_text().count("\n") if metrics.exists() else 0
+        while not (metrics.exists() and metrics.read_text().count("\n") >= before + 2) and proc.poll() is None:
+            assert time.time() < deadline, "the trainer never started stepping"
+            time.sleep(0.05)
+        assert proc.poll() is None
+        return proc
+
+    # Ctrl-C in a terminal signals the job's whole group: the trainer hears it once, through `ladder`
+    proc = ladder_train()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out
+    assert out.count("interrupted: the run is marked crashed") == 1 and "Traceback" not in out, out
+    assert json.loads(status.read_text())["state"] == "crashed" and trainers_of(config) == []
+    # a scheduler's SIGTERM to `ladder` alone: passed on, the run marked crashed, no trainer left training
+    proc = ladder_train("--resume")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "interrupted: the run is marked crashed" in out and "Traceback" not in out, out
+    assert json.loads(status.read_text())["state"] == "crashed" and trainers_of(config) == []

@@ -11,6 +11,7 @@ Everything that can be wrong with a config is checked before anything is compile
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -32,7 +33,7 @@ from ladder import runfiles
 from ladder.config.runconfig import RunConfig
 from ladder.config.spec import ModelSpec
 from ladder.errors import LadderError
-from ladder.files import write_text_atomic
+from ladder.files import held, write_text_atomic
 from trainer_jax.checkpoint import Checkpointer, abstract_like, check_compatible, checkpoint_meta
 from trainer_jax.data import DataSource, make_source
 from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings
@@ -240,6 +241,19 @@ def train(
     mesh = make_mesh(cfg.spec, cfg.batch_size, expert_parallel, devices)
     source = make_source(cfg)
     make_run_dir(run_dir)
+    lock = run_dir / TRAINER_LOCK
+    with held(lock, f"{run_dir}: another trainer is training this run (it holds {lock}); wait for it to end, or stop "
+                    "it and resume with --resume: two trainers in one folder would overwrite each other's "
+                    "checkpoints and metrics") if is_writer else contextlib.nullcontext():
+        return _train(cfg, run_dir, mesh, source, wandb, is_writer, resume, progress, peak_flops)
+
+
+TRAINER_LOCK = ".trainer.lock"
+"""Held in the run folder by the trainer training it (its first process), as long as it trains."""
+
+
+def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: str, is_writer: bool, resume: bool,
+           progress: bool, peak_flops: float | None) -> TrainResult:
     T = cfg.stop_after_steps
 
     optimizer = make_optimizer(cfg)

@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from ladder.config.runconfig import RunConfig
 from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings, ResolveReport
 from ladder.errors import LadderError
-from ladder.files import write_text_atomic
+from ladder.files import held, write_text_atomic
 
 FORMAT = 1
 DEFAULT_ROOT = ".ladder"
@@ -256,20 +256,11 @@ class Store:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / "history").mkdir(exist_ok=True)
-            lock = open(self.root / ".lock", "a+")
         except OSError as exc:
             raise LadderError(f"{self.root}: cannot write the store there ({exc.strerror})") from None
-        try:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise LadderError(
-                    f"{self.root}: another pull is writing to this store; wait for it to finish"
-                ) from None
+        with held(self.root / ".lock", f"{self.root}: another pull is writing to this store; wait for it to finish"):
             _remove_temporary(self.root)
             yield
-        finally:
-            lock.close()
 
     # ---- internals ------------------------------------------------------------------------------
     def _damaged_message(self, exc: _DamagedHistory, manifest: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ladder.errors import LadderError
-from ladder.files import write_text_atomic
+from ladder.files import held, write_text_atomic
 
 
 @dataclass
@@ -75,25 +75,11 @@ class WatchState:
 @contextlib.contextmanager
 def only_watcher(state_path: str | os.PathLike) -> Iterator[None]:
     """Hold ``<state>.lock`` while a watch runs: a second watcher of the same state would send every alert again
-    (each keeps its own memory of what was sent). Refused at once where another holds it; where the system has
-    no file locks (Windows), nothing is held."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
+    (each keeps its own memory of what was sent). Refused at once where another holds it."""
     lock = Path(f"{state_path}.lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise LadderError(f"another `ladder watch` is following this run with {state_path} (it holds {lock}); "
-                              "stop it first, or give this one its own --state and --jsonl") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with held(lock, f"another `ladder watch` is following this run with {state_path} (it holds {lock}); stop it "
+                    "first, or give this one its own --state and --jsonl"):
+        yield
 
 
 def _deadline(saved) -> dict | None:
