@@ -49,7 +49,7 @@ from fits.runs import (
     same_tokens,
     sizes,
 )
-from fits.uncertainty import Z50, Z90, Band, bootstrap
+from fits.uncertainty import Z50, Z90, Band, bootstrap, stretch, widen
 
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
 """Annealing shape of the multi-power law (Luo et al. 2025: C ≈ 2.0–2.1, β ≈ 0.58–0.60, γ ≈ 0.64–0.66 at
@@ -95,20 +95,6 @@ class Outcome:
     why: str
     params: dict
     warnings: tuple[str, ...] = ()
-
-
-def widen(band: Band, sd: np.ndarray) -> Band:
-    """Add an independent standard deviation `sd` (absolute) to both sides of a band in quadrature."""
-    return stretch(band, {50: (Z50 * sd, Z50 * sd), 90: (Z90 * sd, Z90 * sd)})
-
-
-def stretch(band: Band, spans: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
-    """Add independent spans (below, above the median; absolute) to the 50% and 90% sides in quadrature; a
-    lower bound stops at 0 (a loss is never negative)."""
-    m = band.median
-    (b50, a50), (b90, a90) = (np.maximum(spans[50], 0), np.maximum(spans[90], 0))
-    return Band(m, np.maximum(m - np.hypot(m - band.lo50, b50), 0.0), m + np.hypot(band.hi50 - m, a50),
-                np.maximum(m - np.hypot(m - band.lo90, b90), 0.0), m + np.hypot(band.hi90 - m, a90))
 
 
 def _shift(band: Band, d: np.ndarray) -> Band:

@@ -134,6 +134,11 @@ class PerFractionFit:
         g, a, al = self._at(fractions)
         return self.E + np.exp(a - al * np.log(compute * g / self.c_ref))
 
+    @property
+    def dof(self) -> int:
+        """The Student-t band's degrees of freedom: runs − 2 at each fraction (A, α), − 1 more with E free."""
+        return self.n_runs - 2 - (0 if self.E_pinned else 1)
+
     def interval(self, compute: float, fractions=None, level: float = 0.9, kind: str = "observation"):
         """Per-fraction Student-t band (n − 2 dof, or n − 3 with E free) by the delta method."""
         g, a, al = self._at(fractions)
@@ -142,7 +147,7 @@ class PerFractionFit:
         p = self.E + t
         nf = self.fractions.size
         off = 0 if self.E_pinned else 1
-        dof = self.n_runs - 2 - off
+        dof = self.dof
         if self.smooth is not None:
             B = self.basis(g)
             G = np.hstack([B * (t / p)[:, None], -B * (u * t / p)[:, None]])

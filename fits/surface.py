@@ -26,12 +26,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from fits import checks
-from fits.candidates import widen
 from fits.errors import FitError
 from fits.linear import nnls_batch
 from fits.objective import HUBER_DELTA, REFIT_TOL, TOL, huber, huber_rows, solve
 from fits.powerlaw import residual_covariance
-from fits.uncertainty import Band, Ensemble, student_t_band
+from fits.uncertainty import Band, Ensemble, fit_band, student_t_band
 
 FORM = "Chinchilla surface L(N, D) = E + A/N^α + B/D^β"
 KAPLAN_FORM = "Kaplan-Chinchilla surface L(N, D) = E + (A/N^α + B/D^β)^γ"
@@ -118,26 +117,8 @@ class SurfaceFit:
         return student_t_band(p, g, self.cov, self.s2, self.dof, level, kind)
 
     def band(self, n_params, tokens, ensemble: Ensemble | None = None, extra_sd=None) -> Band:
-        """Median with 50% and 90% bands at N = `n_params`, D = `tokens`.
-
-        Each band is the Student-t observation band (`interval`) or, with an `ensemble` of refits
-        of this fit (`bootstrap`), the wider of it and the ensemble's band at each bound; the
-        median is then the refits'. Without spare runs (dof ≤ 0) only the ensemble's band is used.
-        `extra_sd` (absolute) is added in quadrature to each before they are merged.
-        """
-        t50, t90 = self.interval(n_params, tokens, 0.5), self.interval(n_params, tokens, 0.9)
-        t = Band(np.asarray(self.predict(n_params, tokens)), *t50, *t90)
-        if extra_sd is not None:
-            t = widen(t, np.asarray(extra_sd, dtype=np.float64))
-        if ensemble is None:
-            return t
-        b = ensemble.band(n_params, tokens)
-        if extra_sd is not None:
-            b = widen(b, np.asarray(extra_sd, dtype=np.float64))
-        if self.dof <= 0:
-            return b
-        return Band(b.median, np.minimum(b.lo50, t.lo50), np.maximum(b.hi50, t.hi50),
-                    np.minimum(b.lo90, t.lo90), np.maximum(b.hi90, t.hi90))
+        """Median with 50% and 90% bands at N = `n_params`, D = `tokens` (`fits.uncertainty.fit_band`)."""
+        return fit_band(self, n_params, tokens, ensemble=ensemble, extra_sd=extra_sd)
 
     def resample_ok(self, indices) -> bool:
         idx = np.asarray(indices)

@@ -59,6 +59,42 @@ class Band:
     hi90: np.ndarray
 
 
+def widen(band: Band, sd: np.ndarray) -> Band:
+    """Add an independent standard deviation `sd` (absolute) to both sides of a band in quadrature."""
+    return stretch(band, {50: (Z50 * sd, Z50 * sd), 90: (Z90 * sd, Z90 * sd)})
+
+
+def stretch(band: Band, spans: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
+    """Add independent spans (below, above the median; absolute) to the 50% and 90% sides in quadrature; a
+    lower bound stops at 0 (a loss is never negative)."""
+    m = band.median
+    (b50, a50), (b90, a90) = (np.maximum(spans[50], 0), np.maximum(spans[90], 0))
+    return Band(m, np.maximum(m - np.hypot(m - band.lo50, b50), 0.0), m + np.hypot(band.hi50 - m, a50),
+                np.maximum(m - np.hypot(m - band.lo90, b90), 0.0), m + np.hypot(band.hi90 - m, a90))
+
+
+def fit_band(fit, *args, ensemble: Ensemble | None = None, extra_sd=None) -> Band:
+    """Median with 50% and 90% bands of a fit (`predict(*args)`, `interval(*args, level=)`, `dof`) at `args`.
+
+    Each band is the fit's Student-t observation band or, with an `ensemble` of its refits (`bootstrap`), the
+    wider of it and the ensemble's band at each bound; the median is then the refits'. Without spare runs
+    (dof ≤ 0) only the ensemble's band is used. `extra_sd` (absolute) is added in quadrature to each before
+    they are merged. One band for every route a prediction of a fitted law is asked for."""
+    t50, t90 = fit.interval(*args, level=0.5), fit.interval(*args, level=0.9)
+    t = Band(np.asarray(fit.predict(*args), dtype=np.float64), *t50, *t90)
+    if extra_sd is not None:
+        t = widen(t, np.asarray(extra_sd, dtype=np.float64))
+    if ensemble is None:
+        return t
+    b = ensemble.band(*args)
+    if extra_sd is not None:
+        b = widen(b, np.asarray(extra_sd, dtype=np.float64))
+    if fit.dof <= 0:
+        return b
+    return Band(b.median, np.minimum(b.lo50, t.lo50), np.maximum(b.hi50, t.hi50),
+                np.minimum(b.lo90, t.lo90), np.maximum(b.hi90, t.hi90))
+
+
 @dataclass(frozen=True)
 class Ensemble:
     """A fit and its refits on resampled runs."""

@@ -65,11 +65,11 @@ def test_fit_endpoint_json_from_a_csv(endpoint_csv):
     assert out["objective"] > 0 and out["bootstrap"] is None
     assert [p["compute"] for p in out["predictions"]] == [1e22, 1e23]
     for p in out["predictions"]:
-        assert p["lo"] < p["loss"] < p["hi"] and "student-t" in p["band"]
+        assert p["lo90"] < p["lo50"] < p["median"] < p["hi50"] < p["hi90"] and "student-t" in p["band"]
         # at least 1% (one sd) per e-fold of extrapolation: half the e-folds in compute beyond the largest run
         assert p["efolds_out"] == pytest.approx(0.5 * np.log(p["compute"] / COMPUTE.max()))
-        reach = Z90 * UNTESTED_ERROR * p["efolds_out"] * p["loss"]
-        assert p["hi"] - p["loss"] >= reach * (1 - 1e-9) and p["loss"] - p["lo"] >= reach * (1 - 1e-9)
+        reach = Z90 * UNTESTED_ERROR * p["efolds_out"] * p["median"]
+        assert p["hi90"] - p["median"] >= reach * (1 - 1e-9) and p["median"] - p["lo90"] >= reach * (1 - 1e-9)
     inside = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--at",
                             str(COMPUTE.max())).stdout)["predictions"][0]
     assert inside["efolds_out"] == 0.0
@@ -82,7 +82,10 @@ def test_fit_endpoint_bootstrap_intervals(endpoint_csv):
     assert boot["n"] == 40 and boot["level"] == 0.9
     for k, (lo, hi) in boot["intervals"].items():
         assert lo <= out["params"][k] <= hi, k
-    assert out["predictions"][0]["band"].startswith("bootstrap") and "e-fold" in out["predictions"][0]["band"]
+    assert "bootstrap" in out["predictions"][0]["band"] and "e-fold" in out["predictions"][0]["band"]
+    alone = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--at", "1e22").stdout)
+    p, q = out["predictions"][0], alone["predictions"][0]  # the wider of the two bands at each edge
+    assert p["lo90"] <= q["lo90"] and p["hi90"] >= q["hi90"] and p["lo50"] <= q["lo50"] and p["hi50"] >= q["hi50"]
 
 
 def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path):
@@ -101,8 +104,8 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     assert out["n_runs"] == 5 and [b["runs"] for b in out["budgets"]] == [9] * 5
     assert {b["how"] for b in out["budgets"]} == {"vertex"} and any("isoFLOP sweep" in n for n in out["notes"])
     truth = true_minimum(1e21)[0]
-    assert out["predictions"][0]["loss"] == pytest.approx(truth, rel=0.005)
-    assert out["predictions"][0]["lo"] <= truth <= out["predictions"][0]["hi"]
+    assert out["predictions"][0]["median"] == pytest.approx(truth, rel=0.005)
+    assert out["predictions"][0]["lo90"] <= truth <= out["predictions"][0]["hi90"]
     assert out["predictions"][0]["params_at_optimum"] == pytest.approx(true_minimum(1e21)[1], rel=0.1)
     assert out["optimal_size"]["budgets"] == 5 and out["optimal_size"]["exponent"] == pytest.approx(0.513, abs=0.02)
     shown = run("fit", "endpoint", "--csv", path, "--compute-col", "budget")
@@ -176,7 +179,8 @@ def test_fit_surface_lands_on_epoch_from_the_csv(shared_data):
     assert out["params"]["E"] == pytest.approx(1.817, abs=0.01)
     assert out["params"]["alpha"] == pytest.approx(0.348, abs=0.005)
     assert out["params"]["beta"] == pytest.approx(0.366, abs=0.005)
-    assert out["predictions"][0]["lo"] < out["predictions"][0]["loss"] < out["predictions"][0]["hi"]
+    p = out["predictions"][0]
+    assert p["lo90"] < p["lo50"] < p["median"] < p["hi50"] < p["hi90"]
     runs = pd.read_csv(csv)
     runs = runs[~runs["excluded_in_epoch_fit"].astype(bool)]
     far = distance(7e10, 1.4e12, runs["params"], runs["tokens"])
@@ -216,6 +220,12 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     assert all(a <= b <= c for a, b, c in zip(pred["lo90"], pred["median"], pred["hi90"]))
     table = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1", "--at", "1e22")
     assert table.exit_code == 0 and "g = 1.000" in table.stdout
+    alone = json.loads(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1",
+                           "--at", "1e22", "--format", "json").stdout)["prediction"]  # the Student-t band alone
+    assert {k for k in alone if k not in ("compute", "efolds_out", "band")} == {k for k in pred if k not in (
+        "compute", "efolds_out", "band")} == {"fraction", "median", "lo50", "hi50", "lo90", "hi90"}
+    assert all(a <= b for a, b in zip(pred["lo90"], alone["lo90"])) and all(
+        a >= b for a, b in zip(pred["hi90"], alone["hi90"]))  # with --bootstrap: the wider of the two
     # 10× the largest run: at least 1% (one sd) per e-fold, half of log 10 e-folds, on the bootstrap's band
     far = 0.5 * np.log(10.0)
     assert pred["efolds_out"] == pytest.approx(far)
@@ -501,7 +511,7 @@ def test_fit_surface_warns_of_a_target_below_the_fitted_runs(plain_csv):
     assert not [w for w in out["warnings"] if "below the fitted runs" in w]
     res = run("fit", "surface", "--csv", plain_csv, "--at", "70,1400")  # billions and the tokens' scale mistyped
     assert res.exit_code == 0 and "N = 70, D = 1.4e+03 lies below the fitted runs" in res.output.replace("\n", " ")
-    assert "e-folds outside the fitted runs" in res.output
+    assert "e-folds out: how far each target lies outside the fitted runs" in " ".join(res.output.split())
 
 
 def test_fit_surface_prints_the_predictions_as_a_table(plain_csv, targets_csv):
@@ -864,8 +874,13 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     assert [o["compute"] for o in got] == [1e20, 3e20] and opt["predictions"] == []
     np.testing.assert_allclose([o["params"] for o in got], Nt, rtol=0.05)
     np.testing.assert_allclose([6 * o["params"] * o["tokens"] for o in got], [1e20, 3e20], rtol=1e-9)
-    np.testing.assert_allclose([o["loss"] for o in got], yt, rtol=0.005)
-    assert all(o["lo"] <= y <= o["hi"] for o, y in zip(got, yt))
+    np.testing.assert_allclose([o["median"] for o in got], yt, rtol=0.005)
+    assert all(o["lo90"] <= y <= o["hi90"] for o, y in zip(got, yt))
+    # an optimum is a target like any other: its band is the one --at gives at its N and D
+    at = json.loads(run("fit", "surface", "--csv", runs, "--format", "json", "--at",
+                        f"{got[0]['params']!r},{got[0]['tokens']!r}").stdout)["predictions"][0]
+    assert {k: at[k] for k in ("median", "lo50", "hi50", "lo90", "hi90")} == \
+        {k: got[0][k] for k in ("median", "lo50", "hi50", "lo90", "hi90")}
     shown = run("fit", "surface", "--csv", runs, "--optimum-at", "1e20").stdout
     assert "optimum at C = 1e+20 FLOPs: N* = " in shown and "tokens per parameter" in shown
     one_error_line(run("fit", "surface", "--csv", runs, "--optimum-at", "1e41"), "--optimum-at", "at most 1e+40")
@@ -907,11 +922,25 @@ def test_losses_beyond_a_floats_square_are_a_usage_error(plain_csv, tmp_path):
     one_error_line(run("fit", "surface", "--csv", tmp_path / "big.csv"), "no grid point gives a finite surface fit")
 
 
-def test_level_with_only_predict_csv_is_refused_as_it_would_be_ignored(plain_csv, targets_csv):
-    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--level", "0.8"),
-                   "--level 0.8: --predict-csv gives every target 50% and 90% bands")
-    assert run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--level", "0.8",
-               "--optimum-at", "1e21").exit_code == 0
+def test_level_without_bootstrap_is_refused_as_it_would_be_ignored(plain_csv, targets_csv, endpoint_csv):
+    # predictions give 50% and 90% bands on every route; --level sets the parameters' bootstrap intervals only
+    for args in (("surface", "--csv", plain_csv, "--predict-csv", targets_csv), ("surface", "--csv", plain_csv, "--at",
+                 "7e10,1.4e12"), ("endpoint", "--csv", endpoint_csv, "--at", "1e22")):
+        one_error_line(run("fit", *args, "--level", "0.8"), "--level 0.8: sets the level of the parameters' bootstrap "
+                       "intervals; add --bootstrap N")
+    out = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22", "--level", "0.8", "--bootstrap",
+                         "30", "--format", "json").stdout)
+    assert out["bootstrap"]["level"] == 0.8 and set(out["predictions"][0]) >= {"median", "lo50", "hi50", "lo90", "hi90"}
+
+
+def test_at_and_predict_csv_give_one_prediction_of_the_same_point(plain_csv, tmp_path):
+    pd.DataFrame({"params": [7e10], "tokens": [1.4e12]}).to_csv(tmp_path / "t.csv", index=False)
+    for boot in ((), ("--bootstrap", "30")):
+        by_csv = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", tmp_path / "t.csv", *boot,
+                                "--format", "json").stdout)["predictions"]
+        by_at = json.loads(run("fit", "surface", "--csv", plain_csv, "--at", "7e10,1.4e12", *boot,
+                               "--format", "json").stdout)["predictions"]
+        assert by_at == by_csv and by_at[0]["lo90"] < by_at[0]["median"] < by_at[0]["hi90"]
 
 
 def test_a_quote_never_closed_is_named_as_such(plain_csv, tmp_path):

@@ -426,8 +426,7 @@ def test_the_per_fraction_law_counts_compute_by_parameters_when_they_are_known()
 
 
 def test_a_widened_band_stops_at_zero_loss():
-    from fits.candidates import widen
-    from fits.uncertainty import Band
+    from fits.uncertainty import Band, widen
 
     one = np.array([2.0, 2.0])
     band = widen(Band(one, one * 0.9, one * 1.1, one * 0.8, one * 1.2), np.array([0.1, 5.0]))

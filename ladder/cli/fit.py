@@ -78,7 +78,7 @@ STEP_COL = typer.Option("step", "--step-col", help="CSV: column of the step; eac
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
 BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; at most 10,000).")
 SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1).")
-LEVEL = typer.Option(0.9, "--level", help="Level of the intervals.")
+LEVEL = typer.Option(0.9, "--level", help="Level of the parameters' bootstrap intervals (with --bootstrap N); every prediction gives its median with 50% and 90% bands.")
 FMT = typer.Option(Format.table, "--format", help="table, or json (one object on stdout).")
 COMPUTE = typer.Option(
     ComputeAxis.auto, "--compute",
@@ -163,9 +163,14 @@ def _positive(value: float, option: str, text: str | None = None) -> float:
     return value
 
 
-def _check_level(level: float) -> None:
+def _check_level(level: float, ctx: typer.Context | None = None, bootstrap: int = 0) -> None:
+    """A level between 0 and 1; with `ctx` (a fit's command), given only with --bootstrap: the level of the
+    parameters' bootstrap intervals, the one thing it sets there."""
     if not 0 < level < 1:
         raise LadderError(f"--level {level}: must be between 0 and 1, e.g. 0.9")
+    if ctx is not None and not bootstrap and given(ctx, level="--level"):
+        raise LadderError(f"--level {level}: sets the level of the parameters' bootstrap intervals; add --bootstrap N, or "
+                          "drop --level (every prediction gives its median with 50% and 90% bands)")
 
 
 def _boot(fit, n: int, seed: int, level: float) -> tuple[fits.Ensemble | None, dict]:
@@ -260,7 +265,7 @@ def fit_endpoint_command(
     """
     import fits
     from ladder.data import fitdata
-    _check_level(level)
+    _check_level(level, ctx, bootstrap)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     if csv is not None:
         cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
@@ -274,7 +279,8 @@ def fit_endpoint_command(
     ens, boot = _boot(fit, bootstrap, seed, level)
     from fits.isoflop import optimal_size
     size = optimal_size(minima) if minima else None
-    from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd, widened
+    from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd
+    from fits.uncertainty import fit_band
     preds, targets = [], _floats(at, "--at")
     for c in targets:
         positive("--at", c, MAX_COMPUTE, "a run's compute in FLOPs")
@@ -284,14 +290,12 @@ def fit_endpoint_command(
         notes = (*notes, f"the target at C = {low[0]:.3g}{and_more(low)} lies below the fitted runs (the smallest "
                          f"{C.min():.3g}): the law is fitted above it; is it in the runs' units (FLOPs)?")
     for c in targets:
-        lo, hi = ens.interval(c, level=level) if ens else fit.interval(c, level=level)
-        m = float(fit.predict(c))
         far = float(compute_efolds(c, C))
-        lo, hi = widened(m, lo, hi, floor_sd(m, 0.0, far), level)
-        preds.append({"compute": c, "loss": m, "lo": float(lo), "hi": float(hi),
-                      "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof")
-                      + f", widened to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation",
-                      "extrapolation": c / float(C.max()), "efolds_out": far}
+        band = fit_band(fit, c, ensemble=ens, extra_sd=floor_sd(fit.predict(c), 0.0, far))
+        preds.append({"compute": c} | _band_records(band, 1)[0]
+                     | {"band": ("the wider of the bootstrap's and the " if ens else "") + f"student-t, {fit.dof} dof, "
+                                f"widened by {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation",
+                        "extrapolation": c / float(C.max()), "efolds_out": far}
                      | ({"params_at_optimum": float(size.predict(c))} if size else {}))
     if fmt is Format.json:
         out = _base(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
@@ -309,8 +313,8 @@ def fit_endpoint_command(
                       "budgets' vertices)", highlight=False)
     for p in preds:
         console.print(
-            f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {p['loss']:.4f}  "
-            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']}; {p['efolds_out']:.2f} e-folds out)"
+            f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {_bands_text(p)} ({p['band']}; "
+            f"{p['efolds_out']:.2f} e-folds out)"
             + (f", at N = {p['params_at_optimum']:.3g}" if "params_at_optimum" in p else ""), highlight=False,
         )
 
@@ -411,8 +415,7 @@ def fit_surface_command(
              "90% bands, each the wider of the Student-t observation band of the fit (n − p dof) and, with "
              "--bootstrap N, the bootstrap-over-runs band; and how many e-folds each target lies beyond the "
              "fitted runs (efolds_out: how far the nearest would have to grow in N and D alike to be as large, "
-             "the distance the bands' extrapolation error grows with). Its bands are 50% and 90% whatever "
-             "--level says (--level sets the --at and --optimum-at bands and the parameters' intervals).",
+             "the distance the bands' extrapolation error grows with).",
     ),
     bootstrap: int = BOOT,
     seed: int = SEED,
@@ -442,14 +445,10 @@ def fit_surface_command(
     same ratios as another's), and its budgets are named by their runs' median 6·N·D.
     """
     from ladder.data import fitdata
-    _check_level(level)
+    _check_level(level, ctx, bootstrap)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role)
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
-    if predict_csv is not None and given(ctx, level="--level") and not (optimum_at or bootstrap):
-        raise LadderError(f"--level {level}: --predict-csv gives every target 50% and 90% bands, and nothing else "
-                          "here has a level; drop --level (it sets --at and --optimum-at bands and, with --bootstrap, "
-                          "the parameters' intervals)")
     if csv is not None:
         cols = _cols(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col,
                      budget=budget_col)
@@ -467,9 +466,14 @@ def fit_surface_command(
     choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
     fit = choice.fit
     ens, boot = _boot(fit, bootstrap, seed, level)
-    points = [(None, *_point(item)) for item in at]
-    preds = _surface_at(choice, ens, points, level) if targets is None else _surface_bands(choice, ens, *targets)
-    optima = _surface_at(choice, ens, _optima(fit, optimum_at), level)
+    if targets is None:
+        points = [_point(item) for item in at]
+        targets = (np.array([n for n, _ in points], dtype=np.float64), np.array([d for _, d in points], dtype=np.float64),
+                   [{} for _ in points])
+    preds = _surface_bands(choice, ens, *targets)
+    optimal = _optima(fit, optimum_at)
+    optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
+                            np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
              + _not_counts(data.params, data.tokens))
     if fmt is Format.json:
@@ -478,9 +482,7 @@ def fit_surface_command(
                                                        "backtest": choice.table(), "budgets": choice.budget_record(),
                                                        "envelope": choice.envelope_record(),
                                                        "warnings": list(choice.warnings)},
-                                       "predictions": preds, "optima": optima}
-        if targets is not None:
-            out["band"] = _band_text(fit, ens)
+                                       "predictions": preds, "optima": optima, "band": _band_text(fit, ens)}
         out["warnings"] += below
         print_json(out)
         return
@@ -491,18 +493,11 @@ def fit_surface_command(
     for p in optima:
         console.print(
             f"optimum at C = {p['compute']:.3g} FLOPs: N* = {p['params']:.3g}, D* = {p['tokens']:.3g} "
-            f"({p['tokens'] / p['params']:.3g} tokens per parameter): L = {p['loss']:.4f}  {level:.0%} [{p['lo']:.4f}, "
-            f"{p['hi']:.4f}] ({p['efolds_out']:.2f} e-folds outside the fitted runs)", highlight=False,
+            f"({p['tokens'] / p['params']:.3g} tokens per parameter): L = {_bands_text(p)} ({p['efolds_out']:.2f} "
+            "e-folds outside the fitted runs)", highlight=False,
         )
-    if targets is not None:
+    if preds:
         _print_bands(preds, _band_text(fit, ens))
-        return
-    for p in preds:
-        console.print(
-            f"at N = {p['params']:.3g}, D = {p['tokens']:.3g}: L = {p['loss']:.4f}  "
-            f"{level:.0%} [{p['lo']:.4f}, {p['hi']:.4f}] ({p['band']}; {p['efolds_out']:.2f} e-folds outside the "
-            "fitted runs)", highlight=False,
-        )
 
 
 def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
@@ -570,20 +565,6 @@ def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
     return out
 
 
-def _surface_at(choice, ens, points, level: float) -> list[dict]:
-    """A prediction with its band at each (C, N, D) of `points`: an --at N,D (C None), or a compute-optimal run."""
-    fit, preds = choice.fit, []
-    for c, *nd in points:
-        lo, hi = ens.interval(*nd, level=level) if ens else fit.interval(*nd, level=level)
-        m = float(fit.predict(*nd))
-        lo, hi = choice.floor_interval(m, lo, hi, *nd, level=level)
-        preds.append(({} if c is None else {"compute": c}) | {
-            "params": nd[0], "tokens": nd[1], "loss": m, "lo": float(lo), "hi": float(hi),
-            "band": ("bootstrap" if ens else f"student-t, {fit.dof} dof") + ", widened by the backtest's error carried "
-                    "to the target", "efolds_out": float(choice.distance(*nd))})
-    return preds
-
-
 def _point(item: str) -> tuple[float, float]:
     """One --at N,D."""
     nd = _floats(item, "--at", "7e10,1.4e12 (N,D)")
@@ -593,20 +574,40 @@ def _point(item: str) -> tuple[float, float]:
 
 
 def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels: list[dict]) -> list[dict]:
-    """One dict per target: its CSV's other columns (a name, ...; a column of numbers as numbers), then N, D and the band."""
-    b = choice.band(n_params, tokens, ens)
-    keys = ("median", "lo50", "hi50", "lo90", "hi90")
-    cols = [np.broadcast_to(getattr(b, k), n_params.shape) for k in keys]
+    """One dict per target (--at, --predict-csv, --optimum-at alike): its labels (a CSV's other columns, a name,
+    ...; a column of numbers as numbers; an optimum's compute), then N, D, the band and its distance."""
+    if not n_params.size:
+        return []
+    bands = _band_records(choice.band(n_params, tokens, ens), n_params.size)
     out = choice.distance(n_params, tokens)
     return [{k: v for k, v in labels[i].items() if k not in BAND_KEYS} | {"params": float(n), "tokens": float(d)}
-            | {k: _finite(c[i]) for k, c in zip(keys, cols)} | {"efolds_out": float(out[i])}
-            for i, (n, d) in enumerate(zip(n_params, tokens))]
+            | bands[i] | {"efolds_out": float(out[i])} for i, (n, d) in enumerate(zip(n_params, tokens))]
 
 
-BAND_KEYS = ("params", "tokens", "median", "lo50", "hi50", "lo90", "hi90", "efolds_out")
-"""The keys of a --predict-csv prediction; a target's own column of one of these names is not carried.
-efolds_out: how far the target lies outside the fitted runs (`fits.surfacechoice.distance`), the e-folds the
-band's extrapolation error grows with."""
+BANDS = ("median", "lo50", "hi50", "lo90", "hi90")
+"""A prediction's keys in every JSON `ladder fit` prints (and `ladder predict`'s table): the median and the
+edges of its 50% and 90% bands."""
+BAND_KEYS = ("params", "tokens", *BANDS, "efolds_out")
+"""The keys of a surface's prediction; a target's own column of one of these names is not carried. efolds_out:
+how far the target lies outside the fitted runs (`fits.surfacechoice.distance`), the e-folds the band's
+extrapolation error grows with."""
+
+
+def _band_records(band, n: int) -> list[dict]:
+    """The band's `BANDS` at each of its `n` points; an unbounded edge (no spare runs) as None."""
+    cols = {k: np.broadcast_to(np.asarray(getattr(band, k), dtype=np.float64), (n,)) for k in BANDS}
+    return [{k: _finite(c[i]) for k, c in cols.items()} for i in range(n)]
+
+
+def _bands_text(p: dict) -> str:
+    """A prediction's median with its 50% and 90% bands, as printed."""
+    def edge(x: float | None) -> str:
+        return "inf" if x is None else f"{x:.4f}"
+    return (f"{edge(p['median'])}  50% [{edge(p['lo50'])}, {edge(p['hi50'])}]  90% [{edge(p['lo90'])}, "
+            f"{edge(p['hi90'])}]")
+
+
+
 
 
 def _finite(x) -> float | None:
@@ -691,8 +692,9 @@ def fit_curve_command(
     at common fractions g of its planned steps (linear interpolation between its checkpoints); one
     power law per fraction, one E for all. From the store, C is 6·N·D when every run gives N (as
     `ladder predict` counts it), else fit compute; --compute chooses. With --at C, the predicted curve of a run of total
-    compute C, with a Student-t band at --level (lo, hi), or 50% and 90% bands with --bootstrap N; either is widened
-    to at least 1% (one sd) per e-fold of extrapolation, half the e-folds in compute outside the fitted runs.
+    compute C: its median with 50% and 90% bands, the Student-t band (or with --bootstrap N the wider of it and the
+    bootstrap's), widened by 1% (one sd) per e-fold of extrapolation, half the e-folds in compute outside the
+    fitted runs.
 
     multipower / momentum: the schedule-aware laws, fitted on every run's checkpoints with the LR
     of every step rebuilt from the schedule in its config (so from the store only); shape
@@ -700,7 +702,7 @@ def fit_curve_command(
     """
     import fits
     from ladder.data import fitdata
-    _check_level(level)
+    _check_level(level, ctx, bootstrap)
     _one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     _only_for(ctx, "Schedule-aware laws:", law is not Law.perfraction, "the schedule-aware laws (--law multipower or momentum)")
     if law is not Law.perfraction:
@@ -720,28 +722,21 @@ def fit_curve_command(
         _positive(at, "--at")
     fit = fits.fit_per_fraction(data.compute, data.fractions, data.losses, E=E)
     ens, boot = _boot(fit, bootstrap, seed, level)
-    from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd, widened
+    from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd
+    from fits.uncertainty import fit_band
     curve, far = None, 0.0
     if at is not None:
         far = float(compute_efolds(at, data.compute))
-        if ens:
-            b = ens.band(at)
-            sd = floor_sd(b.median, 0.0, far)
-            lo50, hi50 = widened(b.median, b.lo50, b.hi50, sd, 0.5)
-            lo90, hi90 = widened(b.median, b.lo90, b.hi90, sd, 0.9)
-            curve = {"fraction": g, "median": b.median, "lo50": lo50, "hi50": hi50, "lo90": lo90, "hi90": hi90}
-        else:
-            m = fit.predict(at)
-            lo, hi = widened(m, *fit.interval(at, level=level), floor_sd(m, 0.0, far), level)
-            curve = {"fraction": g, "loss": m, "lo": lo, "hi": hi}
-    band = (("bootstrap" if ens else f"student-t at {level:.0%}") + f", widened to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold "
-            f"of extrapolation; {far:.2f} e-folds out")
+        b = fit_band(fit, at, ensemble=ens, extra_sd=floor_sd(fit.predict(at), 0.0, far))
+        curve = {"fraction": g} | {k: np.asarray(getattr(b, k), dtype=np.float64) for k in BANDS}
+    band = (("the wider of the bootstrap's and the " if ens else "") + f"student-t, {fit.dof} dof, widened by "
+            f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation; {far:.2f} e-folds out")
     if fmt is Format.json:
         out = _base(fit, "per-fraction", data.notes) | {
             "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
             "bootstrap": boot or None,
             "prediction": None if curve is None else {"compute": at, "efolds_out": far, "band": band}
-            | {k: np.asarray(v).tolist() for k, v in curve.items()},
+            | {k: [_finite(x) for x in np.asarray(v)] for k, v in curve.items()},
         }
         print_json(out)
         return
