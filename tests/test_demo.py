@@ -47,6 +47,7 @@ def test_quick_demo_trains_predicts_watches_and_scores(demo):
     # What it prints is what it wrote.
     assert f"relative error {results['final_error']:+.2%}" in first.stdout
     assert f"mean error {results['curve_mean_error']:.2%}" in first.stdout
+    assert "checks the loop, not the accuracy" in first.stdout.replace("\n", " ") and "seed noise" not in first.stdout
     for path in ("report.html", "figures/hero_curve.png", "figures/ladder_fit.png", "prediction/prediction.json"):
         assert (out / path).is_file(), path
         assert str(out / path.split("/")[0]) in first.stdout.replace("\n", "")

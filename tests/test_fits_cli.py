@@ -237,6 +237,19 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
                        "--at", "not a positive number")
 
 
+def test_fit_curve_leaves_out_the_fractions_before_the_first_evals_and_says_so(curves_csv):
+    """The runs evaluate every 10%; the default fractions (every 5%) begin at 5%, where no run has an eval."""
+    out = json.loads(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--format",
+                         "json").stdout)
+    assert out["fractions"] == pytest.approx(np.arange(2, 21) / 20) and len(out["A_by_fraction"]) == 19
+    said = "fraction 0.05 left out: fewer than 2 runs have an eval that early"
+    assert [n for n in out["notes"] if said in n]
+    bt = run("backtest", "--form", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps")
+    assert bt.exit_code == 0 and said in " ".join(bt.stdout.split()), bt.output
+    odd = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.04")
+    assert odd.exit_code == 0 and "fractions 0.04, 0.08 left out" in odd.stdout and "(0.12 .. 1)" in odd.stdout
+
+
 def test_a_last_eval_one_step_short_of_the_end_is_the_end(curves_csv, tmp_path):
     """Logs whose last eval is at step total − 1 (no later eval was due) still have a final loss."""
     df = pd.read_csv(curves_csv)

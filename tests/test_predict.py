@@ -258,6 +258,16 @@ def test_replan_says_the_plan_finishes_before_a_deadline_that_allows_more(tmp_pa
                                   "before the deadline (72.0 h left): the plan fits")
 
 
+def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_store):
+    cfg = PLAN.hero.save(tmp_path / "hero.yaml")
+    T = PLAN.hero.stop_after_steps
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T), "--deadline", "72h",
+                              "--tokens-per-second", "1e6"])
+    assert res.exit_code == 0, res.output
+    assert " ".join(res.stdout.split()) == (f"the run is at step {T:,}, the last of its {T:,} planned: it is done, and "
+                                            "no deadline asks anything of it")
+
+
 def test_replan_to_a_deadline_no_cut_meets_shows_the_early_cooldown_that_does(tmp_path, mp_store):
     cfg = UNEDITED.save(tmp_path / "hero.yaml")
     T, at = UNEDITED.stop_after_steps, UNEDITED.stop_after_steps // 2

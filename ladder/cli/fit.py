@@ -647,6 +647,10 @@ def _print_bands(preds: list[dict], band: str) -> None:
     console.print(table)
 
 
+FRACTION_RUNS = 2
+"""Runs a fraction needs for the per-fraction law's power law there; earlier fractions fewer runs reach are left out."""
+
+
 def _fractions(every: float) -> np.ndarray:
     if not 0 < every <= 0.5:
         raise LadderError(f"--every {every}: must be in (0, 0.5], e.g. 0.05")
@@ -689,7 +693,8 @@ def fit_curve_command(
     """Fit a whole-curve law to the rungs' curves.
 
     perfraction (default): L(g) = E + A_g·(C·g)^-α_g for a fixed-ratio ladder. Each run is sampled
-    at common fractions g of its planned steps (linear interpolation between its checkpoints); one
+    at common fractions g of its planned steps (linear interpolation between its checkpoints; the
+    fractions before the runs' first evals are left out, with a note); one
     power law per fraction, one E for all. From the store, C is 6·N·D when every run gives N (as
     `ladder predict` counts it), else fit compute; --compute chooses. With --at C, the predicted curve of a run of total
     compute C: its median with 50% and 90% bands, the Student-t band (or with --bootstrap N the wider of it and the
@@ -718,6 +723,8 @@ def fit_curve_command(
     else:
         s = Store(store)
         data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
+    data = data.from_first_evals(FRACTION_RUNS)
+    g = data.fractions
     if at is not None:
         _positive(at, "--at")
     fit = fits.fit_per_fraction(data.compute, data.fractions, data.losses, E=E)
@@ -864,6 +871,7 @@ def backtest_command(
             data = fitdata.curves_from_csv(csv, cols, g)
         else:
             data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
+        data = data.from_first_evals(FRACTION_RUNS)
         bt = fits.backtest_per_fraction(data.compute, data.fractions, data.losses, data.names, ks, E=E,
                                         level=level, n_boot=bootstrap, seed=seed)
         notes = data.notes

@@ -13,6 +13,7 @@ point) is a `LadderError` that names the file, the column or the run, and says w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,20 @@ class Curves:
     losses: np.ndarray
     """(runs, fractions)."""
     notes: tuple[str, ...] = ()
+
+    def from_first_evals(self, need: int) -> Curves:
+        """These curves without the leading fractions that fewer than `need` runs reach with an eval (a ladder
+        evaluated every 10% has nothing at 5%), said in a note; a gap later in the runs is left for the fit
+        to refuse."""
+        count = np.isfinite(self.losses).sum(axis=0)
+        first = int(np.argmax(count >= need)) if np.any(count >= need) else 0
+        if first == 0:
+            return self
+        cut = self.fractions[:first]
+        note = (f"fraction{'s' if first > 1 else ''} {', '.join(f'{g:g}' for g in cut)} left out: fewer than {need} "
+                f"runs have an eval that early (give a coarser --every to change the fractions)")
+        return dataclasses.replace(self, fractions=self.fractions[first:], losses=self.losses[:, first:],
+                                   notes=self.notes + (note,))
 
 
 # ---- CSV ------------------------------------------------------------------------------------------

@@ -45,6 +45,9 @@ class HorizonFit:
 
     def message(self) -> str:
         hours = self.seconds_left / 3600
+        if self.step >= self.planned_steps:
+            return (f"the run is at step {self.step:,}, the last of its {self.planned_steps:,} planned: it is done, and "
+                    "no deadline asks anything of it")
         if hours <= 0 and not self.fits:  # a deadline kept across watches (`ladder watch --deadline 72h`) passes
             return (f"the deadline passed {-hours:,.1f} h ago with the run at step {self.step:,} "
                     f"({self.step / self.planned_steps:.1%} of the {self.planned_steps:,} planned); give a new "
