@@ -129,7 +129,8 @@ def _few_evals_note(runs: list[Run]) -> str:
         return ""
     shown = ", ".join(few[:4]) + (", ..." if len(few) > 4 else "")
     return (f"; {len(few)} rung{'s' if len(few) > 1 else ''} ({shown}) {'have' if len(few) > 1 else 'has'} fewer than "
-            "3 evals, and a curve needs 3 or more (were only the final losses logged? `ladder fit endpoint` fits those)")
+            "3 evals, and a curve needs 3 or more (were only the final losses logged? `ladder fit endpoint` fits those "
+            "at one token ratio, `ladder fit surface` at several)")
 
 
 def _left_out_note(names: list[str]) -> str:

@@ -173,8 +173,9 @@ def test_rungs_of_one_eval_each_are_named_as_the_reason_no_curve_law_applies():
     runs, hero = ladder(pf_law, seed=2, n_sizes=4)
     finals = [dataclasses.replace(r, steps=r.steps[-1:], values=r.values[-1:]) for r in runs]  # only final losses
     fast = dataclasses.replace(FAST, method="per-fraction", backtest=False)
-    with pytest.raises(FitError, match=r"8 rungs \(r0, .*\) have fewer than 3 evals, and a curve needs 3 or more"):
+    with pytest.raises(FitError, match=r"8 rungs \(r0, .*\) have fewer than 3 evals, and a curve needs 3 or more") as e:
         core.predict(finals, hero, hero.steps, fast)
+    assert "`ladder fit endpoint` fits those at one token ratio, `ladder fit surface` at several" in str(e.value)
 
 
 def test_a_crashed_rung_s_logged_lr_and_rungs_without_lr_keep_their_shape():
