@@ -241,7 +241,7 @@ class PerFractionFit:
         if self.smooth is not None:
             return bool(np.isfinite(self.losses[idx]).any(axis=0).sum() >= self.smooth)
         present = np.isfinite(self.losses[idx])
-        return all(np.unique(self.compute[idx][present[:, j]]).size >= 2 for j in range(self.fractions.size))
+        return bool(np.all(sizes_present(self.compute[idx], present) >= 2))
 
     def refit(self, indices) -> PerFractionFit:
         idx = np.asarray(indices)
@@ -343,6 +343,14 @@ def legendre_basis(fractions, lo: float, hi: float, K: int) -> np.ndarray:
     return np.polynomial.legendre.legvander(z, K - 1)
 
 
+def sizes_present(compute: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """How many distinct computes (sizes) have a loss in each column of `present` (runs × fractions)."""
+    _, size = np.unique(compute, return_inverse=True)
+    onehot = np.zeros((present.shape[0], int(size.max()) + 1 if size.size else 0))
+    onehot[np.arange(size.size), size] = 1.0
+    return np.count_nonzero(onehot.T @ present.astype(np.float64), axis=0)
+
+
 def fit_per_fraction(
     compute, fractions, losses, *, E: float | None = None, tol: float = TOL, smooth: int | None = None
 ) -> PerFractionFit:
@@ -364,7 +372,7 @@ def fit_per_fraction(
     if np.any(Y[np.isfinite(Y)] <= 0) or np.any(np.isinf(Y)):
         raise FitError("losses must be positive and finite (NaN marks a missing point)")
     present = np.isfinite(Y)
-    per_col = np.array([np.unique(C[present[:, j]]).size for j in range(g.size)])
+    per_col = sizes_present(C, present)
     need = 2 if E is not None else 3
     checks.need_runs(int(np.unique(C).size), need, FORM.split(" L")[0])
     if smooth is not None:
