@@ -22,8 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fits import fit_endpoint, fit_per_fraction  # noqa: E402
 from fits import predictor as core  # noqa: E402
-from fits.synthetic import EPOCH_CHINCHILLA, fixed_data_ladder  # noqa: E402
+from fits.synthetic import EPOCH_CHINCHILLA, fixed_data_ladder, surface_losses  # noqa: E402
 
 SIZES = (7e7, 1.6e8, 4.1e8, 1e9, 1.4e9, 2.8e9)
 TARGETS = (6.9e9, 1.2e10)
@@ -61,6 +62,28 @@ def main() -> None:
             print(f"{seed:>4} {hero.params:>7.2g}  {res.method:<13}{err[-1]:>+8.2%}{curves[-1]:>8.2%}{inside[-1]:>8.0%}")
     print(f"final {min(finals):+.2%} to {max(finals):+.2%}; curve mean |error| at most {max(curves):.2%}; "
           f"{np.mean(inside):.0%} of evals inside the 90% band  [{time.perf_counter() - t0:.0f} s]")
+    where_the_bias_is(args.seeds, args.noise)
+
+
+def where_the_bias_is(seeds: int, noise: float) -> None:
+    """The targets' final loss from the per-fraction law over every fraction (one E), over the second half of
+    the run only, and from the endpoint law on the finals alone (at one D the surface is E' + A/N^α: its form)."""
+    g = np.arange(1, 21) / 20
+    errors = {"every fraction": [], "fractions > 0.5": [], "finals alone": []}
+    for seed in range(seeds):
+        rungs = fixed_data_ladder(np.random.default_rng(seed), SIZES, TOKENS, EPOCH_CHINCHILLA, noise, PER_STEP)
+        C = np.array([r.flops_per_token * r.planned_steps * r.tokens_per_step for r in rungs])
+        Y = np.vstack([r.values for r in rungs])
+        late = g > 0.5
+        for n in TARGETS:
+            truth = surface_losses(np.random.default_rng(0), np.array([n]), np.array([TOKENS]), **EPOCH_CHINCHILLA, noise=0.0)[0]
+            at = 6 * n * TOKENS
+            errors["every fraction"].append(fit_per_fraction(C, g, Y).predict(at)[-1] / truth - 1)
+            errors["fractions > 0.5"].append(fit_per_fraction(C, g[late], Y[:, late]).predict(at)[-1] / truth - 1)
+            errors["finals alone"].append(fit_endpoint(C, Y[:, -1]).predict(at) / truth - 1)
+    print("where the bias is (the law's free fit, every seed and target): final error mean ± sd")
+    for name, e in errors.items():
+        print(f"  {name:<16}{np.mean(e):+.2%} ± {np.std(e):.2%}")
 
 
 if __name__ == "__main__":
