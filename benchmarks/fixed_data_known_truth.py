@@ -69,18 +69,19 @@ def where_the_bias_is(seeds: int, noise: float) -> None:
     """The targets' final loss from the per-fraction law over every fraction (one E), over the second half of
     the run only, and from the endpoint law on the finals alone (at one D the surface is E' + A/N^α: its form)."""
     g = np.arange(1, 21) / 20
+    late = g > 0.5
+    truths = surface_losses(np.random.default_rng(0), np.array(TARGETS), np.full(len(TARGETS), TOKENS),
+                            **EPOCH_CHINCHILLA, noise=0.0)
     errors = {"every fraction": [], "fractions > 0.5": [], "finals alone": []}
     for seed in range(seeds):
         rungs = fixed_data_ladder(np.random.default_rng(seed), SIZES, TOKENS, EPOCH_CHINCHILLA, noise, PER_STEP)
         C = np.array([r.flops_per_token * r.planned_steps * r.tokens_per_step for r in rungs])
         Y = np.vstack([r.values for r in rungs])
-        late = g > 0.5
-        for n in TARGETS:
-            truth = surface_losses(np.random.default_rng(0), np.array([n]), np.array([TOKENS]), **EPOCH_CHINCHILLA, noise=0.0)[0]
-            at = 6 * n * TOKENS
-            errors["every fraction"].append(fit_per_fraction(C, g, Y).predict(at)[-1] / truth - 1)
-            errors["fractions > 0.5"].append(fit_per_fraction(C, g[late], Y[:, late]).predict(at)[-1] / truth - 1)
-            errors["finals alone"].append(fit_endpoint(C, Y[:, -1]).predict(at) / truth - 1)
+        laws = {"every fraction": fit_per_fraction(C, g, Y), "fractions > 0.5": fit_per_fraction(C, g[late], Y[:, late]),
+                "finals alone": fit_endpoint(C, Y[:, -1])}
+        for n, truth in zip(TARGETS, truths):
+            for name, law in laws.items():
+                errors[name].append(np.ravel(law.predict(6 * n * TOKENS))[-1] / truth - 1)
     print("where the bias is (the law's free fit, every seed and target): final error mean ± sd")
     for name, e in errors.items():
         print(f"  {name:<16}{np.mean(e):+.2%} ± {np.std(e):.2%}")

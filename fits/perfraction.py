@@ -241,7 +241,7 @@ class PerFractionFit:
         if self.smooth is not None:
             return bool(np.isfinite(self.losses[idx]).any(axis=0).sum() >= self.smooth)
         present = np.isfinite(self.losses[idx])
-        return bool(np.all(sizes_present(self.compute[idx], present) >= 2))
+        return bool(np.all(sizes_present(self.compute[idx], present) >= SIZES_PER_FRACTION))
 
     def refit(self, indices) -> PerFractionFit:
         idx = np.asarray(indices)
@@ -343,6 +343,10 @@ def legendre_basis(fractions, lo: float, hi: float, K: int) -> np.ndarray:
     return np.polynomial.legendre.legvander(z, K - 1)
 
 
+SIZES_PER_FRACTION = 2
+"""Sizes (distinct computes) the free per-fraction law needs at each fraction for its power law there."""
+
+
 def sizes_present(compute: np.ndarray, present: np.ndarray) -> np.ndarray:
     """How many distinct computes (sizes) have a loss in each column of `present` (runs × fractions)."""
     _, size = np.unique(compute, return_inverse=True)
@@ -381,9 +385,10 @@ def fit_per_fraction(
         if np.sum(per_col > 0) < smooth:
             raise FitError(f"the smooth law with {smooth} basis functions needs losses at {smooth} fractions or more, "
                            f"got {int(np.sum(per_col > 0))}")
-    elif np.any(per_col < 2):
+    elif np.any(per_col < SIZES_PER_FRACTION):
         j = int(np.argmin(per_col))
-        raise FitError(f"fraction {g[j]:g} has losses from {per_col[j]} run(s); each fraction needs at least 2 "
+        raise FitError(f"fraction {g[j]:g} has losses from {per_col[j]} run(s); each fraction needs at least "
+                       f"{SIZES_PER_FRACTION} "
                        "(sample the runs at fractions where they have evals: coarser ones, or from their first eval on)")
     c_ref = float(np.exp(np.mean(np.log(C))))
     ri, ci = np.nonzero(present)

@@ -647,10 +647,6 @@ def _print_bands(preds: list[dict], band: str) -> None:
     console.print(table)
 
 
-FRACTION_RUNS = 2
-"""Runs a fraction needs for the per-fraction law's power law there; earlier fractions fewer runs reach are left out."""
-
-
 def _fractions(every: float) -> np.ndarray:
     if not 0 < every <= 0.5:
         raise LadderError(f"--every {every}: must be in (0, 0.5], e.g. 0.05")
@@ -723,7 +719,7 @@ def fit_curve_command(
     else:
         s = Store(store)
         data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
-    data = data.from_first_evals(FRACTION_RUNS)
+    data = data.from_first_evals()
     g = data.fractions
     if at is not None:
         _positive(at, "--at")
@@ -871,7 +867,7 @@ def backtest_command(
             data = fitdata.curves_from_csv(csv, cols, g)
         else:
             data = fitdata.curves_from_store(s, _metric(s, metric), g, group, role or None, compute.value)
-        data = data.from_first_evals(FRACTION_RUNS)
+        data = data.from_first_evals()
         bt = fits.backtest_per_fraction(data.compute, data.fractions, data.losses, data.names, ks, E=E,
                                         level=level, n_boot=bootstrap, seed=seed)
         notes = data.notes

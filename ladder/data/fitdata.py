@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 import fits
+from fits.perfraction import SIZES_PER_FRACTION, sizes_present
 from fits.runs import ONE_RATIO
 from ladder.data import csvfile
 from ladder.errors import LadderError
@@ -81,17 +82,17 @@ class Curves:
     """(runs, fractions)."""
     notes: tuple[str, ...] = ()
 
-    def from_first_evals(self, need: int) -> Curves:
-        """These curves without the leading fractions that fewer than `need` runs reach with an eval (a ladder
-        evaluated every 10% has nothing at 5%), said in a note; a gap later in the runs is left for the fit
-        to refuse."""
-        count = np.isfinite(self.losses).sum(axis=0)
-        first = int(np.argmax(count >= need)) if np.any(count >= need) else 0
+    def from_first_evals(self) -> Curves:
+        """These curves without the leading fractions that fewer sizes reach with an eval than the per-fraction law
+        needs there (a ladder evaluated every 10% has nothing at 5%), said in a note; a gap later in the runs is
+        left for the fit to refuse."""
+        enough = sizes_present(self.compute, np.isfinite(self.losses)) >= SIZES_PER_FRACTION
+        first = int(np.argmax(enough)) if enough.any() else 0
         if first == 0:
             return self
-        cut = self.fractions[:first]
-        note = (f"fraction{'s' if first > 1 else ''} {', '.join(f'{g:g}' for g in cut)} left out: fewer than {need} "
-                f"runs have an eval that early (give a coarser --every to change the fractions)")
+        cut = ", ".join(f"{g:g}" for g in self.fractions[:first])
+        note = (f"fraction{'s' if first > 1 else ''} {cut} left out: fewer than {SIZES_PER_FRACTION} runs have an eval "
+                "that early, a size counted once (give a coarser --every to change the fractions)")
         return dataclasses.replace(self, fractions=self.fractions[first:], losses=self.losses[:, first:],
                                    notes=self.notes + (note,))
 
