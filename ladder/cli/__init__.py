@@ -1,16 +1,15 @@
 """The `ladder` command line: one module per command group, all on one typer app."""
 
-# Each module registers its commands on `app` when imported.
-from ladder.cli import check as _check  # noqa: F401
-from ladder.cli import compare as _compare  # noqa: F401
-from ladder.cli import demo as _demo  # noqa: F401
-from ladder.cli import fit as _fit  # noqa: F401
-from ladder.cli import plan as _plan  # noqa: F401
-from ladder.cli import predict as _predict  # noqa: F401
-from ladder.cli import pull as _pull  # noqa: F401
-from ladder.cli import train as _train  # noqa: F401
-from ladder.cli import watch as _watch  # noqa: F401
+from importlib import import_module
+
 from ladder.cli.app import app
+
+# Each module registers its commands on `app` when imported, and `ladder --help` lists them in this order:
+# the pipeline's (plan → train → pull → fit → predict → watch / report), then the checks and the demo.
+MODULES = ("plan", "train", "pull", "fitendpoint", "fitsurface", "fitcurve", "backtest", "predict", "watch", "check",
+           "compare", "demo")
+for _name in MODULES:
+    import_module(f"ladder.cli.{_name}")
 
 
 def main() -> None:

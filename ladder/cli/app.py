@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from contextvars import ContextVar
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -286,6 +289,28 @@ def given_for(ctx: typer.Context, prefix: str) -> list[str]:
     only mean something with a CSV)."""
     return given(ctx, **{p.name: p.opts[0] for p in ctx.command.params
                          if p.name and p.opts and (getattr(p, "help", None) or "").startswith(prefix)})
+
+
+def seconds_until(deadline: str) -> float:
+    """Seconds from now to --deadline, given as an ISO time (2026-12-24T00:00) or hours (72h); a deadline that
+    has passed is refused."""
+    text = deadline.strip()
+    left = None
+    if text.endswith("h"):
+        try:
+            hours = float(text[:-1])
+        except ValueError:
+            hours = None
+        if hours is not None and math.isfinite(hours) and abs(hours) <= 100 * 365 * 24:
+            left = hours * 3600
+    if left is None:
+        try:
+            left = datetime.fromisoformat(text).timestamp() - time.time()
+        except ValueError:
+            raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)") from None
+    if left <= 0:
+        raise LadderError(f"--deadline {deadline!r} has passed; give a time to come")
+    return left
 
 
 def parse_int_list(text: str | None, option: str, example: str = "768,1024") -> list[int] | None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ladder import metrics as keys
-from ladder.cli.app import Format, command, console, err_console, print_json, warn
+from ladder.cli.app import Format, command, console, err_console, print_json, seconds_until, warn
 from ladder.config.limits import MAX_TOKENS_PER_SECOND, resamples
 from ladder.config.runconfig import RunConfig
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
@@ -281,7 +279,7 @@ def replan_command(
         raise LadderError(f"--tokens-per-second {throughput:g}: must be a positive number up to "
                           f"{MAX_TOKENS_PER_SECOND:.0e} (the measured throughput), or leave it out to take the hero's "
                           "recent throughput from the store")
-    seconds_left = _seconds_until(deadline) if deadline is not None else None
+    seconds_left = seconds_until(deadline) if deadline is not None else None
     if out is not None:
         out = out_dir(out)
     hero = resolve_target(config, target_file, target_run, store, metric)
@@ -362,21 +360,3 @@ def _recent_throughput(store: Store, name: str) -> float:
     return float(h["value"].iloc[-50:].mean())
 
 
-def _seconds_until(deadline: str) -> float:
-    text = deadline.strip()
-    left = None
-    if text.endswith("h"):
-        try:
-            hours = float(text[:-1])
-        except ValueError:
-            hours = None
-        if hours is not None and math.isfinite(hours) and abs(hours) <= 100 * 365 * 24:
-            left = hours * 3600
-    if left is None:
-        try:
-            left = datetime.fromisoformat(text).timestamp() - time.time()
-        except ValueError:
-            raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)") from None
-    if left <= 0:
-        raise LadderError(f"--deadline {deadline!r} has passed; give a time to come")
-    return left

@@ -1,0 +1,236 @@
+"""What the `ladder fit` commands and `ladder backtest` share: the `fit` group, the options of their data
+sources, the checks of their values, and the records and lines they print.
+
+Each command reads its data (`ladder.data.fitdata`), calls one function of `fits`, and prints a table
+or, with `--format json`, one JSON object: the fitted parameters, the objective (mean Huber on log
+residuals), the warnings, and with `--bootstrap N` their intervals over runs.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import typer
+
+from ladder.cli.app import Format, app, console, given, given_for
+from ladder.config.limits import resamples
+from ladder.data import endpointcsv
+from ladder.data.store import DEFAULT_ROOT, Store
+from ladder.errors import LadderError
+
+# `fits` (scipy) loads inside the commands that fit, so `ladder --help` and the other commands skip it.
+if TYPE_CHECKING:
+    import fits
+    from ladder.data import fitdata
+
+fit_app = typer.Typer(
+    help=(
+        "Fit scaling laws to the rungs' losses, from the local store (default .ladder/) or a CSV "
+        "(--csv FILE with column options). Every fit minimises the mean Huber loss (δ = 1e-3) on log "
+        "residuals; --bootstrap N adds intervals from N refits over resampled runs."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(fit_app, name="fit")
+
+
+class ComputeAxis(StrEnum):
+    auto = "auto"
+    fit = "fit"
+    six_nd = "6nd"
+
+
+
+# ---- shared options -------------------------------------------------------------------------------
+CSV = typer.Option(None, "--csv", help="Read this CSV instead of the store (one row per run or per checkpoint).")
+STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
+METRIC = typer.Option(None, "--metric", help="Store: the metric to fit (default: the store's fit metric, eval/loss).")
+GROUP = typer.Option(None, "--group", help="Store: only runs of this group.")
+ROLE = typer.Option("rung", "--role", help="Store: only runs of this role (rung, hero, single; '' for all).")
+RUN_COL = typer.Option(
+    None, "--run-col", show_default=False,
+    help="CSV: column naming each row's run ('' if every row is a run; default: run_id, or every row a "
+         "run when the file has neither run_id nor a step column).",
+)
+LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nats per token).")
+STEP_COL = typer.Option("step", "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
+E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
+BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; at most 10,000).")
+SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1).")
+LEVEL = typer.Option(0.9, "--level", help="Level of the parameters' bootstrap intervals (with --bootstrap N); every prediction gives its median with 50% and 90% bands.")
+FMT = typer.Option(Format.table, "--format", help="table, or json (one object on stdout).")
+COMPUTE = typer.Option(
+    ComputeAxis.auto, "--compute",
+    help="Store: the law's compute axis: 6nd (6·N·D, by parameters), fit (fit FLOPs, which count attention), or "
+         "auto (6nd when every run gives N, as `ladder predict` counts it; else fit). --at is on this axis.",
+)
+DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is set: true, 1, yes or any "
+                    "text (a quality flag, a reason), but not empty, false, 0 or no; the output says how many.")
+WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; "
+                     "e.g. --where dataset=c4 for one corpus of a table of several; the --predict-csv targets too, "
+                     "where they have that column; a target whose cell there is blank is kept).")
+
+
+
+def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: str | None, where: list[str],
+          **more: str | None) -> fitdata.Columns:
+    """The CSV's columns as the options name them; no --run-col: `endpointcsv.run_column` tells a table of one
+    row per run from one of checkpoints."""
+    from ladder.data import fitdata
+    run = endpointcsv.run_column(csv, run_col, step_col)
+    return fitdata.Columns(run=run or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
+                           **more)
+
+
+def one_source(ctx: typer.Context, csv: Path | None, where: list[str], drop_col: str | None, store: Path,
+                metric: str | None, group: str | None, role: str, compute: ComputeAxis = ComputeAxis.auto) -> None:
+    """Refuse options of the source not read: the CSV's row filters without --csv, the store's with it."""
+    if csv is None and (where or drop_col):
+        flag = "--where" if where else "--drop-col"
+        raise LadderError(f"{flag} filters the rows of a CSV (--csv FILE); the store's runs are chosen with --group "
+                          "and --role")
+    columns = given_for(ctx, "CSV:")
+    if csv is None and columns:
+        raise LadderError(f"{columns[0]} names a column of a CSV (--csv FILE), and the fit reads the store {store}, whose "
+                          "runs have their own coordinates; drop it, or give the CSV with --csv")
+    given = [flag for flag, value, default in (("--store", store, Path(DEFAULT_ROOT)), ("--metric", metric, None),
+                                               ("--group", group, None), ("--role", role, "rung"),
+                                               ("--compute", compute, ComputeAxis.auto)) if value != default]
+    if csv is not None and given:
+        raise LadderError(f"{' and '.join(given)} only mean{'s' if len(given) == 1 else ''} something for the store's "
+                          f"runs (which runs, and how their compute is counted), and --csv {csv} reads the CSV instead; "
+                          f"drop {'it' if len(given) == 1 else 'them'}, pick the CSV's rows with --where COLUMN=VALUE, "
+                          "and give its compute as a column (--compute-col)")
+
+
+def budget_columns(ctx: typer.Context) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The surface's budget column as `fitdata.finals_from_csv` takes it, (needed, optional): needed where
+    --budget-col names it, else read where the CSV has the default."""
+    return (("budget",), ()) if "--budget-col" in given_for(ctx, "CSV:") else ((), ("budget",))
+
+
+def only_for(ctx: typer.Context, prefix: str, applies: bool, what: str) -> None:
+    """Refuse an option (one whose help starts with `prefix`) that the chosen law or form does not use."""
+    extra = given_for(ctx, prefix)
+    if extra and not applies:
+        raise LadderError(f"{extra[0]} is only for {what}; drop it")
+
+
+def store_metric(store: Store, metric: str | None) -> str:
+    return metric or (store.settings().fit_metric if store.exists() else "eval/loss")
+
+
+def floats(text: str | None, option: str, example: str = "1e21,1e22") -> list[float]:
+    """Positive finite numbers separated by commas (compute, parameters, tokens)."""
+    if text is None:
+        return []
+    items = text.replace(" ", "").split(",")
+    if not all(items):
+        raise LadderError(f"{option} {text!r}: an empty value; give numbers separated by commas, e.g. {example}")
+    try:
+        values = [float(x) for x in items]
+    except ValueError:
+        raise LadderError(f"{option} {text!r}: expected numbers separated by commas, e.g. {example}") from None
+    for v in values:
+        positive_number(v, option, text)
+    return values
+
+
+def positive_number(value: float, option: str, text: str | None = None) -> float:
+    if not 0 < value < float("inf"):
+        raise LadderError(f"{option} {text or value!r}: {value:g} is not a positive number; compute, parameters and "
+                          "tokens are above 0")
+    return value
+
+
+def check_level(level: float, ctx: typer.Context | None = None, bootstrap: int = 0) -> None:
+    """A level between 0 and 1; with `ctx` (a fit's command), given only with --bootstrap: the level of the
+    parameters' bootstrap intervals, the one thing it sets there."""
+    if not 0 < level < 1:
+        raise LadderError(f"--level {level}: must be between 0 and 1, e.g. 0.9")
+    if ctx is not None and not bootstrap and given(ctx, level="--level"):
+        raise LadderError(f"--level {level}: sets the level of the parameters' bootstrap intervals; add --bootstrap N, or "
+                          "drop --level (every prediction gives its median with 50% and 90% bands)")
+
+
+def bootstrap_record(fit, n: int, seed: int, level: float) -> tuple[fits.Ensemble | None, dict]:
+    import fits
+    resamples("--bootstrap", n)
+    if not n:
+        return None, {}
+    runs, params = fit.n_runs, fits.uncertainty.resampled_params(fit)
+    if runs <= params:  # every resample must keep every run: each refit is the fit itself
+        raise LadderError(f"--bootstrap {n}: {runs} runs for {params} parameters, so every resample keeps every run "
+                          "and the refits cannot vary; the fit has no finite band (add runs, or leave out --bootstrap)")
+    ens = fits.bootstrap(fit, n, seed)
+    return ens, {
+        "n": ens.n,
+        "failed": ens.failed,
+        "seed": seed,
+        "level": level,
+        "intervals": {k: list(v) for k, v in ens.param_intervals(level).items()},
+        "warnings": list(ens.warnings),
+    }
+
+
+def base_record(fit, form: str, notes=()) -> dict:
+    return {
+        "form": form,
+        "n_runs": fit.n_runs,
+        "params": fit.params,
+        "objective": fit.objective,
+        "converged": fit.converged,
+        "warnings": list(fit.warnings),
+        "notes": list(notes),
+    }
+
+
+def print_params(fit, boot: dict, level: float, notes=()) -> None:
+    console.print(fit.summary(), highlight=False)
+    for n in notes:
+        console.print(f"note: {n}", highlight=False)
+    if boot:
+        console.print(f"bootstrap over runs: {boot['n']} refits, {level:.0%} intervals", highlight=False)
+        for k, (lo, hi) in boot["intervals"].items():
+            console.print(f"  {k:<6} {fit.params[k]:.6g}  [{lo:.6g}, {hi:.6g}]", highlight=False)
+        for w in boot["warnings"]:
+            console.print(f"  warning: {w}", highlight=False)
+
+
+
+BANDS = ("median", "lo50", "hi50", "lo90", "hi90")
+"""A prediction's keys in every JSON `ladder fit` prints (and `ladder predict`'s table): the median and the
+edges of its 50% and 90% bands."""
+def band_records(band, n: int) -> list[dict]:
+    """The band's `BANDS` at each of its `n` points; an unbounded edge (no spare runs) as None."""
+    cols = {k: np.broadcast_to(np.asarray(getattr(band, k), dtype=np.float64), (n,)) for k in BANDS}
+    return [{k: finite(c[i]) for k, c in cols.items()} for i in range(n)]
+
+
+def bands_text(p: dict) -> str:
+    """A prediction's median with its 50% and 90% bands, as printed."""
+    def edge(x: float | None) -> str:
+        return "inf" if x is None else f"{x:.4f}"
+    return (f"{edge(p['median'])}  50% [{edge(p['lo50'])}, {edge(p['hi50'])}]  90% [{edge(p['lo90'])}, "
+            f"{edge(p['hi90'])}]")
+
+
+def finite(x) -> float | None:
+    """JSON has no infinity: an unbounded band edge (no spare runs) is null."""
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+
+def fractions_every(every: float) -> np.ndarray:
+    if not 0 < every <= 0.5:
+        raise LadderError(f"--every {every}: must be in (0, 0.5], e.g. 0.05")
+    n = int(round(1.0 / every))
+    if abs(n * every - 1.0) > 1e-6:
+        raise LadderError(f"--every {every:g}: the fractions must end at the run's end (1), so give 1/n, e.g. "
+                          f"{1 / max(n, 2):.4g} or {1 / (n + 1):.4g}")
+    return np.round(np.arange(1, n + 1) / n, 12)
+

@@ -1,0 +1,280 @@
+"""`ladder fit surface`: the Chinchilla surface L(N, D) on runs that vary size and tokens, its form chosen by
+backtest, and its predictions at targets and compute-optimal runs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from ladder.cli import fitshared as shared
+from ladder.cli.app import Format, command, console, print_json, warn
+from ladder.config.limits import MAX_COMPUTE, positive
+from ladder.data import endpointcsv
+from ladder.data.store import Store
+from ladder.errors import LadderError
+
+
+class SurfaceForm(StrEnum):
+    auto = "auto"
+    free = "free"
+    shared = "shared"
+    kaplan = "kaplan"
+
+
+
+@command("surface", parent=shared.fit_app)
+def fit_surface_command(
+    ctx: typer.Context,
+    csv: Path | None = shared.CSV,
+    store: Path = shared.STORE,
+    metric: str | None = shared.METRIC,
+    group: str | None = shared.GROUP,
+    role: str = shared.ROLE,
+    run_col: str | None = shared.RUN_COL,
+    loss_col: str = shared.LOSS_COL,
+    step_col: str = shared.STEP_COL,
+    drop_col: str | None = shared.DROP,
+    where: list[str] = shared.WHERE,
+    params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
+    tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
+    budget_col: str = typer.Option(
+        "budget", "--budget-col",
+        help="CSV: column of each run's compute budget (FLOPs), read where the CSV has it: where three budgets or "
+             "more hold three model sizes or more, the runs are an isoFLOP sweep, the form is chosen by predicting "
+             "the largest budget from the smaller ones, and kaplan joins the forms it chooses from. Without it, "
+             "the budgets the runs' tokens trace, where they trace a sweep.",
+    ),
+    E: float | None = shared.E_OPT,
+    form: SurfaceForm = typer.Option(
+        SurfaceForm.auto, "--form",
+        help="free: α and β apart; shared: one exponent for N and D (α = β); kaplan: E + (A/N^α + B/D^β)^γ, whose "
+             "budgets' valleys are not tied to how fast their least loss falls (a candidate of an isoFLOP sweep); "
+             "auto: the one with the lower error predicting the largest size (of a sweep: budget) from the smaller "
+             "ones (a backtest on these runs; free with under 3 sizes).",
+    ),
+    shared_exponent: bool = typer.Option(False, "--shared-exponent", help="Same as --form shared."),
+    at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
+    optimum_at: str | None = typer.Option(
+        None, "--optimum-at",
+        help="The compute-optimal run at each compute C (FLOPs, comma-separated, e.g. 1e21,1e22): the size N* "
+             "that reaches the surface's least loss at C = 6·N·D, its tokens C/(6·N*), and the loss there with its "
+             "band.",
+    ),
+    predict_csv: Path | None = typer.Option(
+        None, "--predict-csv",
+        help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names; "
+             "its other columns, a name for instance, come back beside each prediction): median with 50% and "
+             "90% bands, each the wider of the Student-t observation band of the fit (n − p dof) and, with "
+             "--bootstrap N, the bootstrap-over-runs band; and how many e-folds each target lies beyond the "
+             "fitted runs (efolds_out: how far the nearest would have to grow in N and D alike to be as large, "
+             "the distance the bands' extrapolation error grows with).",
+    ),
+    bootstrap: int = shared.BOOT,
+    seed: int = shared.SEED,
+    level: float = shared.LEVEL,
+    fmt: Format = shared.FMT,
+) -> None:
+    """Fit the Chinchilla surface L(N, D) = E + A/N^α + B/D^β to runs that vary size and tokens.
+
+    Solved by variable projection: every (α, β) of a grid gets its non-negative least-squares
+    (E, A, B) at once, and the best start a Huber refinement. The form (α and β free, or one
+    exponent) is chosen by predicting the largest size from the smaller ones (--form auto), and
+    every band is widened by that backtest's error carried to the target and so that its 90% band
+    holds the other form's prediction (where the forms disagree, the runs do not say which is
+    right) and the prediction scaled to the least loss that a power law through the runs' lower
+    envelope (the lowest losses for their compute 6·N·D) gives at the target's compute: on an
+    isoFLOP sweep the surface's own least loss can part from it. From the store, N is active
+    parameters and D the tokens at each run's last step. A CSV of one row per run needs only the
+    columns params, tokens, loss (ladder fit surface --csv runs.csv).
+
+    An isoFLOP sweep whose CSV gives each run's compute budget (a column named budget, or
+    --budget-col; three budgets or more of three sizes or more) is backtested by budget: the
+    largest budget (and, with five or more, the two largest) is predicted from the smaller ones,
+    and a third form joins the two, Kaplan et al.'s composition with an irreducible loss,
+    E + (A/N^α + B/D^β)^γ, in which how sharply a budget's loss rises off its best size is not
+    tied to how fast the budgets' least losses fall. A table without budgets is taken for a sweep
+    where its tokens trace one (at each budget D falls as N grows, one size's token counts in the
+    same ratios as another's), and its budgets are named by their runs' median 6·N·D.
+    """
+    from ladder.data import fitdata
+    shared.check_level(level, ctx, bootstrap)
+    shared.one_source(ctx, csv, where, drop_col, store, metric, group, role)
+    if at and predict_csv is not None:
+        raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
+    if csv is not None:
+        cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col,
+                     budget=budget_col)
+        need, optional = shared.budget_columns(ctx)
+        data = fitdata.finals_from_csv(csv, cols, ("params", "tokens", *need), optional)
+    else:
+        s = Store(store)
+        data = fitdata.finals_from_store(s, shared.store_metric(s, metric), group, role or None)
+    if shared_exponent:
+        if form is not SurfaceForm.auto and form is not SurfaceForm.shared:
+            raise LadderError(f"--shared-exponent and --form {form.value} contradict each other; give one")
+        form = SurfaceForm.shared
+    targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where)) if predict_csv is not None else None
+    from fits.surfacechoice import choose_surface
+    choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
+    fit = choice.fit
+    ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
+    if targets is None:
+        points = [_point(item) for item in at]
+        targets = (np.array([n for n, _ in points], dtype=np.float64), np.array([d for _, d in points], dtype=np.float64),
+                   [{} for _ in points])
+    preds = _surface_bands(choice, ens, *targets)
+    optimal = _optima(fit, optimum_at)
+    optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
+                            np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
+    below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
+             + _not_counts(data.params, data.tokens))
+    if fmt is Format.json:
+        out = shared.base_record(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
+                                       "form_choice": {"form": choice.form, "why": choice.why,
+                                                       "backtest": choice.table(), "budgets": choice.budget_record(),
+                                                       "envelope": choice.envelope_record(),
+                                                       "warnings": list(choice.warnings)},
+                                       "predictions": preds, "optima": optima, "band": _band_text(fit, ens)}
+        out["warnings"] += below
+        print_json(out)
+        return
+    shared.print_params(fit, boot, level, data.notes)
+    console.print(choice.summary(), highlight=False)
+    for w in list(choice.warnings) + below:
+        warn(w)
+    for p in optima:
+        console.print(
+            f"optimum at C = {p['compute']:.3g} FLOPs: N* = {p['params']:.3g}, D* = {p['tokens']:.3g} "
+            f"({p['tokens'] / p['params']:.3g} tokens per parameter): L = {shared.bands_text(p)} ({p['efolds_out']:.2f} "
+            "e-folds outside the fitted runs)", highlight=False,
+        )
+    if preds:
+        _print_bands(preds, _band_text(fit, ens))
+
+
+
+def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
+    """A warning for the targets whose N or D lies below every fitted run's: the law is fitted above them, and a
+    target far below is often one in other units (billions of parameters written as 70)."""
+    n_min, d_min = float(np.min(n_params)), float(np.min(tokens))
+    low = [p for p in preds if p["params"] < n_min or p["tokens"] < d_min]
+    if not low:
+        return []
+    from fits.checks import and_more
+
+    p = low[0]
+    return [f"the target at N = {p['params']:.3g}, D = {p['tokens']:.3g}{and_more(low)} lies below the fitted runs (the smallest "
+            f"N {n_min:.3g}, D {d_min:.3g}): the law is fitted above it; are its parameters and tokens in the runs' "
+            "units (counts, not millions or billions)?"]
+
+
+LEAST_COUNT = 1e3
+"""Below this, a parameter or token count is in other units (millions, billions): the smallest published
+language models have tens of thousands of parameters, and a run sees more tokens than that."""
+
+
+def _not_counts(n_params, tokens) -> list[str]:
+    """A warning where the runs' N or D are below `LEAST_COUNT`: counts written in millions or billions, whose
+    fit says nothing wrong until a prediction in counts lands digits off."""
+    low = [f"{name} as small as {float(np.min(x)):.3g}" for name, x in (("N", n_params), ("D", tokens))
+           if float(np.min(x)) < LEAST_COUNT]
+    if not low:
+        return []
+    return [f"the runs give {' and '.join(low)}: parameters and tokens are counts (7e9, not 7); in millions or "
+            "billions, give them as counts, or every prediction and optimum is in those units too"]
+
+
+BUDGET_AXIS_TOL = 0.2
+"""How far (relative) a table's budgets may sit from 6·N·D before --optimum-at says it reads compute as 6·N·D."""
+
+
+def _budget_axis(optima: list[dict], data) -> list[str]:
+    """A warning where --optimum-at is asked of a table whose budget column counts compute otherwise than 6·N·D
+    (attention, the head, another convention): the optima sit on the 6·N·D axis, not the table's."""
+    if not optima or data.budget is None:
+        return []
+    ratio = float(np.nanmedian(np.asarray(data.budget, dtype=np.float64) / (6 * data.params * data.tokens)))
+    if not np.isfinite(ratio) or abs(ratio - 1) <= BUDGET_AXIS_TOL:
+        return []
+    return [f"the table's budgets are {ratio:.3g}× 6·N·D (median over its runs), and --optimum-at reads compute as "
+            f"6·N·D: its optimum at C stands at the table's budget {ratio:.3g}·C; for a budget B of the table's, "
+            f"give --optimum-at B/{ratio:.3g}"]
+
+
+def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
+    """(C, N*, D*) for each compute of `--optimum-at`: the size at the surface's least loss along C = 6·N·D."""
+    from fits.frontier import optimum
+
+    out = []
+    for c in shared.floats(text, "--optimum-at", "1e21,1e22"):
+        positive("--optimum-at", c, MAX_COMPUTE, "a run's compute in FLOPs")
+        n = float(optimum(c, **fit.params)[1])
+        if not np.isfinite(n) or n < 1 or c / (6 * n) < 1:
+            shown = ", ".join(f"{k} = {v:.4g}" for k, v in fit.params.items())
+            raise LadderError(f"--optimum-at {c:g}: the fitted surface has no least loss at a sensible size (N* = "
+                              f"{n:.3g}): a term vanished or an exponent sits near 0 ({shown}), so more tokens or more "
+                              "parameters always help on it; check the loss and size columns")
+        out.append((c, n, c / (6 * n)))
+    return out
+
+
+def _point(item: str) -> tuple[float, float]:
+    """One --at N,D."""
+    nd = shared.floats(item, "--at", "7e10,1.4e12 (N,D)")
+    if len(nd) != 2:
+        raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
+    return nd[0], nd[1]
+
+
+def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels: list[dict]) -> list[dict]:
+    """One dict per target (--at, --predict-csv, --optimum-at alike): its labels (a CSV's other columns, a name,
+    ...; a column of numbers as numbers; an optimum's compute), then N, D, the band and its distance."""
+    if not n_params.size:
+        return []
+    bands = shared.band_records(choice.band(n_params, tokens, ens), n_params.size)
+    out = choice.distance(n_params, tokens)
+    return [{k: v for k, v in labels[i].items() if k not in BAND_KEYS} | {"params": float(n), "tokens": float(d)}
+            | bands[i] | {"efolds_out": float(out[i])} for i, (n, d) in enumerate(zip(n_params, tokens))]
+
+
+
+BAND_KEYS = ("params", "tokens", *shared.BANDS, "efolds_out")
+"""The keys of a surface's prediction; a target's own column of one of these names is not carried. efolds_out:
+how far the target lies outside the fitted runs (`fits.surfacechoice.distance`), the e-folds the band's
+extrapolation error grows with."""
+
+
+def _band_text(fit, ens) -> str:
+    from fits.predictor import UNTESTED_ERROR
+    t = f"Student-t observation band ({fit.dof} dof)" if fit.dof > 0 else ""
+    widened = ("; widened in quadrature by the form backtest's error per e-fold of extrapolation carried to "
+               f"each target, and to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold")
+    if ens is None:
+        return (t + widened) if t else "none: no spare runs for a Student-t band; add --bootstrap N"
+    b = f"bootstrap over runs ({ens.n} refits)"
+    return (f"the wider of the {b} and the {t}" if t else b) + widened
+
+
+def _print_bands(preds: list[dict], band: str) -> None:
+    table = Table(title="predicted loss (nats/token)",
+                  caption=f"e-folds out: how far each target lies outside the fitted runs (0 where a fitted run "
+                          f"is as large in N and in D); bands: {band}")
+    labels = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
+    for name in labels:
+        table.add_column(name, justify="left")
+    for name in ("N (params)", "D (tokens)", "e-folds out", "median", "50% band", "90% band"):
+        table.add_column(name, justify="right")
+
+    def edge(x: float | None) -> str:
+        return "inf" if x is None else f"{x:.4f}"
+
+    for p in preds:
+        table.add_row(*("" if p[k] is None else str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
+                      f"{p['efolds_out']:.2f}", edge(p["median"]),
+                      f"{edge(p['lo50'])} .. {edge(p['hi50'])}", f"{edge(p['lo90'])} .. {edge(p['hi90'])}")
+    console.print(table)
+
