@@ -49,7 +49,7 @@ from fits.runs import (
     same_tokens,
     sizes,
 )
-from fits.uncertainty import Z50, Z90, Band, bootstrap, stretch, widen
+from fits.uncertainty import Z50, Z90, Band, Ensemble, bootstrap, stretch, widen
 
 PUBLISHED_SHAPE = {"C": 2.0, "beta": 0.6, "gamma": 0.6}
 """Annealing shape of the multi-power law (Luo et al. 2025: C ≈ 2.0–2.1, β ≈ 0.58–0.60, γ ≈ 0.64–0.66 at
@@ -201,37 +201,12 @@ class PerFraction:
         grid2, losses2 = _matrix(runs)
         grid, losses = _free_matrix(runs) if smooth is None else (grid2, losses2)
         g = steps / float(target.planned_steps)
-        at = np.clip(g, grid.min(), grid.max())
         shared = self.shared_E()
         if shared is not None and shared.E >= np.nanmin(losses):
             shared = None
         E = shared.E if shared is not None else o.E
         fit = fit_per_fraction(C, grid, losses, smooth=smooth, E=E)
-        point = fit.predict(compute, at)
-        pinned = fit if fit.E_pinned else fit_per_fraction(C, grid, losses, E=fit.E, smooth=smooth)
-        ens = bootstrap(pinned, o.n_boot, o.seed)
-        q = np.quantile(ens.samples(compute, at), [0.05, 0.25, 0.75, 0.95], axis=0) - pinned.predict(compute, at)
-        lo = {50: np.maximum(-q[1], 0), 90: np.maximum(-q[0], 0)}
-        hi = {50: np.maximum(q[2], 0), 90: np.maximum(q[3], 0)}
-        sd = np.interp(at, grid, fit.scatter()) * point
-        for level, z in ((50, Z50), (90, Z90)):
-            lo[level], hi[level] = np.hypot(lo[level], z * sd), np.hypot(hi[level], z * sd)
-        if shared is not None or not fit.E_pinned:  # the predictions over the values of E the band spans
-            prof = None if shared is not None else fit.profile_E(compute, dof=fit.effective_dof())
-            top = 0.999 * float(np.nanmin(losses))
-            for level, z in ((50, Z50), (90, Z90)):
-                if prof is None:  # E's own interval, carried through the law
-                    Es = np.clip([shared.E - z * shared.se, shared.E + z * shared.se], 0.0, top)
-                else:  # the values of E the runs do not reject
-                    E_lo, E_hi, _, _ = prof.plausible(level / 100)
-                    Es = [e for e in np.linspace(E_lo, E_hi, 5) if abs(e - fit.E) > 1e-9 * max(fit.E, 1.0)]
-                preds = np.array([point] + [fit_per_fraction(C, grid, losses, E=float(e), smooth=smooth).predict(compute, at)
-                                            for e in Es])
-                lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
-                hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
-        band = Band(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90])
-        early = g < grid.min() * 0.98  # before the first fraction the runs share (eval steps round)
-        band = Band(*(np.where(early, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
+        band, ens = self._band(fit, C, grid, losses, smooth, compute, g, shared)
         basis = ("free (A_g, α_g) at every shared fraction" if smooth is None
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
         E_note = ("E pinned" if o.E is not None else shared.why() if shared is not None
@@ -267,6 +242,39 @@ class PerFraction:
                 raise FitError(f"the target's schedule was edited and no curve law could model the edit: {exc}") from None
             why += "; " + note
         return Outcome(band, why, params, tuple(warnings))
+
+    def _band(self, fit, C, grid, losses, smooth, compute: float, g: np.ndarray, shared) -> tuple[Band, Ensemble]:
+        """The law's band at the fractions `g` of the target's run: the bootstrap over runs, the runs' scatter about
+        the law, and the predictions over the values of E the runs (or the ladder's surface) do not reject; NaN
+        before the first fraction the runs share."""
+        n_boot, seed = self.options.n_boot, self.options.seed
+        at = np.clip(g, grid.min(), grid.max())
+        point = fit.predict(compute, at)
+        pinned = fit if fit.E_pinned else fit_per_fraction(C, grid, losses, E=fit.E, smooth=smooth)
+        ens = bootstrap(pinned, n_boot, seed)
+        q = np.quantile(ens.samples(compute, at), [0.05, 0.25, 0.75, 0.95], axis=0) - pinned.predict(compute, at)
+        lo = {50: np.maximum(-q[1], 0), 90: np.maximum(-q[0], 0)}
+        hi = {50: np.maximum(q[2], 0), 90: np.maximum(q[3], 0)}
+        sd = np.interp(at, grid, fit.scatter()) * point
+        for level, z in ((50, Z50), (90, Z90)):
+            lo[level], hi[level] = np.hypot(lo[level], z * sd), np.hypot(hi[level], z * sd)
+        if shared is not None or not fit.E_pinned:  # the predictions over the values of E the band spans
+            prof = None if shared is not None else fit.profile_E(compute, dof=fit.effective_dof())
+            top = 0.999 * float(np.nanmin(losses))
+            for level, z in ((50, Z50), (90, Z90)):
+                if prof is None:  # E's own interval, carried through the law
+                    Es = np.clip([shared.E - z * shared.se, shared.E + z * shared.se], 0.0, top)
+                else:  # the values of E the runs do not reject
+                    E_lo, E_hi, _, _ = prof.plausible(level / 100)
+                    Es = [e for e in np.linspace(E_lo, E_hi, 5) if abs(e - fit.E) > 1e-9 * max(fit.E, 1.0)]
+                preds = np.array([point] + [fit_per_fraction(C, grid, losses, E=float(e), smooth=smooth).predict(compute, at)
+                                            for e in Es])
+                lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
+                hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
+        band = Band(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90])
+        early = g < grid.min() * 0.98  # before the first fraction the runs share (eval steps round)
+        band = Band(*(np.where(early, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
+        return band, ens
 
 
 def choose_smooth(runs: list[Run], o: Options, compute: np.ndarray) -> tuple[int | None, str]:

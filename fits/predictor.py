@@ -377,46 +377,9 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     bands = {k: o.band for k, o in outcomes.items()}
     if len(weights) >= 2:
         bands["ensemble"] = ensemble({k: bands[k] for k in weights}, weights)
-    warnings = []
-    for o in outcomes.values():
-        warnings += list(o.warnings)
-    warnings += batch_warning(runs, target)
-    warnings += lr_warning(runs, target)
-    warnings += ratio_warning(runs + [target])
-    warnings += rise_warnings(runs)
-    warnings += size_order_warnings(runs)
-    warnings += copies_warning(runs)
-    warnings += unit_warning(runs)
-    ratios = [r.token_ratio for r in runs]
-    if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
-        warnings.append(f"the target trains at {target.token_ratio:.3g} tokens per parameter, far outside the rungs' "
-                        f"{min(ratios):.3g}–{max(ratios):.3g}: the laws extrapolate in token ratio as well as in size")
-    if target.flops_per_token < sizes(runs)[0] / 1.001:
-        warnings.append(f"the target is smaller than every rung ({target.flops_per_token / sizes(runs)[0]:.2g}× the "
-                        "smallest in FLOPs per token): the laws are fitted above it, and a law through larger runs "
-                        "says little about smaller ones")
-    if settings.method == "auto":
-        ranked = sorted((v, k) for k, v in scores.items() if k in bands and np.isfinite(v))
-        method = ranked[0][1] if ranked else next(iter(outcomes))
-        if ranked:
-            better = [k for k, v in scored.items() if k not in bands and v < ranked[0][0]]
-            why = (f"lowest backtest score{' of the laws that apply to this target' if better else ''} "
-                   f"({ranked[0][0]:.2%}: mean of |final error| and mean |error| predicting the held-out largest size "
-                   f"from the smaller ones)")
-            why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: "
-                           + failed.get(k, "it needs two laws that apply") for k in better)
-        else:
-            n = len(sizes(runs))
-            short = ("fewer than 3 sizes" if n < 3 else
-                     f"{n} sizes, too few for any law without the largest")
-            why = f"no backtest possible ({short}): the first candidate that applies"
-            warnings.append(f"the ladder has {short}, so no backtest chose the law or checked its band")
-    else:
-        method = settings.method
-        if method not in bands:
-            raise FitError(f"method {method!r} cannot predict this target: "
-                           + failed.get(method, "it needs two candidates with backtest scores"))
-        why = "named in the settings"
+    warnings = _ladder_warnings(runs, target, outcomes)
+    method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs)
+    warnings += unchecked
     distance = float(efolds_outside(target.flops_per_token, sizes(runs)))
     g = steps / float(target.planned_steps)
     band = floored(bands[method], rows, method, distance, g)
@@ -444,6 +407,60 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
                 + (f", the farthest other law's median {p['laws']:.1%} away" if others else ""))
         res = dataclasses.replace(res, why=why)
     return res
+
+
+def _ladder_warnings(runs: list[Run], target: Run, outcomes: dict) -> list[str]:
+    """What the laws and the ladder say is off: each law's own warnings, then the target's batch, LR, token
+    ratio and size against the rungs', and the rungs' own curves, sizes, copies and units."""
+    warnings = []
+    for o in outcomes.values():
+        warnings += list(o.warnings)
+    warnings += batch_warning(runs, target)
+    warnings += lr_warning(runs, target)
+    warnings += ratio_warning(runs + [target])
+    warnings += rise_warnings(runs)
+    warnings += size_order_warnings(runs)
+    warnings += copies_warning(runs)
+    warnings += unit_warning(runs)
+    ratios = [r.token_ratio for r in runs]
+    if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
+        warnings.append(f"the target trains at {target.token_ratio:.3g} tokens per parameter, far outside the rungs' "
+                        f"{min(ratios):.3g}–{max(ratios):.3g}: the laws extrapolate in token ratio as well as in size")
+    if target.flops_per_token < sizes(runs)[0] / 1.001:
+        warnings.append(f"the target is smaller than every rung ({target.flops_per_token / sizes(runs)[0]:.2g}× the "
+                        "smallest in FLOPs per token): the laws are fitted above it, and a law through larger runs "
+                        "says little about smaller ones")
+    return warnings
+
+
+def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcomes: dict, failed: dict,
+            runs: list[Run]) -> tuple[str, str, list[str]]:
+    """The method that predicts (the settings' own, or with "auto" the lowest backtest score among the laws
+    that apply), why, and a warning where no backtest could choose."""
+    warnings = []
+    if settings.method == "auto":
+        ranked = sorted((v, k) for k, v in scores.items() if k in bands and np.isfinite(v))
+        method = ranked[0][1] if ranked else next(iter(outcomes))
+        if ranked:
+            better = [k for k, v in scored.items() if k not in bands and v < ranked[0][0]]
+            why = (f"lowest backtest score{' of the laws that apply to this target' if better else ''} "
+                   f"({ranked[0][0]:.2%}: mean of |final error| and mean |error| predicting the held-out largest size "
+                   f"from the smaller ones)")
+            why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: "
+                           + failed.get(k, "it needs two laws that apply") for k in better)
+        else:
+            n = len(sizes(runs))
+            short = ("fewer than 3 sizes" if n < 3 else
+                     f"{n} sizes, too few for any law without the largest")
+            why = f"no backtest possible ({short}): the first candidate that applies"
+            warnings.append(f"the ladder has {short}, so no backtest chose the law or checked its band")
+    else:
+        method = settings.method
+        if method not in bands:
+            raise FitError(f"method {method!r} cannot predict this target: "
+                           + failed.get(method, "it needs two candidates with backtest scores"))
+        why = "named in the settings"
+    return method, why, warnings
 
 
 def batch_warning(runs: list[Run], target: Run) -> list[str]:
