@@ -22,7 +22,6 @@ class Form(StrEnum):
     curve = "curve"
 
 
-
 @command("backtest")
 def backtest_command(
     ctx: typer.Context,

@@ -21,7 +21,6 @@ class Law(StrEnum):
     momentum = "momentum"
 
 
-
 @command("curve", parent=shared.fit_app)
 def fit_curve_command(
     ctx: typer.Context,

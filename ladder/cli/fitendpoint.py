@@ -116,7 +116,6 @@ def fit_endpoint_command(
         )
 
 
-
 _HOW = {"vertex": "a parabola's vertex", "edge": "its lowest run, at the edge of its sizes: an upper bound",
         "run": "its lowest run", "flat": "its lowest run: the parabola through it does not open upwards"}
 

@@ -43,7 +43,6 @@ class ComputeAxis(StrEnum):
     six_nd = "6nd"
 
 
-
 # ---- shared options -------------------------------------------------------------------------------
 CSV = typer.Option(None, "--csv", help="Read this CSV instead of the store (one row per run or per checkpoint).")
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
@@ -72,7 +71,6 @@ DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in
 WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; "
                      "e.g. --where dataset=c4 for one corpus of a table of several; the --predict-csv targets too, "
                      "where they have that column; a target whose cell there is blank is kept).")
-
 
 
 def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: str | None, where: list[str],
@@ -200,20 +198,24 @@ def print_params(fit, boot: dict, level: float, notes=()) -> None:
             console.print(f"  warning: {w}", highlight=False)
 
 
-
 BANDS = ("median", "lo50", "hi50", "lo90", "hi90")
 """A prediction's keys in every JSON `ladder fit` prints (and `ladder predict`'s table): the median and the
 edges of its 50% and 90% bands."""
+
+
 def band_records(band, n: int) -> list[dict]:
     """The band's `BANDS` at each of its `n` points; an unbounded edge (no spare runs) as None."""
     cols = {k: np.broadcast_to(np.asarray(getattr(band, k), dtype=np.float64), (n,)) for k in BANDS}
     return [{k: finite(c[i]) for k, c in cols.items()} for i in range(n)]
 
 
+def edge(x: float | None) -> str:
+    """A band edge as printed; an unbounded one (null in the JSON) as inf."""
+    return "inf" if x is None else f"{x:.4f}"
+
+
 def bands_text(p: dict) -> str:
     """A prediction's median with its 50% and 90% bands, as printed."""
-    def edge(x: float | None) -> str:
-        return "inf" if x is None else f"{x:.4f}"
     return (f"{edge(p['median'])}  50% [{edge(p['lo50'])}, {edge(p['hi50'])}]  90% [{edge(p['lo90'])}, "
             f"{edge(p['hi90'])}]")
 
@@ -224,8 +226,8 @@ def finite(x) -> float | None:
     return x if np.isfinite(x) else None
 
 
-
 def fractions_every(every: float) -> np.ndarray:
+    """The fractions of the runs --every gives (0.05: 5%, 10%, … 100%), ending at the run's end."""
     if not 0 < every <= 0.5:
         raise LadderError(f"--every {every}: must be in (0, 0.5], e.g. 0.05")
     n = int(round(1.0 / every))

@@ -25,7 +25,6 @@ class SurfaceForm(StrEnum):
     kaplan = "kaplan"
 
 
-
 @command("surface", parent=shared.fit_app)
 def fit_surface_command(
     ctx: typer.Context,
@@ -156,7 +155,6 @@ def fit_surface_command(
         _print_bands(preds, _band_text(fit, ens))
 
 
-
 def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
     """A warning for the targets whose N or D lies below every fitted run's: the law is fitted above them, and a
     target far below is often one in other units (billions of parameters written as 70)."""
@@ -241,7 +239,6 @@ def _surface_bands(choice, ens, n_params: np.ndarray, tokens: np.ndarray, labels
             | bands[i] | {"efolds_out": float(out[i])} for i, (n, d) in enumerate(zip(n_params, tokens))]
 
 
-
 BAND_KEYS = ("params", "tokens", *shared.BANDS, "efolds_out")
 """The keys of a surface's prediction; a target's own column of one of these names is not carried. efolds_out:
 how far the target lies outside the fitted runs (`fits.surfacechoice.distance`), the e-folds the band's
@@ -268,13 +265,9 @@ def _print_bands(preds: list[dict], band: str) -> None:
         table.add_column(name, justify="left")
     for name in ("N (params)", "D (tokens)", "e-folds out", "median", "50% band", "90% band"):
         table.add_column(name, justify="right")
-
-    def edge(x: float | None) -> str:
-        return "inf" if x is None else f"{x:.4f}"
-
     for p in preds:
         table.add_row(*("" if p[k] is None else str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
-                      f"{p['efolds_out']:.2f}", edge(p["median"]),
-                      f"{edge(p['lo50'])} .. {edge(p['hi50'])}", f"{edge(p['lo90'])} .. {edge(p['hi90'])}")
+                      f"{p['efolds_out']:.2f}", shared.edge(p["median"]),
+                      f"{shared.edge(p['lo50'])} .. {shared.edge(p['hi50'])}", f"{shared.edge(p['lo90'])} .. {shared.edge(p['hi90'])}")
     console.print(table)
 
