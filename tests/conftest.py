@@ -57,9 +57,9 @@ def shared_data() -> Path:
 @pytest.fixture
 def crash_at_manifest(monkeypatch):
     """Kills the store's writes just before `manifest.json` is replaced, from `.arm()` to `.disarm()`."""
-    import ladder.data.store as store_module
+    import ladder.data.storefiles as store_files
 
-    real = store_module.write_text_atomic
+    real = store_files.write_text_atomic
 
     def crash(path, text):
         if str(path).endswith("manifest.json"):
@@ -69,10 +69,10 @@ def crash_at_manifest(monkeypatch):
     class Switch:
         @staticmethod
         def arm() -> None:
-            monkeypatch.setattr(store_module, "write_text_atomic", crash)
+            monkeypatch.setattr(store_files, "write_text_atomic", crash)
 
         @staticmethod
         def disarm() -> None:
-            monkeypatch.setattr(store_module, "write_text_atomic", real)
+            monkeypatch.setattr(store_files, "write_text_atomic", real)
 
     return Switch

@@ -672,17 +672,18 @@ def test_import_killed_after_100_of_305_then_rerun_with_corrected_coordinates(tm
 
 @pytest.mark.parametrize("point", ["read", "stage", "runs-table", "manifest", "after-manifest"])
 def test_a_kill_at_any_point_then_other_flags_ends_in_the_new_state(point, tmp_path, monkeypatch):
-    import ladder.data.store as store_module
+    import ladder.data.storefiles as store_files
+    import ladder.data.storewriter as store_writer
 
     path, store = _table(tmp_path, 12), Store(tmp_path / "store")
     flags = {"old": CoordinateOverrides(all_runs={k: str(v) for k, v in COORDS.items()}),
              "new": CoordinateOverrides(all_runs={**{k: str(v) for k, v in COORDS.items()}, "stop_after_steps": "40"})}
     pull(store, TableSource(write_csv(tmp_path / "first.csv", [["keep", 5, 3.0]]), COLUMNS), overrides=flags["old"])
     kill = {"read": lambda: _kill_after(monkeypatch, 6),
-            "stage": lambda: monkeypatch.setattr(store_module.StoreWriter, "_journal", _boom_on_run(store_module.StoreWriter._journal, 7)),
-            "runs-table": lambda: monkeypatch.setattr(store_module.pq, "write_table", _boom_on(store_module.pq.write_table, "/runs-")),
-            "manifest": lambda: monkeypatch.setattr(store_module, "write_text_atomic", _boom_on(store_module.write_text_atomic, "manifest")),
-            "after-manifest": lambda: monkeypatch.setattr(store_module.StoreWriter, "_drop_pending", _raise)}
+            "stage": lambda: monkeypatch.setattr(store_writer.StoreWriter, "_journal", _boom_on_run(store_writer.StoreWriter._journal, 7)),
+            "runs-table": lambda: monkeypatch.setattr(store_files.pq, "write_table", _boom_on(store_files.pq.write_table, "/runs-")),
+            "manifest": lambda: monkeypatch.setattr(store_files, "write_text_atomic", _boom_on(store_files.write_text_atomic, "manifest")),
+            "after-manifest": lambda: monkeypatch.setattr(store_writer.StoreWriter, "_drop_pending", _raise)}
     kill[point]()
     with pytest.raises(KeyboardInterrupt):
         pull(store, TableSource(path, COLUMNS), overrides=flags["old"], full=True)
@@ -748,15 +749,15 @@ def test_a_journal_left_by_a_crash_never_blocks_the_next_pull(tmp_path):
 
 def _flags_of(store, path, overrides):
     """The digest a pull of `path` with `overrides` writes (read back from a journal it leaves)."""
-    import ladder.data.store as store_module
+    from ladder.data.storewriter import StoreWriter
 
-    real = store_module.StoreWriter.commit
+    real = StoreWriter.commit
     try:
-        store_module.StoreWriter.commit = _raise
+        StoreWriter.commit = _raise
         with pytest.raises(KeyboardInterrupt):
             pull(store, TableSource(path, COLUMNS), overrides=overrides, full=True)
     finally:
-        store_module.StoreWriter.commit = real
+        StoreWriter.commit = real
     journal = next((store.root / "pending").glob("*.jsonl"))
     return json.loads(journal.read_text().splitlines()[0])["flags"]
 

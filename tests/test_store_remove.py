@@ -110,7 +110,7 @@ def test_a_crash_after_the_commit_leaves_only_a_file_nothing_names(tmp_path, mon
     def crash(root, manifest):
         raise KeyboardInterrupt  # killed after the manifest was replaced, before the clean-up
 
-    monkeypatch.setattr(store_module, "_collect_garbage", crash)
+    monkeypatch.setattr(store_module, "collect_garbage", crash)
     with pytest.raises(KeyboardInterrupt):
         store.remove("r2")
     monkeypatch.undo()

@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 
 from ladder import runfiles
-from ladder.data.resolve import MetricSettings, resolve
+from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings, resolve
 from ladder.data.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, Coordinates, resolve_coordinates
 from ladder.data.sources.table import RunRef, SourceRun, check_run_id
-from ladder.data.store import GIVEN_KEY, HISTORY_COLUMNS, Store, StoreWriter
+from ladder.data.store import GIVEN_KEY, Store
+from ladder.data.storewriter import StoreWriter
 from ladder.errors import LadderError, SourceUnavailable
 
 

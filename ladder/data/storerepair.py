@@ -1,0 +1,103 @@
+"""`Store.repair`: rebuild a damaged manifest or runs table from the history files, which hold their runs' rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+
+from ladder.data.storefiles import (
+    FORMAT,
+    ROW_KEY,
+    DamagedHistory,
+    check_row,
+    collect_garbage,
+    commit,
+    first_line,
+    open_history,
+    read_journal,
+)
+from ladder.errors import LadderError
+
+if TYPE_CHECKING:
+    from ladder.data.store import Store
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What `Store.repair` did."""
+
+    rebuilt: tuple[str, ...] = ()
+    """What was rebuilt (the manifest, the runs table)."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """(run id, why) for each run taken out of the store: pull it again."""
+    kept: int = 0
+    """Runs in the store after the repair."""
+
+
+def repair(store: Store) -> RepairReport:
+    root = store.root
+    rebuilt: list[str] = []
+    try:
+        manifest = store._manifest()
+    except LadderError:
+        manifest = manifest_from_files(root)
+        rebuilt.append("manifest (settings reset to the defaults)")
+    try:
+        table = store._runs_table(manifest)
+        rows = {r["run_id"]: r for r in table.to_dict("records")}
+    except LadderError:
+        rows = {}
+        rebuilt.append("runs table")
+    history, dropped = {}, []
+    for run_id, name in manifest.get("history", {}).items():
+        try:
+            open_history(root / name, run_id).to_pandas()
+            meta = pq.read_schema(root / name).metadata or {}
+        except (OSError, ValueError) as exc:
+            dropped.append((run_id, f"history file {name} damaged or missing ({first_line(exc)})"))
+            continue
+        except DamagedHistory as exc:
+            dropped.append((run_id, f"history file {name} damaged ({exc.problem})"))
+            continue
+        if run_id not in rows:
+            try:
+                row = json.loads(meta[ROW_KEY]) if ROW_KEY in meta else None
+                check_row(row)
+            except (ValueError, LadderError, TypeError):
+                row = None
+            if row is None:
+                dropped.append((run_id, "its row in the runs table is lost and its history file does not hold it"))
+                continue
+            rows[run_id] = row
+        history[run_id] = name
+    runs = [rows[r] for r in history]
+    if not rebuilt and not dropped and set(rows) == set(history):
+        return RepairReport(kept=len(history))
+    new, _ = commit(root, manifest, runs, history, manifest.get("settings"))
+    collect_garbage(root, new)
+    return RepairReport(tuple(rebuilt), tuple(dropped), len(history))
+
+
+def manifest_from_files(root: Path) -> dict[str, Any]:
+    """A manifest naming, per run, the newest history file that holds its row (pending pulls' files aside)."""
+    pending = set()
+    for journal in (root / "pending").glob("*.jsonl"):
+        pending |= {str(e.get("history")) for e in read_journal(journal) if isinstance(e, dict)}
+    newest: dict[str, tuple[float, str]] = {}
+    for path in (root / "history").glob("*.parquet"):
+        name = str(path.relative_to(root))
+        if name in pending:
+            continue
+        try:
+            meta = pq.read_schema(path).metadata or {}
+            run_id = json.loads(meta[ROW_KEY])["run_id"]
+            stamp = path.stat().st_mtime
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if run_id not in newest or stamp > newest[run_id][0]:
+            newest[run_id] = (stamp, name)
+    return {"format": FORMAT, "generation": 0, "runs": None, "history": {r: n for r, (_, n) in newest.items()}}
