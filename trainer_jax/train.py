@@ -268,12 +268,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
     start = latest or 0
     if start == T:
         ckpt.close()
-        if is_writer:
-            runfiles.write_status(run_dir, "finished", T)
-        last = _last_eval_from_file(run_dir)
-        _say(is_writer, f"{cfg.name}: already finished ({T} steps) in {run_dir}")
-        return TrainResult(run_dir, T, last.get(keys.EVAL_LOSS), last.get(keys.EVAL_DROPLESS_LOSS),
-                           (), latest, 0.0)
+        return _already_finished(cfg, run_dir, is_writer)
 
     flops_per_token = model_flops_per_token(cfg)
     peak = peak_flops or cfg.logging.peak_flops or measure_matmul_peak()
@@ -292,11 +287,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
         state = ckpt.restore(latest, abstract_like(shapes, state_sh))
     else:
         state = jax.jit(init_state, out_shardings=state_sh)(key)
-    batch_shape = jax.ShapeDtypeStruct((cfg.batch_size, cfg.seq_len + 1), jnp.int32, sharding=batch_sh)
-    step_fn = jax.jit(
-        make_train_step(cfg, mesh, optimizer), in_shardings=(state_sh, batch_sh),
-        out_shardings=(state_sh, replicated(mesh)), donate_argnums=0,
-    ).lower(abstract_like(shapes, state_sh), batch_shape).compile()
+    step_fn = _compiled_step(cfg, mesh, optimizer, shapes, state_sh, batch_sh)
     evaluator = Evaluator(cfg, mesh, source, abstract_like(shapes["params"], state_sh["params"]))
 
     _say(is_writer, _header(cfg, n_params, mesh, source, start))
@@ -347,15 +338,28 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
     _say(is_writer, f"{cfg.name}: finished {T} steps in {wall:.1f}s; eval loss "
          f"{last_eval.get(keys.EVAL_LOSS, float('nan')):.4f} (dropless "
          f"{last_eval.get(keys.EVAL_DROPLESS_LOSS, float('nan')):.4f})")
-    return TrainResult(
-        run_dir=run_dir,
-        steps=T,
-        eval_loss=last_eval.get(keys.EVAL_LOSS),
-        eval_dropless_loss=last_eval.get(keys.EVAL_DROPLESS_LOSS),
-        train_losses=tuple(log.losses),
-        resumed_from=latest,
-        wall_seconds=wall,
-    )
+    return TrainResult(run_dir, T, last_eval.get(keys.EVAL_LOSS), last_eval.get(keys.EVAL_DROPLESS_LOSS),
+                       tuple(log.losses), latest, wall)
+
+
+def _already_finished(cfg: RunConfig, run_dir: Path, is_writer: bool) -> TrainResult:
+    """A run whose last checkpoint is its last step: its status and the last eval its metrics file holds."""
+    T = cfg.stop_after_steps
+    if is_writer:
+        runfiles.write_status(run_dir, "finished", T)
+    last = _last_eval_from_file(run_dir)
+    _say(is_writer, f"{cfg.name}: already finished ({T} steps) in {run_dir}")
+    return TrainResult(run_dir, T, last.get(keys.EVAL_LOSS), last.get(keys.EVAL_DROPLESS_LOSS), (), T, 0.0)
+
+
+def _compiled_step(cfg: RunConfig, mesh: Any, optimizer: optax.GradientTransformation, shapes: Any,
+                   state_sh: Any, batch_sh: Any) -> Callable:
+    """The train step compiled before the loop, for the state's `shapes` and shardings (donated each step)."""
+    batch = jax.ShapeDtypeStruct((cfg.batch_size, cfg.seq_len + 1), jnp.int32, sharding=batch_sh)
+    return jax.jit(
+        make_train_step(cfg, mesh, optimizer), in_shardings=(state_sh, batch_sh),
+        out_shardings=(state_sh, replicated(mesh)), donate_argnums=0,
+    ).lower(abstract_like(shapes, state_sh), batch).compile()
 
 
 def _init_state(spec: ModelSpec, optimizer: optax.GradientTransformation, key: jax.Array) -> dict[str, Any]:
