@@ -196,18 +196,7 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        options = get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        errors: list[LadderError] = []
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _convert(option, value, where)
-            except LadderError as exc:
-                errors.append(exc)
-        raise errors[0] if errors else LadderError(f"{where}: must not be empty")
+        return _convert_union(get_args(tp), value, where)
     if origin is Literal:
         choices = get_args(tp)
         if value not in choices:
@@ -233,49 +222,74 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise LadderError(f"{where}: expected true or false, got {_short(value)}")
         return value
     if tp is int:
-        if isinstance(value, bool):
-            raise LadderError(f"{where}: expected an integer, got {_short(value)}")
-        number = None
-        if isinstance(value, int):
-            number = value
-        elif isinstance(value, float) and value.is_integer():
-            number = int(value)
-        elif isinstance(value, str):
-            try:
-                as_float = float(value.replace("_", ""))
-            except ValueError:
-                as_float = None
-            if as_float is not None and as_float.is_integer():
-                number = int(as_float)
-        if number is None:
-            raise LadderError(f"{where}: expected an integer, got {_short(value)}")
-        if not -INT64 <= number < INT64:
-            raise LadderError(f"{where}: {_short(value)} is too large: integers must fit in 64 bits")
-        return number
+        return _to_int(value, where)
     if tp is float:
-        if isinstance(value, bool):
-            raise LadderError(f"{where}: expected a number, got {_short(value)}")
-        number = None
-        if isinstance(value, (int, float)):
-            try:
-                number = float(value)
-            except OverflowError:  # an int beyond any float
-                number = float("inf")
-        elif isinstance(value, str):  # YAML 1.1 reads `1e-3` as a string
-            try:
-                number = float(value)
-            except ValueError:
-                pass
-        if number is None:
-            raise LadderError(f"{where}: expected a number, got {_short(value)}")
-        if not math.isfinite(number):
-            raise LadderError(f"{where}: {_short(value)} is not a finite number")
-        return number
+        return _to_float(value, where)
     if tp is str:
         if not isinstance(value, str):
             raise LadderError(f"{where}: expected text, got {_short(value)}")
         return value
     raise TypeError(f"configio cannot convert to {tp!r}")  # a programming error
+
+
+def _convert_union(options: tuple[Any, ...], value: Any, where: str) -> Any:
+    """`value` as the first of `options` that takes it; None where the union holds None."""
+    if value is None and type(None) in options:
+        return None
+    errors: list[LadderError] = []
+    for option in options:
+        if option is type(None):
+            continue
+        try:
+            return _convert(option, value, where)
+        except LadderError as exc:
+            errors.append(exc)
+    raise errors[0] if errors else LadderError(f"{where}: must not be empty")
+
+
+def _to_int(value: Any, where: str) -> int:
+    """An integer from an int, a whole float or text such as ``1_000`` or ``1e6``; never a bool."""
+    if isinstance(value, bool):
+        raise LadderError(f"{where}: expected an integer, got {_short(value)}")
+    number = None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
+        try:
+            as_float = float(value.replace("_", ""))
+        except ValueError:
+            as_float = None
+        if as_float is not None and as_float.is_integer():
+            number = int(as_float)
+    if number is None:
+        raise LadderError(f"{where}: expected an integer, got {_short(value)}")
+    if not -INT64 <= number < INT64:
+        raise LadderError(f"{where}: {_short(value)} is too large: integers must fit in 64 bits")
+    return number
+
+
+def _to_float(value: Any, where: str) -> float:
+    """A finite float from a number or text (YAML 1.1 reads ``1e-3`` as text); never a bool."""
+    if isinstance(value, bool):
+        raise LadderError(f"{where}: expected a number, got {_short(value)}")
+    number = None
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = float("inf")
+    elif isinstance(value, str):  # YAML 1.1 reads `1e-3` as a string
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+    if number is None:
+        raise LadderError(f"{where}: expected a number, got {_short(value)}")
+    if not math.isfinite(number):
+        raise LadderError(f"{where}: {_short(value)} is not a finite number")
+    return number
 
 
 def _build_dataclass(cls: type, value: Any, where: str) -> Any:
