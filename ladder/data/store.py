@@ -34,7 +34,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ladder.config.runconfig import RunConfig
@@ -46,14 +49,13 @@ from ladder.data.storefiles import (
     REPAIR,
     RUNS_COLUMNS,
     DamagedHistory,
-    as_list,
     collect_garbage,
     commit,
     first_line,
-    manifest_problem,
-    read_histories,
+    open_history,
     remove_temporary,
     schema_problem,
+    store_name,
     typed_runs,
 )
 from ladder.data.storewriter import StoreWriter
@@ -155,9 +157,9 @@ class Store:
         for _ in range(3):  # a commit may remove files between reading the manifest and the files
             manifest = self._manifest()
             files = manifest.get("history", {})
-            ids = list(files) if run_ids is None else self._resolve_ids(as_list(run_ids), manifest)
+            ids = list(files) if run_ids is None else self._resolve_ids(_as_list(run_ids), manifest)
             try:
-                return read_histories(self.root, [(i, files[i]) for i in ids], as_list(metrics), include_nonfinite)
+                return _read_histories(self.root, [(i, files[i]) for i in ids], _as_list(metrics), include_nonfinite)
             except DamagedHistory as exc:
                 raise LadderError(self._damaged_message(exc, manifest)) from None
             except FileNotFoundError as exc:
@@ -183,7 +185,7 @@ class Store:
         with self._locked():
             manifest = self._manifest()
             table = self._runs_table(manifest)
-            gone = table.loc[sorted({self._index_of(r, table) for r in as_list(runs)})]
+            gone = table.loc[sorted({self._index_of(r, table) for r in _as_list(runs)})]
             ids = set(gone["run_id"])
             kept = table[~table["run_id"].isin(ids)]
             history = {r: n for r, n in manifest.get("history", {}).items() if r not in ids}
@@ -267,7 +269,7 @@ class Store:
                               "rebuilds it from the run files") from None
         if isinstance(data, dict) and "format" in data and data.get("format") != FORMAT:
             raise LadderError(f"{path}: store format {data.get('format')!r} is not {FORMAT}; pull into a new store")
-        problem = manifest_problem(data)
+        problem = _manifest_problem(data)
         if problem:
             raise LadderError(f"{path}: damaged store manifest ({problem}); {REPAIR.format(root=self.root)} "
                               "rebuilds it from the run files")
@@ -314,3 +316,69 @@ class Store:
             raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}): the run was pulled "
                               "from two sources; name it by its id, or take one copy out (`ladder runs --remove ID`)")
         raise LadderError(f"no run {id_or_name!r} in {self.root}; `ladder runs --store {self.root}` lists them")
+
+
+def _read_histories(
+    root: Path, files: list[tuple[str, str]], metrics: list[str] | None, include_nonfinite: bool
+) -> pd.DataFrame:
+    tables = []
+    for run_id, name in files:
+        table = open_history(root / name, run_id)
+        mask = None
+        if metrics is not None:
+            mask = pc.is_in(table["metric"].combine_chunks().dictionary_decode(), pa.array(metrics, pa.string()))
+        if not include_nonfinite:
+            finite = pc.is_finite(table["value"])
+            mask = finite if mask is None else pc.and_(mask, finite)
+        if mask is not None:
+            table = table.filter(mask)
+        run_col = pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(len(table), dtype=np.int32)), pa.array([run_id], pa.string())
+        )
+        tables.append(table.add_column(0, "run_id", run_col))
+    if not tables:
+        return _empty_history()
+    table = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    return table.to_pandas()
+
+
+def _empty_history() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run_id": pd.Categorical([]),
+            "step": np.zeros(0, np.int64),
+            "tokens": np.zeros(0, np.int64),
+            "fraction": np.zeros(0),
+            "metric": pd.Categorical([]),
+            "value": np.zeros(0),
+        }
+    )
+
+
+def _as_list(value: list[str] | str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _manifest_problem(data: Any) -> str:
+    """What is wrong with a parsed manifest, or "" when it has the documented shape."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    if not isinstance(data.get("generation", 0), int):
+        return "generation is not an integer"
+    if data.get("runs") is not None and not store_name(data["runs"]):
+        return f"runs file {data['runs']!r} is not a file of this store"
+    history = data.get("history", {})
+    if not isinstance(history, dict):
+        return "history is not an object"
+    for run_id, name in history.items():
+        if not store_name(name):
+            return f"history file {name!r} of run {run_id!r} is not a file of this store"
+    settings = data.get("settings")
+    if settings is not None:
+        try:
+            MetricSettings(**settings)
+        except (TypeError, LadderError) as exc:
+            return f"settings: {first_line(exc)}"
+    return ""

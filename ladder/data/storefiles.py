@@ -1,29 +1,25 @@
 """The store's files and the steps every writer and reader of them shares (`ladder.data.store` has the layout).
 
 The runs table's columns (`RUNS_COLUMNS`) and the history files' schema, the one-rename commit of a new
-manifest and the removal of files nothing names, reading and checking history files, manifests, runs-table
-rows and pending journals. Nothing here holds the lock: `Store` and `StoreWriter` call these under it.
+manifest and the removal of files nothing names, opening and checking history files, runs-table rows and
+pending journals. Nothing here holds the lock: `Store` and `StoreWriter` call these under it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import re
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings
+from ladder.data.resolve import HISTORY_COLUMNS
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
 
@@ -101,30 +97,6 @@ def collect_garbage(root: Path, manifest: dict[str, Any]) -> None:
                 path.unlink()
 
 
-def read_histories(
-    root: Path, files: list[tuple[str, str]], metrics: list[str] | None, include_nonfinite: bool
-) -> pd.DataFrame:
-    tables = []
-    for run_id, name in files:
-        table = open_history(root / name, run_id)
-        mask = None
-        if metrics is not None:
-            mask = pc.is_in(table["metric"].combine_chunks().dictionary_decode(), pa.array(metrics, pa.string()))
-        if not include_nonfinite:
-            finite = pc.is_finite(table["value"])
-            mask = finite if mask is None else pc.and_(mask, finite)
-        if mask is not None:
-            table = table.filter(mask)
-        run_col = pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(len(table), dtype=np.int32)), pa.array([run_id], pa.string())
-        )
-        tables.append(table.add_column(0, "run_id", run_col))
-    if not tables:
-        return empty_history()
-    table = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
-    return table.to_pandas()
-
-
 class DamagedHistory(Exception):
     """A committed history file that cannot be read as one (`Store.history` says what to do)."""
 
@@ -163,43 +135,12 @@ def schema_problem(schema: pa.Schema) -> str:
     return ""
 
 
-def empty_history() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "run_id": pd.Categorical([]),
-            "step": np.zeros(0, np.int64),
-            "tokens": np.zeros(0, np.int64),
-            "fraction": np.zeros(0),
-            "metric": pd.Categorical([]),
-            "value": np.zeros(0),
-        }
-    )
-
-
 def typed_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=[*RUNS_COLUMNS, *INTERNAL])
     for column, dtype in RUNS_COLUMNS.items():
         table[column] = table[column].astype(dtype) if len(table) else pd.Series([], dtype=dtype)
     table["cursor_json"] = table["cursor_json"].astype("str")
     return table.sort_values(["group", "name", "run_id"], kind="stable").reset_index(drop=True)
-
-
-def jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in row.items():
-        if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-            out[k] = None
-        elif isinstance(v, np.generic):
-            out[k] = v.item()
-        else:
-            out[k] = v
-    return out
-
-
-def as_list(value: list[str] | str | None) -> list[str] | None:
-    if value is None:
-        return None
-    return [value] if isinstance(value, str) else list(value)
 
 
 def read_journal(path: Path) -> list[dict[str, Any]]:
@@ -216,57 +157,9 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def drop_torn_line(path: Path) -> None:
-    """Cut a journal back to its last whole line, so new lines do not follow a torn one."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return
-    whole = data.rfind(b"\n") + 1
-    if whole < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(whole)
-
-
-def slug(text: str) -> str:
-    """A file-name part from any text: letters, digits, ``_.-`` only, never starting with a dot."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "run"
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else type(exc).__name__
-
-
-def n_runs(n: int) -> str:
-    return f"{n:,} run" + ("" if n == 1 else "s")
-
-
-def manifest_problem(data: Any) -> str:
-    """What is wrong with a parsed manifest, or "" when it has the documented shape."""
-    if not isinstance(data, dict):
-        return f"a JSON {type(data).__name__}, not an object"
-    if not isinstance(data.get("generation", 0), int):
-        return "generation is not an integer"
-    if data.get("runs") is not None and not store_name(data["runs"]):
-        return f"runs file {data['runs']!r} is not a file of this store"
-    history = data.get("history", {})
-    if not isinstance(history, dict):
-        return "history is not an object"
-    for run_id, name in history.items():
-        if not store_name(name):
-            return f"history file {name!r} of run {run_id!r} is not a file of this store"
-    settings = data.get("settings")
-    if settings is not None:
-        try:
-            MetricSettings(**settings)
-        except (TypeError, LadderError) as exc:
-            return f"settings: {first_line(exc)}"
-    return ""
 
 
 def store_name(name: Any) -> bool:
@@ -290,19 +183,6 @@ def check_row(row: Any) -> None:
             ok = isinstance(value, str)
         if not ok:
             raise LadderError(f"run {row['run_id']!r}: {column} = {str(value)[:40]!r} does not fit the runs table")
-
-
-def entry_usable(root: Path, entry: dict[str, Any]) -> bool:
-    """A staged journal line that can be committed: its history file is there and its row is valid."""
-    try:
-        if not isinstance(entry.get("row"), dict) or not store_name(entry.get("history")):
-            return False
-        if not (root / entry["history"]).is_file() or entry["row"].get("run_id") != entry["run_id"]:
-            return False
-        check_row(entry["row"])
-        return True
-    except (LadderError, TypeError, OSError):
-        return False
 
 
 def remove_temporary(root: Path) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,14 +25,9 @@ from ladder.data.storefiles import (
     check_row,
     collect_garbage,
     commit,
-    digest,
-    drop_torn_line,
-    entry_usable,
-    jsonable,
-    n_runs,
     open_history,
     read_journal,
-    slug,
+    store_name,
 )
 from ladder.errors import LadderError
 
@@ -45,13 +44,13 @@ class StoreWriter:
         self.root = store.root
         self._manifest = store._manifest()
         self._runs = store._runs_table(self._manifest).set_index("run_id", drop=False)
-        self._pending_path = self.root / "pending" / f"{slug(key)[:40]}-{digest(key)}.jsonl"
-        self.flags = digest(json.dumps(flags or {}, sort_keys=True, default=str))
+        self._pending_path = self.root / "pending" / f"{_slug(key)[:40]}-{_digest(key)}.jsonl"
+        self.flags = _digest(json.dumps(flags or {}, sort_keys=True, default=str))
         self.staged: dict[str, dict[str, Any]] = {}
         self.settings_update: dict[str, Any] | None = None
         self.notes: list[str] = []
         """What happened to runs an interrupted pull had staged (discarded, and why)."""
-        drop_torn_line(self._pending_path)
+        _drop_torn_line(self._pending_path)
         self._resume(read_journal(self._pending_path))
 
     def _resume(self, entries: list[dict[str, Any]]) -> None:
@@ -63,7 +62,7 @@ class StoreWriter:
             self._drop_pending()
             if staged:
                 self.notes.append(
-                    f"{n_runs(len(staged))} staged by an interrupted pull with other flags discarded; read again with these flags"
+                    f"{_n_runs(len(staged))} staged by an interrupted pull with other flags discarded; read again with these flags"
                 )
             return
         bad = 0
@@ -76,7 +75,7 @@ class StoreWriter:
                     bad += 1
             if "run_id" not in entry:
                 continue
-            if not entry_usable(self.root, entry):
+            if not _entry_usable(self.root, entry):
                 bad += 1
             elif entry.get("base") == self._history_file(entry["run_id"]):
                 # Staged against the history committed now; another pull that committed this run
@@ -124,9 +123,9 @@ class StoreWriter:
     def stage(self, row: dict[str, Any], history: pd.DataFrame) -> None:
         """Write one run's full resolved history and remember it for the commit."""
         run_id = row["run_id"]
-        row = jsonable(row)
+        row = _jsonable(row)
         check_row(row)  # before anything is written: a row the runs table cannot hold never gets staged
-        name = f"history/{slug(run_id)[:40]}-{uuid.uuid4().hex[:12]}.parquet"
+        name = f"history/{_slug(run_id)[:40]}-{uuid.uuid4().hex[:12]}.parquet"
         table = pa.Table.from_pandas(history.loc[:, list(HISTORY_COLUMNS)], schema=HISTORY_SCHEMA, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), ROW_KEY: json.dumps(row).encode()})
         tmp = self.root / (name + ".tmp")
@@ -171,3 +170,53 @@ class StoreWriter:
     def _drop_pending(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._pending_path.unlink()
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in row.items():
+        if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+            out[k] = None
+        elif isinstance(v, np.generic):
+            out[k] = v.item()
+        else:
+            out[k] = v
+    return out
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut a journal back to its last whole line, so new lines do not follow a torn one."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(whole)
+
+
+def _slug(text: str) -> str:
+    """A file-name part from any text: letters, digits, ``_.-`` only, never starting with a dot."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "run"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _n_runs(n: int) -> str:
+    return f"{n:,} run" + ("" if n == 1 else "s")
+
+
+def _entry_usable(root: Path, entry: dict[str, Any]) -> bool:
+    """A staged journal line that can be committed: its history file is there and its row is valid."""
+    try:
+        if not isinstance(entry.get("row"), dict) or not store_name(entry.get("history")):
+            return False
+        if not (root / entry["history"]).is_file() or entry["row"].get("run_id") != entry["run_id"]:
+            return False
+        check_row(entry["row"])
+        return True
+    except (LadderError, TypeError, OSError):
+        return False
