@@ -338,8 +338,15 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
     _say(is_writer, f"{cfg.name}: finished {T} steps in {wall:.1f}s; eval loss "
          f"{last_eval.get(keys.EVAL_LOSS, float('nan')):.4f} (dropless "
          f"{last_eval.get(keys.EVAL_DROPLESS_LOSS, float('nan')):.4f})")
-    return TrainResult(run_dir, T, last_eval.get(keys.EVAL_LOSS), last_eval.get(keys.EVAL_DROPLESS_LOSS),
-                       tuple(log.losses), latest, wall)
+    return TrainResult(
+        run_dir=run_dir,
+        steps=T,
+        eval_loss=last_eval.get(keys.EVAL_LOSS),
+        eval_dropless_loss=last_eval.get(keys.EVAL_DROPLESS_LOSS),
+        train_losses=tuple(log.losses),
+        resumed_from=latest,
+        wall_seconds=wall,
+    )
 
 
 def _already_finished(cfg: RunConfig, run_dir: Path, is_writer: bool) -> TrainResult:
