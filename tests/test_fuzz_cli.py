@@ -391,6 +391,7 @@ WATCH = [
     _watch("deadline-nan", "", ["--deadline 'nanh'"], 2, ("--deadline", "nanh")),
     _watch("deadline-inf", "", ["--deadline 'infh'"], 2, ("--deadline", "infh")),
     _watch("deadline-text", "", ["--deadline 'soon'"], 2, ("--deadline", "soon")),
+    _watch("deadline-far", "", ["more than 100 years away"], 2, ("--deadline", "2999-01-01T00:00")),
     _watch("webhook-without-url", "", ["LADDER_WEBHOOK_URL"], 2, ("--webhook",)),
     _watch("webhook-without-url-on-an-alarm", "off-60%", ["LADDER_WEBHOOK_URL"], 2, ("--webhook",)),
     Case("watch", "no-source-no-store", ("watch", "--prediction", "pred", "--once"), 2,

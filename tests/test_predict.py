@@ -228,6 +228,8 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
     # refused before any prediction is made: a deadline that has passed, two edits at once, --out a file
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2)]
     for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "has passed"),
+                       (["--deadline", "2999-01-01T00:00"], "more than 100 years away"),
+                       (["--deadline", "1e7h"], "more than 100 years away"),
                        (["--shorten-to", str(int(0.8 * T)), "--cooldown-steps", "10"], "give one of them"),
                        (["--shorten-to", str(int(0.8 * T)), "--out", str(cfg)], "is a file, not a folder"),
                        (["--shorten-to", "-5"], "--shorten-to -5: give a step count of 1 or more"),

@@ -291,25 +291,31 @@ def given_for(ctx: typer.Context, prefix: str) -> list[str]:
                          if p.name and p.opts and (getattr(p, "help", None) or "").startswith(prefix)})
 
 
+MAX_DEADLINE_S = 100 * 365 * 86400
+"""The farthest deadline --deadline takes."""
+
+
 def seconds_until(deadline: str) -> float:
     """Seconds from now to --deadline, given as an ISO time (2026-12-24T00:00) or hours (72h); a deadline that
-    has passed is refused."""
+    has passed, or is more than 100 years away (a mistyped year or unit), is refused."""
     text = deadline.strip()
-    left = None
+    usage = f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)"
     if text.endswith("h"):
         try:
-            hours = float(text[:-1])
+            left = float(text[:-1]) * 3600
         except ValueError:
-            hours = None
-        if hours is not None and math.isfinite(hours) and abs(hours) <= 100 * 365 * 24:
-            left = hours * 3600
-    if left is None:
+            raise LadderError(usage) from None
+    else:
         try:
             left = datetime.fromisoformat(text).timestamp() - time.time()
         except ValueError:
-            raise LadderError(f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)") from None
+            raise LadderError(usage) from None
+    if not math.isfinite(left):
+        raise LadderError(usage)
     if left <= 0:
         raise LadderError(f"--deadline {deadline!r} has passed; give a time to come")
+    if left > MAX_DEADLINE_S:
+        raise LadderError(f"--deadline {deadline!r} is more than 100 years away; check its year or unit")
     return left
 
 
