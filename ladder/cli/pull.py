@@ -61,6 +61,17 @@ REPLACE_HELP = (
 )
 
 
+# The options every pull shares.
+STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP)
+COORD = typer.Option([], "--coord", help=COORD_HELP)
+COORDS = typer.Option(None, "--coords", help=COORDS_HELP)
+RENAME = typer.Option([], "--rename", help=RENAME_HELP)
+FIT_METRIC = typer.Option(None, "--fit-metric", help=FIT_HELP)
+FULL = typer.Option(False, "--full", help=FULL_HELP)
+REPLACE = typer.Option(False, "--replace", help=REPLACE_HELP)
+STEP_KEY = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step.")
+
+
 class HistoryFormat(StrEnum):
     table = "table"
     csv = "csv"
@@ -75,14 +86,14 @@ def pull_wandb(
     tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag."),
     filter_json: str | None = typer.Option(None, "--filter", help='MongoDB-style run filter as JSON, e.g. \'{"config.role": "rung"}\'.'),
     keys: str | None = typer.Option(None, "--keys", help="Only these metric keys, comma-separated (each read in its own scan); default: every key."),
-    step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step."),
-    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
-    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
-    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
-    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
-    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
-    full: bool = typer.Option(False, "--full", help=FULL_HELP),
-    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
+    step_key: str = STEP_KEY,
+    store: Path = STORE,
+    coord: list[str] = COORD,
+    coords: Path | None = COORDS,
+    rename: list[str] = RENAME,
+    fit_metric: str | None = FIT_METRIC,
+    full: bool = FULL,
+    replace: bool = REPLACE,
 ) -> None:
     """Pull the runs of a wandb project through its API (WANDB_API_KEY from the environment).
 
@@ -99,14 +110,14 @@ def pull_wandb(
 @command("offline", parent=pull_app)
 def pull_offline(
     path: Path = typer.Argument(..., help="A .wandb file, a wandb run folder, a wandb/ folder, or a folder of run directories."),
-    step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step."),
-    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
-    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
-    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
-    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
-    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
-    full: bool = typer.Option(False, "--full", help=FULL_HELP),
-    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
+    step_key: str = STEP_KEY,
+    store: Path = STORE,
+    coord: list[str] = COORD,
+    coords: Path | None = COORDS,
+    rename: list[str] = RENAME,
+    fit_metric: str | None = FIT_METRIC,
+    full: bool = FULL,
+    replace: bool = REPLACE,
 ) -> None:
     """Pull wandb offline runs (what WANDB_MODE=offline writes) by reading their .wandb files.
 
@@ -120,13 +131,13 @@ def pull_offline(
 @command("local", parent=pull_app)
 def pull_local(
     path: Path = typer.Argument(..., help="A trainer run directory (run.yaml, metrics.jsonl, status.json) or a folder of them."),
-    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
-    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
-    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
-    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
-    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
-    full: bool = typer.Option(False, "--full", help=FULL_HELP),
-    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
+    store: Path = STORE,
+    coord: list[str] = COORD,
+    coords: Path | None = COORDS,
+    rename: list[str] = RENAME,
+    fit_metric: str | None = FIT_METRIC,
+    full: bool = FULL,
+    replace: bool = REPLACE,
 ) -> None:
     """Pull the trainer's own metrics files; the coordinates come from each run.yaml.
 
@@ -144,12 +155,12 @@ def import_csv(
     step: str | None = typer.Option(None, "--step", help="Column of optimizer steps (default: each row is its run's final value, fraction 1)."),
     tokens: str | None = typer.Option(None, "--tokens", help="Column of tokens seen."),
     coord_column: list[str] = typer.Option([], "--coord-column", help="FIELD=COLUMN: read a coordinate per run from a column, e.g. active_params=params_nonembed (repeatable)."),
-    store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP),
-    coord: list[str] = typer.Option([], "--coord", help=COORD_HELP),
-    coords: Path | None = typer.Option(None, "--coords", help=COORDS_HELP),
-    rename: list[str] = typer.Option([], "--rename", help=RENAME_HELP),
-    fit_metric: str | None = typer.Option(None, "--fit-metric", help=FIT_HELP),
-    replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
+    store: Path = STORE,
+    coord: list[str] = COORD,
+    coords: Path | None = COORDS,
+    rename: list[str] = RENAME,
+    fit_metric: str | None = FIT_METRIC,
+    replace: bool = REPLACE,
 ) -> None:
     """Import a table of runs: one row per (run, step), metric columns side by side.
 
