@@ -232,6 +232,9 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     assert pred["hi90"][-1] - pred["median"][-1] >= 1.6448 * 0.01 * far * pred["median"][-1]
     one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.3"),
                    "--every 0.3", "1/n")
+    for bad in ("1e-06", "0", "0.6"):  # a fit at a million fractions would run out of memory
+        one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", bad),
+                       f"--every {bad}", "must be in [0.005, 0.5]")
     for bad in ("0", "-1e21", "inf", "nan"):
         one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--at", bad),
                        "--at", "not a positive number")
@@ -248,6 +251,18 @@ def test_fit_curve_leaves_out_the_fractions_before_the_first_evals_and_says_so(c
     assert bt.exit_code == 0 and said in " ".join(bt.stdout.split()), bt.output
     odd = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.04")
     assert odd.exit_code == 0 and "fractions 0.04, 0.08 left out" in odd.stdout and "(0.12 .. 1)" in odd.stdout
+
+
+def test_fit_curve_names_the_runs_that_stop_short_of_the_end(curves_csv, tmp_path):
+    """A run that crashed at 60% is fitted where it has evals, and the notes say which runs the end goes without."""
+    args = ("fit", "curve", "--total-steps-col", "total_steps", "--every", "0.1", "--format", "json")
+    assert not json.loads(run(*args, "--csv", curves_csv).stdout)["notes"]
+    df = pd.read_csv(curves_csv)
+    crashed = tmp_path / "crashed.csv"
+    df[(df["run_id"] != "r2") | (df["step"] <= 600)].to_csv(crashed, index=False)
+    out = json.loads(run(*args, "--csv", crashed).stdout)
+    assert ["1 run stops short of fraction 1: r2 at 60%; the law at later fractions is fitted on 4 of 5 runs there"] \
+        == out["notes"]
 
 
 def test_a_last_eval_one_step_short_of_the_end_is_the_end(curves_csv, tmp_path):
@@ -294,6 +309,9 @@ def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):
     neg = tmp_path / "neg.csv"
     pd.DataFrame({"run_id": list("abc"), "compute": [1e18, 2e18, 3e18], "loss": [3.0, -1.0, 2.8]}).to_csv(neg, index=False)
     one_error_line(run("fit", "endpoint", "--csv", neg, "--step-col", ""), "non-positive", "line 3")
+    huge = tmp_path / "huge.csv"  # ten orders past any run: a typo, refused before it pulls the fit
+    pd.DataFrame({"run_id": list("abc"), "compute": [1e18, 1e50, 3e18], "loss": [3.0, 2.9, 2.8]}).to_csv(huge, index=False)
+    one_error_line(run("fit", "endpoint", "--csv", huge, "--step-col", ""), "column 'compute'", "above 1e+40", "line 3")
     three = tmp_path / "three.csv"  # as many runs as parameters: no resample can differ from the fit
     pd.DataFrame({"run_id": list("abc"), "compute": [1e18, 1e19, 1e20], "loss": [3.0, 2.8, 2.7]}).to_csv(three, index=False)
     one_error_line(run("fit", "endpoint", "--csv", three, "--step-col", "", "--bootstrap", "200"),
@@ -553,6 +571,9 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     actual.write_text("name,params,tokens,loss,run\nhero-7b,7e9,1.4e12,2.05,7\nsmall,1e9,2e11,,x1\n")
     preds = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual, "--format", "json").stdout)
     assert [(p["loss"], p["run"]) for p in preds["predictions"]] == [(2.05, "7"), (None, "x1")]
+    actual.write_text("name,params,tokens,loss\nhero-7b,7e9,1.4e12,2.05\nsmall,1e9,2e11,NaN\n")  # as pandas writes
+    preds = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual, "--format", "json").stdout)
+    assert [p["loss"] for p in preds["predictions"]] == [2.05, None]
     table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual)
     assert table.exit_code == 0 and "None" not in table.stdout and "2.05" in table.stdout
 
@@ -594,6 +615,17 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", tmp_path / "nope.csv"), "no such file")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--at", "1e9,1e10"),
                    "--at and --predict-csv")
+    # sizes no run has: a typo or another unit, refused before they overflow 6·N·D or the band
+    huge = write("huge.csv", plain_csv.read_text().rstrip("\n") + "\n1e30,2e10,2.5\n")
+    one_error_line(run("fit", "surface", "--csv", huge), "column 'params'", "'1e30', above 1e+18", "line 32")
+    far = write("far.csv", "params,tokens\n1e9,2e10\n1e50,2e10\n")
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", far), "(targets)", "'1e50'", "line 3")
+    small = write("small.csv", "params,tokens\n1e9,2e10\n0.5,2e10\n")  # in billions?
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", small), "'0.5', below 1", "line 3")
+    for at, says in (("1e300,1e12", "N = 1e+300"), ("1e9,1e-300", "D = 1e-300"), ("1e9,1e21", "D = 1e+21")):
+        one_error_line(run("fit", "surface", "--csv", plain_csv, "--at", at), f"--at '{at}'", says, "counts from 1")
+    # a misspelt step column is refused, not read as the file's order
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--step-col", "stepz"), "no column 'stepz'", "--step-col")
 
 
 def test_a_users_csv_is_read_as_written_or_refused_with_its_line(plain_csv, tmp_path):

@@ -217,6 +217,14 @@ def test_a_metric_cell_that_is_no_number_names_its_line(tmp_path):
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run", step="step")).runs()
 
 
+def test_a_metric_cell_too_large_for_a_float_names_its_line(tmp_path):
+    """1e400 reads as inf, but no run logged it as inf: a typo is refused, not stored as a diverged loss."""
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,loss\nr,1,3.0\nr,2,inf\nr,3,-1e400\n")
+    with pytest.raises(LadderError, match=r"t\.csv: line 4: value \(column 'loss'\) '-1e400' is too large for a float"):
+        TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run", step="step")).runs()
+
+
 def test_a_run_of_one_row_without_its_tokens_names_its_line(tmp_path):
     path = tmp_path / "finals.csv"
     path.write_text("run_id,params,tokens,loss\na,1e8,2e9,3.1\nb,2e8,,3.0\n")

@@ -31,7 +31,7 @@ def fit_curve_command(
     role: str = shared.ROLE,
     run_col: str = typer.Option("run_id", "--run-col", help="CSV: column naming each row's run."),
     loss_col: str = shared.LOSS_COL,
-    step_col: str = typer.Option("step", "--step-col", help="CSV: column of the step (with --total-steps-col)."),
+    step_col: str = typer.Option(shared.DEFAULT_STEP_COL, "--step-col", help="CSV: column of the step (with --total-steps-col)."),
     total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: column of each run's planned steps."),
     drop_col: str | None = shared.DROP,
     where: list[str] = shared.WHERE,
@@ -83,7 +83,7 @@ def fit_curve_command(
     else:
         s = Store(store)
         data = fitdata.curves_from_store(s, shared.store_metric(s, metric), g, group, role or None, compute.value)
-    data = data.from_first_evals()
+    data = data.from_first_evals().with_short_runs_noted()
     g = data.fractions
     if at is not None:
         shared.positive_number(at, "--at")

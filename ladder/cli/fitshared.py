@@ -17,7 +17,7 @@ import typer
 
 from ladder.cli.app import Format, app, console, given, given_for
 from ladder.config.limits import resamples
-from ladder.data import endpointcsv
+from ladder.data import csvfile, endpointcsv
 from ladder.data.store import DEFAULT_ROOT, Store
 from ladder.errors import LadderError
 
@@ -55,7 +55,8 @@ RUN_COL = typer.Option(
          "run when the file has neither run_id nor a step column).",
 )
 LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nats per token).")
-STEP_COL = typer.Option("step", "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
+DEFAULT_STEP_COL = "step"
+STEP_COL = typer.Option(DEFAULT_STEP_COL, "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
 BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; at most 10,000).")
 SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1).")
@@ -78,6 +79,9 @@ def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, dr
     """The CSV's columns as the options name them; no --run-col: `endpointcsv.run_column` tells a table of one
     row per run from one of checkpoints."""
     from ladder.data import fitdata
+    header = endpointcsv.column_names(csv)
+    if step_col and step_col != DEFAULT_STEP_COL and header is not None and step_col not in header:
+        raise csvfile.no_column(csv, step_col, "--step-col", header)  # a typo would read the rows in file order
     run = endpointcsv.run_column(csv, run_col, step_col)
     return fitdata.Columns(run=run or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
                            **more)
@@ -226,10 +230,15 @@ def finite(x) -> float | None:
     return x if np.isfinite(x) else None
 
 
+MIN_EVERY = 0.005
+"""The finest --every: 200 fractions."""
+
+
 def fractions_every(every: float) -> np.ndarray:
     """The fractions of the runs --every gives (0.05: 5%, 10%, … 100%), ending at the run's end."""
-    if not 0 < every <= 0.5:
-        raise LadderError(f"--every {every}: must be in (0, 0.5], e.g. 0.05")
+    if not MIN_EVERY <= every <= 0.5:  # the fit's time and memory grow with the square of the fractions' number
+        raise LadderError(f"--every {every:g}: must be in [{MIN_EVERY:g}, 0.5] (at most {1 / MIN_EVERY:.0f} fractions), "
+                          "e.g. 0.05")
     n = int(round(1.0 / every))
     if abs(n * every - 1.0) > 1e-6:
         raise LadderError(f"--every {every:g}: the fractions must end at the run's end (1), so give 1/n, e.g. "

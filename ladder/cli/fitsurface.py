@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ladder.cli import fitshared as shared
 from ladder.cli.app import Format, command, console, print_json, warn
-from ladder.config.limits import MAX_COMPUTE, positive
+from ladder.config.limits import MAX_COMPUTE, MAX_PARAMS, MAX_TOKENS, positive
 from ladder.data import endpointcsv
 from ladder.data.store import Store
 from ladder.errors import LadderError
@@ -225,6 +225,10 @@ def _point(item: str) -> tuple[float, float]:
     nd = shared.floats(item, "--at", "7e10,1.4e12 (N,D)")
     if len(nd) != 2:
         raise LadderError(f"--at {item!r}: expected N,D, e.g. 7e10,1.4e12")
+    for what, x, most in (("N", nd[0], MAX_PARAMS), ("D", nd[1], MAX_TOKENS)):
+        if not 1 <= x <= most:
+            raise LadderError(f"--at {item!r}: {what} = {x:g} is out of range: parameters and tokens are counts "
+                              f"from 1 to {most:g}, e.g. 7e10,1.4e12")
     return nd[0], nd[1]
 
 

@@ -76,6 +76,13 @@ def hero_flops(option: str, flops: float) -> float:
     return float(flops)
 
 
+MAX_PARAMS = 1e18
+"""Parameters of one model: six orders beyond the largest trained so far (about 2e12); a larger count is a typo
+or another unit."""
+MAX_TOKENS = 1e20
+"""Tokens of one run: six orders beyond the most trained on so far (about 4e13); 6·MAX_PARAMS·MAX_TOKENS stays
+under `MAX_COMPUTE`."""
+
 MAX_TOKENS_PER_SECOND = 1e12
 """A run's throughput: past any cluster's (the largest train at about 1e8 tokens/s), a typo."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -129,12 +130,14 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     return LadderError(f"{path}: no column {column!r} ({role} {option}); the file has {shown}{hint}")
 
 
-def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> pd.Series:
-    """The column as floats; an empty cell, one that is not a number, infinite, negative or (with `positive`)
-    0 is a `LadderError` naming its line and the value as written."""
+def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, most: float = math.inf,
+            least: float = 0.0) -> pd.Series:
+    """The column as floats; an empty cell, one that is not a number, infinite, negative, (with `positive`)
+    0, below `least` or above `most` is a `LadderError` naming its line and the value as written."""
     raw = df[col].astype(str).str.strip()
     values = pd.to_numeric(raw, errors="coerce").astype("float64")
-    bad = ~values.between(-float("inf"), float("inf"), inclusive="neither") | (values <= 0 if positive else values < 0)
+    bad = (~values.between(-math.inf, math.inf, inclusive="neither") | (values <= 0 if positive else values < 0)
+           | (values > most) | (values < least))
     if bad.any():
         line = bad.idxmax()
         cell = raw.loc[line]
@@ -142,9 +145,13 @@ def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> pd
             why = "an empty cell"
         elif pd.isna(values.loc[line]):
             why = f"{cell!r}, which is not a number"
-        elif abs(values.loc[line]) == float("inf"):
+        elif abs(values.loc[line]) == math.inf:
             why = f"{cell!r}, not a finite number"
-        else:
+        elif values.loc[line] > most:
+            why = f"{cell!r}, above {most:g}, the most this column can hold (a typo, or another unit?)"
+        elif values.loc[line] < 0 or (positive and values.loc[line] == 0):
             why = f"{cell!r}, a non-positive value (it must be above 0)" if positive else f"{cell!r}, a negative value"
+        else:
+            why = f"{cell!r}, below {least:g}, the least this column can hold (a count, not millions or billions?)"
         raise LadderError(f"{where}: line {line}: column {col!r} has {why}; fix or drop that row")
     return values

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ladder.config.limits import MAX_PARAMS, MAX_TOKENS
 from ladder.data import csvfile
 
 DEFAULT_RUN_COL = "run_id"
@@ -23,12 +24,19 @@ def run_column(path: str | Path, run: str | None, step: str | None) -> str:
     of one row per run ('')."""
     if run is not None:
         return run
-    try:
-        header = [str(c).strip() for c in pd.read_csv(path, nrows=0).columns]
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+    header = column_names(path)
+    if header is None:
         return DEFAULT_RUN_COL  # unreadable: the data reader says why
     checkpoints = DEFAULT_RUN_COL in header or (step and step in header)
     return DEFAULT_RUN_COL if checkpoints else ""
+
+
+def column_names(path: str | Path) -> list[str] | None:
+    """The CSV's column names as its header gives them; None where it cannot be read (the data reader says why)."""
+    try:
+        return [str(c).strip() for c in pd.read_csv(path, nrows=0).columns]
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return None
 
 
 def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens",
@@ -52,15 +60,16 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
             raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")
     where = f"{p} (targets)"
     labels = df.drop(columns=[params, tokens]).apply(_numbers_if_all).to_dict("records")
-    return (csvfile.numbers(df, params, where).to_numpy(np.float64),
-            csvfile.numbers(df, tokens, where).to_numpy(np.float64), labels)
+    return (csvfile.numbers(df, params, where, most=MAX_PARAMS, least=1.0).to_numpy(np.float64),
+            csvfile.numbers(df, tokens, where, most=MAX_TOKENS, least=1.0).to_numpy(np.float64), labels)
 
 
 
 def _numbers_if_all(column: pd.Series) -> pd.Series:
     """A column of the targets as numbers where every filled cell is one (an actual loss to compare with, say:
-    a number in JSON, not text); else as written. Blank cells of a number column are None."""
-    filled = column.str.strip() != ""
+    a number in JSON, not text); else as written. Blank and NaN cells of a number column are None."""
+    text = column.str.strip()
+    filled = (text != "") & (text.str.lower() != "nan")  # NaN is how pandas and numpy write a missing number
     values = pd.to_numeric(column.where(filled), errors="coerce")
     if not filled.any() or values[filled].isna().any():
         return column

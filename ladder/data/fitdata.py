@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import pandas as pd
 import fits
 from fits.perfraction import SIZES_PER_FRACTION, sizes_present
 from fits.runs import ONE_RATIO
+from ladder.config.limits import MAX_COMPUTE, MAX_PARAMS, MAX_TOKENS
 from ladder.data import csvfile
 from ladder.errors import LadderError
 
@@ -97,6 +99,20 @@ class Curves:
                                    notes=self.notes + (note,))
 
 
+    def with_short_runs_noted(self) -> Curves:
+        """These curves with a note naming each run that stops short of the last fraction (crashed, still running,
+        or cut), which the fit at later fractions goes without."""
+        seen = np.isfinite(self.losses)
+        short = [f"{name} at {self.fractions[np.flatnonzero(row)[-1]]:.0%}" if row.any() else f"{name} (no value)"
+                 for name, row in zip(self.names, seen) if not row[-1]]
+        if not short:
+            return self
+        note = (f"{len(short)} run{'s' if len(short) > 1 else ''} stop{'' if len(short) > 1 else 's'} short of "
+                f"fraction {self.fractions[-1]:g}: {', '.join(short)}; the law at later fractions is fitted on "
+                f"{int(seen[:, -1].sum())} of {len(self.names)} runs there")
+        return dataclasses.replace(self, notes=self.notes + (note,))
+
+
 # ---- CSV ------------------------------------------------------------------------------------------
 _KEEP = frozenset({"", "false", "0", "0.0", "no", "n", "f", "none", "nan", "na", "null"})
 """Values of a --drop-col flag that keep the row; anything else (true, 1, yes, a reason) drops it."""
@@ -163,8 +179,12 @@ def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
             raise csvfile.no_column(where, col, flag, df.columns)
 
 
-def _numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True) -> np.ndarray:
-    return csvfile.numbers(df, col, where, positive).to_numpy(dtype=np.float64)
+MOST = {"params": MAX_PARAMS, "tokens": MAX_TOKENS, "compute": MAX_COMPUTE, "budget": MAX_COMPUTE}
+"""The largest value a run's column of each kind may hold (`ladder.config.limits`)."""
+
+
+def _numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, most: float = math.inf) -> np.ndarray:
+    return csvfile.numbers(df, col, where, positive, most).to_numpy(dtype=np.float64)
 
 
 def _with_run_ids(df: pd.DataFrame, run: str, where: str) -> pd.DataFrame:
@@ -267,8 +287,9 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], opti
     _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
     last = _last_rows(df, cols, where)
     names = last[cols.run].tolist() if cols.run else [f"line {x}" for x in last.index]
-    arrays = {k: _numbers(last, getattr(cols, k), where) for k in need}
-    arrays |= {k: _numbers(last, getattr(cols, k), where) for k in optional if getattr(cols, k) in df.columns}
+    arrays = {k: _numbers(last, getattr(cols, k), where, most=MOST.get(k, math.inf)) for k in need}
+    arrays |= {k: _numbers(last, getattr(cols, k), where, most=MOST.get(k, math.inf))
+               for k in optional if getattr(cols, k) in df.columns}
     loss = _numbers(last, cols.loss, where)
     extra = ()
     if cols.run is None:
@@ -345,7 +366,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     _within_the_plan(df[cols.run], frac, at, what, where)
     loss = _numbers(df, cols.loss, where)
     _one_loss_per_step(df[cols.run], at, loss, what, where)
-    comp = _numbers(df, cols.compute, where, positive=False)
+    comp = _numbers(df, cols.compute, where, positive=False, most=MAX_COMPUTE)
     names, totals, rows = [], [], []
     for run, idx in df.groupby(cols.run, sort=False).indices.items():
         f, y, c = frac[idx], loss[idx], comp[idx]

@@ -31,6 +31,8 @@ FLOAT_NOISE = 1e-6
 """The relative part a token count may stray from a whole number and be read as that number (a float's rounding)."""
 _NAN_TEXT = frozenset({"nan", "1.#ind", "1.#qnan"})
 """NaN as writers print it (compared in lower case, without a sign)."""
+_INF_TEXT = frozenset({"inf", "infinity", "1.#inf"})
+"""Infinity as writers print it (compared in lower case, without a sign)."""
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,12 @@ class TableSource:
             i = int(np.flatnonzero(bad)[0])
             raise LadderError(f"{self._where(i)}: {what} {written.iloc[i]!r} is not a number "
                               "(leave the cell empty for a value not logged)")
+        spelt_inf = text.str.lower().str.lstrip("+-").isin(_INF_TEXT).to_numpy()
+        overflow = logged & np.isinf(values) & ~spelt_inf
+        if overflow.any():  # 1e400: a number no float holds, not a value the run logged as inf
+            i = int(np.flatnonzero(overflow)[0])
+            raise LadderError(f"{self._where(i)}: {what} {written.iloc[i]!r} is too large for a float "
+                              "(write inf where the run logged inf)")
         values[logged & nan] = np.nan  # a number the writer spelt as NaN, whatever the parser made of it
         return values, logged
 
