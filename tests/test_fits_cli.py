@@ -613,6 +613,7 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     text = write("text.csv", "params,tokens\n1e9,lots\n")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", text), "column 'tokens'", "'lots'")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", tmp_path / "nope.csv"), "no such file")
+    one_error_line(run("fit", "surface", "--csv", ""), "'' or .: a directory, not a CSV file")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--at", "1e9,1e10"),
                    "--at and --predict-csv")
     # sizes no run has: a typo or another unit, refused before they overflow 6·N·D or the band

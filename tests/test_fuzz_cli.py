@@ -440,7 +440,7 @@ FIT = [
     Case("fit", "csv-column-missing", ("fit", "endpoint", "--csv", "ladder.csv", "--loss-col", "nll"), 2, ("nll",)),
     Case("fit", "store-missing", ("fit", "endpoint", "--store", "nowhere"), 2, ("nowhere",)),
     Case("fit", "surface-column-missing", ("fit", "surface", "--csv", "ladder.csv", "--at", "x"), 2, ("no column 'params'",)),
-    Case("fit", "curve-every-zero", ("fit", "curve", "--csv", "ladder.csv", "--every", "0"), 2, ("--every 0.0",)),
+    Case("fit", "curve-every-zero", ("fit", "curve", "--csv", "ladder.csv", "--every", "0"), 2, ("--every 0:", "must be in [0.005, 0.5]")),
     Case("fit", "curve-every-nan", ("fit", "curve", "--csv", "ladder.csv", "--every", "nan"), 2, ("--every nan",)),
     Case("fit", "backtest-holdout-text", ("backtest", "--csv", "ladder.csv", "--holdout", "one"), 2, ("--holdout",)),
 ]

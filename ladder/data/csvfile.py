@@ -25,7 +25,8 @@ def need_file(path: Path, how: str = "") -> None:
     if not path.exists():
         raise LadderError(f"{path}: no such file{hint}")
     if path.is_dir():
-        raise LadderError(f"{path}: a directory, not a CSV file{hint}")
+        shown = "'' or ." if str(path) == "." else str(path)  # an empty path reads as the current folder
+        raise LadderError(f"{shown}: a directory, not a CSV file{hint}")
     if not path.is_file():
         raise LadderError(f"{path}: not a regular file (a device or a pipe){hint}")
 
