@@ -492,6 +492,13 @@ case("runs/manifest-history-a-list", 2, "history is not an object")(
     damage(lambda s: (s / "manifest.json").write_text(json.dumps({**_manifest(s), "history": []})), "runs"))
 case("runs/manifest-bad-settings", 2, "settings")(
     damage(lambda s: (s / "manifest.json").write_text(json.dumps({**_manifest(s), "settings": {"fit_metric": ""}})), "runs"))
+case("runs/manifest-missing", 2, "manifest.json: missing", "2 run files in history/", "runs --repair")(
+    damage(lambda s: (s / "manifest.json").unlink(), "runs"))
+case("runs/manifest-an-empty-object", 2, "damaged store manifest (no format)", "runs --repair")(
+    damage(lambda s: (s / "manifest.json").write_text("{}"), "runs"))
+case("pull/into-a-store-whose-manifest-is-missing", 2, "manifest.json: missing", "--repair")(
+    lambda tmp, store: damage(lambda s: (s / "manifest.json").unlink(), "runs")(tmp, store)[:0]
+    + local(GOOD_LINES, "fresh")(tmp, store))
 case("runs/manifest-other-format", 2, "store format 99")(
     damage(lambda s: (s / "manifest.json").write_text(json.dumps({**_manifest(s), "format": 99})), "runs"))
 case("runs/damaged-history-warned-others-listed", 0, "damaged history file", "--repair", "50K-A20K")(
@@ -560,6 +567,8 @@ def _swap_manifest_for_folder(store: Path) -> list[str]:
 
 REPAIRS = [
     ("manifest-a-json-list", lambda s: (s / "manifest.json").write_text("[1]"), "rebuilt the manifest", {TRAINED, OTHER}),
+    ("manifest-missing", lambda s: (s / "manifest.json").unlink(), "rebuilt the manifest", {TRAINED, OTHER}),
+    ("manifest-an-empty-object", lambda s: (s / "manifest.json").write_text("{}"), "rebuilt the manifest", {TRAINED, OTHER}),
     ("runs-table-truncated", lambda s: _truncate(s / _manifest(s)["runs"], 40), "rebuilt the runs table", {TRAINED, OTHER}),
     ("history-truncated", lambda s: _truncate(_history_file(s), 30), "dropped run micro-cpu/169K-A81K", {OTHER}),
     ("healthy", lambda s: None, "nothing to repair", {TRAINED, OTHER}),

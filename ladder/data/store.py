@@ -51,6 +51,8 @@ from ladder.data.storefiles import (
     DamagedHistory,
     collect_garbage,
     commit,
+    committed_history,
+    ever_committed,
     first_line,
     open_history,
     remove_temporary,
@@ -84,8 +86,10 @@ class Store:
 
     # ---- read side ------------------------------------------------------------------------------
     def exists(self) -> bool:
+        """Whether a store is here: its manifest, or (the manifest lost) the run files a committed store holds,
+        which every read then refuses until `repair` rebuilds the manifest from them."""
         self._check_root()
-        return (self.root / "manifest.json").is_file()
+        return (self.root / "manifest.json").is_file() or ever_committed(self.root)
 
     def must_exist(self, how: str) -> Store:
         """This store; where it does not exist yet, a `LadderError`: "no store here", then `how` to make one, or
@@ -261,6 +265,11 @@ class Store:
     def _manifest(self) -> dict[str, Any]:
         path = self.root / "manifest.json"
         if not path.is_file():
+            if ever_committed(self.root):  # a write would take the store for empty and collect its runs as garbage
+                kept = len(committed_history(self.root))
+                raise LadderError(f"{path}: missing, though the folder holds a store's files ({kept} run file"
+                                  f"{'' if kept == 1 else 's'} in history/); {REPAIR.format(root=self.root)} rebuilds "
+                                  "it from them")
             return {"format": FORMAT, "generation": 0, "runs": None, "history": {}}
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -365,6 +374,8 @@ def _manifest_problem(data: Any) -> str:
     """What is wrong with a parsed manifest, or "" when it has the documented shape."""
     if not isinstance(data, dict):
         return f"a JSON {type(data).__name__}, not an object"
+    if "format" not in data or "history" not in data:  # every commit writes both; "{}" is a manifest wiped
+        return f"no {'format' if 'format' not in data else 'history'}"
     if not isinstance(data.get("generation", 0), int):
         return "generation is not an integer"
     if data.get("runs") is not None and not store_name(data["runs"]):

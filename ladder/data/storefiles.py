@@ -157,6 +157,21 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
+def committed_history(root: Path) -> list[Path]:
+    """The history files no pending pull stages: what a committed store holds, whatever its manifest says."""
+    pending = set()
+    for journal in (root / "pending").glob("*.jsonl"):
+        pending |= {str(e.get("history")) for e in read_journal(journal) if isinstance(e, dict)}
+    return [p for p in sorted((root / "history").glob("*.parquet")) if str(p.relative_to(root)) not in pending]
+
+
+def ever_committed(root: Path) -> bool:
+    """Whether `root` holds what only a commit writes, a runs table (one of a first commit cut before its
+    manifest, whose runs a pending pull still stages, aside): a store whose manifest is lost, if it has none."""
+    tables = [p.name for p in root.glob("runs-*.parquet")]
+    return any(not name.startswith("runs-1-") for name in tables) or bool(tables and committed_history(root))
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else type(exc).__name__

@@ -16,9 +16,9 @@ from ladder.data.storefiles import (
     check_row,
     collect_garbage,
     commit,
+    committed_history,
     first_line,
     open_history,
-    read_journal,
 )
 from ladder.errors import LadderError
 
@@ -84,14 +84,9 @@ def repair(store: Store) -> RepairReport:
 
 def manifest_from_files(root: Path) -> dict[str, Any]:
     """A manifest naming, per run, the newest history file that holds its row (pending pulls' files aside)."""
-    pending = set()
-    for journal in (root / "pending").glob("*.jsonl"):
-        pending |= {str(e.get("history")) for e in read_journal(journal) if isinstance(e, dict)}
     newest: dict[str, tuple[float, str]] = {}
-    for path in (root / "history").glob("*.parquet"):
+    for path in committed_history(root):
         name = str(path.relative_to(root))
-        if name in pending:
-            continue
         try:
             meta = pq.read_schema(path).metadata or {}
             run_id = json.loads(meta[ROW_KEY])["run_id"]
