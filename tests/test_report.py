@@ -461,21 +461,23 @@ def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(p
 
 
 def test_plot_leaves_no_figure_of_an_earlier_ladder_beside_this_ones(tmp_path, monkeypatch):
-    from ladder.output import figures
+    from ladder.output import figures, plots
 
     out = tmp_path / "figs"
     out.mkdir()
     for name in figures.FIGURES:
         for kind in ("png", "svg"):
-            (out / f"{name}.{kind}").write_text("an earlier ladder's")
+            (out / f"{name}.{kind}").write_text(f"an earlier ladder's ({plots.FIGURE_TAG})")
     (out / "notes.txt").write_text("mine")
+    (out / "residuals.svg").write_text("mine too: a figure of the user's own under a name ladder draws")
 
     def only_the_curve(store, pred, stage, group):  # a ladder whose runs give only the hero's curve
         return [(stage / f"hero_curve.{kind}") for kind in ("png", "svg") if (stage / f"hero_curve.{kind}").write_text("new")]
 
     monkeypatch.setattr(figures, "_draw", only_the_curve)
     drawn = figures.draw_all(None, None, out)
-    assert sorted(p.name for p in out.iterdir()) == ["hero_curve.png", "hero_curve.svg", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["hero_curve.png", "hero_curve.svg", "notes.txt", "residuals.svg"]
+    assert (out / "residuals.svg").read_text().startswith("mine too")
     assert [p.read_text() for p in drawn] == ["new", "new"]
 
 

@@ -76,12 +76,13 @@ def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[
 def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:
     """Draw every figure into `out_dir` (PNG and SVG); return the paths. The figures are drawn aside and
     moved in together, so an interrupted run leaves the folder as it was; a figure of `FIGURES` an earlier
-    draw left there and this one does not draw (its ladder had no grad norms, say) is removed with them."""
+    draw left there and this one does not draw (its ladder had no grad norms, say) is removed with them, and a
+    file of the same name that no draw wrote (`plots.drawn_here`) is left alone."""
     with staged_folder(out_dir) as stage:
         drawn = _draw(store, pred, stage, group)
         names = {p.name for p in drawn}
         for stale in (f"{f}.{kind}" for f in FIGURES for kind in ("png", "svg")):  # an earlier ladder's: not this one's
-            if stale not in names:
+            if stale not in names and plots.drawn_here(Path(out_dir) / stale):
                 (Path(out_dir) / stale).unlink(missing_ok=True)
     return [Path(out_dir) / p.name for p in drawn]
 

@@ -305,6 +305,20 @@ def _smooth(values: np.ndarray, share: float = 0.02) -> np.ndarray:
     return np.convolve(padded, kernel, mode="valid")
 
 
+FIGURE_TAG = "scaling-ladder figure"
+"""Written into every figure's metadata (PNG Software, SVG creator): how `ladder plot` tells the figures it drew
+from a user's files of the same name, which it leaves alone."""
+
+
+def drawn_here(path: Path) -> bool:
+    """Whether the file at `path` is a figure `save` wrote (its metadata, in the first 64 KiB, carries the tag)."""
+    try:
+        with open(path, "rb") as f:
+            return FIGURE_TAG.encode() in f.read(65536)
+    except OSError:
+        return False
+
+
 def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
     """Write `name`.png and `name`.svg; close the figure. The same figure gives the same bytes on a rerun (no
     date in the SVG, its element ids from a fixed salt), so a figure that did not change shows no diff."""
@@ -313,7 +327,8 @@ def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
     paths = []
     for fmt in ("png", "svg"):
         with atomic_path(out / f"{name}.{fmt}") as tmp, matplotlib.rc_context({"svg.hashsalt": "scaling-ladder"}):
-            fig.savefig(tmp, format=fmt, dpi=130, metadata={"Date": None} if fmt == "svg" else None)
+            fig.savefig(tmp, format=fmt, dpi=130, metadata={"Date": None, "Creator": FIGURE_TAG} if fmt == "svg"
+                        else {"Software": FIGURE_TAG})
         paths.append(out / f"{name}.{fmt}")
     plt.close(fig)
     return paths
