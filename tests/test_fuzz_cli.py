@@ -15,7 +15,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -382,6 +382,14 @@ WATCH = [
     _watch("another-run", "prediction-for-another-run", ["the prediction is for 'someone-else'"], 2),
     _watch("state-of-another-run", "state-of-another-run", ["belongs to run 'other'"], 2),
     _watch("state-corrupt", "state-corrupt", ["not a watch state file"], 2),
+    replace(_watch("jsonl-a-yaml-file", "on-track", ["--jsonl r.yaml", "not a JSON object"], 2,
+                               ("--jsonl", "r.yaml")), files={"r.yaml": "name: hero\nseed: 0\n"}),
+    replace(_watch("jsonl-earlier-alerts", "on-track", ["step", "OK"], 0, ("--jsonl", "old.jsonl")),
+                        files={"old.jsonl": '{"run": "hero", "level": "warning"}\n'}),
+    _watch("jsonl-in-the-store", "on-track", ["--jsonl store/pending/a.jsonl", "in the metric store"], 2,
+           ("--jsonl", "store/pending/a.jsonl")),
+    _watch("state-in-the-store", "on-track", ["--state store/state.json", "in the metric store"], 2,
+           ("--state", "store/state.json")),
     _watch("poll-zero", "", ["--poll 0.0"], 2, ("--poll", "0")),
     _watch("poll-nan", "", ["--poll nan"], 2, ("--poll", "nan")),
     _watch("poll-inf", "", ["--poll inf"], 2, ("--poll", "inf")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from datetime import datetime
@@ -92,11 +93,11 @@ def watch_command(
     source = _source(local, offline, wandb, 3 * stale_minutes * 60)
     source = None if source is None else only_run(source, pred.run_name)
     overrides = CoordinateOverrides.parse(coord, coords)
-    state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json")
+    state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json", store)
     kept = None if deadline is None else _deadline(deadline, state, pred.run_name)
     rules = AlertRules(metric=pred.metric, stale_after_s=stale_minutes * 60,
                        deadline=None if kept is None else kept["at"])
-    jsonl = _watch_file(jsonl or folder / "alerts.jsonl", "--jsonl", "alerts.jsonl")
+    jsonl = _watch_file(jsonl or folder / "alerts.jsonl", "--jsonl", "alerts.jsonl", store)
     if jsonl.absolute() == state.absolute():
         raise LadderError(f"--jsonl and --state are both {jsonl}; give each its own file")
     sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl, pred.run_name)}
@@ -137,9 +138,10 @@ def watch_command(
     raise typer.Exit(result.exit_code)
 
 
-def _watch_file(path: Path, option: str, own: str) -> Path:
+def _watch_file(path: Path, option: str, own: str, store: Path) -> Path:
     """A file the watch writes (its state or its alerts): not a prediction's or a store's file, not the other
-    watch file, and in a folder it can write, checked before any alert is sent."""
+    watch file, not in a store, for the alerts a file of JSON lines where it exists (they are appended), and in
+    a folder it can write, checked before any alert is sent."""
     from ladder.outpaths import can_write_in, kept_by
     from ladder.predict.prediction import WATCH_FILES
 
@@ -151,6 +153,12 @@ def _watch_file(path: Path, option: str, own: str) -> Path:
         if (keeper is not None or p.name in WATCH_FILES) and p.name != own:
             raise LadderError(f"{option} {p}: is a file of {keeper or 'another watch'}; give the path of another "
                               "file (writing into it would destroy it)")
+        if own.endswith(".jsonl") and not _json_lines(p):
+            raise LadderError(f"{option} {p}: exists and its last line is not a JSON object, so it is no alerts "
+                              "file; give the path of a new file or of earlier alerts (appending would spoil it)")
+    if Path(store).absolute() in p.absolute().parents:  # the store may not exist yet: the watch makes it
+        raise LadderError(f"{option} {p}: is in the metric store {store}; give a path outside it (files there "
+                          "would mix with the store's)")
     folder = next((q for q in p.absolute().parents if q.exists()), None)
     if folder is None or not folder.is_dir():
         raise LadderError(f"{option} {p}: cannot write in {folder}; give a path in a folder you can write")
@@ -178,6 +186,23 @@ def _deadline(deadline: str, state_path: Path, run: str) -> dict:
                       f"by {_clock(at)} (give other hours or an ISO time to move it)", highlight=False)
         return {"given": deadline.strip(), "at": at}
     return {"given": deadline.strip(), "at": time.time() + seconds_until(deadline)}
+
+
+def _json_lines(p: Path) -> bool:
+    """Whether the file at `p` is empty or ends in a line that is a JSON object (a file of JSON lines)."""
+    try:
+        with open(p, "rb") as f:
+            f.seek(max(p.stat().st_size - 65536, 0))
+            tail = f.read().splitlines()
+    except OSError:
+        return True  # unreadable: the writer says why
+    last = next((line for line in reversed(tail) if line.strip()), None)
+    if last is None:
+        return True
+    try:
+        return isinstance(json.loads(last), dict)
+    except ValueError:
+        return False
 
 
 def _in_hours(deadline: str | None) -> bool:
