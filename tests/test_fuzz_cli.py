@@ -237,6 +237,8 @@ PLAN = [
           ["width 33", "multiple of 16"]),
     _plan("widths-depths-mismatch", ["micro-cpu", "--widths", "32,48", "--depths", "2"], ["--widths gives 2", "--depths gives 1"]),
     _plan("widths-text", ["micro-cpu", "--widths", "wide"], ["--widths 'wide'", "expected integers"]),
+    _plan("widths-an-empty-item", ["micro-cpu", "--widths", "32,,48", "--depths", "2,2"],
+          ["--widths '32,,48'", "expected integers"]),
     _plan("widths-huge-int", ["micro-cpu", "--widths", "1" + "0" * 30, "--depths", "2"], ["at most 1,048,576 wide"]),
     _plan("racks-zero", ["micro-cpu", "--racks", "0,1,1,1"], ["batch multiplier=0", "positive"]),
     _plan("racks-count", ["micro-cpu", "--racks", "1,1"], ["--racks gives 2 values for 4 rungs"]),

@@ -323,8 +323,11 @@ def parse_int_list(text: str | None, option: str, example: str = "768,1024") -> 
     """Integers separated by commas, in the order given."""
     if text is None:
         return None
+    items = text.replace(" ", "").split(",")
+    if items[-1] == "":
+        items.pop()  # "768,1024,": a trailing comma names no item
     try:
-        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+        values = [int(x) for x in items]  # "32,,48": an empty item is a typo, not a skip
     except ValueError:
         raise LadderError(f"{option} {text!r}: expected integers separated by commas, e.g. {example}") from None
     return values
