@@ -64,3 +64,14 @@ def test_one_killed_run_says_to_add_resume(tmp_path, monkeypatch):
     assert res.stderr.strip().splitlines() == [
         f"{cfg.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); add --resume to the command "
         f"to resume it from its last checkpoint ({tmp_path / 'runs' / cfg.name})"]
+
+
+def test_a_recipe_given_where_a_run_config_goes_says_how_to_plan_it(tmp_path):
+    from pathlib import Path
+
+    import ladder.config.presets as presets
+
+    recipe = Path(presets.__file__).parent / "micro-cpu.yaml"
+    res = CliRunner().invoke(app, ["train", str(recipe)])
+    assert res.exit_code == 2 and "a recipe (it has rungs), not a run config" in res.output, res.output
+    assert f"ladder plan {recipe} --out DIR" in " ".join(res.output.split())

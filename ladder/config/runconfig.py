@@ -287,7 +287,11 @@ class RunConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunConfig:
-        return cls.from_dict(load_yaml(path), where=str(path))
+        data = load_yaml(path)
+        if isinstance(data, dict) and ("rungs" in data or "arch" in data) and "spec" not in data:
+            raise LadderError(f"{path}: a recipe (it has {'rungs' if 'rungs' in data else 'arch'}), not a run config; "
+                              f"`ladder plan {path} --out DIR` writes one per run (DIR/NAME.yaml, the hero's too)")
+        return cls.from_dict(data, where=str(path))
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
