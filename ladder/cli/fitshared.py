@@ -82,7 +82,7 @@ def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, dr
     header = endpointcsv.column_names(csv)
     if step_col and step_col != DEFAULT_STEP_COL and header is not None and step_col not in header:
         raise csvfile.no_column(csv, step_col, "--step-col", header)  # a typo would read the rows in file order
-    run = endpointcsv.run_column(csv, run_col, step_col)
+    run = endpointcsv.run_column(header, run_col, step_col)
     return fitdata.Columns(run=run or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
                            **more)
 

@@ -151,6 +151,14 @@ class ResourcesConfig:
             raise LadderError(f"resources.hosts={self.hosts} must be at least 1")
 
 
+def recipe_mark(data: Any) -> str:
+    """The key that makes parsed YAML a recipe, not one run's or model's config ("rungs" or "arch"; "" when it is
+    neither): what `ladder plan` reads, given where a run config goes."""
+    if not isinstance(data, dict) or "spec" in data:
+        return ""
+    return next((key for key in ("rungs", "arch") if key in data), "")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     name: str
@@ -288,9 +296,10 @@ class RunConfig:
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunConfig:
         data = load_yaml(path)
-        if isinstance(data, dict) and ("rungs" in data or "arch" in data) and "spec" not in data:
-            raise LadderError(f"{path}: a recipe (it has {'rungs' if 'rungs' in data else 'arch'}), not a run config; "
-                              f"`ladder plan {path} --out DIR` writes one per run (DIR/NAME.yaml, the hero's too)")
+        mark = recipe_mark(data)
+        if mark:
+            raise LadderError(f"{path}: a recipe (it has {mark}), not a run config; `ladder plan {path} --out DIR` "
+                              "writes one per run (DIR/NAME.yaml, the hero's too)")
         return cls.from_dict(data, where=str(path))
 
     def replace(self, **changes: Any) -> RunConfig:

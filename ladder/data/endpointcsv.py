@@ -18,13 +18,12 @@ from ladder.data import csvfile
 DEFAULT_RUN_COL = "run_id"
 
 
-def run_column(path: str | Path, run: str | None, step: str | None) -> str:
-    """The run column to read `path` with: `run` when the user named one ('' for none); else
-    `run_id`, unless the file has neither `run_id` nor the `step` column, which makes it a table
-    of one row per run ('')."""
+def run_column(header: list[str] | None, run: str | None, step: str | None) -> str:
+    """The run column to read a CSV with `header` (its `column_names`) by: `run` when the user named one ('' for
+    none); else `run_id`, unless the file has neither `run_id` nor the `step` column, which makes it a table of
+    one row per run ('')."""
     if run is not None:
         return run
-    header = column_names(path)
     if header is None:
         return DEFAULT_RUN_COL  # unreadable: the data reader says why
     checkpoints = DEFAULT_RUN_COL in header or (step and step in header)

@@ -98,7 +98,6 @@ class Curves:
         return dataclasses.replace(self, fractions=self.fractions[first:], losses=self.losses[:, first:],
                                    notes=self.notes + (note,))
 
-
     def with_short_runs_noted(self) -> Curves:
         """These curves with a note naming each run that stops short of the last fraction (crashed, still running,
         or cut), which the fit at later fractions goes without."""
