@@ -569,3 +569,32 @@ def test_a_watch_of_a_run_that_has_ended_says_so_and_stops(tmp_path, replay):
     text = " ".join(res.output.split())
     assert f"the run crashed at step {int(steps[1]):,}" in text and "no new eval since" in text, res.output
     assert res.exit_code == 5  # a crash before the plan's end is an alarm
+
+
+def test_a_metric_logged_between_the_prediction_s_steps_gets_one_verdict_per_step_of_the_prediction(tmp_path, replay):
+    """The replayed run's whole curve (a value every 128 steps) as its train loss, against a prediction of
+    the train loss at its 20 steps: a verdict per step of the prediction, each on the mean since the last."""
+    import dataclasses
+
+    import fit_datasets as D
+
+    pred, config, steps, _ = replay
+    (curve,) = [c for c in D.mpl_curves(size="400M", split="test") if TARGET in c.name]
+    pred = dataclasses.replace(pred, metric="train/loss")
+    pred.save(tmp_path / "prediction")
+    run_dir = tmp_path / "runs" / config.name
+    run_dir.mkdir(parents=True)
+    config.save(run_dir / "run.yaml")
+    rows = [{"step": int(s), "train/loss": float(y)} for s, y in zip(curve.steps, curve.loss)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "status.json").write_text(json.dumps({"state": "finished", "step": int(curve.steps.max())}))
+    res = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "prediction"), "--local", str(run_dir),
+                              "--store", str(tmp_path / "store"), "--once"])
+    assert res.exit_code in (0, 4), res.output
+    verdicts = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())["verdicts"]
+    assert [v["step"] for v in verdicts] == [int(s) for s in steps[1:]]  # not one per logged value (171)
+    first = int(curve.steps[curve.steps > steps[0]][0])
+    mean = float(curve.loss[(curve.steps > steps[0]) & (curve.steps <= steps[1])].mean())
+    assert verdicts[0]["value"] == pytest.approx(mean)
+    assert f"(mean of {int(((curve.steps > steps[0]) & (curve.steps <= steps[1])).sum())} values logged at steps " \
+           f"{first:,}–{int(steps[1]):,})" in " ".join(res.output.split())

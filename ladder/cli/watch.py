@@ -79,7 +79,8 @@ def watch_command(
     slow drift (CUSUM), loss spikes, NaN/inf, grad-norm shape against the rungs, MoE drop
     fraction, stale telemetry, throughput against a deadline. A schedule edit in the run's config
     triggers a new prediction from the realised LR sequence. Alerts are never sent twice, also
-    across restarts.
+    across restarts. A metric logged much more often than the prediction's steps (a per-step train
+    loss) is judged once per predicted step, on its mean since the step before.
 
     Exit codes, of the last check (with --once, or when the run has ended), the worst verdict among
     the evals it judged (with no new eval, the last eval's): 0 on track; 3 cannot

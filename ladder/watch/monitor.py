@@ -30,6 +30,7 @@ from ladder.data.sources.pull import PullSkipped, Source, pull
 from ladder.data.store import Store
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
 from ladder.predict.prediction import Prediction, keep_prediction
+from ladder.watch.judged import BAND_COLUMNS, averaged
 from ladder.watch.rules import (
     CANNOT_JUDGE,
     LEVELS,
@@ -46,7 +47,6 @@ from ladder.watch.state import WatchState
 
 EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
 """Exit code of each verdict; 1 (a bug) and 2 (a usage error) belong to the CLI."""
-BAND_COLUMNS = ["median", "lo50", "hi50", "lo90", "hi90"]
 
 Repredict = Callable[[Prediction, dict], Prediction]
 """Given the stale prediction and the run's config (with its schedule edits), a new prediction."""
@@ -183,7 +183,8 @@ class Watcher:
             state.advanced_at = now
         ended = str(run["state"]) != "running"  # an ended run is not stale, however long ago it stopped
         return Observed(series, int(run["stop_after_steps"]), int(run["tokens_per_step"]),
-                        last_update=None if ended else state.advanced_at, logged=logged)
+                        last_update=None if ended else state.advanced_at, logged=logged,
+                        grid=None if unusable(self.prediction) else self.prediction.table["step"].to_numpy(np.int64))
 
     def _rung_refs(self, run: pd.Series) -> tuple[RungCurves | None, RungCurves | None]:
         """The rungs' grad norm and drop fraction against fraction of their run, each with its projection
@@ -251,7 +252,8 @@ class Watcher:
 
     def _verdicts(self, obs: Observed, alerts: list[Alert], state: WatchState,
                   finished: bool = False) -> tuple[list[str], str]:
-        evals = obs.column(self.rules.metric)
+        points = obs.judged(self.prediction, self.rules.metric)
+        evals = points["value"]
         # The last eval judged, not the last step seen: a step's train row can arrive before its eval.
         judged = max((int(v["step"]) for v in state.verdicts), default=0)
         # An eval logged again with another value (a run resumed from a checkpoint) is judged again.
@@ -262,22 +264,22 @@ class Watcher:
         new_evals = [int(s) for s in evals.index if s > judged]
         lines, verdict, worst = [], "ok", "ok"
         prev = max([int(s) for s in evals.index if s <= judged], default=0)
-        at = self.prediction.at(np.array(new_evals)) if new_evals else None
-        for i, step in enumerate(new_evals):
+        for step in new_evals:
             window = [a for a in alerts if prev < a.step <= step and a.rule not in ("stale", "throughput", "deadline")]
             verdict = _worst(window)
-            row = at.iloc[i]
-            value = float(evals.loc[step])
+            row = points.loc[step]
+            value = float(row["value"])
+            mean = averaged(int(row["n"]), int(row["first_step"]), step)
             frac = self.prediction.fraction_label(step, obs.planned_steps)
             why_not = self._not_comparable(row, step)
             if not np.isfinite(value):  # the NaN rule alerts once; every such eval is an alarm
-                cmp = f"{value} (not a finite loss)"
+                cmp = f"{value}{mean} (not a finite loss)"
                 verdict = "alarm"
             elif why_not is None:
-                cmp = (f"{value:.4f} vs predicted {row['median']:.4f} "
+                cmp = (f"{value:.4f}{mean} vs predicted {row['median']:.4f} "
                        f"(50% band {row['lo50']:.4f}–{row['hi50']:.4f}; error {row['median'] / value - 1:+.2%})")
             else:
-                cmp = f"{value:.4f} ({why_not}: not compared)"
+                cmp = f"{value:.4f}{mean} ({why_not}: not compared)"
                 verdict = _worse(verdict, CANNOT_JUDGE)
             again = " (logged again after a resume)" if step in changed else ""
             lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}{again}: {verdict.upper()}")
@@ -292,7 +294,7 @@ class Watcher:
             verdict = worst
         elif state.verdicts:
             verdict = state.verdicts[-1]["verdict"]
-        elif not new_evals and evals.empty and self._metric_missing(obs, finished):
+        elif not new_evals and obs.column(self.rules.metric).empty and self._metric_missing(obs, finished):
             verdict = CANNOT_JUDGE
             others = ", ".join(c for c in obs.series.columns if str(c).startswith("eval")) or "no eval metric"
             lines.append(f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)}): the run "

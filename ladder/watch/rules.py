@@ -18,6 +18,7 @@ import pandas as pd
 from ladder import metrics as keys
 from ladder.predict.prediction import Prediction
 from ladder.predict.replan import horizon_that_fits
+from ladder.watch.judged import averaged, compared, judged_steps
 
 if TYPE_CHECKING:  # scipy stays out of `ladder --help`
     from fits.trends import Projection
@@ -121,6 +122,9 @@ class Observed:
     """Unix time of the newest telemetry, when the source knows it."""
     logged: pd.DataFrame | None = None
     """Which cells of `series` the run logged (a logged NaN is kept); None: every non-NaN cell."""
+    grid: np.ndarray | None = None
+    """The prediction's steps: an eval metric logged much more often is judged once per step of them
+    (`ladder.watch.judged`); None: at every step it is logged."""
 
     def column(self, key: str) -> pd.Series:
         """The values the run logged for `key` (NaN and inf included when `logged` says so)."""
@@ -129,6 +133,13 @@ class Observed:
         if self.logged is not None and key in self.logged.columns:
             return self.series[key][self.logged[key].to_numpy(bool)]
         return self.series[key].dropna()
+
+    def judged(self, pred: Prediction, key: str) -> pd.DataFrame:
+        """The points at which `key` is judged, with the prediction beside each (`judged.compared`)."""
+        return compared(self.column(key), self.grid, pred)
+
+    def judged_steps(self, key: str) -> np.ndarray:
+        return judged_steps(self.column(key), self.grid)
 
     @property
     def last_step(self) -> int:
@@ -156,12 +167,9 @@ class RungCurves:
 
 def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
     """The eval metric against the prediction at the same step."""
-    y = obs.column(rules.metric)
-    if y.empty:
-        return []
-    at = pred.at(y.index.to_numpy())
     out = []
-    for (step, value), row in zip(y.items(), at.itertuples()):
+    for row in obs.judged(pred, rules.metric).itertuples():
+        step, value = row.Index, row.value
         bands = (row.median, row.lo50, row.hi50, row.lo90, row.hi90)
         if not row.in_assumptions or not np.isfinite(bands).all() or not np.isfinite(value):
             continue  # the watcher reports such an eval as cannot-judge
@@ -177,7 +185,7 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             edge = row.median + limit if above else row.median - limit
             out.append(Alert(
                 "deviation", level, int(step),
-                f"{rules.metric} {value:.4f} is {abs(value / row.median - 1):.2%} "
+                f"{rules.metric} {value:.4f}{averaged(row.n, row.first_step, step)} is {abs(value / row.median - 1):.2%} "
                 f"{'above' if above else 'below'} the predicted {row.median:.4f} (error {rel:+.2%}, past "
                 f"{row.median / edge - 1:+.2%}, the error at {edge:.4f}: the {band} band's "
                 f"{'upper' if above else 'lower'} edge or {(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%} "
@@ -194,14 +202,14 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
     (from its 90% band), the eval-to-eval noise measured so far (a robust scale of successive
     differences) and `drift_noise`. A constant offset is the band rule's business and a single noisy
     eval does not accumulate; a steady climb beyond what the prediction allows does."""
-    y = obs.column(rules.metric)
-    if y.empty:
+    at = obs.judged(pred, rules.metric)
+    if at.empty:
         return []
-    at = pred.at(y.index.to_numpy())
-    ok = at["in_assumptions"].to_numpy(bool) & np.isfinite(at["median"].to_numpy()) & np.isfinite(y.to_numpy())
-    steps = y.index.to_numpy()[ok]
-    med = at["median"].to_numpy()[ok]
-    resid = np.log(y.to_numpy()[ok] / med)
+    value = at["value"].to_numpy(float)
+    ok = at["in_assumptions"].to_numpy(bool) & np.isfinite(at["median"].to_numpy(float)) & np.isfinite(value)
+    steps = at.index.to_numpy()[ok]
+    med = at["median"].to_numpy(float)[ok]
+    resid = np.log(value[ok] / med)
     spread = (at["hi90"].to_numpy()[ok] - at["lo90"].to_numpy()[ok]) / (2 * 1.645) / med
     n0 = rules.drift_baseline_evals
     if len(resid) <= n0:
@@ -398,7 +406,7 @@ def _above_projection(obs: Observed, series: pd.Series, proj: Projection, rules:
     med, _, hi = proj.at(frac, 0.9)
     with np.errstate(invalid="ignore"):  # NaN (no projection there, too few points yet): not above
         above = (smooth > np.maximum(hi, med + margin)) & (frac >= rules.projection_skip)
-    evals = obs.column(rules.metric).index.to_numpy(np.int64)
+    evals = obs.judged_steps(rules.metric)
     evals = evals[(evals >= steps[0]) & (evals <= steps[-1])] if len(evals) else steps[-1:]
     # the series' last point at or before each eval
     at = np.searchsorted(steps, evals, side="right") - 1

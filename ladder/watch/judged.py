@@ -1,0 +1,107 @@
+"""The points at which a run's eval metric is judged, and the prediction beside each.
+
+A metric logged at the prediction's steps, or less often, is judged at every step it is logged. One
+logged more often (a per-step train loss, or evals every few steps against a prediction made at the
+planned evals: most intervals between the prediction's steps hold two or more) is judged once per step
+of the prediction: the mean of the values logged since
+the prediction's step before, against the prediction's mean over the same steps. Per-step noise then
+neither passes for a deviation nor floods the terminal with a verdict a step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from ladder.predict.prediction import Prediction
+
+BAND_COLUMNS = ["median", "lo50", "hi50", "lo90", "hi90"]
+
+
+def _interval(steps: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Which interval of the grid each step falls in: 0 up to its first step, i for (grid[i-1], grid[i]],
+    and past its end intervals of its last spacing, numbered on."""
+    i = np.searchsorted(grid, steps, side="left")
+    past = steps > grid[-1]
+    i[past] = len(grid) + (steps[past] - grid[-1] - 1) // (grid[-1] - grid[-2])
+    return i
+
+
+def is_dense(steps: np.ndarray, grid: np.ndarray | None) -> bool:
+    """Whether a metric logged at `steps` is logged more often than the prediction's `grid`: most of the
+    grid's intervals it was logged in hold two or more of its steps (step 0, an eval before training,
+    left out). An eval logged at the grid's steps, with now and then one between, is not."""
+    if grid is None or len(grid) < 2:
+        return False
+    steps = np.asarray(steps, np.int64)
+    steps = steps[steps > 0]
+    if len(steps) < 2:
+        return False
+    counts = np.bincount(_interval(steps, np.asarray(grid, np.int64)))
+    return float(np.median(counts[counts > 0])) >= 2
+
+
+def point_of(steps: np.ndarray, grid: np.ndarray | None) -> np.ndarray:
+    """The judged point each logged step belongs to, by the point's step; 0 for a step not judged.
+
+    Sparse: every step is its own point. Dense: the end of its interval of `grid`, the first step of the
+    grid at or after it (past the grid's end, steps of the grid's last spacing go on). A step up to the
+    grid's first is not judged: the prediction does not reach back to where that point's values begin."""
+    steps = np.asarray(steps, np.int64)
+    if not is_dense(steps, grid):
+        return steps
+    g = np.asarray(grid, np.int64)
+    i = _interval(steps, g)
+    ends = np.concatenate([[0], g[1:]])
+    out = ends[np.minimum(i, len(g) - 1)]
+    past = i >= len(g)
+    out[past] = g[-1] + (i[past] - len(g) + 1) * (g[-1] - g[-2])
+    return out
+
+
+def judged_steps(y: pd.Series, grid: np.ndarray | None) -> np.ndarray:
+    """The steps of the points judged so far: a dense metric's point once it has been logged at or past it."""
+    if y.empty:
+        return np.array([], np.int64)
+    steps = y.index.to_numpy(np.int64)
+    points = np.unique(point_of(steps, grid))
+    return points[(points > 0) & (points <= steps.max())] if is_dense(steps, grid) else points
+
+
+def compared(y: pd.Series, grid: np.ndarray | None, pred: Prediction) -> pd.DataFrame:
+    """The judged points of `y` (index: step) with their value, how many logged values make it (`n`), the
+    first of their steps (`first_step`), and the prediction's median, bands and `in_assumptions` there.
+
+    A point averages the steps the prediction covers; its value is NaN when any value in it is not finite
+    (the non-finite rule names it), and its bands are NaN when the prediction covers none of its steps."""
+    cols = ["value", "n", "first_step", *BAND_COLUMNS, "in_assumptions"]
+    if y.empty:
+        return pd.DataFrame(columns=cols, index=pd.Index([], name="step"))
+    steps = y.index.to_numpy(np.int64)
+    at = pred.at(steps)
+    if not is_dense(steps, grid):
+        frame = at.drop(columns="step").assign(value=y.to_numpy(float), n=1, first_step=steps)
+        return frame.set_index(pd.Index(steps, name="step"))[cols]
+    frame = at.drop(columns="step").assign(
+        value=y.to_numpy(float), point=point_of(steps, grid), step=steps,
+        covered=np.isfinite(at[BAND_COLUMNS].to_numpy(float)).all(axis=1),
+    )
+    rows = {}
+    for point, group in frame[frame["point"].isin(judged_steps(y, grid))].groupby("point", sort=True):
+        inside = group[group["covered"]] if group["covered"].any() else group
+        values = inside["value"].to_numpy(float)
+        row = {c: float(inside[c].mean()) if group["covered"].any() else float("nan") for c in BAND_COLUMNS}
+        row["value"] = float(values.mean()) if np.isfinite(group["value"].to_numpy(float)).all() else float("nan")
+        row["n"] = len(inside)
+        row["first_step"] = int(inside["step"].min())
+        row["in_assumptions"] = bool(inside["in_assumptions"].all())
+        rows[int(point)] = row
+    return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("step")
+
+
+def averaged(n: int, first: int, step: int) -> str:
+    """How a judged point's value was made, when it is a mean of several logged values."""
+    return "" if n <= 1 else f" (mean of {n} values logged at steps {first:,}–{step:,})"
