@@ -63,25 +63,28 @@ def test_a_point_is_the_mean_over_its_steps_against_the_prediction_s_mean_there(
     y = per_step(upto=450)
     pred = prediction()
     points = compared(y, GRID, pred)
-    # up to the prediction's first step nothing is judged: the prediction does not cover what a point there
-    # would average; 450 is not done: the point at 500 waits for its end
-    assert points.index.tolist() == [200, 300, 400]
+    assert points.index.tolist() == [100, 200, 300, 400]  # 450 is not done: the point at 500 waits for its end
     row = points.loc[300]
-    assert row["n"] == 100 and row["first_step"] == 201
+    assert row["n"] == row["covered"] == 100 and row["first_step"] == 201
     assert row["value"] == pytest.approx(y.loc[201:300].mean())
     assert row["median"] == pytest.approx(pred.at(np.arange(201, 301))["median"].mean())
+    # the prediction begins at step 100: the point there spans one of its 100 steps and is not judged on it
+    assert points.loc[100, "covered"] == 1 and points.loc[100, ["median", "lo90", "hi90"]].isna().all()
 
 
 def test_a_metric_logged_at_the_prediction_s_steps_or_less_often_is_judged_at_each_step():
-    # at its steps, at every third, with an eval before training, with one extra eval between two of them
-    for steps in (GRID, GRID[::3], np.array([0, *GRID]), np.sort(np.array([*GRID, 250]))):
+    # at its steps, at every third, with an eval before training, with one extra eval between two of them, at
+    # its spacing before a prediction that begins late
+    late = np.arange(100, 1001, 100)
+    for steps in (GRID, GRID[::3], np.array([0, *GRID]), np.sort(np.array([*GRID, 250])), late):
         y = pd.Series(curve(np.maximum(steps, 1)), index=steps)
-        assert (point_of(steps, GRID) == steps).all()
-        assert judged_steps(y, GRID).tolist() == steps.tolist()
+        for grid in (GRID, GRID[GRID > 500]):
+            assert (point_of(steps, grid) == steps).all()
+            assert judged_steps(y, grid).tolist() == steps.tolist()
     # the first two evals, at the prediction's first two steps, already say so
     assert (point_of(GRID[:2], GRID) == GRID[:2]).all()
     # an eval every 40 steps against a prediction every 100 is averaged (2 or 3 to a point)
-    assert point_of(np.arange(40, 401, 40), GRID).tolist() == [0, 0, 200, 200, 200, 300, 300, 400, 400, 400]
+    assert point_of(np.arange(40, 401, 40), GRID).tolist() == [100, 100, 200, 200, 200, 300, 300, 400, 400, 400]
 
 
 def test_steps_past_the_prediction_make_points_of_its_last_spacing_that_cannot_be_judged():

@@ -22,12 +22,20 @@ BAND_COLUMNS = ["median", "lo50", "hi50", "lo90", "hi90"]
 
 
 def _interval(steps: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Which interval of the grid each step falls in: 0 up to its first step, i for (grid[i-1], grid[i]],
-    and past its end intervals of its last spacing, numbered on."""
+    """Which interval of the grid each step falls in: i for (grid[i-1], grid[i]], and beyond the grid's
+    ends intervals of its first and last spacings, numbered on (0 and below before its first step)."""
     i = np.searchsorted(grid, steps, side="left")
-    past = steps > grid[-1]
+    before, past = steps <= grid[0], steps > grid[-1]
+    i[before] = -((grid[0] - steps[before]) // (grid[1] - grid[0]))
     i[past] = len(grid) + (steps[past] - grid[-1] - 1) // (grid[-1] - grid[-2])
     return i
+
+
+def _end(i: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The last step of each interval `i` (`_interval`)."""
+    inside = np.clip(i, 0, len(grid) - 1)
+    return np.where(i <= 0, grid[0] + i * (grid[1] - grid[0]),
+                    np.where(i >= len(grid), grid[-1] + (i - len(grid) + 1) * (grid[-1] - grid[-2]), grid[inside]))
 
 
 def is_dense(steps: np.ndarray, grid: np.ndarray | None) -> bool:
@@ -40,26 +48,20 @@ def is_dense(steps: np.ndarray, grid: np.ndarray | None) -> bool:
     steps = steps[steps > 0]
     if len(steps) < 2:
         return False
-    counts = np.bincount(_interval(steps, np.asarray(grid, np.int64)))
-    return float(np.median(counts[counts > 0])) >= 2
+    _, counts = np.unique(_interval(steps, np.asarray(grid, np.int64)), return_counts=True)
+    return float(np.median(counts)) >= 2
 
 
 def point_of(steps: np.ndarray, grid: np.ndarray | None) -> np.ndarray:
-    """The judged point each logged step belongs to, by the point's step; 0 for a step not judged.
+    """The judged point each logged step belongs to, by the point's step.
 
-    Sparse: every step is its own point. Dense: the end of its interval of `grid`, the first step of the
-    grid at or after it (past the grid's end, steps of the grid's last spacing go on). A step up to the
-    grid's first is not judged: the prediction does not reach back to where that point's values begin."""
+    Sparse: every step is its own point. Dense: the last step of its interval of `grid` (the first step
+    of the grid at or after it; beyond the grid's ends, intervals of its first and last spacings)."""
     steps = np.asarray(steps, np.int64)
     if not is_dense(steps, grid):
         return steps
     g = np.asarray(grid, np.int64)
-    i = _interval(steps, g)
-    ends = np.concatenate([[0], g[1:]])
-    out = ends[np.minimum(i, len(g) - 1)]
-    past = i >= len(g)
-    out[past] = g[-1] + (i[past] - len(g) + 1) * (g[-1] - g[-2])
-    return out
+    return _end(_interval(steps, g), g)
 
 
 def judged_steps(y: pd.Series, grid: np.ndarray | None) -> np.ndarray:
@@ -73,31 +75,33 @@ def judged_steps(y: pd.Series, grid: np.ndarray | None) -> np.ndarray:
 
 def compared(y: pd.Series, grid: np.ndarray | None, pred: Prediction) -> pd.DataFrame:
     """The judged points of `y` (index: step) with their value, how many logged values make it (`n`), the
-    first of their steps (`first_step`), and the prediction's median, bands and `in_assumptions` there.
+    first of their steps (`first_step`), how many of those the prediction's steps span (`covered`), and
+    the prediction's median, bands and `in_assumptions` there.
 
-    A point averages the steps the prediction covers; its value is NaN when any value in it is not finite
-    (the non-finite rule names it), and its bands are NaN when the prediction covers none of its steps."""
-    cols = ["value", "n", "first_step", *BAND_COLUMNS, "in_assumptions"]
+    A point's value is NaN when any value in it is not finite (the non-finite rule names it). Its bands are
+    the prediction's means over the same steps, NaN unless the prediction spans them all: a point the
+    prediction reaches only in part cannot be judged (one noisy value is not a mean)."""
+    cols = ["value", "n", "first_step", "covered", *BAND_COLUMNS, "in_assumptions"]
     if y.empty:
         return pd.DataFrame(columns=cols, index=pd.Index([], name="step"))
     steps = y.index.to_numpy(np.int64)
     at = pred.at(steps)
+    table = pred.table["step"].to_numpy(np.int64)
+    covered = (steps >= table.min()) & (steps <= table.max())
     if not is_dense(steps, grid):
-        frame = at.drop(columns="step").assign(value=y.to_numpy(float), n=1, first_step=steps)
+        frame = at.drop(columns="step").assign(value=y.to_numpy(float), n=1, first_step=steps,
+                                               covered=covered.astype(int))
         return frame.set_index(pd.Index(steps, name="step"))[cols]
-    frame = at.drop(columns="step").assign(
-        value=y.to_numpy(float), point=point_of(steps, grid), step=steps,
-        covered=np.isfinite(at[BAND_COLUMNS].to_numpy(float)).all(axis=1),
-    )
+    frame = at.drop(columns="step").assign(value=y.to_numpy(float), point=point_of(steps, grid), step=steps,
+                                           covered=covered)
     rows = {}
     for point, group in frame[frame["point"].isin(judged_steps(y, grid))].groupby("point", sort=True):
-        inside = group[group["covered"]] if group["covered"].any() else group
-        values = inside["value"].to_numpy(float)
-        row = {c: float(inside[c].mean()) if group["covered"].any() else float("nan") for c in BAND_COLUMNS}
-        row["value"] = float(values.mean()) if np.isfinite(group["value"].to_numpy(float)).all() else float("nan")
-        row["n"] = len(inside)
-        row["first_step"] = int(inside["step"].min())
-        row["in_assumptions"] = bool(inside["in_assumptions"].all())
+        values = group["value"].to_numpy(float)
+        whole = bool(group["covered"].all())
+        row = {c: float(group[c].to_numpy(float).mean()) if whole else float("nan") for c in BAND_COLUMNS}
+        row |= {"value": float(values.mean()) if np.isfinite(values).all() else float("nan"), "n": len(group),
+                "first_step": int(group["step"].min()), "covered": int(group["covered"].sum()),
+                "in_assumptions": bool(group["in_assumptions"].all())}
         rows[int(point)] = row
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols).rename_axis("step")
 

@@ -307,6 +307,9 @@ class Watcher:
         steps = self.prediction.table["step"]
         if not steps.min() <= step <= steps.max():
             return f"outside the prediction's steps {int(steps.min()):,}–{int(steps.max()):,}"
+        if row["covered"] < row["n"]:
+            return (f"the prediction begins at step {int(steps.min()):,}, and spans {int(row['covered'])} of the "
+                    f"{int(row['n'])} steps averaged here")
         bad = [c for c in BAND_COLUMNS if not np.isfinite(row[c])]
         if bad:
             return f"the prediction has no value for {', '.join(bad)} here"
