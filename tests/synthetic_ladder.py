@@ -47,8 +47,9 @@ def micro_plan(**sets):
 
 
 def write_run(root: Path, config: RunConfig, noise: float = 0.0, seed: int = 0, upto: int | None = None,
-              shift=None, state: str = "finished", law=truth) -> Path:
-    """A run folder with eval/loss at the config's eval steps (up to step `upto`) and a train loss every step.
+              shift=None, state: str = "finished", law=truth, train_noise: float = 0.002) -> Path:
+    """A run folder with eval/loss at the config's eval steps (up to step `upto`) and a train loss every step
+    (`train_noise`: its relative noise).
 
     `shift(step) -> relative change` perturbs the eval loss (for drift and jump replays)."""
     run_dir = root / config.name
@@ -57,7 +58,7 @@ def write_run(root: Path, config: RunConfig, noise: float = 0.0, seed: int = 0, 
     rng = np.random.default_rng(seed)
     last = upto or config.stop_after_steps
     every = np.arange(1, last + 1)
-    train = law(config, every) * (1 + 0.002 * rng.standard_normal(every.size))
+    train = law(config, every) * (1 + train_noise * rng.standard_normal(every.size))
     evals = np.array([s for s in config.eval_steps() if s <= last])
     ev = law(config, evals) * (1 + noise * rng.standard_normal(evals.size))
     if shift is not None:

@@ -352,6 +352,9 @@ class FakeStore:
     def runs(self):
         return self._runs
 
+    def run_config(self, run_id):  # as the real store's for a run it did not plan
+        return None
+
     def history(self, run_ids=None, metrics=None):
         h = self._history
         if run_ids is not None:
@@ -441,7 +444,8 @@ def test_schedule_aware_laws_read_the_lr_from_each_runs_schedule():
         steps = np.arange(100, 2001, 100)
         loss = law.predict(steps, Schedule(**sched).lrs(), scale)
         runs.append({"run_id": f"id{i}", "name": f"r{i}", "group": "g", "role": "rung", "active_params": scale,
-                     "fit_flops_per_token": 6 * scale, "planned_tokens": 2000 * 1000, "state": "finished",
+                     "fit_flops_per_token": 6 * scale, "planned_tokens": 2000 * 1000, "stop_after_steps": 2000,
+                     "state": "finished",
                      "config_json": json.dumps({"run_config": {"schedule": sched}})})
         hist += [{"run_id": f"id{i}", "step": int(s), "tokens": int(s) * 1000, "fraction": s / 2000,
                   "metric": "eval/loss", "value": v} for s, v in zip(steps, loss)]

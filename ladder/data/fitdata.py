@@ -432,10 +432,28 @@ def compute_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.nda
 
 
 def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The runs' values of `metric` as the laws read them: a metric logged far more often than a run's evals (a
+    per-step train loss) read at its evals, as `ladder predict` reads it (`runview.at_evals`)."""
+    from ladder.data.runview import at_evals, eval_grid
+
     hist = store.history(list(runs["run_id"]), [metric])
     if hist.empty:
         raise LadderError(f"{store.root}: no values of {metric!r} for these runs; pick another --metric")
-    return hist
+    stops = runs.set_index("run_id")["stop_after_steps"]
+    parts = []
+    for run_id, h in hist.groupby("run_id", observed=True, sort=False):
+        steps = h["step"].to_numpy(np.int64)
+        read, values, read_from = at_evals(steps, h["value"].to_numpy(float),
+                                           eval_grid(store.run_config(str(run_id)), int(stops[run_id])))
+        if not read_from:
+            parts.append(h)
+            continue
+        parts.append(pd.DataFrame({
+            "run_id": run_id, "step": read, "value": values, "metric": h["metric"].iloc[0],
+            "tokens": np.rint(np.interp(read, steps, h["tokens"].to_numpy(float))),
+            "fraction": np.interp(read, steps, h["fraction"].to_numpy(float)),
+        })[h.columns])
+    return pd.concat(parts, ignore_index=True).astype(hist.dtypes.to_dict())
 
 
 def reached_end(fractions: np.ndarray) -> bool:

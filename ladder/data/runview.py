@@ -9,7 +9,7 @@ planned) its FLOPs must agree with the FLOPs the store holds for the run, within
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from ladder.config.limits import MAX_PREDICTED_POINTS
 from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import load_yaml
+from ladder.data import dense
 from ladder.data.sources.coords import coordinate_number, coordinates_from_config, schedule_from
 from ladder.data.store import Store
 from ladder.errors import LadderError
@@ -70,6 +71,9 @@ class LadderRun:
     """Where `flops_per_token` came from: the run's fit FLOPs, or "6·N"."""
     eval_every: int = 0
     """Steps between predicted points of a target that was not planned (0: 1% of its plan)."""
+    read_from: int = 0
+    """Values of a metric logged far more often than the run's evals that `steps` and `values` were read
+    from (`ladder.data.dense`); 0: the values as logged."""
 
     @property
     def fractions(self) -> np.ndarray:
@@ -147,18 +151,20 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
                           f"{name}`)")
     steps, values, state = evals["step"].to_numpy(np.int64), evals["value"].to_numpy(float), str(row["state"])
     cfg = store.run_config(run_id)
+    if steps.size and steps.max() > 1000 * int(row["stop_after_steps"]):
+        raise LadderError(f"run {name!r}: its last eval is at step {int(steps.max()):,}, "
+                          f"{steps.max() / int(row['stop_after_steps']):,.0f}× its {int(row['stop_after_steps']):,} "
+                          "planned steps; are its steps counted in tokens? (import the step column with --step and "
+                          "the tokens with --tokens)")
+    steps, values, read_from = at_evals(steps, values, eval_grid(cfg, int(row["stop_after_steps"])))
     if cfg is not None:
         _check_flops(name, cfg, row)
-        return from_config(cfg, steps, values, state)
+        return replace(from_config(cfg, steps, values, state), read_from=read_from)
     config = store.config(run_id)
     _, _, schedule = coordinates_from_config(config)
     stop = int(row["stop_after_steps"])
     flops, flops_from, n = _flops(name, row)
     lrs = None
-    if steps.size and steps.max() > 1000 * stop:
-        raise LadderError(f"run {name!r}: its last eval is at step {int(steps.max()):,}, {steps.max() / stop:,.0f}× its "
-                          f"{stop:,} planned steps; are its steps counted in tokens? (import the step column with "
-                          "--step and the tokens with --tokens)")
     if schedule is None:  # no declared schedule: the logged LR, if any
         lr = store.history([run_id], [keys.LEARNING_RATE])
         if len(lr):
@@ -166,8 +172,29 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     return LadderRun(
         name, flops, int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
         group=str(row["group"]), active_params=n, tpp=_float(config.get("tpp")), schedule=schedule,
-        logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from,
+        logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from, read_from=read_from,
     )
+
+
+def eval_grid(cfg: RunConfig | None, stop: int) -> np.ndarray:
+    """The steps at which a metric logged far more often than evals is read: a planned run's evals, or every 1%
+    of a run's `stop` steps."""
+    if cfg is not None:
+        return np.asarray(cfg.eval_steps(), np.int64)
+    every = max(1, round(stop / 100))
+    return np.arange(every, stop + 1, every, dtype=np.int64)
+
+
+def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> tuple[np.ndarray, np.ndarray, int]:
+    """A metric logged at least `dense.READ_PER` times per interval of the run's `evals` (a per-step train loss)
+    read at those evals and at its last logged step (`dense.read_at`), with the count of values read; any
+    other, as logged (and 0)."""
+    grid = np.unique(np.asarray(list(evals), np.int64))
+    if not steps.size or not dense.is_dense(steps, grid, dense.READ_PER):
+        return steps, values, 0
+    grid = np.union1d(grid[grid < steps.max()], [steps.max()])
+    read_steps, read_values = dense.read_at(steps, values, grid)
+    return read_steps, read_values, len(steps)
 
 
 def rungs_from_store(store: Store, group: str, metric: str) -> list[LadderRun]:

@@ -130,6 +130,12 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
             warnings.append(f"rung {r.name} stopped at {r.fractions[-1]:.0%} of its plan; the laws take the evals it "
                             "logged (the per-fraction law fits it where it has data)")
     in_assumptions, assumptions = _assumptions(rungs, target, steps, settings.ratio_tol)
+    read = [r for r in rungs if r.read_from]
+    if read:
+        assumptions["values"] = (
+            f"{settings.metric} is logged far more often than the rungs' evals: {named([r.name for r in read])} read "
+            f"at their evals ({sum(r.read_from for r in read):,} values, {sum(len(r.steps) for r in read):,} points), "
+            "each a local linear fit over the values between the evals on either side")
     median = b.median
     if np.isnan(median).any():
         finite = np.isfinite(median)

@@ -15,41 +15,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ladder.data.dense import interval, interval_end, is_dense
+
 if TYPE_CHECKING:
     from ladder.predict.prediction import Prediction
 
 BAND_COLUMNS = ["median", "lo50", "hi50", "lo90", "hi90"]
-
-
-def _interval(steps: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Which interval of the grid each step falls in: i for (grid[i-1], grid[i]], and beyond the grid's
-    ends intervals of its first and last spacings, numbered on (0 and below before its first step)."""
-    i = np.searchsorted(grid, steps, side="left")
-    before, past = steps <= grid[0], steps > grid[-1]
-    i[before] = -((grid[0] - steps[before]) // (grid[1] - grid[0]))
-    i[past] = len(grid) + (steps[past] - grid[-1] - 1) // (grid[-1] - grid[-2])
-    return i
-
-
-def _end(i: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """The last step of each interval `i` (`_interval`)."""
-    inside = np.clip(i, 0, len(grid) - 1)
-    return np.where(i <= 0, grid[0] + i * (grid[1] - grid[0]),
-                    np.where(i >= len(grid), grid[-1] + (i - len(grid) + 1) * (grid[-1] - grid[-2]), grid[inside]))
-
-
-def is_dense(steps: np.ndarray, grid: np.ndarray | None) -> bool:
-    """Whether a metric logged at `steps` is logged more often than the prediction's `grid`: most of the
-    grid's intervals it was logged in hold two or more of its steps (step 0, an eval before training,
-    left out). An eval logged at the grid's steps, with now and then one between, is not."""
-    if grid is None or len(grid) < 2:
-        return False
-    steps = np.asarray(steps, np.int64)
-    steps = steps[steps > 0]
-    if len(steps) < 2:
-        return False
-    _, counts = np.unique(_interval(steps, np.asarray(grid, np.int64)), return_counts=True)
-    return float(np.median(counts)) >= 2
 
 
 def point_of(steps: np.ndarray, grid: np.ndarray | None) -> np.ndarray:
@@ -61,7 +32,7 @@ def point_of(steps: np.ndarray, grid: np.ndarray | None) -> np.ndarray:
     if not is_dense(steps, grid):
         return steps
     g = np.asarray(grid, np.int64)
-    return _end(_interval(steps, g), g)
+    return interval_end(interval(steps, g), g)
 
 
 def judged_steps(y: pd.Series, grid: np.ndarray | None) -> np.ndarray:
