@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ladder.data import dense, fitdata
-from ladder.data.runview import rungs_from_store
+from ladder.data.runview import at_evals, rungs_from_store
 from ladder.data.sources import LocalSource
 from ladder.data.sources.pull import pull
 from ladder.data.store import Store
@@ -48,6 +48,17 @@ def test_only_a_metric_logged_many_times_per_interval_is_read():
     assert not dense.is_dense(GRID, GRID, dense.READ_PER)
     assert dense.is_dense(np.arange(1, T + 1), GRID, dense.READ_PER)
     assert dense.is_dense(np.arange(10, 10_001, 10), np.arange(100, 10_001, 100), dense.READ_PER)  # 10 an interval
+
+
+def test_a_run_that_stopped_between_evals_is_read_at_its_last_step_when_enough_came_after_the_last_eval():
+    grid = np.arange(100, 2001, 100)
+    for last, expect in ((1003, list(range(100, 1001, 100))), (1050, [*range(100, 1001, 100), 1050])):
+        steps = np.arange(1, last + 1)
+        read, values, n = at_evals(steps, curve(steps), grid)
+        assert read.tolist() == expect and n == last
+        assert np.abs(values / curve(read) - 1).max() < 1e-3  # a smooth curve is read as it is
+    steps = np.arange(1, 103)  # stopped just after its first eval: one point is no curve to read
+    assert at_evals(steps, curve(steps), grid)[2] == 0
 
 
 @pytest.fixture(scope="module")

@@ -187,13 +187,17 @@ def eval_grid(cfg: RunConfig | None, stop: int) -> np.ndarray:
 
 def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> tuple[np.ndarray, np.ndarray, int]:
     """A metric logged at least `dense.READ_PER` times per interval of the run's `evals` (a per-step train loss)
-    read at those evals and at its last logged step (`dense.read_at`), with the count of values read; any
-    other, as logged (and 0)."""
+    read at those evals (`dense.read_at`), and at its last logged step where that many values came after the
+    last eval it reached; with the count of values read. Any other metric as logged (and 0)."""
     grid = np.unique(np.asarray(list(evals), np.int64))
     if not steps.size or not dense.is_dense(steps, grid, dense.READ_PER):
         return steps, values, 0
-    grid = np.union1d(grid[grid < steps.max()], [steps.max()])
+    grid = grid[grid <= steps.max()]
+    if (steps > (grid.max() if grid.size else 0)).sum() >= dense.READ_PER:
+        grid = np.append(grid, steps.max())
     read_steps, read_values = dense.read_at(steps, values, grid)
+    if read_steps.size < 2:  # stopped before a second eval: nothing to read at, its values as logged
+        return steps, values, 0
     return read_steps, read_values, len(steps)
 
 

@@ -3,9 +3,9 @@
 A metric logged at the prediction's steps, or less often, is judged at every step it is logged. One
 logged more often (a per-step train loss, or evals every few steps against a prediction made at the
 planned evals: most intervals between the prediction's steps hold two or more) is judged once per step
-of the prediction: the mean of the values logged since
-the prediction's step before, against the prediction's mean over the same steps. Per-step noise then
-neither passes for a deviation nor floods the terminal with a verdict a step.
+of the prediction: the mean of the values logged since the prediction's step before, against the
+prediction's mean over the same steps. Per-step noise then neither passes for a deviation nor floods
+the terminal with a verdict a step.
 """
 
 from __future__ import annotations
