@@ -36,13 +36,13 @@ from fits.checks import and_more, rises_with_size
 from fits.errors import FitError
 from fits.runs import (
     LR_OFF_TREND,
-    RISE_WARN,
     Run,
     batch_far_off,
     distinct,
     lr_off_trend,
     peak_lr,
     rise,
+    rise_limit,
     same_size,
     sizes,
 )
@@ -506,11 +506,11 @@ def ratio_warning(runs: list[Run]) -> list[str]:
 
 
 def rise_warnings(runs: list[Run]) -> list[str]:
-    """A warning for each rung whose eval rises well above its earlier lowest (`fits.runs.RISE_WARN`)."""
+    """A warning for each rung whose eval rises well above its earlier lowest (`fits.runs.rise_limit`)."""
     out = []
     for r in runs:
         up, step = rise(r)
-        if up > RISE_WARN:
+        if up > rise_limit(r):
             by = f"{up:.1%} above" if up < 10 else f"to {1 + up:.3g}×"
             out.append(f"the rung {r.name!r} rises {by} its earlier lowest eval at step {step:,} "
                        f"({step / r.planned_steps:.0%} of its run): a loss spike or a bad eval? The laws fit it as "

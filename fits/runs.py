@@ -42,6 +42,9 @@ class Run:
     """Parameters (active, non-embedding), when known: the token ratio uses them, else 6·tokens/FLOPs."""
     ratio: float | None = None
     """The token ratio the ladder was planned at, when declared (rounding steps moves the realised one)."""
+    noise: float = 0.0
+    """Relative standard error of each value where the values are estimates (a per-step metric read at the
+    run's evals); 0 for evals as logged."""
 
     def __post_init__(self) -> None:
         for label, value in (("FLOPs per token", self.flops_per_token), ("tokens per step", self.tokens_per_step),
@@ -246,6 +249,16 @@ RISE_WARN = 0.02
 loss spike or a bad eval, not noise: in the public ladders' runs of `../shared/data` (OLMo, Marin, (Mis)Fitting,
 MPL) the most is 0.15%, in the micro demo's rungs 1.5%."""
 RISE_FROM = 0.1
+
+
+def rise_limit(run: Run) -> float:
+    """How far an eval may rise above the run's earlier lowest before it is a spike or a bad eval: `RISE_WARN`, or
+    for values with a standard error (`Run.noise`) the range that n such errors span (2·√(2 ln n) of them, the
+    expected range of n normal draws) and two more, where that is wider."""
+    n = int((run.fractions >= RISE_FROM - 1e-9).sum())
+    if run.noise <= 0 or n < 2:
+        return RISE_WARN
+    return max(RISE_WARN, (2 * np.sqrt(2 * np.log(n)) + 2) * run.noise)
 
 
 def rise(run: Run) -> tuple[float, int]:

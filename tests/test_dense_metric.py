@@ -28,16 +28,22 @@ def curve(t):
 
 def test_a_per_step_curve_read_at_its_evals_keeps_the_curve_and_loses_the_noise():
     steps = np.arange(1, T + 1)
-    read, plain = [], []
+    read, plain, stated = [], [], []
     for seed in range(20):
         noisy = curve(steps) * (1 + 0.12 * np.random.default_rng(seed).standard_normal(T))  # 12% a step
-        at, values = dense.read_at(steps, noisy, GRID)
+        at, values, errors = dense.read_at(steps, noisy, GRID)
         assert (at == GRID).all()
         read.append(values / curve(GRID) - 1)
+        stated.append(errors / values)
         plain.append([noisy[(steps > s - 95) & (steps <= s)].mean() / curve(s) - 1 for s in GRID])
     read, plain = np.array(read), np.array(plain)
     assert np.abs(read.mean(axis=0)).max() < 0.007  # no bias at any eval, the cooldown's end included
     assert read.std(axis=0)[:-1].max() < 0.015 and read.std(axis=0)[-1] < 0.03  # the end is read from one side
+    # the values' stated standard errors are the spread their reads have over the draws: pooled over the evals,
+    # and at each eval within what 20 draws can tell (the spread of 20 draws is itself uncertain by 16%)
+    stated = np.array(stated)
+    assert np.sqrt(np.mean(stated**2)) == pytest.approx(np.sqrt(np.mean(read**2)), rel=0.1)
+    assert np.mean(stated, axis=0) == pytest.approx(read.std(axis=0), rel=0.4)
     # the mean of the steps up to the end, where the curve falls fastest, sits 3.7% above it
     assert plain.mean(axis=0)[-1] > 0.03
 
@@ -54,11 +60,11 @@ def test_a_run_that_stopped_between_evals_is_read_at_its_last_step_when_enough_c
     grid = np.arange(100, 2001, 100)
     for last, expect in ((1003, list(range(100, 1001, 100))), (1050, [*range(100, 1001, 100), 1050])):
         steps = np.arange(1, last + 1)
-        read, values, n = at_evals(steps, curve(steps), grid)
-        assert read.tolist() == expect and n == last
-        assert np.abs(values / curve(read) - 1).max() < 1e-3  # a smooth curve is read as it is
+        read = at_evals(steps, curve(steps), grid)
+        assert read.steps.tolist() == expect and read.read_from == last
+        assert np.abs(read.values / curve(read.steps) - 1).max() < 1e-3  # a smooth curve is read as it is
     steps = np.arange(1, 103)  # stopped just after its first eval: one point is no curve to read
-    assert at_evals(steps, curve(steps), grid)[2] == 0
+    assert at_evals(steps, curve(steps), grid).read_from == 0
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +107,19 @@ def test_a_per_step_train_loss_is_predicted_from_the_values_read(noisy_store):
     assert abs(end["median"] / truth - 1) < 0.05 and end["lo90"] <= truth <= end["hi90"]
     assert (end["hi90"] - end["lo90"]) / 2 / end["median"] < 0.2
     assert "read at their evals" in pred.assumptions["values"]
+
+
+def test_a_rise_within_what_the_values_errors_span_is_not_a_spike():
+    from fits.runs import RISE_WARN, Run, rise, rise_limit
+
+    steps = np.arange(19, 1901, 19)  # 100 values, 1% apart
+    rng = np.random.default_rng(3)
+    values = curve(steps) * (1 + 0.01 * rng.standard_normal(steps.size))  # each read to 1%
+    read = Run("r", 1e6, 1000, T, steps, values, noise=0.01)
+    up, _ = rise(read)
+    assert RISE_WARN < up < rise_limit(read)  # past the fixed 2%, within the 8.1% that 100 such errors span
+    assert rise_limit(read) == pytest.approx((2 * np.sqrt(2 * np.log(91)) + 2) * 0.01)
+    spiked = values.copy()
+    spiked[60] *= 1.12
+    assert rise(Run("r", 1e6, 1000, T, steps, spiked, noise=0.01))[0] > rise_limit(read)
+    assert rise_limit(Run("r", 1e6, 1000, T, steps, values)) == RISE_WARN  # evals as logged: the fixed limit

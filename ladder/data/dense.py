@@ -51,20 +51,21 @@ def is_dense(steps: np.ndarray, grid: np.ndarray | None, per: int = 2) -> bool:
     return float(np.median(counts)) >= per
 
 
-def read_at(steps: np.ndarray, values: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def read_at(steps: np.ndarray, values: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The curve at each step of `grid` the run has reached, by a local linear fit in log step over its
     values logged strictly between the grid's neighbouring steps (the step itself included), weighted by a
-    triangle that peaks there; grid steps with fewer than `MIN_POINTS` values around them are left out."""
+    triangle that peaks there; grid steps with fewer than `MIN_POINTS` values around them are left out.
+    Returns the steps, the values and each value's standard error (from the fit's residuals)."""
     steps = np.asarray(steps, np.int64)
     values = np.asarray(values, float)
     g = np.asarray(grid, np.int64)
     g = g[(g > 0) & (g <= steps.max())]
     if len(g) < 2:
-        return np.zeros(0, np.int64), np.zeros(0)
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
     x = np.log(np.maximum(steps, 1))
     lo = np.concatenate([[max(2 * g[0] - g[1], 0)], g[:-1]])
     hi = np.concatenate([g[1:], [g[-1] + 1 if g[-1] == steps.max() else 2 * g[-1] - g[-2]]])
-    kept, out = [], []
+    kept, out, errors = [], [], []
     for s, a, b in zip(g, lo, hi):
         m = (steps > a) & (steps < b)
         if m.sum() < MIN_POINTS:
@@ -74,6 +75,10 @@ def read_at(steps: np.ndarray, values: np.ndarray, grid: np.ndarray) -> tuple[np
         w = np.clip(1.0 - np.abs(xs - x0) / np.maximum(half, 1e-12), 0.0, None) + 1e-9
         X = np.column_stack([np.ones_like(xs), xs - x0])
         coef = np.linalg.lstsq(X * np.sqrt(w)[:, None], ys * np.sqrt(w), rcond=None)[0]
+        resid = ys - X @ coef
+        sigma2 = float(np.sum(w * resid**2) / np.sum(w) * len(xs) / (len(xs) - 2)) if len(xs) > 2 else 0.0
+        inv = np.linalg.pinv(X.T @ (w[:, None] * X))  # the intercept's variance under weights w, equal noise
         kept.append(int(s))
         out.append(float(coef[0]))
-    return np.array(kept, np.int64), np.array(out)
+        errors.append(float(np.sqrt(max(sigma2 * (inv @ (X.T @ (w[:, None] ** 2 * X)) @ inv)[0, 0], 0.0))))
+    return np.array(kept, np.int64), np.array(out), np.array(errors)

@@ -443,15 +443,14 @@ def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     parts = []
     for run_id, h in hist.groupby("run_id", observed=True, sort=False):
         steps = h["step"].to_numpy(np.int64)
-        read, values, read_from = at_evals(steps, h["value"].to_numpy(float),
-                                           eval_grid(store.run_config(str(run_id)), int(stops[run_id])))
-        if not read_from:
+        read = at_evals(steps, h["value"].to_numpy(float), eval_grid(store.run_config(str(run_id)), int(stops[run_id])))
+        if not read.read_from:
             parts.append(h)
             continue
         parts.append(pd.DataFrame({
-            "run_id": run_id, "step": read, "value": values, "metric": h["metric"].iloc[0],
-            "tokens": np.rint(np.interp(read, steps, h["tokens"].to_numpy(float))),
-            "fraction": np.interp(read, steps, h["fraction"].to_numpy(float)),
+            "run_id": run_id, "step": read.steps, "value": read.values, "metric": h["metric"].iloc[0],
+            "tokens": np.rint(np.interp(read.steps, steps, h["tokens"].to_numpy(float))),
+            "fraction": np.interp(read.steps, steps, h["fraction"].to_numpy(float)),
         })[h.columns])
     return pd.concat(parts, ignore_index=True).astype(hist.dtypes.to_dict())
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -74,6 +74,8 @@ class LadderRun:
     read_from: int = 0
     """Values of a metric logged far more often than the run's evals that `steps` and `values` were read
     from (`ladder.data.dense`); 0: the values as logged."""
+    noise: float = 0.0
+    """The relative standard error of a value read so (the median over the run's); 0 as logged."""
 
     @property
     def fractions(self) -> np.ndarray:
@@ -101,7 +103,7 @@ class LadderRun:
         return Run(self.name, self.flops_per_token, self.tokens_per_step, self.planned_steps,
                    np.zeros(0, np.int64) if steps is None else steps, np.zeros(0) if values is None else values,
                    lrs=lrs, reference_lrs=ref, finished=self.state == "finished",
-                   n_params=self.active_params, ratio=self.tpp or None)
+                   n_params=self.active_params, ratio=self.tpp or None, noise=self.noise)
 
     def prediction_steps(self) -> np.ndarray:
         """Where a prediction of this run is made: its planned evals and checkpoints (a planned run), else
@@ -156,10 +158,11 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
                           f"{steps.max() / int(row['stop_after_steps']):,.0f}× its {int(row['stop_after_steps']):,} "
                           "planned steps; are its steps counted in tokens? (import the step column with --step and "
                           "the tokens with --tokens)")
-    steps, values, read_from = at_evals(steps, values, eval_grid(cfg, int(row["stop_after_steps"])))
+    read = at_evals(steps, values, eval_grid(cfg, int(row["stop_after_steps"])))
+    steps, values = read.steps, read.values
     if cfg is not None:
         _check_flops(name, cfg, row)
-        return replace(from_config(cfg, steps, values, state), read_from=read_from)
+        return replace(from_config(cfg, steps, values, state), read_from=read.read_from, noise=read.noise)
     config = store.config(run_id)
     _, _, schedule = coordinates_from_config(config)
     stop = int(row["stop_after_steps"])
@@ -172,7 +175,8 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     return LadderRun(
         name, flops, int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
         group=str(row["group"]), active_params=n, tpp=_float(config.get("tpp")), schedule=schedule,
-        logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from, read_from=read_from,
+        logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from, read_from=read.read_from,
+        noise=read.noise,
     )
 
 
@@ -185,20 +189,31 @@ def eval_grid(cfg: RunConfig | None, stop: int) -> np.ndarray:
     return np.arange(every, stop + 1, every, dtype=np.int64)
 
 
-def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> tuple[np.ndarray, np.ndarray, int]:
+class Read(NamedTuple):
+    """A run's metric as the laws read it (`at_evals`)."""
+
+    steps: np.ndarray
+    values: np.ndarray
+    read_from: int = 0
+    """How many logged values it was read from; 0: as logged."""
+    noise: float = 0.0
+    """The median relative standard error of the values read; 0 as logged."""
+
+
+def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> Read:
     """A metric logged at least `dense.READ_PER` times per interval of the run's `evals` (a per-step train loss)
     read at those evals (`dense.read_at`), and at its last logged step where that many values came after the
-    last eval it reached; with the count of values read. Any other metric as logged (and 0)."""
+    last eval it reached. Any other metric as logged."""
     grid = np.unique(np.asarray(list(evals), np.int64))
     if not steps.size or not dense.is_dense(steps, grid, dense.READ_PER):
-        return steps, values, 0
+        return Read(steps, values)
     grid = grid[grid <= steps.max()]
     if (steps > (grid.max() if grid.size else 0)).sum() >= dense.READ_PER:
         grid = np.append(grid, steps.max())
-    read_steps, read_values = dense.read_at(steps, values, grid)
+    read_steps, read_values, errors = dense.read_at(steps, values, grid)
     if read_steps.size < 2:  # stopped before a second eval: nothing to read at, its values as logged
-        return steps, values, 0
-    return read_steps, read_values, len(steps)
+        return Read(steps, values)
+    return Read(read_steps, read_values, len(steps), float(np.median(errors / read_values)))
 
 
 def rungs_from_store(store: Store, group: str, metric: str) -> list[LadderRun]:
