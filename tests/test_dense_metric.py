@@ -110,6 +110,7 @@ def test_a_per_step_train_loss_is_predicted_from_the_values_read(noisy_store):
 
 
 def test_a_rise_within_what_the_values_errors_span_is_not_a_spike():
+    from fits.predictor import rise_warnings
     from fits.runs import RISE_WARN, Run, rise, rise_limit
 
     steps = np.arange(19, 1901, 19)  # 100 values, 1% apart
@@ -121,5 +122,9 @@ def test_a_rise_within_what_the_values_errors_span_is_not_a_spike():
     assert rise_limit(read) == pytest.approx((2 * np.sqrt(2 * np.log(91)) + 2) * 0.01)
     spiked = values.copy()
     spiked[60] *= 1.12
-    assert rise(Run("r", 1e6, 1000, T, steps, spiked, noise=0.01))[0] > rise_limit(read)
+    spike = Run("r", 1e6, 1000, T, steps, spiked, noise=0.01)
+    assert rise(spike)[0] > rise_limit(read)
+    (warning,) = rise_warnings([spike])
+    assert "more than its values' standard errors (1.0% each" in warning and "The laws fit it as read" in warning
+    assert rise_warnings([read]) == []
     assert rise_limit(Run("r", 1e6, 1000, T, steps, values)) == RISE_WARN  # evals as logged: the fixed limit
