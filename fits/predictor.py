@@ -510,10 +510,11 @@ def rise_warnings(runs: list[Run]) -> list[str]:
     out = []
     for r in runs:
         up, step = rise(r)
-        if up > rise_limit(r):
+        limit = rise_limit(r)
+        if up > limit:
             by = f"{up:.1%} above" if up < 10 else f"to {1 + up:.3g}×"
             read = (f", more than its values' standard errors ({r.noise:.1%} each, read from a per-step metric) "
-                    f"allow ({rise_limit(r):.1%})" if r.noise > 0 else "")
+                    f"allow ({limit:.1%})" if r.noise > 0 else "")
             out.append(f"the rung {r.name!r} rises {by} its earlier lowest eval at step {step:,} "
                        f"({step / r.planned_steps:.0%} of its run){read}: a loss spike or a bad eval? The laws fit it as "
                        f"{'read' if r.noise > 0 else 'logged'}, and the band widens with its misfit; leave the run out, "

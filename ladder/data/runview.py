@@ -204,7 +204,7 @@ def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> Read:
     """A metric logged at least `dense.READ_PER` times per interval of the run's `evals` (a per-step train loss)
     read at those evals (`dense.read_at`), and at its last logged step where that many values came after the
     last eval it reached. Any other metric as logged."""
-    grid = np.unique(np.asarray(list(evals), np.int64))
+    grid = np.unique(np.asarray(evals, np.int64))
     if not steps.size or not dense.is_dense(steps, grid, dense.READ_PER):
         return Read(steps, values)
     grid = grid[grid <= steps.max()]

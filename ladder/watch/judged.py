@@ -28,11 +28,21 @@ def point_of(steps: np.ndarray, grid: np.ndarray | None) -> np.ndarray:
 
     Sparse: every step is its own point. Dense: the last step of its interval of `grid` (the first step
     of the grid at or after it; beyond the grid's ends, intervals of its first and last spacings)."""
-    steps = np.asarray(steps, np.int64)
+    return _points(np.asarray(steps, np.int64), grid)[1]
+
+
+def _points(steps: np.ndarray, grid: np.ndarray | None) -> tuple[bool, np.ndarray]:
+    """Whether `steps` are dense against `grid`, and each one's point (`point_of`)."""
     if not is_dense(steps, grid):
-        return steps
+        return False, steps
     g = np.asarray(grid, np.int64)
-    return interval_end(interval(steps, g), g)
+    return True, interval_end(interval(steps, g), g)
+
+
+def _judged(steps: np.ndarray, dense: bool, points: np.ndarray) -> np.ndarray:
+    """The points judged so far: every logged step, or a dense metric's points it has been logged at or past."""
+    done = np.unique(points)
+    return done[(done > 0) & (done <= steps.max())] if dense else done
 
 
 def judged_steps(y: pd.Series, grid: np.ndarray | None) -> np.ndarray:
@@ -40,8 +50,7 @@ def judged_steps(y: pd.Series, grid: np.ndarray | None) -> np.ndarray:
     if y.empty:
         return np.array([], np.int64)
     steps = y.index.to_numpy(np.int64)
-    points = np.unique(point_of(steps, grid))
-    return points[(points > 0) & (points <= steps.max())] if is_dense(steps, grid) else points
+    return _judged(steps, *_points(steps, grid))
 
 
 def compared(y: pd.Series, grid: np.ndarray | None, pred: Prediction) -> pd.DataFrame:
@@ -59,14 +68,14 @@ def compared(y: pd.Series, grid: np.ndarray | None, pred: Prediction) -> pd.Data
     at = pred.at(steps)
     table = pred.table["step"].to_numpy(np.int64)
     covered = (steps >= table.min()) & (steps <= table.max())
-    if not is_dense(steps, grid):
+    dense, points = _points(steps, grid)
+    if not dense:
         frame = at.drop(columns="step").assign(value=y.to_numpy(float), n=1, first_step=steps,
                                                covered=covered.astype(int))
         return frame.set_index(pd.Index(steps, name="step"))[cols]
-    frame = at.drop(columns="step").assign(value=y.to_numpy(float), point=point_of(steps, grid), step=steps,
-                                           covered=covered)
+    frame = at.drop(columns="step").assign(value=y.to_numpy(float), point=points, step=steps, covered=covered)
     rows = {}
-    for point, group in frame[frame["point"].isin(judged_steps(y, grid))].groupby("point", sort=True):
+    for point, group in frame[frame["point"].isin(_judged(steps, dense, points))].groupby("point", sort=True):
         values = group["value"].to_numpy(float)
         whole = bool(group["covered"].all())
         row = {c: float(group[c].to_numpy(float).mean()) if whole else float("nan") for c in BAND_COLUMNS}

@@ -9,7 +9,7 @@ says which rule fired and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -125,6 +125,8 @@ class Observed:
     grid: np.ndarray | None = None
     """The prediction's steps: an eval metric logged much more often is judged once per step of them
     (`ladder.watch.judged`); None: at every step it is logged."""
+    _judged: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """`judged` by prediction and metric: the rules and the verdicts of one check share it."""
 
     def column(self, key: str) -> pd.Series:
         """The values the run logged for `key` (NaN and inf included when `logged` says so)."""
@@ -136,7 +138,10 @@ class Observed:
 
     def judged(self, pred: Prediction, key: str) -> pd.DataFrame:
         """The points at which `key` is judged, with the prediction beside each (`judged.compared`)."""
-        return compared(self.column(key), self.grid, pred)
+        memo = (id(pred), key)
+        if memo not in self._judged:
+            self._judged[memo] = (pred, compared(self.column(key), self.grid, pred))  # pred kept: its id stays its own
+        return self._judged[memo][1]
 
     def judged_steps(self, key: str) -> np.ndarray:
         return judged_steps(self.column(key), self.grid)
