@@ -6,7 +6,9 @@ with its coordinates and no planned evals (so read every 1% of its plan). The 3.
 the four smaller ones, with `ladder predict`'s code path, both ways in one run; the truth is its noise-free
 curve at the prediction's steps.
 
-    .venv/bin/python benchmarks/per_step_metric.py [--data ../shared/data] [--noise 0.03]
+    .venv/bin/python benchmarks/per_step_metric.py [--data ../shared/data] [--noise 0.03] [--demo demo]
+
+With --demo, the same on the demo's micro ladder (its train loss logged every step, about 13% noise a step).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--noise", type=float, default=0.03)
+    ap.add_argument("--demo", type=Path, default=None, help="a `make demo` folder: its ladder's train loss too")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp) / "olmo_per_step.csv"
@@ -72,24 +75,54 @@ def main() -> None:
             raise SystemExit(imported.output)
         target = target_from_store(store, HERO, "train/loss")
         steps, loss = curves[HERO]
-        print(f"OLMo 1×C as a per-step train loss ({args.noise:.0%} noise a value, every 10 steps): {HERO} from the "
-              "four smaller sizes")
-        print(f"{'read':<14} {'final error':>11} {'curve mean |error|':>18} {'in 90% band':>11} {'90% band at end':>15} "
-              f"{'rise warnings':>13} {'time':>6}")
-        for label, per in (("at the evals", dense.READ_PER), ("as logged", 10**9)):
-            dense.READ_PER = per
-            t0 = time.perf_counter()
-            pred = predict(store, target, PredictSettings(metric="train/loss"))
-            took = time.perf_counter() - t0
-            t = pred.table
-            truth = np.exp(np.interp(np.log(t["step"]), np.log(steps), np.log(loss)))
-            err = t["median"].to_numpy() / truth - 1
-            late = t["fraction"].to_numpy() >= 0.1
-            inside = (t["lo90"] <= truth) & (truth <= t["hi90"])
-            half = (t["hi90"].iloc[-1] - t["lo90"].iloc[-1]) / 2 / t["median"].iloc[-1]
-            rises = sum("above its earlier lowest" in w for w in pred.warnings)
-            print(f"{label:<14} {err[-1]:>+11.2%} {np.abs(err[late]).mean():>18.2%} {inside.mean():>11.0%} "
-                  f"{'±' + format(half, '.1%'):>15} {rises:>13} {took:>5.1f}s")
+        compare(store, target, lambda at: np.exp(np.interp(np.log(at), np.log(steps), np.log(loss))),
+                f"OLMo 1×C as a per-step train loss ({args.noise:.0%} noise a value, every 10 steps): {HERO} from the "
+                "four smaller sizes, against its noise-free curve")
+    if args.demo is not None:
+        demo_ladder(args.demo)
+
+
+def demo_ladder(folder: Path) -> None:
+    """The demo's micro ladder (`make demo`): its hero's train loss from the rungs', against the hero's own train
+    loss read at the prediction's steps."""
+    from ladder.config.runconfig import RunConfig
+
+    store = Store(folder / "store")
+    (hero_path,) = (folder / "plan").glob("hero-*.yaml")
+    hero = RunConfig.load(hero_path)
+    logged = store.history([f"{hero.group}/{hero.name}"], ["train/loss"]).sort_values("step")
+    steps, values = logged["step"].to_numpy(np.int64), logged["value"].to_numpy(float)
+
+    def truth(at: np.ndarray) -> np.ndarray:
+        got, read, _ = dense.read_at(steps, values, at)
+        return np.interp(at, got, read, left=np.nan, right=np.nan)
+
+    compare(store, hero, truth, f"the demo's ladder ({folder}): {hero.name}'s train loss from the four rungs', against "
+            "its own train loss read at the prediction's steps")
+
+
+def compare(store: Store, target, truth, title: str) -> None:
+    """Predict the target's train loss read at the rungs' evals and as logged, and print both rows."""
+    print(title)
+    print(f"{'read':<14} {'final error':>11} {'curve mean |error|':>18} {'in 90% band':>11} {'90% band at end':>15} "
+          f"{'rise warnings':>13} {'time':>6}")
+    default = dense.READ_PER
+    for label, per in (("at the evals", default), ("as logged", 10**9)):
+        dense.READ_PER = per
+        t0 = time.perf_counter()
+        pred = predict(store, target, PredictSettings(metric="train/loss"))
+        took = time.perf_counter() - t0
+        t = pred.table[pred.table["step"] <= pred.planned_steps]
+        actual = truth(t["step"].to_numpy(np.int64))
+        ok = np.isfinite(actual)
+        err = t["median"].to_numpy()[ok] / actual[ok] - 1
+        late = t["fraction"].to_numpy()[ok] >= 0.1
+        inside = (t["lo90"].to_numpy()[ok] <= actual[ok]) & (actual[ok] <= t["hi90"].to_numpy()[ok])
+        half = (t["hi90"].iloc[-1] - t["lo90"].iloc[-1]) / 2 / t["median"].iloc[-1]
+        rises = sum("above its earlier lowest" in w for w in pred.warnings)
+        print(f"{label:<14} {err[-1]:>+11.2%} {np.abs(err[late]).mean():>18.2%} {inside.mean():>11.0%} "
+              f"{'±' + format(half, '.1%'):>15} {rises:>13} {took:>5.1f}s")
+    dense.READ_PER = default
 
 
 if __name__ == "__main__":
