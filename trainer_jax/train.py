@@ -275,11 +275,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
     extra = {**source.info, "n_params_tree": n_params, "model_flops_per_token": flops_per_token,
              "peak_flops": peak, "mesh": dict(mesh.shape), "devices": len(mesh.devices.flat)}
     if is_writer:
-        cfg.save(run_dir / runfiles.CONFIG_FILE)
-        if source.manifest is not None:
-            write_text_atomic(run_dir / MANIFEST_FILE, json.dumps(source.manifest, indent=1) + "\n")
-        truncate_metrics(run_dir / runfiles.METRICS_FILE, start)
-        runfiles.write_status(run_dir, "running", start)
+        _begin_files(cfg, run_dir, source, start)
 
     state_sh = tree_shardings(shapes, mesh)
     batch_sh = batch_sharding(mesh)
@@ -332,9 +328,24 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
         bar.close()
         sinks.close(ok)
         ckpt.close()
+    return _finished(cfg, run_dir, is_writer, last_eval, tuple(log.losses), latest, time.perf_counter() - t0)
+
+
+def _begin_files(cfg: RunConfig, run_dir: Path, source: DataSource, start: int) -> None:
+    """The run folder as training (re)starts at `start`: its config, data manifest, metrics up to `start`, status."""
+    cfg.save(run_dir / runfiles.CONFIG_FILE)
+    if source.manifest is not None:
+        write_text_atomic(run_dir / MANIFEST_FILE, json.dumps(source.manifest, indent=1) + "\n")
+    truncate_metrics(run_dir / runfiles.METRICS_FILE, start)
+    runfiles.write_status(run_dir, "running", start)
+
+
+def _finished(cfg: RunConfig, run_dir: Path, is_writer: bool, last_eval: dict[str, float], losses: tuple[float, ...],
+              resumed_from: int | None, wall: float) -> TrainResult:
+    """A run that has trained its last step: its status, its closing line, and its result."""
+    T = cfg.stop_after_steps
     if is_writer:
         runfiles.write_status(run_dir, "finished", T)
-    wall = time.perf_counter() - t0
     _say(is_writer, f"{cfg.name}: finished {T} steps in {wall:.1f}s; eval loss "
          f"{last_eval.get(keys.EVAL_LOSS, float('nan')):.4f} (dropless "
          f"{last_eval.get(keys.EVAL_DROPLESS_LOSS, float('nan')):.4f})")
@@ -343,8 +354,8 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
         steps=T,
         eval_loss=last_eval.get(keys.EVAL_LOSS),
         eval_dropless_loss=last_eval.get(keys.EVAL_DROPLESS_LOSS),
-        train_losses=tuple(log.losses),
-        resumed_from=latest,
+        train_losses=losses,
+        resumed_from=resumed_from,
         wall_seconds=wall,
     )
 
