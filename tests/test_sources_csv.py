@@ -102,6 +102,12 @@ def test_a_reimport_that_would_drop_stored_metrics_or_steps_is_refused_unless_re
         pull(store, TableSource(path, COLUMNS), overrides=_overrides())
     assert "its steps after 30 (the store has them to step 40)" in str(info.value)
     assert len(store.history(metrics="eval/bpb")) == 2 * 3 and store.history()["step"].max() == 40  # nothing lost
+    table[table["step"] > 10].to_csv(path, index=False)  # the file rewritten from a later step (a resumed trainer)
+    with pytest.raises(PullSkipped) as info:
+        pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    assert "1 stored step that this file no longer holds (step 10)" in str(info.value)
+    assert store.history()["step"].min() == 10  # nothing lost
+    table[table["step"] <= 30].to_csv(path, index=False)
     pull(store, TableSource(path, loss_only), overrides=_overrides(), replace=True)
     h = store.history()
     assert set(h["metric"]) == {"eval/loss"} and h["step"].max() == 30

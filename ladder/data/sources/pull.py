@@ -384,8 +384,17 @@ def _check_nothing_lost(name: str, stored: pd.DataFrame | None, history: pd.Data
         return
     gone = sorted(set(stored["metric"].astype(str)) - set(history["metric"].astype(str)))
     last, now = int(stored["step"].max()), int(history["step"].max()) if len(history) else -1
-    lost = ([f"{', '.join(repr(m) for m in gone)} (not in this import)"] if gone else []) + (
-        [f"its steps after {now:,} (the store has them to step {last:,})"] if now < last else [])
+    pairs = stored[["metric", "step"]].astype({"metric": str, "step": np.int64})
+    kept = history[["metric", "step"]].astype({"metric": str, "step": np.int64}).drop_duplicates()
+    left = pairs.merge(kept, how="left", on=["metric", "step"], indicator=True)
+    missing = sorted(set(left.loc[(left["_merge"] == "left_only") & ~left["metric"].isin(gone), "step"].tolist()))
+    lost = [f"{', '.join(repr(m) for m in gone)} (not in this import)"] if gone else []
+    if missing and missing[0] > now:
+        lost.append(f"its steps after {now:,} (the store has them to step {last:,})")
+    elif missing:
+        shown = ", ".join(f"{s:,}" for s in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        lost.append(f"{len(missing):,} stored step{'s' if len(missing) > 1 else ''} that this file no longer holds "
+                    f"(step {shown})")
     if lost:
         raise LadderError(f"run {name!r}: this import would drop {' and '.join(lost)} from the stored run; nothing of "
                           "it was replaced: pass --replace to replace it with what this file holds, or import the "
