@@ -375,6 +375,20 @@ def test_a_state_the_tool_does_not_know_is_refused_not_read_as_a_crash(tmp_path)
     assert set(Store(tmp_path / "s").runs()["state"]) == {"finished"}
 
 
+def test_a_run_that_ends_short_of_its_plan_without_a_state_is_said_to_be_stored_as_finished(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().query("run == 'a' or step <= 20").to_csv(path, index=False)  # b: 20 of its 40 steps
+    res = _import(path, tmp_path / "s")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and "b: ends at step 20, 50% of its plan, and the table gives no state: stored as " \
+        "finished" in text, res.output
+    assert "a: ends at step" not in text
+    small_table().query("run == 'a' or step <= 20").assign(state="running").to_csv(path, index=False)
+    res = _import(path, tmp_path / "s2")
+    assert res.exit_code == 0 and "gives no state" not in res.output
+    assert Store(tmp_path / "s2").runs().set_index("run_id").at["b", "state"] == "running"
+
+
 def test_tokens_that_disagree_with_steps_times_tokens_per_step_are_named(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)  # 50 tokens per step in the table

@@ -571,6 +571,19 @@ def test_a_watch_of_a_run_that_has_ended_says_so_and_stops(tmp_path, replay):
     assert res.exit_code == 5  # a crash before the plan's end is an alarm
 
 
+def test_a_run_marked_finished_short_of_its_plan_is_a_warning_not_ok(tmp_path, replay):
+    _, _, steps, loss = replay
+    run_dir, args = live_run(tmp_path, replay, [json.dumps({"step": int(s), "eval/loss": float(y)})
+                                                for s, y in zip(steps[:2], loss[:2])])
+    (run_dir / "status.json").write_text(json.dumps({"state": "finished", "step": int(steps[1])}))
+    res = runner.invoke(app, [*args, "--once"])
+    text = " ".join(res.output.split())
+    assert f"the run is marked finished at step {int(steps[1]):,}" in text and "predicted end was not reached" in text
+    assert res.exit_code == 4, res.output
+    again = " ".join(runner.invoke(app, [*args, "--once"]).output.split())
+    assert f"the run is marked finished, short of its plan, at step {int(steps[1]):,}" in again, again
+
+
 def test_a_metric_logged_between_the_prediction_s_steps_gets_one_verdict_per_step_of_the_prediction(tmp_path, replay):
     """The replayed run's whole curve (a value every 128 steps) as its train loss, against a prediction of
     the train loss at its 20 steps: a verdict per step of the prediction, each on the mean since the last."""

@@ -166,9 +166,10 @@ def import_csv(
 
     Columns with one value per run become the run's config (so a column named stop_after_steps or
     active_params is read as that coordinate, and a column named state gives finished / crashed /
-    running; without it every run counts as finished). Importing the file again replaces its runs; a run id
-    already stored from another source is refused unless --replace. Every step, token count and value
-    is checked (with its line) before anything is stored.
+    running; without it every run counts as finished, and a run that ends short of its plan is named).
+    Importing the file again replaces its runs; a run id already stored from another source is refused
+    unless --replace. Every step, token count and value is checked (with its line) before anything is
+    stored.
     """
     columns = ColumnMap(
         metrics=ColumnMap.parse_pairs(metric, "--metric"),

@@ -27,6 +27,7 @@ import pandas as pd
 from ladder import metrics as keys
 from ladder.data.sources.coords import CoordinateOverrides
 from ladder.data.sources.pull import PullSkipped, Source, pull
+from ladder.data.sources.table import SHORT_OF_PLAN
 from ladder.data.store import Store
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
 from ladder.predict.prediction import Prediction, keep_prediction
@@ -288,7 +289,7 @@ class Watcher:
             worst = _worse(worst, verdict)
             prev = step
         # Alerts past the last eval (a NaN loss, a spike, a crash) count now, not at the next eval
-        live = [a for a in alerts if a.rule in ("stale", "throughput", "deadline", "crashed") or a.step > max(prev, judged)]
+        live = [a for a in alerts if a.rule in ("stale", "throughput", "deadline", "crashed", "short") or a.step > max(prev, judged)]
         state.verdicts.sort(key=lambda v: int(v["step"]))
         if new_evals:  # the check's verdict is the worst of the evals it judged: a cron job sees every warning
             verdict = worst
@@ -326,7 +327,8 @@ class Watcher:
     def _status_line(self, obs: Observed, verdict: str, state: WatchState, run_state: str) -> str:
         head = f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)})"
         if run_state != "running":  # the watch ends here: said, not left to an exit code alone
-            head = f"the run {run_state} at {head}"
+            short = run_state == "finished" and obs.last_step < SHORT_OF_PLAN * obs.planned_steps
+            head = f"the run {'is marked finished, short of its plan,' if short else run_state} at {head}"
         if not state.verdicts:
             return f"{head}: no eval yet: {verdict.upper()}"
         last = state.verdicts[-1]
@@ -378,14 +380,22 @@ def relogged(verdicts: list[dict], evals: pd.Series) -> set[int]:
 
 def stopped(run: pd.Series, obs: Observed) -> list[Alert]:
     """An alarm when the run's source marks it crashed: it stopped before its plan's end (its trainer exited
-    with an error, or was killed and wrote nothing for a while)."""
-    if str(run["state"]) != "crashed":
-        return []
-    planned = max(obs.planned_steps, 1)
-    return [Alert("crashed", "alarm", obs.last_step,
-                  f"the run stopped at step {obs.last_step:,} ({obs.last_step / planned:.0%} of its plan): its source "
-                  "marks it crashed (an error, or no write for three times --stale-minutes); resume it from its last "
-                  "checkpoint, and watch on")]
+    with an error, or was killed and wrote nothing for a while). A warning when it is marked finished short of its
+    plan: its predicted end will not come, or its source calls a live run finished (a table imported without a
+    state column)."""
+    state, planned = str(run["state"]), max(obs.planned_steps, 1)
+    share = f"{obs.last_step / planned:.0%} of its plan"
+    if state == "crashed":
+        return [Alert("crashed", "alarm", obs.last_step,
+                      f"the run stopped at step {obs.last_step:,} ({share}): its source marks it crashed (an error, or "
+                      "no write for three times --stale-minutes); resume it from its last checkpoint, and watch on")]
+    if state == "finished" and obs.planned_steps > 0 and obs.last_step < SHORT_OF_PLAN * planned:
+        return [Alert("short", "warning", obs.last_step,
+                      f"the run is marked finished at step {obs.last_step:,} ({share} of {planned:,} steps): the "
+                      "predicted end was not reached; if it is still training, its source calls it finished (a table "
+                      "imported without a state column counts as finished: give it a column state of running, "
+                      "import it again and watch on)")]
+    return []
 
 
 class _OnlyRun:

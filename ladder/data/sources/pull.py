@@ -29,7 +29,7 @@ import pandas as pd
 from ladder import runfiles
 from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings, resolve
 from ladder.data.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, Coordinates, resolve_coordinates
-from ladder.data.sources.table import RunRef, SourceRun, check_run_id
+from ladder.data.sources.table import SHORT_OF_PLAN, RunRef, SourceRun, check_run_id
 from ladder.data.store import GIVEN_KEY, Store
 from ladder.data.storewriter import StoreWriter
 from ladder.errors import LadderError, SourceUnavailable
@@ -321,6 +321,9 @@ def _pull_run(
     }
     if usable and _as_stored(prev, row, was, history):
         return None  # a table imported again as it was (--full and --replace write it anew)
+    short = got.whole and not config.get("state") and last_fraction is not None and last_fraction < SHORT_OF_PLAN
+    said = (f"ends at step {last_step:,}, {last_fraction:.0%} of its plan, and the table gives no state: stored as "
+            "finished; a run still training, or one that crashed, needs a column state (running, crashed)",) if short else ()
     writer.stage(row, history)
     return RunPulled(
         ref.run_id,
@@ -330,7 +333,8 @@ def _pull_run(
         len(history),
         last_step,
         last_fraction,
-        tuple(got.warnings) + ((f"coordinates changed: {moved}",) if moved else ()) + tuple(report.messages(stored_report)),
+        tuple(got.warnings) + said + ((f"coordinates changed: {moved}",) if moved else ())
+        + tuple(report.messages(stored_report)),
     )
 
 

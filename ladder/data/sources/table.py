@@ -163,6 +163,9 @@ def json_number(text: str) -> float | None:
         return None
 
 
+SHORT_OF_PLAN = 0.98
+"""A run marked finished whose last logged step is below this share of its planned steps stopped short of its plan."""
+
 STATES = {"finished": "finished", "running": "running", "pending": "running", "preempting": "running",
           "crashed": "crashed", "failed": "crashed", "killed": "crashed", "preempted": "crashed"}
 """Run states as wandb and the trainer spell them (lower case), and what each means here."""
