@@ -521,6 +521,32 @@ def live_run(tmp: Path, replay, lines: list[str], state: str = "running") -> tup
                      "--store", str(tmp / "store")]
 
 
+def test_a_watch_started_before_its_run_waits_for_it_and_a_typo_is_refused(tmp_path, replay):
+    from tests.synthetic_ladder import write_run
+
+    _, config, steps, loss = replay
+    _, args = live_run(tmp_path / "other", replay, [json.dumps({"step": int(steps[0]), "eval/loss": float(loss[0])})])
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    at = args.index("--local") + 1
+
+    def watch(local: Path):
+        args[at] = str(local)
+        return runner.invoke(app, [*args, "--once"])
+
+    res = watch(runs / config.name)  # its folder is not written yet
+    assert res.exit_code == 3 and "no such directory yet" in res.output, res.output
+    for rung in micro_plan().rungs[:2]:
+        write_run(runs, rung)
+    res = watch(runs)  # a folder of runs without it: looked for again at each check
+    assert res.exit_code == 3 and f"no run {config.name!r} in local:" in res.output, res.output
+    assert "a run that has not started is looked for again" in " ".join(res.output.split())
+    res = watch(tmp_path / "typo" / config.name)  # nor the folder it would be written in: a usage error
+    assert res.exit_code == 2 and "no such folder" in res.output, res.output
+    res = watch(runs / micro_plan().rungs[0].name)  # one run's own folder, another run: a usage error
+    assert res.exit_code == 2 and f"the prediction is for {config.name!r}" in res.output, res.output
+
+
 def test_a_deadline_in_hours_keeps_its_time_across_once_checks_and_says_when_it_passed(tmp_path, replay):
     # A cron job gives `--once --deadline 72h` every few minutes: counted afresh each time it would never come.
     _, _, steps, loss = replay

@@ -40,8 +40,10 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
     if not given:
         return None
     for option, path in (("--local", local), ("--offline", offline)):
-        if path is not None and not path.is_dir():  # a typo, not a run that cannot be read (exit 3)
-            raise LadderError(f"{option} {path}: no such folder; give the run's folder (it must exist)")
+        # a folder not written yet in one that exists is a run not started (cannot judge, exit 3); else a typo
+        if path is not None and not path.is_dir() and (path.exists() or not path.absolute().parent.is_dir()):
+            raise LadderError(f"{option} {path}: no such folder; give the run's folder (it, or the folder it will "
+                              "be written in, must exist)")
     if local is not None:
         return LocalSource(local, running_window_s=quiet_s)
     if offline is not None:
@@ -52,7 +54,7 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
 @command("watch")
 def watch_command(
     prediction: Path = PREDICTION,
-    local: Path | None = typer.Option(None, "--local", help="The trainer's run folder (or a folder of them)."),
+    local: Path | None = typer.Option(None, "--local", help="The trainer's run folder (or a folder of them); one the run has not written yet is waited for (cannot judge until it has)."),
     offline: Path | None = typer.Option(None, "--offline", help="A wandb offline folder being written (wandb/)."),
     wandb: str | None = typer.Option(None, "--wandb", help="ENTITY/PROJECT on wandb (WANDB_API_KEY from the environment)."),
     store: Path = STORE,

@@ -423,6 +423,10 @@ class _OnlyRun:
             mine = unnamed  # its name is known once read (a wandb offline file): `read` checks it
         if refs and not mine:
             others = ", ".join(sorted({str(r.name or r.run_id) for r in refs})[:5])
+            if len(refs) > 1 and not unnamed:  # a folder of runs or a project: the run may not have started
+                raise LadderError(f"no run {self.name!r} in {self.source.key} yet (it holds {others}"
+                                  f"{', ...' if len(refs) > 5 else ''}): a run that has not started is looked for "
+                                  "again at each check; give --target-run where the run has another name")
             hint = ("; the names of runs there are known only once read: point the source at the watched run's "
                     "own folder, or give its id with --target-run" if unnamed else "")
             raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {others}: "

@@ -59,7 +59,8 @@ class LocalSource:
         if self.path.exists() and not self.path.is_dir():
             raise LadderError(f"{self.path}: is a file, not a folder; give a trainer run directory, e.g. runs/NAME/")
         if not self.path.is_dir():
-            raise LadderError(f"{self.path}: no such directory (expected a trainer run directory, e.g. runs/NAME/)")
+            raise LadderError(f"{self.path}: no such directory yet (expected a trainer run directory, e.g. runs/NAME/, "
+                              "or the folder a run that has not started will write)")
         if _is_run_dir(self.path):
             dirs = [self.path]
         else:  # run folders at any depth (a planned ladder keeps them under runs/)
