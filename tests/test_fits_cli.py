@@ -21,6 +21,7 @@ from fits.synthetic import endpoint_losses, known_law, per_fraction_losses, surf
 from ladder import Schedule
 from ladder.cli import app
 from ladder.data import fitdata
+from ladder.data.store import Store
 from ladder.errors import LadderError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -360,6 +361,8 @@ class FakeStore:
         if run_ids is not None:
             h = h[h["run_id"].isin(run_ids)]
         return h[h["metric"].isin(metrics)] if metrics is not None else h
+
+    fitted_history = Store.fitted_history
 
 
 def fake_store(finished=True) -> FakeStore:
@@ -723,7 +726,7 @@ def test_a_stored_run_whose_final_loss_is_not_positive_is_named(tmp_path):
     res = run("import", "csv", table, "--store", tmp_path / "s", "--run", "run_id", "--tokens", "tokens",
               "--metric", "eval/loss=loss", "--coord-column", "active_params=params", "--coord", "role=rung")
     assert res.exit_code == 0, res.output
-    one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "run 'r2'", "final eval/loss is -1")
+    one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "run 'r2' has no positive, finite eval/loss")
 
 
 def test_a_run_reaches_its_end_when_no_later_eval_was_due():

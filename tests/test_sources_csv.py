@@ -389,6 +389,24 @@ def test_a_run_that_ends_short_of_its_plan_without_a_state_is_said_to_be_stored_
     assert Store(tmp_path / "s2").runs().set_index("run_id").at["b", "state"] == "running"
 
 
+def test_a_loss_of_zero_or_below_is_said_at_import_and_left_out_of_fits_as_a_nan_is(tmp_path):
+    from ladder.data.runview import from_store
+
+    path = tmp_path / "t.csv"
+    small_table().assign(loss=lambda t: t["loss"].mask((t["run"] == "a") & (t["step"] == 20), 0.0)
+                         .mask((t["run"] == "b") & (t["step"] >= 30), -1.2)).to_csv(path, index=False)
+    res = _import(path, tmp_path / "s")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "a: eval/loss: 1 value of 0 or below (first at step 20): no loss, kept out of fits" in text
+    assert "b: eval/loss: 2 values of 0 or below (first at step 30)" in text
+    store = Store(tmp_path / "s")
+    assert len(store.history(["a", "b"], ["eval/loss"])) == 8  # stored as logged
+    assert store.fitted_history(["a", "b"], "eval/loss")["step"].tolist() == [10, 30, 40, 10, 20]
+    run = from_store(store, store.runs().query("run_id == 'a'").iloc[0], "eval/loss")
+    assert run.steps.tolist() == [10, 30, 40] and (run.values > 0).all()
+
+
 def test_tokens_that_disagree_with_steps_times_tokens_per_step_are_named(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)  # 50 tokens per step in the table

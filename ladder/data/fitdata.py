@@ -436,7 +436,7 @@ def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     per-step train loss) read at its evals, as `ladder predict` reads it (`runview.at_evals`)."""
     from ladder.data.runview import at_evals, eval_grid
 
-    hist = store.history(list(runs["run_id"]), [metric])
+    hist = store.fitted_history(list(runs["run_id"]), metric)
     if hist.empty:
         raise LadderError(f"{store.root}: no values of {metric!r} for these runs; pick another --metric")
     stops = runs.set_index("run_id")["stop_after_steps"]
@@ -488,7 +488,11 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
     runs = _store_runs(store, group, role, finished=True)
     hist = _store_history(store, runs, metric).sort_values(["run_id", "step"])
     last = hist.groupby("run_id").tail(1).set_index("run_id")
-    runs = runs[runs["run_id"].isin(last.index)]
+    none = ~runs["run_id"].isin(last.index)
+    if none.any():
+        raise LadderError(f"run {runs['name'][none.to_numpy()].iloc[0]!r} has no positive, finite {metric} (the laws "
+                          "fit losses; 0 or below, NaN and inf are none): fix the run's values, or leave it out with "
+                          "--group / --role")
     planned = runs.set_index("run_id")["stop_after_steps"].astype("float64")
     ended = hist.groupby("run_id")["step"].apply(lambda s: reached_end(s.to_numpy(float) / planned[s.name]))
     short = ~ended.loc[runs["run_id"]]
@@ -499,11 +503,6 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
         )
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
     loss = last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64)
-    bad = ~(loss > 0) | ~np.isfinite(loss)
-    if bad.any():
-        raise LadderError(f"run {runs['name'].iloc[int(np.argmax(bad))]!r}: its final {metric} is "
-                          f"{loss[bad][0]:g}; the laws fit positive finite losses (fix the run's values, or leave it "
-                          "out with --group / --role)")
     flops, notes = compute_per_token(runs, compute)
     return Finals(
         names=runs["name"].tolist(),

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ladder import metrics as keys
 from ladder.data.sources.coords import Coordinates
 from ladder.data.sources.table import concat_rows, empty_rows
 from ladder.errors import LadderError
@@ -82,6 +83,8 @@ class ResolveReport:
     rename_conflicts: int = 0
     nonfinite: tuple[tuple[str, int, int], ...] = ()
     """(metric, NaN/inf values, first step with one)."""
+    not_positive: tuple[tuple[str, int, int], ...] = ()
+    """(metric, values of 0 or below, first step with one) of the fit metric and the losses: no loss."""
     past_plan: int = 0
     """Values at steps past the plan in force at them."""
     missing_fit_metric: str = ""
@@ -124,6 +127,11 @@ class ResolveReport:
         for metric, count, first in self.nonfinite:
             if before.get(metric) != count:
                 out.append(f"{metric}: {_n(count, 'NaN/inf value')} (first at step {first}), kept out of fits")
+        before = dict((m, c) for m, c, _ in earlier.not_positive) if earlier else {}
+        for metric, count, first in self.not_positive:
+            if before.get(metric) != count:
+                out.append(f"{metric}: {_n(count, 'value')} of 0 or below (first at step {first}): no loss, kept out "
+                           "of fits (a metric logged as log-probability or reward? store the loss)")
         if self.past_plan and (earlier is None or earlier.past_plan != self.past_plan):
             out.append(f"{_n(self.past_plan, 'value')} past the planned steps: check stop_after_steps")
         if self.tokens_off and (earlier is None or earlier.tokens_off != self.tokens_off):
@@ -145,7 +153,7 @@ class ResolveReport:
     def from_json(cls, data: dict[str, Any]) -> ResolveReport:
         known = {f.name for f in dataclasses.fields(cls)}
         data = {k: v for k, v in data.items() if k in known}
-        for key in ("rewinds", "renamed", "nonfinite"):
+        for key in ("rewinds", "renamed", "nonfinite", "not_positive"):
             data[key] = tuple(tuple(x) for x in data.get(key, ()))
         data["tokens_off"] = tuple(data.get("tokens_off", ()))
         return cls(**data)
@@ -184,6 +192,7 @@ def resolve(
         renamed=names,
         rename_conflicts=conflicts,
         nonfinite=_nonfinite(history),
+        not_positive=_not_positive(history, settings.fit_metric),
         past_plan=int(coords.past_plan(history["step"].to_numpy()).sum()),
         missing_fit_metric=_missing(history, settings.fit_metric),
         tokens_off=_tokens_off(kept, coords),
@@ -293,7 +302,16 @@ def _history_frame(rows: pd.DataFrame, coords: Coordinates) -> pd.DataFrame:
 
 
 def _nonfinite(history: pd.DataFrame) -> tuple[tuple[str, int, int], ...]:
-    bad = ~np.isfinite(history["value"].to_numpy())
+    return _counted(history, ~np.isfinite(history["value"].to_numpy()))
+
+
+def _not_positive(history: pd.DataFrame, fit_metric: str) -> tuple[tuple[str, int, int], ...]:
+    losses = history["metric"].astype(str).isin([fit_metric, keys.EVAL_LOSS, keys.TRAIN_LOSS]).to_numpy()
+    return _counted(history, losses & (history["value"].to_numpy() <= 0))
+
+
+def _counted(history: pd.DataFrame, bad: np.ndarray) -> tuple[tuple[str, int, int], ...]:
+    """(metric, how many, first step) of the rows `bad` marks, by metric."""
     if not bad.any():
         return ()
     sub = history[bad].groupby("metric", observed=True)["step"].agg(["size", "min"])

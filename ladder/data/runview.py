@@ -143,7 +143,7 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     A rung needs one: a curve law takes a run's evals however few, and the per-fraction law leaves out
     a run with fewer than three."""
     name, run_id = str(row["name"]), str(row["run_id"])
-    evals = store.history([run_id], [metric]).sort_values("step")  # finite values only
+    evals = store.fitted_history([run_id], metric).sort_values("step")
     if len(evals) < need_evals:
         logged = sorted(set(store.history([run_id])["metric"].astype(str)))
         shown = ", ".join(repr(m) for m in logged[:6]) + (", ..." if len(logged) > 6 else "") or "nothing"

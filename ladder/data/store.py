@@ -176,6 +176,12 @@ class Store:
                     ) from None
         raise LadderError(f"{self.root}: the store kept changing while being read; try again")
 
+    def fitted_history(self, run_ids: list[str] | str | None, metric: str) -> pd.DataFrame:
+        """`history` of the fitted `metric` as the laws take it: its positive finite values (a loss of 0 or
+        below, like a NaN, is no loss: the pull said so, and it is left out)."""
+        hist = self.history(run_ids, [metric])
+        return hist[hist["value"].to_numpy() > 0]
+
     def repair(self) -> storerepair.RepairReport:
         """Rebuild what is damaged: the manifest and the runs table from the history files (each holds
         its run's row), dropping the runs whose history file is damaged or missing."""
