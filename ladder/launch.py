@@ -89,9 +89,35 @@ def final_eval_loss(run_dir: Path) -> float | None:
     return loss
 
 
+# Started in the child before the trainer: on Linux the child gets a signal when the process that started it
+# dies (`ladder train` or a Ray worker killed with SIGKILL cannot stop its children itself), and Ctrl-C
+# reaches the trainer again (a Ray worker blocks SIGINT, and the mask is inherited across exec).
+_DIE_WITH_PARENT = """\
+import ctypes, os, runpy, signal, sys
+parent, death = int(sys.argv.pop(1)), int(sys.argv.pop(1))
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+try:
+    ctypes.CDLL(None).prctl(1, death)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != parent:
+    sys.exit(137)
+sys.argv[0] = "trainer_jax"
+runpy.run_module("trainer_jax", run_name="__main__", alter_sys=True)
+"""
+
+
+def with_parent(args: list[str], death: signal.Signals = signal.SIGKILL) -> list[str]:
+    """``python -m trainer_jax ARGS`` in a process that gets `death` when this one dies (SIGTERM: it stops at a
+    step and marks its run crashed, as for any stop; SIGKILL: at once)."""
+    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), str(int(death)), *args]
+
+
 def trainer_command(config: Path, resume: bool, progress: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "trainer_jax", str(config)]
-    return cmd + (["--resume"] if resume else []) + ([] if progress else ["--no-progress"])
+    """The trainer of one run; it stops (at a step, its run marked crashed) when `ladder` dies, even by SIGKILL."""
+    args = [str(config)] + (["--resume"] if resume else []) + ([] if progress else ["--no-progress"])
+    return with_parent(args, signal.SIGTERM)
 
 
 def trainer_env() -> dict[str, str]:

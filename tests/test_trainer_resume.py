@@ -129,7 +129,7 @@ def trainers_of(config: Path) -> list[int]:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"trainer_jax" in args and str(config).encode() in args:
+        if any(b"trainer_jax" in a for a in args) and str(config).encode() in args:  # -m, or run by `with_parent`
             pids.append(int(cmdline.parent.name))
     return pids
 
@@ -168,3 +168,16 @@ def test_ladder_train_passes_a_stop_on_to_its_trainer_once_and_leaves_none_behin
     assert proc.returncode == 128 + signal.SIGTERM, out
     assert "interrupted: the run is marked crashed" in out and "Traceback" not in out, out
     assert json.loads(status.read_text())["state"] == "crashed" and trainers_of(config) == []
+    # `ladder` killed with SIGKILL cannot pass anything on: its trainer stops as for SIGTERM, and leaves no lock
+    proc = ladder_train("--resume")
+    assert len(trainers_of(config)) == 1
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    deadline = time.time() + 180
+    while trainers_of(config) and time.time() < deadline:
+        time.sleep(0.1)
+    assert trainers_of(config) == [] and json.loads(status.read_text())["state"] == "crashed"
+    proc = ladder_train("--resume")  # not refused: no trainer holds the run
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 128 + signal.SIGTERM and "resuming at step" in out, out

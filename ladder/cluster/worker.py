@@ -8,39 +8,18 @@ node for its address.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from ladder.launch import trainer_env
+from ladder.launch import trainer_env, with_parent
 
 INTERRUPTED = 130
 """Exit code of a trainer stopped by Ctrl-C (it marks its run crashed and resumable)."""
 GRACE_SECONDS = 20.0
 """How long a trainer gets to mark its run and exit after SIGINT before it is killed."""
-
-# Started in the child before the trainer: on Linux the child is killed when the worker that
-# started it dies (a Ray worker killed with SIGKILL cannot stop its children itself), and Ctrl-C
-# reaches the trainer again (a Ray worker blocks SIGINT, and the mask is inherited across exec).
-_DIE_WITH_PARENT = """\
-import ctypes, os, runpy, signal, sys
-parent = int(sys.argv.pop(1))
-signal.signal(signal.SIGINT, signal.default_int_handler)
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-try:
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-except (OSError, AttributeError):
-    pass
-if os.getppid() != parent:
-    sys.exit(137)
-sys.argv[0] = "trainer_jax"
-runpy.run_module("trainer_jax", run_name="__main__", alter_sys=True)
-"""
-
 
 def trainer_args(config: Path, resume: bool, distributed: tuple[str, int, int] | None = None) -> list[str]:
     """Arguments of ``python -m trainer_jax`` for one process; `distributed` is (coordinator
@@ -57,7 +36,7 @@ def run_trainer(args: list[str], log: str, header: str) -> int:
     `header` line; its exit code. Interrupted (Ray cancels the task with KeyboardInterrupt), it
     passes SIGINT on, waits for the trainer to mark its run resumable, and returns 130."""
     Path(log).parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *args]
+    cmd = with_parent(args)
     with open(log, "a", buffering=1) as out:
         out.write(f"--- {header} on {socket.gethostname()} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=trainer_env(),
