@@ -128,3 +128,30 @@ def test_a_rise_within_what_the_values_errors_span_is_not_a_spike():
     assert "more than its values' standard errors (1.0% each" in warning and "The laws fit it as read" in warning
     assert rise_warnings([read]) == []
     assert rise_limit(Run("r", 1e6, 1000, T, steps, values)) == RISE_WARN  # evals as logged: the fixed limit
+
+
+def test_an_imported_run_s_train_loss_is_read_at_the_steps_it_logged_its_evals(tmp_path):
+    """A table with a train loss every 5 steps (3 or 4 values per 1% of the plan, too few to read there) and an
+    eval every 95: read at its own evals, not left raw."""
+    import pandas as pd
+
+    from ladder.data.runview import from_store
+    from ladder.data.sources.coords import CoordinateOverrides
+    from ladder.data.sources.tabular import ColumnMap, TableSource
+
+    rng = np.random.default_rng(0)
+    steps = np.arange(5, T + 1, 5)
+    table = pd.DataFrame({"run": "r", "step": steps, "train": curve(steps) * (1 + 0.01 * rng.standard_normal(steps.size)),
+                          "eval": np.where(steps % 95 == 0, curve(steps), np.nan)})
+    path = tmp_path / "t.csv"
+    table.to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    columns = ColumnMap(metrics={"train/loss": "train", "eval/loss": "eval"}, run="run", step="step")
+    pull(store, TableSource(path, columns), overrides=CoordinateOverrides.parse(
+        [f"stop_after_steps={T}", "tokens_per_step=1000", "active_params=1e6", "total_params=unknown",
+         "fit_flops_per_token=unknown"]))
+    run = from_store(store, store.runs().iloc[0], "train/loss")
+    assert run.read_from == steps.size and run.steps.tolist() == GRID.tolist()
+    raw = table.set_index("step").loc[GRID, "train"].to_numpy()
+    assert np.abs(run.values / curve(GRID) - 1).mean() < 0.5 * np.abs(raw / curve(GRID) - 1).mean()
+    assert 0 < run.noise < 0.01

@@ -152,14 +152,14 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
                           f"(--rename OLD={metric}), or take the run out of the store (`ladder runs --remove "
                           f"{name}`)")
     steps, values, state = evals["step"].to_numpy(np.int64), evals["value"].to_numpy(float), str(row["state"])
-    cfg = store.run_config(run_id)
     if steps.size and steps.max() > 1000 * int(row["stop_after_steps"]):
         raise LadderError(f"run {name!r}: its last eval is at step {int(steps.max()):,}, "
                           f"{steps.max() / int(row['stop_after_steps']):,.0f}× its {int(row['stop_after_steps']):,} "
                           "planned steps; are its steps counted in tokens? (import the step column with --step and "
                           "the tokens with --tokens)")
-    read = at_evals(steps, values, eval_grid(cfg, int(row["stop_after_steps"])))
+    read = at_evals(steps, values, eval_grid(store, run_id, int(row["stop_after_steps"])))
     steps, values = read.steps, read.values
+    cfg = store.run_config(run_id)
     if cfg is not None:
         _check_flops(name, cfg, row)
         return replace(from_config(cfg, steps, values, state), read_from=read.read_from, noise=read.noise)
@@ -180,11 +180,15 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     )
 
 
-def eval_grid(cfg: RunConfig | None, stop: int) -> np.ndarray:
-    """The steps at which a metric logged far more often than evals is read: a planned run's evals, or every 1%
-    of a run's `stop` steps."""
+def eval_grid(store: Store, run_id: str, stop: int) -> np.ndarray:
+    """The steps at which a metric logged far more often than evals is read: a planned run's evals, else the
+    steps at which the run logged its evals (an imported run), else every 1% of its `stop` steps."""
+    cfg = store.run_config(run_id)
     if cfg is not None:
         return np.asarray(cfg.eval_steps(), np.int64)
+    logged = np.unique(store.history([run_id], [keys.EVAL_LOSS])["step"].to_numpy(np.int64))
+    if logged.size >= 2:
+        return logged
     every = max(1, round(stop / 100))
     return np.arange(every, stop + 1, every, dtype=np.int64)
 
