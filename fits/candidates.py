@@ -122,6 +122,18 @@ def other_shape(runs: list[Run], target: Run, tol: float) -> list[str]:
             and not same_shape(r, target)]
 
 
+def _wider_note(runs: list[Run], target: Run) -> str:
+    """"; a ratio tolerance of 6% ... would count 3 of them" where one under 25% would: a target planned a little
+    off the rungs' token ratio."""
+    usable = [r for r in runs if same_shape(r, target) and r.steps.size >= 3]
+    off = sorted(abs(r.token_ratio / target.token_ratio - 1) for r in usable)
+    if len(off) < 3 or off[2] >= 0.25:
+        return ""
+    tol = np.ceil(off[2] * 100 + 1e-9) / 100
+    return (f"; a ratio tolerance of {tol:.0%} (--ratio-tol {tol:g}) would count {sum(x <= tol for x in off)} of them "
+            "as at the target's ratio")
+
+
 def _few_evals_note(runs: list[Run]) -> str:
     """"; N rungs (...) have fewer than 3 evals, ..." where some do: a curve law leaves them out."""
     few = [r.name for r in runs if r.steps.size < 3]
@@ -188,9 +200,10 @@ class PerFraction:
             ratios = sorted({float(f"{r.token_ratio:.3g}") for r in self.runs})
             shown = ", ".join(f"{x:g}" for x in ratios[:6]) + (", ..." if len(ratios) > 6 else "")
             raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
-                           f"± {o.ratio_tol:.0%}), or with its tokens ({target.planned_tokens:.4g}), and its schedule "
+                           f"± {o.ratio_tol * 100:g}%), or with its tokens ({target.planned_tokens:.4g}), and its schedule "
                            f"shape; the ladder has {len(runs)}" + (f" ({_left_out_note(shapes)})" if shapes else "")
-                           + f"; the rungs train at {shown} tokens per parameter" + _few_evals_note(self.runs))
+                           + f"; the rungs train at {shown} tokens per parameter" + _wider_note(self.runs, target)
+                           + _few_evals_note(self.runs))
         axis_shared = shared_axis(runs, target, o.ratio_tol)
         Cs, axis = law_compute(runs + [target])
         C, compute = Cs[:-1], float(Cs[-1])

@@ -296,8 +296,13 @@ def test_token_ratios_within_the_tolerance_are_one_ratio():
     out = core.predict(runs, hero, hero.steps, dataclasses.replace(FAST, method="per-fraction", backtest=False))
     assert np.all(np.isfinite(out.band.median))
     strict = dataclasses.replace(FAST.options, ratio_tol=0.001)
-    with pytest.raises(FitError, match="per-fraction law needs 3 runs"):
+    with pytest.raises(FitError, match="per-fraction law needs 3 runs") as e:
         core.predict(runs, hero, hero.steps, core.Settings(method="per-fraction", options=strict, backtest=False))
+    assert "a ratio tolerance of 1% (--ratio-tol 0.01) would count 4 of them" in str(e.value)  # 0.9% off at most
+    with pytest.raises(FitError) as e:  # 2× off: no tolerance is offered
+        core.predict(runs, dataclasses.replace(hero, ratio=2 * TPP), hero.steps,
+                     core.Settings(method="per-fraction", options=strict, backtest=False))
+    assert "ratio tolerance" not in str(e.value)
 
 
 def test_a_crashed_run_enters_with_the_evals_it_logged():

@@ -186,7 +186,7 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
     same = [abs(x / mine - 1) <= ratio_tol for x in ratios]
     out = {"schedule": f"rungs: {_describe_rungs(rungs)}; target: {_describe(target, edited=True)}"}
     out["token ratio"] = (f"rungs {_span(ratios)}, target {mine:.4g} tokens per parameter"
-                          + ("" if all(same) else f" ({sum(same)} of {len(rungs)} rungs within {ratio_tol:.0%})"))
+                          + ("" if all(same) else f" ({sum(same)} of {len(rungs)} rungs within {ratio_tol * 100:g}%)"))
     six = [r.name for r in [*rungs, target] if r.flops_from == SIX_N]
     out["compute"] = "6·N·D for " + named(six) if six else "fit FLOPs per token × tokens"
     if all(r.active_params for r in [*rungs, target]):
