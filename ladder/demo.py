@@ -99,7 +99,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     for path, cfg in runs[:-1]:
         if is_done(path, cfg):
             console.print(f"[dim]{escape(cfg.name)}: finished already, skipped[/]", markup=True)
-        elif train(path, resume=True, progress=console.is_terminal):
+        elif train(path, resume=True, progress=console.is_terminal, again=AGAIN):
             raise LadderError(f"training {cfg.name} failed; see the trainer's message above, then run the demo again")
 
     console.rule("3. pull the rungs, fit, predict the hero")
@@ -172,8 +172,12 @@ def score(pred: Prediction, actual, seconds: float, report: Path) -> DemoResult:
     )
 
 
+AGAIN = "run the same `ladder demo` command again"
+"""How a stopped demo goes on: each run resumes from its last checkpoint."""
+
+
 def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
-    proc = start(path, resume=True, progress=False)
+    proc = start(path, resume=True, progress=False, again=AGAIN)
     with trainer_stops_with(proc):
         while proc.poll() is None:
             time.sleep(poll_seconds)

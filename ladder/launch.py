@@ -146,20 +146,22 @@ def _stopped(signum, frame) -> None:
     raise Stopped(signum)
 
 
-def train(config: Path, resume: bool, progress: bool) -> int:
+def train(config: Path, resume: bool, progress: bool, again: str | None = None) -> int:
     """Train one run to the end in its own process; its exit code (the trainer prints its own errors).
 
     A stop (Ctrl-C, SIGTERM, SIGHUP) is passed on to the trainer (`trainer_stops_with`); then the KeyboardInterrupt
-    goes on (a `Stopped` with its signal's number for the signals other than Ctrl-C)."""
-    proc = start(config, resume, progress)
+    goes on (a `Stopped` with its signal's number for the signals other than Ctrl-C). `again`: how the user resumes
+    the run, said by a trainer that is stopped."""
+    proc = start(config, resume, progress, again)
     with trainer_stops_with(proc):
         return proc.wait()
 
 
-def start(config: Path, resume: bool, progress: bool) -> subprocess.Popen:
+def start(config: Path, resume: bool, progress: bool, again: str | None = None) -> subprocess.Popen:
     """Start training one run in the background. In its own process group: a terminal's Ctrl-C reaches it only
     through `trainer_stops_with`, once (a second would stop it at once, perhaps mid-checkpoint)."""
-    return subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env(), process_group=0)
+    env = trainer_env() | ({runfiles.RESUME_HINT_ENV: again} if again else {})
+    return subprocess.Popen(trainer_command(config, resume, progress), env=env, process_group=0)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,9 @@ METRICS_FILE = "metrics.jsonl"
 STATUS_FILE = "status.json"
 RESUME_KEY = "resumed_from"
 """The key of the resume marker line in ``metrics.jsonl``: the step the run restarted from."""
+RESUME_HINT_ENV = "LADDER_RESUME_HINT"
+"""An environment variable a launcher sets for its trainer: how a user resumes the run with it ("run `ladder demo`
+again"), said by the trainer when it is stopped; without it the trainer says ``--resume``."""
 CHECKPOINT_DIR = "checkpoints"
 WANDB_DIR = "wandb"
 

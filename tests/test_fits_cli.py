@@ -729,6 +729,17 @@ def test_a_stored_run_whose_final_loss_is_not_positive_is_named(tmp_path):
     one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "run 'r2' has no positive, finite eval/loss")
 
 
+def test_runs_imported_without_a_role_are_pointed_to_role_empty(tmp_path):
+    table = tmp_path / "finals.csv"
+    table.write_text("run_id,params,tokens,loss\n" + "\n".join(
+        f"r{i},{n:g},{20 * n:g},{3 - 0.1 * i}" for i, n in enumerate((1e8, 2e8, 4e8, 8e8))))
+    res = run("import", "csv", table, "--store", tmp_path / "s", "--run", "run_id", "--tokens", "tokens",
+              "--metric", "eval/loss=loss", "--coord-column", "active_params=params")
+    assert res.exit_code == 0, res.output
+    one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "no runs match (role 'rung', finished)",
+                   "the store's runs have role none: --role '' takes every role")
+
+
 def test_a_run_reaches_its_end_when_no_later_eval_was_due():
     every_128 = np.arange(128, 24_001, 128) / 24_000  # the last eval at step 23,936 of 24,000
     assert fitdata.reached_end(every_128) and fitdata.reached_end(np.array([0.5, 1.0]))

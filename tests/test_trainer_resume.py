@@ -160,13 +160,15 @@ def test_ladder_train_passes_a_stop_on_to_its_trainer_once_and_leaves_none_behin
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, out
     assert out.count("interrupted: the run is marked crashed") == 1 and "Traceback" not in out, out
+    assert "add --resume to the command to continue it" in out, out  # a single config resumes with --resume
     assert json.loads(status.read_text())["state"] == "crashed" and trainers_of(config) == []
     # a scheduler's SIGTERM to `ladder` alone: passed on, the run marked crashed, no trainer left training
     proc = ladder_train("--resume")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 128 + signal.SIGTERM, out
-    assert "interrupted: the run is marked crashed" in out and "Traceback" not in out, out
+    assert "interrupted: the run is marked crashed; run the same command again to continue it" in out, out
+    assert "Traceback" not in out, out
     assert json.loads(status.read_text())["state"] == "crashed" and trainers_of(config) == []
     # `ladder` killed with SIGKILL cannot pass anything on: its trainer stops as for SIGTERM, and leaves no lock
     proc = ladder_train("--resume")

@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
+from ladder import runfiles
 from ladder.errors import LadderError
 
 _RECEIVED: list[int] = []
@@ -93,7 +94,9 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
         return 2
     except KeyboardInterrupt:
         _mark_crashed(run_dir)
-        print("interrupted: the run is marked crashed; continue it with --resume", file=sys.stderr, flush=True)
+        again = os.environ.get(runfiles.RESUME_HINT_ENV)  # how the launcher that started it resumes it
+        print(f"interrupted: the run is marked crashed; {f'{again} to continue it' if again else 'continue it with --resume'}",
+              file=sys.stderr, flush=True)
         return 128 + (_RECEIVED[-1] if _RECEIVED else signal.SIGINT)
     except Exception as exc:
         if debug:

@@ -61,12 +61,12 @@ def train_command(
     """Train a run config with the JAX trainer; `--ladder DIR` trains a whole planned ladder.
 
     A stop (Ctrl-C, SIGTERM from a scheduler, SIGHUP from a closed terminal) is passed on to the trainer, which
-    stops at its next step and marks its run crashed; the same command resumes it. A trainer already training the
-    same run folder is refused.
+    stops at its next step and marks its run crashed and says how to resume it: `--ladder DIR` again, or a single
+    RUN.yaml with --resume. A trainer already training the same run folder is refused.
 
     Exit codes: 0 done; 2 bad input; 130 interrupted (Ctrl-C), 143 stopped (SIGTERM), 129 (SIGHUP); 128+N when a
-    trainer was killed by signal N (137: SIGKILL, often out of memory; the run is marked crashed and the same
-    command resumes it); any other non-zero code is the failed trainer's.
+    trainer was killed by signal N (137: SIGKILL, often out of memory; the run is marked crashed, and resumed as
+    above); any other non-zero code is the failed trainer's.
     """
     if (config is None) == (ladder is None):
         raise LadderError("give either one RUN.yaml or --ladder DIR (a folder written by `ladder plan --out`)")
@@ -105,15 +105,19 @@ def _summary(runs: list[tuple[Path, RunConfig]], where: Path) -> None:
         console.print(f"  {cfg.name:<22} {run_state(run_dir) or 'missing':<9} eval/loss {shown}  {run_dir}")
 
 
+AGAIN, AGAIN_RESUME = "run the same command again", "add --resume to the command"
+"""How a stopped run is resumed: a ladder, or a config trained with --resume; a config trained without."""
+
+
 def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, runs: list[tuple[Path, RunConfig]] | None = None,
          where: Path | None = None) -> None:
     """Train one run; with `runs` and `where` (a ladder), a killed trainer still prints the ladder's summary."""
     try:
-        code = train(config, resume, progress)
+        code = train(config, resume, progress, AGAIN if resume else AGAIN_RESUME)
     except KeyboardInterrupt as exc:  # the trainer got the same signal and has said how to resume
         raise typer.Exit(128 + getattr(exc, "signum", signal.SIGINT)) from None
     if code < 0:  # killed by a signal (SIGKILL: the out-of-memory killer, say): the trainer could say nothing
-        _killed(config, cfg, -code, again="run the same command again" if resume else "add --resume to the command")
+        _killed(config, cfg, -code, again=AGAIN if resume else AGAIN_RESUME)
         if runs is not None and where is not None:
             _summary(runs, where)
         raise typer.Exit(128 - code)

@@ -391,7 +391,12 @@ def _store_runs(store, group: str | None, role: str | None, finished: bool) -> p
     if runs.empty:
         what = ", ".join(x for x in (f"group {group!r}" if group else "", f"role {role!r}" if role else "",
                                       "finished" if finished else "") if x)
-        raise LadderError(f"{store.root}: no runs match ({what or 'any'}); see `ladder pull` and the runs table")
+        every = store.runs()
+        roles = sorted(set(every["role"].astype(str)))
+        hint = (f"; the store's runs have role {', '.join(repr(r) if r else 'none' for r in roles)}: --role '' takes "
+                "every role (or give the rungs theirs when you pull or import them: --coord role=rung)"
+                if role and role not in roles and len(every) else "")
+        raise LadderError(f"{store.root}: no runs match ({what or 'any'}){hint}; see `ladder pull` and the runs table")
     return runs
 
 
