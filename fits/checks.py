@@ -178,3 +178,38 @@ def rises_with_tokens(n_params: np.ndarray, tokens: np.ndarray, loss: np.ndarray
     more = and_more(found, "runs")
     return [f"at N = {n:.3g} the run on {d:.3g} tokens ends {_above(rise)} the one on {d0:.3g}{more}: more tokens "
             "should not raise the final loss of one size; check those runs (another checkpoint, learning rate, recipe or eval?)"]
+
+
+MOST_NATS = 14.0
+"""Above this, a final loss is no cross-entropy in nats: ln of a vocabulary of a million tokens is 13.8."""
+LEAST_FLOPS = 1e6
+"""Below this, a run's compute is in other units (PF-days, exaFLOPs): the smallest runs take billions of FLOPs."""
+RISE_CORR = 0.5
+"""A rank correlation of final loss with compute above this (over 4 runs or more) is no scaling ladder."""
+
+
+def units_warnings(loss: np.ndarray, compute: np.ndarray | None = None, n_params: np.ndarray | None = None,
+                   tokens: np.ndarray | None = None, counted: bool = False) -> list[str]:
+    """Warnings for inputs that fit without complaint but are likely not what the laws take: a loss that is a
+    perplexity, compute in PF-days (unless `counted` from N and D), a loss that rises with compute, parameters and
+    tokens swapped."""
+    from scipy.stats import spearmanr
+
+    loss = np.asarray(loss, dtype=np.float64)
+    out = []
+    if loss.max() > MOST_NATS:
+        out.append(f"losses run up to {loss.max():.4g}: no cross-entropy in nats is that high (ln of a million-token "
+                   f"vocabulary is {np.log(1e6):.1f}); is it a perplexity (fit its log) or another column?")
+    if compute is not None and not counted and np.min(compute) < LEAST_FLOPS:
+        out.append(f"compute as small as {np.min(compute):.3g}: compute is counted in FLOPs (a run takes billions or "
+                   "more); in PF-days, multiply by 8.64e19")
+    if compute is not None and loss.size >= 4 and np.unique(compute).size >= 4:
+        rho = float(spearmanr(compute, loss).statistic)
+        if rho > RISE_CORR:
+            out.append(f"the loss rises with compute (rank correlation {rho:+.2f}): a scaling ladder's falls; is the "
+                       "loss column a loss (not an accuracy), and the compute column its runs' compute?")
+    if n_params is not None and tokens is not None and np.all(np.asarray(tokens) < np.asarray(n_params)):
+        ratio = np.asarray(tokens, dtype=np.float64) / np.asarray(n_params, dtype=np.float64)
+        out.append(f"every run sees fewer tokens than it has parameters ({ratio.min():.3g}–{ratio.max():.3g} tokens "
+                   "per parameter): are the parameter and token columns swapped?")
+    return out

@@ -134,6 +134,7 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL) -> 
         + checks.not_converged(sol.converged, sol.message)
         + checks.E_at_bound(sol.E, float(y.min()), E is not None)
         + checks.at_bound("alpha", float(sol.alpha[0]), 0.0, 10.0)
+        + checks.units_warnings(y, compute=c)
     )
     fit = EndpointFit(
         E=sol.E,

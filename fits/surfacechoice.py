@@ -283,7 +283,8 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
     swept = sweep_budgets(N, budget, D if infer_budgets else None)
     forms, what = (FORMS, "size") if swept is None else (SWEEP_FORMS, "budget")
     inferred = budget is None and swept is not None
-    warnings = [] if swept is not None or budget is None else [
+    warnings = checks.units_warnings(L, compute=6 * N * D, n_params=N, tokens=D, counted=True)
+    warnings += [] if swept is not None or budget is None else [
         f"the budgets given are not an isoFLOP sweep (fewer than {MIN_SWEPT_BUDGETS} budgets of {isoflop.SWEEP_SIZES} "
         "model sizes or more): the form is backtested by size"]
     budget = swept

@@ -225,7 +225,7 @@ def _ensemble(fit, refits, method, failed, seed) -> Ensemble:
         warnings.append(f"{failed} of {len(refits) + failed} resamples could not be refitted")
     n, p = fit.n_runs, resampled_params(fit)
     if n - p < 2:
-        warnings.append(f"{n} runs for {p} parameters: the resampled fits barely vary the data")
+        warnings.append(f"{n} runs for the {p} parameters each resample refits: the resampled fits barely vary the data")
     return Ensemble(fit, tuple(refits), method, failed, seed, tuple(warnings))
 
 

@@ -143,3 +143,17 @@ def test_a_run_far_off_the_law_is_named_and_a_clean_ladder_names_none():
     typo[2] *= 10  # a loss written one digit off
     [warning] = [w for w in fit_endpoint(c, typo).warnings if "off the fitted law" in w]
     assert warning.startswith(f"the run at C = {c[2]:.3g} ends at {typo[2]:.4g}, +") and "leave it out" in warning
+
+
+def test_a_perplexity_compute_in_pf_days_and_a_rising_loss_are_warned_and_a_sound_ladder_is_not():
+    from fits.checks import units_warnings
+
+    c, y = COMPUTE, clean()
+    assert not [w for w in fit_endpoint(c, y).warnings if "perplexity" in w or "FLOPs" in w or "rises" in w]
+    assert "is it a perplexity" in " ".join(fit_endpoint(c, np.exp(y + 1.5)).warnings)  # perplexity 18–41
+    assert "in PF-days, multiply by 8.64e19" in " ".join(fit_endpoint(c / 8.64e19, y).warnings)
+    assert "the loss rises with compute (rank correlation +1.00)" in " ".join(fit_endpoint(c, y[::-1]).warnings)
+    n = np.array([1e8, 2e8, 4e8, 8e8])
+    (swapped,) = units_warnings(np.array([3.0, 2.9, 2.8, 2.7]), None, 20 * n, n)
+    assert swapped.startswith("every run sees fewer tokens than it has parameters (0.05–0.05")
+    assert units_warnings(np.array([3.0, 2.9, 2.8, 2.7]), 6 * n * 20 * n, n, 20 * n, counted=True) == []

@@ -217,4 +217,4 @@ def test_few_runs_are_counted_alike_by_the_fit_and_its_bootstrap():
     assert fit.n_params > 3 * 4 and fit.resample_params == 3
     ens = bootstrap(fit, 40, seed=0)
     assert any("4 runs for 3 free parameters" in w for w in fit.warnings)
-    assert "4 runs for 3 parameters: the resampled fits barely vary the data" in ens.warnings
+    assert "4 runs for the 3 parameters each resample refits: the resampled fits barely vary the data" in ens.warnings

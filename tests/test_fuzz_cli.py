@@ -446,6 +446,9 @@ OUTPUTS = [
 
 FIT = [
     Case("fit", "level-above-one", ("fit", "endpoint", "--csv", "ladder.csv", "--level", "2"), 2, ("--level 2.0",)),
+    # a value not among an option's choices, in click's words (not pydantic's "Value error, ...")
+    Case("fit", "form-unknown", ("fit", "surface", "--csv", "ladder.csv", "--form", "bogus"), 2,
+         ("Invalid value for '--form': 'bogus' is not one of 'auto'",)),
     Case("fit", "level-nan", ("fit", "endpoint", "--csv", "ladder.csv", "--level", "nan"), 2, ("--level nan",)),
     Case("fit", "bootstrap-negative", ("fit", "endpoint", "--csv", "ladder.csv", "--bootstrap", "-1"), 2, ("--bootstrap -1",)),
     Case("fit", "at-text", ("fit", "endpoint", "--csv", "ladder.csv", "--at", "big"), 2, ("--at 'big'",)),

@@ -79,7 +79,7 @@ def test_each_side_of_a_lopsided_band_is_its_own_limit():
         levels[shift] = [(a.level, a.step) for a in R.deviation(observed(y), pred, rules)]
     assert levels == {-0.015: [("warning", EVALS[10])], 0.03: [], -0.025: [("alarm", EVALS[10])]}
     (alert,) = R.deviation(observed(np.where(EVALS == EVALS[10], med * 0.985, med)), pred, rules)
-    assert "(error +1.52%, past +1.01%, the error at " in alert.message and "the 50% band's lower edge" in alert.message
+    assert "(the prediction's error +1.52%, past +1.01%, the error at " in alert.message and "the 50% band's lower edge" in alert.message
 
 
 def test_slow_drift_is_caught_by_cusum_before_the_band():

@@ -44,7 +44,8 @@ class _OneLineErrors(typer.core.TyperGroup):
             if type(exc).__name__ != "NoArgsIsHelpError":  # `ladder fit` alone: its help is already printed
                 ctx = getattr(exc, "ctx", None)
                 path = ctx.command_path if ctx is not None else self._path(sys.argv[1:] if args is None else args)
-                message, elsewhere = exc.format_message(), self._elsewhere(exc)
+                # typer words a value not among an option's choices as pydantic does ("Value error, 'x' is not ...")
+                message, elsewhere = exc.format_message().replace(": Value error, ", ": "), self._elsewhere(exc)
                 message = message.rstrip(".") + elsewhere if elsewhere else message
                 _say_error(redact(message) + f" (see `{path} --help`)")
             sys.exit(exc.exit_code)

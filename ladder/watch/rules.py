@@ -191,7 +191,7 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             out.append(Alert(
                 "deviation", level, int(step),
                 f"{rules.metric} {value:.4f}{averaged(row.n, row.first_step, step)} is {abs(value / row.median - 1):.2%} "
-                f"{'above' if above else 'below'} the predicted {row.median:.4f} (error {rel:+.2%}, past "
+                f"{'above' if above else 'below'} the predicted {row.median:.4f} (the prediction's error {rel:+.2%}, past "
                 f"{row.median / edge - 1:+.2%}, the error at {edge:.4f}: the {band} band's "
                 f"{'upper' if above else 'lower'} edge or {(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%} "
                 "from the prediction, whichever is farther)",
