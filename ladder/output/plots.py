@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter  # noqa: E402
 
 from ladder.files import atomic_path  # noqa: E402
 from ladder.predict.prediction import Prediction  # noqa: E402
@@ -250,6 +251,8 @@ def _dynamics_panel(ax, s: SeriesDynamics, legend: bool) -> None:
         f = p.fraction
         lo90, hi90 = p.interval(0.9)
         lo50, hi50 = p.interval(0.5)
+        if s.metric == "moe/drop_fraction":  # a fraction: its band stops at 0 and 1
+            lo90, hi90, lo50, hi50 = (np.clip(x, 0.0, 1.0) for x in (lo90, hi90, lo50, hi50))
         ax.fill_between(f, lo90, hi90, color=BAND, alpha=0.18, lw=0, label="projected 90% band")
         ax.fill_between(f, lo50, hi50, color=BAND, alpha=0.35, lw=0, label="projected 50% band")
         ax.plot(f, p.median, color=BAND, lw=1.6, label="projected median")
@@ -286,6 +289,10 @@ def _spike_panel(ax, sp: SpikeDynamics, hero_compute: float) -> None:
     if sp.hero_rate is not None:
         ax.plot([hero_compute], [sp.hero_rate], "*", ms=11, color=HERO, label="hero so far")
     ax.set_xscale("log")
+    # labels at 1, 2 and 5 of each decade only: over a decade or two the minor ticks' labels run into each other
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     note = "not projected (fewer than 3 rungs)" if p is None else (
         "projected flat: no trend across sizes" if p.flat else f"trend in compute (exponent {p.slope:+.2f})")
     ax.set_title(f"train-loss spikes per 1,000 steps (past 5% of the run)\n{note}", fontsize=9)
