@@ -287,6 +287,47 @@ def _started(tmp: Path, replay, upto: int, factor: float = 1.0) -> tuple[Path, l
                      "--store", str(tmp / "store"), "--once"]
 
 
+def test_a_chat_hears_a_steady_deviation_once_and_again_when_it_worsens(tmp_path, replay):
+    from ladder.data.sources import LocalSource
+    from ladder.data.store import Store
+    from ladder.watch import AlertRules, JsonlSink
+    from ladder.watch.monitor import Watcher, only_run
+
+    class Chat:  # a webhook's delivery rule, its posts kept
+        changes_only = True
+
+        def __init__(self):
+            self.posts = []
+
+        def send(self, alerts, verdict, summary):
+            if alerts:
+                self.posts.append(sorted(f"{a.rule}:{a.level}:{a.step}" for a in alerts))
+            return True
+
+    pred, _, steps, _ = replay
+    t = pred.table.set_index("step")
+    warn = np.maximum(t["hi50"] / t["median"] - 1, 0.005)
+    alarm = np.maximum(t["hi90"] / t["median"] - 1, 0.01)
+    off = {int(s): float(t.at[s, "median"] * (1 + ((warn[s] + alarm[s]) / 2 if k < 4 else 2 * alarm[s])))
+           for k, s in enumerate(steps[:8])}  # the first four evals past the 50% band, the next four past the 90%
+    run_dir, _ = _started(tmp_path, (pred, replay[1], steps, np.array(list(off.values()))), 1)
+    chat = Chat()
+    watcher = Watcher(Store(tmp_path / "store"), only_run(LocalSource(run_dir), pred.run_name), pred,
+                      AlertRules(metric="eval/loss"), {"chat": chat, "jsonl": JsonlSink(tmp_path / "a.jsonl")},
+                      tmp_path / "prediction" / "watch-state.json")
+    verdicts = []
+    for s in list(off)[1:]:  # one eval per check
+        with (run_dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps({"step": s, "eval/loss": off[s]}) + "\n")
+        verdicts.append(watcher.check().verdict)
+    assert verdicts == ["warning"] * 3 + ["alarm"] * 4
+    heard = [k for p in chat.posts for k in p if k.startswith("deviation:")]
+    s = [int(x) for x in steps]
+    assert heard == [f"deviation:warning:{s[0]}", f"deviation:warning:{s[1]}", f"deviation:alarm:{s[4]}"], heard
+    logged = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert sum(x.get("rule") == "deviation" for x in logged) == 8  # the log keeps every one
+
+
 def test_an_alarm_between_evals_is_the_check_s_verdict_at_once(tmp_path, replay):
     run_dir, watch = _started(tmp_path, replay, 4)
     first = runner.invoke(app, watch)

@@ -62,7 +62,7 @@ def watch_command(
     poll: float = typer.Option(60.0, "--poll", help="Seconds between checks."),
     max_checks: int | None = typer.Option(None, "--max-checks", help="Stop after this many checks."),
     jsonl: Path | None = typer.Option(None, "--jsonl", help="Append alerts and verdicts here (default: alerts.jsonl beside the prediction)."),
-    webhook: bool = typer.Option(False, "--webhook", help="POST new alerts as JSON to $LADDER_WEBHOOK_URL (chat incoming webhooks work)."),
+    webhook: bool = typer.Option(False, "--webhook", help="POST new alerts as JSON to $LADDER_WEBHOOK_URL (chat incoming webhooks work); a deviation that persists at the same level is posted once."),
     state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
     deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish: ISO time, or hours like 72h counted from the first watch given them (kept in --state, so a cron job's --once keeps the time): warns when throughput will miss it."),
     stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long; alarm at three times it, when a --local or --offline run that still says it runs is taken for crashed."),

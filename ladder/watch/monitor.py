@@ -344,12 +344,31 @@ class Watcher:
         for name, sink in self.sinks.items():
             done = state.delivered(name)
             fresh = [a for a in alerts if a.key not in done]
-            if quiet and not fresh:
+            # a sink that takes changes only (a chat) hears a deviation once, not again at every eval it persists
+            heard = _repeats(fresh, done, state) if getattr(sink, "changes_only", False) else set()
+            told = [a for a in fresh if a.key not in heard]
+            if (quiet or heard) and not told:
+                state.mark(name, list(heard))
                 continue
-            if sink.send(fresh, verdict, summary):
+            if sink.send(told, verdict, summary):
                 state.mark(name, [a.key for a in fresh])
             fresh_any.update({a.key: a for a in fresh})
         return list(fresh_any.values())
+
+
+REPEATING = ("deviation", "drift")
+"""Rules judged at every eval, whose alert at an eval repeats the one at the eval before while the run stays off."""
+
+
+def _repeats(alerts: list[Alert], done: set[str], state: WatchState) -> set[str]:
+    """The keys of `alerts` of a `REPEATING` rule whose rule and level were delivered at the eval judged just before."""
+    steps = sorted({int(v["step"]) for v in state.verdicts})
+    out = set()
+    for a in alerts:
+        before = [s for s in steps if s < a.step]
+        if a.rule in REPEATING and before and f"{a.rule}:{a.level}:{before[-1]}" in done:
+            out.add(a.key)
+    return out
 
 
 def _stamp(path: Path) -> tuple[int, int]:
