@@ -151,7 +151,7 @@ class CorePrediction:
 
     def parts(self) -> dict[str, float]:
         """What sets the 90% band at the last step the band covers, each as a half-width relative to the median:
-        "band" the band itself; "own" the method's own statistics; "carried" the backtest's error carried to the
+        "band" the band itself ("below" and "above": its reach on either side); "own" the method's own statistics; "carried" the backtest's error carried to the
         target; "floor" `UNTESTED_ERROR` per e-fold; "laws" the reach to the farthest other law's median."""
         ok = np.flatnonzero(np.isfinite(self.band.median) & np.isfinite(self.band.lo90) & np.isfinite(self.band.hi90))
         if not ok.size:
@@ -160,7 +160,9 @@ class CorePrediction:
         half = lambda b: float((b.hi90[i] - b.lo90[i]) / 2 / b.median[i])  # noqa: E731
         own = self.candidates[self.method]
         others = [b.median[i] for k, b in self.candidates.items() if k != self.method and k in self.settings.candidates]
-        return {"band": half(self.band), "own": half(own),
+        b = self.band
+        return {"band": half(b), "below": float(1 - b.lo90[i] / b.median[i]), "above": float(b.hi90[i] / b.median[i] - 1),
+                "own": half(own),
                 "carried": float(carried_error(self.backtest, self.method, self.distance, self.fractions[i:i + 1])[0]),
                 "floor": float(UNTESTED_ERROR * max(self.distance, 0.0) * Z90),
                 "laws": max((float(abs(o / own.median[i] - 1)) for o in others if np.isfinite(o)), default=0.0)}
@@ -402,7 +404,9 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
                          tuple(dict.fromkeys(warnings)), failed, distance, g)
     p = res.parts()
     if p:
-        why += (f". At the end the 90% band reaches ±{p['band']:.1%}: the law's own ±{p['own']:.1%}, the backtest's "
+        lopsided = abs(p["above"] - p["below"]) > 0.1 * p["band"]  # a band in log space, or held to another law
+        reach = f"−{p['below']:.1%} / +{p['above']:.1%} (±{p['band']:.1%} on average)" if lopsided else f"±{p['band']:.1%}"
+        why += (f". At the end the 90% band reaches {reach}: the law's own ±{p['own']:.1%}, the backtest's "
                 f"error carried ±{p['carried']:.1%}, the floor ±{p['floor']:.1%}"
                 + (f", the farthest other law's median {p['laws']:.1%} away" if others else ""))
         res = dataclasses.replace(res, why=why)

@@ -155,3 +155,7 @@ def test_an_imported_run_s_train_loss_is_read_at_the_steps_it_logged_its_evals(t
     raw = table.set_index("step").loc[GRID, "train"].to_numpy()
     assert np.abs(run.values / curve(GRID) - 1).mean() < 0.5 * np.abs(raw / curve(GRID) - 1).mean()
     assert 0 < run.noise < 0.01
+    from ladder.errors import LadderError
+
+    with pytest.raises(LadderError, match="run 'r' logs no 'eval/los': did you mean 'eval/loss'?"):  # a typo
+        from_store(store, store.runs().iloc[0], "eval/los")

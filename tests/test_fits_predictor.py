@@ -253,7 +253,10 @@ def test_the_prediction_states_what_sets_its_band_at_the_end():
     assert p["carried"] > 0 and p["band"] >= max(p["own"], p["carried"], p["floor"])
     other = res.candidates["multipower"].median[-1]
     assert p["laws"] == pytest.approx(abs(other / res.candidates["per-fraction"].median[-1] - 1))
-    assert f"At the end the 90% band reaches ±{p['band']:.1%}: the law's own ±{p['own']:.1%}" in res.why
+    assert p["below"] + p["above"] == pytest.approx(2 * p["band"])
+    reach = (f"−{p['below']:.1%} / +{p['above']:.1%} (±{p['band']:.1%} on average)"
+             if abs(p["above"] - p["below"]) > 0.1 * p["band"] else f"±{p['band']:.1%}")
+    assert f"At the end the 90% band reaches {reach}: the law's own ±{p['own']:.1%}" in res.why
     assert f"the farthest other law's median {p['laws']:.1%} away" in res.why
 
 

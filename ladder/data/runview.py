@@ -9,6 +9,7 @@ planned) its FLOPs must agree with the FLOPs the store holds for the run, within
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -147,6 +148,9 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     if len(evals) < need_evals:
         logged = sorted(set(store.history([run_id])["metric"].astype(str)))
         shown = ", ".join(repr(m) for m in logged[:6]) + (", ..." if len(logged) > 6 else "") or "nothing"
+        close = difflib.get_close_matches(metric, logged, n=1)
+        if close and not len(evals):  # a typo of a key the run logs
+            raise LadderError(f"run {name!r} logs no {metric!r}: did you mean {close[0]!r}? (it logs {shown})")
         raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r} (it logs {shown}); predict another "
                           f"metric with --metric, name the key at import (--metric {metric}=COLUMN) or pull "
                           f"(--rename OLD={metric}), or take the run out of the store (`ladder runs --remove "
