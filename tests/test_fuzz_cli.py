@@ -151,7 +151,8 @@ WORLDS: dict[str, Callable[[Path], None]] = {
     "prediction-without-run": lambda root: (root / "pred" / "prediction.json").write_text('{"table": []}'),
     "prediction-for-another-run": _rows(_prediction_rows, factor=1.0, run_name="someone-else"),
     "state-of-another-run": lambda root: (root / "pred" / "watch-state.json").write_text(
-        json.dumps({"run": "other", "last_step": 0, "sent": {}, "verdicts": []})),
+        json.dumps({"run": "other", "last_step": 10, "sent": {}, "verdicts": [
+            {"step": 10, "verdict": "ok", "time": 0.0, "value": 3.0}]})),
     "state-corrupt": lambda root: (root / "pred" / "watch-state.json").write_text("[1, 2"),
 }
 

@@ -156,6 +156,10 @@ def test_jsonl_sink_and_state_restart(tmp_path):
     assert sum(1 for x in lines if x["kind"] == "alert") == len(alerts)
     with pytest.raises(Exception, match="belongs to run 'hero'"):
         WatchState.load(state_path, run="other")
+    # a state that judged and sent nothing (its run was not found under that name) is taken over
+    WatchState(run="hero", deadline={"given": "72h", "at": 5.0}).save(tmp_path / "empty.json")
+    taken = WatchState.load(tmp_path / "empty.json", run="hero-attempt-2")
+    assert taken.run == "hero-attempt-2" and taken.deadline == {"given": "72h", "at": 5.0}
 
 
 class _Hook(BaseHTTPRequestHandler):

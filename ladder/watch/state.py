@@ -51,7 +51,11 @@ class WatchState:
         return state.must_be_of(run, path)
 
     def must_be_of(self, run: str, path: str | os.PathLike) -> WatchState:
-        """This state, where it followed `run`; an error that names the run it followed otherwise."""
+        """This state, where it followed `run` or never judged nor sent anything (a watch started before its run
+        was found, under another name: `run` takes it over, its deadline kept); an error that names the run it
+        followed otherwise."""
+        if self.run != run and not self.verdicts and not any(self.sent.values()):
+            return WatchState(run=run, deadline=self.deadline)
         if self.run != run:
             raise LadderError(f"{path}: this state belongs to run '{self.run}', not '{run}'; give --target-run "
                               f"{self.run} to show that run, or watch '{run}' with another --state file")
