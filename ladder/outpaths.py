@@ -15,12 +15,13 @@ from pathlib import Path
 from ladder.errors import LadderError
 
 
-def name_problem(name: str) -> str:
+def name_problem(name: str, as_file: bool = True) -> str:
     """Why a run's name cannot name a file or folder of its own ('' when it can): empty, a path ('/', '\\', '.',
-    '..'), or holding a control character."""
+    '..'), or holding a control character. Without `as_file` (a name whose files are named by `file_part`), a
+    path is a name too."""
     if not name.strip():
         return "is empty"
-    if "/" in name or "\\" in name or name in (".", ".."):
+    if as_file and ("/" in name or "\\" in name or name in (".", "..")):
         return "is a path ('/', '\\', '.' or '..'), and the run's files are named after it"
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         return "holds a control character (a newline, a tab, ...)"

@@ -157,5 +157,5 @@ def test_an_imported_run_s_train_loss_is_read_at_the_steps_it_logged_its_evals(t
     assert 0 < run.noise < 0.01
     from ladder.errors import LadderError
 
-    with pytest.raises(LadderError, match="run 'r' logs no 'eval/los': did you mean 'eval/loss'?"):  # a typo
+    with pytest.raises(LadderError, match=r"0 values of 'eval/los' \(it logs .*\); did you mean 'eval/loss'\? predict"):
         from_store(store, store.runs().iloc[0], "eval/los")

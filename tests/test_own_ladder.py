@@ -232,7 +232,7 @@ def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
     ({"colour": "red"}, "unknown field(s) colour"),
     ({"active_params": None}, "neither fit_flops_per_token nor active_params"),
     ({"eval_every": 2, "stop_after_steps": 300_000, "schedule": None}, "predicts at 150,000 steps, more than the 100,000"),
-    ({"name": "../../escaped"}, "name '../../escaped' is a path"),  # its prediction's files are named after it
+    ({"name": "hero\tv1"}, "name 'hero\\tv1' holds a control character"),
     ({"active_params": True}, "'active_params' = True is not a number"),  # YAML's true is no count
 ])
 def test_bad_target_files_exit_2(tmp_path, fields, expect):
@@ -253,6 +253,16 @@ def test_a_run_named_like_a_path_never_names_a_file_outside_the_folder_given():
     assert [file_part(n) for n in ("../../x", "a/b", "..", "hero [big] ✓ x")] == ["x", "a-b", "run", "hero [big] ✓ x"]
     with pytest.raises(LadderError, match=r"name='\.\.' is a path"):  # a planned run's files are named after it
         dataclasses.replace(PLAN.rungs[0], name="..")
+
+
+def test_a_target_named_like_a_path_is_predicted_into_a_folder_of_its_letters(tmp_path, monkeypatch):
+    # a wandb-style name ("team/hero v1"), as `--target-run` takes one from the store
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    for name, folder in (("team/hero v1", "team-hero-v1"), ("../../escaped", "escaped")):
+        res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml", name=name)), "--store", "store")
+        assert res.exit_code == 0, res.output
+        assert json.loads((tmp_path / "predictions" / folder / "prediction.json").read_text())["run_name"] == name
 
 
 def test_a_target_entry_copied_from_a_coordinates_file_keeps_its_role_out_of_the_way(tmp_path):

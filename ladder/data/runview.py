@@ -148,10 +148,9 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     if len(evals) < need_evals:
         logged = sorted(set(store.history([run_id])["metric"].astype(str)))
         shown = ", ".join(repr(m) for m in logged[:6]) + (", ..." if len(logged) > 6 else "") or "nothing"
-        close = difflib.get_close_matches(metric, logged, n=1)
-        if close and not len(evals):  # a typo of a key the run logs
-            raise LadderError(f"run {name!r} logs no {metric!r}: did you mean {close[0]!r}? (it logs {shown})")
-        raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r} (it logs {shown}); predict another "
+        close = difflib.get_close_matches(metric, logged, n=1)  # a typo of a key the run logs
+        hint = f"did you mean {close[0]!r}? " if close and not len(evals) else ""
+        raise LadderError(f"run {name!r} has {len(evals)} values of {metric!r} (it logs {shown}); {hint}predict another "
                           f"metric with --metric, name the key at import (--metric {metric}=COLUMN) or pull "
                           f"(--rename OLD={metric}), or take the run out of the store (`ladder runs --remove "
                           f"{name}`)")
@@ -267,7 +266,7 @@ def target_from_file(path: Path) -> LadderRun:
     if unknown:
         raise LadderError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(TARGET_FIELDS)})")
     name = str(data["name"])
-    problem = name_problem(name)
+    problem = name_problem(name, as_file=False)  # its files are named by `file_part`, as a stored run's are
     if problem:
         raise LadderError(f"{where}: name {name!r} {problem}; give the target a plain name")
     schedule = schedule_from(data["schedule"], where) if data.get("schedule") is not None else None
