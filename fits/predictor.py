@@ -426,6 +426,11 @@ def _ladder_warnings(runs: list[Run], target: Run, outcomes: dict) -> list[str]:
     warnings += size_order_warnings(runs)
     warnings += copies_warning(runs)
     warnings += unit_warning(runs)
+    few = [r.name for r in runs if r.steps.size < 3]
+    if few:
+        warnings.append(f"{len(few)} rung{'s' if len(few) > 1 else ''} ({', '.join(few[:4])}{', ...' if len(few) > 4 else ''}) "
+                        f"{'have' if len(few) > 1 else 'has'} fewer than 3 evals: every curve law leaves "
+                        f"{'them' if len(few) > 1 else 'it'} out, and the backtest counts the sizes of the others")
     ratios = [r.token_ratio for r in runs]
     if not min(ratios) / 2 <= target.token_ratio <= 2 * max(ratios):
         warnings.append(f"the target trains at {target.token_ratio:.3g} tokens per parameter, far outside the rungs' "
@@ -453,9 +458,10 @@ def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcome
             why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: "
                            + failed.get(k, "it needs two laws that apply") for k in better)
         else:
-            n = len(sizes(runs))
-            short = ("fewer than 3 sizes" if n < 3 else
-                     f"{n} sizes, too few for any law without the largest")
+            curves = [r for r in runs if r.steps.size >= 3]  # a rung of one or two evals is no curve
+            n, of = len(sizes(curves)), (" with 3 or more evals" if len(curves) < len(runs) else "")
+            short = (f"fewer than 3 sizes{of}" if n < 3 else
+                     f"{n} sizes{of}, too few for any law without the largest")
             why = f"no backtest possible ({short}): the first candidate that applies"
             warnings.append(f"the ladder has {short}, so no backtest chose the law or checked its band")
     else:

@@ -178,6 +178,16 @@ def test_rungs_of_one_eval_each_are_named_as_the_reason_no_curve_law_applies():
     assert "`ladder fit endpoint` fits those at one token ratio, `ladder fit surface` at several" in str(e.value)
 
 
+def test_a_rung_of_two_evals_is_named_as_left_out_of_the_curve_laws():
+    runs, hero = ladder(pf_law, seed=2, n_sizes=4)
+    runs = [r for r in runs if r.token_ratio < 1.5 * TPP]  # one curve per size: 4 sizes
+    two = [dataclasses.replace(r, steps=r.steps[-2:], values=r.values[-2:]) if i == 2 else r for i, r in enumerate(runs)]
+    res = core.predict(two, hero, hero.steps, dataclasses.replace(FAST, method="auto"))
+    assert any(w.startswith(f"1 rung ({runs[2].name}) has fewer than 3 evals: every curve law leaves it out")
+               for w in res.warnings)
+    assert "3 sizes with 3 or more evals, too few for any law without the largest" in res.why
+
+
 def test_a_crashed_rung_s_logged_lr_and_rungs_without_lr_keep_their_shape():
     from fits.runs import same_shape
 
