@@ -546,7 +546,10 @@ def test_fit_surface_predicts_the_targets_of_a_csv(plain_csv, targets_csv):
 
 def test_fit_surface_warns_of_a_target_below_the_fitted_runs(plain_csv):
     out = json.loads(run("fit", "surface", "--csv", plain_csv, "--at", "7e10,1.4e12", "--format", "json").stdout)
-    assert not [w for w in out["warnings"] if "below the fitted runs" in w]
+    assert not [w for w in out["warnings"] if "below the fitted runs" in w or "beyond the fitted runs" in w]
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--at", "7e15,1.4e17", "--format", "json").stdout)
+    (far,) = [w for w in out["warnings"] if "beyond the fitted runs" in w]  # counts where billions were meant
+    assert far.startswith(f"the target at N = 7e+15, D = 1.4e+17 lies {out['predictions'][0]['efolds_out']:.1f} e-folds")
     res = run("fit", "surface", "--csv", plain_csv, "--at", "70,1400")  # billions and the tokens' scale mistyped
     assert res.exit_code == 0 and "N = 70, D = 1.4e+03 lies below the fitted runs" in res.output.replace("\n", " ")
     assert "e-folds out: how far each target lies outside the fitted runs" in " ".join(res.output.split())
@@ -904,6 +907,8 @@ def test_endpoint_targets_empty_absurd_or_below_the_runs_are_refused_or_noted(en
     assert res.exit_code == 0, res.output
     [note] = [n for n in json.loads(res.stdout)["notes"] if "below the fitted runs" in n]
     assert note.startswith("the target at C = 1e+10 lies below the fitted runs (the smallest 1e+18)")
+    notes = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22,1e30", "--format", "json").stdout)["notes"]
+    assert [n for n in notes if "beyond the fitted runs" in n][0].startswith("the target at C = 1e+30 lies ")
     (tmp_path / "empty.yaml").write_text("# nothing yet\n")
     one_error_line(run("plan", tmp_path / "empty.yaml"), "the file is empty (or only comments)")
 

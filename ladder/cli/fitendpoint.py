@@ -94,6 +94,7 @@ def fit_endpoint_command(
                                 f"widened by {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation",
                         "extrapolation": c / float(C.max()), "efolds_out": far}
                      | ({"params_at_optimum": float(size.predict(c))} if size else {}))
+    notes = (*notes, *shared.far_targets(preds, lambda p: f"C = {p['compute']:.3g}"))
     if fmt is Format.json:
         out = shared.base_record(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
         if minima:

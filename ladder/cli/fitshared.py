@@ -202,6 +202,24 @@ def print_params(fit, boot: dict, level: float, notes=()) -> None:
             console.print(f"  warning: {w}", highlight=False)
 
 
+FAR_EFOLDS = 7.0
+"""A target more e-folds than this beyond the fitted runs (over 1,000× in compute) is warned: a law is rarely
+trusted that far, and a target in other units (billions as counts) lands there."""
+
+
+def far_targets(preds: list[dict], what: str) -> list[str]:
+    """A warning for the targets more than `FAR_EFOLDS` e-folds beyond the fitted runs (`efolds_out`)."""
+    from fits.checks import and_more
+
+    far = [p for p in preds if p.get("efolds_out", 0.0) > FAR_EFOLDS]
+    if not far:
+        return []
+    p = far[0]
+    return [f"the target at {what(p)}{and_more(far)} lies {p['efolds_out']:.1f} e-folds ({np.exp(p['efolds_out']):.3g}×) "
+            "beyond the fitted runs: its band grows with the distance, but no ladder tests a law that far; are its "
+            "numbers in the runs' units?"]
+
+
 BANDS = ("median", "lo50", "hi50", "lo90", "hi90")
 """A prediction's keys in every JSON `ladder fit` prints (and `ladder predict`'s table): the median and the
 edges of its 50% and 90% bands."""

@@ -130,7 +130,8 @@ def fit_surface_command(
     optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
-             + _not_counts(data.params, data.tokens))
+             + _not_counts(data.params, data.tokens)
+             + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}"))
     if fmt is Format.json:
         out = shared.base_record(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
