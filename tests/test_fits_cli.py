@@ -610,10 +610,17 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     # Checkpoints (a step column) without a run column are not taken for one row per run.
     steps = write("steps.csv", "params,tokens,step,loss\n1e8,1e9,10,3.5\n1e8,2e9,20,3.1\n")
     one_error_line(run("fit", "surface", "--csv", steps), "no column 'run_id'", "--run-col")
+    nd = write("nd.csv", "N,D,loss\n1e8,2e9,3.1\n")
+    one_error_line(run("fit", "surface", "--csv", nd), "no column 'params' (for --params-col)", "give --params-col N")
     no_tokens = write("no_tokens.csv", "params,loss\n1e8,3.0\n")
     one_error_line(run("fit", "surface", "--csv", no_tokens), "no column 'tokens'")
     words = write("words.csv", "params,tokens,loss\n1e8,2e9,3.1\nabc,4e9,3.0\n")
     one_error_line(run("fit", "surface", "--csv", words), "column 'params'", "'abc', which is not a number", "line 3")
+    people = write("people.csv", 'params,tokens,loss\n1e8,2e9,3.1\n"20,000,000",4e9,3.0\n')
+    one_error_line(run("fit", "surface", "--csv", people), "'20,000,000', which is not a number (write it without "
+                   "thousands separators)")
+    people.write_text("params,tokens,loss\n1e8,2e9,3.1\n1.4B,4e9,3.0\n")
+    one_error_line(run("fit", "surface", "--csv", people), "'1.4B', which is not a number (suffixes such as K, M, B")
     neg = write("neg.csv", "params,tokens,loss\n" + "\n".join(f"{n},{n * 20},-2.5" for n in (1e8, 2e8)) + "\n")
     one_error_line(run("fit", "surface", "--csv", neg), "column 'loss'", "non-positive", "'-2.5'")
     for empty in (write("empty.csv", ""), write("header.csv", "params,tokens\n")):

@@ -173,7 +173,8 @@ def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
     rung = plan.rungs[-1]
     other = runner.invoke(app, [*args, "--run", rung.name])
     assert other.exit_code == 0, other.output
-    (w,) = json.loads(other.stdout)["warnings"]
+    rungs, w = json.loads(other.stdout)["warnings"]
+    assert rungs.startswith(f"{rung.name!r} is one of the rungs the prediction was made from, not its target")
     assert f"plans {rung.stop_after_steps:,} steps" in w and f"{plan.hero.stop_after_steps:,}" in w
     table = runner.invoke(app, [*args[:-2], "--run", rung.name])
     assert "warning:" in table.stderr and "is it the run that was predicted?" in table.stderr
@@ -339,6 +340,7 @@ def test_the_figures_show_the_rungs_and_the_law_wherever_the_target_lies(predict
     high = plots.Curve("small rung", f, float(t["median"].iloc[-1]) + 2 + 1 / f)
     fig = plots.hero_curve(wide, rungs=[high])
     lo, hi = fig.axes[0].get_ylim()
+    assert fig.axes[0].get_title().endswith("predicted (no actual value yet)")  # no actual given
     plt.close(fig)
     late = t["fraction"] >= 0.1
     assert lo <= float(t["median"][late].min()) and hi >= float(high.value[f >= 0.1].max())

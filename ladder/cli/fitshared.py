@@ -83,6 +83,11 @@ def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, dr
     if step_col and step_col != DEFAULT_STEP_COL and header is not None and step_col not in header:
         raise csvfile.no_column(csv, step_col, "--step-col", header)  # a typo would read the rows in file order
     run = endpointcsv.run_column(header, run_col, step_col)
+    named = {"--loss-col": loss_col, **{f"--{k}-col": v for k, v in more.items() if v and k != "compute"}}
+    for option, column in named.items():  # one column read as two quantities (compute may be a table's tokens)
+        twice = [o for o, c in named.items() if c == column and o != option]
+        if twice:
+            raise LadderError(f"{option} and {twice[0]} both name column {column!r}; give each its own column")
     return fitdata.Columns(run=run or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
                            **more)
 
@@ -195,7 +200,7 @@ def print_params(fit, boot: dict, level: float, notes=()) -> None:
     for n in notes:
         console.print(f"note: {n}", highlight=False)
     if boot:
-        console.print(f"bootstrap over runs: {boot['n']} refits, {level:.0%} intervals", highlight=False)
+        console.print(f"bootstrap over runs: {boot['n']} refits, {level * 100:.4g}% intervals", highlight=False)
         for k, (lo, hi) in boot["intervals"].items():
             console.print(f"  {k:<6} {fit.params[k]:.6g}  [{lo:.6g}, {hi:.6g}]", highlight=False)
         for w in boot["warnings"]:

@@ -206,6 +206,9 @@ def score_command(
     name = run or pred.run_name
     row = st.run(name)  # a clear error when it is not there
     warnings = _other_plan(row, name, pred) + _other_group(st, row, name, pred)
+    if name != pred.run_name and (name in pred.rungs or str(row["name"]) in pred.rungs):
+        warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
+                           f"{pred.run_name!r}: its evals are held to the target's prediction")
     actual = st.history([name], [pred.metric], include_nonfinite=True)  # a NaN eval counts outside the bands
     last = int(pred.table["step"].iloc[-1])
     past = int((actual["step"] > last).sum())

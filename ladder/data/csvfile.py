@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -114,6 +115,12 @@ def _lines_of(content: str) -> io.StringIO:
     return io.StringIO(content, newline=None)
 
 
+ALIASES = {"params": ("n", "n_params", "num_params", "nparams", "parameters", "params_nonembed", "model_size"),
+           "tokens": ("d", "n_tokens", "num_tokens", "ntokens", "data", "tokens_seen"),
+           "loss": ("l", "final_loss", "eval_loss", "val_loss", "loss_final")}
+"""Other names a column the fits read by default goes by (lower case), for the hint of a file that lacks it."""
+
+
 def no_column(path, column: str, option: str, columns, role: str = "for") -> LadderError:
     """The error for a column the file lacks (`role` `option`: "for --loss-col", "mapped by --run"), with a
     hint where one of its columns differs only in case or the file looks separated by something other
@@ -122,13 +129,25 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
     hint = ""
     near = [c for c in names if c.strip().lower() == column.strip().lower()]
+    alias = [c for c in names if c.strip().lower() in ALIASES.get(column, ())]
     if near:
         hint = f"; did you mean {near[0]!r}?"
+    elif alias and option.startswith("--"):
+        hint = f"; give {option} {alias[0]}"
     elif len(names) == 1 and any(sep in names[0] for sep in "\t;|"):
         sep = next(s for s in "\t;|" if s in names[0])
         hint = f"; the file looks separated by {'tabs' if sep == chr(9) else repr(sep)}: save it with commas"
         shown = repr(names[0])
     return LadderError(f"{path}: no column {column!r} ({role} {option}); the file has {shown}{hint}")
+
+
+def _number_hint(cell: str) -> str:
+    """How a number written for people reads as one: thousands separators, or a suffix such as 1.4B."""
+    if re.fullmatch(r"[+-]?\d{1,3}([,_ ]\d{3})+(\.\d*)?", cell):
+        return " (write it without thousands separators)"
+    if re.fullmatch(r"[+-]?\d+(\.\d*)?\s*[kKmMbBgGtT]", cell):
+        return " (suffixes such as K, M, B are not read: write the count, e.g. 1.4e9)"
+    return ""
 
 
 def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, most: float = math.inf,
@@ -145,7 +164,7 @@ def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, most:
         if not cell:
             why = "an empty cell"
         elif pd.isna(values.loc[line]):
-            why = f"{cell!r}, which is not a number"
+            why = f"{cell!r}, which is not a number{_number_hint(cell)}"
         elif abs(values.loc[line]) == math.inf:
             why = f"{cell!r}, not a finite number"
         elif values.loc[line] > most:

@@ -120,7 +120,8 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.set_ylim(*_curve_range(t, [actual] if actual is not None else [], rungs))
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel(f"{prediction.metric} (nats/token)")
-    ax.set_title(f"{prediction.run_name}: predicted and actual")
+    seen = actual is not None and len(actual.value) > 0
+    ax.set_title(f"{prediction.run_name}: predicted{' and actual' if seen else ' (no actual value yet)'}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
