@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ladder.cli import app
 from ladder.data.sources import ColumnMap, CoordinateOverrides, TableSource
-from ladder.data.sources.pull import PullSkipped, pull
+from ladder.data.sources.pull import pull
 from ladder.data.store import Store
 from ladder.errors import LadderError
 
@@ -90,20 +90,18 @@ def test_a_table_imported_again_as_it_was_leaves_its_runs_unchanged(tmp_path):
 
 
 def test_a_reimport_that_would_drop_stored_metrics_or_steps_is_refused_unless_replace(tmp_path):
-    from ladder.data.sources.pull import PullSkipped
-
     path, table, store = _imported(tmp_path)
     loss_only = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step", tokens="tok", coords=COLUMNS.coords)
-    with pytest.raises(PullSkipped) as info:
+    with pytest.raises(LadderError) as info:
         pull(store, TableSource(path, loss_only), overrides=_overrides())
     assert "would drop 'eval/bpb' (not in this import)" in str(info.value) and "--replace" in str(info.value)
     table[table["step"] <= 30].to_csv(path, index=False)  # rows cut from the file
-    with pytest.raises(PullSkipped) as info:
+    with pytest.raises(LadderError) as info:
         pull(store, TableSource(path, COLUMNS), overrides=_overrides())
     assert "its steps after 30 (the store has them to step 40)" in str(info.value)
     assert len(store.history(metrics="eval/bpb")) == 2 * 3 and store.history()["step"].max() == 40  # nothing lost
     table[table["step"] > 10].to_csv(path, index=False)  # the file rewritten from a later step (a resumed trainer)
-    with pytest.raises(PullSkipped) as info:
+    with pytest.raises(LadderError) as info:
         pull(store, TableSource(path, COLUMNS), overrides=_overrides())
     assert "1 stored step that this file no longer holds (step 10)" in str(info.value)
     assert store.history()["step"].min() == 10  # nothing lost
@@ -281,9 +279,16 @@ def test_a_coordinate_column_that_varies_within_a_run_is_named(tmp_path):
 def test_a_table_whose_steps_run_far_past_the_plan_is_refused_with_its_line(tmp_path):
     path = tmp_path / "t.csv"
     small_table().assign(step=lambda t: t["step"] * 2**20, tok=lambda t: t["step"] * 50).to_csv(path, index=False)
-    with pytest.raises(PullSkipped, match=r"t.csv: line 5: run 'a' reaches step 41,943,040, 1.05e\+06× its plan of 40 "
+    with pytest.raises(LadderError, match=r"t.csv: line 5: run 'a' reaches step 41,943,040, 1.05e\+06× its plan of 40 "
                                           r"steps; nothing of the run was imported.*steps counted in tokens\?"):
         pull(Store(tmp_path / "s"), TableSource(path, COLUMNS), overrides=_overrides())
+    # one run far past its plan refuses the file: a table is imported whole, as a bad cell refuses it
+    small_table().assign(step=lambda t: t["step"] * np.where(t["run"] == "b", 2**20, 1),
+                         tok=lambda t: t["step"] * 50).to_csv(path, index=False)
+    with pytest.raises(LadderError, match=r"run 'b' reaches step .*; nothing of the file was imported"):
+        pull(Store(tmp_path / "s1"), TableSource(path, COLUMNS), overrides=_overrides())
+    assert Store(tmp_path / "s1").runs().empty
+    assert not list((tmp_path / "s1" / "pending").glob("*"))  # nothing left staged for a later import to take over
     small_table().assign(step=lambda t: t["step"] + 1, tok=lambda t: t["step"] * 50).to_csv(path, index=False)
     done = pull(Store(tmp_path / "s2"), TableSource(path, COLUMNS), overrides=_overrides())  # one step past: kept
     assert [m for r in done.pulled for m in r.messages if "past the planned steps" in m]

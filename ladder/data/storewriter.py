@@ -167,6 +167,11 @@ class StoreWriter:
             f.flush()
             os.fsync(f.fileno())
 
+    def discard(self) -> None:
+        """Forget what this pull staged: nothing of it is committed, and a later pull does not take it over."""
+        self.staged.clear()
+        self._drop_pending()
+
     def _drop_pending(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._pending_path.unlink()

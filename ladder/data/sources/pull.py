@@ -12,7 +12,7 @@ refuses it too, as that run is read. A run's source is its own (``RunRef.source`
 a local run's folder, the folder an offline run's ``wandb/`` is in), not the path a pull was given,
 so one run reached through a parent folder or directly is the same run. A run that cannot be read (a
 damaged file, a value out of range) is skipped: the others are committed and `PullSkipped` lists the
-skipped ones.
+skipped ones; a table (`all_or_nothing`) is refused whole instead.
 """
 
 from __future__ import annotations
@@ -150,6 +150,10 @@ def pull(
             except RenameClash:
                 raise
             except (LadderError, OSError) as exc:
+                if getattr(source, "all_or_nothing", False):
+                    writer.discard()
+                    raise LadderError(f"{ref.label or ref.run_id}: {_reason(exc)}; nothing of the file was imported "
+                                      "(a table is imported whole)") from None
                 skipped.append((ref.label or ref.run_id, _reason(exc)))
                 continue
             if done is None:

@@ -73,6 +73,9 @@ class ColumnMap:
 class TableSource:
     """A CSV or parquet file read through a `ColumnMap`."""
 
+    all_or_nothing = True
+    """A run of it that cannot be stored refuses the whole file: a table is imported whole, or not at all."""
+
     def __init__(self, path: str | os.PathLike, columns: ColumnMap):
         self.path = Path(path).expanduser().resolve()
         self.columns = columns
