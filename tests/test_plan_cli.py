@@ -198,7 +198,8 @@ def test_spec_fit_compute_follows_the_sequence_length(tmp_path):
         (["plan", "--tpp", "-5"], "tpp=-5.0 must be positive"),
         (["plan", "--tpp", "0"], "tpp=0.0 must be positive"),
         (["plan", "--set", "arch.top_k=500"], "top_k=500 must be between 1 and n_experts=384"),
-        (["plan", "--widths", "1000", "--depths", "8"], "width 1000 is not divisible by the head size 128"),
+        (["plan", "--widths", "1000", "--depths", "8"], "(d_model 1000, n_layers 8): width 1000 is not divisible by the "
+                                                          "head size 128"),
         (["plan", "--set", "arch.n_expert=8"], "unknown field 'arch.n_expert' (did you mean 'n_experts'?)"),
         (["plan", "--widths", "768,1024", "--depths", "8"], "one depth per width"),
         (["plan", "--widths", "768", "--depths", "8,8"], "--widths gives 1 rung but --depths gives 2"),

@@ -176,12 +176,21 @@ def with_resources(p: Plan, per_run: ResourcesConfig, hero_hosts: int = 1) -> Pl
 
 
 def plan(recipe: Recipe) -> Plan:
-    rungs = tuple(_run(recipe, shape, "rung") for shape in recipe.rungs)
-    hero = _run(recipe, recipe.hero, "hero")
+    rungs = tuple(_shaped(recipe, shape, "rung", f"rungs[{i}]") for i, shape in enumerate(recipe.rungs))
+    hero = _shaped(recipe, recipe.hero, "hero", "hero")
     names = [r.name for r in rungs + (hero,)]
     if len(set(names)) != len(names):
         raise LadderError(f"two runs of the plan have the same size and name: {names}")
     return Plan(recipe, rungs, hero)
+
+
+def _shaped(recipe: Recipe, shape: RunShape, role: str, where: str) -> RunConfig:
+    """`_run`, its error naming the recipe's entry it came from ("rungs[2] (d_model 50, n_layers 3): ...")."""
+    try:
+        return _run(recipe, shape, role)
+    except LadderError as exc:
+        raise LadderError(f"recipe {recipe.name!r}, {where} (d_model {shape.d_model}, n_layers {shape.n_layers}): "
+                          f"{exc}") from None
 
 
 def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
