@@ -183,3 +183,16 @@ def test_ladder_train_passes_a_stop_on_to_its_trainer_once_and_leaves_none_behin
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 128 + signal.SIGTERM and "resuming at step" in out, out
+
+
+def test_a_checkpoint_a_killed_trainer_was_writing_is_removed_before_the_run_resumes(tmp_path):
+    from trainer_jax.checkpoint import TORN, Checkpointer
+
+    torn = tmp_path / f"600{TORN}-1733300000"
+    torn.mkdir(parents=True)
+    (torn / "state").write_text("half")
+    kept = tmp_path / "notes"  # anything else in the folder is left alone
+    kept.mkdir()
+    ckpt = Checkpointer(tmp_path, keep=2)
+    assert not torn.exists() and kept.is_dir() and ckpt.latest_step() is None
+    ckpt.close()

@@ -8,6 +8,7 @@ while saving leaves its previous checkpoint intact.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,20 @@ def checkpoint_meta(cfg: RunConfig, data_info: dict[str, Any], n_params: int) ->
     }
 
 
+TORN = ".orbax-checkpoint-tmp"
+"""What orbax names a checkpoint folder while it writes it."""
+
+
 class Checkpointer:
     """Save and restore the train state under ``run_dir/checkpoints``."""
 
     def __init__(self, directory: Path, keep: int):
         if keep <= 0:
             raise LadderError(f"checkpoint.keep={keep} must be at least 1")
+        # A checkpoint a killed trainer was writing never completed: removed here, under the run's lock, rather
+        # than by orbax with a warning on the resumed run's screen.
+        for torn in directory.glob(f"*{TORN}*"):
+            shutil.rmtree(torn, ignore_errors=True)
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
         self._mgr = ocp.CheckpointManager(directory.absolute(), options=options, item_names=("state", "meta"))
 
