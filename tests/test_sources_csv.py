@@ -424,10 +424,14 @@ def test_tokens_that_disagree_with_steps_times_tokens_per_step_are_named(tmp_pat
 
 def test_rows_with_no_value_of_any_metric_are_counted(tmp_path):
     path = tmp_path / "t.csv"
-    small_table().assign(loss=lambda t: t["loss"].where((t["run"] != "a") | (t["step"] < 30))).to_csv(path, index=False)
+    table = small_table().assign(loss=lambda t: t["loss"].where((t["run"] != "a") | (t["step"] < 30)))
+    table.drop(columns="bpb").to_csv(path, index=False)
     res = _import(path, tmp_path / "s")
     assert res.exit_code == 0 and "a: 2 rows with no value of eval/loss (empty cells): read as not logged" in res.output
     assert "b: " not in res.output.split("eval/loss (empty cells)")[0].splitlines()[-1]
+    table.to_csv(path, index=False)  # those rows hold bpb, a column not imported: rows of another metric, not empty
+    res = _import(path, tmp_path / "s2")
+    assert res.exit_code == 0 and "empty cells" not in res.output
 
 
 def test_a_table_imported_again_by_the_command_is_unchanged(tmp_path):

@@ -188,6 +188,11 @@ class TableSource:
             values.append(value[present])
             toks.append(tokens[order][present])
             metrics += [name] * int(present.sum())
+        # rows of another metric's (a train loss between evals, in a column not imported) are not empty cells
+        read = {c.run, c.step, c.tokens, *c.metrics.values(), *c.coords.values()}
+        varying = [x for x in rows.columns if x not in read and rows[x].nunique(dropna=True) > 1]
+        if varying:
+            blank &= rows.loc[at, varying].isna().all(axis=1).to_numpy()
         frame = raw_frame(np.concatenate(steps), metrics, np.concatenate(values), np.concatenate(toks))
         frame = frame.sort_values("step", kind="stable")
         frame = raw_frame(frame["step"].to_numpy(), frame["metric"].astype(str).tolist(), frame["value"].to_numpy(), frame["tokens"].to_numpy())
