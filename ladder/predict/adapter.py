@@ -106,7 +106,9 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
     group = settings.group if settings.group is not None else target.group
     rungs = rungs_from_store(store, group, settings.metric)
     if any(r.name == target.name for r in rungs):
-        raise LadderError(f"{target.name!r} is one of the rungs; predict a run that is not part of the ladder")
+        raise LadderError(f"{target.name!r} is one of the rungs (its role in the store is rung); predict a run that is "
+                          "not part of the ladder; where it is the hero, import or pull it again with role hero (--coord "
+                          "role=hero, or role: hero in the --coords file)")
     if target.stop_after_steps > target.planned_steps:
         raise LadderError(
             f"{target.name}: its schedule runs to step {target.stop_after_steps:,}, past the {target.planned_steps:,} "
