@@ -151,8 +151,8 @@ class CorePrediction:
 
     def parts(self) -> dict[str, float]:
         """What sets the 90% band at the last step the band covers, each as a half-width relative to the median:
-        "band" the band itself ("below" and "above": its reach on either side); "own" the method's own statistics; "carried" the backtest's error carried to the
-        target; "floor" `UNTESTED_ERROR` per e-fold; "laws" the reach to the farthest other law's median."""
+        "band" the band itself ("below" and "above": its reach on either side); "own" the method's own statistics;
+        "carried" the backtest's error carried to the target; "floor" `UNTESTED_ERROR` per e-fold; "laws" the reach to the farthest other law's median."""
         ok = np.flatnonzero(np.isfinite(self.band.median) & np.isfinite(self.band.lo90) & np.isfinite(self.band.hi90))
         if not ok.size:
             return {}

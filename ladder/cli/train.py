@@ -112,12 +112,13 @@ AGAIN, AGAIN_RESUME = "run the same command again", "add --resume to the command
 def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, runs: list[tuple[Path, RunConfig]] | None = None,
          where: Path | None = None) -> None:
     """Train one run; with `runs` and `where` (a ladder), a killed trainer still prints the ladder's summary."""
+    again = AGAIN if resume else AGAIN_RESUME
     try:
-        code = train(config, resume, progress, AGAIN if resume else AGAIN_RESUME)
+        code = train(config, resume, progress, again)
     except KeyboardInterrupt as exc:  # the trainer got the same signal and has said how to resume
         raise typer.Exit(128 + getattr(exc, "signum", signal.SIGINT)) from None
     if code < 0:  # killed by a signal (SIGKILL: the out-of-memory killer, say): the trainer could say nothing
-        _killed(config, cfg, -code, again=AGAIN if resume else AGAIN_RESUME)
+        _killed(config, cfg, -code, again=again)
         if runs is not None and where is not None:
             _summary(runs, where)
         raise typer.Exit(128 - code)

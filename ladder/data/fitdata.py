@@ -448,7 +448,8 @@ def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     parts = []
     for run_id, h in hist.groupby("run_id", observed=True, sort=False):
         steps = h["step"].to_numpy(np.int64)
-        read = at_evals(steps, h["value"].to_numpy(float), eval_grid(store, str(run_id), int(stops[run_id])))
+        read = at_evals(steps, h["value"].to_numpy(float), eval_grid(store, str(run_id), int(stops[run_id]),
+                                                                  store.run_config(str(run_id))))
         if not read.read_from:
             parts.append(h)
             continue

@@ -160,9 +160,9 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
                           f"{steps.max() / int(row['stop_after_steps']):,.0f}× its {int(row['stop_after_steps']):,} "
                           "planned steps; are its steps counted in tokens? (import the step column with --step and "
                           "the tokens with --tokens)")
-    read = at_evals(steps, values, eval_grid(store, run_id, int(row["stop_after_steps"])))
-    steps, values = read.steps, read.values
     cfg = store.run_config(run_id)
+    read = at_evals(steps, values, eval_grid(store, run_id, int(row["stop_after_steps"]), cfg))
+    steps, values = read.steps, read.values
     if cfg is not None:
         _check_flops(name, cfg, row)
         return replace(from_config(cfg, steps, values, state), read_from=read.read_from, noise=read.noise)
@@ -183,10 +183,10 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     )
 
 
-def eval_grid(store: Store, run_id: str, stop: int) -> np.ndarray:
-    """The steps at which a metric logged far more often than evals is read: a planned run's evals, else the
-    steps at which the run logged its evals (an imported run), else every 1% of its `stop` steps."""
-    cfg = store.run_config(run_id)
+def eval_grid(store: Store, run_id: str, stop: int, cfg: RunConfig | None) -> np.ndarray:
+    """The steps at which a metric logged far more often than evals is read: a planned run's evals (`cfg`, its
+    `Store.run_config`), else the steps at which the run logged its evals (an imported run), else every 1% of its
+    `stop` steps."""
     if cfg is not None:
         return np.asarray(cfg.eval_steps(), np.int64)
     logged = np.unique(store.history([run_id], [keys.EVAL_LOSS])["step"].to_numpy(np.int64))

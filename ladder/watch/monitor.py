@@ -327,8 +327,8 @@ class Watcher:
     def _status_line(self, obs: Observed, verdict: str, state: WatchState, run_state: str) -> str:
         head = f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)})"
         if run_state != "running":  # the watch ends here: said, not left to an exit code alone
-            short = run_state == "finished" and obs.last_step < SHORT_OF_PLAN * obs.planned_steps
-            head = f"the run {'is marked finished, short of its plan,' if short else run_state} at {head}"
+            short = "is marked finished, short of its plan," if _short(run_state, obs) else run_state
+            head = f"the run {short} at {head}"
         if not state.verdicts:
             return f"{head}: no eval yet: {verdict.upper()}"
         last = state.verdicts[-1]
@@ -408,13 +408,18 @@ def stopped(run: pd.Series, obs: Observed) -> list[Alert]:
         return [Alert("crashed", "alarm", obs.last_step,
                       f"the run stopped at step {obs.last_step:,} ({share}): its source marks it crashed (an error, or "
                       "no write for three times --stale-minutes); resume it from its last checkpoint, and watch on")]
-    if state == "finished" and obs.planned_steps > 0 and obs.last_step < SHORT_OF_PLAN * planned:
+    if _short(state, obs):
         return [Alert("short", "warning", obs.last_step,
                       f"the run is marked finished at step {obs.last_step:,} ({share} of {planned:,} steps): the "
                       "predicted end was not reached; if it is still training, its source calls it finished (a table "
                       "imported without a state column counts as finished: give it a column state of running, "
                       "import it again and watch on)")]
     return []
+
+
+def _short(state: str, obs: Observed) -> bool:
+    """Marked finished before `SHORT_OF_PLAN` of its planned steps."""
+    return state == "finished" and obs.planned_steps > 0 and obs.last_step < SHORT_OF_PLAN * obs.planned_steps
 
 
 class _OnlyRun:

@@ -94,9 +94,10 @@ class WebhookSink:
     """HTTP POST of JSON to an incoming-webhook URL (chat tools read ``text`` or ``content``).
 
     Only new alerts are posted; a plain on-track verdict is not, nor a deviation or drift alert of the level
-    posted at the eval before (`changes_only`): a run that stays off hears it when it starts and when it worsens. Delivery counts only on a 2xx
-    answer: a redirect is not followed (the alert would arrive nowhere, or as an empty GET) but is a
-    failed delivery, retried and then reported, and the watcher sends it again on its next check.
+    posted at the eval before (`changes_only`): a run that stays off hears it when it starts and when it
+    worsens. Delivery counts only on a 2xx answer: a redirect is not followed (the alert would arrive
+    nowhere, or as an empty GET) but is a failed delivery, retried and then reported, and the watcher sends it
+    again on its next check.
     """
 
     changes_only = True
