@@ -8,12 +8,19 @@ curve at the prediction's steps.
 
     .venv/bin/python benchmarks/per_step_metric.py [--data ../shared/data] [--noise 0.03] [--demo demo]
 
+Then a ladder imported as a team with its own trainer would bring it: a known truth (a Chinchilla-like surface in
+tokens seen, less an annealing bonus as a cosine LR decays), four rungs of 20M–300M parameters whose train loss is
+logged every 10 steps (1% noise a value) and whose evals every 2.5% of the run; the 1.2B target predicted from
+them. Its small rungs log 3–4 train values per 1% of their plan: read at the run's own evals, every 1% of the
+plan (too few values there: left as logged), and as logged.
+
 With --demo, the same on the demo's micro ladder (its train loss logged every step, about 13% noise a step).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -23,8 +30,8 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from ladder.cli import app
-from ladder.data import dense
-from ladder.data.runview import target_from_store
+from ladder.data import dense, runview
+from ladder.data.runview import target_from_file, target_from_store
 from ladder.data.store import Store
 from ladder.predict.adapter import PredictSettings, predict
 
@@ -78,6 +85,8 @@ def main() -> None:
         compare(store, target, lambda at: np.exp(np.interp(np.log(at), np.log(steps), np.log(loss))),
                 f"OLMo 1×C as a per-step train loss ({args.noise:.0%} noise a value, every 10 steps): {HERO} from the "
                 "four smaller sizes, against its noise-free curve")
+        print()
+        imported_ladder(Path(tmp))
     if args.demo is not None:
         demo_ladder(args.demo)
 
@@ -101,16 +110,89 @@ def demo_ladder(folder: Path) -> None:
             "its own train loss read at the prediction's steps")
 
 
-def compare(store: Store, target, truth, title: str) -> None:
-    """Predict the target's train loss read at the rungs' evals and as logged, and print both rows."""
+SURFACE = dict(E=1.80, A=406.4, B=410.7, alpha=0.34, beta=0.28, anneal=0.10)
+"""The imported ladder's truth: E + A/N^α + B/D^β at the tokens seen, less `anneal` × the LR's decay so far."""
+
+
+def _truth(n: float, steps: np.ndarray, tps: int, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """The loss and LR at `steps` of a run of `n` parameters: 5% warmup, cosine decay to 10% of a peak that falls
+    with size."""
+    s = SURFACE
+    peak, warm = 3e-3 * (n / 20e6) ** -0.25, round(0.05 * total)
+    t = np.asarray(steps, float)
+    lr = np.where(t < warm, peak * t / warm,
+                  peak * (0.1 + 0.45 * (1 + np.cos(np.pi * np.clip((t - warm) / (total - warm), 0, 1)))))
+    loss = s["E"] + s["A"] / n ** s["alpha"] + s["B"] / (np.maximum(t, 1) * tps) ** s["beta"]
+    return loss - np.where(t >= warm, s["anneal"] * (1 - lr / peak), 0.0), lr
+
+
+def imported_ladder(tmp: Path) -> None:
+    """The known-truth ladder as a CSV with its coordinates, imported, and its 1.2B target predicted three ways."""
+    import yaml
+
+    rng = np.random.default_rng(0)
+    sizes = {"r20m": (20e6, 131072), "r50m": (50e6, 262144), "r120m": (120e6, 262144), "r300m": (300e6, 524288),
+             "hero1b": (1.2e9, 1048576)}
+    parts, coords = [], {}
+    for name, (n, tps) in sizes.items():
+        total = round(20 * n / tps)
+        train = np.arange(10, total + 1, 10)
+        evals = np.unique(np.r_[np.arange(total // 40, total + 1, total // 40), total])
+        loss, lr = _truth(n, train, tps, total)
+        at_evals, _ = _truth(n, evals, tps, total)
+        rows = pd.DataFrame({"run": name, "step": train, "train_loss": loss * (1 + 0.01 * rng.standard_normal(train.size)),
+                             "lr": lr}).merge(pd.DataFrame({"step": evals, "val_loss": at_evals * (
+                                 1 + 0.003 * rng.standard_normal(evals.size))}), on="step", how="outer")
+        if name != "hero1b":
+            parts.append(rows.assign(run=name, tokens=rows["step"] * tps))
+        coords[name] = {"active_params": n, "stop_after_steps": total, "tokens_per_step": tps, "group": "syn",
+                        "role": "rung", "schedule": {"peak_lr": 3e-3 * (n / 20e6) ** -0.25, "total_steps": total,
+                                                     "warmup_steps": round(0.05 * total), "decay": "cosine",
+                                                     "min_lr_ratio": 0.1}}
+    hero = coords.pop("hero1b") | {"name": "hero1b"}
+    hero.pop("role")
+    (tmp / "rungs.csv").write_text(pd.concat(parts).to_csv(index=False))
+    (tmp / "coords.yaml").write_text(yaml.safe_dump(coords))
+    (tmp / "hero.yaml").write_text(yaml.safe_dump(hero))
+    store = Store(tmp / "imported")
+    got = CliRunner().invoke(app, ["import", "csv", str(tmp / "rungs.csv"), "--store", str(store.root), "--run", "run",
+                                   "--step", "step", "--tokens", "tokens", "--metric", "eval/loss=val_loss",
+                                   "--metric", "train/loss=train_loss", "--coords", str(tmp / "coords.yaml")])
+    if got.exit_code != 0:
+        raise SystemExit(got.output)
+    n, tps = sizes["hero1b"]
+
+    def every_1pct(store, run_id, stop, cfg):  # the reading before: every 1% of the plan, whatever the run logged
+        every = max(1, round(stop / 100))
+        return np.arange(every, stop + 1, every, dtype=np.int64)
+
+    compare(store, target_from_file(tmp / "hero.yaml"), lambda at: _truth(n, at, tps, hero["stop_after_steps"])[0],
+            "An imported ladder with a known truth: train loss every 10 steps (1% noise), evals every 2.5%; the 1.2B "
+            "target from four rungs of 20M–300M, against its noise-free curve",
+            rows={"at its evals": {}, "every 1% of plan": {"grid": every_1pct}, "as logged": {"per": 10**9}})
+
+
+@contextlib.contextmanager
+def _reading(per: int | None = None, grid=None):
+    """Dense metrics read with `per` values an interval (`dense.READ_PER`) and at `grid` (`runview.eval_grid`)."""
+    saved = dense.READ_PER, runview.eval_grid
+    dense.READ_PER, runview.eval_grid = per or saved[0], grid or saved[1]
+    try:
+        yield
+    finally:
+        dense.READ_PER, runview.eval_grid = saved
+
+
+def compare(store: Store, target, truth, title: str, rows: dict | None = None) -> None:
+    """Predict the target's train loss each way of `rows` (label: `_reading`'s settings; by default read at the
+    rungs' evals and as logged), and print a row each."""
     print(title)
-    print(f"{'read':<14} {'final error':>11} {'curve mean |error|':>18} {'in 90% band':>11} {'90% band at end':>15} "
+    print(f"{'read':<16} {'final error':>11} {'curve mean |error|':>18} {'in 90% band':>11} {'90% band at end':>15} "
           f"{'rise warnings':>13} {'time':>6}")
-    default = dense.READ_PER
-    for label, per in (("at the evals", default), ("as logged", 10**9)):
-        dense.READ_PER = per
+    for label, how in (rows or {"at the evals": {}, "as logged": {"per": 10**9}}).items():
         t0 = time.perf_counter()
-        pred = predict(store, target, PredictSettings(metric="train/loss"))
+        with _reading(**how):
+            pred = predict(store, target, PredictSettings(metric="train/loss"))
         took = time.perf_counter() - t0
         t = pred.table[pred.table["step"] <= pred.planned_steps]
         actual = truth(t["step"].to_numpy(np.int64))
@@ -120,9 +202,8 @@ def compare(store: Store, target, truth, title: str) -> None:
         inside = (t["lo90"].to_numpy()[ok] <= actual[ok]) & (actual[ok] <= t["hi90"].to_numpy()[ok])
         half = (t["hi90"].iloc[-1] - t["lo90"].iloc[-1]) / 2 / t["median"].iloc[-1]
         rises = sum("above its earlier lowest" in w for w in pred.warnings)
-        print(f"{label:<14} {err[-1]:>+11.2%} {np.abs(err[late]).mean():>18.2%} {inside.mean():>11.0%} "
+        print(f"{label:<16} {err[-1]:>+11.2%} {np.abs(err[late]).mean():>18.2%} {inside.mean():>11.0%} "
               f"{'±' + format(half, '.1%'):>15} {rises:>13} {took:>5.1f}s")
-    dense.READ_PER = default
 
 
 if __name__ == "__main__":
