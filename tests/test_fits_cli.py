@@ -1066,3 +1066,17 @@ def test_parameters_in_billions_are_named(plain_csv, tmp_path):
     assert any(w.startswith("the runs give N as small as 0.05: parameters and tokens are counts") for w in warnings)
     assert not any("are counts" in w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--format",
                                                               "json").stdout)["warnings"])
+
+
+def test_a_csv_saved_by_a_spreadsheet_fits_as_the_clean_one(endpoint_csv, tmp_path):
+    lines = endpoint_csv.read_text().splitlines()
+    saved = tmp_path / "saved.csv"  # a comma at the end of every line, and rows of bare commas at the end
+    saved.write_text("".join(f"{line},\r\n" for line in lines) + ",,,,\r\n,,,,\r\n")
+    clean, spread = (json.loads(run("fit", "endpoint", "--csv", p, "--format", "json", "--at", "1e22").stdout)
+                     for p in (endpoint_csv, saved))
+    assert spread["n_runs"] == 8 and spread["params"] == clean["params"]
+    assert spread["predictions"] == clean["predictions"]
+    valued = tmp_path / "valued.csv"  # a value under the unnamed column is not silently dropped
+    valued.write_text("".join(f"{line},\n" for line in lines[:3]) + f"{lines[3]},7\n")
+    res = run("fit", "endpoint", "--csv", valued, "--at", "1e22")
+    assert res.exit_code == 2 and "line 4: the value '7' is in a column with no name" in res.output

@@ -434,6 +434,22 @@ def test_rows_with_no_value_of_any_metric_are_counted(tmp_path):
     assert res.exit_code == 0 and "empty cells" not in res.output
 
 
+def test_a_table_saved_by_a_spreadsheet_imports_as_the_clean_one(tmp_path):
+    clean, saved = tmp_path / "t.csv", tmp_path / "saved.csv"
+    small_table().to_csv(clean, index=False)
+    lines = clean.read_text().splitlines()
+    saved.write_text("".join(f"{line},\n" for line in lines) + ",,,,,,,,\n , ,,,,,,,\n")
+    assert _import(clean, tmp_path / "a").exit_code == 0
+    res = _import(saved, tmp_path / "b")
+    assert res.exit_code == 0, res.output
+    for run in ("a", "b"):
+        assert Store(tmp_path / "a").history(run).equals(Store(tmp_path / "b").history(run))
+    lines[2] += ",x"  # a value past the named columns names its line
+    (tmp_path / "bad.csv").write_text("\n".join(line + ("" if line.endswith("x") else ",") for line in lines))
+    res = _import(tmp_path / "bad.csv", tmp_path / "c")
+    assert res.exit_code == 2 and "line 3: the value 'x' is in a column with no name" in res.output
+
+
 def test_a_table_imported_again_by_the_command_is_unchanged(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)

@@ -3,8 +3,9 @@
 `ladder import csv` (`ladder.data.sources.tabular`) and the fits' `--csv` and `--predict-csv`
 (`ladder.data.fitdata`, `ladder.data.endpointcsv`) read tables through here, so they agree on what a
 readable CSV is: UTF-8 text (a byte-order mark is fine) without NUL bytes, a header with no empty
-or repeated name (spaces around a name are ignored), and one value per column on every row. An
-error names the file and the line, and says what to do.
+or repeated name (spaces around a name are ignored), and one value per column on every row. What
+spreadsheets add when they save (a comma at the end of every line, rows of bare commas) is left
+out. An error names the file and the line, and says what to do.
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ def text(path: Path) -> str:
         raise LadderError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x})") from None
 
 
-def record_lines(path: Path, content: str) -> list[int]:
-    """The line each data record starts on, after checking the header and that every record has as many
-    fields as the header."""
+def records(path: Path, content: str) -> tuple[list[int], str]:
+    """The line each data record starts on, and the text to read the table from, after checking the header and
+    that every record has as many fields as the header. What spreadsheets add when they save is left out of
+    that text: records with no value at all (``,,``), and columns with no name after the last named one whose
+    cells are all empty (a comma at the end of every line)."""
     reader = csv.reader(_lines_of(content))
-    header, lines, start = None, [], 1
+    header, lines, kept, start, named, dropped = None, [], [], 1, 0, False
     try:
         for record in reader:
             line, start = start, reader.line_num + 1
@@ -61,24 +64,40 @@ def record_lines(path: Path, content: str) -> list[int]:
                 continue
             if header is None:
                 header = [name.strip() for name in record]
-                if any(not name for name in header):
+                named = len(header)
+                while named > 1 and not header[named - 1]:
+                    named -= 1
+                if any(not name for name in header[:named]):
                     raise LadderError(f"{path}: line {line}: the header has an empty column name")
                 twice = sorted({name for name in header if header.count(name) > 1})
                 if twice:
                     raise LadderError(f"{path}: line {line}: column {twice[0]!r} appears twice; rename one of them")
+                kept.append(header[:named])
                 continue
-            if len(record) != len(header):
+            if len(record) not in (len(header), named):
                 if any("\n" in field for field in record):  # a quote opened here swallowed the lines after it
                     raise LadderError(f"{path}: line {line}: a quoted value opened here is never closed (it runs on to "
                                       f"line {max(reader.line_num, line + 1)}); add its closing quote (\")")
                 raise LadderError(
                     f"{path}: line {line}: {len(record)} field{'s' if len(record) != 1 else ''} where the header has "
-                    f"{len(header)}; every row needs one value per column (an empty value is allowed)"
+                    f"{named}; every row needs one value per column (an empty value is allowed)"
                 )
+            extra = [field for field in record[named:] if field.strip()]
+            if extra:
+                raise LadderError(f"{path}: line {line}: the value {extra[0].strip()!r} is in a column with no name; "
+                                  f"name that column in the header (line 1) or remove the value")
+            if not any(field.strip() for field in record):
+                dropped = True
+                continue
             lines.append(line)
+            kept.append(record[:named])
     except csv.Error as exc:
         raise LadderError(f"{path}: line {reader.line_num}: {exc}") from None
-    return lines
+    if header is None or (named == len(header) and not dropped):
+        return lines, content
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(kept)
+    return lines, out.getvalue()
 
 
 def cells(path: str | Path, how: str = "") -> pd.DataFrame:
@@ -87,7 +106,7 @@ def cells(path: str | Path, how: str = "") -> pd.DataFrame:
     p = Path(path)
     need_file(p, how)
     content = text(p)
-    lines = record_lines(p, content)
+    lines, content = records(p, content)
     if not lines:
         raise LadderError(f"{p}: the CSV has no rows" + ("" if content.strip() else " (the file is empty)")
                           + (f"; {how}" if how else ""))

@@ -229,7 +229,7 @@ class TableSource:
                 cells = _parquet_cells(self.path, [m for m in dict.fromkeys(c.metrics.values()) if m in table])
             else:
                 text = csvfile.text(self.path)
-                self._lines = csvfile.record_lines(self.path, text)
+                self._lines, text = csvfile.records(self.path, text)
                 table = csvfile.frame(self.path, text)
                 table.columns = [str(x).strip() for x in table.columns]
                 # Cells as written: run id "007" is not "7", "NA" is an id, and a metric's "nan" is not empty.
