@@ -141,8 +141,8 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
                   f"{result.curve_worst_error:.2%}, {result.inside_90:.0%} of evals inside the 90% band")
     if not quick:
         console.print(f"seed noise: the hero's final loss moves by {HERO_SEED_SD:.2%} (one standard deviation over "
-                      f"3 training seeds, benchmarks/demo_seeds.py); this error is {abs(result.final_error) / HERO_SEED_SD:.1f} "
-                      "of that")
+                      f"3 training seeds, benchmarks/demo_seeds.py); this error is {abs(result.final_error) / HERO_SEED_SD:.2g}× "
+                      "that")
     else:
         console.print("quick: the rungs train 2 tokens per parameter for a few hundred steps, too little to predict a "
                       "hero from; this checks the loop, not the accuracy (`ladder demo` without --quick for that)")

@@ -43,9 +43,12 @@ class TerminalSink:
         self.console = console or Console()
 
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
-        for line in summary.splitlines():  # one line per eval, each ending with its own verdict
-            own = line.rsplit(": ", 1)[-1].strip().lower()
+        for line in summary.splitlines():  # one line per eval, each ending with its own verdict, shown in front
+            head, _, own = line.rpartition(": ")
+            own = own.strip().lower()
             label = own if own in STYLE else verdict
+            if head and own in STYLE and not head.endswith(("verdict", "now")):  # "last verdict: OK" keeps it
+                line = head
             self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False, markup=True)
         for a in alerts:  # rule names and messages are text, not markup: "[non_finite]" must show
             self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] {escape(f'[{a.rule}] step {a.step}: {a.message}')}",
