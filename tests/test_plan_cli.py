@@ -195,8 +195,8 @@ def test_spec_fit_compute_follows_the_sequence_length(tmp_path):
     "args, message",
     [
         (["plan", "marin-moe-heroo"], "unknown preset 'marin-moe-heroo': did you mean 'marin-moe-hero'?"),
-        (["plan", "--tpp", "-5"], "tpp=-5.0 must be positive"),
-        (["plan", "--tpp", "0"], "tpp=0.0 must be positive"),
+        (["plan", "--tpp", "-5"], "tpp=-5 must be positive"),
+        (["plan", "--tpp", "0"], "tpp=0 must be positive"),
         (["plan", "--set", "arch.top_k=500"], "top_k=500 must be between 1 and n_experts=384"),
         (["plan", "--widths", "1000", "--depths", "8"], "(d_model 1000, n_layers 8): width 1000 is not divisible by the "
                                                           "head size 128"),

@@ -35,7 +35,7 @@ MIN_EVAL_FRACTION = 1e-5
 def in_range(name: str, value: float, lo: float, hi: float, what: str = "") -> None:
     """Refuse a non-finite `value` or one outside [lo, hi], naming the field."""
     if not _finite(value):
-        raise LadderError(f"{name}={value} must be a finite number")
+        raise LadderError(f"{name}={_num(value)} must be a finite number")
     if not lo <= value <= hi:
         hint = f" ({what})" if what else ""
         raise LadderError(f"{name}={_num(value)} is out of range: must be in [{_num(lo)}, {_num(hi)}]{hint}")
@@ -44,19 +44,22 @@ def in_range(name: str, value: float, lo: float, hi: float, what: str = "") -> N
 def positive(name: str, value: float, hi: float = math.inf, what: str = "") -> None:
     """Refuse a value that is not finite, not above zero, or above `hi`."""
     if not _finite(value) or value <= 0:
-        raise LadderError(f"{name}={value} must be positive and finite" + (f" ({what})" if what else ""))
+        raise LadderError(f"{name}={_num(value)} must be positive and finite" + (f" ({what})" if what else ""))
     if value > hi:
         raise LadderError(f"{name}={_num(value)} is too large: at most {_num(hi)}" + (f" ({what})" if what else ""))
 
 
 def _num(x: float) -> str:
     """A bound or value as a user reads it: whole numbers in full with separators (16,777,216, not 1.67772e+07)."""
-    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
+    try:
+        return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e18 else f"{float(x):g}"
+    except (TypeError, ValueError, OverflowError):  # not a number, or an int beyond any float
+        return str(x)
 
 
 def finite(name: str, value: float | None) -> None:
     if value is not None and not _finite(value):
-        raise LadderError(f"{name}={value} must be a finite number")
+        raise LadderError(f"{name}={_num(value)} must be a finite number")
 
 
 def _finite(value: float) -> bool:

@@ -250,7 +250,7 @@ def _convert_union(options: tuple[Any, ...], value: Any, where: str) -> Any:
 def _to_int(value: Any, where: str) -> int:
     """An integer from an int, a whole float or text such as ``1_000`` or ``1e6``; never a bool."""
     if isinstance(value, bool):
-        raise LadderError(f"{where}: expected an integer, got {_short(value)}")
+        raise LadderError(f"{where}: expected an integer, got {_yes_no(value)}")
     number = None
     if isinstance(value, int):
         number = value
@@ -273,7 +273,7 @@ def _to_int(value: Any, where: str) -> int:
 def _to_float(value: Any, where: str) -> float:
     """A finite float from a number or text (YAML 1.1 reads ``1e-3`` as text); never a bool."""
     if isinstance(value, bool):
-        raise LadderError(f"{where}: expected a number, got {_short(value)}")
+        raise LadderError(f"{where}: expected a number, got {_yes_no(value)}")
     number = None
     if isinstance(value, (int, float)):
         try:
@@ -335,6 +335,11 @@ def _at(exc: LadderError, line: int | None) -> LadderError:
     if isinstance(exc, _Located) or not line:
         return exc
     return _Located(f"{exc} (line {line})")
+
+
+def _yes_no(value: bool) -> str:
+    """A yes-or-no value as the user may have written it: YAML reads yes, no, on and off as true and false."""
+    return f"{value} (YAML reads yes, no, on, off, true and false as a yes-or-no value)"
 
 
 def _short(value: Any, limit: int = 80) -> str:
