@@ -114,8 +114,8 @@ def test_plot_without_a_store_is_a_clear_error(predicted, tmp_path):
 
 
 def test_ladder_figure_counts_compute_as_predict_does(predicted):
-    """Every run gives N and the hero is in the store: the figure's axis is 6·N·D, the per-fraction law's
-    (fit FLOPs, which count attention, only where the hero's N is not at hand)."""
+    """Every run gives N: the figure's axis is 6·N·D, the per-fraction law's, whether the hero is in the store
+    or not yet (fit FLOPs, which count attention, only where the hero's N is not at hand)."""
     from ladder.data.store import Store
     from ladder.output.figures import _axis
     from ladder.predict.dynamics import target_and_rungs
@@ -129,7 +129,10 @@ def test_ladder_figure_counts_compute_as_predict_does(predicted):
         assert per_token[str(row["run_id"])] == pytest.approx(6 * row["active_params"], rel=1e-12)
     plan = micro_plan()
     assert hero == pytest.approx(6 * plan.hero.spec.active_params() * plan.hero.tokens, rel=1e-9)
-    per_token, label, hero = _axis(rungs, target.iloc[0:0], pred)  # the hero not pulled yet
+    assert pred.target_params == plan.hero.spec.active_params()
+    assert _axis(rungs, target.iloc[0:0], pred)[1:] == (label, hero)  # the hero not pulled yet: the same axis
+    older = dataclasses.replace(pred, target_params=None)  # a prediction saved without the hero's N
+    per_token, label, hero = _axis(rungs, target.iloc[0:0], older)
     assert "fit compute" in label and hero == pytest.approx(plan.hero.fit_flops, rel=1e-9)
     assert per_token[str(rungs["run_id"].iloc[0])] == pytest.approx(rungs["fit_flops_per_token"].iloc[0], rel=1e-12)
 

@@ -59,18 +59,18 @@ def hero_actual(store: Store, pred: Prediction, nonfinite: bool = False) -> pd.S
 
 def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[dict[str, float], str, float]:
     """The ladder figure's compute axis, `ladder predict`'s: 6·N·D when the rungs and the target (in the
-    store) give N, else fit FLOPs. Returns each run's compute per token, the axis label and the target's
-    compute at its last planned step."""
+    store, or its N as the prediction recorded it) give N, else fit FLOPs. Returns each run's compute per
+    token, the axis label and the target's compute at its last planned step."""
     rows = pd.concat([rungs, target]) if len(target) else rungs
-    axis = fitdata.axis_of(rows) if len(target) else "fit"
+    axis = fitdata.axis_of(rows) if len(target) or pred.target_params else "fit"
     per_token, _ = fitdata.compute_per_token(rows, axis)
     by_run = dict(zip(rows["run_id"].astype(str), per_token))
     last = pred.table.iloc[-1]
     if axis == "fit":
         return by_run, "fit compute C (FLOPs, 3 × forward without head × tokens)", float(last["compute"])
-    tokens = float(last["tokens"])
-    return by_run, "compute C = 6·N·D (N: active parameters, as `ladder predict` counts it)", by_run[
-        str(target["run_id"].iloc[0])] * tokens
+    target_per_token = by_run[str(target["run_id"].iloc[0])] if len(target) else 6.0 * float(pred.target_params)
+    return (by_run, "compute C = 6·N·D (N: active parameters, as `ladder predict` counts it)",
+            target_per_token * float(last["tokens"]))
 
 
 def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:

@@ -229,14 +229,18 @@ def dynamics(dyn: Dynamics) -> Figure:
     rows = max(1, -(-panels // cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 3.7 * rows), squeeze=False)
     flat_axes = list(axes.ravel())
+    spare = flat_axes[panels:]
     for i, (ax, s) in enumerate(zip(flat_axes, dyn.series)):
-        _dynamics_panel(ax, s, legend=i == 0)
+        _dynamics_panel(ax, s, legend=i == 0 and not spare)
     if dyn.spikes is not None:
         _spike_panel(flat_axes[len(dyn.series)], dyn.spikes, dyn.compute)
-    for ax in flat_axes[panels:]:
-        ax.set_visible(False)
+    for ax in spare:
+        ax.set_axis_off()
+    if spare and dyn.series:  # the same runs and bands in every panel: one legend, in a free slot, off the data
+        spare[0].legend(*flat_axes[0].get_legend_handles_labels(), loc="center", fontsize=8, frameon=False)
     fig.suptitle(f"{dyn.target}: training dynamics projected to its size "
-                 f"(fit compute {dyn.compute:.3g} FLOPs) from the rungs at the same fraction", fontsize=10)
+                 f"(fit compute {dyn.compute:.3g} FLOPs over the plan it started with) from the rungs at the same fraction",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -160,7 +160,7 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
         assumptions=assumptions, schedule=_schedule_dict(target.schedule),
         planned_steps=target.stop_after_steps, warnings=tuple(dict.fromkeys(warnings)),
         method=result.method, why=result.why, backtest=tuple(result.table()), settings=settings.to_dict(),
-        rungs=tuple(r.name for r in rungs),
+        rungs=tuple(r.name for r in rungs), target_params=target.active_params,
     )
 
 

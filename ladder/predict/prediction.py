@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,8 @@ class Prediction:
     """The settings the prediction was made with (`ladder.predict.adapter.PredictSettings`): re-predictions reuse them."""
     rungs: tuple[str, ...] = ()
     """The names of the rungs it was made from (a prediction of an earlier version: none)."""
+    target_params: float | None = None
+    """The target's active parameters N, where known (the ladder figure's 6·N·D axis before the target is pulled)."""
 
     def __post_init__(self) -> None:
         if "fraction_edited" not in self.table.columns and "fraction" in self.table.columns:
@@ -134,6 +137,7 @@ class Prediction:
             "backtest": list(self.backtest),
             "settings": self.settings,
             "rungs": list(self.rungs),
+            "target_params": self.target_params,
             "final": {k: _plain(v) for k, v in self.final.items()},
             "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
         }
@@ -182,9 +186,19 @@ class Prediction:
                 backtest=tuple(data.get("backtest", [])),
                 settings=dict(data.get("settings", {})),
                 rungs=tuple(str(r) for r in data.get("rungs", [])),
+                target_params=_positive_or_none(data.get("target_params")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LadderError(f"{p}: not a prediction file ({exc})") from None
+
+
+def _positive_or_none(value: Any) -> float | None:
+    """A saved count as a positive float; None where it is missing or no such count."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
 
 
 NEEDED = ("step", "median", "lo50", "hi50", "lo90", "hi90")
