@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,10 +69,10 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def held(lock: str | os.PathLike, busy: str) -> Iterator[None]:
-    """Hold the lock file `lock` (made where missing) for the block; where another process holds it, a
-    `LadderError` saying `busy` at once, never a wait. The system releases it when the holder dies, so a killed
-    process leaves nothing to clean up. Where the system has no file locks (Windows), nothing is held."""
+def held(lock: str | os.PathLike, busy: str, wait: float = 0.0) -> Iterator[None]:
+    """Hold the lock file `lock` (made where missing) for the block; where another process holds it, wait up to
+    `wait` seconds for it, then a `LadderError` saying `busy`. The system releases it when the holder dies, so a
+    killed process leaves nothing to clean up. Where the system has no file locks (Windows), nothing is held."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
@@ -86,10 +87,15 @@ def held(lock: str | os.PathLike, busy: str) -> Iterator[None]:
     except OSError as exc:
         raise LadderError(f"{path.parent}: cannot write there ({exc.strerror})") from None
     with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise LadderError(busy) from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise LadderError(busy) from None
+                time.sleep(0.1)
         try:
             yield
         finally:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -160,14 +162,34 @@ def test_commit_removes_files_nothing_names(tmp_path):
     assert len(store.history()) == 63
 
 
-def test_one_writer_at_a_time(tmp_path):
+def test_one_writer_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr("ladder.data.store.STORE_WAIT", 0.3)
     store = Store(tmp_path)
     with store.writer("a"):
-        with pytest.raises(LadderError, match="another pull is writing to this store"):
+        start = time.monotonic()
+        with pytest.raises(LadderError, match=r"another pull is writing to this store \(waited 0 s for it\)"):
             with store.writer("b"):
                 pass
+        assert time.monotonic() - start >= 0.3
     with store.writer("b"):
         pass
+
+
+def test_a_pull_waits_for_another_to_finish(tmp_path):
+    store, holding, done = Store(tmp_path), threading.Event(), threading.Event()
+
+    def first():
+        with store.writer("a"):
+            holding.set()
+            time.sleep(0.6)
+        done.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    holding.wait(5)
+    pull(store, MemorySource(runs3()))  # waits for the first writer instead of being refused
+    assert done.is_set() and len(store.runs()) == 3
+    thread.join()
 
 
 def test_nonfinite_values_are_stored_but_left_out_of_fits(tmp_path):

@@ -74,6 +74,9 @@ a later pull without them does not replace them with the run's own config; `Stor
 PULL_FIRST = "pull the runs first (`ladder pull local runs/`, or `ladder import csv FILE` for a table), or give --store"
 """What `Store.must_exist` tells a command that reads runs to do where the store is missing."""
 
+STORE_WAIT = 30.0
+"""Seconds a pull waits for another writing to the same store (a watch's pull of one run takes about one)."""
+
 
 class Store:
     """Runs and their metric histories, read and written atomically."""
@@ -244,7 +247,9 @@ class Store:
             (self.root / "history").mkdir(exist_ok=True)
         except OSError as exc:
             raise LadderError(f"{self.root}: cannot write the store there ({exc.strerror})") from None
-        with held(self.root / ".lock", f"{self.root}: another pull is writing to this store; wait for it to finish"):
+        busy = (f"{self.root}: another pull is writing to this store (waited {STORE_WAIT:.0f} s for it); wait for it "
+                "to finish, then run this again")
+        with held(self.root / ".lock", busy, wait=STORE_WAIT):
             remove_temporary(self.root)
             yield
 
