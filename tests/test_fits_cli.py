@@ -689,8 +689,10 @@ def test_a_users_csv_is_read_as_written_or_refused_with_its_line(plain_csv, tmp_
     never_closed = ("unclosed.csv: cannot read it as a table", "a quoted value is never closed")
     one_error_line(run("fit", "surface", "--csv", unclosed), *never_closed)
     one_error_line(run("import", "csv", unclosed, "--store", tmp_path / "s", "--metric", "eval/loss=loss"), *never_closed)
-    tabs = write("tabs.csv", "\n".join(r.replace(",", "\t") for r in rows))
-    one_error_line(run("fit", "surface", "--csv", tabs), "separated by tabs")
+    tabs = write("tabs.csv", "\n".join(r.replace(",", "\t") for r in rows))  # read as separated by tabs
+    assert fitted(tabs)["params"] == plain["params"]
+    pipes = write("pipes.csv", "\n".join(r.replace(",", "|") for r in rows))
+    one_error_line(run("fit", "surface", "--csv", pipes), "separated by '|'", "save it with commas")
     one_error_line(run("fit", "surface", "--csv", tmp_path), "a directory, not a CSV file")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--at", "-7e10,1e12"), "--at", "not a positive number")
     one_error_line(run("fit", "endpoint", "--csv", plain_csv, "--compute-col", "tokens", "--at", "0"), "--at")
@@ -1080,3 +1082,15 @@ def test_a_csv_saved_by_a_spreadsheet_fits_as_the_clean_one(endpoint_csv, tmp_pa
     valued.write_text("".join(f"{line},\n" for line in lines[:3]) + f"{lines[3]},7\n")
     res = run("fit", "endpoint", "--csv", valued, "--at", "1e22")
     assert res.exit_code == 2 and "line 4: the value '7' is in a column with no name" in res.output
+
+
+def test_a_csv_saved_with_semicolons_and_decimal_commas_or_with_tabs_fits_as_the_comma_one(endpoint_csv, tmp_path):
+    table = pd.read_csv(endpoint_csv)
+    semicolons, tabs = tmp_path / "semicolons.csv", tmp_path / "tabs.tsv"
+    table.to_csv(semicolons, sep=";", decimal=",", index=False)
+    table.to_csv(tabs, sep="\t", index=False)
+    assert "," in semicolons.read_text().splitlines()[1]  # a decimal comma in the file
+    clean, *others = (json.loads(run("fit", "endpoint", "--csv", p, "--format", "json", "--at", "1e22").stdout)
+                      for p in (endpoint_csv, semicolons, tabs))
+    for other in others:
+        assert other["n_runs"] == 8 and other["params"] == pytest.approx(clean["params"], rel=1e-12)

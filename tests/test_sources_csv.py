@@ -450,6 +450,16 @@ def test_a_table_saved_by_a_spreadsheet_imports_as_the_clean_one(tmp_path):
     assert res.exit_code == 2 and "line 3: the value 'x' is in a column with no name" in res.output
 
 
+def test_a_table_saved_with_semicolons_and_decimal_commas_imports_as_the_comma_one(tmp_path):
+    small_table().to_csv(tmp_path / "t.csv", index=False)
+    small_table().to_csv(tmp_path / "semi.csv", sep=";", decimal=",", index=False)
+    assert _import(tmp_path / "t.csv", tmp_path / "a").exit_code == 0
+    res = _import(tmp_path / "semi.csv", tmp_path / "b")
+    assert res.exit_code == 0, res.output
+    for run in ("a", "b"):
+        assert Store(tmp_path / "a").history(run).equals(Store(tmp_path / "b").history(run))
+
+
 def test_a_table_imported_again_by_the_command_is_unchanged(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)

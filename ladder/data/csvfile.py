@@ -2,7 +2,8 @@
 
 `ladder import csv` (`ladder.data.sources.tabular`) and the fits' `--csv` and `--predict-csv`
 (`ladder.data.fitdata`, `ladder.data.endpointcsv`) read tables through here, so they agree on what a
-readable CSV is: UTF-8 text (a byte-order mark is fine) without NUL bytes, a header with no empty
+readable CSV is: UTF-8 text (a byte-order mark is fine) without NUL bytes, separated by commas
+(or by semicolons, with decimal commas, or by tabs, as spreadsheets save), a header with no empty
 or repeated name (spaces around a name are ignored), and one value per column on every row. What
 spreadsheets add when they save (a comma at the end of every line, rows of bare commas) is left
 out. An error names the file and the line, and says what to do.
@@ -54,9 +55,11 @@ def records(path: Path, content: str) -> tuple[list[int], str]:
     """The line each data record starts on, and the text to read the table from, after checking the header and
     that every record has as many fields as the header. What spreadsheets add when they save is left out of
     that text: records with no value at all (``,,``), and columns with no name after the last named one whose
-    cells are all empty (a comma at the end of every line)."""
-    reader = csv.reader(_lines_of(content))
-    header, lines, kept, start, named, dropped = None, [], [], 1, 0, False
+    cells are all empty (a comma at the end of every line). A file separated by semicolons, as spreadsheets
+    save where the comma is the decimal mark, is read as one (``3,25`` is 3.25); by tabs, as one too."""
+    sep = separator(content)
+    reader = csv.reader(_lines_of(content), delimiter=sep)
+    header, lines, kept, start, named, dropped = None, [], [], 1, 0, sep != ","
     try:
         for record in reader:
             line, start = start, reader.line_num + 1
@@ -90,7 +93,7 @@ def records(path: Path, content: str) -> tuple[list[int], str]:
                 dropped = True
                 continue
             lines.append(line)
-            kept.append(record[:named])
+            kept.append(record[:named] if sep != ";" else [_decimal_point(field) for field in record[:named]])
     except csv.Error as exc:
         raise LadderError(f"{path}: line {reader.line_num}: {exc}") from None
     if header is None or (named == len(header) and not dropped):
@@ -98,6 +101,25 @@ def records(path: Path, content: str) -> tuple[list[int], str]:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(kept)
     return lines, out.getvalue()
+
+
+def separator(content: str) -> str:
+    """The field separator of a CSV's text: a semicolon or a tab where its first line holds one and no comma,
+    else a comma."""
+    first = next((line for line in content.splitlines() if line.strip()), "")
+    if "," not in first:
+        for sep in (";", "\t"):
+            if sep in first:
+                return sep
+    return ","
+
+
+_DECIMAL_COMMA = re.compile(r"\s*[+-]?\d*,\d+([eE][+-]?\d+)?\s*")
+
+
+def _decimal_point(field: str) -> str:
+    """A number written with a decimal comma (``3,25``, ``1,5e-3``) with a decimal point; other text as it is."""
+    return field.replace(",", ".") if _DECIMAL_COMMA.fullmatch(field) else field
 
 
 def cells(path: str | Path, how: str = "") -> pd.DataFrame:

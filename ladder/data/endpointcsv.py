@@ -7,6 +7,7 @@ targets, with errors that name the file, the column and the value (`LadderError`
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pandas as pd
 
 from ladder.config.limits import MAX_PARAMS, MAX_TOKENS
 from ladder.data import csvfile
+from ladder.errors import LadderError
 
 DEFAULT_RUN_COL = "run_id"
 
@@ -33,8 +35,10 @@ def run_column(header: list[str] | None, run: str | None, step: str | None) -> s
 def column_names(path: str | Path) -> list[str] | None:
     """The CSV's column names as its header gives them; None where it cannot be read (the data reader says why)."""
     try:
-        return [str(c).strip() for c in pd.read_csv(path, nrows=0).columns]
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        p = Path(path)
+        _, content = csvfile.records(p, csvfile.text(p))  # as the data reader reads it: a semicolon file too
+        return [str(c).strip() for c in pd.read_csv(io.StringIO(content), nrows=0).columns]
+    except (LadderError, OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
         return None
 
 
