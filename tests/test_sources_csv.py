@@ -118,8 +118,11 @@ def test_missing_mapped_column_is_one_line(tmp_path):
                                    "--metric", "eval/loss=c4_loss", "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "no column 'c4_loss' (mapped by --metric eval/loss)" in res.output and "run, step, tok" in res.output
-    with pytest.raises(LadderError, match="no step column"):
+    with pytest.raises(LadderError, match="no step column") as refused:
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run")).runs()
+    assert "tokens without steps" not in str(refused.value)
+    with pytest.raises(LadderError, match="a table of tokens without steps needs a step column added"):
+        TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run", tokens="tok")).runs()
 
 
 def test_misfitting_checkpoints_repeats_and_steps_past_the_plan(shared_data, tmp_path):

@@ -114,6 +114,8 @@ class TableSource:
                 raise LadderError(
                     f"{self.path}: run {run_id!r} has {len(rows)} rows but no step column is mapped; "
                     "map it with --step COLUMN (or --run COLUMN if each row is its own run)"
+                    + ("; a table of tokens without steps needs a step column added: tokens ÷ tokens per step "
+                       "(the LR schedule and the plan count steps)" if c.tokens is not None else "")
                 )
             config = dict(per_run.get(run_id, {}))
             for f in FIELDS:  # a coordinate column that varies within the run is no coordinate of it
