@@ -463,6 +463,28 @@ def test_a_table_saved_with_semicolons_and_decimal_commas_imports_as_the_comma_o
         assert Store(tmp_path / "a").history(run).equals(Store(tmp_path / "b").history(run))
 
 
+def test_runs_exported_one_per_file_import_in_one_command_and_a_bad_file_stores_none(tmp_path):
+    table = small_table()
+    for run, rows in table.groupby("run"):  # as a run's chart exports: no run column, the file names the run
+        rows.drop(columns="run").to_csv(tmp_path / f"{run}.csv", index=False)
+    common = ["import", "csv", "--step", "step", "--tokens", "tok", "--metric", "eval/loss=loss",
+              "--coord-column", "active_params=params", "--coord-column", "stop_after_steps=T",
+              "--coord", "total_params=unknown", "--coord", "fit_flops_per_token=unknown"]
+    (tmp_path / "bad.csv").write_text((tmp_path / "b.csv").read_text().replace("\n40,", "\nforty,"))
+    res = CliRunner().invoke(app, [*common, str(tmp_path / "a.csv"), str(tmp_path / "bad.csv"), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "bad.csv: line 5" in res.output and "'forty'" in res.output
+    assert not Store(tmp_path / "s").exists()  # the good file first is not stored either
+    res = CliRunner().invoke(app, [*common, str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    stored = Store(tmp_path / "s")
+    assert sorted(stored.runs()["name"]) == ["a", "b"]
+    table.to_csv(tmp_path / "t.csv", index=False)  # the same runs in one table, with a run column
+    assert _import(tmp_path / "t.csv", tmp_path / "one").exit_code == 0
+    for run in ("a", "b"):
+        ours, theirs = stored.history(run), Store(tmp_path / "one").history(run)
+        assert np.array_equal(ours["value"], theirs["value"]) and np.array_equal(ours["step"], theirs["step"])
+
+
 def test_a_table_imported_again_by_the_command_is_unchanged(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)

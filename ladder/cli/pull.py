@@ -149,9 +149,9 @@ def pull_local(
 
 @command("csv", parent=import_app)
 def import_csv(
-    file: Path = typer.Argument(..., help="A .csv file, or a .parquet file."),
+    files: list[Path] = typer.Argument(..., help="One or more .csv or .parquet files (a folder of runs exported one per file: runs/*.csv)."),
     metric: list[str] = typer.Option([], "--metric", help="KEY=COLUMN: store COLUMN as metric KEY (repeatable), e.g. eval/loss=loss_c4_en."),
-    run: str | None = typer.Option(None, "--run", help="Column of run ids (default: the whole file is one run)."),
+    run: str | None = typer.Option(None, "--run", help="Column of run ids (default: each file is one run, named by the file)."),
     step: str | None = typer.Option(None, "--step", help="Column of optimizer steps (default: each row is its run's final value, fraction 1)."),
     tokens: str | None = typer.Option(None, "--tokens", help="Column of tokens seen."),
     coord_column: list[str] = typer.Option([], "--coord-column", help="FIELD=COLUMN: read a coordinate per run from a column, e.g. active_params=params_nonembed (repeatable)."),
@@ -169,7 +169,7 @@ def import_csv(
     running; without it every run counts as finished, and a run that ends short of its plan is named).
     Importing the file again replaces its runs; a run id already stored from another source is refused
     unless --replace. Every step, token count and value is checked (with its line) before anything is
-    stored.
+    stored. Several files are read in the order given, each checked before any is stored.
     """
     columns = ColumnMap(
         metrics=ColumnMap.parse_pairs(metric, "--metric"),
@@ -178,7 +178,18 @@ def import_csv(
         tokens=tokens,
         coords=ColumnMap.parse_pairs(coord_column, "--coord-column"),
     )
-    _run_pull(store, TableSource(file, columns), coord, coords, rename, fit_metric, False, replace)
+    sources = [TableSource(f, columns) for f in dict.fromkeys(files)]
+    for source in sources:  # every file read and checked before any is stored
+        source.runs()
+    for i, source in enumerate(sources):
+        try:
+            _run_pull(store, source, coord, coords, rename, fit_metric, False, replace)
+        except LadderError as exc:
+            if not i:
+                raise
+            done = ", ".join(str(s.path) for s in sources[:i])
+            raise LadderError(f"{exc} (imported before it, and kept: {done}; run the command again with the files "
+                              "from this one on)") from None
 
 
 def _run_pull(
