@@ -121,7 +121,7 @@ def test_missing_mapped_column_is_one_line(tmp_path):
     with pytest.raises(LadderError, match="no step column") as refused:
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run")).runs()
     assert "tokens without steps" not in str(refused.value)
-    with pytest.raises(LadderError, match="a table of tokens without steps needs a step column added"):
+    with pytest.raises(LadderError, match=r"or give the tokens per step \(--coord tokens_per_step=N\)"):
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run", tokens="tok")).runs()
 
 
@@ -483,6 +483,26 @@ def test_runs_exported_one_per_file_import_in_one_command_and_a_bad_file_stores_
     for run in ("a", "b"):
         ours, theirs = stored.history(run), Store(tmp_path / "one").history(run)
         assert np.array_equal(ours["value"], theirs["value"]) and np.array_equal(ours["step"], theirs["step"])
+
+
+def test_a_table_of_tokens_without_steps_reads_its_steps_from_the_tokens_per_step_given(tmp_path):
+    small_table().to_csv(tmp_path / "t.csv", index=False)
+    small_table().drop(columns="step").to_csv(tmp_path / "tokens.csv", index=False)  # 50 tokens per step
+    assert _import(tmp_path / "t.csv", tmp_path / "a").exit_code == 0
+    tokens_only = ["import", "csv", str(tmp_path / "tokens.csv"), "--run", "run", "--tokens", "tok",
+                   "--metric", "eval/loss=loss", "--coord-column", "active_params=params",
+                   "--coord-column", "stop_after_steps=T", "--coord", "total_params=unknown",
+                   "--coord", "fit_flops_per_token=unknown"]
+    res = CliRunner().invoke(app, [*tokens_only, "--store", str(tmp_path / "b")])
+    assert res.exit_code == 2 and "give the tokens per step (--coord tokens_per_step=N)" in res.output
+    assert not Store(tmp_path / "b").exists()
+    res = CliRunner().invoke(app, [*tokens_only, "--coord", "tokens_per_step=50", "--store", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    for run in ("a", "b"):
+        ours, theirs = Store(tmp_path / "b").history(run), Store(tmp_path / "a").history(run)
+        assert np.array_equal(ours["step"], theirs["step"]) and np.array_equal(ours["value"], theirs["value"])
+    res = CliRunner().invoke(app, [*tokens_only, "--coord", "tokens_per_step=1000", "--store", str(tmp_path / "c")])
+    assert res.exit_code == 2 and "tokens.csv: line 4 and line 5: run 'a': their tokens fall on the same step (step 2, at 1,000" in res.output
 
 
 def test_a_table_imported_again_by_the_command_is_unchanged(tmp_path):

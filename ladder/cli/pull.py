@@ -153,7 +153,7 @@ def import_csv(
     metric: list[str] = typer.Option([], "--metric", help="KEY=COLUMN: store COLUMN as metric KEY (repeatable), e.g. eval/loss=loss_c4_en."),
     run: str | None = typer.Option(None, "--run", help="Column of run ids (default: each file is one run, named by the file)."),
     step: str | None = typer.Option(None, "--step", help="Column of optimizer steps (default: each row is its run's final value, fraction 1)."),
-    tokens: str | None = typer.Option(None, "--tokens", help="Column of tokens seen."),
+    tokens: str | None = typer.Option(None, "--tokens", help="Column of tokens seen. Without --step, a run's steps are its tokens ÷ its tokens_per_step (from --coord, --coords or a column)."),
     coord_column: list[str] = typer.Option([], "--coord-column", help="FIELD=COLUMN: read a coordinate per run from a column, e.g. active_params=params_nonembed (repeatable)."),
     store: Path = STORE,
     coord: list[str] = COORD,
@@ -178,7 +178,8 @@ def import_csv(
         tokens=tokens,
         coords=ColumnMap.parse_pairs(coord_column, "--coord-column"),
     )
-    sources = [TableSource(f, columns) for f in dict.fromkeys(files)]
+    given = CoordinateOverrides.parse(coord, coords)  # a table of tokens without steps takes tokens_per_step from them
+    sources = [TableSource(f, columns, given) for f in dict.fromkeys(files)]
     for source in sources:  # every file read and checked before any is stored
         source.runs()
     for i, source in enumerate(sources):

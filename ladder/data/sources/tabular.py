@@ -29,6 +29,8 @@ _NOT_LOGGED = frozenset({"", "NA", "N/A", "n/a", "NULL", "null", "None", "#N/A",
 spellings of NaN (`_NAN_TEXT`), which are values the run logged."""
 FLOAT_NOISE = 1e-6
 """The relative part a token count may stray from a whole number and be read as that number (a float's rounding)."""
+DERIVED_STEP = "\x00step from tokens"
+"""The column a run's steps read from its tokens go in (a name no table's column has)."""
 _NAN_TEXT = frozenset({"nan", "1.#ind", "1.#qnan"})
 """NaN as writers print it (compared in lower case, without a sign)."""
 _INF_TEXT = frozenset({"inf", "infinity", "1.#inf"})
@@ -76,9 +78,12 @@ class TableSource:
     all_or_nothing = True
     """A run of it that cannot be stored refuses the whole file: a table is imported whole, or not at all."""
 
-    def __init__(self, path: str | os.PathLike, columns: ColumnMap):
+    def __init__(self, path: str | os.PathLike, columns: ColumnMap, given: Any = None):
         self.path = Path(path).expanduser().resolve()
         self.columns = columns
+        self.given = given
+        """The coordinates the user gives (`CoordinateOverrides`): a table of tokens without steps takes its runs'
+        tokens per step from them."""
         self._table: pd.DataFrame | None = None
         self._values: dict[str, np.ndarray] = {}
         """Per metric column, its values by row of the table, as float64."""
@@ -110,13 +115,6 @@ class TableSource:
         refs = []
         for run_id, rows in table.groupby(ids, sort=True):
             run_id = str(run_id)
-            if c.step is None and len(rows) > 1:
-                raise LadderError(
-                    f"{self.path}: run {run_id!r} has {len(rows)} rows but no step column is mapped; "
-                    "map it with --step COLUMN (or --run COLUMN if each row is its own run)"
-                    + ("; a table of tokens without steps needs a step column added: tokens ÷ tokens per step "
-                       "(the LR schedule and the plan count steps)" if c.tokens is not None else "")
-                )
             config = dict(per_run.get(run_id, {}))
             for f in FIELDS:  # a coordinate column that varies within the run is no coordinate of it
                 if f in rows.columns and f not in config and f not in c.coords and rows[f].nunique(dropna=True) > 1:
@@ -126,7 +124,9 @@ class TableSource:
             for f, column in c.coords.items():
                 value = rows[column].iloc[0]
                 config[f] = None if pd.isna(value) else _plain(value)
-            if c.step is None:
+            if c.step is None and len(rows) > 1:
+                rows = self._steps_from_tokens(run_id, rows, config)
+            elif c.step is None:
                 config.setdefault("stop_after_steps", 1)
                 if c.tokens is not None and "tokens_per_step" not in c.coords:
                     if pd.isna(rows[c.tokens].iloc[0]):
@@ -141,6 +141,38 @@ class TableSource:
                 config["state"] = table_state(config["state"], f"{self._where(int(rows.index[0]))}: run {run_id!r}")
             refs.append(RunRef(run_id, self.key, label=f"{run_id} ({self.path.name})", name=str(config.get("name") or run_id), config=config, handle=rows))
         return refs
+
+    def _steps_from_tokens(self, run_id: str, rows: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
+        """A run of several rows without a step column: its steps from its tokens, over the tokens per step a
+        column or the user gives (`DERIVED_STEP`); else a `LadderError` that says what to map or give."""
+        c = self.columns
+        given = self.given.for_run(run_id, str(config.get("name") or run_id)) if self.given is not None else {}
+        per_step = config.get("tokens_per_step") or given.get("tokens_per_step")
+        refused = f"{self.path}: run {run_id!r} has {len(rows)} rows but no step column is mapped"
+        if c.tokens is None:
+            raise LadderError(f"{refused}; map it with --step COLUMN (or --run COLUMN if each row is its own run)")
+        try:
+            per_step = float(per_step)
+        except (TypeError, ValueError):
+            per_step = float("nan")
+        if not (np.isfinite(per_step) and per_step >= 1):
+            raise LadderError(f"{refused}; map it with --step COLUMN, or give the tokens per step "
+                              "(--coord tokens_per_step=N) and its steps are read from its tokens (--tokens "
+                              f"{c.tokens}): the LR schedule and the plan count steps")
+        tokens = rows[c.tokens].to_numpy(np.float64)
+        if np.isnan(tokens).any():
+            line = int(rows.index[np.isnan(tokens)][0])
+            raise LadderError(f"{self._where(line)}: run {run_id!r} has no tokens (column '{c.tokens}' is empty), and "
+                              "its steps are read from its tokens; give them, or map --step COLUMN")
+        steps = np.rint(tokens / per_step).astype(np.int64)
+        order = np.argsort(steps, kind="stable")
+        same = np.flatnonzero(np.diff(steps[order]) == 0)
+        if len(same):
+            a, b = (int(rows.index[order[i]]) for i in (same[0], same[0] + 1))
+            raise LadderError(f"{self._where(a)} and {self._where(b).rpartition(': ')[2]}: run {run_id!r}: their "
+                              f"tokens fall on the same step (step {int(steps[order[same[0]]]):,}, at {per_step:,.0f} "
+                              "tokens per step); check tokens_per_step, or map --step COLUMN")
+        return rows.assign(**{DERIVED_STEP: steps})
 
     def notes(self, overrides: Any = None) -> list[str]:
         """A line naming the columns read as coordinates because they are named for one (`FIELDS`), where no
@@ -173,7 +205,9 @@ class TableSource:
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
         rows: pd.DataFrame = ref.handle
         c = self.columns
-        if c.step is None:
+        if c.step is None and DERIVED_STEP in rows:
+            step = rows[DERIVED_STEP].to_numpy(np.int64)
+        elif c.step is None:
             planned = ref.config.get("stop_after_steps") or 1
             step = np.full(len(rows), whole_count(planned, "stop_after_steps", f"{self.path}: run {ref.run_id!r}"), dtype=np.int64)
         else:
@@ -191,7 +225,7 @@ class TableSource:
             toks.append(tokens[order][present])
             metrics += [name] * int(present.sum())
         # rows of another metric's (a train loss between evals, in a column not imported) are not empty cells
-        read = {c.run, c.step, c.tokens, *c.metrics.values(), *c.coords.values()}
+        read = {c.run, c.step, c.tokens, DERIVED_STEP, *c.metrics.values(), *c.coords.values()}
         varying = [x for x in rows.columns if x not in read and rows[x].nunique(dropna=True) > 1]
         if varying:
             blank &= rows.loc[at, varying].isna().all(axis=1).to_numpy()
@@ -210,13 +244,14 @@ class TableSource:
             replace=True,
             whole=True,
             warnings=(f"{_rows(int(blank.sum()))} with no value of {' or '.join(c.metrics)} (empty cells): read as "
-                      "not logged",) if blank.any() and c.step is not None else (),
+                      "not logged",) if blank.any() and (c.step is not None or DERIVED_STEP in rows) else (),
         )
 
     def where_step(self, ref: RunRef, step: int) -> str:
         """The file and line of `ref`'s row at `step`, for a message."""
         rows: pd.DataFrame = ref.handle
-        at = rows.index[rows[self.columns.step] == step] if self.columns.step is not None else rows.index
+        column = self.columns.step if self.columns.step is not None else DERIVED_STEP
+        at = rows.index[rows[column] == step] if column in rows else rows.index
         return self._where(int(at[0])) if len(at) else str(self.path)
 
     def _load(self) -> pd.DataFrame:
