@@ -371,8 +371,8 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path, shared_data):
     # the hero keeps its largest rung's batch while the rungs' grew with size: said, not corrected
     assert any("0.081× the power law in size through the rungs' batches" in w for w in marin["warnings"])
     assert not any("through the rungs' batches" in w for w in pred["warnings"])  # the OLMo 3.2B: 1.1× the trend
-    assert pred["assumptions"]["batch"].endswith("target 3.146e+06 tokens per step (1.1× the rungs' law at its size)")
-    assert marin["assumptions"]["batch"] == ("rungs 4.194e+06–4.614e+07 (∝ N^0.83), target 4.614e+07 tokens per step "
+    assert pred["assumptions"]["batch"].endswith("target 3,145,728 tokens per step (1.1× the rungs' law at its size)")
+    assert marin["assumptions"]["batch"] == ("rungs 4,194,304–46,137,344 (∝ N^0.83), target 46,137,344 tokens per step "
                                              "(0.081× the rungs' law at its size)")
     assert hero["median"] == pytest.approx(1.9979, abs=5e-4)
     assert hero["lo90"] == pytest.approx(1.9010, abs=5e-4) and hero["hi90"] == pytest.approx(2.0943, abs=5e-4)

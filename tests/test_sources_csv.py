@@ -474,10 +474,14 @@ def test_runs_exported_one_per_file_import_in_one_command_and_a_bad_file_stores_
     res = CliRunner().invoke(app, [*common, str(tmp_path / "a.csv"), str(tmp_path / "bad.csv"), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and "bad.csv: line 5" in res.output and "'forty'" in res.output
     assert not Store(tmp_path / "s").exists()  # the good file first is not stored either
-    res = CliRunner().invoke(app, [*common, str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--store", str(tmp_path / "s")])
+    coords = tmp_path / "coords.yaml"  # one file for the whole ladder: each entry goes with its file's run
+    coords.write_text("a: {group: mine}\nb: {group: mine}\nzzz: {group: mine}\n")
+    res = CliRunner().invoke(app, [*common, str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--coords", str(coords),
+                                   "--store", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
+    assert res.output.count("is the name or id of no run of this pull") == 1 and "'zzz' is the name" in res.output
     stored = Store(tmp_path / "s")
-    assert sorted(stored.runs()["name"]) == ["a", "b"]
+    assert sorted(stored.runs()["name"]) == ["a", "b"] and set(stored.runs()["group"]) == {"mine"}
     table.to_csv(tmp_path / "t.csv", index=False)  # the same runs in one table, with a run column
     assert _import(tmp_path / "t.csv", tmp_path / "one").exit_code == 0
     for run in ("a", "b"):

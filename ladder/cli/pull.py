@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from enum import StrEnum
@@ -104,7 +105,7 @@ def pull_wandb(
     filters = _parse_filter(filter_json)
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
     source = WandbSource(project, group=group, tag=tag, filters=filters, keys=key_list, step_key=step_key)
-    _run_pull(store, source, coord, coords, rename, fit_metric, full, replace)
+    _run_pull(store, source, CoordinateOverrides.parse(coord, coords), rename, fit_metric, full, replace)
 
 
 @command("offline", parent=pull_app)
@@ -125,7 +126,8 @@ def pull_offline(
     without an exit record is running while its file changed in the last 2 minutes, else crashed
     (killed): every whole record is kept. A corrupt chunk stops that file with a warning.
     """
-    _run_pull(store, OfflineSource(path, step_key=step_key), coord, coords, rename, fit_metric, full, replace)
+    _run_pull(store, OfflineSource(path, step_key=step_key), CoordinateOverrides.parse(coord, coords), rename, fit_metric,
+              full, replace)
 
 
 @command("local", parent=pull_app)
@@ -144,7 +146,7 @@ def pull_local(
     A run whose status says running but whose metrics and status have not changed for 30 minutes was
     killed (a SIGKILL, out of memory) and is stored as crashed; `ladder watch --local` waits three times
     its --stale-minutes."""
-    _run_pull(store, LocalSource(path), coord, coords, rename, fit_metric, full, replace)
+    _run_pull(store, LocalSource(path), CoordinateOverrides.parse(coord, coords), rename, fit_metric, full, replace)
 
 
 @command("csv", parent=import_app)
@@ -180,11 +182,10 @@ def import_csv(
     )
     given = CoordinateOverrides.parse(coord, coords)  # a table of tokens without steps takes tokens_per_step from them
     sources = [TableSource(f, columns, given) for f in dict.fromkeys(files)]
-    for source in sources:  # every file read and checked before any is stored
-        source.runs()
+    names = [{x for ref in source.runs() for x in (ref.run_id, ref.name)} for source in sources]  # every file checked
     for i, source in enumerate(sources):
         try:
-            _run_pull(store, source, coord, coords, rename, fit_metric, False, replace)
+            _run_pull(store, source, _for_file(given, names, i), rename, fit_metric, False, replace)
         except LadderError as exc:
             if not i:
                 raise
@@ -193,18 +194,25 @@ def import_csv(
                               "from this one on)") from None
 
 
+def _for_file(given: CoordinateOverrides, names: list[set[str]], i: int) -> CoordinateOverrides:
+    """The coordinates file's entries for the runs of file `i` of an import of several (`names`: each file's run names
+    and ids); an entry that names no run of any file goes with the last file, whose pull says so once."""
+    everyone = set().union(*names)
+    last = i == len(names) - 1
+    return dataclasses.replace(given, per_run={run: entry for run, entry in given.per_run.items()
+                                               if run in names[i] or (last and run not in everyone)})
+
+
 def _run_pull(
     store: Path,
     source: Source,
-    coord: list[str],
-    coords: Path | None,
+    overrides: CoordinateOverrides,
     rename: list[str],
     fit_metric: str | None,
     full: bool,
     replace: bool = False,
 ) -> None:
     target = Store(store)
-    overrides = CoordinateOverrides.parse(coord, coords)
     settings = None
     if rename or fit_metric:
         current = target.settings()

@@ -222,7 +222,7 @@ def _batch(rungs: list[LadderRun], target: LadderRun) -> str:
     off = batch_off_trend(runs, target.as_run(with_evals=False))
     law = f" (∝ N^{k:.2f})" if size.size > 1 and abs(k) >= 0.005 else ""
     where = "on the rungs' law" if abs(off - 1) < 0.005 else f"{off:.2g}× the rungs' law at its size"
-    return f"rungs {_span(list(batch))}{law}, target {target.tokens_per_step:.4g} tokens per step ({where})"
+    return f"rungs {_span(list(batch))}{law}, target {_amount(target.tokens_per_step)} tokens per step ({where})"
 
 
 def _describe(run: LadderRun, edited: bool = False) -> str:
@@ -252,7 +252,12 @@ def _describe_rungs(rungs: list[LadderRun]) -> str:
 
 def _span(values: list[float]) -> str:
     lo, hi = min(values), max(values)
-    return f"{lo:.4g}" if abs(hi / lo - 1) < 5e-4 else f"{lo:.4g}–{hi:.4g}"
+    return _amount(lo) if abs(hi / lo - 1) < 5e-4 else f"{_amount(lo)}–{_amount(hi)}"
+
+
+def _amount(x: float) -> str:
+    """A whole number in full (65,536 tokens per step, not 6.554e+04); any other to 4 digits."""
+    return f"{x:,.0f}" if 1 <= x < 1e15 and float(x).is_integer() else f"{x:.4g}"
 
 
 def _schedule_dict(schedule: Schedule | None) -> dict:
