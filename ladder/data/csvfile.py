@@ -48,7 +48,8 @@ def text(path: Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise LadderError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x})") from None
+        raise LadderError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x}); save it as UTF-8 (a "
+                          "spreadsheet's \"CSV UTF-8\")") from None
 
 
 def records(path: Path, content: str) -> tuple[list[int], str]:
