@@ -62,6 +62,15 @@ def finite(name: str, value: float | None) -> None:
         raise LadderError(f"{name}={_num(value)} must be a finite number")
 
 
+def positive_or_none(value) -> float | None:
+    """`value` as a positive finite float; None where it is missing, no number, or not above 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
 def _finite(value: float) -> bool:
     try:
         return math.isfinite(value)

@@ -18,7 +18,7 @@ import numpy as np
 
 from fits.runs import Run, lrs_from_logged
 from ladder import metrics as keys
-from ladder.config.limits import MAX_PREDICTED_POINTS
+from ladder.config.limits import MAX_PREDICTED_POINTS, positive_or_none
 from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import load_yaml
@@ -177,7 +177,7 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
             lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), max(stop, int(steps.max())))
     return LadderRun(
         name, flops, int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
-        group=str(row["group"]), active_params=n, tpp=_float(config.get("tpp")), schedule=schedule,
+        group=str(row["group"]), active_params=n, tpp=positive_or_none(config.get("tpp")), schedule=schedule,
         logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from, read_from=read.read_from,
         noise=read.noise,
     )
@@ -325,7 +325,7 @@ def flops_per_token(name: str, row: Any) -> tuple[float, str]:
 
 
 def _flops(name: str, row: Any, where: str | None = None) -> tuple[float, str, float | None]:
-    flops, n = _float(row["fit_flops_per_token"]), _float(row["active_params"])
+    flops, n = positive_or_none(row["fit_flops_per_token"]), positive_or_none(row["active_params"])
     if flops is not None:
         return flops, "fit_flops_per_token", n
     if n is not None:
@@ -335,7 +335,7 @@ def _flops(name: str, row: Any, where: str | None = None) -> tuple[float, str, f
 
 
 def _check_flops(name: str, cfg: RunConfig, row) -> None:
-    stored = _float(row["fit_flops_per_token"])
+    stored = positive_or_none(row["fit_flops_per_token"])
     if stored is not None and abs(stored / cfg.fit_flops_per_token - 1) > FLOPS_AGREE:
         raise LadderError(
             f"run {name!r}: its model spec gives {cfg.fit_flops_per_token:.4g} fit FLOPs per token but its "
@@ -363,12 +363,5 @@ def named(names: list[str], most: int = 8) -> str:
 
 def active_params(row: Any) -> float | None:
     """A stored run's active parameter count N (None when not known)."""
-    return _float(row["active_params"])
+    return positive_or_none(row["active_params"])
 
-
-def _float(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) and f > 0 else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ladder.config.limits import positive_or_none
 from ladder.errors import LadderError
 from ladder.files import atomic_path
 
@@ -186,19 +186,10 @@ class Prediction:
                 backtest=tuple(data.get("backtest", [])),
                 settings=dict(data.get("settings", {})),
                 rungs=tuple(str(r) for r in data.get("rungs", [])),
-                target_params=_positive_or_none(data.get("target_params")),
+                target_params=positive_or_none(data.get("target_params")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LadderError(f"{p}: not a prediction file ({exc})") from None
-
-
-def _positive_or_none(value: Any) -> float | None:
-    """A saved count as a positive float; None where it is missing or no such count."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number > 0 else None
 
 
 NEEDED = ("step", "median", "lo50", "hi50", "lo90", "hi90")
