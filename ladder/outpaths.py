@@ -45,7 +45,7 @@ def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ..
     if p.exists() and not p.is_dir():
         raise LadderError(f"{option} {p}: is a file, not a folder; give a folder to write into")
     _parents_are_folders(p, option)
-    store = _store_at(p) if p.is_dir() else None
+    store = _store_at(p)
     if store is not None:
         raise LadderError(f"{option} {p}: is {'' if store == p else 'in '}the metric store {store}; give a folder of its "
                           "own (outputs there would mix with the store's files)")
@@ -62,7 +62,7 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
     p = Path(path)
     if p.is_dir():
         raise LadderError(f"{option} {p}: is a folder; give the path of the file to write")
-    store = _store_at(p.absolute().parent) if p.absolute().parent.is_dir() else None
+    store = _store_at(p.absolute().parent)
     if store is not None and not p.exists():
         raise LadderError(f"{option} {p}: is in the metric store {store}; give a path outside it (outputs there would "
                           "mix with the store's files)")
@@ -90,9 +90,11 @@ def kept_by(p: Path) -> str | None:
 
 
 def _store_at(folder: Path) -> Path | None:
-    """The metric store whose files `folder` holds: the store's own folder, or one level down (history/)."""
-    return next((root for root in (folder, folder.parent)
-                 if (root / "manifest.json").is_file() and (root / "history").is_dir()), None)
+    """The metric store that `folder` is or lies in, at any depth, whether `folder` exists yet or not (a new
+    folder inside a store would mix outputs with its files as an existing one does)."""
+    folder = Path(folder)
+    above = (folder, *folder.parents, *(() if folder.is_absolute() else Path.cwd().parents))  # named as given
+    return next((root for root in above if (root / "manifest.json").is_file() and (root / "history").is_dir()), None)
 
 
 def _parents_are_folders(p: Path, option: str) -> None:

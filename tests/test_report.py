@@ -418,10 +418,14 @@ def test_outputs_are_never_written_into_the_metric_store(predicted):
     before = sorted(p.name for p in store.rglob("*"))
     for args in (["plot", "--prediction", str(predicted / "pred"), "--store", str(store), "--out", str(store)],
                  ["plot", "--prediction", str(predicted / "pred"), "--store", str(store), "--out", str(store / "history")],
-                 ["predict", str(predicted / "hero.yaml"), "--store", str(store), "--out", str(store), "--n-boot", "20"]):
+                 ["predict", str(predicted / "hero.yaml"), "--store", str(store), "--out", str(store), "--n-boot", "20"],
+                 # a folder not made yet, inside the store: refused the first time, not only once it exists
+                 ["plot", "--prediction", str(predicted / "pred"), "--store", str(store), "--out", str(store / "figs")],
+                 ["predict", str(predicted / "hero.yaml"), "--store", str(store), "--out", str(store / "p" / "q"),
+                  "--n-boot", "20"]):
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and "the metric store" in res.output and "give a folder of its own" in res.output, res.output
-    for name in ("r.html", "history/r.html"):  # a new file in the store's folder, not only one of its own files
+    for name in ("r.html", "history/r.html", "sub/r.html"):  # a new file anywhere in the store, not only its own files
         res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(store),
                                   "--out", str(store / name)])
         assert res.exit_code == 2 and "is in the metric store" in res.output and "give a path outside it" in res.output
