@@ -455,8 +455,9 @@ def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcome
             why = (f"lowest backtest score{' of the laws that apply to this target' if better else ''} "
                    f"({ranked[0][0]:.2%}: mean of |final error| and mean |error| predicting the held-out largest size "
                    f"from the smaller ones)")
-            why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: "
-                           + failed.get(k, "it needs two laws that apply") for k in better)
+            alone = "it needs two laws that apply" + "".join(f" ({k}: {v})" for k, v in failed.items())
+            why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: " + failed.get(k, alone)
+                           for k in better)
         else:
             curves = [r for r in runs if r.steps.size >= 3]  # a rung of one or two evals is no curve
             n, of = len(sizes(curves)), (" with 3 or more evals" if len(curves) < len(runs) else "")

@@ -413,3 +413,46 @@ def test_a_metric_imported_under_its_column_name_is_named_when_predict_finds_non
     res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml")), "--store", str(tmp_path / "store"))
     text = " ".join(res.output.split())
     assert res.exit_code == 2 and "0 values of 'eval/loss' (it logs 'loss')" in text and "--metric eval/loss=COLUMN" in text
+
+
+def test_a_live_target_whose_lr_is_logged_to_half_its_plan_is_predicted_with_a_warning(tmp_path):
+    """--target-run on a hero with no declared schedule: its logged LR ends at its last step, held after it."""
+    import dataclasses
+
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    steps = np.array(HERO.eval_steps())
+    half = steps[steps <= HERO.stop_after_steps // 2]
+    pd.DataFrame({"run": "big", "step": half, "loss": pf_truth(HERO, half), "lr": HERO.schedule.lr(half),
+                  "n": HERO.spec.active_params(), "planned": HERO.stop_after_steps,
+                  "batch_tokens": HERO.tokens_per_step, "state": "running"}).to_csv(tmp_path / "hero.csv", index=False)
+    assert import_csv(tmp_path / "hero.csv", tmp_path / "store", "--coord", "role=hero").exit_code == 0
+    res = invoke("predict", "--target-run", "big", "--store", str(tmp_path / "store"), "--n-boot", "40",
+                 "--out", str(tmp_path / "pred"), "--format", "json")
+    last = int(half[-1])
+    # one curve per size, so only the per-fraction law could, and a held LR is no schedule of the rungs' shape
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "per-fraction law needs 3 runs" in text, res.output
+    assert f"its LR is logged to step {last:,} (50% of its" in text and "declare its schedule" in text
+    # the multi-power law predicts it, from the LR it is given: said beside the prediction
+    for cfg in PLAN.rungs:  # a second curve per size: the rungs again, at twice the length
+        long = cfg.replace(name=cfg.name + "-2x",
+                           schedule=dataclasses.replace(cfg.schedule, total_steps=2 * cfg.stop_after_steps))
+        s2 = np.array(long.eval_steps())
+        pd.DataFrame({"run": long.name, "step": s2, "loss": pf_truth(long, s2), "lr": long.schedule.lr(s2),
+                      "n": long.spec.active_params(), "planned": long.stop_after_steps,
+                      "batch_tokens": long.tokens_per_step}).to_csv(tmp_path / f"{long.name}.csv", index=False)
+        assert import_csv(tmp_path / f"{long.name}.csv", tmp_path / "store").exit_code == 0
+    res = invoke("predict", "--target-run", "big", "--store", str(tmp_path / "store"), "--n-boot", "40",
+                 "--out", str(tmp_path / "pred"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["assumptions"]["schedule"].endswith(
+        f"target: its logged LR to step {last:,}, its last value held to step {HERO.stop_after_steps:,}")
+    held = [w for w in out["warnings"] if w.startswith(f"big: its LR is logged to step {last:,}")]
+    assert len(held) == 1 and "declare its schedule" in held[0]
+    # held for no more than 1% of the plan (an LR logged every few steps), or with a schedule declared: no warning
+    from ladder.data.runview import LadderRun
+
+    run = LadderRun("x", 1e6, 1000, 1000, 1000, logged_lrs=np.ones(1001), lr_logged_to=991)
+    assert not run.lr_held and LadderRun("x", 1e6, 1000, 1000, 1000, logged_lrs=np.ones(1001), lr_logged_to=989).lr_held
+    assert not LadderRun("x", 1e6, 1000, 1000, 1000, schedule=HERO.schedule, lr_logged_to=10).lr_held

@@ -64,6 +64,8 @@ class LadderRun:
     schedule: Schedule | None = None
     logged_lrs: np.ndarray | None = None
     """The LR of every step, from a logged series (used when no schedule is declared)."""
+    lr_logged_to: int = 0
+    """The last step of that series: its last value is held from there on (0: no logged LR)."""
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     state: str = "finished"
@@ -77,6 +79,12 @@ class LadderRun:
     from (`ladder.data.dense`); 0: the values as logged."""
     noise: float = 0.0
     """The relative standard error of a value read so (the median over the run's); 0 as logged."""
+
+    @property
+    def lr_held(self) -> bool:
+        """Its LR comes from a series logged to well short of its plan (by over 1%), its last value held after."""
+        return (self.schedule is None and self.logged_lrs is not None
+                and self.stop_after_steps - self.lr_logged_to > 0.01 * self.stop_after_steps)
 
     @property
     def fractions(self) -> np.ndarray:
@@ -170,15 +178,17 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     _, _, schedule = coordinates_from_config(config)
     stop = int(row["stop_after_steps"])
     flops, flops_from, n = _flops(name, row)
-    lrs = None
+    lrs, logged_to = None, 0
     if schedule is None:  # no declared schedule: the logged LR, if any
         lr = store.history([run_id], [keys.LEARNING_RATE])
         if len(lr):
             lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), max(stop, int(steps.max())))
+            logged_to = int(lr["step"][np.isfinite(lr["value"])].max())
     return LadderRun(
         name, flops, int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
         group=str(row["group"]), active_params=n, tpp=positive_or_none(config.get("tpp")), schedule=schedule,
-        logged_lrs=lrs, steps=steps, values=values, state=state, flops_from=flops_from, read_from=read.read_from,
+        logged_lrs=lrs, lr_logged_to=logged_to, steps=steps, values=values, state=state, flops_from=flops_from,
+        read_from=read.read_from,
         noise=read.noise,
     )
 

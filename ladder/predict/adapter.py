@@ -119,8 +119,16 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
     try:
         result = core.predict([r.as_run() for r in rungs], target.as_run(with_evals=False), steps, settings.core())
     except fits.FitError as exc:
-        raise LadderError(f"{target.name}: {exc}") from None
+        raise LadderError(f"{target.name}: {exc}" + (f"; {_held_lr(target)}" if target.lr_held else "")) from None
     return to_prediction(result, target, rungs, steps, settings)
+
+
+def _held_lr(target: LadderRun) -> str:
+    """What a target whose LR is logged to part of its plan is predicted with, and how to give the rest."""
+    to, stop = target.lr_logged_to, target.stop_after_steps
+    return (f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps), and the laws hold its last "
+            f"value, {target.logged_lrs[to]:.3g}, to the end, as a run whose LR no longer decays; declare its schedule "
+            "(schedule: in the --coords file, or a target file with --target) to predict the run as planned")
 
 
 def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[LadderRun], steps: np.ndarray,
@@ -131,6 +139,8 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
         if not ran_its_plan(r.state, int(r.steps[-1]), r.planned_steps):
             warnings.append(f"rung {r.name} stopped at {r.fractions[-1]:.0%} of its plan; the laws take the evals it "
                             "logged (the per-fraction law fits it where it has data)")
+    if target.lr_held:
+        warnings.append(f"{target.name}: {_held_lr(target)}")
     in_assumptions, assumptions = _assumptions(rungs, target, steps, settings.ratio_tol)
     read = [r for r in rungs if r.read_from]
     if read:
@@ -228,6 +238,8 @@ def _batch(rungs: list[LadderRun], target: LadderRun) -> str:
 def _describe(run: LadderRun, edited: bool = False) -> str:
     if run.schedule is not None:
         return (run.schedule if edited else run.schedule.without_edits()).describe()
+    if run.lr_held:
+        return f"its logged LR to step {run.lr_logged_to:,}, its last value held to step {run.stop_after_steps:,}"
     if run.logged_lrs is not None:
         return f"its logged LR over {run.planned_steps:,} steps"
     return f"{run.planned_steps:,} steps, LR not given"
