@@ -219,21 +219,29 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
     assert "new schedule" in res.stdout and f"shortened at step {T // 2}" in res.stdout
     assert "final loss: old plan" in res.stdout
     assert (tmp_path / "new" / "prediction.json").exists()
-    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", "10",
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 4),
                               "--shorten-to", str(int(0.5 * T))])
     assert res.exit_code == 2 and "at most 25%" in res.stderr
+    for at in (T, T + 5, hero.schedule.warmup_steps - 1):  # the edit's step, named by its flag
+        res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(at),
+                                  "--shorten-to", str(int(0.8 * T))])
+        assert res.exit_code == 2 and f"--at {at:,}: an edit goes after the warmup" in res.stderr, res.output
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
                               "--deadline", "0.001h", "--tokens-per-second", "1000"])
     assert res.exit_code == 0 and "reaches step" in res.stdout
     # refused before any prediction is made: a deadline that has passed, two edits at once, --out a file
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2)]
-    for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "has passed"),
+    for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "--deadline '-3h': give a positive number of hours"),
                        (["--deadline", "2999-01-01T00:00"], "more than 100 years away"),
                        (["--deadline", "1e7h"], "more than 100 years away"),
                        (["--shorten-to", str(int(0.8 * T)), "--cooldown-steps", "10"], "give one of them"),
                        (["--shorten-to", str(int(0.8 * T)), "--out", str(cfg)], "is a file, not a folder"),
                        (["--shorten-to", "-5"], "--shorten-to -5: give a step count of 1 or more"),
-                       (["--cooldown-steps", "0"], "--cooldown-steps 0: give a step count of 1 or more")):
+                       (["--cooldown-steps", "0"], "--cooldown-steps 0: give a step count of 1 or more"),
+                       (["--shorten-to", str(int(0.8 * T)), "--tokens-per-second", "100"],
+                        "--tokens-per-second is read with --deadline"),
+                       (["--cooldown-steps", str(T)], f"ends at step {T // 2 + T:,}, past the run's horizon of {T:,} "
+                                                      f"steps; an early cooldown ends sooner: give at most {T - T // 2:,}")):
         res = runner.invoke(app, base + more)
         assert res.exit_code == 2 and says in res.stderr and "new schedule" not in res.stdout, more
 
@@ -253,10 +261,11 @@ def test_replan_says_the_plan_finishes_before_a_deadline_that_allows_more(tmp_pa
     cfg = PLAN.hero.save(tmp_path / "hero.yaml")
     T = PLAN.hero.stop_after_steps
     hours = (T - 10) * PLAN.hero.tokens_per_step / 1e6 / 3600
+    assert hours < 1 / 60  # said so: "0.0 h" would say nothing
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", "10", "--deadline", "72h",
                               "--tokens-per-second", "1e6"])
     assert res.exit_code == 0, res.output
-    assert res.stdout.strip() == (f"at 1,000,000 tokens/s the run finishes its {T:,} planned steps in {hours:,.1f} h, "
+    assert res.stdout.strip() == (f"at 1,000,000 tokens/s the run finishes its {T:,} planned steps in under a minute, "
                                   "before the deadline (72.0 h left): the plan fits")
 
 
@@ -305,15 +314,33 @@ def test_replan_predicts_to_the_new_horizon_as_predict_does_on_the_config_it_wri
     assert final in " ".join(res.stdout.split()) and f"Final ({horizon:,} steps): {again.final['median']:.4f}" in res_again.stdout
 
 
-def test_replan_refuses_an_edit_before_an_edit_the_plan_already_has(tmp_path, mp_store):
+def test_replan_before_a_planned_edit_replaces_it_until_the_run_has_made_it(tmp_path):
     cfg = tmp_path / "hero.yaml"
     PLAN.hero.save(cfg)
     (edit,) = PLAN.hero.schedule.edits
-    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(edit.at_step - 10),
-                              "--shorten-to", str(PLAN.hero.stop_after_steps - 20), "--out", str(tmp_path / "new")])
+    at, to = edit.at_step - 10, PLAN.hero.stop_after_steps - 20
+    args = ["replan", str(cfg), "--at", str(at), "--shorten-to", str(to), "--n-boot", "20", "--out", str(tmp_path / "new")]
+    # the hero not started (not in the store): its planned edit is not reached, and the new one replaces it
+    rungs = ladder_store(tmp_path / "rungs")
+    res = runner.invoke(app, [*args, "--store", str(rungs.root)])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stdout.split())
+    assert (f"the planned edit not reached by step {at:,} (shortened at step {edit.at_step} to "
+            f"{edit.new_total_steps} steps) is replaced by this one") in said
+    written = RunConfig.load(tmp_path / "new" / f"{PLAN.hero.name}.yaml").schedule
+    assert written.edits == (dataclasses.replace(edit, at_step=at, new_total_steps=to),)
+    # a deadline with no throughput, for a run the store does not hold: the flag to give is named
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(rungs.root), "--at", str(at), "--deadline", "72h"])
+    assert res.exit_code == 2 and "so no throughput is measured; give --tokens-per-second" in res.stderr
+    # the hero in the store past its edit: the edit is made, and an edit before it is refused
+    ladder_store(tmp_path / "live")
+    write_run(tmp_path / "live" / "runs", PLAN.hero, upto=edit.at_step + 10, state="running")
+    pull(Store(tmp_path / "live" / "store"), LocalSource(tmp_path / "live" / "runs"))
+    res = runner.invoke(app, [*args[:-1], str(tmp_path / "new2"), "--store", str(tmp_path / "live" / "store")])
     assert res.exit_code == 2, res.output
-    assert f"step {edit.at_step - 10} is placed before the earlier shorten edit at step {edit.at_step}" in res.stderr
-    assert not (tmp_path / "new").exists()
+    assert (f"--at {at:,}: the run is at step {edit.at_step + 10:,}, past its edit shortened at step {edit.at_step} "
+            f"to {edit.new_total_steps} steps; a new edit goes at step {edit.at_step:,} or later") in res.stderr
+    assert not (tmp_path / "new2").exists()
 
 
 def test_replan_into_a_watched_prediction_folder_moves_the_watch_aside_with_that_prediction(tmp_path, mp_store,

@@ -313,6 +313,8 @@ def seconds_until(deadline: str) -> float:
             raise LadderError(usage) from None
     if not math.isfinite(left):
         raise LadderError(usage)
+    if left <= 0 and text.endswith("h"):
+        raise LadderError(f"--deadline {deadline!r}: give a positive number of hours (72h) or a time to come")
     if left <= 0:
         raise LadderError(f"--deadline {deadline!r} has passed; give a time to come")
     if left > MAX_DEADLINE_S:

@@ -20,7 +20,7 @@ from ladder.errors import LadderError
 from ladder.outpaths import file_part, out_dir
 from ladder.output.display import show_prediction
 from ladder.predict.prediction import retire_watch
-from ladder.predict.replan import MAX_CUT, horizon_that_fits, shortened, with_cooldown
+from ladder.predict.replan import MAX_CUT, horizon_that_fits, shortened, superseded, with_cooldown
 
 # `ladder.predict.adapter` and `fits` (scipy) load inside the commands that predict, not for `ladder --help`.
 if TYPE_CHECKING:
@@ -269,7 +269,8 @@ def replan_command(
     """What if the hero is cut short? Print the edited schedule and its predicted curve beside the old one.
 
     Give --shorten-to STEPS or --cooldown-steps K (with --at STEP), or give --deadline (and a
-    throughput) to be told which horizon fits.
+    throughput) to be told which horizon fits. An edit the plan holds at a later step, which the run
+    (in the store) has not reached, is replaced by the new one, and the output says so.
     """
     from ladder.predict.adapter import predict
 
@@ -278,6 +279,9 @@ def replan_command(
     for flag, value, least in (("--shorten-to", shorten_to, 1), ("--cooldown-steps", cooldown_steps, 1), ("--at", at, 0)):
         if value is not None and value < least:
             raise LadderError(f"{flag} {value}: give a step count of {least} or more")
+    if throughput is not None and deadline is None:
+        raise LadderError("--tokens-per-second is read with --deadline (which horizon fits by then); give both, or "
+                          "leave it out")
     if throughput is not None and not (math.isfinite(throughput) and 0 < throughput <= MAX_TOKENS_PER_SECOND):
         raise LadderError(f"--tokens-per-second {throughput:g}: must be a positive number up to "
                           f"{MAX_TOKENS_PER_SECOND:.0e} (the measured throughput), or leave it out to take the hero's "
@@ -290,7 +294,7 @@ def replan_command(
     if out is not None and (out / f"{file_part(hero.name)}.yaml").exists() and not (out / "prediction.json").is_file():
         raise LadderError(f"{out / hero.name}.yaml exists and is no earlier replan's (no prediction beside it); "
                           "give --out another folder (nothing was written)")
-    step = at if at is not None else _last_step(st, hero.name)
+    step = at if at is not None else _last_step(st, hero.name, deadline is not None)
     if deadline is not None:
         rate = throughput or _recent_throughput(st, hero.name)
         fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, seconds_left)
@@ -305,11 +309,21 @@ def replan_command(
         if deadline is None:
             raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
         return
+    reached = _reached(st, hero.name)
+    passed = [e for e in superseded(hero, step) if e.at_step <= reached]
+    if passed:  # an edit the run has made stays: what is done is not replanned
+        raise LadderError(f"--at {step:,}: the run is at step {reached:,}, past its edit {passed[0].describe()}; a new "
+                          f"edit goes at step {passed[-1].at_step:,} or later")
     edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
     settings = _settings(metric, n_boot, group)
     old, new = predict(st, hero, settings), predict(st, edited, settings)
     console.print(f"old schedule: {hero.schedule.describe()}")
     console.print(f"new schedule: {edited.schedule.describe()}")
+    replaced = superseded(hero, step)
+    if replaced:
+        console.print(f"the planned edit{'s' if len(replaced) > 1 else ''} not reached by step {step:,} "
+                      f"({'; '.join(e.describe() for e in replaced)}) {'are' if len(replaced) > 1 else 'is'} replaced "
+                      "by this one")
     t = Table(title=f"{hero.name}: predicted {metric}, old plan and new")
     for col in ("step", "old plan", "new plan", "difference (nats)"):
         t.add_column(col, justify="right")
@@ -348,16 +362,28 @@ def _fmt(v: float, signed: bool = False) -> str:
     return f"{v:+.4f}" if signed else f"{v:.4f}"
 
 
-def _last_step(store: Store, name: str) -> int:
+def _last_step(store: Store, name: str, deadline: bool) -> int:
     try:
         run = store.run(name)
     except LadderError:
-        raise LadderError(f"{name!r} is not in the store yet; give --at STEP") from None
+        more = " and --tokens-per-second (the throughput is read from the run too)" if deadline else ""
+        raise LadderError(f"{name!r} is not in the store yet; give --at STEP{more}") from None
     return int(run["last_step"])
 
 
+def _reached(store: Store, name: str) -> int:
+    """The last step of run `name` in the store; 0 when it is not there (not started)."""
+    try:
+        return int(store.run(name)["last_step"])
+    except LadderError:
+        return 0
+
+
 def _recent_throughput(store: Store, name: str) -> float:
-    h = store.history([name], [keys.TOKENS_PER_SECOND])
+    try:
+        h = store.history([name], [keys.TOKENS_PER_SECOND])
+    except LadderError:
+        raise LadderError(f"{name!r} is not in the store, so no throughput is measured; give --tokens-per-second") from None
     if h.empty:
         raise LadderError(f"no {keys.TOKENS_PER_SECOND} logged for {name!r}; give --tokens-per-second")
     return float(h["value"].iloc[-50:].mean())

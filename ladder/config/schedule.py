@@ -60,6 +60,11 @@ class ScheduleEdit:
     def horizon(self) -> int:
         return self.new_total_steps if self.kind == "shorten" else self.at_step + self.length
 
+    def describe(self) -> str:
+        if self.kind == "shorten":
+            return f"shortened at step {self.at_step} to {self.new_total_steps} steps"
+        return f"{self.shape} cooldown from step {self.at_step} over {self.length} steps"
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -211,10 +216,7 @@ class Schedule:
             f"floor {self.min_lr_ratio:g}×peak, {self.total_steps} steps"
         )
         for e in self.edits:
-            if e.kind == "shorten":
-                text += f"; shortened at step {e.at_step} to {e.new_total_steps} steps"
-            else:
-                text += f"; {e.shape} cooldown from step {e.at_step} over {e.length} steps"
+            text += f"; {e.describe()}"
         for ph in self.seq_phases:
             text += f"; seq len {ph.seq_len} from {ph.start_fraction:.0%}"
         return text

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
 from ladder.config.runconfig import RunConfig
-from ladder.config.schedule import Schedule
+from ladder.config.schedule import Schedule, ScheduleEdit
 from ladder.errors import LadderError
 
 if TYPE_CHECKING:  # the prediction's run view loads fits (scipy); a what-if only edits its schedule
@@ -45,20 +45,21 @@ class HorizonFit:
 
     def message(self) -> str:
         hours = self.seconds_left / 3600
+        h = _hours
         if self.step >= self.planned_steps:
             return (f"the run is at step {self.step:,}, the last of its {self.planned_steps:,} planned: it is done, and "
                     "no deadline asks anything of it")
         if hours <= 0 and not self.fits:  # a deadline kept across watches (`ladder watch --deadline 72h`) passes
-            return (f"the deadline passed {-hours:,.1f} h ago with the run at step {self.step:,} "
+            return (f"the deadline passed {h(-hours)} ago with the run at step {self.step:,} "
                     f"({self.step / self.planned_steps:.1%} of the {self.planned_steps:,} planned); give a new "
                     "--deadline, or end the run with an early cooldown (`ladder replan --cooldown-steps K --at STEP`)")
         if self.fits:  # "reaches step 11,276,231 (100.0% of the 4,432 planned)" reads as if the run went on
             need = max(0, self.planned_steps - self.step) * self.tokens_per_step / self.tokens_per_second / 3600
             return (f"at {self.tokens_per_second:,.0f} tokens/s the run finishes its {self.planned_steps:,} planned "
-                    f"steps in {need:,.1f} h, before the deadline ({hours:,.1f} h left): the plan fits")
+                    f"steps in {h(need)}, before the deadline ({h(hours)} left): the plan fits")
         head = (
             f"at {self.tokens_per_second:,.0f} tokens/s the run reaches step {self.reachable_steps:,} "
-            f"({self.fraction_of_plan:.1%} of the {self.planned_steps:,} planned) in the {hours:,.1f} h left"
+            f"({self.fraction_of_plan:.1%} of the {self.planned_steps:,} planned) in the {h(hours)} left"
         )
         if self.fraction_of_plan >= 1 - MAX_CUT:
             return head + (
@@ -69,6 +70,13 @@ class HorizonFit:
             f"; even a {MAX_CUT:.0%} cut does not fit: branch an early cooldown "
             f"(`ladder replan --cooldown-steps K --at STEP`) or move the deadline"
         )
+
+
+def _hours(hours: float) -> str:
+    """A span of time as hours, or minutes below one hour ("0.0 h" says nothing)."""
+    if round(hours, 1) >= 1:
+        return f"{hours:,.1f} h"
+    return f"{hours * 60:,.0f} min" if hours >= 1 / 60 else "under a minute"
 
 
 def horizon_that_fits(
@@ -82,8 +90,9 @@ def horizon_that_fits(
 
 
 def shortened(run: Target, at_step: int, new_total_steps: int) -> Target:
-    """The run with its horizon cut to `new_total_steps` at `at_step` (at most a 25% cut)."""
+    """The run with its horizon cut to `new_total_steps` at `at_step` (at most a 25% cut of the horizon it has)."""
     planned = run.stop_after_steps
+    _at(run, at_step)
     if new_total_steps >= planned:
         raise LadderError(f"--shorten-to {new_total_steps} must be below the planned {planned} steps")
     if new_total_steps < (1 - MAX_CUT) * planned:
@@ -91,19 +100,40 @@ def shortened(run: Target, at_step: int, new_total_steps: int) -> Target:
             f"--shorten-to {new_total_steps} cuts {1 - new_total_steps / planned:.0%} of the run; "
             f"at most {MAX_CUT:.0%} is supported (use an early cooldown for more)"
         )
-    return _with_schedule(run, _schedule(run).shorten(at_step, new_total_steps))
+    if new_total_steps <= at_step:
+        raise LadderError(f"--shorten-to {new_total_steps} is not past --at {at_step}: the run is there already; "
+                          "give a horizon past the step of the edit")
+    return _with_schedule(run, _schedule(run, at_step).shorten(at_step, new_total_steps))
 
 
 def with_cooldown(run: Target, at_step: int, length: int) -> Target:
-    """The run branching into an early cooldown of `length` steps at `at_step`."""
-    return _with_schedule(run, _schedule(run).early_cooldown(at_step, length))
+    """The run branching into an early cooldown of `length` steps at `at_step`, ending by its horizon."""
+    _at(run, at_step)
+    if at_step + length > run.stop_after_steps:
+        raise LadderError(f"--cooldown-steps {length:,} from step {at_step:,} ends at step {at_step + length:,}, past "
+                          f"the run's horizon of {run.stop_after_steps:,} steps; an early cooldown ends sooner: give "
+                          f"at most {run.stop_after_steps - at_step:,} steps")
+    return _with_schedule(run, _schedule(run, at_step).early_cooldown(at_step, length))
 
 
-def _schedule(run: Target) -> Schedule:
+def superseded(run: Target, at_step: int) -> tuple[ScheduleEdit, ...]:
+    """The run's planned edits that an edit at `at_step` replaces: those at `at_step` or later, not reached yet."""
+    return tuple(e for e in run.schedule.edits if e.at_step >= at_step) if run.schedule is not None else ()
+
+
+def _at(run: Target, at_step: int) -> None:
+    warmup = run.schedule.warmup_steps if run.schedule is not None else 0
+    if not warmup <= at_step < run.stop_after_steps:
+        raise LadderError(f"--at {at_step:,}: an edit goes after the warmup ({warmup:,} steps) and before the run's "
+                          f"horizon ({run.stop_after_steps:,} steps); give a step in between")
+
+
+def _schedule(run: Target, at_step: int) -> Schedule:
+    """The run's schedule without the planned edits an edit at `at_step` replaces (`superseded`)."""
     if run.schedule is None:
         raise LadderError(f"{run.name}: no LR schedule is known for it; a what-if needs one (give `schedule:` "
                           "in its target file: peak_lr, total_steps, warmup_steps, decay, min_lr_ratio)")
-    return run.schedule
+    return dataclasses.replace(run.schedule, edits=tuple(e for e in run.schedule.edits if e.at_step < at_step))
 
 
 def _with_schedule(run: Target, schedule: Schedule) -> Target:
