@@ -414,6 +414,9 @@ case("offline/garbage-after-good-records", 0, "record 4", "not a wandb record")(
 case("offline/custom-step-key-1e30", 2, "1e+30", "out of range", "history record at byte")(
     offline(lambda tmp: wandb_file(tmp, "r", [history(None, my_step=1e30, **{"eval/loss": 3.0})]),
             extra=("--step-key", "my_step")))
+# a --step-key no row has: the run is skipped, not stored empty (a later pull with the right key would find it unchanged)
+case("offline/step-key-no-row-has", 2, "none of its 10 history rows has the step key 'nope'", "'eval/loss'",
+     "nothing of it was stored")(offline(good_wandb, extra=("--step-key", "nope")))
 case("offline/negative-step", 2, "step -5", "out of range")(
     offline(lambda tmp: wandb_file(tmp, "r", [history(-5, **{"eval/loss": 3.0})])))
 case("offline/not-a-wandb-file", 2, "not a wandb run file")(

@@ -107,6 +107,12 @@ class OfflineSource:
                     f"{f}: {log.problem}; stopped reading this file there "
                     f"(rows before it kept, nothing after it read)"
                 )
+        if replace and decoder.without_step and not any(len(f) for f in frames):  # not one row to store
+            named = sorted(decoder.keys_without_step, key=lambda k: ("step" not in k.lower(), k))  # a step's key first
+            keys = ", ".join(repr(k) for k in named[:8]) + (", ..." if len(named) > 8 else "") or "no keys"
+            raise LadderError(f"none of its {decoder.without_step:,} history rows has the step key '{self.step_key}' "
+                              f"(--step-key), so nothing of it was stored; its rows log {keys}: give --step-key the "
+                              "key of the optimizer step, or leave it out for wandb's own step (_step)")
         warnings.extend(decoder.warnings())
         warnings.extend(_left_beside(files, ref.run_id))
         last = seen[str(files[-1])]
@@ -280,6 +286,8 @@ class _Decoder:
         self.exit_code: int | None = None
         self.skipped_text: dict[str, int] = defaultdict(int)
         self.without_step = 0
+        self.keys_without_step: set[str] = set()
+        """Keys the rows without a step log (some of them: what --step-key could be)."""
 
     def take_rows(self):
         frame = self.rows.frame()
@@ -341,6 +349,8 @@ class _Decoder:
             pairs.append((key, value))
         if step is None:
             self.without_step += 1
+            if len(self.keys_without_step) < 50:
+                self.keys_without_step.update(k for k, _ in pairs)
             return
         step = whole_count(step, "step", where)
         add = self.rows.add
