@@ -93,10 +93,14 @@ def test_fraction_is_of_the_started_plan_and_the_edited_one_is_beside_it():
     assert report.past_plan == 1 and "past the planned steps" in " ".join(report.messages())
 
 
-def test_missing_fit_metric_is_reported():
-    _, report = resolve(log((1, "train/loss", 1.0)), C, S)
+def test_missing_fit_metric_is_reported_once_the_first_eval_is_due():
+    planned = C.planned_steps_at(np.array([1]))[0]
+    _, report = resolve(log((int(0.1 * planned), "train/loss", 1.0)), C, S)
     assert report.missing_fit_metric == "eval/loss"
     assert "--rename KEY=eval/loss" in report.messages()[-1]
+    # before 10% of the plan (the first eval may not be due): nothing said
+    _, report = resolve(log((int(0.1 * planned) - 1, "train/loss", 1.0)), C, S)
+    assert report.missing_fit_metric == "" and not any("--rename" in m for m in report.messages())
 
 
 # ---- coordinates ------------------------------------------------------------------------------------

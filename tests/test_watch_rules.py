@@ -460,3 +460,24 @@ def test_a_condition_that_lasts_is_one_alert_not_one_per_check():
     ts = {R.throughput(observed(clean_values()[:k], extra=slow), now=0.0, rules=AlertRules(deadline=9_000.0))[0].key
           for k in (8, 10)}
     assert ts == {f"throughput:warning:{STEPS}"}
+
+
+def test_before_any_eval_the_grad_norm_must_stay_above_for_a_whole_smoothing_window():
+    """A run with no eval yet is judged at its last step: above the band at every log of the trailing window
+    (2% of the plan), not at one smoothed point (which warned the demo's hero at its first logs)."""
+    refs = rung_refs(grad_series)
+    f = np.arange(1, STEPS + 1) / STEPS
+    med, _, hi = refs.projected.at(f, 0.9)
+    w = round(AlertRules().projection_window * STEPS)
+    jump = 300  # past the 5% the rules skip
+    grad = np.where(np.arange(1, STEPS + 1) > jump, 3 * hi, med)
+
+    def alerts(upto: int) -> list:
+        series = pd.DataFrame({keys.GRAD_NORM: pd.Series(grad[:upto], index=np.arange(1, upto + 1))})
+        return R.grad_norm_shape(Observed(series, planned_steps=STEPS, tokens_per_step=1000), refs, AlertRules())
+
+    # the smoothed series (a rolling median over w logs) is above from about w/2 logs after the jump
+    assert alerts(jump + w // 2 + 5) == [] and alerts(jump + w) == []
+    [a] = alerts(jump + 2 * w)
+    assert a.step == jump + 2 * w and a.rule == "grad_norm"
+    assert f"at every log since step {jump + w + 1:,}" in a.message and "every eval" not in a.message

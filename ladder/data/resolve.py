@@ -194,7 +194,7 @@ def resolve(
         nonfinite=_nonfinite(history),
         not_positive=_not_positive(history, settings.fit_metric),
         past_plan=int(coords.past_plan(history["step"].to_numpy()).sum()),
-        missing_fit_metric=_missing(history, settings.fit_metric),
+        missing_fit_metric=_missing(history, settings.fit_metric, coords),
         tokens_off=_tokens_off(kept, coords),
     )
     return history, report
@@ -318,6 +318,15 @@ def _counted(history: pd.DataFrame, bad: np.ndarray) -> tuple[tuple[str, int, in
     return tuple((str(m), int(r["size"]), int(r["min"])) for m, r in sub.iterrows())
 
 
-def _missing(history: pd.DataFrame, metric: str) -> str:
+EVALS_BY = 0.10
+"""A run's first eval comes by this share of its plan: a run without one past it is told of the metric it lacks."""
+
+
+def _missing(history: pd.DataFrame, metric: str, coords: Coordinates) -> str:
+    """`metric` where the run (with rows) has no finite value of it by `EVALS_BY` of its plan (before that, its first
+    eval may not be due yet), else ""."""
     values = history["value"].to_numpy()[(history["metric"] == metric).to_numpy()]
-    return "" if np.isfinite(values).any() else metric
+    if np.isfinite(values).any():
+        return ""
+    last = int(history["step"].max()) if len(history) else 0
+    return metric if last >= EVALS_BY * float(coords.planned_steps_at(np.array([last]))[0]) else ""

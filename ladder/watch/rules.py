@@ -315,7 +315,7 @@ def _grad_norm_projected(obs: Observed, g: pd.Series, proj: Projection, rules: A
         out.append(Alert(
             "grad_norm", level, hit.step,
             f"grad norm {hit.value:.3g} ({_smoothing(rules)}) has been above the rungs' grad norm projected "
-            f"to this run's size at every eval since step {hit.since:,} (at {hit.fraction:.0%}: projected {hit.median:.3g}, "
+            f"to this run's size at every {hit.over} since step {hit.since:,} (at {hit.fraction:.0%}: projected {hit.median:.3g}, "
             f"90% band up to {hit.hi90:.3g}; {_flat_or_trend(proj, hit.fraction)})",
             hit.value / hit.median,
         ))
@@ -350,7 +350,7 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
         d = d[np.isfinite(d.to_numpy())]
         return [Alert("drop_fraction", "warning", hit.step,
                       f"MoE drop fraction {hit.value:.1%} ({_smoothing(rules)}) has been above the rungs' drop "
-                      f"fraction projected to this run's size at every eval since step {hit.since:,} (at {hit.fraction:.0%}: "
+                      f"fraction projected to this run's size at every {hit.over} since step {hit.since:,} (at {hit.fraction:.0%}: "
                       f"projected {hit.median:.1%}, 90% band up to {hit.hi90:.1%}; limit the band or "
                       f"{rules.drop_margin:.0%} above the projection, whichever is higher; "
                       f"{_flat_or_trend(proj, hit.fraction)})", hit.value)
@@ -391,6 +391,8 @@ class _Above:
     hi90: float
     since: int
     """The first of the evals that were all above."""
+    over: str = "eval"
+    """What was above since then: every "eval", or every "log" of a run with no eval yet."""
 
 
 def _above_projection(obs: Observed, series: pd.Series, proj: Projection, rules: AlertRules,
@@ -412,7 +414,12 @@ def _above_projection(obs: Observed, series: pd.Series, proj: Projection, rules:
     with np.errstate(invalid="ignore"):  # NaN (no projection there, too few points yet): not above
         above = (smooth > np.maximum(hi, med + margin)) & (frac >= rules.projection_skip)
     evals = obs.judged_steps(rules.metric)
-    evals = evals[(evals >= steps[0]) & (evals <= steps[-1])] if len(evals) else steps[-1:]
+    if not len(evals):  # no eval yet (or none ever): judged at the last step, above over the whole smoothing window
+        if len(above) < w or not above[-w:].all():
+            return []
+        return [_Above(int(steps[-1]), float(frac[-1]), float(smooth[-1]), float(med[-1]), float(hi[-1]),
+                       int(steps[-w]), "log")]
+    evals = evals[(evals >= steps[0]) & (evals <= steps[-1])]
     # the series' last point at or before each eval
     at = np.searchsorted(steps, evals, side="right") - 1
     k = max(int(rules.persist_evals), 1) if len(evals) > 1 or len(obs.column(rules.metric)) else 1
