@@ -128,8 +128,9 @@ def _without(k: int, fit_idx: np.ndarray, fit, *args, **kwargs):
     try:
         return fit(*args, **kwargs)
     except FitError as exc:
+        fewer = "; hold out fewer" if k > 1 else "; the ladder needs more runs for a backtest"
         raise FitError(f"holding out the {k} largest leaves {fit_idx.size} run{'' if fit_idx.size == 1 else 's'} to fit, "
-                       f"and {exc}; hold out fewer") from None
+                       f"and {exc}{fewer}") from None
 
 
 def _interval(fit, args, level, n_boot, seed):

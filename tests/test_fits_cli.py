@@ -407,7 +407,10 @@ def test_store_finals_and_curves():
         fitdata.finals_from_store(store, "train/loss")
     with pytest.raises(LadderError, match="no runs match"):
         fitdata.finals_from_store(store, "eval/loss", group="other")
-    assert len(fitdata.finals_from_store(fake_store(finished=False), "eval/loss").names) == 4
+    unfinished = fitdata.finals_from_store(fake_store(finished=False), "eval/loss")
+    assert len(unfinished.names) == 4 and not finals.left_out  # the run still running is left out, and named
+    assert unfinished.left_out == "left out, not finished (the law fits final losses): rung4 (running)"
+    assert unfinished.notes[-1] == unfinished.left_out
 
 
 def test_a_rung_whose_plan_was_extended_is_read_along_the_plan_it_ran():
@@ -739,6 +742,23 @@ def test_a_stored_run_whose_final_loss_is_not_positive_is_named(tmp_path):
               "--metric", "eval/loss=loss", "--coord-column", "active_params=params", "--coord", "role=rung")
     assert res.exit_code == 0, res.output
     one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "run 'r2' has no positive, finite eval/loss")
+
+
+def test_a_fit_refused_for_too_few_finished_runs_names_the_runs_left_out(tmp_path):
+    table = tmp_path / "finals.csv"
+    table.write_text("run_id,params,tokens,loss,state\n" + "\n".join(
+        f"r{i},{n:g},{20 * n:g},{3 - 0.1 * i},{'crashed' if i == 3 else 'finished'}"
+        for i, n in enumerate((1e8, 2e8, 4e8, 8e8))))
+    res = run("import", "csv", table, "--store", tmp_path / "s", "--run", "run_id", "--tokens", "tokens",
+              "--metric", "eval/loss=loss", "--coord-column", "active_params=params", "--coord", "role=rung")
+    assert res.exit_code == 0, res.output
+    left = "(left out, not finished (the law fits final losses): r3 (crashed))"
+    one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "needs at least 5 runs", left)
+    one_error_line(run("backtest", "--store", tmp_path / "s"), "holding out the 1 largest leaves 2 runs",
+                   "the ladder needs more runs for a backtest", left)
+    res = run("fit", "endpoint", "--store", tmp_path / "s", "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["notes"][-1] == left[1:-1]
 
 
 def test_runs_imported_without_a_role_are_pointed_to_role_empty(tmp_path):

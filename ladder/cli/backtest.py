@@ -102,13 +102,14 @@ def backtest_command(
         else:
             data = fitdata.finals_from_store(s, shared.store_metric(s, metric), group, role or None, compute.value)
         notes = data.notes
-        if endpoint:
-            C, L, minima, notes = endpoint_points(data, params_col if csv is not None else None)
-            names = [f"budget {m.compute:.3g}" for m in minima] if minima else data.names
-            bt = fits.backtest_endpoint(C, L, names, ks, E=E, level=level, n_boot=bootstrap, seed=seed)
-        else:
-            bt = fits.backtest_surface(data.params, data.tokens, data.loss, data.names, ks, E=E, level=level,
-                                       n_boot=bootstrap, seed=seed, budget=data.budget)
+        with shared.saying_left_out(data):
+            if endpoint:
+                C, L, minima, notes = endpoint_points(data, params_col if csv is not None else None)
+                names = [f"budget {m.compute:.3g}" for m in minima] if minima else data.names
+                bt = fits.backtest_endpoint(C, L, names, ks, E=E, level=level, n_boot=bootstrap, seed=seed)
+            else:
+                bt = fits.backtest_surface(data.params, data.tokens, data.loss, data.names, ks, E=E, level=level,
+                                           n_boot=bootstrap, seed=seed, budget=data.budget)
     if fmt is Format.json:
         print_json({"form": bt.form, "level": level, "coverage": bt.coverage,
                     "mean_abs_error": bt.mean_abs_error, "rows": bt.records(), "notes": [*notes, *bt.notes]})

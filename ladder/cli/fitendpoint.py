@@ -72,7 +72,8 @@ def fit_endpoint_command(
         s = Store(store)
         data = fitdata.finals_from_store(s, shared.store_metric(s, metric), group, role or None, compute.value)
     C, L, minima, notes = endpoint_points(data, params_col if csv is not None else None)
-    fit = fits.fit_endpoint(C, L, E=E)
+    with shared.saying_left_out(data):
+        fit = fits.fit_endpoint(C, L, E=E)
     ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
     from fits.isoflop import optimal_size
     size = optimal_size(minima) if minima else None

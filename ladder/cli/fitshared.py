@@ -8,6 +8,8 @@ residuals), the warnings, and with `--bootstrap N` their intervals over runs.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -268,3 +270,16 @@ def fractions_every(every: float) -> np.ndarray:
                           f"{1 / max(n, 2):.4g} or {1 / (n + 1):.4g}")
     return np.round(np.arange(1, n + 1) / n, 12)
 
+
+
+@contextlib.contextmanager
+def saying_left_out(data: fitdata.Finals) -> Iterator[None]:
+    """A fit's refusal (too few runs, say) with the runs the selection left out for not having finished beside it."""
+    import fits
+
+    try:
+        yield
+    except fits.FitError as exc:
+        if not data.left_out:
+            raise
+        raise fits.FitError(f"{exc} ({data.left_out})") from None

@@ -118,7 +118,8 @@ def fit_surface_command(
         form = SurfaceForm.shared
     targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where)) if predict_csv is not None else None
     from fits.surfacechoice import choose_surface
-    choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
+    with shared.saying_left_out(data):
+        choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
     fit = choice.fit
     ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
     if targets is None:

@@ -70,6 +70,8 @@ class Finals:
     budget: np.ndarray | None = None
     notes: tuple[str, ...] = ()
     """What the numbers assume (compute as 6·N·D where only N is known)."""
+    left_out: str = ""
+    """The runs of the selection left out for not having finished (crashed, running), as a note; "" when none."""
 
 
 @dataclass(frozen=True)
@@ -510,13 +512,18 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
     loss = last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64)
     flops, notes = compute_per_token(runs, compute)
+    left = _store_runs(store, group, role, finished=False)
+    left = left[left["state"] != "finished"]
+    left_out = ("left out, not finished (the law fits final losses): "
+                + ", ".join(f"{n} ({s})" for n, s in zip(left["name"], left["state"])) if len(left) else "")
     return Finals(
         names=runs["name"].tolist(),
         loss=loss,
         compute=flops * tokens,
         params=runs["active_params"].to_numpy(dtype=np.float64),
         tokens=tokens,
-        notes=notes,
+        notes=(*notes, left_out) if left_out else notes,
+        left_out=left_out,
     )
 
 
