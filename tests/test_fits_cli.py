@@ -266,6 +266,25 @@ def test_fit_curve_names_the_runs_that_stop_short_of_the_end(curves_csv, tmp_pat
         == out["notes"]
 
 
+def test_a_compute_column_of_each_runs_planned_compute_is_read_as_its_whole_compute(curves_csv, tmp_path):
+    """A table of runs' planned computes (one value on every row of a run) fits as the compute spent by each row
+    does, a crashed run included; a table that mixes the two is refused, naming a run of each."""
+    df = pd.read_csv(curves_csv)
+    df = df[(df["run_id"] != "r2") | (df["step"] <= 600)]  # crashed at 60%
+    df.to_csv(tmp_path / "spent.csv", index=False)
+    whole = df.groupby("run_id")["compute"].transform("max") / df.groupby("run_id")["step"].transform("max") * 1000
+    df.assign(compute=whole).to_csv(tmp_path / "planned.csv", index=False)
+    args = ("fit", "curve", "--total-steps-col", "total_steps", "--every", "0.1", "--at", "1e22", "--format", "json")
+    spent, planned = (json.loads(run(*args, "--csv", tmp_path / f).stdout) for f in ("spent.csv", "planned.csv"))
+    assert planned["params"] == pytest.approx(spent["params"], rel=1e-9)
+    assert planned["prediction"]["median"] == pytest.approx(spent["prediction"]["median"], rel=1e-9)
+    assert "column 'compute' holds one value per run: read as each run's whole (planned) compute" in planned["notes"]
+    mixed = df.assign(compute=np.where(df["run_id"] == "r0", whole, df["compute"]))
+    mixed.to_csv(tmp_path / "mixed.csv", index=False)
+    one_error_line(run(*args, "--csv", tmp_path / "mixed.csv"),
+                   "column 'compute' is the same at every row of run 'r0' but grows with the step in run 'r1'")
+
+
 def test_a_last_eval_one_step_short_of_the_end_is_the_end(curves_csv, tmp_path):
     """Logs whose last eval is at step total − 1 (no later eval was due) still have a final loss."""
     df = pd.read_csv(curves_csv)

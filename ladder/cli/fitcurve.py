@@ -36,7 +36,7 @@ def fit_curve_command(
     drop_col: str | None = shared.DROP,
     where: list[str] = shared.WHERE,
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: column of the fraction of planned steps (instead of step / total)."),
-    compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of the fit compute spent by the row (FLOPs)."),
+    compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of the fit compute spent by the row (FLOPs), or of each run's whole compute on every row of it."),
     every: float = typer.Option(0.05, "--every", help="Fit the law at every this fraction of the runs (0.05: 5%, 10%, … 100%)."),
     compute: shared.ComputeAxis = shared.COMPUTE,
     E: float | None = shared.E_OPT,

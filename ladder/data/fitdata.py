@@ -349,7 +349,8 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     """Every run's loss at `fractions`, by interpolating between its rows.
 
     The fraction of a row comes from `cols.fraction`, or from `cols.step` / `cols.total_steps`; a
-    run's compute is the largest `cols.compute` it reaches divided by its largest fraction."""
+    run's compute is the largest `cols.compute` it reaches divided by its largest fraction, or, where the
+    column holds one value for every row of each run (a table of runs' planned computes), that value."""
     where = str(path)
     df = read_csv(path, cols.drop, cols.where)
     notes = df.attrs.get("notes", ())
@@ -368,15 +369,24 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     loss = _numbers(df, cols.loss, where)
     _one_loss_per_step(df[cols.run], at, loss, what, where)
     comp = _numbers(df, cols.compute, where, positive=False, most=MAX_COMPUTE)
-    names, totals, rows = [], [], []
+    names, totals, rows, flat, grows = [], [], [], [], []
     for run, idx in df.groupby(cols.run, sort=False).indices.items():
         f, y, c = frac[idx], loss[idx], comp[idx]
         end = int(np.argmax(f))
         if f[end] <= 0:
             raise LadderError(f"{where}: run {run!r} has no row past fraction 0")
+        if np.unique(f).size > 1:  # a run of one row cannot tell its spent compute from its planned
+            (flat if c.max() == c.min() else grows).append(str(run))
         names.append(str(run))
         totals.append(c[end] / f[end])
         rows.append(fits.sample_curve(at_end(f), y, 1.0, fractions, ROUNDING))
+    if flat and grows:
+        raise LadderError(f"{where}: column {cols.compute!r} is the same at every row of run {flat[0]!r} but grows "
+                          f"with the {what} in run {grows[0]!r}; give every run the compute spent by each row, or "
+                          "every run its whole compute")
+    if flat:  # each run's planned compute, on every row
+        totals = [float(comp[idx].max()) for idx in df.groupby(cols.run, sort=False).indices.values()]
+        notes = (*notes, f"column {cols.compute!r} holds one value per run: read as each run's whole (planned) compute")
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
 
 
