@@ -255,6 +255,16 @@ def test_usage_errors_are_one_line_and_exit_2(clean, args, words):
     assert words in result.output and "Traceback" not in result.output
 
 
+def test_a_target_file_given_as_hero_is_named_with_its_compute(clean, tmp_path):
+    target = tmp_path / "t.yaml"
+    target.write_text("name: big\nfit_flops_per_token: 6e8\nstop_after_steps: 1000\ntokens_per_step: 40000\n")
+    result = runner.invoke(app, ["check", "--store", str(clean), "--hero", str(target)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"{target}: a target file (a run's coordinates: it has fit_flops_per_token)" in text
+    assert "its compute with --hero-compute 2.4e+16" in text
+
+
 def test_missing_store_is_a_usage_error(tmp_path):
     result = runner.invoke(app, ["check", "--store", str(tmp_path / "none")])
     assert result.exit_code == 2 and "no store here" in result.output

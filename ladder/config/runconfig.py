@@ -8,6 +8,7 @@ of a run sits at ``step == stop_after_steps`` and fraction 1.0. Tokens per step 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,24 @@ def recipe_mark(data: Any) -> str:
     return next((key for key in ("rungs", "arch") if key in data), "")
 
 
+def target_mark(data: Any) -> str:
+    """The key that makes parsed YAML a target file (a run's coordinates, `ladder predict --target`), not a run
+    config ("active_params" or "fit_flops_per_token"; "" when it is not one)."""
+    if not isinstance(data, dict) or "spec" in data:
+        return ""
+    return next((key for key in ("active_params", "fit_flops_per_token") if key in data), "")
+
+
+def _target_compute(data: dict) -> str:
+    """A target file's fit compute as `--hero-compute` takes it, where its numbers give it ("" where not)."""
+    try:
+        per_token = float(data.get("fit_flops_per_token") or 6 * float(data["active_params"]))
+        compute = per_token * float(data["tokens_per_step"]) * float(data["stop_after_steps"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return f" {compute:.4g}" if compute > 0 and math.isfinite(compute) else ""
+
+
 @dataclass(frozen=True)
 class RunConfig:
     name: str
@@ -300,6 +319,11 @@ class RunConfig:
         if mark:
             raise LadderError(f"{path}: a recipe (it has {mark}), not a run config; `ladder plan {path} --out DIR` "
                               "writes one per run (DIR/NAME.yaml, the hero's too)")
+        mark = target_mark(data)
+        if mark:
+            raise LadderError(f"{path}: a target file (a run's coordinates: it has {mark}), not a run config from "
+                              f"`ladder plan`; `ladder predict` and `ladder replan` take it with --target {path}, "
+                              f"`ladder check` and `ladder compare` its compute with --hero-compute{_target_compute(data)}")
         return cls.from_dict(data, where=str(path))
 
     def replace(self, **changes: Any) -> RunConfig:
