@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 import fits
 from ladder import Schedule
 from ladder.cli import app
+from ladder.data.store import Store
 from ladder.predict.prediction import Prediction
 from tests.synthetic_ladder import micro_plan
 
@@ -678,3 +679,23 @@ def test_a_metric_logged_between_the_prediction_s_steps_gets_one_verdict_per_ste
     assert verdicts[2]["value"] == pytest.approx(float(curve.loss[inside].mean()))
     assert f"(mean of {int(inside.sum())} values logged at steps {int(curve.steps[inside][0]):,}–{int(steps[2]):,})" \
         in " ".join(res.output.split())
+
+
+def test_a_watch_reads_the_copy_of_the_run_it_pulls_where_the_store_holds_another(tmp_path, replay):
+    """The run imported once from a table (id = its name) and now followed from its run folder (id group/name):
+    the watch judges the copy it pulls, not the other one of the same name."""
+    _, config, steps, loss = replay
+    _, args = live_run(tmp_path, replay, [json.dumps({"step": int(s), "eval/loss": float(v)})
+                                          for s, v in zip(steps[:3], loss[:3])])
+    table = tmp_path / "old.csv"  # an older copy, 10% off the run
+    pd.DataFrame({"run": config.name, "step": steps[:3], "loss": loss[:3] * 1.1}).to_csv(table, index=False)
+    res = runner.invoke(app, ["import", "csv", str(table), "--store", str(tmp_path / "store"), "--run", "run",
+                              "--step", "step", "--metric", "eval/loss=loss", "--coord", "active_params=1000000",
+                              "--coord", f"stop_after_steps={config.stop_after_steps}", "--coord", "tokens_per_step=1",
+                              "--coord", "role=hero"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, [*args, "--once"])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert (Store(tmp_path / "store").runs()["name"] == config.name).sum() == 2 and text.count("vs predicted") == 3
+    assert f"eval/loss {loss[2]:.4f} vs predicted" in text

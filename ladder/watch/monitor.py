@@ -107,7 +107,8 @@ class Watcher:
         try:
             if self.source is not None:
                 self._pull()
-            run = self.store.run(self.prediction.run_name)
+            pulled = getattr(self.source, "run_id", None)  # the copy this watch pulls, where the store holds two
+            run = self.store.run(pulled if pulled is not None else self.prediction.run_name)
         except Refused:
             raise
         except LadderError as exc:
@@ -433,6 +434,8 @@ class _OnlyRun:
         self.name = name
         self.listed = False
         """The last listing found the run, and no read of it has begun since."""
+        self.run_id: str | None = None
+        """The id of the run the last listing found: the store's copy from this source, where it holds two."""
 
     @property
     def key(self) -> str:
@@ -456,6 +459,7 @@ class _OnlyRun:
             raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {others}: "
                            f"watch the run the prediction was made for{hint}")
         self.listed = bool(mine)
+        self.run_id = mine[0].run_id if len(mine) == 1 else None
         return mine
 
     def read(self, ref, cursor=None):
