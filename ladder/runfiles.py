@@ -26,6 +26,15 @@ CHECKPOINT_DIR = "checkpoints"
 WANDB_DIR = "wandb"
 
 
+def last_checkpoint(run_dir) -> int | None:
+    """The step of the run's latest complete checkpoint (a folder named by its step), or None when it has none."""
+    from pathlib import Path
+
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    steps = [int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()] if folder.is_dir() else []
+    return max(steps, default=None)
+
+
 def write_status(run_dir, state: str, step: int) -> None:
     """Write ``status.json`` (atomically): the run's `state` and its last completed `step`."""
     import json

@@ -81,6 +81,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM and "interrupted: the run is marked crashed" in out and "Traceback" not in out, out
+    saved = runfiles.last_checkpoint(tmp_path / "killed")
+    assert saved >= 40 and f"continue it with --resume from its checkpoint at step {saved:,}" in out, out
     assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "crashed"
     out = finish(trainer(killed, env, "--resume"))
     resumed_at = int(out.split("resuming at step ")[1].split()[0])
@@ -161,6 +163,9 @@ def test_ladder_train_passes_a_stop_on_to_its_trainer_once_and_leaves_none_behin
     assert proc.returncode == 130, out
     assert out.count("interrupted: the run is marked crashed") == 1 and "Traceback" not in out, out
     assert "add --resume to the command to continue it" in out, out  # a single config resumes with --resume
+    saved = runfiles.last_checkpoint(tmp_path / "run")  # where it resumes from is said: a checkpoint, or step 0
+    assert (f"from its checkpoint at step {saved:,}" if saved is not None else
+            "(no checkpoint was saved yet, so it starts again from step 0)") in out, out
     assert json.loads(status.read_text())["state"] == "crashed" and trainers_of(config) == []
     # a scheduler's SIGTERM to `ladder` alone: passed on, the run marked crashed, no trainer left training
     proc = ladder_train("--resume")

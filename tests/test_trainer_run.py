@@ -144,7 +144,7 @@ def test_refused_configs_fail_before_any_compute(tmp_path):
 def test_a_checkpoint_only_resumes_its_own_config(tmp_path):
     cfg = tiny(tmp_path, tpp=0.3)
     train(cfg, progress=False)
-    with pytest.raises(LadderError, match="pass --resume"):
+    with pytest.raises(LadderError, match="trained to its last step .*: it is finished; to train it again, choose"):
         train(cfg, progress=False)
     with pytest.raises(LadderError, match=r"different run config: seed differ"):
         train(cfg.replace(seed=1), resume=True, progress=False)
@@ -199,7 +199,8 @@ def test_ladder_command_trains_a_planned_folder_and_skips_finished_runs(tmp_path
     assert not hero_dir.exists()
     before = [(out / c.run_dir / runfiles.METRICS_FILE).stat().st_mtime_ns for c in rungs]
     res = runner.invoke(app, ["train", "--ladder", str(out), "--rungs-only"])
-    assert res.exit_code == 0 and res.output.count("finished already") == 2
+    assert res.exit_code == 0 and res.output.count("finished already") == 3  # each run, and the summary
+    assert f"Trained 0 runs of {out} (2 finished already):" in " ".join(res.output.split())
     assert [(out / c.run_dir / runfiles.METRICS_FILE).stat().st_mtime_ns for c in rungs] == before
     assert all(f"{loss:.4f}" in res.output for loss in losses)
 

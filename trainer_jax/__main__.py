@@ -95,8 +95,11 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
     except KeyboardInterrupt:
         _mark_crashed(run_dir)
         again = os.environ.get(runfiles.RESUME_HINT_ENV)  # how the launcher that started it resumes it
-        print(f"interrupted: the run is marked crashed; {f'{again} to continue it' if again else 'continue it with --resume'}",
-              file=sys.stderr, flush=True)
+        how = f"{again} to continue it" if again else "continue it with --resume"
+        saved = runfiles.last_checkpoint(run_dir) if run_dir is not None else None
+        where = (f" from its checkpoint at step {saved:,}" if saved is not None else
+                 " (no checkpoint was saved yet, so it starts again from step 0)")
+        print(f"interrupted: the run is marked crashed; {how}{where}", file=sys.stderr, flush=True)
         return 128 + (_RECEIVED[-1] if _RECEIVED else signal.SIGINT)
     except Exception as exc:
         if debug:

@@ -390,6 +390,9 @@ def _resume_point(ckpt: Checkpointer, meta: dict[str, Any], T: int, run_dir: Pat
     latest = ckpt.latest_step()
     if latest is None:
         return None
+    if not resume and latest >= T:
+        raise LadderError(f"{run_dir} holds this run trained to its last step ({T}): it is finished; to train it "
+                          "again, choose another run_dir")
     if not resume:
         raise LadderError(
             f"{run_dir} already holds checkpoints up to step {latest}: pass --resume to continue "

@@ -85,19 +85,22 @@ def train_command(
     elif config is not None:
         _run(config, runs[0][1], resume, progress)
         return
-    else:
+    skipped = 0
+    if ray is None:
         for path, cfg in runs:
             if is_done(path, cfg):
                 console.print(f"[dim]{escape(cfg.name)}: finished already ({escape(str(run_dir_of(path, cfg)))}), skipped[/]",
                               markup=True)
+                skipped += 1
                 continue
             _run(path, cfg, True, progress, runs, ladder)  # a run from another config is refused by the trainer, clearly
     if fmt is Format.table:
-        _summary(runs, ladder or config)
+        _summary(runs, ladder or config, skipped)
 
 
-def _summary(runs: list[tuple[Path, RunConfig]], where: Path) -> None:
-    console.print(f"Trained {len(runs)} runs of {where}:")
+def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0) -> None:
+    already = f" ({skipped} finished already)" if skipped else ""
+    console.print(f"Trained {len(runs) - skipped} run{'' if len(runs) - skipped == 1 else 's'} of {where}{already}:")
     for path, cfg in runs:
         run_dir = run_dir_of(path, cfg)
         loss = final_eval_loss(run_dir)
