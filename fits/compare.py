@@ -203,8 +203,7 @@ def _mode(E: str | float, y_min: float) -> tuple[str, float | None]:
             raise FitError(f"E {E!r}: give 'shared', 'separate' or a number to pin it")
         return E, None
     e = float(E)
-    if not 0 <= e < y_min:
-        raise FitError(f"pinned E = {e:g} must be in [0, the smallest loss {y_min:.6g})")
+    checks.pinned_E(e, y_min)
     return "pinned", e
 
 
@@ -348,7 +347,8 @@ def _bootstrap(u, y, col, mode, E_pin, c_ref, n, need, at, target, n_boot, seed)
     ok = ok & ~np.any(np.isnan(mult), axis=1)
     failed = int(n_boot - ok.sum())
     if ok.sum() < 2:
-        raise FitError(f"the paired bootstrap over sizes left {int(ok.sum())} usable refits of {n_boot}; add rungs")
+        more = "give more resamples (--bootstrap), or add rungs" if n_boot < 100 else "add rungs"
+        raise FitError(f"the paired bootstrap over sizes left {int(ok.sum())} usable refits of {n_boot}; {more}")
     return mult[ok], loss_gap[ok], failed
 
 

@@ -414,8 +414,7 @@ def _fit(form, curves, E, fixed: dict, start: CurveLawFit | None) -> CurveLawFit
     slopes = distinct.size > 1
     if E is not None:
         low = min(float(c.loss.min()) for c in curves)
-        if not 0 <= E < low:
-            raise FitError(f"pinned E = {E:g} must be in [0, the smallest loss {low:.6g})")
+        checks.pinned_E(E, low)
     problem = _Problem(form, prep, slopes, E, fixed)
     if start is not None:
         free_shape = [v for k, v in start.shape.items() if k not in fixed]

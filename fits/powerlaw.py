@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from fits import checks
 from fits.errors import FitError
 from fits.objective import HUBER_DELTA, TOL, Solution, huber, huber_rows, solve
 
@@ -124,8 +125,7 @@ def fit_offset_power(
     w = np.ones(y.size) if weights is None else np.asarray(weights, dtype=np.float64)
     y_min = float(y.min())
     if E is not None:
-        if not 0 <= E < y_min:
-            raise FitError(f"pinned E = {E:g} must be in [0, the smallest loss {y_min:.6g})")
+        checks.pinned_E(E, y_min)
         E_start = float(E)
     else:
         # Dense near the smallest loss, where the lines change fastest.
@@ -230,8 +230,7 @@ def fit_offset_power_basis(
     w = np.ones(y.size) if weights is None else np.asarray(weights, dtype=np.float64)
     y_min = float(y.min())
     if E is not None:
-        if not 0 <= E < y_min:
-            raise FitError(f"pinned E = {E:g} must be in [0, the smallest loss {y_min:.6g})")
+        checks.pinned_E(E, y_min)
         theta, X = _basis_lines(u, y, B, w, float(E))
         x0 = theta[0]
         lo, hi = np.full(2 * K, -np.inf), np.full(2 * K, np.inf)

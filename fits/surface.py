@@ -263,8 +263,8 @@ def fit_surface(
     checks.need_runs(n_distinct, p, form, "runs of distinct (N, D)")
     if np.unique(N).size < 2 or np.unique(D).size < 2:
         raise FitError(f"the {form.split(' L(')[0]} needs runs that differ in both size and tokens")
-    if E is not None and not 0 <= E < L.min():
-        raise FitError(f"pinned E = {E:g} must be in [0, the smallest loss {L.min():.6g})")
+    if E is not None:
+        checks.pinned_E(E, float(L.min()))
     w = np.ones(L.size) if weights is None else checks.as_array("weights", weights)
     n_ref = float(np.exp(np.mean(np.log(N))))
     d_ref = float(np.exp(np.mean(np.log(D))))

@@ -209,8 +209,9 @@ def test_hero_config_gives_the_target(store, tmp_path):
         (("zloss-on", "zloss-off", "--hero-compute", "1e300"), ("--hero-compute", "too large", "1e+40")),
         (("zloss-on", "zloss-off", "--hero", "missing.yaml"), ("--hero missing.yaml", "no such file")),
         (("zloss-on", "zloss-off", "--E", "free"), ("--E 'free'",)),
-        (("zloss-on", "zloss-off", "--E", "5"), ("pinned E",)),
+        (("zloss-on", "zloss-off", "--E", "5"), ("pinned E = 5 (--E) must be in [0, the smallest loss",)),
         (("zloss-on", "zloss-off", "--bootstrap", "-1"), ("--bootstrap",)),
+        (("zloss-on", "zloss-off", "--bootstrap", "1"), ("--bootstrap 1: give 0 (none) or 2 to 10,000 refits",)),
     ],
 )
 def test_bad_input_is_one_red_line_and_exit_2(store, tmp_path, args, fragments):

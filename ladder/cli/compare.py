@@ -29,7 +29,7 @@ def compare_command(
     hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML): the target is its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's fit compute in FLOPs (instead of --hero)."),
     E: str = typer.Option("shared", "--E", help="Irreducible loss: 'shared' (one fitted for both ladders), 'separate', or a number to pin it."),
-    n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none; at most 10,000)."),
+    n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none; else 2 to 10,000)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1)."),
     out: Path = typer.Option(Path("compare"), "--out", help="Folder for compare.png and compare.json."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, or json (the JSON written to --out, on stdout)."),
@@ -48,7 +48,7 @@ def compare_command(
     from ladder.compare import compare_groups, draw, to_json
     from ladder.data.store import DEFAULT_ROOT, Store
 
-    resamples("--bootstrap", n_boot)
+    resamples("--bootstrap", n_boot, least=2)  # a band needs two refits at least
     folder = out_dir(out, files=("compare.png", "compare.json"))
     cmp = compare_groups(Store(store or DEFAULT_ROOT), group_a, group_b, metric=metric, hero=hero, hero_compute=hero_compute,
                          E=_E(E), n_boot=n_boot, seed=seed)
