@@ -428,6 +428,8 @@ WATCH = [
 
 OUTPUTS = [
     Case("report", "prediction-missing", ("report", "--prediction", "nowhere"), 2, ("no prediction here",)),
+    Case("report", "prediction-table", ("report", "--prediction", "pred/prediction.csv"), 2,
+         ("pred/prediction.csv: the prediction's table; give its folder (pred) or its prediction.json",)),
     Case("report", "out-is-a-folder", ("report", "--prediction", "pred", "--out", "adir"), 2, ("--out adir", "is a folder")),
     Case("report", "out-under-a-file", ("report", "--prediction", "pred", "--out", "afile/r.html"), 2,
          ("is a file, not a folder",)),

@@ -184,6 +184,8 @@ def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
     late = runner.invoke(app, [*args, "--run", rung.name, "--from", "0.99"])  # the rung ends before 99% of the hero
     assert late.exit_code == 2 and plan.hero.name not in late.stderr
     assert f"{rung.name}: its " in late.stderr and "before --from 0.99; score from an earlier fraction" in late.stderr
+    odd = runner.invoke(app, [*args[:-2], "--from", "0.155"])  # the share as given: not rounded to 16%
+    assert odd.exit_code == 0 and "from 15.5% of the plan" in " ".join(odd.stdout.split()), odd.output
 
 
 def test_plot_and_report_say_they_read_the_store_without_pulling_into_it():

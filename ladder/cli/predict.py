@@ -197,7 +197,7 @@ def score_command(
     """Score a prediction against the run's actual evals: the final error (predicted / actual − 1), the
     mean and worst error along the curve, and how often the 50% and 90% bands held."""
     from ladder.predict.prediction import Prediction
-    from ladder.predict.scoring import score_prediction
+    from ladder.predict.scoring import percent, score_prediction
 
     if not (np.isfinite(start) and 0 <= start < 1):
         raise LadderError(f"--from {start}: give a fraction in [0, 1), e.g. 0.1")
@@ -221,7 +221,7 @@ def score_command(
         return
     for w in warnings:
         warn(w)
-    t = Table(title=f"{pred.run_name}: predicted {pred.metric} against {name}'s evals from {start:.0%} of the plan")
+    t = Table(title=f"{pred.run_name}: predicted {pred.metric} against {name}'s evals from {percent(start)} of the plan")
     for col in ("", "value"):
         t.add_column(col, justify="right" if col else "left")
     for label, value in sc.rows():

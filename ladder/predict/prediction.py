@@ -165,6 +165,8 @@ class Prediction:
         p = Path(path)
         if p.is_dir():
             p = p / "prediction.json"
+        if p.name in PREDICTION_FILES and p.name != "prediction.json":  # its table alone: give its folder
+            raise LadderError(f"{path}: the prediction's table; give its folder ({p.parent}) or its prediction.json")
         if not p.is_file():
             raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
         try:

@@ -55,6 +55,12 @@ class Score:
         return self.last_not_finite is not None and self.last_not_finite > self.last_step
 
 
+def percent(share: float) -> str:
+    """A share as a percentage, with the digits it was given: "10%", "99.9%" (not "100%")."""
+    whole = f"{share:.0%}"
+    return whole if abs(share * 100 - round(share * 100)) < 1e-9 else f"{share * 100:.3g}%"
+
+
 def failed_steps(logged: pd.Series) -> np.ndarray:
     """The steps of `logged` (a run's values by step) whose value is NaN or inf."""
     return logged.index.to_numpy()[~np.isfinite(logged.to_numpy(float))]
@@ -81,7 +87,7 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
         if last < start - 1e-9:
             raise LadderError(f"{run}: its {len(y)} evals end at {last:.0%} of the plan, before --from {start:g}; "
                               f"score from an earlier fraction (--from {max(0.0, last - 0.05):.2f}, say)")
-        raise LadderError(f"{run}: none of its {len(y)} evals from {start:.0%} of the plan on falls where "
+        raise LadderError(f"{run}: none of its {len(y)} evals from {percent(start)} of the plan on falls where "
                           "the prediction has a value (its first steps come before the rungs' first eval)")
     err = median[use] / y[use] - 1
     band = {k: at[k].to_numpy()[use] for k in ("lo50", "hi50", "lo90", "hi90")}
