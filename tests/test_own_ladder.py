@@ -189,7 +189,12 @@ def test_spec_and_stored_flops_that_disagree_are_refused(tmp_path):
     ({"stop_after_steps": 0}, "must be a positive number"),
     ({"schedule": {"peak_lr": 1e-3, "total_steps": 999, "warmup_steps": 10}}, "its schedule runs 999 steps"),
     ({"schedule": "cosine"}, "schedule must be a mapping"),
-    ({"learning_rate": 3}, "unknown coordinate 'learning_rate'"),
+    ({"learning_rate": 3}, "unknown coordinate 'learning_rate' (known: active_params, total_params, "
+                           "fit_flops_per_token, stop_after_steps, tokens_per_step, planned_tokens, name, group, role, "
+                           "schedule)"),
+    ({"schedule": {"peak_lr": 1e-3, "total_steps": 1000, "decay": "cosine", "cooldown_steps": 100}},
+     "cooldown_steps=100 is read with decay: wsd only"),
+    ({"schedule": {"peak_lr": 1e-3, "total_steps": 1000, "decay": "wsd"}}, "decay: wsd needs cooldown_steps"),
 ])
 def test_bad_coordinates_exit_2_and_change_nothing(tmp_path, bad, expect):
     csv = ladder_csv(tmp_path / "ladder.csv")

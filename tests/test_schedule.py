@@ -53,7 +53,7 @@ def test_constant():
 
 @pytest.mark.parametrize("decay", ["linear", "cosine", "1-sqrt", "wsd"])
 def test_shorten_keeps_the_past_and_re_aims_the_decay(decay):
-    base = sched(decay=decay, cooldown_steps=200)
+    base = sched(decay=decay, cooldown_steps=200 if decay == "wsd" else 0)
     short = base.shorten(at_step=500, new_total_steps=800)
     assert short.horizon == 800
     old, new = base.lrs(), short.lrs()
@@ -113,3 +113,13 @@ def test_yaml_round_trip_with_edits_and_phases():
     again = build(Schedule, to_dict(s))
     assert again == s
     np.testing.assert_array_equal(again.lrs(), s.lrs())
+
+
+def test_a_cooldown_length_is_refused_where_the_decay_has_none():
+    with pytest.raises(LadderError, match=r"cooldown_steps=100 is read with decay: wsd only \(this schedule's decay is "
+                                          r"cosine\); leave it out, or give decay: wsd"):
+        sched(decay="cosine", cooldown_steps=100)
+    with pytest.raises(LadderError, match=r"decay: wsd needs cooldown_steps \(the length of its final cooldown, in steps\)"):
+        sched(decay="wsd")
+    with pytest.raises(LadderError, match=r"cooldown_steps=2000 must be in \(0, total_steps - warmup_steps\]"):
+        sched(decay="wsd", cooldown_steps=2000)

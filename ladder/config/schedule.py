@@ -94,6 +94,11 @@ class Schedule:
             )
         if not 0.0 <= self.min_lr_ratio <= 1.0:  # false for NaN too
             raise LadderError(f"min_lr_ratio={self.min_lr_ratio} must be in [0, 1]")
+        if self.decay != "wsd" and self.cooldown_steps:
+            raise LadderError(f"cooldown_steps={self.cooldown_steps} is read with decay: wsd only (this schedule's "
+                              f"decay is {self.decay}); leave it out, or give decay: wsd")
+        if self.decay == "wsd" and not self.cooldown_steps:
+            raise LadderError("decay: wsd needs cooldown_steps (the length of its final cooldown, in steps)")
         if self.decay == "wsd" and not 0 < self.cooldown_steps <= self.total_steps - self.warmup_steps:
             raise LadderError(
                 f"cooldown_steps={self.cooldown_steps} must be in (0, total_steps - warmup_steps] for WSD"

@@ -115,7 +115,7 @@ class CoordinateOverrides:
                     if key == SCHEDULE:
                         schedule_from(value, f"{file}: {run}")
                         continue
-                    _check_field(str(key), f"{file}: {run}")
+                    _check_field(str(key), f"{file}: {run}", also=(SCHEDULE,))
                     if key in LABELS and (value is None or not str(value).strip()):
                         raise LadderError(f"{file}: {run}: '{key}' has no value; give one or leave the field out")
                     if key in FIELDS:
@@ -327,9 +327,10 @@ def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
     return number
 
 
-def _check_field(name: str, where: str) -> None:
-    if name not in FIELDS and name not in LABELS:
-        raise LadderError(f"{where}: unknown coordinate '{name}' (known: {', '.join(FIELDS + LABELS)})")
+def _check_field(name: str, where: str, also: tuple[str, ...] = ()) -> None:
+    known = FIELDS + LABELS + also
+    if name not in known:
+        raise LadderError(f"{where}: unknown coordinate '{name}' (known: {', '.join(known)})")
 
 
 def _unwrap(value: Any) -> Any:
