@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -45,6 +46,8 @@ def plan_command(
     step_multiple (1: whole steps; --set step_multiple=N changes it). Compute is fit compute
     (3 × forward FLOPs per token without the output head × tokens); 6·N_act·D is in the JSON.
     """
+    if hero_hosts < 1:
+        raise LadderError(f"--hero-hosts {hero_hosts}: give 1 or more hosts")
     if out is not None:
         out_dir(out)
     r = override(
@@ -76,6 +79,10 @@ def plan_command(
 
 
 def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
+    if not (math.isfinite(cpus) and cpus > 0):
+        raise LadderError(f"--cpus-per-run {cpus:g}: give a positive number of CPU cores")
+    if not (math.isfinite(gpus) and gpus >= 0):
+        raise LadderError(f"--gpus-per-run {gpus:g}: give 0 or more GPUs")
     amounts = {}
     for item in custom:
         name, _, amount = item.partition("=")

@@ -282,10 +282,16 @@ def override(
         w = widths if widths is not None else [r.d_model for r in old]
         d = depths if depths is not None else [r.n_layers for r in old]
         if len(w) != len(d):
-            raise LadderError(
-                f"--widths gives {len(w)} rung{'' if len(w) == 1 else 's'} but --depths gives {len(d)}: "
-                "give one depth per width"
-            )
+            rungs = f"{len(w)} rung{'' if len(w) == 1 else 's'}"  # what was given, and what the recipe had
+            wide = f"--widths gives {rungs}" if widths is not None else f"the recipe has {rungs}"
+            deep = f"--depths gives {len(d)}" if depths is not None else f"the recipe has {len(d)} depths"
+            flag = " (--depths)" if depths is None else " (--widths)" if widths is None else ""
+            raise LadderError(f"{wide} but {deep}: give one depth per width{flag}")
+        for flag, values in (("--widths", widths), ("--depths", depths), ("--racks", batch_multipliers)):
+            bad = [v for v in values or [] if v <= 0]
+            if bad:
+                raise LadderError(f"{flag} {','.join(map(str, values))}: {bad[0]} is not positive; give positive "
+                                  "whole numbers")
         m = batch_multipliers or [old[i].batch_multiplier if i < len(old) else 1 for i in range(len(w))]
         if len(m) != len(w):
             raise LadderError(f"--racks gives {len(m)} value{'' if len(m) == 1 else 's'} for {len(w)} "
