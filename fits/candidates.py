@@ -224,6 +224,9 @@ class PerFraction:
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
         E_note = ("E pinned" if o.E is not None else shared.why() if shared is not None
                   else f"E fitted at the target's {axis_shared}")
+        if o.E is None and o.E_from == "ladder" and shared is None:  # asked for, and not to be had: said
+            E_note += (" (E from the whole ladder, as asked, needs 6 runs or more of 3 sizes at 2 token ratios or "
+                       "more whose surface pins E below every loss; this ladder's does not)")
         unknown = [r.name for r in runs if r.plan_lrs is None]
         shape = ("schedule shape (assumed: the target gives no LR)" if target.plan_lrs is None else
                  f"schedule shape (assumed for the {len(unknown)} that give no LR)" if unknown else "schedule shape")

@@ -72,5 +72,12 @@ def test_the_per_fraction_law_takes_the_ladder_E_when_asked():
     fitted = core.predict(runs, blank, hero.steps, dataclasses.replace(named, options=Options(n_boot=40)))
     assert fitted.outcomes["per-fraction"].params["E_from"] == "fitted"
     assert "E fitted at the target's token ratio" in fitted.outcomes["per-fraction"].why
+    assert "as asked" not in fitted.outcomes["per-fraction"].why
+    # asked for on a ladder of one token ratio: fitted at the target's, and the why says it could not be had
+    one, hero1 = ladder(ratios=(20.0,))
+    blank1 = dataclasses.replace(hero1, steps=np.zeros(0), values=np.zeros(0))
+    asked = core.predict(one, blank1, hero1.steps, named).outcomes["per-fraction"]
+    assert asked.params["E_from"] == "fitted"
+    assert "E fitted at the target's token ratio (E from the whole ladder, as asked, needs" in asked.why
     with pytest.raises(FitError, match="unknown E source"):
         core.predict(runs, blank, hero.steps, dataclasses.replace(named, options=Options(E_from="surface")))
