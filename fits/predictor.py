@@ -406,8 +406,9 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     if p:
         lopsided = abs(p["above"] - p["below"]) > 0.1 * p["band"]  # a band in log space, or held to another law
         reach = f"−{p['below']:.1%} / +{p['above']:.1%} (±{p['band']:.1%} on average)" if lopsided else f"±{p['band']:.1%}"
-        why += (f". At the end the 90% band reaches {reach}: the law's own ±{p['own']:.1%}, the backtest's "
-                f"error carried ±{p['carried']:.1%}, the floor ±{p['floor']:.1%}"
+        carried = f"the backtest's error carried ±{p['carried']:.1%}, " if tested(rows, method) else ""
+        why += (f". At the end the 90% band reaches {reach}: the law's own ±{p['own']:.1%}, {carried}"
+                f"the floor ±{p['floor']:.1%}"
                 + (f", the farthest other law's median {p['laws']:.1%} away" if others else ""))
         res = dataclasses.replace(res, why=why)
     return res

@@ -335,6 +335,7 @@ def test_two_sizes_cannot_be_backtested_and_say_so():
     assert any("fewer than 3 sizes" in w for w in res.warnings)
     # no evidence of its own: the band assumes 1% (one sd) per e-fold of extrapolation, and says so
     assert any("not checked by a backtest" in w for w in res.warnings) and "assumed 1% per e-fold" in res.why
+    assert "the floor ±" in res.why and "the backtest's error carried" not in res.why  # none to carry
     half = (res.band.hi90 - res.band.lo90) / 2 / res.band.median
     own = res.candidates[res.method]
     assert np.all(half >= core.Z90 * core.UNTESTED_ERROR * res.distance * 0.999)
