@@ -562,3 +562,28 @@ def test_a_prediction_saved_over_another_is_all_old_or_all_new(predicted, tmp_pa
         newer.save(tmp_path / "pred")
     assert {n: (tmp_path / "pred" / n).read_bytes() for n in PREDICTION_FILES} == before
     assert sorted(p.name for p in (tmp_path / "pred").iterdir()) == sorted(before)  # no temporary file left
+
+
+def test_the_report_table_shows_the_eval_nearest_each_mark_of_the_run():
+    """Predicted every 202 steps of 20,162, evals every 200: the 55% row is the eval at 11,000 (54.6%), nearest
+    11,089, not the one at 11,200 nearest the predicted step 11,110 (55.1%) nearest the mark."""
+    import numpy as np
+    import pandas as pd
+
+    from ladder.output.report import prediction_rows
+    from ladder.predict.prediction import Prediction
+
+    T = 20_162
+    steps = np.r_[np.arange(202, T, 202), T]  # a target file's default: every 1% of the plan, rounded (202 steps)
+    f = steps / T
+    med = 3.0 + f ** -0.2
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": f, "fraction_edited": f,
+                          "compute": steps * 1e12, "median": med, "lo50": med * 0.99, "hi50": med * 1.01,
+                          "lo90": med * 0.98, "hi90": med * 1.02, "in_assumptions": True})
+    pred = Prediction("hero", "eval/loss", table, planned_steps=T)
+    evals = np.arange(200, T + 1, 200)
+    actual = pd.Series(3.0 + (evals / T) ** -0.2, index=evals)
+    rows = prediction_rows(pred, actual)
+    assert 11_000 in set(rows["step"]) and 11_200 not in set(rows["step"])
+    assert list(rows["step"]) == sorted(set(rows["step"]))  # in step order, one row each
+    assert len(rows) == 20

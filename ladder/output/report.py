@@ -90,11 +90,12 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
     """The prediction at (about) every `every` of the run; with `actual`, each row at the run's eval nearest it
     (within 1% of the plan: a run evaluates on its own cadence), predicted and actual at that eval's step."""
     t = pred.table
-    marks = sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})
-    picked = sorted({int((t["fraction"] - m / 1e6).abs().idxmin()) for m in marks})
-    rows, got = t.loc[picked].copy(), None
-    if actual is not None:
-        rows, got = _at_evals(pred, rows, actual)
+    marks = np.array(sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})) / 1e6
+    rows, got = t.loc[[int((t["fraction"] - m).abs().idxmin()) for m in marks]].copy(), None
+    if actual is not None:  # the eval nearest each mark itself, not the one nearest the predicted step nearest it
+        rows, got = _at_evals(pred, rows, actual, marks * pred.started_with)
+    once = ~rows["step"].duplicated().to_numpy()  # two marks on one step: one row
+    rows, got = rows[once], (got[once] if got is not None else None)
     out = pd.DataFrame({
         "step": rows["step"].astype(int),
         "fraction": [f"{f:.0%}" + (f" ({e:.0%} of the edited plan)" if abs(e - f) > 1e-9 else "")
@@ -111,17 +112,18 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
     return out
 
 
-def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series) -> tuple[pd.DataFrame, np.ndarray]:
-    """`rows` moved to the eval of `actual` nearest each (where one is within 1% of the plan) with the prediction
-    at that step, and the evals' values (NaN where none is near)."""
+def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series,
+              targets: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """`rows` moved to the eval of `actual` nearest each one's target step (where one is within 1% of the plan)
+    with the prediction at that step, and the evals' values (NaN where none is near)."""
     actual = actual.dropna().sort_index()
     at, values = actual.index.to_numpy(dtype=np.int64), actual.to_numpy(dtype=float)
     steps = rows["step"].to_numpy(dtype=np.int64)
     got = np.full(len(steps), np.nan)
     if not at.size:
         return rows, got
-    j = np.abs(at[None, :] - steps[:, None]).argmin(axis=1)
-    near = np.abs(at[j] - steps) <= 0.01 * pred.started_with
+    j = np.abs(at[None, :] - targets[:, None]).argmin(axis=1)
+    near = np.abs(at[j] - targets) <= 0.01 * pred.started_with
     got[near] = values[j[near]]
     moved = np.where(near, at[j], steps)
     there = pred.at(moved)  # a row left where it was is a row of the table: the same values
