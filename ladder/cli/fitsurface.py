@@ -68,9 +68,10 @@ def fit_surface_command(
         help="Predict every row of this CSV (columns params,tokens, or the --params-col/--tokens-col names; "
              "its other columns, a name for instance, come back beside each prediction): median with 50% and "
              "90% bands, each the wider of the Student-t observation band of the fit (n − p dof) and, with "
-             "--bootstrap N, the bootstrap-over-runs band; and how many e-folds each target lies beyond the "
-             "fitted runs (efolds_out: how far the nearest would have to grow in N and D alike to be as large, "
-             "the distance the bands' extrapolation error grows with).",
+             "--bootstrap N, the bootstrap-over-runs band; and how many e-folds each target lies outside the "
+             "fitted runs (efolds_out: above them, how far the nearest would have to grow in N and D alike to be "
+             "as large; below them, how far its N or D lies under the smallest; or off their token ratios: the "
+             "distance the bands' extrapolation error grows with).",
     ),
     bootstrap: int = shared.BOOT,
     seed: int = shared.SEED,
@@ -264,8 +265,8 @@ def _band_text(fit, ens) -> str:
 
 def _print_bands(preds: list[dict], band: str) -> None:
     table = Table(title="predicted loss (nats/token)",
-                  caption=f"e-folds out: how far each target lies outside the fitted runs (0 where a fitted run "
-                          f"is as large in N and in D); bands: {band}")
+                  caption=f"e-folds out: how far each target lies outside the fitted runs (above them, below them, "
+                          f"or off their token ratios; 0 inside); bands: {band}")
     labels = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
     for name in labels:
         table.add_column(name, justify="left")
