@@ -172,6 +172,13 @@ GOOD = [["new-run", 10, 3.5], ["new-run", 20, 3.2]]
 
 # -- import csv: what the issue found --
 case("csv/good", 0, "1 run updated")(one_csv(GOOD))
+def _one_run_of_two_rows(store: Path) -> None:
+    assert len(Store(store).history("new-run")) == 2
+
+
+# spaces around a run id's cell are no part of its name: one run, found by its name
+case("csv/run-id-padded", 0, "1 run updated", check=_one_run_of_two_rows)(
+    one_csv([[" new-run ", 10, 3.5], ["new-run", 20, 3.2]]))
 case("csv/id-of-a-trained-rung", 2, "already in the store from local:", "110 rows", "csv:", "--replace")(
     one_csv([[TRAINED, 1, 3.0], [TRAINED, 2, 2.9]]))
 case("csv/id-of-a-trained-rung-replace", 0, "replaced", "local:", replaces=True)(

@@ -309,7 +309,7 @@ class TableSource:
             ids = table[c.run]
             for i in np.flatnonzero((ids.isna() | (ids.astype(str).str.strip() == "")).to_numpy()):
                 raise LadderError(f"{self._where(int(i))}: empty run id in column '{c.run}'")
-            ids = ids.astype(str)
+            ids = ids.astype(str).str.strip()  # "r1, 10" or " r1 ": the spaces around a cell are no part of a name
             for i in ids.drop_duplicates().index:
                 check_run_id(ids[i], f"{self._where(table.index.get_loc(i))}: column '{c.run}'")
             table[c.run] = ids
