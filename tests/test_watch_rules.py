@@ -481,3 +481,13 @@ def test_before_any_eval_the_grad_norm_must_stay_above_for_a_whole_smoothing_win
     [a] = alerts(jump + 2 * w)
     assert a.step == jump + 2 * w and a.rule == "grad_norm"
     assert f"at every log since step {jump + w + 1:,}" in a.message and "every eval" not in a.message
+
+
+def test_a_step_is_read_as_a_fraction_of_the_plan_in_force_at_it():
+    """A run planned for 5,540 steps and cut to 4,432 at step 2,770: before the cut its steps are fractions of
+    5,540 (as the verdicts say: step 245 is 4%, not 6%), after it of 4,432."""
+    series = pd.DataFrame({keys.GRAD_NORM: pd.Series([1.0], index=[245])})
+    obs = Observed(series, planned_steps=4432, tokens_per_step=1, horizons=((2770, 4432),), started_with=5540)
+    np.testing.assert_allclose(obs.fractions([245, 2770, 2771, 4432]), [245 / 5540, 0.5, 2771 / 4432, 1.0])
+    plain = Observed(series, planned_steps=4432, tokens_per_step=1)
+    np.testing.assert_allclose(plain.fractions([245, 4432]), [245 / 4432, 1.0])

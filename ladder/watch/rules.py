@@ -125,6 +125,11 @@ class Observed:
     grid: np.ndarray | None = None
     """The prediction's steps: an eval metric logged much more often is judged once per step of them
     (`ladder.watch.judged`); None: at every step it is logged."""
+    horizons: tuple[tuple[int, int], ...] = ()
+    """The run's schedule edits as (step, new horizon), and `started_with` the plan before them: a step's
+    fraction is of the plan in force at it (`fractions`), as the prediction's verdicts count it."""
+    started_with: int = 0
+    """Planned steps before any edit (0: `planned_steps`)."""
     _judged: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     """`judged` by prediction and metric: the rules and the verdicts of one check share it."""
 
@@ -149,6 +154,14 @@ class Observed:
     @property
     def last_step(self) -> int:
         return int(self.series.index.max()) if len(self.series) else 0
+
+    def fractions(self, steps) -> np.ndarray:
+        """Each step over the plan in force at it (the rungs' curves are read at the same fraction of theirs)."""
+        from ladder.data.sources.coords import planned_steps_at
+
+        steps = np.asarray(steps)
+        return steps / planned_steps_at(steps.astype(np.int64), self.started_with or self.planned_steps,
+                                        self.horizons)
 
 
 @dataclass(frozen=True)
@@ -287,7 +300,7 @@ def grad_norm_shape(obs: Observed, rungs: RungCurves | None, rules: AlertRules) 
         return _grad_norm_projected(obs, g, rungs.projected, rules)
     if rungs is None or len(g) < 10:
         return []
-    frac = g.index.to_numpy(float) / obs.planned_steps
+    frac = obs.fractions(g.index.to_numpy(np.int64))
     f1 = frac[-1]
     f0 = f1 - rules.grad_window
     if f0 < 0.05:
@@ -358,7 +371,7 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
     if rungs is None or not rungs.values:
         return []
     def highest(steps: np.ndarray) -> np.ndarray:  # the most any rung had at each fraction: no extrapolation to trust
-        f = steps / obs.planned_steps
+        f = obs.fractions(steps)
         return np.max([np.interp(f, fr, v) for fr, v in zip(rungs.fractions, rungs.values) if len(fr)], axis=0)
 
     expected = float(highest(d.index[-1:].to_numpy(np.float64))[0])
@@ -406,7 +419,7 @@ def _above_projection(obs: Observed, series: pd.Series, proj: Projection, rules:
     if series.empty or obs.planned_steps <= 0:
         return []
     steps = series.index.to_numpy(np.int64)
-    frac = steps / obs.planned_steps
+    frac = obs.fractions(steps)
     spacing = float(np.median(np.diff(steps))) if len(steps) > 1 else 1.0
     w = max(5, int(round(rules.projection_window * obs.planned_steps / max(spacing, 1.0))))
     smooth = series.rolling(w, min_periods=min(w, 3)).median().to_numpy(float)
