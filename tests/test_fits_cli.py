@@ -74,6 +74,8 @@ def test_fit_endpoint_json_from_a_csv(endpoint_csv):
     inside = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--at",
                             str(COMPUTE.max())).stdout)["predictions"][0]
     assert inside["efolds_out"] == 0.0
+    table = " ".join(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22").stdout.split())
+    assert f"at C = 1e+22 FLOPs ({1e22 / COMPUTE.max():.3g}× the largest run's): L = " in table
 
 
 def test_fit_endpoint_bootstrap_intervals(endpoint_csv):

@@ -112,7 +112,8 @@ def fit_endpoint_command(
                       "budgets' vertices)", highlight=False)
     for p in preds:
         console.print(
-            f"at C = {p['compute']:.3g} FLOPs (x{p['extrapolation']:.3g}): L = {shared.bands_text(p)} ({p['band']}; "
+            f"at C = {p['compute']:.3g} FLOPs ({p['extrapolation']:.3g}× the largest run's): L = {shared.bands_text(p)} "
+            f"({p['band']}; "
             f"{p['efolds_out']:.2f} e-folds out)"
             + (f", at N = {p['params_at_optimum']:.3g}" if "params_at_optimum" in p else ""), highlight=False,
         )
