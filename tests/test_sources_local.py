@@ -312,9 +312,13 @@ def test_cli_a_rename_onto_a_key_the_run_logs_is_refused(tmp_path):
         res = CliRunner().invoke(app, [*args, "--rename", "eval/loss=train/loss"])
         assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
         assert "it logs 'train/loss' itself, and --rename eval/loss=train/loss would mix" in res.output
-    assert CliRunner().invoke(app, [*args, "--rename", "eval/loss=eval/main"]).exit_code == 0
+    res = CliRunner().invoke(app, [*args, "--rename", "eval/loss=eval/main"])
+    assert res.exit_code == 0 and "no run in" not in res.output, res.output
+    # a key no run logs (a typo): kept, and said at once
+    res = CliRunner().invoke(app, [*args, "--rename", "eval/los=eval/other"])
+    assert res.exit_code == 0 and "--rename eval/los=eval/other: no run in" in " ".join(res.output.split())
     store = Store(tmp_path / "s")
-    assert store.settings().renames == {"eval/loss": "eval/main"}
+    assert store.settings().renames == {"eval/loss": "eval/main", "eval/los": "eval/other"}
     assert pairs(store.history()) == {(("eval/main" if m == "eval/loss" else m), s): v
                                       for (m, s), v in expected(cfg, range(1, cfg.stop_after_steps + 1)).items()}
 

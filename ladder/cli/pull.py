@@ -236,6 +236,8 @@ def _run_pull(
     _print_pull(result, target)
     if fit_metric and fit_metric != current.fit_metric and not result.pulled:
         _warn_unlogged_fit_metric(target, fit_metric)
+    if rename:
+        _warn_unlogged_renames(target, MetricSettings.parse_renames(rename))
 
 
 def _warn_unlogged_fit_metric(store: Store, metric: str) -> None:
@@ -243,6 +245,17 @@ def _warn_unlogged_fit_metric(store: Store, metric: str) -> None:
     if store.history(metrics=[metric], include_nonfinite=True).empty:
         warn(f"--fit-metric {metric}: no run in {store.root}/ logged it, and the store's fits now read it; pull with the "
              "key the runs log (`ladder history RUN --metric all` lists them)")
+
+
+def _warn_unlogged_renames(store: Store, renames: dict[str, str]) -> None:
+    """A --rename OLD=NEW whose OLD no stored run logs (a typo, say) is said at once: it is kept for later pulls."""
+    renamed = set()
+    for text in store.runs()["report_json"]:
+        renamed |= {str(r[0]) for r in json.loads(text or "{}").get("renamed", [])}
+    for old, new in renames.items():
+        if old not in renamed and store.history(metrics=[old], include_nonfinite=True).empty:  # renamed, or stored as is
+            warn(f"--rename {old}={new}: no run in {store.root}/ logs {old!r}; the rename is kept for later pulls "
+                 "(`ladder history RUN --metric all` lists the keys a run logs)")
 
 
 def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
