@@ -79,7 +79,8 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "store"), "--n-boot", "40",
                  "--out", str(tmp_path / "pred"), "--format", "json")
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)  # the JSON alone on standard output; the files written said beside it
+    assert res.stderr.startswith(f"Wrote {tmp_path / 'pred' / 'prediction.parquet'}")
     assert any("6·N·D" in w and "big" in w for w in out["warnings"])
     assert out["assumptions"]["compute"].startswith("6·N·D for ")
     saved = json.loads((tmp_path / "pred" / "prediction.json").read_text())
@@ -94,7 +95,7 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     # the fits count the same compute, and say so
     fit = invoke("fit", "endpoint", "--store", str(tmp_path / "store"), "--group", "mine", "--format", "json")
     assert fit.exit_code == 0, fit.output
-    fitted = json.loads(fit.output)
+    fitted = json.loads(fit.stdout)
     assert fitted["n_runs"] == len(PLAN.rungs) and fitted["notes"][0].startswith("compute is 6·N·D: every run gives N")
     curve = invoke("fit", "curve", "--store", str(tmp_path / "store"), "--group", "mine")
     assert curve.exit_code == 0, curve.output
@@ -102,8 +103,8 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     # asked for fit FLOPs, runs with only N still count 6·N per token, and each is named
     fit_axis = invoke("fit", "endpoint", "--store", str(tmp_path / "store"), "--group", "mine", "--compute", "fit",
                       "--format", "json")
-    assert json.loads(fit_axis.output)["notes"][0].startswith("compute is 6·N·D for ")
-    assert json.loads(fit_axis.output)["params"] == fitted["params"]
+    assert json.loads(fit_axis.stdout)["notes"][0].startswith("compute is 6·N·D for ")
+    assert json.loads(fit_axis.stdout)["params"] == fitted["params"]
 
 
 def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):
@@ -122,7 +123,7 @@ def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):
     res = invoke("predict", *args, "--store", str(tmp_path / "b"), "--out", str(tmp_path / "pb"))
     assert res.exit_code == 0, res.output
     # the per-fraction law needs three evals of a run: it leaves the short run out, and predicts the same
-    assert json.loads(res.output)["final"] == json.loads(full.output)["final"]
+    assert json.loads(res.stdout)["final"] == json.loads(full.stdout)["final"]
 
 
 def test_long_lists_of_runs_are_shortened():
@@ -450,7 +451,7 @@ def test_a_live_target_whose_lr_is_logged_to_half_its_plan_is_predicted_with_a_w
     res = invoke("predict", "--target-run", "big", "--store", str(tmp_path / "store"), "--n-boot", "40",
                  "--out", str(tmp_path / "pred"), "--format", "json")
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["assumptions"]["schedule"].endswith(
         f"target: its logged LR to step {last:,}, its last value held to step {HERO.stop_after_steps:,}")
     held = [w for w in out["warnings"] if w.startswith(f"big: its LR is logged to step {last:,}")]

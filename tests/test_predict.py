@@ -378,7 +378,7 @@ def test_fit_curve_reports_what_the_runs_say_about_the_floor(mp_store):
     base = ["fit", "curve", "--law", "multipower", "--store", str(mp_store.root), "--shape", "C=2,beta=0.6,gamma=0.6"]
     res = runner.invoke(app, base + ["--format", "json"])
     assert res.exit_code == 0, res.output
-    floor = json.loads(res.output)["floor_posterior"]
+    floor = json.loads(res.stdout)["floor_posterior"]
     low = mp_store.history(list(mp_store.runs()["run_id"]), ["eval/loss"])["value"].min()
     assert 0 <= floor["lo90"] <= floor["median"] <= floor["hi90"] < low
     text = runner.invoke(app, base)
@@ -386,4 +386,4 @@ def test_fit_curve_reports_what_the_runs_say_about_the_floor(mp_store):
     assert text.exit_code == 0 and f"posterior median {floor['median']:.4g}" in words
     assert "`ladder predict` uses the median" in words
     pinned = runner.invoke(app, base + ["--E", "0.5", "--format", "json"])
-    assert pinned.exit_code == 0 and json.loads(pinned.output)["floor_posterior"] is None
+    assert pinned.exit_code == 0 and json.loads(pinned.stdout)["floor_posterior"] is None

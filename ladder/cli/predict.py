@@ -175,15 +175,16 @@ def predict_command(
                   "tokens_per_step": target.tokens_per_step,
                   "fit_flops_per_token": target.flops_per_token if target.flops_from != SIX_N else "unknown"}
         logged = log_prediction(pred, to_wandb, group=target.group or None, root=folder, coords=coords)
-    if fmt is Format.json:
+    said = [f"Wrote {', '.join(str(p) for p in written)}", *([_retired(retired)] if retired else []),
+            *([f"Logged the prediction to wandb: {logged}"] if logged else [])]
+    if fmt is Format.json:  # standard output holds the JSON alone; what was written is said beside it
         print_json(pred.to_json())
+        for line in said:
+            err_console.print(line, highlight=False, soft_wrap=True)
         return
     show_prediction(console, pred)
-    console.print(f"Wrote {', '.join(str(p) for p in written)}")
-    if retired:
-        console.print(_retired(retired))
-    if logged:
-        console.print(f"Logged the prediction to wandb: {logged}")
+    for line in said:
+        console.print(line)
 
 
 @command("score")
