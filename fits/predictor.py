@@ -550,8 +550,10 @@ def copies_warning(runs: list[Run]) -> list[str]:
     if not pairs:
         return []
     a, b = pairs[0]
-    return [f"the rungs {a!r} and {b!r}{and_more(pairs, 'pairs')} log the very same evals at one size and plan: one "
-            "run imported twice? The laws count each copy as another run, which narrows the band; leave one out"]
+    which = (f"the rung {a!r} is there twice, with" if a == b  # one run from two sources
+             else f"the rungs {a!r} and {b!r}{and_more(pairs, 'pairs')} log")
+    return [f"{which} the very same evals at one size and plan: one run imported or pulled twice? The laws count "
+            "each copy as another run, which narrows the band; leave one out"]
 
 
 def size_order_warnings(runs: list[Run]) -> list[str]:

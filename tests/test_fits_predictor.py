@@ -153,7 +153,9 @@ def test_a_run_imported_twice_under_two_names_is_warned():
     runs, _ = ladder(pf_law, seed=2, n_sizes=4)
     assert core.copies_warning(runs) == []
     (w,) = core.copies_warning(runs + [dataclasses.replace(runs[1], name="r1-copy")])
-    assert "'r1' and 'r1-copy'" in w and "imported twice" in w
+    assert "'r1' and 'r1-copy'" in w and "imported or pulled twice" in w
+    (w,) = core.copies_warning(runs + [runs[1]])  # one name twice (pulled from its folder and its wandb files)
+    assert w.startswith("the rung 'r1' is there twice, with the very same evals")
     reseeded = dataclasses.replace(runs[1], name="r1-seed2", values=runs[1].values * 1.001)
     assert core.copies_warning(runs + [reseeded]) == []  # another seed is another run
 
