@@ -209,7 +209,7 @@ def test_spec_fit_compute_follows_the_sequence_length(tmp_path):
         (["plan", "micro-cpu", "--depths", "2,2"],
          "the recipe has 4 rungs but --depths gives 2: give one depth per width (--widths)"),
         (["plan", "micro-cpu", "--widths", "-32", "--depths", "2"], "--widths -32: -32 is not positive"),
-        (["plan", "micro-cpu", "--cpus-per-run", "-1"], "--cpus-per-run -1: give a positive number of CPU cores"),
+        (["plan", "micro-cpu", "--cpus-per-run", "-1"], "--cpus-per-run -1: give 0 or more CPU cores"),
         (["plan", "micro-cpu", "--gpus-per-run", "nan"], "--gpus-per-run nan: give 0 or more GPUs"),
         (["plan", "micro-cpu", "--hero-hosts", "0"], "--hero-hosts 0: give 1 or more hosts"),
         (["plan", "--set", "arch.n_experts=abc"], "error: --set arch.n_experts: expected an integer, got 'abc'"),

@@ -79,8 +79,8 @@ def plan_command(
 
 
 def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
-    if not (math.isfinite(cpus) and cpus > 0):
-        raise LadderError(f"--cpus-per-run {cpus:g}: give a positive number of CPU cores")
+    if not (math.isfinite(cpus) and cpus >= 0):
+        raise LadderError(f"--cpus-per-run {cpus:g}: give 0 or more CPU cores")
     if not (math.isfinite(gpus) and gpus >= 0):
         raise LadderError(f"--gpus-per-run {gpus:g}: give 0 or more GPUs")
     amounts = {}
