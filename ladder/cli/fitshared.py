@@ -271,7 +271,6 @@ def fractions_every(every: float) -> np.ndarray:
     return np.round(np.arange(1, n + 1) / n, 12)
 
 
-
 @contextlib.contextmanager
 def saying_left_out(data: fitdata.Finals) -> Iterator[None]:
     """A fit's refusal (too few runs, say) with the runs the selection left out for not having finished beside it."""

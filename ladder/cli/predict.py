@@ -310,8 +310,9 @@ def replan_command(
         if deadline is None:
             raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
         return
-    reached = _reached(st, hero.name)
-    passed = [e for e in superseded(hero, step) if e.at_step <= reached]
+    reached = _reached(st, hero.name) or 0
+    replaced = superseded(hero, step)
+    passed = [e for e in replaced if e.at_step <= reached]
     if passed:  # an edit the run has made stays: what is done is not replanned
         raise LadderError(f"--at {step:,}: the run is at step {reached:,}, past its edit {passed[0].describe()}; a new "
                           f"edit goes at step {passed[-1].at_step:,} or later")
@@ -320,7 +321,6 @@ def replan_command(
     old, new = predict(st, hero, settings), predict(st, edited, settings)
     console.print(f"old schedule: {hero.schedule.describe()}")
     console.print(f"new schedule: {edited.schedule.describe()}")
-    replaced = superseded(hero, step)
     if replaced:
         console.print(f"the planned edit{'s' if len(replaced) > 1 else ''} not reached by step {step:,} "
                       f"({'; '.join(e.describe() for e in replaced)}) {'are' if len(replaced) > 1 else 'is'} replaced "
@@ -364,20 +364,19 @@ def _fmt(v: float, signed: bool = False) -> str:
 
 
 def _last_step(store: Store, name: str, deadline: bool) -> int:
-    try:
-        run = store.run(name)
-    except LadderError:
+    step = _reached(store, name)
+    if step is None:
         more = " and --tokens-per-second (the throughput is read from the run too)" if deadline else ""
-        raise LadderError(f"{name!r} is not in the store yet; give --at STEP{more}") from None
-    return int(run["last_step"])
+        raise LadderError(f"{name!r} is not in the store yet; give --at STEP{more}")
+    return step
 
 
-def _reached(store: Store, name: str) -> int:
-    """The last step of run `name` in the store; 0 when it is not there (not started)."""
+def _reached(store: Store, name: str) -> int | None:
+    """The last step of run `name` in the store; None when it is not there (not started)."""
     try:
         return int(store.run(name)["last_step"])
     except LadderError:
-        return 0
+        return None
 
 
 def _recent_throughput(store: Store, name: str) -> float:

@@ -392,14 +392,25 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
 
 # ---- store ----------------------------------------------------------------------------------------
 def _store_runs(store, group: str | None, role: str | None, finished: bool) -> pd.DataFrame:
+    runs = _selection(store, group, role)
+    if finished:
+        runs = runs[runs["state"] == "finished"]
+    return _some(store, runs, group, role, finished)
+
+
+def _selection(store, group: str | None, role: str | None) -> pd.DataFrame:
+    """The store's runs of `group` and `role` (None: any)."""
     store.must_exist("run `ladder pull` first or pass --csv FILE")
     runs = store.runs()
     if group is not None:
         runs = runs[runs["group"] == group]
     if role is not None:
         runs = runs[runs["role"] == role]
-    if finished:
-        runs = runs[runs["state"] == "finished"]
+    return runs
+
+
+def _some(store, runs: pd.DataFrame, group: str | None, role: str | None, finished: bool) -> pd.DataFrame:
+    """`runs`, or a `LadderError` naming the selection where it holds none."""
     if runs.empty:
         what = ", ".join(x for x in (f"group {group!r}" if group else "", f"role {role!r}" if role else "",
                                       "finished" if finished else "") if x)
@@ -503,7 +514,9 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
                       compute: str = "auto") -> Finals:
     """Each finished run's last value of `metric`; compute = compute per token (on the `compute` axis,
     `COMPUTE_AXES`) × tokens there."""
-    runs = _store_runs(store, group, role, finished=True)
+    selected = _selection(store, group, role)
+    done = (selected["state"] == "finished").to_numpy()
+    runs, left = _some(store, selected[done], group, role, finished=True), selected[~done]
     hist = _store_history(store, runs, metric).sort_values(["run_id", "step"])
     last = hist.groupby("run_id").tail(1).set_index("run_id")
     none = ~runs["run_id"].isin(last.index)
@@ -522,8 +535,6 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
     loss = last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64)
     flops, notes = compute_per_token(runs, compute)
-    left = _store_runs(store, group, role, finished=False)
-    left = left[left["state"] != "finished"]
     left_out = ("left out, not finished (the law fits final losses): "
                 + ", ".join(f"{n} ({s})" for n, s in zip(left["name"], left["state"])) if len(left) else "")
     return Finals(

@@ -118,7 +118,7 @@ class Watcher:
             return CheckResult("unreadable", lines=(summary,))
         config = self.store.config(str(run["run_id"]))
         self._maybe_repredict(config)
-        obs = self._observed(run, state, now)
+        obs = self._observed(run, config, state, now)
         finished = str(run["state"]) != "running"
         flaw = unusable(self.prediction)
         if flaw is not None:  # the rules that need no prediction still run: a NaN loss is still an alarm
@@ -171,7 +171,7 @@ class Watcher:
         for message in result.messages if self.warn is not None else ():
             self.warn(message)
 
-    def _observed(self, run: pd.Series, state: WatchState, now: float) -> Observed:
+    def _observed(self, run: pd.Series, config: dict, state: WatchState, now: float) -> Observed:
         hist = self.store.history(run_ids=[str(run["run_id"])], include_nonfinite=True)
         # The last value logged at each step, NaN included (a pivot table's "last" would skip a NaN
         # and the NaN rule would never see it).
@@ -184,7 +184,7 @@ class Watcher:
         if last != state.last_step or state.advanced_at is None:
             state.advanced_at = now
         ended = str(run["state"]) != "running"  # an ended run is not stale, however long ago it stopped
-        _, _, schedule = coordinates_from_config(self.store.config(str(run["run_id"])))
+        _, _, schedule = coordinates_from_config(config)
         edits = schedule.edits if schedule is not None else ()
         return Observed(series, int(run["stop_after_steps"]), int(run["tokens_per_step"]),
                         last_update=None if ended else state.advanced_at, logged=logged,
