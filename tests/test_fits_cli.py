@@ -243,6 +243,20 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
                        "--at", "not a positive number")
 
 
+def test_fit_curve_notes_a_target_below_or_far_beyond_its_runs_as_the_endpoint_law_does(curves_csv):
+    def notes(at):
+        res = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1", "--at", at,
+                  "--format", "json")
+        assert res.exit_code == 0, res.output
+        return [n for n in json.loads(res.stdout)["notes"] if "the target at" in n]
+    assert notes("1e22") == []
+    [low] = notes("1e10")  # a compute in GFLOPs, say
+    assert low.startswith("the target at C = 1e+10 lies below the fitted runs (the smallest 1e+19)")
+    [far] = notes("1e29")  # 1e8× the largest run: 9.2 e-folds in size
+    assert far.startswith("the target at C = 1e+29 lies 9.2 e-folds in size beyond the fitted runs (1e+04× their size, "
+                          "1e+08× their compute)")
+
+
 def test_fit_curve_leaves_out_the_fractions_before_the_first_evals_and_says_so(curves_csv):
     """The runs evaluate every 10%; the default fractions (every 5%) begin at 5%, where no run has an eval."""
     out = json.loads(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--format",
@@ -780,6 +794,22 @@ def test_a_fit_refused_for_too_few_finished_runs_names_the_runs_left_out(tmp_pat
     res = run("fit", "endpoint", "--store", tmp_path / "s", "--format", "json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["notes"][-1] == left[1:-1]
+
+
+def test_a_csv_state_column_leaves_out_the_runs_not_finished_as_the_store_does(tmp_path):
+    table = tmp_path / "finals.csv"
+    rows = [(f"r{i}", c, 2 + 60 * c ** -0.1, "finished") for i, c in enumerate((1e18, 3e18, 1e19, 3e19, 1e20))]
+    rows.append(("r5", 3e20, 2.9, " Crashed"))  # stopped early: its last eval is far above the law
+    table.write_text("run_id,compute,loss,state\n" + "\n".join(f"{r},{c:g},{y},{s}" for r, c, y, s in rows))
+    res = run("fit", "endpoint", "--csv", table, "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["notes"][-1] == "left out, not finished (the law fits final losses): r5 (crashed)"
+    assert out["n_runs"] == 5
+    one_error_line(run("fit", "endpoint", "--csv", table, "--where", "run_id=r5"),
+                   "no run's 'state' is finished", "r5 (crashed)")
+    table.write_text(table.read_text().replace(" Crashed", "done"))
+    one_error_line(run("fit", "endpoint", "--csv", table), "line 7", "state 'done' is not one of")
 
 
 def test_runs_imported_without_a_role_are_pointed_to_role_empty(tmp_path):

@@ -98,8 +98,9 @@ def fit_curve_command(
         curve = {"fraction": g} | {k: np.asarray(getattr(b, k), dtype=np.float64) for k in shared.BANDS}
     band = (("the wider of the bootstrap's and the " if ens else "") + f"student-t, {fit.dof} dof, widened by "
             f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation; {far:.2f} e-folds out")
+    notes = (*data.notes, *(shared.compute_target_notes([at], data.compute, [far]) if at is not None else ()))
     if fmt is Format.json:
-        out = shared.base_record(fit, "per-fraction", data.notes) | {
+        out = shared.base_record(fit, "per-fraction", notes) | {
             "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
             "bootstrap": boot or None,
             "prediction": None if curve is None else {"compute": at, "efolds_out": far, "band": band}
@@ -107,7 +108,7 @@ def fit_curve_command(
         }
         print_json(out)
         return
-    shared.print_params(fit, boot, level, data.notes)
+    shared.print_params(fit, boot, level, notes)
     if curve is not None:
         console.print(f"predicted curve at C = {at:.3g} FLOPs (x{at / data.compute.max():.3g} the largest run; {band}):",
                       highlight=False)

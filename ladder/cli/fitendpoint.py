@@ -82,11 +82,6 @@ def fit_endpoint_command(
     preds, targets = [], shared.floats(at, "--at")
     for c in targets:
         positive("--at", c, MAX_COMPUTE, "a run's compute in FLOPs")
-    low = [c for c in targets if c < C.min()]
-    if low:
-        from fits.checks import and_more
-        notes = (*notes, f"the target at C = {low[0]:.3g}{and_more(low)} lies below the fitted runs (the smallest "
-                         f"{C.min():.3g}): the law is fitted above it; is it in the runs' units (FLOPs)?")
     for c in targets:
         far = float(compute_efolds(c, C))
         band = fit_band(fit, c, ensemble=ens, extra_sd=floor_sd(fit.predict(c), 0.0, far))
@@ -95,7 +90,7 @@ def fit_endpoint_command(
                                 f"widened by {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation",
                         "extrapolation": c / float(C.max()), "efolds_out": far}
                      | ({"params_at_optimum": float(size.predict(c))} if size else {}))
-    notes = (*notes, *shared.far_targets(preds, lambda p: f"C = {p['compute']:.3g}"))
+    notes = (*notes, *shared.compute_target_notes(targets, C, [p["efolds_out"] for p in preds]))
     if fmt is Format.json:
         out = shared.base_record(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
         if minima:

@@ -46,7 +46,8 @@ class ComputeAxis(StrEnum):
 
 
 # ---- shared options -------------------------------------------------------------------------------
-CSV = typer.Option(None, "--csv", help="Read this CSV instead of the store (one row per run or per checkpoint).")
+CSV = typer.Option(None, "--csv", help="Read this CSV instead of the store (one row per run or per checkpoint; "
+                   "the laws of final losses leave out a run its `state` column marks crashed or running).")
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
 METRIC = typer.Option(None, "--metric", help="Store: the metric to fit (default: the store's fit metric, eval/loss).")
 GROUP = typer.Option(None, "--group", help="Store: only runs of this group.")
@@ -222,9 +223,21 @@ def far_targets(preds: list[dict], what: str) -> list[str]:
     if not far:
         return []
     p = far[0]
-    return [f"the target at {what(p)}{and_more(far)} lies {p['efolds_out']:.1f} e-folds ({np.exp(p['efolds_out']):.3g}×) "
-            "beyond the fitted runs: its band grows with the distance, but no ladder tests a law that far; are its "
-            "numbers in the runs' units?"]
+    return [f"the target at {what(p)}{and_more(far)} lies {p['efolds_out']:.1f} e-folds in size beyond the fitted runs "
+            f"({np.exp(p['efolds_out']):.3g}× their size, {np.exp(2 * p['efolds_out']):.3g}× their compute): its band "
+            "grows with the distance, but no ladder tests a law that far; are its numbers in the runs' units?"]
+
+
+def compute_target_notes(targets: list[float], fitted: np.ndarray, efolds: list[float]) -> list[str]:
+    """Notes on targets given as compute (FLOPs) outside the `fitted` runs' computes: below the smallest, or
+    farther beyond the largest than `FAR_EFOLDS` (`efolds`: each target's e-folds out, in size)."""
+    from fits.checks import and_more
+
+    low = [c for c in targets if c < fitted.min()]
+    notes = [f"the target at C = {low[0]:.3g}{and_more(low)} lies below the fitted runs (the smallest "
+             f"{fitted.min():.3g}): the law is fitted above it; is it in the runs' units (FLOPs)?"] if low else []
+    return notes + far_targets([{"compute": c, "efolds_out": e} for c, e in zip(targets, efolds) if c > fitted.max()],
+                               lambda p: f"C = {p['compute']:.3g}")
 
 
 BANDS = ("median", "lo50", "hi50", "lo90", "hi90")

@@ -27,6 +27,7 @@ from fits.perfraction import SIZES_PER_FRACTION, sizes_present
 from fits.runs import ONE_RATIO
 from ladder.config.limits import MAX_COMPUTE, MAX_PARAMS, MAX_TOKENS
 from ladder.data import csvfile
+from ladder.data.sources.table import table_state
 from ladder.errors import LadderError
 
 
@@ -286,7 +287,7 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], opti
                           "tokens, `ladder fit surface` fits L(N, D), or add a compute column (6·N·D, say) for the "
                           "law in compute")
     _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
-    last = _last_rows(df, cols, where)
+    last, left_out = _finished(_last_rows(df, cols, where), cols, where)
     names = last[cols.run].tolist() if cols.run else [f"line {x}" for x in last.index]
     arrays = {k: _numbers(last, getattr(cols, k), where, most=MOST.get(k, math.inf)) for k in need}
     arrays |= {k: _numbers(last, getattr(cols, k), where, most=MOST.get(k, math.inf))
@@ -297,7 +298,30 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], opti
         _no_repeats(last, where)
         extra = _checkpoints(last, cols)
     mixed = _mixed_ladders(last, [getattr(cols, k) for k in need], {cols.run, cols.loss, cols.step})
-    return Finals(names, loss, **arrays, notes=tuple(notes) + extra + ((mixed,) if mixed else ()))
+    return Finals(names, loss, **arrays, notes=tuple(notes) + extra + ((mixed,) if mixed else ()) + ((left_out,) if left_out else ()),
+                  left_out=left_out)
+
+
+STATE_COLUMN = "state"
+"""The column of a table that holds each run's state, as `ladder import csv` reads it."""
+
+
+def _finished(last: pd.DataFrame, cols: Columns, where: str) -> tuple[pd.DataFrame, str]:
+    """The last rows of the runs a `STATE_COLUMN` does not mark crashed or running (a run stopped early has no final
+    loss), and a note naming those it leaves out ("" when none, or when the table has no such column)."""
+    if STATE_COLUMN not in last.columns or STATE_COLUMN in {cols.run, cols.loss, cols.step}:
+        return last, ""
+    states = [table_state(text, f"{where}: line {line}") if str(text).strip() else "finished"  # as the import reads it
+              for line, text in last[STATE_COLUMN].items()]
+    done = np.array([s == "finished" for s in states])
+    if done.all():
+        return last, ""
+    names = last[cols.run] if cols.run else pd.Series([f"line {x}" for x in last.index], index=last.index)
+    left_out = ("left out, not finished (the law fits final losses): "
+                + ", ".join(f"{n} ({s})" for n, s, d in zip(names, states, done) if not d))
+    if not done.any():
+        raise LadderError(f"{where}: no run's {STATE_COLUMN!r} is finished, and the law fits final losses ({left_out})")
+    return last[done], left_out
 
 
 CHECKPOINT_ROWS = 30
