@@ -668,6 +668,13 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     text = write("text.csv", "params,tokens\n1e9,lots\n")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", text), "column 'tokens'", "'lots'")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", tmp_path / "nope.csv"), "no such file")
+    named = write("named.csv", "Run,N,D\nbig,1e9,2e10\n")  # --params-col names the runs' column: renaming is the way
+    one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", named), "the targets have no column "
+                   "'params' for their parameter counts N; the file has Run, N, D; rename its column 'N' to 'params'")
+    plain_csv.with_name("runs_nd.csv").write_text(plain_csv.read_text().replace("params,tokens", "size,data", 1))
+    one_error_line(run("fit", "surface", "--csv", plain_csv.with_name("runs_nd.csv"), "--params-col", "size",
+                       "--tokens-col", "data", "--predict-csv", write("n_only.csv", "params,D\n1e9,2e10\n")),
+                   "no column 'tokens' or 'data' for their token counts D", "rename its column 'D' to 'tokens'")
     one_error_line(run("fit", "surface", "--csv", ""), "'' or .: a directory, not a CSV file")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--at", "1e9,1e10"),
                    "--at and --predict-csv")

@@ -72,9 +72,11 @@ COMPUTE = typer.Option(
 )
 DROP = typer.Option(None, "--drop-col", help="CSV: leave out rows whose value in this column is set: true, 1, yes or any "
                     "text (a quality flag, a reason), but not empty, false, 0 or no; the output says how many.")
-WHERE = typer.Option([], "--where", help="CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; "
-                     "e.g. --where dataset=c4 for one corpus of a table of several; the --predict-csv targets too, "
-                     "where they have that column; a target whose cell there is blank is kept).")
+_WHERE_HELP = ("CSV: only the rows whose COLUMN holds VALUE, as COLUMN=VALUE (repeatable; e.g. --where dataset=c4 for "
+               "one corpus of a table of several{}")
+WHERE = typer.Option([], "--where", help=_WHERE_HELP.format(")."))
+WHERE_AND_TARGETS = typer.Option([], "--where", help=_WHERE_HELP.format(
+    "; the --predict-csv targets too, where they have that column; a target whose cell there is blank is kept)."))
 
 
 def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, drop: str | None, where: list[str],

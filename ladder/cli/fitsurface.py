@@ -37,7 +37,7 @@ def fit_surface_command(
     loss_col: str = shared.LOSS_COL,
     step_col: str = shared.STEP_COL,
     drop_col: str | None = shared.DROP,
-    where: list[str] = shared.WHERE,
+    where: list[str] = shared.WHERE_AND_TARGETS,
     params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
     tokens_col: str = typer.Option("tokens", "--tokens-col", help="CSV: column of the tokens D trained on."),
     budget_col: str = typer.Option(

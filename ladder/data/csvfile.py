@@ -163,19 +163,31 @@ ALIASES = {"params": ("n", "n_params", "num_params", "nparams", "parameters", "p
 """Other names a column the fits read by default goes by (lower case), for the hint of a file that lacks it."""
 
 
+def shown_columns(names: list[str]) -> str:
+    """A file's column names as an error lists them (the first 12)."""
+    return ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+
+
+def similar_column(column: str, names: list[str]) -> str | None:
+    """The column of `names` that is `column` under another name (`ALIASES`) or in other case; None if none."""
+    near = [c for c in names if c.strip().lower() == column.strip().lower()]
+    alias = [c for c in names if c.strip().lower() in ALIASES.get(column, ())]
+    return (near or alias or [None])[0]
+
+
 def no_column(path, column: str, option: str, columns, role: str = "for") -> LadderError:
     """The error for a column the file lacks (`role` `option`: "for --loss-col", "mapped by --run"), with a
     hint where one of its columns differs only in case or the file looks separated by something other
     than commas."""
     names = [str(c) for c in columns]
-    shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+    shown = shown_columns(names)
     hint = ""
     near = [c for c in names if c.strip().lower() == column.strip().lower()]
-    alias = [c for c in names if c.strip().lower() in ALIASES.get(column, ())]
+    alias = similar_column(column, names)
     if near:
         hint = f"; did you mean {near[0]!r}?"
     elif alias and option.startswith("--"):
-        hint = f"; give {option} {alias[0]}"
+        hint = f"; give {option} {alias}"
     elif len(names) == 1 and any(sep in names[0] for sep in "\t;|"):
         sep = next(s for s in "\t;|" if s in names[0])
         hint = f"; the file looks separated by {'tabs' if sep == chr(9) else repr(sep)}: save it with commas"

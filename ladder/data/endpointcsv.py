@@ -58,9 +58,13 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     # --params-col / --tokens-col name the fitted runs' columns; targets that keep the plain names are read by them
     params, tokens = (c if c in df.columns or plain not in df.columns else plain
                       for c, plain in ((params, "params"), (tokens, "tokens")))
-    for col in (params, tokens):
-        if col not in df.columns:
-            raise csvfile.no_column(p, col, "--params-col / --tokens-col", df.columns, role="the targets' column; name it with")
+    for col, plain, what in ((params, "params", "parameter counts N"), (tokens, "tokens", "token counts D")):
+        if col not in df.columns:  # the options name the runs' columns: a targets' column is renamed, not named
+            names = [str(c) for c in df.columns]
+            other = csvfile.similar_column(plain, names)
+            raise LadderError(f"{p}: the targets have no column {plain!r}" + (f" or {col!r}" if col != plain else "")
+                              + f" for their {what}; the file has {csvfile.shown_columns(names)}; "
+                              + (f"rename its column {other!r} to {plain!r}" if other else f"name that column {plain!r}"))
     where = f"{p} (targets)"
     labels = df.drop(columns=[params, tokens]).apply(_numbers_if_all).to_dict("records")
     return (csvfile.numbers(df, params, where, most=MAX_PARAMS, least=1.0).to_numpy(np.float64),
