@@ -462,3 +462,18 @@ def test_a_live_target_whose_lr_is_logged_to_half_its_plan_is_predicted_with_a_w
     run = LadderRun("x", 1e6, 1000, 1000, 1000, logged_lrs=np.ones(1001), lr_logged_to=991)
     assert not run.lr_held and LadderRun("x", 1e6, 1000, 1000, 1000, logged_lrs=np.ones(1001), lr_logged_to=989).lr_held
     assert not LadderRun("x", 1e6, 1000, 1000, 1000, schedule=HERO.schedule, lr_logged_to=10).lr_held
+
+
+def test_rungs_imported_without_their_role_are_pointed_to_it_and_a_missing_store_to_the_import(tmp_path):
+    store = tmp_path / "store"
+    res = invoke("runs", "--store", str(store))
+    assert res.exit_code == 2 and "or import a table: `ladder import csv FILE.csv --store" in " ".join(res.output.split())
+    res = invoke("import", "csv", str(ladder_csv(tmp_path / "ladder.csv")), "--store", str(store), "--run", "run",
+                 "--step", "step", "--metric", "eval/loss=loss", "--coord-column", "active_params=n",
+                 "--coord-column", "stop_after_steps=planned", "--coord-column", "tokens_per_step=batch_tokens",
+                 "--coord", "group=mine")  # no role=rung
+    assert res.exit_code == 0, res.output
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml")), "--store", str(store))
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "0 rung(s) of group 'mine'" in text
+    assert "the store's runs have role none: give the rungs theirs when you pull or import them: --coord role=rung" in text

@@ -279,6 +279,26 @@ def test_a_coordinate_column_that_varies_within_a_run_is_named(tmp_path):
         TableSource(path, COLUMNS).runs()
 
 
+def test_missing_coordinates_are_named_together_with_the_columns_that_seem_to_hold_them(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().rename(columns={"T": "total_steps"}).assign(batch_size_tokens=50).to_csv(path, index=False)
+    bare = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step")
+    with pytest.raises(LadderError) as exc:
+        pull(Store(tmp_path / "s"), TableSource(path, bare))
+    assert str(exc.value).endswith(
+        "its config lacks 'active_params' and two of 'stop_after_steps', 'tokens_per_step', 'planned_tokens' (the "
+        "third follows); supply them with --coord active_params=VALUE (every run of this pull) or --coords FILE.yaml "
+        "({a: {active_params: VALUE, stop_after_steps: VALUE, tokens_per_step: VALUE}}); or read them from the table's "
+        "columns: --coord-column active_params=params --coord-column stop_after_steps=total_steps --coord-column "
+        "tokens_per_step=batch_size_tokens")
+    small_table().drop(columns=["params"]).to_csv(path, index=False)  # no column looks like N
+    with pytest.raises(LadderError, match=r"lacks 'active_params'; supply it .*; or read a coordinate from a column of "
+                                          r"the table: --coord-column FIELD=COLUMN$"):
+        pull(Store(tmp_path / "s"), TableSource(path, bare), overrides=CoordinateOverrides.parse(["stop_after_steps=40",
+                                                                                                 "tokens_per_step=50"]))
+    assert Store(tmp_path / "s").runs().empty
+
+
 def test_a_table_whose_steps_run_far_past_the_plan_is_refused_with_its_line(tmp_path):
     path = tmp_path / "t.csv"
     small_table().assign(step=lambda t: t["step"] * 2**20, tok=lambda t: t["step"] * 50).to_csv(path, index=False)

@@ -240,7 +240,7 @@ def test_second_pull_fetches_only_what_is_new(tmp_path):
 def test_missing_coordinate_is_found_before_any_history_is_read(tmp_path):
     good = FakeRun("r1", "rung-1")
     bare = FakeRun("r2", "rung-2", config={"stop_after_steps": 100, "tokens_per_step": 64})
-    with pytest.raises(LadderError, match=r"run rung-2 \(r2\): no 'active_params' in its config; supply it with --coord"):
+    with pytest.raises(LadderError, match=r"run rung-2 \(r2\): its config lacks 'active_params'; supply it with --coord"):
         pull(Store(tmp_path), _source(FakeApi({"team/ladder": [good, bare]})))
     assert good.scans == [] and bare.scans == []
 

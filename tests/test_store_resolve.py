@@ -128,7 +128,11 @@ def test_overrides_beat_config_which_beats_what_was_stored(tmp_path):
     ("config", "given", "message"),
     [
         ({k: v for k, v in FULL.items() if k != "active_params"}, [],
-         r"run rung-1 \(r1\): no 'active_params' in its config; supply it with --coord active_params=VALUE .*\{rung-1: \{active_params: VALUE\}\}"),
+         r"run rung-1 \(r1\): its config lacks 'active_params'; supply it with --coord active_params=VALUE .*\{rung-1: \{active_params: VALUE\}\}"),
+        ({k: v for k, v in FULL.items() if k not in ("active_params", "stop_after_steps", "tokens_per_step", "planned_tokens")}, [],
+         r"lacks 'active_params' and two of 'stop_after_steps', 'tokens_per_step', 'planned_tokens' \(the third follows\); "
+         r"supply them with --coord active_params=VALUE .*\{rung-1: \{active_params: VALUE, stop_after_steps: VALUE, "
+         r"tokens_per_step: VALUE\}\}\)$"),
         (FULL, ["stop_after_steps=unknown"], "'stop_after_steps' cannot be unknown"),
         (FULL, ["active_params=lots"], "'active_params' = 'lots' is not a number"),
         (FULL, ["tokens_per_step=2.5"], "must be a whole number"),

@@ -495,7 +495,8 @@ def _interactive() -> bool:
 
 
 def _existing(store: Path) -> Store:
-    return Store(store).must_exist(f"pull runs first, e.g. `ladder pull offline runs/ --store {store}`")
+    return Store(store).must_exist(f"pull runs first, e.g. `ladder pull offline runs/ --store {store}`, or import a "
+                                   f"table: `ladder import csv FILE.csv --store {store}`")
 
 
 def _missing(value: object) -> bool:

@@ -438,11 +438,9 @@ def _some(store, runs: pd.DataFrame, group: str | None, role: str | None, finish
     if runs.empty:
         what = ", ".join(x for x in (f"group {group!r}" if group else "", f"role {role!r}" if role else "",
                                       "finished" if finished else "") if x)
-        every = store.runs()
-        roles = sorted(set(every["role"].astype(str)))
-        hint = (f"; the store's runs have role {', '.join(repr(r) if r else 'none' for r in roles)}: --role '' takes "
-                "every role (or give the rungs theirs when you pull or import them: --coord role=rung)"
-                if role and role not in roles and len(every) else "")
+        from ladder.data.runview import role_hint
+
+        hint = role_hint(store.runs(), role or "")
         raise LadderError(f"{store.root}: no runs match ({what or 'any'}){hint}; see `ladder pull` and the runs table")
     return runs
 

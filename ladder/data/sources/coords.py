@@ -40,10 +40,33 @@ UNKNOWN = "unknown"
 MAY_BE_UNKNOWN = ("active_params", "total_params", "fit_flops_per_token")
 """Fields a user may declare unknown (stored as missing); steps and tokens cannot be."""
 
-HOW_TO_SUPPLY = (
-    "supply it with --coord {field}=VALUE (every run of this pull) or --coords FILE.yaml "
-    "({{{run}: {{{field}: VALUE}}}})"
-)
+PLAN_FIELDS = ("stop_after_steps", "tokens_per_step", "planned_tokens")
+"""Any two of these give the third."""
+
+
+class MissingCoordinates(LadderError):
+    """A run whose config, stored coordinates and the user's lack coordinates a fit needs; says each of them and
+    how to give them at once."""
+
+    def __init__(self, run_label: str, run: str, fields: tuple[str, ...], hint: str = ""):
+        if "active_params" in fields:  # with N, the FLOPs per token are 6·N where a law needs them
+            fields = tuple(f for f in fields if f != "fit_flops_per_token")
+        self.run_label, self.run, self.fields = run_label, run, fields
+        plan = [f for f in fields if f in PLAN_FIELDS]
+        asked = [f"'{f}'" for f in fields if f not in PLAN_FIELDS]
+        if len(plan) == len(PLAN_FIELDS):
+            asked.append("two of 'stop_after_steps', 'tokens_per_step', 'planned_tokens' (the third follows)")
+        elif plan:
+            asked.append(" or ".join(f"'{f}'" for f in plan) + " (with the one it has, the third follows)")
+        wanted = [f for f in fields if f not in PLAN_FIELDS] + (plan[:-1] if len(plan) > 1 else plan)
+        example = ", ".join(f"{f}: VALUE" for f in wanted)
+        super().__init__(f"run {run_label}: its config lacks {' and '.join(asked)}; supply "
+                         f"{'it' if len(wanted) == 1 else 'them'} with --coord {wanted[0]}=VALUE (every run of this "
+                         f"pull) or --coords FILE.yaml ({{{run}: {{{example}}}}}){hint}")
+
+    def with_hint(self, hint: str) -> MissingCoordinates:
+        """This error with `hint` (another way to give the coordinates) added."""
+        return MissingCoordinates(self.run_label, self.run, self.fields, hint)
 
 
 @dataclass(frozen=True)
@@ -250,10 +273,9 @@ def resolve_coordinates(
     for f in FIELDS:
         if f not in clean and f in optional:
             clean[f] = None  # no law needs it (FLOPs per token: 6·N is used, and said, where it is needed)
-        elif f not in clean:
-            raise LadderError(
-                f"run {run_label}: no '{f}' in its config; " + HOW_TO_SUPPLY.format(field=f, run=name or run_id)
-            )
+    missing = tuple(f for f in FIELDS if f not in clean)
+    if missing:
+        raise MissingCoordinates(run_label, name or run_id, missing)
     initial, horizons = schedule_plan(schedule)
     coords = Coordinates(
         stop_after_steps=clean["stop_after_steps"],

@@ -28,7 +28,14 @@ import pandas as pd
 
 from ladder import runfiles
 from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings, resolve
-from ladder.data.sources.coords import FIELDS, SCHEDULE, CoordinateOverrides, Coordinates, resolve_coordinates
+from ladder.data.sources.coords import (
+    FIELDS,
+    SCHEDULE,
+    CoordinateOverrides,
+    Coordinates,
+    MissingCoordinates,
+    resolve_coordinates,
+)
 from ladder.data.sources.table import SHORT_OF_PLAN, RunRef, SourceRun, check_run_id
 from ladder.data.store import GIVEN_KEY, Store
 from ladder.data.storewriter import StoreWriter
@@ -133,7 +140,13 @@ def pull(
             if ref.config is not None and ref.run_id not in writer.staged:
                 prev = writer.stored(ref.run_id)
                 config = {**_config(prev), **ref.config}
-                resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev), overrides)
+                try:
+                    resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev),
+                                        overrides)
+                except MissingCoordinates as exc:
+                    if not hasattr(source, "coordinate_hint"):
+                        raise
+                    raise exc.with_hint(source.coordinate_hint(exc.fields)) from None
         pulled, unchanged = [], 0
         for ref in refs:
             if ref.run_id in writer.staged:

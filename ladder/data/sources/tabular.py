@@ -72,6 +72,18 @@ class ColumnMap:
         return out
 
 
+COORD_COLUMNS = {
+    "active_params": ("params", "n_params", "num_params", "params_nonembed", "non_embedding_params", "n_active",
+                      "parameters", "model_size"),
+    "stop_after_steps": ("total_steps", "planned_steps", "max_steps", "train_steps", "num_steps"),
+    "tokens_per_step": ("batch_size_tokens", "batch_tokens", "tokens_per_batch", "global_batch_tokens"),
+    "planned_tokens": ("total_tokens", "train_tokens", "planned_tokens_total"),
+    "fit_flops_per_token": ("flops_per_token",),
+}
+"""Column names (lower case) a table of runs from elsewhere gives a coordinate under, first one per field
+suggested with its --coord-column."""
+
+
 class TableSource:
     """A CSV or parquet file read through a `ColumnMap`."""
 
@@ -106,6 +118,16 @@ class TableSource:
             version = None
         return {"metrics": c.metrics, "run": c.run, "step": c.step, "tokens": c.tokens, "coords": c.coords,
                 "file": version}
+
+    def coordinate_hint(self, fields: tuple[str, ...]) -> str:
+        """How to read the coordinates `fields` from columns of this table: the --coord-column of each field a
+        column seems to hold (`COORD_COLUMNS`), or the option's form."""
+        names = {str(c).strip().lower(): str(c) for c in self._load().columns}
+        columns = {f: next((names[c] for c in COORD_COLUMNS.get(f, ()) if c in names), None) for f in fields}
+        found = [f"--coord-column {f}={c}" for f, c in columns.items() if c is not None]
+        if found:
+            return f"; or read {'it' if len(found) == 1 else 'them'} from the table's columns: {' '.join(found)}"
+        return "; or read a coordinate from a column of the table: --coord-column FIELD=COLUMN"
 
     def runs(self) -> list[RunRef]:
         table = self._load()
