@@ -949,6 +949,10 @@ def test_a_curve_csvs_checkpoints_agree_with_their_plan(curves_csv, tmp_path):
     one_error_line(fitted(written(other_total)), "lines 2 and 5: run 'r0' has 'total_steps' 1000 and 777")
     twice = pd.concat([table, table.iloc[[2]].assign(loss=9.9)])
     one_error_line(fitted(written(twice)), "lines 4 and 52: run 'r0' has two losses at step 300")
+    percent = table.assign(pct=table["step"] / 10)  # 10, 20, ... 100
+    one_error_line(run("fit", "curve", "--csv", written(percent), "--fraction-col", "pct", "--every", "0.1"),
+                   "line 2: run 'r0' at fraction 10 of its planned steps, past 1; the column looks like percent: give "
+                   "fractions (0.5 for half way)")
 
 
 def test_holding_out_too_many_says_how_many_runs_were_left(endpoint_csv):

@@ -438,7 +438,8 @@ def test_a_target_run_not_in_the_store_is_refused_as_score_refuses_it(predicted,
     base = ["--prediction", str(predicted / "pred"), "--store", str(predicted / "store")]
     follow = ["--target-run", "typo-hero"]
     for args in (["report", *base, *follow, "--out", str(tmp_path / "r.html")],
-                 ["plot", *base, *follow, "--out", str(tmp_path / "f")], ["score", *base, "--run", "typo-hero"]):
+                 ["plot", *base, *follow, "--out", str(tmp_path / "f")], ["score", *base, "--run", "typo-hero"],
+                 ["score", *base, *follow]):  # score's --run goes by the name the others give it too
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and "no run 'typo-hero' in" in res.output, (args, res.output)
     assert not (tmp_path / "r.html").exists()

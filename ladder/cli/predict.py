@@ -191,7 +191,7 @@ def predict_command(
 def score_command(
     prediction: Path = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`."),
     store: Path = STORE,
-    run: str | None = typer.Option(None, "--run", help="The run to score against (default: the prediction's target)."),
+    run: str | None = typer.Option(None, "--run", "--target-run", help="The run to score against, by name or id (default: the prediction's target)."),
     start: float = typer.Option(0.1, "--from", help="Score the evals from this fraction of the plan on."),
     fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
 ) -> None:

@@ -253,6 +253,11 @@ def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: st
     past = frac > PAST_THE_END
     if past.any():
         i = int(np.argmax(past))
+        if what == "fraction":
+            percent = 1 < frac.max() <= 100 * PAST_THE_END
+            raise LadderError(f"{where}: line {runs.index[i]}: run {runs.iloc[i]!r} at fraction {at[i]:g} of its planned "
+                              "steps, past 1; " + ("the column looks like percent: give fractions (0.5 for half way)"
+                                                   if percent else "fix the fraction, or drop the row"))
         raise LadderError(f"{where}: line {runs.index[i]}: run {runs.iloc[i]!r} at {what} {at[i]:g}, {frac[i]:.3g}× its "
                           "planned steps; fix the step or the run's planned steps, or drop the row")
 
