@@ -163,6 +163,10 @@ def test_a_declared_target_predicts_what_its_planner_config_predicts(tmp_path):
     assert len(shared) >= 10
     assert np.allclose(a[shared], b[shared], rtol=1e-9, equal_nan=True)
     assert "data mix" not in from_file.assumptions  # a target file says nothing about its data
+    by_tokens = target_from_file(target_yaml(  # planned tokens in place of tokens per step, as a coordinates file has
+        tmp_path / "tokens.yaml", name=HERO.name, group=HERO.group, fit_flops_per_token=HERO.fit_flops_per_token,
+        tokens_per_step=None, planned_tokens=HERO.stop_after_steps * HERO.tokens_per_step, total_params=10**9))
+    assert (by_tokens.tokens_per_step, by_tokens.stop_after_steps) == (HERO.tokens_per_step, HERO.stop_after_steps)
     assert "data mix" in from_config.assumptions
 
 
@@ -236,6 +240,9 @@ def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
     ({"stop_after_steps": 123}, "its schedule runs"),
     ({"tokens_per_step": -1}, "must be a positive number"),
     ({"colour": "red"}, "unknown field(s) colour"),
+    ({"planned_tokens": 12_345}, "is not planned_tokens 12,345; give two of the three"),
+    ({"tokens_per_step": None, "schedule": None, "stop_after_steps": None, "planned_tokens": 10**9},
+     "no 'stop_after_steps'; give it, or planned_tokens with the other"),
     ({"active_params": None}, "neither fit_flops_per_token nor active_params"),
     ({"eval_every": 2, "stop_after_steps": 300_000, "schedule": None}, "predicts at 150,000 steps, more than the 100,000"),
     ({"name": "hero\tv1"}, "name 'hero\\tv1' holds a control character"),

@@ -23,7 +23,13 @@ from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import load_yaml
 from ladder.data import dense
-from ladder.data.sources.coords import coordinate_number, coordinates_from_config, schedule_from
+from ladder.data.sources.coords import (
+    PLAN_FIELDS,
+    coordinate_number,
+    coordinates_from_config,
+    derive_tokens,
+    schedule_from,
+)
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.outpaths import name_problem
@@ -31,10 +37,11 @@ from ladder.outpaths import name_problem
 FLOPS_AGREE = 0.01
 """A planned run's spec and the FLOPs per token stored for it may differ by this much (relative)."""
 SIX_N = "6·N"
-TARGET_FIELDS = ("name", "group", "role", "active_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step",
-                 "schedule", "eval_every", "tpp")
-"""The fields of a target file: the coordinates format's (its `role` is read and ignored: a target is the run
-predicted, whatever role an entry copied from a coordinates file says), and `eval_every`."""
+TARGET_FIELDS = ("name", "group", "role", "active_params", "total_params", "fit_flops_per_token", "stop_after_steps",
+                 "tokens_per_step", "planned_tokens", "schedule", "eval_every", "tpp")
+"""The fields of a target file: the coordinates format's (its `role` and `total_params` are read and ignored: a
+target is the run predicted, whatever role an entry copied from a coordinates file says, and no law reads its total
+parameters), and `eval_every`."""
 
 
 def ran_its_plan(state: str, last_step: int | None, planned: int | None) -> bool:
@@ -292,12 +299,19 @@ def target_from_file(path: Path) -> LadderRun:
         raise LadderError(f"{where}: name {name!r} {problem}; give the target a plain name")
     schedule = schedule_from(data["schedule"], where) if data.get("schedule") is not None else None
     num = {k: coordinate_number(where, k, data[k]) for k in ("active_params", "fit_flops_per_token", "stop_after_steps",
-                                                   "tokens_per_step", "eval_every") if data.get(k) is not None}
+                                                   "tokens_per_step", "planned_tokens", "eval_every")
+           if data.get(k) is not None}
     if "stop_after_steps" not in num and schedule is not None:
         num["stop_after_steps"] = schedule.horizon
+    given = [k for k in PLAN_FIELDS if k in num]
+    derive_tokens(num)
+    if len(given) == len(PLAN_FIELDS) and abs(num["stop_after_steps"] * num["tokens_per_step"] / num["planned_tokens"] - 1) > 0.01:
+        raise LadderError(f"{where}: stop_after_steps × tokens_per_step = {num['stop_after_steps'] * num['tokens_per_step']:,} "
+                          f"is not planned_tokens {num['planned_tokens']:,}; give two of the three")
     for need in ("stop_after_steps", "tokens_per_step"):
         if need not in num:
-            raise LadderError(f"{where}: no '{need}'; give it (steps and tokens per step place every prediction)")
+            raise LadderError(f"{where}: no '{need}'; give it, or planned_tokens with the other (steps and tokens per "
+                              "step place every prediction)")
     stop = int(num["stop_after_steps"])
     if schedule is not None and schedule.horizon != stop:
         raise LadderError(f"{where}: its schedule runs {schedule.horizon:,} steps but stop_after_steps is {stop:,}; "

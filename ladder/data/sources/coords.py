@@ -260,7 +260,7 @@ def resolve_coordinates(
     clean = {f: coordinate_number(f"run {run_label}", f, v) for f, v in values.items()}
     if "stop_after_steps" not in clean and schedule is not None:
         clean["stop_after_steps"] = schedule.horizon
-    _derive_tokens(clean)
+    derive_tokens(clean)
     for f in ("planned_tokens", "tokens_per_step", "stop_after_steps"):
         if clean.get(f) is not None and not 0 < clean[f] < 2**63:
             raise LadderError(f"run {run_label}: '{f}' = {clean[f]} (derived from the other two) is out of range")
@@ -312,7 +312,7 @@ def edited_fraction(config: dict[str, Any], steps: np.ndarray) -> np.ndarray | N
     return None if schedule is None or not schedule.edits else planned_fraction(schedule, steps, schedule.total_steps)
 
 
-def _derive_tokens(values: dict[str, Any]) -> None:
+def derive_tokens(values: dict[str, Any]) -> None:
     """Any two of planned steps, tokens per step and planned tokens give the third."""
     steps, per_step, total = (values.get(k) for k in ("stop_after_steps", "tokens_per_step", "planned_tokens"))
     if total is None and steps is not None and per_step is not None:
