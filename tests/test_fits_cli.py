@@ -257,6 +257,22 @@ def test_fit_curve_notes_a_target_below_or_far_beyond_its_runs_as_the_endpoint_l
                           "1e+08× their compute)")
 
 
+def test_fit_curve_notes_a_predicted_curve_that_rises(curves_csv, tmp_path):
+    def rises(path):
+        res = run("fit", "curve", "--csv", path, "--total-steps-col", "total_steps", "--every", "0.1", "--at", "1e22",
+                  "--format", "json")
+        assert res.exit_code == 0, res.output
+        return [n for n in json.loads(res.stdout)["notes"] if "predicted median rises" in n]
+    table = pd.read_csv(curves_csv)
+    table["loss"] = 2.0 + 900.0 * table["compute"] ** -0.18  # the fixture's law without its noise
+    table.to_csv(tmp_path / "clean.csv", index=False)
+    assert rises(tmp_path / "clean.csv") == []
+    table.loc[table["step"] == 600, "loss"] *= 1.03  # every run 3% up at 60%: noise the law at 60% follows
+    table.to_csv(tmp_path / "bump.csv", index=False)
+    [note] = rises(tmp_path / "bump.csv")
+    assert note.startswith("the predicted median rises from g = 0.5 to 0.6 (") and "fitted at each fraction on its own" in note
+
+
 def test_fit_curve_leaves_out_the_fractions_before_the_first_evals_and_says_so(curves_csv):
     """The runs evaluate every 10%; the default fractions (every 5%) begin at 5%, where no run has an eval."""
     out = json.loads(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--format",

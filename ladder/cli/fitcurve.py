@@ -98,7 +98,8 @@ def fit_curve_command(
         curve = {"fraction": g} | {k: np.asarray(getattr(b, k), dtype=np.float64) for k in shared.BANDS}
     band = (("the wider of the bootstrap's and the " if ens else "") + f"student-t, {fit.dof} dof, widened by "
             f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation; {far:.2f} e-folds out")
-    notes = (*data.notes, *(shared.compute_target_notes([at], data.compute, [far]) if at is not None else ()))
+    notes = (*data.notes, *(shared.compute_target_notes([at], data.compute, [far]) if at is not None else ()),
+             *(_rises(g, curve["median"]) if curve is not None else ()))
     if fmt is Format.json:
         out = shared.base_record(fit, "per-fraction", notes) | {
             "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
@@ -115,6 +116,19 @@ def fit_curve_command(
         for i, frac in enumerate(g):
             row = "  ".join(f"{k} {float(np.asarray(v)[i]):.4f}" for k, v in curve.items() if k != "fraction")
             console.print(f"  g = {frac:.3f}: {row}", highlight=False)
+
+
+def _rises(fractions: np.ndarray, median: np.ndarray) -> tuple[str, ...]:
+    """A note where the predicted median goes up from one fraction to the next (a loss under a decaying LR does not):
+    each fraction is fitted on its own, and the runs' noise at one shows."""
+    up = np.flatnonzero(np.diff(median) > 1e-4 * median[:-1])  # a rise of 0.01% or more
+    if not up.size:
+        return ()
+    i = int(up[0])
+    more = f" (and at {up.size - 1} more fraction{'s' if up.size > 2 else ''})" if up.size > 1 else ""
+    return (f"the predicted median rises from g = {fractions[i]:.3g} to {fractions[i + 1]:.3g} ({median[i]:.4f} → "
+            f"{median[i + 1]:.4f}){more}: the law is fitted at each fraction on its own, so the runs' noise at one "
+            "fraction shows; `ladder predict` also tries a law smooth in the fraction, and chooses by backtest",)
 
 
 def _shape(text: str | None) -> dict[str, float]:
