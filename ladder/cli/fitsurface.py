@@ -267,14 +267,35 @@ def _print_bands(preds: list[dict], band: str) -> None:
     table = Table(title="predicted loss (nats/token)",
                   caption=f"e-folds out: how far each target lies outside the fitted runs (above them, below them, "
                           f"or off their token ratios; 0 inside); bands: {band}")
-    labels = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
+    every = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
+    actual = next((k for k in every if k.strip().lower() in ACTUAL_NAMES and any(p[k] is not None for p in preds)
+                   and all(p[k] is None or (isinstance(p[k], (int, float)) and p[k] > 0) for p in preds)), None)
+    labels = [k for k in every if k != actual][:SHOWN_LABELS]
+    left = len(every) - len(labels) - (actual is not None)
+    if left:
+        table.caption += f"; the targets' other {left} column{'s' if left > 1 else ''} are in --format json"
     for name in labels:
-        table.add_column(name, justify="left")
+        table.add_column(name, justify="left", overflow="fold")
     for name in ("N (params)", "D (tokens)", "e-folds out", "median", "50% band", "90% band"):
         table.add_column(name, justify="right")
+    if actual is not None:
+        table.add_column(f"actual ({actual})", justify="right")
+        table.add_column("error", justify="right")
     for p in preds:
+        known = actual is not None and p[actual] is not None and p["median"] is not None
+        beside = ([shared.edge(p[actual]), f"{p['median'] / p[actual] - 1:+.2%}"] if known else
+                  ["", ""] if actual is not None else [])
         table.add_row(*("" if p[k] is None else str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
                       f"{p['efolds_out']:.2f}", shared.edge(p["median"]),
-                      f"{shared.edge(p['lo50'])} .. {shared.edge(p['hi50'])}", f"{shared.edge(p['lo90'])} .. {shared.edge(p['hi90'])}")
+                      f"{shared.edge(p['lo50'])} .. {shared.edge(p['hi50'])}", f"{shared.edge(p['lo90'])} .. {shared.edge(p['hi90'])}",
+                      *beside)
     console.print(table)
+
+
+SHOWN_LABELS = 2
+"""The targets' own columns (a name, a size) the terminal's table shows beside each prediction; --format json
+carries them all."""
+ACTUAL_NAMES = ("loss", "actual", "actual_loss", "final_loss", "eval_loss", "val_loss", "loss_final")
+"""A targets' column of these names (lower case), all positive numbers, is their actual loss: the terminal's table
+shows it with the prediction's error (predicted ÷ actual − 1)."""
 
