@@ -588,3 +588,43 @@ def test_the_report_table_shows_the_eval_nearest_each_mark_of_the_run():
     assert 11_000 in set(rows["step"]) and 11_200 not in set(rows["step"])
     assert list(rows["step"]) == sorted(set(rows["step"]))  # in step order, one row each
     assert len(rows) == 20
+
+
+def test_figures_draw_the_rungs_the_prediction_was_made_from_and_say_what_they_lack(predicted, tmp_path):
+    import json
+    import shutil
+
+    plan = micro_plan()
+    shutil.copytree(predicted / "store", tmp_path / "store")
+    own = dataclasses.replace(plan.hero, name="hero-own-group", group="heroes")  # a hero in a group of its own
+    write_run(tmp_path / "runs", own, noise=0.001, seed=9, upto=own.stop_after_steps // 2, state="running")
+    assert runner.invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "store")]).exit_code == 0
+    base = ["--prediction", str(predicted / "pred"), "--store", str(tmp_path / "store")]
+    res = runner.invoke(app, ["plot", *base, "--target-run", own.name, "--out", str(tmp_path / "figs")])
+    assert res.exit_code == 0, res.output  # was: no rungs of group 'heroes' to draw
+    assert (tmp_path / "figs" / "ladder_fit.png").is_file() and "warning" not in res.output
+    # a run of another plan followed: said; an alerts file of another run's watch: refused
+    rung = plan.rungs[-1]
+    res = runner.invoke(app, ["plot", *base, "--target-run", rung.name, "--out", str(tmp_path / "figs2")])
+    assert res.exit_code == 0 and f"'{rung.name}' plans {rung.stop_after_steps:,} steps and the prediction in" in \
+        " ".join(res.output.split())
+    alerts = tmp_path / "alerts.jsonl"
+    alerts.write_text(json.dumps({"kind": "alert", "run": plan.hero.name, "step": 5, "level": "alarm",
+                                  "rule": "non_finite", "message": "the hero's own"}) + "\n")
+    res = runner.invoke(app, ["report", *base, "--target-run", own.name, "--alerts", str(alerts),
+                              "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 2 and f"its alerts are of '{plan.hero.name}', none of '{own.name}'" in " ".join(res.output.split())
+    assert not (tmp_path / "r.html").exists()
+    res = runner.invoke(app, ["report", *base, "--out", str(tmp_path / "pages") + "/"])  # a folder meant: refused
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "give the HTML file to write, e.g." in said and "report.html (a name without" in said
+    assert not (tmp_path / "pages").exists()
+    # a store that lacks one of the rungs: the figures of the ladder may go, and the warning says why
+    shutil.copytree(predicted / "runs", tmp_path / "fewer")
+    shutil.rmtree(tmp_path / "fewer" / plan.rungs[0].name)
+    assert runner.invoke(app, ["pull", "local", str(tmp_path / "fewer"), "--store", str(tmp_path / "s3")]).exit_code == 0
+    res = runner.invoke(app, ["plot", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "s3"),
+                              "--out", str(tmp_path / "figs3")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and f"holds {len(plan.rungs) - 1} of the {len(plan.rungs)} rungs the prediction was made " \
+        f"from (not {plan.rungs[0].name})" in said

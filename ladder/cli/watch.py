@@ -229,7 +229,9 @@ def plot_command(
 
     out = out_dir(out)
     pred = _load(prediction, target_run)
-    paths = draw_all(_store(store, target_run), pred, out)
+    st = _store(store, target_run)
+    _say_what_is_not_drawn(st, pred, prediction)
+    paths = draw_all(st, pred, out)
     console.print("Wrote " + ", ".join(str(p) for p in paths if p.suffix == ".png") + " (and SVG)")
 
 
@@ -246,12 +248,19 @@ def report_command(
 
     pred = _load(prediction, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
+    if not out.suffix and not out.exists():  # `--out reports/` reaches here as `reports`
+        raise LadderError(f"--out {out}: give the HTML file to write, e.g. {out / 'report.html'} (a name without "
+                          ".html would be a page no browser opens as one)")
     out = out_file(out, kinds=(".html", ".htm"))
     st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():
         raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")
     # read first: a bad file writes nothing
     alert_rows, verdicts, note = read_alerts(alerts or folder / "alerts.jsonl", pred.run_name), [], None
+    others = sorted({str(a["run"]) for a in read_alerts(alerts) if a.get("run")} - {pred.run_name}) if alerts else []
+    if others and not alert_rows:
+        raise LadderError(f"--alerts {alerts}: its alerts are of {', '.join(map(repr, others[:3]))}, none of "
+                          f"{pred.run_name!r}; give the alerts.jsonl of this run's watch (or --target-run RUN)")
     state_file = folder / "watch-state.json"
     state = WatchState.read(state_file)
     if state is not None and state.run == pred.run_name:
@@ -262,10 +271,33 @@ def report_command(
         alert_rows = [a for a in alert_rows if a.get("run") == pred.run_name]
         note = (f"The watch whose files sit beside the prediction followed '{state.run}', not '{pred.run_name}': "
                 "its verdicts and alerts are not this run's and are left out.")
+    _say_what_is_not_drawn(st, pred, prediction)
     figures = draw_all(st, pred, out_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
     written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts,
                            alerts_note=note)
     console.print(f"Wrote {written}")
+
+
+def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> None:
+    """Warn where the store lacks some of the rungs the prediction was made from (the figures of the ladder need
+    three finished ones), and where the run followed plans other steps than the prediction (another run?)."""
+    runs = st.runs()
+    missing = [r for r in pred.rungs if r not in set(runs["name"])]
+    if missing and len(missing) < len(pred.rungs):
+        warn(f"{st.root} holds {len(pred.rungs) - len(missing)} of the {len(pred.rungs)} rungs the prediction was made "
+             f"from (not {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): the figures of the ladder (its "
+             "fit, the collapsed curves, the dynamics) need 3 finished rungs; give the store the prediction was made "
+             "with (--store)")
+    import pandas as pd
+
+    row = runs[runs["name"] == pred.run_name]
+    last = float(pred.table["step"].iloc[-1])
+    planned = int(round(last / float(pred.table["fraction"].iloc[-1])))
+    if len(row) and pd.notna(row["stop_after_steps"].iloc[0]):
+        steps = int(row["stop_after_steps"].iloc[0])
+        if min(abs(steps / planned - 1), abs(steps / last - 1)) > 0.01:  # the plan, or the plan as edited
+            warn(f"{pred.run_name!r} plans {steps:,} steps and the prediction in {prediction} {planned:,}: its steps "
+                 "are read as fractions of the prediction's plan; is it the run that was predicted?")
 
 
 def _load(prediction: Path, target_run: str | None, checked: bool = True) -> Prediction:

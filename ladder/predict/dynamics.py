@@ -156,9 +156,10 @@ def project_curves(fractions, values, compute, target_compute: float,
 
 def target_and_rungs(store: Store, pred: Prediction, group: str | None, purpose: str
                      ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The store's runs, the prediction's target among them (no rows when it is not there) and the
-    rungs of its group (or `group`) by planned fit compute; a `LadderError` when there are no rungs, or
-    when the store holds none of the rungs the prediction was made from (another ladder's store)."""
+    """The store's runs, the prediction's target among them (no rows when it is not there) and its rungs by
+    planned fit compute: those it was made from (the rungs of `group` where given; of the target's group for a
+    prediction that does not record them). A `LadderError` when there are none, or when the store holds none of
+    the rungs the prediction was made from (another ladder's store)."""
     runs = store.runs()
     target = runs[runs["name"] == pred.run_name]
     made_from = runs[runs["name"].isin(pred.rungs)]
@@ -166,12 +167,13 @@ def target_and_rungs(store: Store, pred: Prediction, group: str | None, purpose:
         shown = ", ".join(pred.rungs[:3]) + (f" and {len(pred.rungs) - 3} more" if len(pred.rungs) > 3 else "")
         raise LadderError(f"{store.root}: holds none of the rungs the prediction of {pred.run_name!r} was made from "
                           f"({shown}); give the store it was made with (--store)")
-    # the group asked for, else the target's, else (the target not in the store) that of the rungs it was made from
-    known = target if len(target) else made_from
-    grp = group if group is not None else str(known["group"].iloc[0]) if len(known) else None
-    rungs = runs[(runs["role"] == "rung") & ((runs["group"] == grp) if grp is not None else True)]
-    if rungs.empty:
-        raise LadderError(f"{store.root}: no rungs of group {grp!r} {purpose}")
+    if group is None and len(made_from):  # a hero of its own group, a run of another length followed: these rungs
+        rungs = made_from
+    else:
+        grp = group if group is not None else str(target["group"].iloc[0]) if len(target) else None
+        rungs = runs[(runs["role"] == "rung") & ((runs["group"] == grp) if grp is not None else True)]
+        if rungs.empty:
+            raise LadderError(f"{store.root}: no rungs of group {grp!r} {purpose}")
     return runs, target, rungs.assign(_c=[fit_compute(r) for _, r in rungs.iterrows()]).sort_values("_c")
 
 
