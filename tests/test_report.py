@@ -628,3 +628,23 @@ def test_figures_draw_the_rungs_the_prediction_was_made_from_and_say_what_they_l
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and f"holds {len(plan.rungs) - 1} of the {len(plan.rungs)} rungs the prediction was made " \
         f"from (not {plan.rungs[0].name})" in said
+
+
+def test_each_stretch_outside_the_assumptions_is_shaded_on_its_own(predicted):
+    import numpy as np
+
+    from ladder.output import plots
+    from ladder.predict.prediction import Prediction
+
+    assert plots._spans(np.array([1, 1, 0, 0, 1, 0, 1], bool)) == [(0, 1), (4, 4), (6, 6)]
+    assert plots._spans(np.zeros(3, bool)) == []
+    pred = Prediction.load(predicted / "pred")
+    n = len(pred.table)
+    flags = np.ones(n, bool)
+    flags[:2] = flags[-3:] = False  # the first evals not predicted, and a change late in the run
+    pred = dataclasses.replace(pred, table=pred.table.assign(in_assumptions=flags))
+    ax = plots.hero_curve(pred).axes[0]
+    f = pred.table["fraction"].to_numpy()
+    grey = [p for p in ax.patches if np.allclose(p.get_facecolor()[:3], (0.85, 0.85, 0.85))]
+    extents = sorted((round(p.get_bbox().x0, 9), round(p.get_bbox().x1, 9)) for p in grey)
+    assert extents == [(round(f[0], 9), round(f[1], 9)), (round(f[-3], 9), round(f[-1], 9))]  # not one span over all

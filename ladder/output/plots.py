@@ -97,6 +97,12 @@ def ladder_fit(
     return fig
 
 
+def _spans(flags: np.ndarray) -> list[tuple[int, int]]:
+    """The (first, last) index of each stretch of consecutive True `flags`."""
+    edges = np.diff(np.concatenate([[0], flags.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1))
+
+
 def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Sequence[Curve] = (),
                failed: Sequence[float] = ()) -> Figure:
     """The predicted curve with its 50% and 90% bands, and the actual curve so far; `failed`: the fractions of
@@ -108,8 +114,8 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.fill_between(f, t["lo50"], t["hi50"], color=BAND, alpha=0.35, lw=0, label="50% band")
     ax.plot(f, t["median"], color=BAND, lw=1.5, label="predicted median")
     out = ~t["in_assumptions"].to_numpy(bool)
-    if out.any():
-        ax.axvspan(f[out].min(), f[out].max(), color="0.85", alpha=0.6, label="outside assumptions")
+    for i, (a, b) in enumerate(_spans(out)):  # each stretch of its own: early steps not predicted, a late change
+        ax.axvspan(f[a], f[b], color="0.85", alpha=0.6, label="outside assumptions" if not i else None)
     for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
         ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=label)
     if actual is not None and len(actual.value):
