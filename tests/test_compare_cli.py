@@ -136,6 +136,8 @@ def test_table_says_the_default_target_and_the_E_choice(store, tmp_path):
     assert res.exit_code == 0, res.output
     for text in ("zloss-off", "zloss-on", "E shared", "target", "10× the largest rung", "B − A", "compare.png"):
         assert text in res.output, res.output
+    said = " ".join(res.output.replace("│", " ").split())  # whose compute the one C column is
+    assert "C of A (FLOPs)" in said and "each rung's final loss at its own compute" in said
     data = json.loads((tmp_path / "figs" / "compare.json").read_text())
     assert data["multiplier"]["target"]["compute"] == pytest.approx(10 * FLOPS_PER_TOKEN[-1] * TOKENS_PER_STEP * STEPS[-1])
 

@@ -85,8 +85,10 @@ def _print(data: dict) -> None:
     console.print(f"[bold]{escape(b['group'])}[/] (B) against [bold]{escape(a['group'])}[/] (A) on final "
                   f"{escape(data['metric'])}; {e_text}; alpha A {a['fit']['alpha']:.4f}, B {b['fit']['alpha']:.4f}",
                   highlight=False, markup=True)
-    t = Table(title="Compute multiplier of B: compute B needs to reach A's loss ÷ A's compute (> 1: B is worse)")
-    for col in ("rung A", "rung B", "C (FLOPs)", "loss A", "loss B", "multiplier", "50% band", "90% band"):
+    t = Table(title="Compute multiplier of B: compute B needs to reach A's loss ÷ A's compute (> 1: B is worse)",
+              caption="C: rung A's compute; loss A and loss B: each rung's final loss at its own compute (on the "
+                      "target's row, each law's at the target's compute)")
+    for col in ("rung A", "rung B", "C of A (FLOPs)", "loss A", "loss B", "multiplier", "50% band", "90% band"):
         t.add_column(col, justify="left" if col.startswith("rung") else "right")
     losses = zip(a["rungs"], b["rungs"])
     resampled = data["bootstrap"]["n"] > 0
