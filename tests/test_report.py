@@ -648,3 +648,32 @@ def test_each_stretch_outside_the_assumptions_is_shaded_on_its_own(predicted):
     grey = [p for p in ax.patches if np.allclose(p.get_facecolor()[:3], (0.85, 0.85, 0.85))]
     extents = sorted((round(p.get_bbox().x0, 9), round(p.get_bbox().x1, 9)) for p in grey)
     assert extents == [(round(f[0], 9), round(f[1], 9)), (round(f[-3], 9), round(f[-1], 9))]  # not one span over all
+
+
+def test_the_report_scores_the_run_so_far_and_marks_the_evals_outside_the_bands(predicted, tmp_path):
+    import pandas as pd
+
+    from ladder.data.store import Store
+    from ladder.output.figures import hero_actual
+    from ladder.output.report import OUTSIDE, prediction_rows, write_report
+    from ladder.predict.prediction import Prediction
+    from ladder.predict.scoring import score_prediction
+
+    pred = Prediction.load(predicted / "pred")
+    actual = hero_actual(Store(predicted / "store"), pred)
+    rows = prediction_rows(pred, actual)
+    seen = rows[rows["actual"] != "–"]
+    assert len(seen) >= 5
+    for _, r in seen.iterrows():  # the narrowest band that holds each actual value
+        y, at = float(actual.loc[r["step"]]), pred.at([r["step"]]).iloc[0]
+        lo50, hi50, lo90, hi90 = (at[k] for k in ("lo50", "hi50", "lo90", "hi90"))
+        want = "the 50% band" if lo50 <= y <= hi50 else "the 90% band" if lo90 <= y <= hi90 else OUTSIDE
+        assert r["actual in"] == want
+    off = actual.copy()
+    off.iloc[-1] *= 1.5  # the latest eval far above every band
+    page = write_report(tmp_path / "r.html", pred, [], off).read_text()
+    assert f'<td class="alarm">{OUTSIDE}</td>' in page
+    sc = score_prediction(pred, off)
+    assert "score so far" in page and f"inside the 90% band</td><td class=\"\">{sc.inside_90:.0%}</td>" in page
+    assert f"{sc.last_error:+.2%}" in page
+    assert pd.isna(prediction_rows(pred).get("actual in", pd.Series([None])).iloc[0])  # no actual: no such column

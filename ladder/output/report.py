@@ -47,15 +47,18 @@ SECTIONS = {
 """Figures shown in a section of their own (heading and caption) rather than with the others."""
 
 
-def _table(df: pd.DataFrame, formats: dict[str, str] | None = None, left: Sequence[str] = ()) -> str:
-    formats = formats or {}
+def _table(df: pd.DataFrame, formats: dict[str, str] | None = None, left: Sequence[str] = (),
+           marks: dict[str, dict[str, str]] | None = None) -> str:
+    """`df` as an HTML table; `marks`: per column, the CSS class of a cell that reads a given text."""
+    formats, marks = formats or {}, marks or {}
     head = "".join(f'<th class="{"l" if c in left else ""}">{html.escape(str(c))}</th>' for c in df.columns)
     rows = []
     for rec in df.itertuples(index=False):
         cells = []
         for col, v in zip(df.columns, rec):
             text = format(v, formats[col]) if col in formats and isinstance(v, (int, float)) else str(v)
-            cells.append(f'<td class="{"l" if col in left else ""}">{html.escape(text)}</td>')
+            kind = " ".join(x for x in ("l" if col in left else "", marks.get(col, {}).get(text, "")) if x)
+            cells.append(f'<td class="{kind}">{html.escape(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
@@ -108,6 +111,7 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
         out["actual"] = [_num(x) for x in got]
         out["error"] = [f"{(p / a - 1):+.2%}" if np.isfinite(a) and np.isfinite(p) else "–"
                         for a, p in zip(got, rows["median"])]  # predicted / actual − 1, as everywhere
+        out["actual in"] = [_where(a, *band) for a, *band in zip(got, *(rows[k] for k in ("lo50", "hi50", "lo90", "hi90")))]
     out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
     return out
 
@@ -133,6 +137,16 @@ def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series,
                        **values_there), got
 
 
+INSIDE_50, INSIDE_90, OUTSIDE = "the 50% band", "the 90% band", "neither band"
+"""Where an actual value lies, as the table says it (the narrowest band that holds it)."""
+
+
+def _where(actual: float, lo50: float, hi50: float, lo90: float, hi90: float) -> str:
+    if not (np.isfinite(actual) and np.isfinite(lo90) and np.isfinite(hi90)):
+        return "–"
+    return INSIDE_50 if lo50 <= actual <= hi50 else INSIDE_90 if lo90 <= actual <= hi90 else OUTSIDE
+
+
 def _num(x) -> str:
     return f"{x:.4f}" if pd.notna(x) else "–"
 
@@ -143,6 +157,21 @@ def _span(a, b) -> str:
 
 def _names(names: Sequence[str], most: int = 3) -> str:
     return ", ".join(names) if len(names) <= most else f"{', '.join(names[:2])}, … ({len(names)} runs)"
+
+
+def _score(pred: Prediction, actual: pd.Series) -> str:
+    """The run scored against the prediction so far, as `ladder score` scores it (from 10% of the plan); "" before
+    it has an eval there."""
+    from ladder.errors import LadderError
+    from ladder.predict.scoring import score_prediction
+
+    try:
+        sc = score_prediction(pred, actual)
+    except LadderError:
+        return ""
+    table = _table(pd.DataFrame(sc.rows(), columns=["score so far (as `ladder score`, from 10% of the plan)", ""]),
+                   left=["score so far (as `ladder score`, from 10% of the plan)"])
+    return table
 
 
 def backtest_rows(pred: Prediction) -> pd.DataFrame:
@@ -197,6 +226,7 @@ def write_report(
         where = pred.fraction_label(last_step, pred.planned_steps)  # of the plan it started with, as the tables
         where = where if "plan" in where else f"{where} of the plan"
         parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} ({html.escape(where)}).</p>")
+        parts.append(_score(pred, actual))
     if verdicts:
         last = verdicts[-1]
         parts.append(f'<p>Latest verdict: <span class="{last["verdict"]}">{last["verdict"].upper()}</span> '
@@ -211,7 +241,8 @@ def write_report(
             heading, caption = SECTIONS[p.stem]
             parts.append(f"<h2>{html.escape(heading)}</h2><p>{html.escape(caption)}</p>{_figure(p)}")
     parts.append("<h2>Prediction every 5% of the run</h2>")
-    parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"}))
+    parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"},
+                        marks={"actual in": {OUTSIDE: "alarm", INSIDE_90: "warning"}}))
     parts.append("<h2>Why this law</h2>")
     parts.append(f"<p>{html.escape(pred.method)}: {html.escape(pred.why)}</p>")
     bt = backtest_rows(pred)
