@@ -275,6 +275,13 @@ def test_cli_reading_a_missing_store_or_run(tmp_path):
     assert res.exit_code == 2 and "no run 'rung-7'" in res.output and len(res.output.strip().splitlines()) == 1
     res = runner.invoke(app, ["history", "rung-2", "--store", str(tmp_path / "s"), "--format", "json"])
     assert res.exit_code == 0 and len(json.loads(res.stdout)) == 20
+    as_csv = runner.invoke(app, ["history", "rung-2", "--store", str(tmp_path / "s"), "--format", "csv"])
+    import io
+
+    import pandas as pd
+    table = pd.read_csv(io.StringIO(as_csv.stdout))  # the JSON holds every digit the CSV holds, as plain JSON
+    assert [r["value"] for r in json.loads(res.stdout)] == table["value"].tolist()
+    assert "\\/" not in res.stdout
     bad = tmp_path / "coords.yaml"
     bad.write_text("rung-1: [unclosed\n")
     res = runner.invoke(app, ["pull", "local", str(tmp_path), "--coords", str(bad), "--store", str(tmp_path / "s")])

@@ -269,9 +269,14 @@ def _os_message(exc: OSError) -> str:
 
 def print_json(data: Any) -> None:
     """JSON on stdout, nothing else (for `--format json`); NaN and infinities are null (JSON has no such numbers)."""
+    typer.echo(json_text(data))
+
+
+def json_text(data: Any, indent: int = 2) -> str:
+    """`data` as JSON: numpy values as numbers (floats to the last digit), NaN and infinities as null."""
     text = json.dumps(data, default=_json_default)
     plain = json.loads(text, parse_constant=lambda _: None)
-    typer.echo(json.dumps(plain, indent=2, allow_nan=False))
+    return json.dumps(plain, indent=indent, allow_nan=False)
 
 
 def _json_default(value: Any) -> Any:

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ladder.cli.app import Format, app, command, console, err_console, print_json, warn
+from ladder.cli.app import Format, app, command, console, err_console, json_text, print_json, warn
 from ladder.config.spec import format_count
 from ladder.data.resolve import MetricSettings
 from ladder.data.sources import (
@@ -415,7 +415,7 @@ def history_command(
         console.print(t)
         return
     text = (h.to_csv(index=False) if fmt is HistoryFormat.csv
-            else h.to_json(orient="records", indent=1, double_precision=15) + "\n")
+            else json_text(h.to_dict("records"), indent=1) + "\n")  # every digit, as the CSV has them
     if out is None:
         typer.echo(text, nl=False)
     else:
