@@ -673,6 +673,7 @@ def test_the_report_scores_the_run_so_far_and_marks_the_evals_outside_the_bands(
     off.iloc[-1] *= 1.5  # the latest eval far above every band
     page = write_report(tmp_path / "r.html", pred, [], off).read_text()
     assert f'<td class="alarm">{OUTSIDE}</td>' in page
+    assert "Each row at the run's eval nearest the mark" in page
     sc = score_prediction(pred, off)
     assert "score so far" in page and f"inside the 90% band</td><td class=\"\">{sc.inside_90:.0%}</td>" in page
     assert f"{sc.last_error:+.2%}" in page

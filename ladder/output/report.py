@@ -241,6 +241,9 @@ def write_report(
             heading, caption = SECTIONS[p.stem]
             parts.append(f"<h2>{html.escape(heading)}</h2><p>{html.escape(caption)}</p>{_figure(p)}")
     parts.append("<h2>Prediction every 5% of the run</h2>")
+    if actual is not None and len(actual):
+        parts.append("<p>Each row at the run's eval nearest the mark (within 1% of the plan), with the prediction at "
+                     "that eval's step; `ladder predict` prints the prediction at its own steps.</p>")
     parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"},
                         marks={"actual in": {OUTSIDE: "alarm", INSIDE_90: "warning"}}))
     parts.append("<h2>Why this law</h2>")
