@@ -316,7 +316,7 @@ case("local/id-of-a-trained-rung-replace", 0, "replaced", replaces=True)(
     local(GOOD_LINES, TRAINED.split("/")[1], "micro-cpu", None, "--replace"))
 case("local/nul-in-name", 2, "control character")(local(GOOD_LINES, "a\x00b"))
 case("local/dotdot-group", 2, "looks like a file path")(local(GOOD_LINES, "x", group="../.."))
-case("local/no-coordinates", 2, "no 'active_params'", "--coord")(
+case("local/no-coordinates", 2, "its config lacks 'active_params'", "--coord")(
     local(GOOD_LINES, "fresh", config={"name": "fresh", "group": "micro-cpu"}))
 case("local/coordinate-1e26-in-run-yaml", 2, "active_params", "out of range")(
     local(GOOD_LINES, "fresh", config={"name": "fresh", "coordinates": {**COORDS, "active_params": 1e26}}))
