@@ -495,12 +495,14 @@ def test_a_source_that_names_its_runs_only_once_read_is_followed_by_name():
             return [RunRef(f"id{i}", self.key) for i in range(len(self.names))]
 
         def read(self, ref, cursor=None):
-            name = self.names[int(ref.run_id[2:])]
-            return SourceRun(ref.run_id, self.key, pd.DataFrame(), {}, "running", name=name)
+            name = self.names[int(ref.run_id[2:])] if cursor is None else None  # the run's record is at the start
+            return SourceRun(ref.run_id, self.key, pd.DataFrame(), {"files": 2}, "running", name=name)
 
     watched = only_run(Offline(["hero"]), "hero")
     [ref] = watched.runs()
     assert watched.read(ref).name == "hero"
+    [ref] = watched.runs()  # the next check reads on from where this one stopped: records that do not name the run
+    assert watched.read(ref, cursor={"files": 1}).name is None
     other = only_run(Offline(["rung-1"]), "hero")
     [ref] = other.runs()
     with pytest.raises(WrongRun, match="the prediction is for 'hero', but .* holds 'rung-1'"):

@@ -469,10 +469,13 @@ class _OnlyRun:
     def read(self, ref, cursor=None):
         self.listed = False
         run = self.source.read(ref, cursor)
-        if self.name not in (run.name, ref.name, (ref.config or {}).get("name"), ref.run_id):
-            raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {run.name or ref.run_id!r}: "
-                           "watch the run the prediction was made for")
-        return run
+        named = {str(n) for n in (run.name, ref.name, (ref.config or {}).get("name"), (run.config or {}).get("name")) if n}
+        if self.name in named or self.name == ref.run_id:
+            return run
+        if not named and cursor is not None:  # a read from where the last stopped (a wandb file's new records) need not
+            return run                        # name the run again: the store holds it from this source already
+        raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds "
+                       f"{', '.join(sorted(named)) or ref.run_id!r}: watch the run the prediction was made for")
 
 
 class Refused(LadderError):
