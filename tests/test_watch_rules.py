@@ -491,3 +491,14 @@ def test_a_step_is_read_as_a_fraction_of_the_plan_in_force_at_it():
     np.testing.assert_allclose(obs.fractions([245, 2770, 2771, 4432]), [245 / 5540, 0.5, 2771 / 4432, 1.0])
     plain = Observed(series, planned_steps=4432, tokens_per_step=1)
     np.testing.assert_allclose(plain.fractions([245, 4432]), [245 / 4432, 1.0])
+
+
+def test_a_crash_says_its_step_as_a_share_of_both_plans_where_the_plan_was_edited():
+    from ladder.watch.monitor import stopped
+
+    series = pd.DataFrame({keys.EVAL_LOSS: pd.Series([2.0], index=[2820])})
+    cut = Observed(series, planned_steps=4432, tokens_per_step=1, horizons=((2770, 4432),), started_with=5540)
+    [alarm] = stopped(pd.Series({"state": "crashed"}), cut)
+    assert "the run stopped at step 2,820 (51% of its plan, 64% of the edited plan)" in alarm.message
+    [alarm] = stopped(pd.Series({"state": "crashed"}), Observed(series, planned_steps=5540, tokens_per_step=1))
+    assert "the run stopped at step 2,820 (51% of its plan)" in alarm.message

@@ -408,7 +408,9 @@ def stopped(run: pd.Series, obs: Observed) -> list[Alert]:
     plan: its predicted end will not come, or its source calls a live run finished (a table imported without a
     state column)."""
     state, planned = str(run["state"]), max(obs.planned_steps, 1)
-    share = f"{obs.last_step / planned:.0%} of its plan"
+    first = obs.started_with or planned
+    share = (f"{obs.last_step / first:.0%} of its plan, {obs.last_step / planned:.0%} of the edited plan"
+             if first != planned else f"{obs.last_step / planned:.0%} of its plan")  # as the verdicts give it
     if state == "crashed":
         return [Alert("crashed", "alarm", obs.last_step,
                       f"the run stopped at step {obs.last_step:,} ({share}): its source marks it crashed (an error, or "
