@@ -121,7 +121,9 @@ def test_stale_and_throughput():
                    last_update=1000.0)
     assert R.stale(obs, now=1000.0 + 1000, rules=AlertRules()) == []
     [a] = R.stale(obs, now=1000.0 + 2000, rules=AlertRules())
-    assert a.level == "warning"
+    assert a.level == "warning" and "no new telemetry for 33 min" in a.message
+    [a] = R.stale(obs, now=1000.0 + 10, rules=AlertRules(stale_after_s=6.0))  # --stale-minutes 0.1: not "0 min"
+    assert "no new telemetry for 10 s" in a.message and "warn after 6 s)" in a.message
     # 1000 steps left × 1000 tokens at 100 tokens/s needs 10,000 s
     assert R.throughput(obs, now=0.0, rules=AlertRules(deadline=20_000.0)) == []
     [t] = R.throughput(obs, now=0.0, rules=AlertRules(deadline=9_000.0))

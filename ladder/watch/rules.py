@@ -472,8 +472,13 @@ def stale(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
         return []
     level: Level = "alarm" if age > 3 * rules.stale_after_s else "warning"
     return [Alert("stale", level, obs.last_step,
-                  f"no new telemetry for {age / 60:.0f} min (last step {obs.last_step}; "
-                  f"warn after {rules.stale_after_s / 60:.0f} min)", age)]
+                  f"no new telemetry for {_minutes(age)} (last step {obs.last_step:,}; "
+                  f"warn after {_minutes(rules.stale_after_s)})", age)]
+
+
+def _minutes(seconds: float) -> str:
+    """A span as whole minutes, or in seconds under two minutes (`--stale-minutes 0.5` is 30 s, not 0 min)."""
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def throughput(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
