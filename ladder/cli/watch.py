@@ -17,7 +17,7 @@ from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource,
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir, out_file
-from ladder.output.report import read_alerts, write_report
+from ladder.output.report import of_run, read_alerts, write_report
 from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
 from ladder.watch.monitor import Watcher, only_run
@@ -256,8 +256,9 @@ def report_command(
     if alerts is not None and not alerts.is_file():
         raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")
     # read first: a bad file writes nothing
-    alert_rows, verdicts, note = read_alerts(alerts or folder / "alerts.jsonl", pred.run_name), [], None
-    others = sorted({str(a["run"]) for a in read_alerts(alerts) if a.get("run")} - {pred.run_name}) if alerts else []
+    every = read_alerts(alerts or folder / "alerts.jsonl")
+    alert_rows, verdicts, note = of_run(every, pred.run_name), [], None
+    others = sorted({str(a["run"]) for a in every if a.get("run")} - {pred.run_name}) if alerts else []
     if others and not alert_rows:
         raise LadderError(f"--alerts {alerts}: its alerts are of {', '.join(map(repr, others[:3]))}, none of "
                           f"{pred.run_name!r}; give the alerts.jsonl of this run's watch (or --target-run RUN)")
@@ -282,7 +283,8 @@ def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> Non
     """Warn where the store lacks some of the rungs the prediction was made from (the figures of the ladder need
     three finished ones), and where the run followed plans other steps than the prediction (another run?)."""
     runs = st.runs()
-    missing = [r for r in pred.rungs if r not in set(runs["name"])]
+    stored = set(runs["name"])
+    missing = [r for r in pred.rungs if r not in stored]
     if missing and len(missing) < len(pred.rungs):
         warn(f"{st.root} holds {len(pred.rungs) - len(missing)} of the {len(pred.rungs)} rungs the prediction was made "
              f"from (not {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): the figures of the ladder (its "

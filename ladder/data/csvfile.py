@@ -157,7 +157,8 @@ def _lines_of(content: str) -> io.StringIO:
     return io.StringIO(content, newline=None)
 
 
-ALIASES = {"params": ("n", "n_params", "num_params", "nparams", "parameters", "params_nonembed", "model_size"),
+ALIASES = {"params": ("n", "n_params", "num_params", "nparams", "parameters", "params_nonembed", "non_embedding_params",
+                      "n_active", "model_size"),
            "tokens": ("d", "n_tokens", "num_tokens", "ntokens", "data", "tokens_seen"),
            "loss": ("l", "final_loss", "eval_loss", "val_loss", "loss_final")}
 """Other names a column the fits read by default goes by (lower case), for the hint of a file that lacks it."""
@@ -182,12 +183,11 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     names = [str(c) for c in columns]
     shown = shown_columns(names)
     hint = ""
-    near = [c for c in names if c.strip().lower() == column.strip().lower()]
-    alias = similar_column(column, names)
-    if near:
-        hint = f"; did you mean {near[0]!r}?"
-    elif alias and option.startswith("--"):
-        hint = f"; give {option} {alias}"
+    similar = similar_column(column, names)
+    if similar is not None and similar.strip().lower() == column.strip().lower():
+        hint = f"; did you mean {similar!r}?"
+    elif similar is not None and option.startswith("--"):
+        hint = f"; give {option} {similar}"
     elif len(names) == 1 and any(sep in names[0] for sep in "\t;|"):
         sep = next(s for s in "\t;|" if s in names[0])
         hint = f"; the file looks separated by {'tabs' if sep == chr(9) else repr(sep)}: save it with commas"

@@ -240,14 +240,15 @@ def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> Read:
     return Read(read_steps, read_values, len(steps), float(np.median(errors / read_values)))
 
 
-def role_hint(runs, role: str, every_role: str = "--role '' takes every role (or ") -> str:
-    """Where no run of the store `runs` has `role`: what roles they have, and how to give the rungs theirs; "" where
-    some run has it, or the store has none."""
+def role_hint(runs, role: str, role_option: bool = True) -> str:
+    """Where no run of the store `runs` has `role`: what roles they have, and how to give the rungs theirs (and,
+    where the command has --role, how to take every role); "" where some run has it, or the store has none."""
     roles = sorted(set(runs["role"].astype(str)))
     if not role or role in roles or not len(runs):
         return ""
-    return (f"; the store's runs have role {', '.join(repr(r) if r else 'none' for r in roles)}: {every_role}give the "
-            f"rungs theirs when you pull or import them: --coord role=rung{')' if every_role.endswith('(or ') else ''}")
+    give = "give the rungs theirs when you pull or import them: --coord role=rung"
+    return (f"; the store's runs have role {', '.join(repr(r) if r else 'none' for r in roles)}: "
+            + (f"--role '' takes every role (or {give})" if role_option else give))
 
 
 def rungs_from_store(store: Store, group: str, metric: str) -> list[LadderRun]:
@@ -259,7 +260,7 @@ def rungs_from_store(store: Store, group: str, metric: str) -> list[LadderRun]:
         raise LadderError(
             f"{store.root}: {len(rungs)} rung(s) of group {group!r} in the store; a prediction needs at least 3 "
             f"(pull the ladder's rungs, or give --group; groups with rungs: {', '.join(map(repr, groups)) or 'none'})"
-            + role_hint(runs, "rung", every_role="")
+            + role_hint(runs, "rung", role_option=False)
         )
     return sorted((from_store(store, row, metric) for _, row in rungs.iterrows()), key=lambda r: r.compute)
 

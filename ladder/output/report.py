@@ -82,11 +82,16 @@ def read_alerts(path: str | os.PathLike, run: str | None = None) -> list[dict]:
         except ValueError:
             continue
         read += isinstance(rec, dict) and "kind" in rec
-        if isinstance(rec, dict) and rec.get("kind") == "alert" and (run is None or rec.get("run", run) == run):
+        if isinstance(rec, dict) and rec.get("kind") == "alert":
             rows.append(rec)
     if lines and not read:
         raise LadderError(f"{p}: not a watcher's alerts file (no line of it is an alert or a verdict)")
-    return rows
+    return rows if run is None else of_run(rows, run)
+
+
+def of_run(alerts: Sequence[dict], run: str) -> list[dict]:
+    """The `alerts` of `run` (a line written before alerts named their run is kept)."""
+    return [a for a in alerts if a.get("run", run) == run]
 
 
 def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: float = 0.05) -> pd.DataFrame:
@@ -169,9 +174,8 @@ def _score(pred: Prediction, actual: pd.Series) -> str:
         sc = score_prediction(pred, actual)
     except LadderError:
         return ""
-    table = _table(pd.DataFrame(sc.rows(), columns=["score so far (as `ladder score`, from 10% of the plan)", ""]),
-                   left=["score so far (as `ladder score`, from 10% of the plan)"])
-    return table
+    head = "score so far (as `ladder score`, from 10% of the plan)"
+    return _table(pd.DataFrame(sc.rows(), columns=[head, ""]), left=[head])
 
 
 def backtest_rows(pred: Prediction) -> pd.DataFrame:

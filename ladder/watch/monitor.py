@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ladder import metrics as keys
-from ladder.data.sources.coords import CoordinateOverrides, coordinates_from_config
+from ladder.data.sources.coords import CoordinateOverrides, coordinates_from_config, schedule_plan
 from ladder.data.sources.pull import PullSkipped, Source, pull
 from ladder.data.sources.table import SHORT_OF_PLAN
 from ladder.data.store import Store
@@ -184,13 +184,11 @@ class Watcher:
         if last != state.last_step or state.advanced_at is None:
             state.advanced_at = now
         ended = str(run["state"]) != "running"  # an ended run is not stale, however long ago it stopped
-        _, _, schedule = coordinates_from_config(config)
-        edits = schedule.edits if schedule is not None else ()
+        started_with, horizons = schedule_plan(coordinates_from_config(config)[2])
         return Observed(series, int(run["stop_after_steps"]), int(run["tokens_per_step"]),
                         last_update=None if ended else state.advanced_at, logged=logged,
                         grid=None if unusable(self.prediction) else self.prediction.table["step"].to_numpy(np.int64),
-                        horizons=tuple((e.at_step, e.horizon) for e in edits),
-                        started_with=schedule.total_steps if edits else 0)
+                        horizons=horizons, started_with=started_with)
 
     def _rung_refs(self, run: pd.Series) -> tuple[RungCurves | None, RungCurves | None]:
         """The rungs' grad norm and drop fraction against fraction of their run, each with its projection

@@ -73,8 +73,7 @@ class ColumnMap:
 
 
 COORD_COLUMNS = {
-    "active_params": ("params", "n_params", "num_params", "params_nonembed", "non_embedding_params", "n_active",
-                      "parameters", "model_size"),
+    "active_params": ("params", *csvfile.ALIASES["params"]),
     "stop_after_steps": ("total_steps", "planned_steps", "max_steps", "train_steps", "num_steps"),
     "tokens_per_step": ("batch_size_tokens", "batch_tokens", "tokens_per_batch", "global_batch_tokens"),
     "planned_tokens": ("total_tokens", "train_tokens", "planned_tokens_total"),
