@@ -397,9 +397,9 @@ def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, repl
     first = watcher.check()
     assert first.verdict == "ok" and len(first.lines) == 6
     bands = ["median", "lo50", "hi50", "lo90", "hi90"]
-    high = dataclasses.replace(pred, table=pred.table.assign(**{c: pred.table[c] * 1.1 for c in bands}))
-    assert retire_watch(folder, high) is not None  # as `ladder predict --out` does
-    high.save(folder)
+    low = dataclasses.replace(pred, table=pred.table.assign(**{c: pred.table[c] * 0.9 for c in bands}))
+    assert retire_watch(folder, low) is not None  # as `ladder predict --out` does
+    low.save(folder)
     again = watcher.check()
     assert again.lines[0].startswith(f"the prediction in {folder} was replaced")
     assert len(again.lines) == 7 and again.verdict == "alarm"  # every eval judged again, against the new one

@@ -66,18 +66,25 @@ def test_one_percent_jump_alarms_within_two_evals():
 
 def test_each_side_of_a_lopsided_band_is_its_own_limit():
     """A band of −1% / +4% (50%) and −2% / +8% (90%): 1.5% below is past the lower 50% edge (a warning) though
-    far inside the upper one; 3% above is inside; 2.5% below is past the lower 90% edge (an alarm)."""
+    far inside the upper one; 3% above is inside; 2.5% below is past the lower 90% edge, still a warning (the run
+    does better than predicted), and 9% above is past the upper 90% edge (an alarm)."""
     pred = prediction()
     med = pred.table["median"].to_numpy()
     pred.table["lo50"], pred.table["hi50"] = med * 0.99, med * 1.04
     pred.table["lo90"], pred.table["hi90"] = med * 0.98, med * 1.08
     rules = AlertRules(warn_rel=0.005, alarm_rel=0.01)
     levels = {}
-    for shift in (-0.015, 0.03, -0.025):
+    messages = {}
+    for shift in (-0.015, 0.03, -0.025, 0.09):
         y = med.copy()
         y[10] *= 1 + shift
-        levels[shift] = [(a.level, a.step) for a in R.deviation(observed(y), pred, rules)]
-    assert levels == {-0.015: [("warning", EVALS[10])], 0.03: [], -0.025: [("alarm", EVALS[10])]}
+        found = R.deviation(observed(y), pred, rules)
+        levels[shift] = [(a.level, a.step) for a in found]
+        messages[shift] = " ".join(a.message for a in found)
+    assert levels == {-0.015: [("warning", EVALS[10])], 0.03: [], -0.025: [("warning", EVALS[10])],
+                      0.09: [("alarm", EVALS[10])]}
+    assert "the 90% band's lower edge" in messages[-0.025] and "remake the prediction" in messages[-0.025]
+    assert "remake" not in messages[-0.015] + messages[0.09]
     (alert,) = R.deviation(observed(np.where(EVALS == EVALS[10], med * 0.985, med)), pred, rules)
     assert "(the prediction's error +1.52%, past +1.01%, the error at " in alert.message and "the 50% band's lower edge" in alert.message
 

@@ -184,7 +184,9 @@ class RungCurves:
 
 
 def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
-    """The eval metric against the prediction at the same step."""
+    """The eval metric against the prediction at the same step: past the 50% band's edge on its side (or
+    `warn_rel`) a warning; above the 90% band's upper edge (or `alarm_rel`) an alarm; below its lower edge a
+    warning still."""
     out = []
     for row in obs.judged(pred, rules.metric).itertuples():
         step, value = row.Index, row.value
@@ -197,17 +199,22 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
         alarm = max((row.hi90 - row.median) if above else (row.median - row.lo90), rules.alarm_rel * row.median)
         gap = abs(value - row.median)
         if gap > warn:
-            level: Level = "alarm" if gap > alarm else "warning"
-            band = "90%" if level == "alarm" else "50%"
-            limit = alarm if level == "alarm" else warn
+            past90 = gap > alarm
+            # Below the prediction the run does better than the ladder said: the prediction, not the run, is off
+            # (or the eval is: a leaked eval set reads like this too). Worth a look, not a page in the night.
+            level: Level = "alarm" if past90 and above else "warning"
+            band = "90%" if past90 else "50%"
+            limit = alarm if past90 else warn
             edge = row.median + limit if above else row.median - limit
             out.append(Alert(
                 "deviation", level, int(step),
                 f"{rules.metric} {value:.4f}{averaged(row.n, row.first_step, step)} is {abs(value / row.median - 1):.2%} "
                 f"{'above' if above else 'below'} the predicted {row.median:.4f} (the prediction's error {rel:+.2%}, past "
                 f"{row.median / edge - 1:+.2%}, the error at {edge:.4f}: the {band} band's "
-                f"{'upper' if above else 'lower'} edge or {(rules.alarm_rel if level == 'alarm' else rules.warn_rel):.1%} "
-                "from the prediction, whichever is farther)",
+                f"{'upper' if above else 'lower'} edge or {(rules.alarm_rel if past90 else rules.warn_rel):.1%} "
+                "from the prediction, whichever is farther)"
+                + ("" if above or not past90 else "; a run better than its prediction warns, never alarms: remake the "
+                   "prediction, or check that the eval set is not in the training data"),
                 rel,
             ))
     return out
