@@ -446,6 +446,13 @@ def test_a_second_watcher_of_the_same_state_is_refused(tmp_path, replay):
         assert res.exit_code == 2 and "another `ladder watch` is following this run" in res.output
         assert not (tmp_path / "prediction" / "alerts.jsonl").exists()  # nothing judged, nothing sent
     assert runner.invoke(app, watch).exit_code == 0  # the lock goes with the watcher that held it
+    # one with its own state but the same alerts file would write every alert there a second time
+    with only_watcher(tmp_path / "prediction" / "watch-state.json", tmp_path / "prediction" / "alerts.jsonl"):
+        res = runner.invoke(app, [*watch, "--state", str(tmp_path / "own-state.json")])
+        assert res.exit_code == 2 and "appends its alerts to" in res.output and "own --jsonl" in res.output
+        assert not (tmp_path / "own-state.json").exists()
+        ok = runner.invoke(app, [*watch, "--state", str(tmp_path / "own-state.json"), "--jsonl", str(tmp_path / "own.jsonl")])
+        assert ok.exit_code == 0 and (tmp_path / "own.jsonl").exists()
 
 
 @pytest.mark.parametrize("option, name, expect", [

@@ -132,7 +132,7 @@ def watch_command(
     watcher = Watcher(st, source, pred, rules, sinks, state, repredict=repredict, prediction_dir=folder,
                       overrides=overrides, replace=replace, warn=warn,
                       deadline=kept if _in_hours(deadline) else None)
-    with only_watcher(state):
+    with only_watcher(state, jsonl):
         result = watcher.check() if once else watcher.run(poll, max_checks, after_first=say_new_store)
     if once:
         say_new_store()

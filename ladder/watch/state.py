@@ -77,12 +77,18 @@ class WatchState:
 
 
 @contextlib.contextmanager
-def only_watcher(state_path: str | os.PathLike) -> Iterator[None]:
-    """Hold ``<state>.lock`` while a watch runs: a second watcher of the same state would send every alert again
-    (each keeps its own memory of what was sent). Refused at once where another holds it."""
+def only_watcher(state_path: str | os.PathLike, alerts_path: str | os.PathLike | None = None) -> Iterator[None]:
+    """Hold ``<state>.lock`` (and ``<alerts>.lock``) while a watch runs: a second watcher of the same state would
+    send every alert again (each keeps its own memory of what was sent), and one with its own state but the same
+    alerts file would write each alert there twice. Refused at once where another holds either."""
     lock = Path(f"{state_path}.lock")
-    with held(lock, f"another `ladder watch` is following this run with {state_path} (it holds {lock}); stop it "
-                    "first, or give this one its own --state and --jsonl"):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(held(lock, f"another `ladder watch` is following this run with {state_path} (it holds "
+                                       f"{lock}); stop it first, or give this one its own --state and --jsonl"))
+        if alerts_path is not None:
+            other = Path(f"{alerts_path}.lock")
+            stack.enter_context(held(other, f"another `ladder watch` appends its alerts to {alerts_path} (it holds "
+                                            f"{other}); give this one its own --jsonl"))
         yield
 
 
