@@ -459,10 +459,10 @@ def test_a_webhook_that_answers_other_than_http_is_an_undelivered_alert_not_a_cr
 def test_a_condition_that_lasts_is_one_alert_not_one_per_check():
     """The drop fraction above its limit, and a deadline the run will miss, keep their alert's key from check to
     check (the step the condition began at; the plan it threatens), so a sink gets each once."""
-    drops = np.r_[np.full(100, 0.02), np.full(100, 0.4)]  # the mean of the last 20 crosses 25% at step 113
-    keys_seen = {a.key for n in (150, 170, 200)
+    drops = np.r_[np.full(200, 0.02), np.full(100, 0.4)]  # the mean of the last 20 crosses 25% at step 213
+    keys_seen = {a.key for n in (250, 270, 300)
                  for a in R.drop_fraction(with_series(keys.DROP_FRACTION, drops[:n]), None, AlertRules())}
-    assert keys_seen == {"drop_fraction:warning:113"}
+    assert keys_seen == {"drop_fraction:warning:213"}
     [a] = R.drop_fraction(with_series(keys.DROP_FRACTION, drops), None, AlertRules())
     assert "(since step " in a.message
     slow = {keys.TOKENS_PER_SECOND: pd.Series([100.0] * 20, index=range(981, 1001))}
@@ -511,3 +511,14 @@ def test_a_crash_says_its_step_as_a_share_of_both_plans_where_the_plan_was_edite
     assert "the run stopped at step 2,820 (51% of its plan, 64% of the edited plan)" in alarm.message
     [alarm] = stopped(pd.Series({"state": "crashed"}), Observed(series, planned_steps=5540, tokens_per_step=1))
     assert "the run stopped at step 2,820 (51% of its plan)" in alarm.message
+
+
+def test_drops_of_an_untrained_router_in_warmup_are_not_a_warning():
+    """40% dropped over the first 3% of the run (a router not yet trained, as the demo's rungs show) is left out;
+    the same 40% past the first 5% (`projection_skip`) warns."""
+    early = np.r_[np.full(60, 0.4), np.full(140, 0.02)]
+    assert R.drop_fraction(with_series(keys.DROP_FRACTION, early[:60]), None, AlertRules()) == []
+    assert R.drop_fraction(with_series(keys.DROP_FRACTION, early), None, AlertRules()) == []
+    late = np.r_[np.full(100, 0.02), np.full(60, 0.4)]  # 5% of 2,000 steps is step 100
+    [a] = R.drop_fraction(with_series(keys.DROP_FRACTION, late), None, AlertRules())
+    assert a.level == "warning" and a.step > 100

@@ -76,7 +76,8 @@ class AlertRules:
     """A projection rule fires at an eval when the smoothed series was above the projection's 90% band
     at this many evals in a row (this one the last)."""
     projection_skip: float = 0.05
-    """Leading fraction of the run (warmup) the projection rules leave out."""
+    """Leading fraction of the run (warmup) the projection rules and the fixed drop-fraction limits leave out: a
+    router not yet trained drops many tokens (the demo's rungs drop up to 39% in their first steps)."""
     drop_warn: float = 0.25
     """MoE drop fraction (mean of the last 20 logs) that warns whatever the rungs did ..."""
     drop_alarm: float = 0.5
@@ -351,6 +352,7 @@ def drop_fraction(obs: Observed, rungs: RungCurves | None, rules: AlertRules) ->
     """MoE drop fraction above a fixed threshold, or above the rungs' drop fraction projected to this
     run's size at the same fraction (without a projection: above what every rung had there)."""
     d = obs.column(keys.DROP_FRACTION)
+    d = d[obs.fractions(d.index.to_numpy(np.int64)) >= rules.projection_skip]  # past warmup (`projection_skip`)
     if d.empty:
         return []
     recent = float(d.iloc[-20:].mean())
