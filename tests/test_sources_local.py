@@ -188,6 +188,28 @@ def test_a_run_pulled_through_its_folder_or_the_parent_is_one_run(tmp_path):
     assert (store.root / "manifest.json").read_text() == before and len(store.runs()) == 1
 
 
+def test_a_project_moved_elsewhere_pulls_its_runs_on_from_their_new_folders(tmp_path):
+    """A store copied with its run folders to another machine (or a project renamed): the stored folder is gone
+    and one of the same name is where the pull looks; it is the same run, read on from its cursor, and the store
+    says where it now reads it. A copy beside a folder still there stays another run (--replace)."""
+    cfg = RUNGS[0]
+    make_run(tmp_path / "a" / "runs", cfg, range(1, 31), state="running")
+    pull(Store(tmp_path / "a" / "store"), LocalSource(tmp_path / "a" / "runs"))
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    with pytest.raises(LadderError, match="already in the store from local:.*--replace"):
+        pull(Store(tmp_path / "copy" / "store"), LocalSource(tmp_path / "copy" / "runs"))  # /a is still there
+    (tmp_path / "a").rename(tmp_path / "b")
+    store, run_dir = Store(tmp_path / "b" / "store"), tmp_path / "b" / "runs" / cfg.name
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.writelines(line(s, cfg.tokens_per_step, **{"train/loss": 5.0}) for s in range(31, 36))
+    (moved,) = pull(store, LocalSource(tmp_path / "b" / "runs")).pulled
+    assert moved.rows_read == 5  # on from the cursor: the same run
+    assert any(m.startswith(f"its folder moved: stored from local:{(tmp_path / 'a' / 'runs' / cfg.name).resolve()}, "
+                            "which is gone") for m in moved.messages)
+    assert list(store.runs()["source"]) == [f"local:{run_dir.resolve()}"] and int(store.runs()["last_step"][0]) == 35
+    assert pull(store, LocalSource(run_dir)).unchanged == 1
+
+
 def test_a_run_stored_under_the_folder_an_older_pull_was_given_is_the_same_run(tmp_path, monkeypatch):
     """Stores written before runs were identified by their own folder name the folder pulled."""
     cfg = RUNGS[0]

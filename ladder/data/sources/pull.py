@@ -256,8 +256,12 @@ def _check_clashes(
         if prev is None or ref.run_id in writer.staged:
             continue
         if not _same_source(prev["source"], ref.source or key):
+            origin = ref.source or key
+            copy = (origin.partition(":")[0] in ("local", "offline")
+                    and Path(origin.partition(":")[2]).name == Path(str(prev["source"]).partition(":")[2]).name)
             clashes.append(f"run id {ref.run_id!r} is already in the store from {prev['source']} "
-                           f"({prev['rows']:,} rows); {ref.source or key} has a run with the same id")
+                           f"({prev['rows']:,} rows); {origin} has a run with the same id"
+                           + (" (a copy of its folder, the first still there)" if copy else ""))
         else:
             moved = _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], prev))
             if moved:
@@ -297,7 +301,8 @@ def _pull_run(
     config = dict(got.config) if fresh else {**_config(prev), **got.config}
     name = _name(ref, got, config, prev)
     names.add(name)
-    if not fresh and not len(got.rows) and got.state == prev["state"] and config == _config(prev):
+    relocated = prev is not None and moved_here(prev["source"], origin)
+    if not fresh and not len(got.rows) and got.state == prev["state"] and config == _config(prev) and not relocated:
         return None
     overrides = _remembered(overrides, ref.run_id, name, earlier)
     given = overrides.for_run(ref.run_id, name)
@@ -351,6 +356,8 @@ def _pull_run(
         last_step,
         last_fraction,
         tuple(got.warnings) + said + ((f"coordinates changed: {moved}",) if moved else ())
+        + ((f"its folder moved: stored from {prev['source']}, which is gone; the store now reads it from {origin}",)
+           if relocated else ())
         + tuple(report.messages(stored_report)),
     )
 
@@ -457,9 +464,23 @@ def _same_source(stored: str, origin: str) -> bool:
     if kind != stored_kind or kind not in ("local", "offline"):
         return False
     here, there = Path(path), Path(stored_path)
+    if moved_here(stored, origin):
+        return True
     if kind == "local":
         return here.is_relative_to(there) and not (there / runfiles.METRICS_FILE).is_file()
     return here.is_relative_to(there) or there.is_relative_to(here)
+
+
+def moved_here(stored: str, origin: str) -> bool:
+    """Whether a local or offline run stored from `stored` is the one now at `origin`, its folder moved: the stored
+    folder is gone and the new one has its name (a project copied to another machine, or renamed). A copy beside a
+    folder still there is another run, for the user to settle (--replace)."""
+    kind, _, path = origin.partition(":")
+    stored_kind, _, stored_path = stored.partition(":")
+    if kind != stored_kind or kind not in ("local", "offline") or stored == origin:
+        return False
+    here, there = Path(path), Path(stored_path)
+    return here.name == there.name and not there.exists() and here.exists()
 
 
 def _name(ref: RunRef, got: SourceRun | None, config: dict[str, Any], prev: dict[str, Any] | None) -> str:
