@@ -193,6 +193,9 @@ def test_fraction_is_of_the_plan_the_run_started_with(runs, tmp_path):
 
     started = HERO.stop_after_steps / HERO.schedule.total_steps
     assert _fraction_cell(store.run(HERO.name)) == f"{started:.3f} (1.000 edited)"
+    listed = CliRunner().invoke(app, ["runs", "--format", "json", "--store", str(store.root)])
+    (row,) = [r for r in json.loads(listed.output) if r["name"] == HERO.name]
+    assert row["last_fraction"] == pytest.approx(started) and row["last_fraction_edited"] == 1.0
 
 
 # ---- resumed rung -----------------------------------------------------------------------------------

@@ -308,7 +308,7 @@ def runs_command(
 
     Parameters: active and total as the planner counts them; C/token is fit compute per token
     (3 × forward FLOPs without the output head); fraction: the last step's, of the plan the run started
-    with (of its edited plan beside it). --remove takes runs out (a run pulled twice, from two
+    with (of its edited plan beside it; last_fraction_edited in the JSON). --remove takes runs out (a run pulled twice, from two
     sources), after asking.
     """
     if remove:
@@ -328,6 +328,7 @@ def runs_command(
         records = []
         for row in runs.to_dict("records"):
             row = {k: (None if _missing(v) else v) for k, v in row.items()}
+            row["last_fraction_edited"] = _edited_fraction(row)  # beside last_fraction, never in its place
             row["config"] = json.loads(row.pop("config_json") or "{}")
             row["report"] = json.loads(row.pop("report_json") or "{}")
             records.append(row)
@@ -362,11 +363,19 @@ def _fraction_cell(run: dict) -> str:
     """The last step's fraction of the plan the run started with, and of the edited plan beside it."""
     if _missing(run["last_fraction"]):
         return "-"
-    edited = edited_fraction(json.loads(run["config_json"] or "{}"), [int(run["last_step"])])
+    edited = _edited_fraction(run)
     shown = f"{run['last_fraction']:.3f}"
-    if edited is not None and abs(float(edited[0]) - run["last_fraction"]) > 1e-9:
-        shown += f" ({float(edited[0]):.3f} edited)"
+    if abs(edited - run["last_fraction"]) > 1e-9:
+        shown += f" ({edited:.3f} edited)"
     return shown
+
+
+def _edited_fraction(run: dict) -> float | None:
+    """The last step's fraction of the plan in force at it (the plan it started with where it was never edited)."""
+    if _missing(run["last_fraction"]) or _missing(run["last_step"]):
+        return None
+    edited = edited_fraction(json.loads(run["config_json"] or "{}"), [int(run["last_step"])])
+    return float(run["last_fraction"]) if edited is None else float(edited[0])
 
 
 @command("history")
