@@ -236,6 +236,11 @@ def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_p
     (dots,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("hero")]
     assert np.allclose(dots.get_ydata(), f[:10] ** -0.3) and "predicted final" in dots.get_label()
     plt.close(fig)
+    cut = Curve("hero", f[:16], E + (final - E) * f[:16] ** -0.3)  # finished on a plan edited to end at 80%
+    fig = collapse(rungs, E, cut)
+    (dots,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("hero")]
+    assert dots.get_ydata()[-1] == 1.0 and "plan edited to end at 80%: by its final there" in dots.get_label()
+    plt.close(fig)
 
 
 def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():

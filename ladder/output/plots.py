@@ -166,6 +166,8 @@ def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None, hero_f
     if hero is not None and len(hero.value):
         final = hero.final if hero_final is None else hero_final
         label = hero.label if hero_final is None else f"{hero.label} (by its predicted final)"
+        if hero_final is None and hero.fraction[-1] < 0.999:  # finished on a plan edited shorter: its end is not 1
+            label = f"{hero.label} (plan edited to end at {hero.fraction[-1]:.0%}: by its final there)"
         ax.plot(hero.fraction, (hero.value - E) / (final - E), "o", color=HERO, ms=3, label=label)
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel("(L − E) / (L_final − E)")
