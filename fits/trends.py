@@ -415,8 +415,10 @@ class Projection:
     At each fraction, across the runs that reach it: z = a + b·u with z = ln y (`log_y`) or y, and
     u = ln(x / x_ref) (x_ref their geometric mean), by least squares, as `fit_trend`. Where the slope's
     central `flat_level` interval contains 0 (no trend distinguishable across sizes; voted over
-    neighbouring fractions, see `project_series`), the projection is flat: the runs' mean of z. Bands are Student-t prediction intervals for a new run at `x`:
-    on n − 2 degrees of freedom with the trend, on n − 1 when flat (the runs' spread around their mean).
+    neighbouring fractions, see `project_series`), the projection is flat: the runs' mean of z; where the
+    vote is split, the mix of the two by its shares (`flat_weight`). Bands are Student-t prediction
+    intervals for a new run at `x`: on n − 2 degrees of freedom with any trend, on n − 1 when wholly flat
+    (the runs' spread around their mean).
     """
 
     x: float
@@ -443,6 +445,9 @@ class Projection:
     """The runs' values on the grid (runs × fractions), NaN where a run has none."""
     xs: np.ndarray
     """The runs' sizes."""
+    flat_weight: np.ndarray | None = None
+    """Share of the neighbouring fractions that vote flat: the projection is this mix of flat and trend (1 where
+    the sizes are all equal; None: `flat` as 1 or 0)."""
 
     @property
     def median(self) -> np.ndarray:
@@ -509,10 +514,11 @@ def project_series(x, values, x_target: float, *, fractions=FRACTIONS, log_y: bo
     """Project each column of `values` (runs × fractions, NaN where a run has no value, e.g. from
     `on_grid`) to size `x_target` across the runs' sizes `x`. See `Projection` for the method.
 
-    Flat or not is voted over the fractions within ±`flat_span` of each (with a projection): flat
-    where the slope's interval contains 0 at half of them or more. One fraction's slope is noisy, and
-    a projection that switched between trend and flat from one fraction to the next would jump by
-    the whole trend at the target; `flat_span=0` decides each fraction on its own slope.
+    Flat or not is voted over the fractions within ±`flat_span` of each (with a projection): the
+    projection is the mix of flat and trend weighted by the share of them where the slope's interval
+    contains 0 (`flat` where that is half or more). One fraction's slope is noisy, and a projection
+    that switched between trend and flat from one fraction to the next would jump by the whole trend
+    at the target; `flat_span=0` decides each fraction on its own slope.
 
     `log_y` None: in log y when every value is positive, else in y. Fractions with fewer than
     `min_runs` runs (at least 3) have no projection (NaN)."""
@@ -544,16 +550,19 @@ def project_series(x, values, x_target: float, *, fractions=FRACTIONS, log_y: bo
             cols[k][js] = v
     made = np.isfinite(cols["flat_centre"])
     no_slope = ~((cols["slope_lo"] > 0) | (cols["slope_hi"] < 0))  # NaN slope (equal sizes): no slope
-    flat = np.zeros(m, dtype=bool)
+    w = np.zeros(m)  # the weight of flat: its share of the votes
     for j in np.flatnonzero(made):
         near = made & (np.abs(fr - fr[j]) <= flat_span + 1e-9)
-        flat[j] = no_slope[near].mean() >= 0.5 or not np.isfinite(cols["slope"][j])
+        w[j] = 1.0 if not np.isfinite(cols["slope"][j]) else no_slope[near].mean()
     n = cols["n"]
-    centre = np.where(flat, cols["flat_centre"], cols["trend_centre"])
-    se = np.where(flat, cols["flat_se"], cols["trend_se"])
-    dof = np.where(made, np.where(flat, n - 1.0, n - 2.0), np.nan)
+    trend_c, trend_se = np.where(w < 1, cols["trend_centre"], 0.0), np.where(w < 1, cols["trend_se"], 0.0)
+    # The two projections averaged by the vote (a mixture: its variance holds the gap between them), so that the
+    # projection passes from trend to flat over the fractions where the votes change, without a jump.
+    centre = w * cols["flat_centre"] + (1 - w) * trend_c
+    se = np.sqrt(w * cols["flat_se"] ** 2 + (1 - w) * trend_se**2 + w * (1 - w) * (cols["flat_centre"] - trend_c) ** 2)
+    dof = np.where(made, np.where(w >= 1, n - 1.0, n - 2.0), np.nan)
     return Projection(float(x_target), fr, centre, se, dof, cols["slope"], cols["slope_lo"], cols["slope_hi"],
-                      flat & made, runs, log_y, flat_level, Y, xs)
+                      (w >= 0.5) & made, runs, log_y, flat_level, Y, xs, np.where(made, w, np.nan))
 
 
 def _project_columns(x: np.ndarray, Z: np.ndarray, x_target: float, level: float) -> dict[str, np.ndarray]:

@@ -218,8 +218,9 @@ def test_a_series_without_a_trend_is_projected_flat_and_says_so():
         proj = project_series(RUNG_C, grid, HERO_C)
         shares.append(proj.flat.mean())
         at = np.flatnonzero(proj.flat)
-        # flat: the rungs' (geometric) mean at that fraction, a band from their spread
-        np.testing.assert_allclose(proj.median[at], np.exp(np.nanmean(np.log(grid[:, at]), axis=0)), rtol=1e-12)
+        whole = np.flatnonzero(proj.flat_weight == 1)
+        # wholly flat: the rungs' (geometric) mean at that fraction, a band from their spread
+        np.testing.assert_allclose(proj.median[whole], np.exp(np.nanmean(np.log(grid[:, whole]), axis=0)), rtol=1e-12)
         contains0.append(np.mean((proj.slope_lo[at] <= 0) & (proj.slope_hi[at] >= 0)))
         one_by_one = project_series(RUNG_C, grid, HERO_C, flat_span=0.0)
         np.testing.assert_array_equal(one_by_one.flat, (one_by_one.slope_lo <= 0) & (one_by_one.slope_hi >= 0))
@@ -235,6 +236,34 @@ def test_a_series_without_a_trend_is_projected_flat_and_says_so():
     # neighbouring fractions keeps most of those flat too
     assert np.mean(shares) >= 0.9
     assert np.mean(contains0) >= 0.85  # where flat, the slope's interval mostly contains 0 there too
+
+
+def test_a_projection_passes_from_trend_to_flat_without_a_jump():
+    """Rungs whose trend across sizes fades over the first two thirds of the run (as the demo's router z-loss):
+    where the slope's interval starts to contain 0 the neighbouring fractions' votes split, and the projection
+    mixes trend and flat by their shares, so it moves from one to the other over the span of the vote. Deciding
+    each fraction on its own slope jumps by up to the whole gap between them from one fraction to the next."""
+    from fits.trends import FRACTIONS, project_series
+
+    u = np.log(RUNG_C / 1e18)[:, None]
+    exponent = 0.1 * np.clip(1 - 1.5 * FRACTIONS, 0, None)
+    mixed_steps, hard_steps, ends_flat = [], [], []
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        noise = 0.05 * rng.standard_normal((RUNG_C.size, 1)) + 0.005 * rng.standard_normal((RUNG_C.size, FRACTIONS.size))
+        grid = np.exp(exponent * u + noise)
+        proj, hard = project_series(RUNG_C, grid, HERO_C), project_series(RUNG_C, grid, HERO_C, flat_span=0.0)
+        assert proj.flat_weight[0] == 0  # the rungs' own offsets can make even the end a trend (one seed of 8)
+        ends_flat.append(proj.flat_weight[-1] == 1)
+        mixed = (proj.flat_weight > 0) & (proj.flat_weight < 1)
+        assert np.array_equal(proj.flat, proj.flat_weight >= 0.5)
+        lo, hi = proj.interval(0.9)
+        assert np.all((lo[mixed] < proj.median[mixed]) & (proj.median[mixed] < hi[mixed]))
+        mixed_steps.append(np.max(np.abs(np.diff(np.log(proj.median)))))
+        hard_steps.append(np.max(np.abs(np.diff(np.log(hard.median)))))
+    gap = 0.1 * np.log(HERO_C / 1e18)  # the trend's level at the start over the flat one: 0.69 in ln
+    assert sum(ends_flat) >= 6 and max(mixed_steps) < 0.1 * gap, (ends_flat, mixed_steps)
+    assert np.median(hard_steps) > 0.25 * gap, hard_steps
 
 
 def test_projection_needs_three_runs_at_a_fraction_and_interpolates_between_fractions():
