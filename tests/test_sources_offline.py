@@ -429,6 +429,7 @@ def test_cli_missing_coordinate_names_run_and_field(runs, tmp_path):
     runner = CliRunner()
     f = _one_file(bare)
     f.write_bytes(f.read_bytes()[:7])  # a run killed before wandb wrote anything: no config at all
+    os.utime(f, (f.stat().st_mtime - 3600, f.stat().st_mtime - 3600))  # an hour ago: not one starting now
     res = runner.invoke(app, ["pull", "offline", str(bare), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2
     assert "nested01" in res.output and "'active_params'" in res.output and "--coord active_params=" in res.output
@@ -467,3 +468,38 @@ def test_run_config_rebuilds_from_the_store(runs, tmp_path):
     pull(store, OfflineSource(runs["nested"]))
     assert store.run_config(HERO.name) == HERO
     assert store.run_config("nested") is None and store.config("nested")["stop_after_steps"] == 20
+
+
+def test_a_run_read_on_with_another_step_key_is_refused_and_kept_as_stored(runs, tmp_path):
+    """A run pulled with one --step-key and read on with another (a watch not given the pull's) would store its
+    new rows at other steps beside the old ones: the read is refused, naming the key to give, the stored run
+    kept; the same key reads on."""
+    from ladder.data.sources.pull import PullSkipped
+
+    store = Store(tmp_path / "store")
+    pull(store, OfflineSource(runs["hero"]))
+    before = store.history(run_ids=[store.run(HERO.name)["run_id"]])
+    with pytest.raises(PullSkipped, match="pulled with --step-key '_step', and this read gives 'global_step': give "
+                                          "--step-key _step again"):
+        pull(store, OfflineSource(runs["hero"], step_key="global_step"))
+    pd.testing.assert_frame_equal(store.history(run_ids=[store.run(HERO.name)["run_id"]]), before)
+    assert pull(store, OfflineSource(runs["hero"])).unchanged == 1
+    from ladder.cli.watch import _source
+
+    assert _source(None, runs["hero"], None, step_key="global_step").step_key == "global_step"  # watch --step-key
+    with pytest.raises(LadderError, match="--step-key is for --offline and --wandb runs"):
+        _source(tmp_path, None, None, step_key="global_step")
+
+
+def test_a_run_wandb_has_just_started_is_waited_for_not_taken_for_one_without_coordinates(runs, tmp_path):
+    """For its first seconds a run's offline file is wandb's 7-byte header alone, its config not yet written: the
+    pull says so (and to pull again), not that the config lacks coordinates."""
+    from ladder.data.sources.pull import PullSkipped
+
+    shutil.copytree(runs["hero"], tmp_path / "hero")
+    for log in (tmp_path / "hero").rglob("*.wandb"):  # the file and the latest-run link to it
+        if not log.is_symlink():
+            log.write_bytes(log.read_bytes()[:7])
+    with pytest.raises(PullSkipped, match="nothing is written in it yet, not even its config") as caught:
+        pull(Store(tmp_path / "store"), OfflineSource(tmp_path / "hero"))
+    assert "coord" not in str(caught.value)

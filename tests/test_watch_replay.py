@@ -588,6 +588,12 @@ def test_a_watch_started_before_its_run_waits_for_it_and_a_typo_is_refused(tmp_p
 
     res = watch(runs / config.name)  # its folder is not written yet
     assert res.exit_code == 3 and "no such directory yet" in res.output, res.output
+    alerts = tmp_path / "other" / "prediction" / "alerts.jsonl"
+    told = len(alerts.read_text().splitlines())
+    args[at] = str(runs / config.name)
+    looped = runner.invoke(app, [*args, "--poll", "0.01", "--max-checks", "4"])  # waiting: said once, not at each poll
+    assert looped.exit_code == 3 and looped.output.count("no such directory yet") == 1, looped.output
+    assert len(alerts.read_text().splitlines()) == told + 1
     for rung in micro_plan().rungs[:2]:
         write_run(runs, rung)
     res = watch(runs)  # a folder of runs without it: looked for again at each check

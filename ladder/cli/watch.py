@@ -30,13 +30,16 @@ SHOWN_STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help=(
     "Store folder holding the rungs and the run as far as it has been pulled (`ladder pull`, or `ladder watch`)."))
 
 
-def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s: float = 120.0):
+def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s: float = 120.0,
+            step_key: str = "_step"):
     """The run's source; a local or offline run that wrote nothing for `quiet_s` while it says it runs is taken
     for stopped (crashed): three times the watch's --stale-minutes, when the stale warning turns to an alarm."""
     given = [x for x in (local, offline, wandb) if x is not None]
     if len(given) > 1:
         raise LadderError("give at most one of --local RUN_DIR, --offline WANDB_DIR, --wandb ENTITY/PROJECT "
                           "(none: watch the run as the store holds it)")
+    if step_key != "_step" and offline is None and wandb is None:
+        raise LadderError("--step-key is for --offline and --wandb runs (a trainer's run folder logs its step)")
     if not given:
         return None
     for option, path in (("--local", local), ("--offline", offline)):
@@ -47,15 +50,15 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
     if local is not None:
         return LocalSource(local, running_window_s=quiet_s)
     if offline is not None:
-        return OfflineSource(offline, running_window_s=quiet_s)
-    return WandbSource(wandb)
+        return OfflineSource(offline, running_window_s=quiet_s, step_key=step_key)
+    return WandbSource(wandb, step_key=step_key)
 
 
 @command("watch")
 def watch_command(
     prediction: Path = PREDICTION,
     local: Path | None = typer.Option(None, "--local", help="The trainer's run folder (or a folder of them); one the run has not written yet is waited for (cannot judge until it has)."),
-    offline: Path | None = typer.Option(None, "--offline", help="A wandb offline folder being written (wandb/)."),
+    offline: Path | None = typer.Option(None, "--offline", help="A wandb offline folder being written (wandb/); a run not written there yet is waited for (cannot judge until it has, said once)."),
     wandb: str | None = typer.Option(None, "--wandb", help="ENTITY/PROJECT on wandb (WANDB_API_KEY from the environment)."),
     store: Path = STORE,
     once: bool = typer.Option(False, "--once", help="Check once and exit: 0 on track, 3 cannot judge, 4 warning, 5 alarm (1 is a bug, 2 a usage error; for cron)."),
@@ -66,6 +69,7 @@ def watch_command(
     state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
     deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish: ISO time, or hours like 72h counted from the first watch given them (kept in --state, so a cron job's --once keeps the time): warns when throughput will miss it."),
     stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long; alarm at three times it, when a --local or --offline run that still says it runs is taken for crashed."),
+    step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step, for --offline and --wandb (as for `ladder pull`: give the one the run was pulled with)."),
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
     target_run: str | None = TARGET_RUN,
@@ -93,7 +97,7 @@ def watch_command(
     _check_numbers(poll, max_checks, stale_minutes)
     pred = _load(prediction, target_run, checked=False)  # a damaged table: the rules that need none still run
     folder = prediction if prediction.is_dir() else prediction.parent
-    source = _source(local, offline, wandb, 3 * stale_minutes * 60)
+    source = _source(local, offline, wandb, 3 * stale_minutes * 60, step_key)
     source = None if source is None else only_run(source, pred.run_name)
     overrides = CoordinateOverrides.parse(coord, coords)
     state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json", store)

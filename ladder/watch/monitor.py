@@ -94,6 +94,8 @@ class Watcher:
     deadline: dict | None = None
     """A --deadline given in hours, kept in the state so that the same hours given again keep its time."""
     _state: WatchState | None = field(default=None, repr=False)
+    _unreadable: str | None = field(default=None, repr=False)
+    """What the last check said when it could not read the run (None: it could)."""
     _stamp: tuple | None = field(default=None, repr=False)
     """The prediction file's size and change time when it was read (`prediction_dir`)."""
 
@@ -113,9 +115,12 @@ class Watcher:
             raise
         except LadderError as exc:
             summary = f"cannot read {self.prediction.run_name}: {exc}"
-            self._deliver(state, [], "unreadable", summary)
+            # said once while it lasts: a watch started before its run would say it at every poll
+            self._deliver(state, [], "unreadable", summary, quiet=summary == self._unreadable)
+            self._unreadable = summary
             state.save(self.state_path)
             return CheckResult("unreadable", lines=(summary,))
+        self._unreadable = None
         config = self.store.config(str(run["run_id"]))
         self._maybe_repredict(config)
         obs = self._observed(run, config, state, now)

@@ -84,6 +84,8 @@ class OfflineSource:
 
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
         files: list[Path] = ref.handle
+        if cursor is not None:
+            _same_keys(cursor, self.options)
         seen: dict[str, dict[str, Any]] = dict((cursor or {}).get("files", {}))
         replace = cursor is None or not _cursor_holds(files, seen)
         if replace:
@@ -107,6 +109,12 @@ class OfflineSource:
                     f"{f}: {log.problem}; stopped reading this file there "
                     f"(rows before it kept, nothing after it read)"
                 )
+        started = (replace and not decoder.config and not decoder.without_step and not warnings  # nor a damaged one
+                   and not any(len(f) for f in frames))
+        if started and self._state(files[-1], seen[str(files[-1])])[0] == "running":
+            # wandb writes an offline file in chunks: a run just started has its header and nothing else yet
+            raise LadderError("nothing is written in it yet, not even its config (wandb writes its offline file in "
+                              "chunks, the first some seconds after the run starts); pull it again in a minute")
         if replace and decoder.without_step and not any(len(f) for f in frames):  # not one row to store
             named = sorted(decoder.keys_without_step, key=lambda k: ("step" not in k.lower(), k))  # a step's key first
             keys = ", ".join(repr(k) for k in named[:8]) + (", ..." if len(named) > 8 else "") or "no keys"
@@ -123,7 +131,7 @@ class OfflineSource:
             run_id=ref.run_id,
             source=ref.source,
             rows=concat_rows(frames),
-            cursor={"files": seen},
+            cursor={"files": seen, **self.options},
             state=state,
             config=decoder.config,
             name=decoder.name,
@@ -407,3 +415,12 @@ def _set_path(config: dict[str, Any], path: list[str], value: Any) -> None:
         if not isinstance(node, dict):
             return
     node[path[-1]] = value
+
+
+def _same_keys(cursor: dict[str, Any], options: dict[str, Any]) -> None:
+    """Refuse to read a run on with another step key than its stored rows were read with: its new rows would land
+    at other steps beside the old ones (a cursor from before the key was kept is taken as read with `_step`)."""
+    was = cursor.get("step_key", "_step")
+    if was != options["step_key"]:
+        raise LadderError(f"it was pulled with --step-key {was!r}, and this read gives {options['step_key']!r}: give "
+                          f"--step-key {was} again (or pull it with --full to read it anew with {options['step_key']!r})")
