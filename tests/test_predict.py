@@ -208,6 +208,27 @@ def test_watch_predicts_again_after_a_schedule_edit(tmp_path, mp_store):
     assert again["table"][-1]["step"] == PLAN.hero.stop_after_steps
 
 
+def test_replan_of_a_finished_run_asks_for_a_step_and_one_before_the_run_is_a_what_if(tmp_path, mp_store):
+    import shutil
+
+    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+    cfg = tmp_path / "hero.yaml"
+    hero.save(cfg)
+    shutil.copytree(mp_store.root, tmp_path / "store")
+    T = hero.stop_after_steps
+    pull(Store(tmp_path / "store"), LocalSource(write_run(tmp_path / "runs", hero, upto=T // 2, state="running")))
+    base = ["replan", str(cfg), "--store", str(tmp_path / "store"), "--n-boot", "50"]
+    res = runner.invoke(app, [*base, "--at", str(T // 4), "--shorten-to", str(int(0.8 * T))])
+    assert res.exit_code == 0 and "new schedule" in res.stdout, res.output
+    said = " ".join(res.stderr.split())
+    assert f"--at {T // 4:,}: the run is at step {T // 2:,} already, so this is a what-if" in said
+    res = runner.invoke(app, [*base, "--shorten-to", str(int(0.8 * T))])  # at its last step: no warning
+    assert res.exit_code == 0 and "what-if" not in res.stderr, res.output
+    pull(Store(tmp_path / "store"), LocalSource(write_run(tmp_path / "runs", hero)))  # now finished
+    res = runner.invoke(app, [*base, "--shorten-to", str(int(0.8 * T))])
+    assert res.exit_code == 2 and f"is done (step {T:,} of {T:,})" in res.stderr and "give --at STEP" in res.stderr
+
+
 def test_replan_prints_old_and_new(tmp_path, mp_store):
     cfg = tmp_path / "hero.yaml"
     hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())

@@ -296,6 +296,9 @@ def replan_command(
         raise LadderError(f"{out / hero.name}.yaml exists and is no earlier replan's (no prediction beside it); "
                           "give --out another folder (nothing was written)")
     step = at if at is not None else _last_step(st, hero.name, deadline is not None)
+    if at is None and deadline is None and step >= hero.stop_after_steps:
+        raise LadderError(f"{hero.name!r} is done (step {step:,} of {hero.stop_after_steps:,}): there is nothing left "
+                          "to edit; give --at STEP to ask what an edit at an earlier step would have done")
     if deadline is not None:
         rate = throughput or _recent_throughput(st, hero.name)
         fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, seconds_left)
@@ -316,6 +319,9 @@ def replan_command(
     if passed:  # an edit the run has made stays: what is done is not replanned
         raise LadderError(f"--at {step:,}: the run is at step {reached:,}, past its edit {passed[0].describe()}; a new "
                           f"edit goes at step {passed[-1].at_step:,} or later")
+    if step < reached:
+        warn(f"--at {step:,}: the run is at step {reached:,} already, so this is a what-if: an edited config cannot "
+             f"resume it (its learning rates before step {reached:,} would differ from those it trained with)")
     edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
     settings = _settings(metric, n_boot, group)
     old, new = predict(st, hero, settings), predict(st, edited, settings)
