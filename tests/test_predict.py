@@ -216,7 +216,8 @@ def test_replan_of_a_finished_run_asks_for_a_step_and_one_before_the_run_is_a_wh
     hero.save(cfg)
     shutil.copytree(mp_store.root, tmp_path / "store")
     T = hero.stop_after_steps
-    pull(Store(tmp_path / "store"), LocalSource(write_run(tmp_path / "runs", hero, upto=T // 2, state="running")))
+    pull(Store(tmp_path / "store"), LocalSource(write_run(tmp_path / "runs", hero, upto=T // 2, state="running")),
+         replace=True)  # another test may have watched a hero of that name in the shared store
     base = ["replan", str(cfg), "--store", str(tmp_path / "store"), "--n-boot", "50"]
     res = runner.invoke(app, [*base, "--at", str(T // 4), "--shorten-to", str(int(0.8 * T))])
     assert res.exit_code == 0 and "new schedule" in res.stdout, res.output
