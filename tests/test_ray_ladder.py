@@ -130,7 +130,7 @@ def on_ray(tmp_path_factory, env, sequential) -> tuple[Path, str, str, float]:
 
 
 @pytest.mark.slow
-def test_rungs_train_concurrently_into_the_same_folders_with_the_same_losses(sequential, on_ray):
+def test_rungs_train_concurrently_into_the_same_folders_with_the_same_losses(sequential, on_ray, env):
     reference, cfgs = sequential
     folder, out, err, _ = on_ray
     starts, ends = {}, {}
@@ -151,6 +151,9 @@ def test_rungs_train_concurrently_into_the_same_folders_with_the_same_losses(seq
     assert values(reference / "runs" / SMALL, keys.TRAIN_LOSS) == values(folder / "runs" / SMALL, keys.TRAIN_LOSS)
     # Every trainer line reached the terminal prefixed by its run's name.
     assert f"{SMALL} | {SMALL}: finished" in err and f"{LARGE} | {LARGE}: finished" in err
+    # Again, every run finished: none is trained, and the summary counts none as trained.
+    out, _ = finish(ladder(env, "--ladder", str(folder), *RAY))
+    assert f"Trained 0 runs of {folder} ({len(cfgs)} finished already):" in " ".join(out.split()), out[-2000:]
 
 
 @pytest.mark.slow

@@ -80,12 +80,12 @@ def train_command(
         runs = [(config, RunConfig.load(config))]  # a bad config fails here, with the field named
     else:
         runs = ladder_runs(ladder, rungs_only)
+    skipped = 0
     if ray is not None:
-        _train_on_ray(runs, ray, retries, resume or ladder is not None, ray_cpus, fmt)
+        skipped = _train_on_ray(runs, ray, retries, resume or ladder is not None, ray_cpus, fmt)
     elif config is not None:
         _run(config, runs[0][1], resume, progress)
         return
-    skipped = 0
     if ray is None:
         for path, cfg in runs:
             if is_done(path, cfg):
@@ -142,7 +142,8 @@ def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
 
 
 def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int, resume: bool,
-                  ray_cpus: int | None, fmt: Format) -> None:
+                  ray_cpus: int | None, fmt: Format) -> int:
+    """Train `runs` on Ray; the count of those skipped (finished before)."""
     from ladder.cluster import Board, train_on_ray
 
     if ray_cpus is not None and (address != LOCAL or ray_cpus < 1):
@@ -167,7 +168,9 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
         codes = ", ".join("lost" if c is None else str(c) for c in job.codes)
         err_console.print(f"{job.name}: {job.state} after {job.attempts} attempt(s) (exit {codes}); its log: "
                           f"{job.run_dir / 'train.log'}", highlight=False)
+    skipped = sum(j.state == "skipped" for j in jobs.values())
     if bad:
         if fmt is Format.table:
-            _summary(runs, runs[0][0].parent)
+            _summary(runs, runs[0][0].parent, skipped)
         raise typer.Exit(1)
+    return skipped
