@@ -603,6 +603,7 @@ def test_a_watch_started_before_its_run_waits_for_it_and_a_typo_is_refused(tmp_p
     assert res.exit_code == 2 and "no such folder" in res.output, res.output
     res = watch(runs / micro_plan().rungs[0].name)  # one run's own folder, another run: a usage error
     assert res.exit_code == 2 and f"the prediction is for {config.name!r}" in res.output, res.output
+    assert f"give --target-run {micro_plan().rungs[0].name} where it is that run" in " ".join(res.output.split())
 
 
 def test_a_deadline_in_hours_keeps_its_time_across_once_checks_and_says_when_it_passed(tmp_path, replay):

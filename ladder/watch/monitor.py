@@ -465,6 +465,8 @@ class _OnlyRun:
                                   "again at each check; give --target-run where the run has another name")
             hint = ("; the names of runs there are known only once read: point the source at the watched run's "
                     "own folder, or give its id with --target-run" if unnamed else "")
+            hint = hint or (f", or give --target-run {refs[0].name or refs[0].run_id} where it is that run under another "
+                            "name" if len(refs) == 1 else "")
             raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {others}: "
                            f"watch the run the prediction was made for{hint}")
         self.listed = bool(mine)
@@ -480,7 +482,8 @@ class _OnlyRun:
         if not named and cursor is not None:  # a read from where the last stopped (a wandb file's new records) need not
             return run                        # name the run again: the store holds it from this source already
         raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds "
-                       f"{', '.join(sorted(named)) or ref.run_id!r}: watch the run the prediction was made for")
+                       f"{', '.join(sorted(named)) or ref.run_id!r}: watch the run the prediction was made for, or give "
+                       f"--target-run {sorted(named)[0] if named else ref.run_id} where it is that run under another name")
 
 
 class Refused(LadderError):
