@@ -91,10 +91,11 @@ class Backtest:
         for r in self.rows:
             curve = "" if np.isnan(r.curve_mean_error) else f"{r.curve_mean_error:8.2%}{r.curve_worst_error:8.2%}"
             name = r.target if r.final_fraction >= 1 else f"{r.target} (to {r.final_fraction:.0%})"
-            verdict = "no band" if r.covered is None else "ok" if r.covered else "MISSED"
+            band = ("none (as many parameters as runs)" if r.covered is None
+                    else f"[{r.lo:.4f}, {r.hi:.4f}] {'ok' if r.covered else 'MISSED'}")
             lines.append(
                 f"  {name:<28}{r.held_out:>4} {r.extrapolation:>8.3g}x{r.predicted:>9.4f}{r.actual:>9.4f}"
-                f"{r.rel_error:>9.2%}{curve or ' ' * 16}  [{r.lo:.4f}, {r.hi:.4f}] {verdict}"
+                f"{r.rel_error:>9.2%}{curve or ' ' * 16}  {band}"
             )
         banded = sum(r.has_band for r in self.rows)
         cover = f"coverage {self.coverage:.0%} of {banded}" if banded else "no row has a band"
