@@ -683,3 +683,18 @@ def test_the_report_scores_the_run_so_far_and_marks_the_evals_outside_the_bands(
     assert "score so far" in page and f"inside the 90% band</td><td class=\"\">{sc.inside_90:.0%}</td>" in page
     assert f"{sc.last_error:+.2%}" in page
     assert pd.isna(prediction_rows(pred).get("actual in", pd.Series([None])).iloc[0])  # no actual: no such column
+
+
+def test_the_dynamics_title_is_wrapped_to_the_figure():
+    """One panel (a hero whose rungs log only the train loss) makes a narrow figure: its title, on one line,
+    was cut at both edges."""
+    import matplotlib.pyplot as plt
+
+    from ladder.output.plots import dynamics
+    from ladder.predict.dynamics import Dynamics
+
+    fig = dynamics(Dynamics("hero-150M-with-a-long-name", 2.7e18, (), None))
+    fig.canvas.draw()
+    box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and "\n" in fig._suptitle.get_text()
+    plt.close(fig)

@@ -246,9 +246,11 @@ def dynamics(dyn: Dynamics) -> Figure:
         ax.set_axis_off()
     if spare and dyn.series:  # the same runs and bands in every panel: one legend, in a free slot, off the data
         spare[0].legend(*flat_axes[0].get_legend_handles_labels(), loc="center", fontsize=8, frameon=False)
-    fig.suptitle(f"{dyn.target}: training dynamics projected to its size "
-                 f"(fit compute {dyn.compute:.3g} FLOPs over the plan it started with) from the rungs at the same fraction",
-                 fontsize=10)
+    title = (f"{dyn.target}: training dynamics projected to its size (fit compute {dyn.compute:.3g} FLOPs over the "
+             "plan it started with) from the rungs at the same fraction")
+    import textwrap
+
+    fig.suptitle(textwrap.fill(title, width=int(13 * 5.6 * cols)), fontsize=10)  # ~13 characters an inch at 10 pt
     fig.tight_layout()
     return fig
 
