@@ -409,3 +409,20 @@ def test_fit_curve_reports_what_the_runs_say_about_the_floor(mp_store):
     assert "`ladder predict` uses the median" in words
     pinned = runner.invoke(app, base + ["--E", "0.5", "--format", "json"])
     assert pinned.exit_code == 0 and json.loads(pinned.stdout)["floor_posterior"] is None
+
+
+def test_the_schedule_assumption_counts_rungs_with_a_declared_schedule_beside_those_with_a_logged_lr():
+    from types import SimpleNamespace
+
+    from ladder.predict.adapter import _describe_rungs
+
+    def rung(name, schedule=None, logged=None):
+        return SimpleNamespace(name=name, schedule=schedule, logged_lrs=logged)
+
+    lrs = np.ones(3)
+    said = _describe_rungs([rung("r1", schedule=PLAN.rungs[0].schedule), rung("r2", logged=lrs), rung("r3", logged=lrs),
+                            rung("r4", logged=lrs)])
+    assert said == "3 of 4 rungs with a logged LR, 1 with a declared schedule (r1)"
+    said = _describe_rungs([rung("r1", schedule=PLAN.rungs[0].schedule), rung("r2"), rung("r3", logged=lrs)])
+    assert said == "1 of 3 rungs with a logged LR, 1 with a declared schedule (r1), 1 with neither"
+    assert _describe_rungs([rung("r1"), rung("r2", logged=lrs)]) == "1 of 2 rungs with a logged LR, no schedule declared"

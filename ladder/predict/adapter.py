@@ -259,7 +259,11 @@ def _describe_rungs(rungs: list[LadderRun]) -> str:
     logged = sum(r.logged_lrs is not None for r in rungs)
     if logged == len(rungs):
         return f"each rung's logged LR ({keys.LEARNING_RATE})"
-    return f"{logged} of {len(rungs)} rungs with a logged LR, no schedule declared"
+    declared = [r.name for r in rungs if r.schedule is not None and r.logged_lrs is None]
+    neither = len(rungs) - logged - len(declared)
+    return (f"{logged} of {len(rungs)} rungs with a logged LR"
+            + (f", {len(declared)} with a declared schedule ({named(declared)})" if declared else "")
+            + (f", {neither} with neither" if declared and neither else "" if declared else ", no schedule declared"))
 
 
 def _span(values: list[float]) -> str:
