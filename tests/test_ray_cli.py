@@ -126,3 +126,9 @@ def test_a_run_bigger_than_the_local_instance_is_refused_before_it_waits_forever
     with pytest.raises(LadderError, match=r"asks for 3 × 1 CPU but the local Ray instance has 2: lower"):
         check_fits([Job(tmp_path / "hero.yaml", hero)], {"CPU": 2.0})
     check_fits([Job(tmp_path / "hero.yaml", hero.replace(resources=ResourcesConfig(hosts=2)))], {"CPU": 2.0})
+
+
+def test_a_folder_given_as_the_run_config_points_to_ladder(ladder_folder):
+    res = runner.invoke(app, ["train", str(ladder_folder)])
+    assert res.exit_code == 2 and f"--ladder {ladder_folder} to train the ladder planned there" in " ".join(res.output.split())
+    assert not (ladder_folder / "runs").exists()

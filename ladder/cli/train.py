@@ -76,6 +76,9 @@ def train_command(
     if extra:
         raise LadderError(f"{extra[0]} needs --ray: without it the runs train one after another here; "
                           f"add --ray or leave {extra[0]} out")
+    if config is not None and config.is_dir():
+        raise LadderError(f"{config}: is a folder; give one RUN.yaml, or --ladder {config} to train the ladder planned "
+                          "there")
     if config is not None:
         runs = [(config, RunConfig.load(config))]  # a bad config fails here, with the field named
     else:
