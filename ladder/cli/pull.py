@@ -308,8 +308,8 @@ def runs_command(
 
     Parameters: active and total as the planner counts them; C/token is fit compute per token
     (3 × forward FLOPs without the output head); fraction: the last step's, of the plan the run started
-    with (of its edited plan beside it; last_fraction_edited in the JSON). --remove takes runs out (a run pulled twice, from two
-    sources), after asking.
+    with (of its edited plan beside it; last_fraction_edited in the JSON). --remove takes runs out (a
+    run pulled twice, from two sources), after asking.
     """
     if remove:
         if repair or fmt is Format.json:
@@ -361,9 +361,9 @@ def runs_command(
 
 def _fraction_cell(run: dict) -> str:
     """The last step's fraction of the plan the run started with, and of the edited plan beside it."""
-    if _missing(run["last_fraction"]):
-        return "-"
     edited = _edited_fraction(run)
+    if edited is None:
+        return "-"
     shown = f"{run['last_fraction']:.3f}"
     if abs(edited - run["last_fraction"]) > 1e-9:
         shown += f" ({edited:.3f} edited)"

@@ -9,6 +9,7 @@ without the head), fractions of the planned run.
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,7 +236,8 @@ def dynamics(dyn: Dynamics) -> Figure:
     panels = len(dyn.series) + (dyn.spikes is not None)
     cols = 2 if panels > 1 else 1
     rows = max(1, -(-panels // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 3.7 * rows), squeeze=False)
+    width = 5.6 * cols  # inches
+    fig, axes = plt.subplots(rows, cols, figsize=(width, 3.7 * rows), squeeze=False)
     flat_axes = list(axes.ravel())
     spare = flat_axes[panels:]
     for i, (ax, s) in enumerate(zip(flat_axes, dyn.series)):
@@ -248,9 +250,7 @@ def dynamics(dyn: Dynamics) -> Figure:
         spare[0].legend(*flat_axes[0].get_legend_handles_labels(), loc="center", fontsize=8, frameon=False)
     title = (f"{dyn.target}: training dynamics projected to its size (fit compute {dyn.compute:.3g} FLOPs over the "
              "plan it started with) from the rungs at the same fraction")
-    import textwrap
-
-    fig.suptitle(textwrap.fill(title, width=int(13 * 5.6 * cols)), fontsize=10)  # ~13 characters an inch at 10 pt
+    fig.suptitle(textwrap.fill(title, width=int(13 * width)), fontsize=10)  # ~13 characters an inch at 10 pt
     fig.tight_layout()
     return fig
 

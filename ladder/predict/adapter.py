@@ -260,10 +260,11 @@ def _describe_rungs(rungs: list[LadderRun]) -> str:
     if logged == len(rungs):
         return f"each rung's logged LR ({keys.LEARNING_RATE})"
     declared = [r.name for r in rungs if r.schedule is not None and r.logged_lrs is None]
+    said = f"{logged} of {len(rungs)} rungs with a logged LR"
+    if not declared:
+        return said + ", no schedule declared"
     neither = len(rungs) - logged - len(declared)
-    return (f"{logged} of {len(rungs)} rungs with a logged LR"
-            + (f", {len(declared)} with a declared schedule ({named(declared)})" if declared else "")
-            + (f", {neither} with neither" if declared and neither else "" if declared else ", no schedule declared"))
+    return said + f", {len(declared)} with a declared schedule ({named(declared)})" + (f", {neither} with neither" if neither else "")
 
 
 def _span(values: list[float]) -> str:

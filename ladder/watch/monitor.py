@@ -463,10 +463,11 @@ class _OnlyRun:
                 raise LadderError(f"no run {self.name!r} in {self.source.key} yet (it holds {others}"
                                   f"{', ...' if len(refs) > 5 else ''}): a run that has not started is looked for "
                                   "again at each check; give --target-run where the run has another name")
-            hint = ("; the names of runs there are known only once read: point the source at the watched run's "
-                    "own folder, or give its id with --target-run" if unnamed else "")
-            hint = hint or (f", or give --target-run {refs[0].name or refs[0].run_id} where it is that run under another "
-                            "name" if len(refs) == 1 else "")
+            if unnamed:
+                hint = ("; the names of runs there are known only once read: point the source at the watched run's "
+                        "own folder, or give its id with --target-run")
+            else:  # here one run, of another name
+                hint = f", or give --target-run {refs[0].name or refs[0].run_id} where it is that run under another name"
             raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {others}: "
                            f"watch the run the prediction was made for{hint}")
         self.listed = bool(mine)

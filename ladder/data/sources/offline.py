@@ -85,7 +85,7 @@ class OfflineSource:
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
         files: list[Path] = ref.handle
         if cursor is not None:
-            _same_keys(cursor, self.options)
+            _same_step_key(cursor, self.step_key)
         seen: dict[str, dict[str, Any]] = dict((cursor or {}).get("files", {}))
         replace = cursor is None or not _cursor_holds(files, seen)
         if replace:
@@ -109,9 +109,10 @@ class OfflineSource:
                     f"{f}: {log.problem}; stopped reading this file there "
                     f"(rows before it kept, nothing after it read)"
                 )
+        state, note = self._state(files[-1], seen[str(files[-1])])
         started = (replace and not decoder.config and not decoder.without_step and not warnings  # nor a damaged one
                    and not any(len(f) for f in frames))
-        if started and self._state(files[-1], seen[str(files[-1])])[0] == "running":
+        if started and state == "running":
             # wandb writes an offline file in chunks: a run just started has its header and nothing else yet
             raise LadderError("nothing is written in it yet, not even its config (wandb writes its offline file in "
                               "chunks, the first some seconds after the run starts); pull it again in a minute")
@@ -123,8 +124,6 @@ class OfflineSource:
                               "key of the optimizer step, or leave it out for wandb's own step (_step)")
         warnings.extend(decoder.warnings())
         warnings.extend(_left_beside(files, ref.run_id))
-        last = seen[str(files[-1])]
-        state, note = self._state(files[-1], last)
         if note:
             warnings.append(note)
         return SourceRun(
@@ -417,10 +416,10 @@ def _set_path(config: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def _same_keys(cursor: dict[str, Any], options: dict[str, Any]) -> None:
+def _same_step_key(cursor: dict[str, Any], step_key: str) -> None:
     """Refuse to read a run on with another step key than its stored rows were read with: its new rows would land
     at other steps beside the old ones (a cursor from before the key was kept is taken as read with `_step`)."""
     was = cursor.get("step_key", "_step")
-    if was != options["step_key"]:
-        raise LadderError(f"it was pulled with --step-key {was!r}, and this read gives {options['step_key']!r}: give "
-                          f"--step-key {was} again (or pull it with --full to read it anew with {options['step_key']!r})")
+    if was != step_key:
+        raise LadderError(f"it was pulled with --step-key {was!r}, and this read gives {step_key!r}: give --step-key "
+                          f"{was} again (or pull it with --full to read it anew with {step_key!r})")

@@ -257,8 +257,7 @@ def _check_clashes(
             continue
         if not _same_source(prev["source"], ref.source or key):
             origin = ref.source or key
-            copy = (origin.partition(":")[0] in ("local", "offline")
-                    and Path(origin.partition(":")[2]).name == Path(str(prev["source"]).partition(":")[2]).name)
+            copy = _same_folder_name(str(prev["source"]), origin)  # not moved here: the stored folder is still there
             clashes.append(f"run id {ref.run_id!r} is already in the store from {prev['source']} "
                            f"({prev['rows']:,} rows); {origin} has a run with the same id"
                            + (" (a copy of its folder, the first still there)" if copy else ""))
@@ -475,12 +474,17 @@ def moved_here(stored: str, origin: str) -> bool:
     """Whether a local or offline run stored from `stored` is the one now at `origin`, its folder moved: the stored
     folder is gone and the new one has its name (a project copied to another machine, or renamed). A copy beside a
     folder still there is another run, for the user to settle (--replace)."""
+    if not _same_folder_name(stored, origin):
+        return False
+    return not Path(stored.partition(":")[2]).exists() and Path(origin.partition(":")[2]).exists()
+
+
+def _same_folder_name(stored: str, origin: str) -> bool:
+    """Whether two local or offline sources, not the same, are folders (or files) of the same name."""
     kind, _, path = origin.partition(":")
     stored_kind, _, stored_path = stored.partition(":")
-    if kind != stored_kind or kind not in ("local", "offline") or stored == origin:
-        return False
-    here, there = Path(path), Path(stored_path)
-    return here.name == there.name and not there.exists() and here.exists()
+    return (kind == stored_kind and kind in ("local", "offline") and stored != origin
+            and Path(path).name == Path(stored_path).name)
 
 
 def _name(ref: RunRef, got: SourceRun | None, config: dict[str, Any], prev: dict[str, Any] | None) -> str:
