@@ -1,6 +1,11 @@
-"""The progress bar: steps, tokens/s, the latest train loss and the time left (rich)."""
+"""The progress bar: steps, tokens/s, the latest train loss and the time left (rich).
+
+Tokens/s is rich's own estimate of steps per second of wall time over its recent updates, evaluations
+and checkpoints included: the rate the ETA uses, not one step's instant throughput."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import (
@@ -14,7 +19,9 @@ from rich.progress import (
 
 
 class ProgressBar:
-    def __init__(self, name: str, total_steps: int, start_step: int):
+    def __init__(self, name: str, total_steps: int, start_step: int, tokens_per_step: int,
+                 clock: Callable[[], float] | None = None):
+        self._tokens_per_step = tokens_per_step
         self._progress = Progress(
             TextColumn("{task.description}", style="bold", markup=False),  # a run's name is text: "run[lr=3e-4]"
             BarColumn(),
@@ -26,24 +33,23 @@ class ProgressBar:
             TimeRemainingColumn(),
             console=Console(stderr=True),
             transient=False,
+            get_time=clock,
         )
         self._task = self._progress.add_task(name, total=total_steps, completed=start_step, tps="-", loss="-")
         self._progress.start()
 
-    def update(self, step: int, tokens_per_second: float | None = None, loss: float | None = None) -> None:
-        fields = {}
-        if tokens_per_second is not None:
-            fields["tps"] = f"{tokens_per_second:,.0f}"
-        if loss is not None:
-            fields["loss"] = f"{loss:.4f}"
-        self._progress.update(self._task, completed=step, **fields)
+    def update(self, step: int, loss: float | None = None) -> None:
+        self._progress.update(self._task, completed=step, **({} if loss is None else {"loss": f"{loss:.4f}"}))
+        speed = self._progress.tasks[0].speed  # steps per second; None before two updates
+        if speed is not None:
+            self._progress.update(self._task, tps=f"{speed * self._tokens_per_step:,.0f}")
 
     def close(self) -> None:
         self._progress.stop()
 
 
 class NullProgress:
-    def update(self, step: int, tokens_per_second: float | None = None, loss: float | None = None) -> None:
+    def update(self, step: int, loss: float | None = None) -> None:
         pass
 
     def close(self) -> None:

@@ -288,7 +288,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
 
     _say(is_writer, _header(cfg, n_params, mesh, source, start))
     sinks: Sink = NullSink()
-    bar = ProgressBar(cfg.name, T, start) if progress and is_writer else NullProgress()
+    bar = ProgressBar(cfg.name, T, start, cfg.tokens_per_step) if progress and is_writer else NullProgress()
     evals, ckpts = set(cfg.eval_steps()), checkpoint_steps(cfg)
     last_eval: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -442,7 +442,7 @@ class _TrainLog:
         values[keys.TOKENS_SEEN] = float(step * self._cfg.tokens_per_step)
         self._sinks.log(values, step)
         self.losses.append(values[keys.TRAIN_LOSS])
-        self._bar.update(step, values[keys.TOKENS_PER_SECOND], values[keys.TRAIN_LOSS])
+        self._bar.update(step, values[keys.TRAIN_LOSS])
         self._since, self._clock = step, now
 
     def restart(self, step: int) -> None:

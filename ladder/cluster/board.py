@@ -44,8 +44,10 @@ class Row:
     train_loss: float | None
     """The last logged train/loss (the run's eval loss is in its metrics, and in the summary at the end)."""
     tokens_per_second: float | None
+    """Tokens trained per second of wall time since this attempt's first logged step, evaluations and
+    checkpoints included (the trainer's own `tokens_per_second` metric leaves them out)."""
     eta_seconds: float | None
-    """Remaining steps at the last measured tokens/s (training only; evals not counted)."""
+    """Remaining steps at that rate."""
     attempt: int
     """Attempts started so far (1 + retries)."""
 
@@ -80,6 +82,8 @@ class _RunView:
         self._logs = [(_Tail(log_file(run_dir, i), from_end=True), name if i == 0 else f"{name}/{i}")
                       for i in range(processes)]
         self.step, self.loss, self.tps = 0, None, None
+        self._first: tuple[float, int] | None = None
+        """(time, step) of this attempt's first logged train step: the rate is measured from it."""
         self._state = ""
         self._grown = False
         """The log grew since the launcher last changed this run's state: a queued attempt has started."""
@@ -91,11 +95,21 @@ class _RunView:
             except ValueError:
                 continue
             if runfiles.RESUME_KEY in record or record.get("step", self.step) < self.step:
-                self.loss = self.tps = None  # a restart: older numbers no longer describe it
+                self.loss = self.tps = self._first = None  # a restart: older numbers no longer describe it
             self.step = int(record.get("step", self.step))
             if keys.TRAIN_LOSS in record:
                 self.loss = record[keys.TRAIN_LOSS]
-                self.tps = record.get(keys.TOKENS_PER_SECOND, self.tps)
+                self._measure(record.get("time"))
+
+    def _measure(self, now: float | None) -> None:
+        """The wall-clock rate from the attempt's first logged step to this one (a step's instant
+        throughput, without its evaluations, can be many times the rate the run finishes at)."""
+        if now is None:
+            return
+        if self._first is None:
+            self._first = (now, self.step)
+        elif now > self._first[0] and self.step > self._first[1]:
+            self.tps = (self.step - self._first[1]) * self.tokens_per_step / (now - self._first[0])
 
     def set_state(self, state: str) -> None:
         if state != self._state:
