@@ -120,10 +120,27 @@ def trainer_command(config: Path, resume: bool, progress: bool) -> list[str]:
     return with_parent(args, signal.SIGTERM)
 
 
-def trainer_env() -> dict[str, str]:
+def how_it_ended(code: int | None) -> str:
+    """A trainer's end in words, from its exit code (negative: killed by that signal; None: its Ray task
+    was lost, with its worker or node)."""
+    if code is None:
+        return "was lost with its Ray worker or node (out of memory, or the node went away)"
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"was killed by signal {-code}"
+    why = f"{name}: perhaps out of memory" if -code == signal.SIGKILL else name
+    return f"was killed by signal {-code} ({why})"
+
+
+def trainer_env(again: str | None = None) -> dict[str, str]:
     """This process's environment without its wandb service: a trainer starts its own, so a run
-    killed earlier (whose id a shared service would still hold) can be resumed."""
-    return {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    killed earlier (whose id a shared service would still hold) can be resumed. `again`: how the user
+    resumes the run, which a stopped trainer says."""
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    return env | ({runfiles.RESUME_HINT_ENV: again} if again else {})
 
 
 INTERRUPT_GRACE_S = 120.0
@@ -160,8 +177,7 @@ def train(config: Path, resume: bool, progress: bool, again: str | None = None) 
 def start(config: Path, resume: bool, progress: bool, again: str | None = None) -> subprocess.Popen:
     """Start training one run in the background. In its own process group: a terminal's Ctrl-C reaches it only
     through `trainer_stops_with`, once (a second would stop it at once, perhaps mid-checkpoint)."""
-    env = trainer_env() | ({runfiles.RESUME_HINT_ENV: again} if again else {})
-    return subprocess.Popen(trainer_command(config, resume, progress), env=env, process_group=0)
+    return subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env(again), process_group=0)
 
 
 @contextlib.contextmanager

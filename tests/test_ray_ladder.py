@@ -162,7 +162,9 @@ def test_a_killed_worker_is_retried_from_its_checkpoint(sequential, on_ray):
     folder, out, _, killed_at = on_ray
     run_dir, T = folder / "runs" / LARGE, cfgs[LARGE].stop_after_steps
     log = (run_dir / "train.log").read_text()
-    assert f"{LARGE}: attempt 2" in log
+    # The retry says why the attempt before ended: its worker was killed, so its own log could not.
+    assert (f"{LARGE}: attempt 2 (attempt 1: its trainer was lost with its Ray worker or node (out of memory, or the "
+            "node went away); resuming from its last checkpoint)") in log
     resumed_at = int(log.split("resuming at step ")[1].split(",")[0].split()[0])
     assert 30 <= resumed_at < T
     train = values(run_dir, keys.TRAIN_LOSS)
@@ -199,8 +201,10 @@ def test_ctrl_c_cancels_every_run_and_leaves_them_resumable(tmp_path, env, seque
     wait_for(lambda: all(interrupt_pending(pid) for pid in held.values()), proc, timeout=30)
     for pid in held.values():
         os.kill(pid, signal.SIGCONT)
-    _, err = finish(proc, 130)
+    out, err = finish(proc, 130)
     assert "run the same command again to resume" in err
+    for name in cfgs:  # each trainer says the same, its run named
+        assert f"{name} | {name}: interrupted: the run is marked crashed; run the same command again to continue" in out
     assert not trainers(str(tmp_path))
     for name in cfgs:
         status = json.loads((tmp_path / "runs" / name / runfiles.STATUS_FILE).read_text())

@@ -87,6 +87,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     out = finish(trainer(killed, env, "--resume"))
     resumed_at = int(out.split("resuming at step ")[1].split()[0])
     assert 40 <= resumed_at < T
+    assert f"finished {T} steps (resumed at {resumed_at}: {T - resumed_at} in " in out, out  # this call's steps told apart
 
     a, b = lines(tmp_path / "whole"), lines(tmp_path / "killed")
     for key in (keys.TRAIN_LOSS, keys.EVAL_LOSS, keys.EVAL_DROPLESS_LOSS):
@@ -163,6 +164,7 @@ def test_ladder_train_passes_a_stop_on_to_its_trainer_once_and_leaves_none_behin
     assert proc.returncode == 130, out
     assert out.count("interrupted: the run is marked crashed") == 1 and "Traceback" not in out, out
     assert "add --resume to the command to continue it" in out, out  # a single config resumes with --resume
+    assert f"{plan(recipe).rungs[0].name}: interrupted: the run is marked crashed" in out, out  # the run named
     saved = runfiles.last_checkpoint(tmp_path / "run")  # where it resumes from is said: a checkpoint, or step 0
     assert (f"from its checkpoint at step {saved:,}" if saved is not None else
             "(no checkpoint was saved yet, so it starts again from step 0)") in out, out

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, debug: bool) -> int:
-    run_dir = None
+    run_dir, name = None, ""
     try:
         # Both must come before anything touches the devices.
         from trainer_jax.host import reuse_freed_memory
@@ -81,6 +81,7 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
         )
 
         cfg = RunConfig.load(args.config)
+        name = f"{cfg.name}: "
         run_dir = args.run_dir or cfg.resolved_run_dir(base=args.config.parent)
         from trainer_jax.mesh import init_distributed
 
@@ -99,7 +100,7 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
         saved = runfiles.last_checkpoint(run_dir) if run_dir is not None else None
         where = (f" from its checkpoint at step {saved:,}" if saved is not None else
                  " (no checkpoint was saved yet, so it starts again from step 0)")
-        print(f"interrupted: the run is marked crashed; {how}{where}", file=sys.stderr, flush=True)
+        print(f"{name}interrupted: the run is marked crashed; {how}{where}", file=sys.stderr, flush=True)
         return 128 + (_RECEIVED[-1] if _RECEIVED else signal.SIGINT)
     except Exception as exc:
         if debug:

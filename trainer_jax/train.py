@@ -346,7 +346,9 @@ def _finished(cfg: RunConfig, run_dir: Path, is_writer: bool, last_eval: dict[st
     T = cfg.stop_after_steps
     if is_writer:
         runfiles.write_status(run_dir, "finished", T)
-    _say(is_writer, f"{cfg.name}: finished {T} steps in {wall:.1f}s; eval loss "
+    trained = f"{T} steps in {wall:.1f}s" if not resumed_from else \
+        f"{T} steps (resumed at {resumed_from}: {T - resumed_from} in {wall:.1f}s)"
+    _say(is_writer, f"{cfg.name}: finished {trained}; eval loss "
          f"{last_eval.get(keys.EVAL_LOSS, float('nan')):.4f} (dropless "
          f"{last_eval.get(keys.EVAL_DROPLESS_LOSS, float('nan')):.4f})")
     return TrainResult(

@@ -17,7 +17,16 @@ from typer.core import TyperCommand
 from ladder.cli.app import Format, command, console, err_console, given
 from ladder.config.runconfig import RunConfig
 from ladder.errors import LadderError
-from ladder.launch import final_eval_loss, is_done, ladder_runs, mark_crashed, run_dir_of, run_state, train
+from ladder.launch import (
+    final_eval_loss,
+    how_it_ended,
+    is_done,
+    ladder_runs,
+    mark_crashed,
+    run_dir_of,
+    run_state,
+    train,
+)
 
 LOCAL = "local"
 
@@ -135,12 +144,7 @@ def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, runs: list[
 def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
     run_dir = run_dir_of(config, cfg)
     mark_crashed(run_dir)  # the trainer had no chance to: the run reads as stopped, not running
-    try:
-        name = signal.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
-    why = f"{name}: perhaps out of memory" if signum == signal.SIGKILL else name
-    err_console.print(f"{cfg.name}: its trainer was killed by signal {signum} ({why}); {again} to resume it from its "
+    err_console.print(f"{cfg.name}: its trainer {how_it_ended(-signum)}; {again} to resume it from its "
                       f"last checkpoint ({run_dir})", highlight=False, soft_wrap=True)
 
 
@@ -153,6 +157,7 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
         raise LadderError(f"--ray-cpus {ray_cpus}: give a positive count, and only with a local Ray instance (--ray alone)")
 
     stdout = sys.stdout
+    again = AGAIN if resume else AGAIN_RESUME
 
     def board(rows: list[Any]) -> Board:
         return Board(rows, fmt.value, console, err_console, json_out=stdout)
@@ -161,10 +166,10 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
         # Ray prints its own notices on standard output; with --format json that holds JSON only.
         with contextlib.redirect_stdout(sys.stderr) if fmt is Format.json else contextlib.nullcontext():
             jobs = train_on_ray(runs, address=address, retries=retries, resume=resume, board_factory=board,
-                                local_cpus=ray_cpus)
+                                local_cpus=ray_cpus, again=again)
     except KeyboardInterrupt:
-        err_console.print("interrupted: every run was stopped at or after its last checkpoint; run the same "
-                          "command again to resume them", highlight=False)
+        err_console.print(f"interrupted: every run was stopped at or after its last checkpoint; {again} to resume "
+                          "them", highlight=False)
         raise typer.Exit(130) from None
     bad = [j for j in jobs.values() if j.state in ("failed", "cancelled")]
     for job in bad:

@@ -23,7 +23,7 @@ from ladder.cluster.board import Board, log_file
 from ladder.cluster.worker import GRACE_SECONDS, INTERRUPTED, coordinator_address, run_trainer, trainer_args
 from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
-from ladder.launch import is_done, run_dir_of
+from ladder.launch import how_it_ended, is_done, run_dir_of
 
 INSTALL = "pip install 'scaling-ladder[ray]'"
 USER_ERROR = 2
@@ -74,6 +74,8 @@ class Job:
     attempts: int = 0
     codes: list[int | None] = field(default_factory=list)
     """Exit codes of the last attempt's processes (None: the task itself was lost)."""
+    before: list[int | None] = field(default_factory=list)
+    """The exit codes of the attempt before this one (empty for the first)."""
     refs: list[Any] = field(default_factory=list)
     pg: Any = None
     pg_ready: Any = None
@@ -122,11 +124,11 @@ def check_fits(jobs: list[Job], available: dict[str, float]) -> None:
 class RayLauncher:
     """Submits, watches, retries and cancels the jobs of one `ladder train --ray` call."""
 
-    def __init__(self, ray: Any, jobs: list[Job], retries: int, resume_first: bool):
+    def __init__(self, ray: Any, jobs: list[Job], retries: int, resume_first: bool, again: str | None = None):
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        self.ray, self.jobs, self.retries, self.resume_first = ray, jobs, retries, resume_first
+        self.ray, self.jobs, self.retries, self.resume_first, self.again = ray, jobs, retries, resume_first, again
         self._pg, self._remove_pg, self._in_bundle = placement_group, remove_placement_group, PlacementGroupSchedulingStrategy
         self._train = ray.remote(run_trainer)
         self._address = ray.remote(coordinator_address)
@@ -134,6 +136,7 @@ class RayLauncher:
     # ---- starting ----------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
         job.attempts += 1
+        job.before = job.codes
         job.codes = []
         if job.hosts == 1:
             job.refs = [self._start_process(job, None, {})]
@@ -145,10 +148,13 @@ class RayLauncher:
         resume = self.resume_first or job.attempts > 1
         process = distributed[2] if distributed else 0
         header = f"{job.name}: attempt {job.attempts}" + (f", process {process}" if distributed else "")
+        if job.before:  # a retry: say why the attempt before ended, which its own log may not (a SIGKILL)
+            header += f" (attempt {job.attempts - 1}: {attempt_ended(job.before)}; resuming from its last checkpoint)"
         name = job.name if not distributed else f"{job.name}/{process}"
         options = task_options(job.cfg.resources) | placement | {"name": name}
         args = trainer_args(job.config.absolute(), resume, distributed)
-        return self._train.options(**options).remote(args, str(log_file(job.run_dir, process).absolute()), header)
+        return self._train.options(**options).remote(args, str(log_file(job.run_dir, process).absolute()), header,
+                                                     self.again)
 
     def _start_hosts(self, job: Job) -> None:
         """The placement group is ready: one trainer process per bundle, process 0's node coordinating."""
@@ -244,6 +250,12 @@ class RayLauncher:
             self._release(job)
 
 
+def attempt_ended(codes: list[int | None]) -> str:
+    """How an attempt ended, by its first failed process (the others are cancelled after it)."""
+    failed = [c for c in codes if c != 0]
+    return "its trainer " + how_it_ended(failed[0]) if failed else "finished"
+
+
 def train_on_ray(
     runs: list[tuple[Path, RunConfig]],
     *,
@@ -252,6 +264,7 @@ def train_on_ray(
     resume: bool,
     board_factory: Any,
     local_cpus: int | None = None,
+    again: str | None = None,
 ) -> dict[str, Job]:
     """Train `runs` on Ray at `address` (``local``: start an instance here) and return each run's
     job by name. Runs finished with the same config are skipped. Raises KeyboardInterrupt after
@@ -271,7 +284,7 @@ def train_on_ray(
     except LadderError:
         ray.shutdown()
         raise
-    launcher = RayLauncher(ray, jobs, retries, resume)
+    launcher = RayLauncher(ray, jobs, retries, resume, again)
     board = board_factory([(j.name, j.run_dir, j.cfg.stop_after_steps, j.cfg.tokens_per_step, j.hosts) for j in jobs])
     try:
         with board:

@@ -31,15 +31,16 @@ def trainer_args(config: Path, resume: bool, distributed: tuple[str, int, int] |
     return args
 
 
-def run_trainer(args: list[str], log: str, header: str) -> int:
+def run_trainer(args: list[str], log: str, header: str, again: str | None = None) -> int:
     """Run the trainer with `args` to its end, appending its output to the file `log` after a
     `header` line; its exit code. Interrupted (Ray cancels the task with KeyboardInterrupt), it
-    passes SIGINT on, waits for the trainer to mark its run resumable, and returns 130."""
+    passes SIGINT on, waits for the trainer to mark its run resumable, and returns 130. `again`:
+    how the user resumes the run, which a stopped trainer says."""
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     cmd = with_parent(args)
     with open(log, "a", buffering=1) as out:
         out.write(f"--- {header} on {socket.gethostname()} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=trainer_env(),
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=trainer_env(again),
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             while proc.poll() is None:
