@@ -25,6 +25,13 @@ from ladder.errors import LadderError
 
 def ladder_runs(folder: Path, rungs_only: bool = False) -> list[tuple[Path, RunConfig]]:
     """Every RunConfig YAML in `folder`: rungs by fit compute, then the hero. All are checked first."""
+    if folder.is_file():
+        try:
+            RunConfig.load(folder)
+        except LadderError as exc:  # a recipe or a target file: named as such, with what to do with it
+            raise LadderError(f"--ladder {folder}: is a file, not a ladder folder: {exc}") from None
+        raise LadderError(f"--ladder {folder}: is one run config, not a ladder folder: train it alone with `ladder train "
+                          f"{folder}`, or its whole ladder with --ladder {folder.parent}")
     if not folder.is_dir():
         raise LadderError(f"--ladder {folder}: no such folder (write one with `ladder plan PRESET --out {folder}`)")
     runs = [(p, RunConfig.load(p)) for p in sorted(folder.glob("*.yaml"))]

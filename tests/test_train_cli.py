@@ -75,3 +75,22 @@ def test_a_recipe_given_where_a_run_config_goes_says_how_to_plan_it(tmp_path):
     res = CliRunner().invoke(app, ["train", str(recipe)])
     assert res.exit_code == 2 and "a recipe (it has rungs), not a run config" in res.output, res.output
     assert f"ladder plan {recipe} --out DIR" in " ".join(res.output.split())
+
+
+def test_a_file_given_to_ladder_says_what_it_is_and_what_to_give(tmp_path):
+    import ladder.config.presets as presets
+
+    out = tmp_path / "plan"
+    p = plan(load_recipe("micro-cpu"))
+    p.write(out)
+    run = out / f"{p.rungs[0].name}.yaml"
+    res = runner.invoke(app, ["train", "--ladder", str(run)])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    assert f"is one run config, not a ladder folder: train it alone with `ladder train {run}`" in said, said
+    assert f"its whole ladder with --ladder {out}" in said
+    recipe = presets.__path__[0] + "/micro-cpu.yaml"
+    res = runner.invoke(app, ["train", "--ladder", recipe])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "is a file, not a ladder folder" in said and "a recipe (it has rungs)" in said, said
+    assert "no such folder" not in said
