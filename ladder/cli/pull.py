@@ -307,7 +307,8 @@ def runs_command(
     """List the runs in the store: ladder coordinates, state, steps and where each came from.
 
     Parameters: active and total as the planner counts them; C/token is fit compute per token
-    (3 × forward FLOPs without the output head); fraction: the last step's, of the plan the run started
+    (3 × forward FLOPs without the output head); steps: the last step, of the step the run stops at (its
+    edited plan's last, for a run cut short); fraction: the last step's, of the plan the run started
     with (of its edited plan beside it; last_fraction_edited in the JSON). --remove takes runs out (a
     run pulled twice, from two sources), after asking.
     """
