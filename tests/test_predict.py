@@ -426,3 +426,20 @@ def test_the_schedule_assumption_counts_rungs_with_a_declared_schedule_beside_th
     said = _describe_rungs([rung("r1", schedule=PLAN.rungs[0].schedule), rung("r2"), rung("r3", logged=lrs)])
     assert said == "1 of 3 rungs with a logged LR, 1 with a declared schedule (r1), 1 with neither"
     assert _describe_rungs([rung("r1"), rung("r2", logged=lrs)]) == "1 of 2 rungs with a logged LR, no schedule declared"
+
+
+def test_a_wandb_failure_after_the_prediction_says_what_is_written(tmp_path, pf_store, monkeypatch):
+    import ladder.output.towandb as towandb
+
+    def unreachable(*args, **kwargs):
+        raise LadderError("wandb could not start a run in 'team/ladder': connection refused")
+
+    monkeypatch.setattr(towandb, "check_ready", lambda project: "online")
+    monkeypatch.setattr(towandb, "log_prediction", unreachable)
+    cfg = PLAN.hero.save(tmp_path / "hero.yaml")
+    out = tmp_path / "pred"
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--out", str(out), "--n-boot", "20",
+                              "--to-wandb", "team/ladder"])
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "connection refused; the prediction itself is written:" in said, res.output
+    assert str(out / "prediction.json") in said and Prediction.load(out).run_name == PLAN.hero.name

@@ -178,3 +178,20 @@ def test_disabled_wandb_is_an_error(wandb_env, monkeypatch):
 def test_importing_the_module_does_not_import_wandb():
     code = "import sys, ladder.output.towandb; sys.exit('wandb' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_predict_says_a_missing_key_before_it_fits_or_writes_anything(wandb_env, monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from ladder.cli import app
+    from tests.synthetic_ladder import micro_plan
+
+    monkeypatch.setenv("WANDB_MODE", "online")
+    refuse_init(monkeypatch, wandb_env)
+    cfg = micro_plan().hero.save(tmp_path / "hero.yaml")
+    out = tmp_path / "pred"
+    # The store does not exist either: the key is checked first, before the work it would come after.
+    res = CliRunner().invoke(app, ["predict", str(cfg), "--store", str(tmp_path / "nowhere"), "--out", str(out),
+                                   "--to-wandb", "team/ladder"])
+    assert res.exit_code == 2 and "no API key: set WANDB_API_KEY" in res.stderr, res.output
+    assert not out.exists()

@@ -155,10 +155,10 @@ def predict_command(
     from ladder.predict.adapter import predict
 
     settings = _settings(metric, n_boot, group, method, pin_e, ratio_tol, floor)
-    if to_wandb is not None:
-        from ladder.output.towandb import parse_project
+    if to_wandb is not None:  # before the fits: a missing key is said at once, not after the work
+        from ladder.output.towandb import check_ready
 
-        parse_project(to_wandb)
+        check_ready(to_wandb)
     target = resolve_target(config, target_file, target_run, store, metric)
     folder = out_dir(out or Path("predictions") / file_part(target.name))
     with err_console.status(f"predicting {target.name}: fitting each law and backtesting it on the ladder"):
@@ -174,7 +174,10 @@ def predict_command(
         coords = {"active_params": target.active_params or "unknown", "stop_after_steps": target.stop_after_steps,
                   "tokens_per_step": target.tokens_per_step,
                   "fit_flops_per_token": target.flops_per_token if target.flops_from != SIX_N else "unknown"}
-        logged = log_prediction(pred, to_wandb, group=target.group or None, root=folder, coords=coords)
+        try:
+            logged = log_prediction(pred, to_wandb, group=target.group or None, root=folder, coords=coords)
+        except LadderError as exc:  # the network, say: what was written stays, and is said
+            raise LadderError(f"{exc}; the prediction itself is written: {', '.join(str(p) for p in written)}") from None
     said = [f"Wrote {', '.join(str(p) for p in written)}", *([_retired(retired)] if retired else []),
             *([f"Logged the prediction to wandb: {logged}"] if logged else [])]
     if fmt is Format.json:  # standard output holds the JSON alone; what was written is said beside it

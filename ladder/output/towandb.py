@@ -35,6 +35,15 @@ _MODES = {"online": "online", "run": "online", "shared": "online", "offline": "o
           "disabled": "disabled"}
 
 
+def check_ready(project: str) -> str:
+    """Before any work: `project` is well formed and wandb can log to it (online with a key, or offline);
+    its mode. Raises LadderError naming what to set otherwise."""
+    parse_project(project)
+    import wandb
+
+    return _mode(wandb)
+
+
 def log_prediction(pred: Prediction, project: str, *, group: str | None = None, root: Path | None = None,
                    coords: dict | None = None) -> str:
     """Log `pred` as a new wandb run in `project` ("ENTITY/PROJECT" or "PROJECT"); return the run's path.
