@@ -209,12 +209,11 @@ def _hero_reach(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]
 
 def _other_group(path: Path, group: str) -> tuple[str, ...]:
     """A warning where the hero config given belongs to another group than the rungs checked."""
-    from ladder.config.runconfig import RunConfig
-
-    theirs = RunConfig.load(path).group
+    run, kind = hero_run(path)
+    theirs = run.group
     if not theirs or theirs == group:
         return ()
-    return (f"the hero config {path} is of group {theirs!r}, the rungs checked of {group!r}: is it this ladder's "
+    return (f"the {kind} {path} is of group {theirs!r}, the rungs checked of {group!r}: is it this ladder's "
             "hero? (--group picks the rungs)",)
 
 
@@ -266,18 +265,30 @@ def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
     return HeroCompute(compute, source)
 
 
-def hero_from_config(path, by_params: bool = False) -> HeroCompute:
-    """The hero's fit compute from a planner run config: fit FLOPs per token × tokens of the plan it starts with;
-    with `by_params`, 6·N × those tokens (for rungs whose compute is 6·N·D)."""
-    from ladder.config.runconfig import RunConfig
-    from ladder.data.runview import from_config
+def hero_run(path: Path) -> tuple[Any, str]:
+    """The hero as a `LadderRun`, from a planner run config or a target file, and which of the two it is."""
+    from ladder.config.runconfig import RunConfig, target_mark
+    from ladder.config.yamlio import load_yaml
+    from ladder.data.runview import from_config, target_from_file
 
-    cfg = RunConfig.load(path)
-    run = from_config(cfg)
-    where = f"hero config {path} ({cfg.schedule.total_steps:,} steps"
-    if by_params:
-        return HeroCompute(6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps, where + ", 6·N·D as the rungs')")
-    return HeroCompute(run.compute, where + ")")
+    if target_mark(load_yaml(path)):
+        return target_from_file(path), "target file"
+    return from_config(RunConfig.load(path)), "hero config"
+
+
+def hero_from_config(path, by_params: bool = False) -> HeroCompute:
+    """The hero's fit compute from a planner run config or a target file (`ladder predict --target`): fit FLOPs
+    per token × tokens of the plan it starts with; with `by_params`, 6·N × those tokens (for rungs whose compute
+    is 6·N·D)."""
+    run, kind = hero_run(path)
+    where = f"{kind} {path} ({run.planned_steps:,} steps"
+    if not by_params:
+        return HeroCompute(run.compute, where + ")")
+    if not run.active_params:
+        raise LadderError(f"{path}: no active_params, and the rungs' compute is 6·N·D (they give no fit FLOPs per "
+                          "token); add the hero's active_params, or give --hero-compute")
+    return HeroCompute(6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps,
+                       where + ", 6·N·D as the rungs')")
 
 
 def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:

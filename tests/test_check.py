@@ -255,14 +255,18 @@ def test_usage_errors_are_one_line_and_exit_2(clean, args, words):
     assert words in result.output and "Traceback" not in result.output
 
 
-def test_a_target_file_given_as_hero_is_named_with_its_compute(clean, tmp_path):
+def test_a_target_file_gives_the_heros_compute_as_a_run_config_does(clean, tmp_path):
     target = tmp_path / "t.yaml"
     target.write_text("name: big\nfit_flops_per_token: 6e8\nstop_after_steps: 1000\ntokens_per_step: 40000\n")
-    result = runner.invoke(app, ["check", "--store", str(clean), "--hero", str(target)])
-    assert result.exit_code == 2, result.output
+    result = runner.invoke(app, ["check", "--store", str(clean), "--hero", str(target), "--format", "json"])
+    assert result.exit_code in (0, 3, 4, 5), result.output
+    hero = json.loads(result.stdout)["hero"]
+    assert hero["flops"] == pytest.approx(6e8 * 1000 * 40000) and hero["source"] == f"target file {target} (1,000 steps)"
+    # Given where a run config goes, it is named, with the commands that take it
+    result = runner.invoke(app, ["train", str(target)])
     text = " ".join(result.output.split())
-    assert f"{target}: a target file (a run's coordinates: it has fit_flops_per_token)" in text
-    assert "its compute with --hero-compute 2.4e+16" in text
+    assert result.exit_code == 2 and f"{target}: a target file (a run's coordinates: it has fit_flops_per_token)" in text
+    assert f"`ladder check` and `ladder compare` with --hero {target}" in text, text
 
 
 def test_missing_store_is_a_usage_error(tmp_path):

@@ -23,7 +23,7 @@ _STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "not checked"
 def check_command(
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding the rungs."),
     group: str | None = typer.Option(None, "--group", help="The ladder's group (default: the store's only group)."),
-    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`): its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
+    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`) or target file (as `ladder predict --target` takes it): its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The hero's fit compute in FLOPs (3 × forward without the head × tokens)."),
     recipe: str | None = typer.Option(None, "--recipe", help="The recipe the ladder was planned with (preset or YAML), for the LR rule (default: the preset named like the group)."),
     grad_limit: float = typer.Option(4.0, "--grad-limit", help="Alarm when the hero's projected grad-norm peak exceeds this."),
@@ -52,7 +52,7 @@ def check_command(
     if hero_compute is not None:
         hero_flops("--hero-compute", hero_compute)
     if hero is not None and not hero.is_file():
-        raise LadderError(f"--hero {hero}: no such file; give the hero's run config from `ladder plan`")
+        raise LadderError(f"--hero {hero}: no such file; give the hero's run config from `ladder plan`, or its target file")
     settings = CheckSettings(grad_limit=grad_limit, spike_limit=spike_limit, spike_z=spike_z,
                              skip_fraction=skip_fraction, outlier_level=outlier_level, outlier_floor=outlier_floor,
                              lr_tolerance=lr_tolerance, metric=metric)

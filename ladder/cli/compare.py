@@ -26,7 +26,7 @@ def compare_command(
     group_b: str = typer.Argument(..., help="Group of ladder B, the same sizes with one recipe choice changed."),
     store: Path | None = typer.Option(None, "--store", help="Store folder holding both ladders (default: .ladder/)."),
     metric: str | None = typer.Option(None, "--metric", help="Metric whose final value is compared (default: the store's fit metric, eval/loss)."),
-    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML): the target is its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
+    hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`) or target file (as `ladder predict --target` takes it): the target is its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's fit compute in FLOPs (instead of --hero)."),
     E: str = typer.Option("shared", "--E", help="Irreducible loss: 'shared' (one fitted for both ladders), 'separate', or a number to pin it."),
     n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none; else 2 to 10,000)."),

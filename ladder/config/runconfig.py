@@ -8,7 +8,6 @@ of a run sits at ``step == stop_after_steps`` and fraction 1.0. Tokens per step 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,16 +167,6 @@ def target_mark(data: Any) -> str:
     return next((key for key in ("active_params", "fit_flops_per_token") if key in data), "")
 
 
-def _target_compute(data: dict) -> str:
-    """A target file's fit compute as `--hero-compute` takes it, where its numbers give it ("" where not)."""
-    try:
-        per_token = float(data.get("fit_flops_per_token") or 6 * float(data["active_params"]))
-        compute = per_token * float(data["tokens_per_step"]) * float(data["stop_after_steps"])
-    except (KeyError, TypeError, ValueError):
-        return ""
-    return f" {compute:.4g}" if compute > 0 and math.isfinite(compute) else ""
-
-
 @dataclass(frozen=True)
 class RunConfig:
     name: str
@@ -323,7 +312,7 @@ class RunConfig:
         if mark:
             raise LadderError(f"{path}: a target file (a run's coordinates: it has {mark}), not a run config from "
                               f"`ladder plan`; `ladder predict` and `ladder replan` take it with --target {path}, "
-                              f"`ladder check` and `ladder compare` its compute with --hero-compute{_target_compute(data)}")
+                              f"`ladder check` and `ladder compare` with --hero {path}")
         return cls.from_dict(data, where=str(path))
 
     def replace(self, **changes: Any) -> RunConfig:
