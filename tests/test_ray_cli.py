@@ -134,3 +134,23 @@ def test_a_folder_given_as_the_run_config_points_to_ladder(ladder_folder):
     res = runner.invoke(app, ["train", str(ladder_folder)])
     assert res.exit_code == 2 and f"--ladder {ladder_folder} to train the ladder planned there" in " ".join(res.output.split())
     assert not (ladder_folder / "runs").exists()
+
+
+def test_rays_advice_on_a_cluster_it_cannot_reach_is_in_the_one_line_error(recwarn):
+    import warnings
+
+    from ladder.cluster.ray_runs import connect
+    from ladder.errors import LadderError
+
+    class Unreachable:
+        @staticmethod
+        def init(**kwargs):
+            warnings.warn("Ray Client connection timed out. Ensure that the Ray Client port is reachable.", UserWarning,
+                          stacklevel=2)
+            raise ConnectionError("ray client connection timeout")
+
+    with pytest.raises(LadderError) as err:
+        connect(Unreachable, "ray://10.0.0.1:10001", None)
+    assert str(err.value) == ("could not start or reach the Ray cluster at ray://10.0.0.1:10001: ray client connection "
+                              "timeout (Ray Client connection timed out. Ensure that the Ray Client port is reachable.)")
+    assert not [w for w in recwarn if "Ray Client" in str(w.message)]  # not printed besides, as a raw warning

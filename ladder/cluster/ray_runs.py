@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,16 +52,20 @@ def check_address(address: str) -> str:
 def connect(ray: Any, address: str, local_cpus: int | None) -> bool:
     """Start a local Ray instance (address ``local``) or join a cluster; True when started here."""
     local = address == "local"
-    try:
-        if local:
-            ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.ERROR)
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        where = "a local Ray instance" if local else f"the Ray cluster at {address}"
-        raise LadderError(f"could not start or reach {where}: {first}") from None
+    with warnings.catch_warnings(record=True) as said:  # Ray's own advice comes as warnings: it goes in the error
+        try:
+            if local:
+                ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
+                         logging_level=logging.ERROR)
+            else:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            where = "a local Ray instance" if local else f"the Ray cluster at {address}"
+            advice = "".join(f" ({w.message})" for w in said[:1])
+            raise LadderError(f"could not start or reach {where}: {first}{advice}") from None
+    for w in said:  # a warning of a connection that worked: shown as it would have been
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return local
 
 
