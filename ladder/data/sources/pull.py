@@ -17,6 +17,7 @@ skipped ones; a table (`all_or_nothing`) is refused whole instead.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -316,6 +317,8 @@ def _pull_run(
     stored_history = None if fresh else writer.stored_history(ref.run_id)
     _check_renames(ref, got.rows, stored_history, new_renames)
     history, report = resolve(got.rows, coords, settings, stored_history)
+    if labels.get("role") == "prediction":  # a prediction logged to wandb holds bands, never the metric itself
+        report = dataclasses.replace(report, missing_fit_metric="")
     if got.whole:
         _check_plan(source, ref, name, got.rows["step"].to_numpy(), coords)
     was = writer.stored_history(ref.run_id) if got.whole and same and not replace else None  # a table read again
