@@ -323,3 +323,15 @@ def test_unreachable_server_retries_then_says_so(monkeypatch, tmp_path):
 def test_classify_failures(exc, kind, wait):
     got_kind, got_wait, _ = classify(exc)
     assert (got_kind, got_wait) == (kind, wait)
+
+
+def test_a_run_is_read_on_only_with_the_step_key_it_was_pulled_with(tmp_path):
+    hero = FakeRun("h1", "hero", state="running", steps=40, config={**COORDS, "role": "hero"})
+    api = FakeApi({"team/ladder": [hero]})
+    store = Store(tmp_path)
+    pull(store, _source(api))
+    hero.grow(range(41, 101))
+    with pytest.raises(LadderError, match="pulled with --step-key '_step', and this read gives 'trainer/step': give "
+                                          "--step-key _step again"):
+        pull(store, _source(api, step_key="trainer/step"))
+    assert _pairs(store.history("hero")) == {k: v for k, v in hero.expected().items() if k[1] <= 40}  # nothing mixed in

@@ -32,7 +32,15 @@ from ladder import metrics as metric_keys
 from ladder import runfiles
 from ladder.data.sources.growing import still_valid, tail_check
 from ladder.data.sources.leveldb import LogRead, Stop, read_log
-from ladder.data.sources.table import RowBuilder, RunRef, SourceRun, concat_rows, json_number, whole_count
+from ladder.data.sources.table import (
+    RowBuilder,
+    RunRef,
+    SourceRun,
+    concat_rows,
+    json_number,
+    same_step_key,
+    whole_count,
+)
 from ladder.errors import LadderError
 
 _FILE = re.compile(r"^run-(?P<id>.+)\.wandb$")
@@ -85,7 +93,7 @@ class OfflineSource:
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
         files: list[Path] = ref.handle
         if cursor is not None:
-            _same_step_key(cursor, self.step_key)
+            same_step_key(cursor, self.step_key)
         seen: dict[str, dict[str, Any]] = dict((cursor or {}).get("files", {}))
         replace = cursor is None or not _cursor_holds(files, seen)
         if replace:
@@ -414,12 +422,3 @@ def _set_path(config: dict[str, Any], path: list[str], value: Any) -> None:
         if not isinstance(node, dict):
             return
     node[path[-1]] = value
-
-
-def _same_step_key(cursor: dict[str, Any], step_key: str) -> None:
-    """Refuse to read a run on with another step key than its stored rows were read with: its new rows would land
-    at other steps beside the old ones (a cursor from before the key was kept is taken as read with `_step`)."""
-    was = cursor.get("step_key", "_step")
-    if was != step_key:
-        raise LadderError(f"it was pulled with --step-key {was!r}, and this read gives {step_key!r}: give --step-key "
-                          f"{was} again (or pull it with --full to read it anew with {step_key!r})")

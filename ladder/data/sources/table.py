@@ -77,6 +77,15 @@ class SourceRun:
     taken out of the source, not left behind by a restart."""
 
 
+def same_step_key(cursor: dict[str, Any], step_key: str) -> None:
+    """Refuse to read a run on with another step key than its stored rows were read with: its new rows would land
+    at other steps beside the old ones (a cursor from before the key was kept is taken as read with `_step`)."""
+    was = cursor.get("step_key", "_step")
+    if was != step_key:
+        raise LadderError(f"it was pulled with --step-key {was!r}, and this read gives {step_key!r}: give --step-key "
+                          f"{was} again (or pull it with --full to read it anew with {step_key!r})")
+
+
 class RowBuilder:
     """Collects rows one value at a time (the fast path of the file readers) into a raw table."""
 

@@ -34,6 +34,7 @@ from ladder.data.sources.table import (
     as_number,
     map_state,
     raw_frame,
+    same_step_key,
     whole_count,
 )
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
@@ -124,6 +125,8 @@ class WandbSource:
         state = map_state(str(run.state))
         last = _last_step(run)
         cursor = dict(cursor or {})
+        if cursor:
+            same_step_key(cursor, self.step_key)
         done: dict[str, int] = dict(cursor.get("steps", {}))
         replace = not cursor
         if done and last is not None and max(done.values()) > last:
@@ -148,7 +151,7 @@ class WandbSource:
             run_id=ref.run_id,
             source=self.key,
             rows=frame,
-            cursor={"steps": done, "state": state, "last": last},
+            cursor={"steps": done, "state": state, "last": last, "step_key": self.step_key},
             state=state,
             config=ref.config or {},
             name=run.name or None,
