@@ -363,8 +363,8 @@ TRAIN = [
 
 WATCH = [
     _watch("on-track", "on-track", ["step", "OK"], 0),
-    _watch("warning", "warning", ["WARNING", "error -0.70%"], 4),  # predicted / actual − 1
-    _watch("alarm-60%-off", "off-60%", ["ALARM", "error -37.50%"], 5),
+    _watch("warning", "warning", ["WARNING", "the prediction's error -0.70%"], 4),  # predicted / actual − 1
+    _watch("alarm-60%-off", "off-60%", ["ALARM", "the prediction's error -37.50%"], 5),
     _watch("nan-prediction-57%-off", "off-57%-nan-prediction", ["prediction is unusable", "no row has a finite median"], 3),
     _watch("nan-median-75%-off", "off-75%-nan-median", ["prediction is unusable"], 3),
     _watch("nan-band", "off-60%-nan-band", ["prediction is unusable"], 3),
@@ -439,7 +439,7 @@ OUTPUTS = [
     Case("predict", "config-missing", ("predict", "nowhere.yaml"), 2, ("nowhere.yaml: no such file",)),
     Case("predict", "a-target-file-as-config", ("predict", "t.yaml"), 2,
          ("t.yaml: a target file (a run's coordinates: it has active_params)", "with --target t.yaml",
-          "--hero-compute 2.4e+16"),
+          "`ladder check` and `ladder compare` with --hero t.yaml"),
          files={"t.yaml": "name: big\nactive_params: 1e8\nstop_after_steps: 1000\ntokens_per_step: 40000\n"}),
     Case("predict", "config-deep", ("predict", "deep.yaml"), 2, ("nested too deeply",)),
     Case("predict", "store-missing", ("predict", "hero.yaml", "--store", "nowhere"), 2, ("no store here",)),

@@ -286,7 +286,7 @@ class Watcher:
                 verdict = "alarm"
             elif why_not is None:
                 cmp = (f"{value:.4f}{mean} vs predicted {row['median']:.4f} "
-                       f"(50% band {row['lo50']:.4f}–{row['hi50']:.4f}; error {row['median'] / value - 1:+.2%})")
+                       f"(50% band {row['lo50']:.4f}–{row['hi50']:.4f}; the prediction's error {row['median'] / value - 1:+.2%})")
             else:
                 cmp = f"{value:.4f}{mean} ({why_not}: not compared)"
                 verdict = _worse(verdict, CANNOT_JUDGE)
