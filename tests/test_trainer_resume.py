@@ -83,7 +83,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM and "interrupted: the run is marked crashed" in out and "Traceback" not in out, out
     saved = runfiles.last_checkpoint(tmp_path / "killed")
     assert saved >= 40 and f"continue it with --resume from its checkpoint at step {saved:,}" in out, out
-    assert json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())["state"] == "crashed"
+    status = json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())
+    assert status["state"] == "crashed" and status["step"] == saved  # the stop saved where it stopped: nothing lost
     out = finish(trainer(killed, env, "--resume"))
     resumed_at = int(out.split("resuming at step ")[1].split()[0])
     assert 40 <= resumed_at < T

@@ -214,7 +214,7 @@ def make_eval_step(cfg: RunConfig, mesh: Any, dropless: bool) -> Callable:
 # ---- the run --------------------------------------------------------------------------------------
 STOP = threading.Event()
 """Set by the trainer's SIGTERM handler (`python -m trainer_jax`): the loop stops before its next step, as Ctrl-C
-would, and marks the run crashed."""
+would, saves a checkpoint there (one process) and marks the run crashed."""
 STEPPING = threading.Event()
 """Set while the training loop runs (where `STOP` is looked at)."""
 
@@ -293,7 +293,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
     last_eval: dict[str, float] = {}
     t0 = time.perf_counter()
     ok = False
-    completed = start
+    completed = saved = start
     log = None
     try:
         sinks = make_sinks(cfg, run_dir, wandb, extra, is_writer)
@@ -301,6 +301,9 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
         STEPPING.set()
         for s in range(start, T):
             if STOP.is_set():  # a scheduler's stop, taken between steps: no checkpoint or log is cut in half
+                if completed > saved and jax.process_count() == 1:  # (the processes of a multi-host run may be
+                    log.flush()  # stopped at different steps: a save, a collective, would wait for the others)
+                    ckpt.save(completed, state, meta)  # nothing trained is lost: the run resumes where it stopped
                 raise KeyboardInterrupt
             done = s + 1
             state, metrics = step_fn(state, _device_batch(source.train_batch(s), batch_sh))
@@ -312,6 +315,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
                     sinks.log(last_eval, done)
                 if done in ckpts:
                     ckpt.save(done, state, meta)
+                    saved = done
                     if is_writer:
                         runfiles.write_status(run_dir, "running" if done < T else "finished", done)
                 log.restart(done)
