@@ -168,6 +168,16 @@ def test_a_declared_target_predicts_what_its_planner_config_predicts(tmp_path):
         tokens_per_step=None, planned_tokens=HERO.stop_after_steps * HERO.tokens_per_step, total_params=10**9))
     assert (by_tokens.tokens_per_step, by_tokens.stop_after_steps) == (HERO.tokens_per_step, HERO.stop_after_steps)
     assert "data mix" in from_config.assumptions
+    # The hero's switches of sequence length, declared in its target file's schedule, which no rung made:
+    # the prediction is flagged from the first switch on, as it is for a planner config's switches.
+    switches = [{"start_fraction": 0.5, "seq_len": 256}, {"start_fraction": 0.95, "seq_len": 1024}]
+    switched = predict(store, target_from_file(target_yaml(
+        tmp_path / "switch.yaml", name=HERO.name, group=HERO.group, fit_flops_per_token=HERO.fit_flops_per_token,
+        schedule={**to_dict(HERO.schedule), "seq_phases": switches})), settings)
+    inside, before = switched.table["in_assumptions"].to_numpy(bool), from_file.table["in_assumptions"].to_numpy(bool)
+    assert np.array_equal(inside, before & (switched.table["fraction"].to_numpy() < 0.5)) and inside.any()
+    assert "steps from 50% on are outside the assumptions" in switched.assumptions["sequence length"]
+    assert "sequence length" not in from_file.assumptions  # nothing declared: nothing said
 
 
 def test_spec_and_stored_flops_that_disagree_are_refused(tmp_path):

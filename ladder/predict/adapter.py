@@ -205,16 +205,19 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
         out["compute"] += "; the per-fraction law's axis is 6·N·D (N known for every run: fit FLOPs count attention)"
     out["batch"] = _batch(rungs, target)
     rung, cfg = big.config, target.config
+    # Switches of sequence length come with a planner config or a target file's schedule; the first length
+    # only with a planner config (a target file's tokens per step say nothing of it).
+    rung_phases, target_phases = _seq_phases(big), _seq_phases(target)
+    rung_len, target_len = (None if c is None else c.seq_len for c in (rung, cfg))
+    if target_phases != rung_phases or None not in (rung_len, target_len) and rung_len != target_len:
+        first = min([f for f, _ in target_phases if (f, _) not in rung_phases] or [0.0])
+        ok &= steps / target.planned_steps < first
+        out["sequence length"] = (f"target {target_len or 'its first length'} with switches {target_phases}, rungs "
+                                  f"{rung_len or 'their first length'} with {rung_phases}: steps from {first:.0%} on "
+                                  "are outside the assumptions")
+    elif cfg is not None:
+        out["sequence length"] = f"{cfg.seq_len} tokens" + (f", switches {target_phases}" if target_phases else "")
     if rung is not None and cfg is not None:
-        rung_phases = [(p.start_fraction, p.seq_len) for p in rung.schedule.seq_phases]
-        target_phases = [(p.start_fraction, p.seq_len) for p in cfg.schedule.seq_phases]
-        if cfg.seq_len != rung.seq_len or target_phases != rung_phases:
-            first = min([f for f, _ in target_phases if (f, _) not in rung_phases] or [0.0])
-            ok &= steps / cfg.schedule.total_steps < first
-            out["sequence length"] = (f"target {cfg.seq_len} with switches {target_phases}, rungs {rung.seq_len} "
-                                      f"with {rung_phases}: steps from {first:.0%} on are outside the assumptions")
-        else:
-            out["sequence length"] = f"{cfg.seq_len} tokens" + (f", switches {target_phases}" if target_phases else "")
         if cfg.data != rung.data:
             ok[:] = False
             out["data mix"] = f"target {cfg.data.source} differs from the rungs' {rung.data.source}: not comparable"
@@ -223,6 +226,11 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
     valid = steps[ok]
     out["valid up to"] = f"step {int(valid.max()):,}" if len(valid) else "nowhere: see above"
     return ok, out
+
+
+def _seq_phases(run: LadderRun) -> list[tuple[float, int]]:
+    """(start fraction, tokens per sequence) of each switch of sequence length the run's schedule declares."""
+    return [] if run.schedule is None else [(p.start_fraction, p.seq_len) for p in run.schedule.seq_phases]
 
 
 def _batch(rungs: list[LadderRun], target: LadderRun) -> str:
