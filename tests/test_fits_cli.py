@@ -430,6 +430,23 @@ def fake_store(finished=True) -> FakeStore:
     return FakeStore(pd.DataFrame(runs), pd.DataFrame(hist))
 
 
+def test_a_store_of_several_groups_needs_group_to_fit():
+    """Two ladders in one store: every law from the store refuses to pool them and says how to pick one;
+    --group picks one, and '' picks the runs of no group."""
+    store = fake_store()
+    runs = store.runs().copy()
+    runs.loc[3:, "group"] = "other"
+    runs.loc[4, "group"] = None
+    mixed = FakeStore(runs, store.history())
+    for read in (lambda **k: fitdata.finals_from_store(mixed, "eval/loss", **k),
+                 lambda **k: fitdata.curves_from_store(mixed, "eval/loss", np.array([1.0]), **k),
+                 lambda **k: fitdata.lr_curves_from_store(mixed, "eval/loss", **k)):
+        with pytest.raises(LadderError, match=r"holds runs of 3 groups \(\(no group\), 'g', 'other'\).*--group NAME \(--group '' for the runs of none\)"):
+            read()
+    assert fitdata.finals_from_store(mixed, "eval/loss", group="g").names == ["rung0", "rung1", "rung2"]
+    assert fitdata.finals_from_store(mixed, "eval/loss", group="").names == ["rung4"]
+
+
 def test_store_finals_and_curves():
     store = fake_store()
     finals = fitdata.finals_from_store(store, "eval/loss", compute="fit")

@@ -50,7 +50,7 @@ CSV = typer.Option(None, "--csv", help="Read this CSV instead of the store (one 
                    "the laws of final losses leave out a run its `state` column marks crashed or running).")
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder (from `ladder pull`).")
 METRIC = typer.Option(None, "--metric", help="Store: the metric to fit (default: the store's fit metric, eval/loss).")
-GROUP = typer.Option(None, "--group", help="Store: only runs of this group.")
+GROUP = typer.Option(None, "--group", help="Store: only runs of this group (needed where the store holds several; '' for runs of none).")
 ROLE = typer.Option("rung", "--role", help="Store: only runs of this role (rung, hero, single; '' for all).")
 RUN_COL = typer.Option(
     None, "--run-col", show_default=False,

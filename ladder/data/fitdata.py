@@ -431,10 +431,15 @@ def _selection(store, group: str | None, role: str | None) -> pd.DataFrame:
     """The store's runs of `group` and `role` (None: any)."""
     store.must_exist("run `ladder pull` first or pass --csv FILE")
     runs = store.runs()
-    if group is not None:
-        runs = runs[runs["group"] == group]
+    if group is not None:  # '' picks the runs of no group
+        runs = runs[runs["group"].fillna("").astype(str) == group]
     if role is not None:
         runs = runs[runs["role"] == role]
+    groups = sorted(set(runs["group"].fillna("").astype(str)))
+    if group is None and len(groups) > 1:  # a law fits one ladder; pooling two recipes fits neither
+        names = ", ".join(repr(g) if g else "(no group)" for g in groups)
+        raise LadderError(f"{store.root} holds runs of {len(groups)} groups ({names}), and a law fits one ladder: "
+                          "pick one with --group NAME" + (" (--group '' for the runs of none)" if "" in groups else ""))
     return runs
 
 
