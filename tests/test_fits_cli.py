@@ -354,6 +354,11 @@ def test_backtest_curve_table(curves_csv):
 def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--compute-col", "flops"), "no column 'flops'", "--compute-col")
     one_error_line(run("fit", "endpoint", "--csv", tmp_path / "nope.csv"), "no such file")
+    (tmp_path / "empty.csv").write_text("")
+    one_error_line(run("fit", "endpoint", "--csv", tmp_path / "empty.csv"), "the file is empty",
+                   "--csv takes a CSV of the runs")
+    (tmp_path / "wide.csv").write_bytes("compute,loss\n1e18,3.0\n".encode("utf-16"))
+    one_error_line(run("fit", "endpoint", "--csv", tmp_path / "wide.csv"), "UTF-16 text, not a CSV")
     one_error_line(run("fit", "endpoint", "--store", tmp_path / "empty"), "no store here")
     few = tmp_path / "few.csv"
     pd.DataFrame({"run_id": ["a", "b"], "compute": [1e18, 2e18], "loss": [3.0, 2.9]}).to_csv(few, index=False)
@@ -624,6 +629,29 @@ def test_fit_surface_warns_of_a_target_below_the_fitted_runs(plain_csv):
     res = run("fit", "surface", "--csv", plain_csv, "--at", "70,1400")  # billions and the tokens' scale mistyped
     assert res.exit_code == 0 and "N = 70, D = 1.4e+03 lies below the fitted runs" in res.output.replace("\n", " ")
     assert "e-folds out: how far each target lies outside the fitted runs" in " ".join(res.output.split())
+    # far outside, the warning says which way: below the runs, off their token ratios, or above them in size
+    def far_warning(at):
+        (w,) = [w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--at", at, "--format", "json").stdout)
+                ["warnings"] if "e-folds" in w]
+        return w
+    assert "e-folds below the fitted runs (" in far_warning("70,1400")
+    assert "e-folds off the fitted runs' token ratios (2e+10 tokens per parameter; theirs span " in far_warning("7,1.4e11")
+    assert "e-folds in size beyond the fitted runs (" in far_warning("7e15,1.4e17")
+
+
+def test_fit_surface_json_gives_every_warning_at_its_top(tmp_path):
+    """The form choice's warnings (one token ratio, a perplexity-like loss) are in the JSON's top-level warnings,
+    once each, as the table prints them, and stay under form_choice too."""
+    n = np.array([1e7, 3e7, 1e8, 3e8, 1e9])
+    path = tmp_path / "one_ratio.csv"
+    pd.DataFrame({"params": n, "tokens": 20 * n, "loss": np.exp(truth(n, 20 * n))}).to_csv(path, index=False)
+    out = json.loads(run("fit", "surface", "--csv", path, "--format", "json").stdout)
+    ratio = [w for w in out["warnings"] if "every run trains at about one token ratio" in w]
+    perplexity = [w for w in out["warnings"] if "is it a perplexity" in w]
+    assert len(ratio) == 1 and len(perplexity) == 1 and len(set(out["warnings"])) == len(out["warnings"])
+    assert set(out["form_choice"]["warnings"]) <= set(out["warnings"]) and ratio[0] in out["form_choice"]["warnings"]
+    text = " ".join(run("fit", "surface", "--csv", path).output.split())
+    assert "every run trains at about one token ratio" in text and "is it a perplexity" in text
 
 
 def test_fit_surface_prints_the_predictions_as_a_table(plain_csv, targets_csv):

@@ -201,6 +201,9 @@ case("csv/ragged-first-row", 2, "line 2", "4 fields")(raw_csv("run,step,loss\nr,
 case("csv/duplicated-column", 2, "'loss' appears twice")(raw_csv("run,step,loss,loss\nr,1,3.0,3.1\n"))
 case("csv/empty-column-name", 2, "empty column name")(raw_csv("run,step,,loss\nr,1,x,3.0\n"))
 case("csv/nul-byte", 2, "line 3", "NUL")(raw_csv(b"run,step,loss\nr,1,3.0\nr\x00,2,2.9\n"))
+case("csv/utf16", 2, "t.csv: UTF-16 text, not a CSV", "save it as a CSV (UTF-8")(
+    raw_csv("run,step,loss\nr,1,3.0\n".encode("utf-16")))
+case("csv/parquet-named-csv", 2, "t.csv: a parquet file", "reads one named .parquet")(raw_csv(b"PAR1\x00\x01garbage"))
 case("csv/not-utf8", 2, "line 2", "not UTF-8", "save it as UTF-8")(raw_csv(b"run,step,loss\nr\xff\xfe,1,3.0\n"))
 case("csv/unclosed-quote", 2, "t.csv")(raw_csv('run,step,loss\n"r,1,3.0\nr,2,2.9\n'))
 case("csv/dotdot-run-id", 2, "line 2", "looks like a file path")(one_csv([["../../etc/x", 1, 3.0]]))

@@ -133,7 +133,8 @@ def fit_surface_command(
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
              + _not_counts(data.params, data.tokens)
-             + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}"))
+             + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}",
+                                  lambda p: _outside(p, data.params, data.tokens)))
     if fmt is Format.json:
         out = shared.base_record(fit, "surface", data.notes) | {"shared_exponent": choice.form == "shared", "bootstrap": boot or None,
                                        "form_choice": {"form": choice.form, "why": choice.why,
@@ -141,7 +142,8 @@ def fit_surface_command(
                                                        "envelope": choice.envelope_record(),
                                                        "warnings": list(choice.warnings)},
                                        "predictions": preds, "optima": optima, "band": _band_text(fit, ens)}
-        out["warnings"] += below
+        # every warning at the top, the choice's also under form_choice, beside the choice they qualify
+        out["warnings"] = list(dict.fromkeys([*out["warnings"], *choice.warnings, *below]))
         print_json(out)
         return
     shared.print_params(fit, boot, level, data.notes)
@@ -171,6 +173,23 @@ def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
     return [f"the target at N = {p['params']:.3g}, D = {p['tokens']:.3g}{and_more(low)} lies below the fitted runs (the smallest "
             f"N {n_min:.3g}, D {d_min:.3g}): the law is fitted above it; are its parameters and tokens in the runs' "
             "units (counts, not millions or billions)?"]
+
+
+def _outside(p: dict, n_params, tokens) -> str:
+    """How a target lies outside the fitted runs, for `shared.far_targets`: below them, off their token
+    ratios, or above them in size (`fits.surfacechoice.distance` takes the farthest of the three)."""
+    n_min, d_min = float(np.min(n_params)), float(np.min(tokens))
+    ratios = np.asarray(tokens, dtype=np.float64) / np.asarray(n_params, dtype=np.float64)
+    r = p["tokens"] / p["params"]
+    off = abs(np.log(r / np.clip(r, ratios.min(), ratios.max())))
+    below = max(np.log(n_min / p["params"]), np.log(d_min / p["tokens"]))
+    if below >= p["efolds_out"] - 1e-9:
+        return f"below the fitted runs ({np.exp(below):.3g}× smaller than the smallest N or D)"
+    if off >= p["efolds_out"] - 1e-9:
+        return (f"off the fitted runs' token ratios ({r:.3g} tokens per parameter; theirs span "
+                f"{ratios.min():.3g} .. {ratios.max():.3g})")
+    return (f"in size beyond the fitted runs ({np.exp(p['efolds_out']):.3g}× their size, "
+            f"{np.exp(2 * p['efolds_out']):.3g}× their compute)")
 
 
 LEAST_COUNT = 1e3

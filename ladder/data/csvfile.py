@@ -34,12 +34,21 @@ def need_file(path: Path, how: str = "") -> None:
         raise LadderError(f"{path}: not a regular file (a device or a pipe){hint}")
 
 
+_NOT_CSV = ((b"PAR1", "a parquet file (`ladder import csv` reads one named .parquet)"), (b"PK\x03\x04", "a zip archive (an Excel workbook?)"),
+            (b"\xd0\xcf\x11\xe0", "an old Excel or Office file"), (b"\xff\xfe", "UTF-16 text"),
+            (b"\xfe\xff", "UTF-16 text"), (b"\x1f\x8b", "a gzip archive"))
+"""Openings of files people save a table as that are not CSV text, and what each is."""
+
+
 def text(path: Path) -> str:
     """The file's text; a NUL byte or bytes that are not UTF-8 are a `LadderError` with their line."""
     try:
         data = path.read_bytes()
     except OSError as exc:  # a device or a file system that will not be read: name the file
         raise LadderError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    kind = next((k for magic, k in _NOT_CSV if data.startswith(magic)), None)
+    if kind:
+        raise LadderError(f"{path}: {kind}, not a CSV; save it as a CSV (UTF-8, comma-separated)")
     nul = data.find(b"\x00")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1

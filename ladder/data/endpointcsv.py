@@ -51,7 +51,7 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     column the targets have picks their rows too; a condition on a column they lack leaves them all, and a
     target whose cell in that column is blank is kept (it names no other ladder)."""
     p = Path(path)
-    df = csvfile.cells(p, f"pass the targets with --predict-csv FILE: one row per target with columns {params},{tokens}")
+    df = csvfile.cells(p, f"--predict-csv takes a CSV of the targets, one row per target with columns {params},{tokens}")
     for condition in where:
         if condition.partition("=")[0].strip() in df.columns:
             df = _targets_where(df, f"{p} (targets)", condition)

@@ -125,7 +125,7 @@ def read_csv(path: str | Path, drop: str | None = None, where: tuple[str, ...] =
     COLUMN=VALUE of `where`, without those whose column `drop` is set (`_KEEP` keeps a row). How many rows
     the flag left out is in the frame's ``attrs["notes"]``."""
     p = Path(path)
-    df = csvfile.cells(p, "pass the CSV with --csv FILE")
+    df = csvfile.cells(p, "--csv takes a CSV of the runs, one row per run or per checkpoint")
     for i, condition in enumerate(where):
         try:
             df = where_rows(df, str(p), condition)
