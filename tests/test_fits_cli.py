@@ -140,6 +140,21 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     assert any("45 runs share a compute budget" in n and "'params'" in n for n in bare["notes"])
 
 
+def test_fit_endpoint_counts_the_budgets_of_a_long_sweep_in_one_line(shared_data):
+    """The Chinchilla table, read off figures, splits into 158 budgets: the terminal gets one line counting how
+    each budget's least loss was had, not 158; the JSON gives every budget."""
+    path = shared_data / "chinchilla_epoch" / "chinchilla_epoch_tidy.csv"
+    out = json.loads(run("fit", "endpoint", "--csv", path, "--compute-col", "flops", "--format", "json").stdout)
+    budgets = out["budgets"]
+    assert len(budgets) > 20
+    text = " ".join(run("fit", "endpoint", "--csv", path, "--compute-col", "flops").stdout.split())
+    assert "budget " + f"{budgets[0]['compute']:.3g} FLOPs:" not in text
+    count = {h: sum(b["how"] == h for b in budgets) for h in ("run", "edge", "vertex")}
+    assert (f"{len(budgets)} budgets, {budgets[0]['compute']:.3g} .. {budgets[-1]['compute']:.3g} FLOPs; the least loss is "
+            f"the lowest run at {count['run']}; the lowest run, at the edge of the sizes (an upper bound) at {count['edge']}; "
+            f"a parabola's vertex at {count['vertex']} (--format json gives each budget)") in text
+
+
 def test_fit_endpoint_groups_a_sweep_by_the_budgets_its_tokens_trace(tmp_path):
     """A sweep whose computes (6·N·D of an N that counts embeddings) scatter around its budgets: its tokens say
     which runs share one, and each budget's least loss stands at its runs' median compute."""

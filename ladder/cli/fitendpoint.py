@@ -3,6 +3,7 @@ sweep's least loss per budget."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +100,12 @@ def fit_endpoint_command(
         print_json(out)
         return
     shared.print_params(fit, boot, level, notes)
-    for m in minima:
+    if len(minima) > SHOWN_BUDGETS:
+        how = Counter(m.how for m in minima)
+        console.print(f"  {len(minima)} budgets, {minima[0].compute:.3g} .. {minima[-1].compute:.3g} FLOPs; the least loss "
+                      "is " + "; ".join(f"{_COUNTED[k]} at {n}" for k, n in how.most_common())
+                      + " (--format json gives each budget)", highlight=False)
+    for m in minima if len(minima) <= SHOWN_BUDGETS else ():
         console.print(f"  budget {m.compute:.3g} FLOPs: {m.runs} run{'s' if m.runs > 1 else ''}, least loss "
                       f"{m.loss:.4f} at N = {m.n_params:.3g} ({_HOW[m.how]})", highlight=False)
     if size:
@@ -113,6 +119,12 @@ def fit_endpoint_command(
             + (f", at N = {p['params_at_optimum']:.3g}" if "params_at_optimum" in p else ""), highlight=False,
         )
 
+
+_COUNTED = {"vertex": "a parabola's vertex", "edge": "the lowest run, at the edge of the sizes (an upper bound)",
+            "run": "the lowest run", "flat": "the lowest run, where the parabola does not open upwards"}
+
+SHOWN_BUDGETS = 20
+"""A sweep of more budgets than this prints a line of counts instead of a line per budget (the JSON gives each)."""
 
 _HOW = {"vertex": "a parabola's vertex", "edge": "its lowest run, at the edge of its sizes: an upper bound",
         "run": "its lowest run", "flat": "its lowest run: the parabola through it does not open upwards"}
