@@ -248,6 +248,8 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     far = 0.5 * np.log(10.0)
     assert pred["efolds_out"] == pytest.approx(far)
     assert pred["hi90"][-1] - pred["median"][-1] >= 1.6448 * 0.01 * far * pred["median"][-1]
+    one_error_line(run("fit", "curve", "--csv", curves_csv), "name the total steps column (--total-steps-col NAME",
+                   "--fraction-col NAME")
     one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.3"),
                    "--every 0.3", "1/n")
     for bad in ("1e-06", "0", "0.6"):  # a fit at a million fractions would run out of memory
@@ -311,6 +313,9 @@ def test_fit_curve_names_the_runs_that_stop_short_of_the_end(curves_csv, tmp_pat
     out = json.loads(run(*args, "--csv", crashed).stdout)
     assert ["1 run stops short of fraction 1: r2 at 60%; the law at later fractions is fitted on 4 of 5 runs there"] \
         == out["notes"]
+    # sampled at coarser fractions (0.5, 1), the run is still said to end where it did, not at the last one it has
+    coarse = json.loads(run(*args[:-4], "--every", "0.5", "--format", "json", "--csv", crashed).stdout)
+    assert any("r2 at 60%;" in n for n in coarse["notes"]), coarse["notes"]
 
 
 def test_a_compute_column_of_each_runs_planned_compute_is_read_as_its_whole_compute(curves_csv, tmp_path):

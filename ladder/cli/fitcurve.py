@@ -37,7 +37,7 @@ def fit_curve_command(
     where: list[str] = shared.WHERE,
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: column of the fraction of planned steps (instead of step / total)."),
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of the fit compute spent by the row (FLOPs), or of each run's whole compute on every row of it."),
-    every: float = typer.Option(0.05, "--every", help="Fit the law at every this fraction of the runs (0.05: 5%, 10%, … 100%)."),
+    every: float = typer.Option(0.05, "--every", help="Fit the law at every this fraction of the runs (0.05: 5%, 10%, … 100%); one E for all of them."),
     compute: shared.ComputeAxis = shared.COMPUTE,
     E: float | None = shared.E_OPT,
     at: float | None = typer.Option(None, "--at", help="Predict the whole curve of a run of this total compute (FLOPs on "
@@ -59,7 +59,9 @@ def fit_curve_command(
     `ladder predict` counts it), else fit compute; --compute chooses. With --at C, the predicted curve of a run of total
     compute C: its median with 50% and 90% bands, the Student-t band (or with --bootstrap N the wider of it and the
     bootstrap's), widened by 1% (one sd) per e-fold of extrapolation, half the e-folds in compute outside the
-    fitted runs.
+    fitted runs. E is shared by every sampled fraction, so --every moves the fit a little, the end's
+    prediction included. From a CSV: one row per checkpoint, with columns run_id, step, loss and compute,
+    and the run's planned steps (--total-steps-col NAME) or each row's fraction of them (--fraction-col NAME).
 
     multipower / momentum: the schedule-aware laws, fitted on every run's checkpoints with the LR
     of every step rebuilt from the schedule in its config (so from the store only); shape

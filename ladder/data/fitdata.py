@@ -86,6 +86,8 @@ class Curves:
     losses: np.ndarray
     """(runs, fractions)."""
     notes: tuple[str, ...] = ()
+    reached: np.ndarray | None = None
+    """The last fraction each run logged (its curve may reach past the last of `fractions` it has a value at)."""
 
     def from_first_evals(self) -> Curves:
         """These curves without the leading fractions that fewer sizes reach with an eval than the per-fraction law
@@ -105,8 +107,9 @@ class Curves:
         """These curves with a note naming each run that stops short of the last fraction (crashed, still running,
         or cut), which the fit at later fractions goes without."""
         seen = np.isfinite(self.losses)
-        short = [f"{name} at {self.fractions[np.flatnonzero(row)[-1]]:.0%}" if row.any() else f"{name} (no value)"
-                 for name, row in zip(self.names, seen) if not row[-1]]
+        reached = self.reached if self.reached is not None else [None] * len(self.names)
+        short = [f"{name} at {(end if end is not None else self.fractions[np.flatnonzero(row)[-1]]):.0%}" if row.any()
+                 else f"{name} (no value)" for name, row, end in zip(self.names, seen, reached) if not row[-1]]
         if not short:
             return self
         note = (f"{len(short)} run{'s' if len(short) > 1 else ''} stop{'' if len(short) > 1 else 's'} short of "
@@ -176,7 +179,8 @@ def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
     for option, col in columns.items():
         flag = f"--{option.replace('_', '-')}-col"
         if col is None:
-            raise LadderError(f"{where}: name the {option.replace('_', ' ')} column ({flag})")
+            also = " or, where each row gives its fraction of them, --fraction-col NAME" if option == "total_steps" else ""
+            raise LadderError(f"{where}: name the {option.replace('_', ' ')} column ({flag} NAME{also})")
         if col not in df.columns:
             raise csvfile.no_column(where, col, flag, df.columns)
 
@@ -398,7 +402,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     loss = _numbers(df, cols.loss, where)
     _one_loss_per_step(df[cols.run], at, loss, what, where)
     comp = _numbers(df, cols.compute, where, positive=False, most=MAX_COMPUTE)
-    names, totals, rows, flat, grows = [], [], [], [], []
+    names, totals, rows, flat, grows, reached = [], [], [], [], [], []
     for run, idx in df.groupby(cols.run, sort=False).indices.items():
         f, y, c = frac[idx], loss[idx], comp[idx]
         end = int(np.argmax(f))
@@ -407,6 +411,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
         if np.unique(f).size > 1:  # a run of one row cannot tell its spent compute from its planned
             (flat if c.max() == c.min() else grows).append(str(run))
         names.append(str(run))
+        reached.append(float(f[end]))
         totals.append(c[end] / f[end])
         rows.append(fits.sample_curve(at_end(f), y, 1.0, fractions, ROUNDING))
     if flat and grows:
@@ -416,7 +421,8 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     if flat:  # each run's planned compute, on every row
         totals = [float(comp[idx].max()) for idx in df.groupby(cols.run, sort=False).indices.values()]
         notes = (*notes, f"column {cols.compute!r} holds one value per run: read as each run's whole (planned) compute")
-    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes,
+                  np.asarray(reached))
 
 
 # ---- store ----------------------------------------------------------------------------------------
@@ -588,7 +594,7 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
     hist = _store_history(store, runs, metric)
     flops, notes = compute_per_token(runs, compute)
     notes += _ratios_note(runs)
-    names, totals, rows = [], [], []
+    names, totals, rows, reached = [], [], [], []
     for (_, run), f in zip(runs.iterrows(), flops):
         h = hist[hist["run_id"] == run["run_id"]]
         if h.empty:
@@ -596,8 +602,10 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
         names.append(run["name"])
         totals.append(f * float(run["planned_tokens"]))
         done = h["step"].to_numpy(float) / float(run["stop_after_steps"])  # of the plan it ran, edits applied
+        reached.append(float(done.max()))
         rows.append(fits.sample_curve(at_end(done), h["value"].to_numpy(), 1.0, fractions, ROUNDING))
-    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes)
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes,
+                  np.asarray(reached))
 
 
 def _ratios_note(runs: pd.DataFrame) -> tuple[str, ...]:
