@@ -993,6 +993,20 @@ def test_where_picks_the_targets_of_the_ladder_it_fits(tmp_path):
     assert res.exit_code == 2 and "no row has dataset = 'code'" in res.output and "(targets)" in res.output
 
 
+def test_fit_endpoint_notes_runs_of_several_token_ratios(tmp_path):
+    """The endpoint law is for one token ratio: a table that mixes three (not a sweep) gets a note pointing to a
+    filter and to the surface; runs of one ratio get none."""
+    n = np.geomspace(5e7, 2e9, 12)
+    ratio = np.array([5.0, 20.0, 80.0] * 4)
+    for r, said in ((ratio, "the runs train at 3 token ratios (5–80 tokens per parameter), and the endpoint law holds "
+                     "for one: its fit mixes them"), (np.full(12, 20.0), None)):
+        path = tmp_path / "runs.csv"
+        pd.DataFrame({"params": n, "tokens": n * r, "loss": truth(n, n * r), "compute": 6 * n * n * r}).to_csv(path, index=False)
+        notes = json.loads(run("fit", "endpoint", "--csv", path, "--format", "json").stdout)["notes"]
+        mixed = [x for x in notes if "token ratios" in x]
+        assert (mixed == []) if said is None else (mixed[0].startswith(said) and "`ladder fit surface`" in mixed[0])
+
+
 def test_fit_endpoint_on_a_table_of_params_and_tokens_points_to_the_surface(plain_csv):
     res = run("fit", "endpoint", "--csv", plain_csv)
     assert res.exit_code == 2

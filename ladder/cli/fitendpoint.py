@@ -153,6 +153,10 @@ def endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarra
                   "each, D falls as N grows; one size's token counts in the ratios of another's): each budget's "
                   "runs stand at their median compute",)
     elif not isoflop.is_sweep(compute, data.params):
+        if data.tokens is not None:
+            from ladder.data.fitdata import ratios_note
+            notes += ratios_note(data.params, data.tokens, "the endpoint law", "--where COLUMN=VALUE or --group picks "
+                                 "the runs of one; `ladder fit surface` fits N and D apart")
         return data.compute, data.loss, [], notes
     minima = isoflop.budget_minima(compute, data.params, data.loss)
     if len(minima) < 3:

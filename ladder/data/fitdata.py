@@ -609,17 +609,22 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
 
 
 def _ratios_note(runs: pd.DataFrame) -> tuple[str, ...]:
-    """A note when the runs train at several token ratios (tokens per parameter more than 10% apart): the
-    per-fraction law holds for one."""
+    """A note when the runs train at several token ratios: the per-fraction law holds for one."""
     n, d = (pd.to_numeric(runs[c], errors="coerce").astype("float64").to_numpy() for c in ("active_params", "planned_tokens"))
-    ratio = d / n
+    return ratios_note(n, d, "the per-fraction law", "`ladder predict` fits the runs at its target's ratio; --group "
+                       "picks a ladder of one ratio")
+
+
+def ratios_note(n_params: np.ndarray, tokens: np.ndarray, law: str, how: str) -> tuple[str, ...]:
+    """A note when the runs train at several token ratios (tokens per parameter more than 10% apart): `law`
+    holds for one, and `how` says how to fit one."""
+    ratio = np.asarray(tokens, dtype=np.float64) / np.asarray(n_params, dtype=np.float64)
     ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
     if ratio.size < 2 or ratio.max() <= ONE_RATIO * ratio.min():
         return ()
     kinds = np.unique(np.round(np.log(ratio) / np.log(ONE_RATIO)))
     return (f"the runs train at {kinds.size} token ratios ({ratio.min():.3g}–{ratio.max():.3g} tokens per parameter), "
-            "and the per-fraction law holds for one: its fit mixes them (`ladder predict` fits the runs at its "
-            "target's ratio; --group picks a ladder of one ratio)",)
+            f"and {law} holds for one: its fit mixes them ({how})",)
 
 
 def lr_curves_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
