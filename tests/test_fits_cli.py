@@ -1013,6 +1013,34 @@ def test_fit_endpoint_on_a_table_of_params_and_tokens_points_to_the_surface(plai
     assert "no column 'compute'" in res.output and "ladder fit surface" in res.output
 
 
+def test_a_tables_spelling_of_a_value_a_header_or_a_target_loss_is_met_or_named(plain_csv, tmp_path):
+    """--where matches a value written in another case (a spreadsheet's FALSE) where none is written as given; a
+    column option with spaces around the name finds the header (whose spaces are ignored); a target loss that is
+    not a number is warned, not silently dropped; a CSV given bare to a command that takes --csv says so."""
+    df = pd.read_csv(plain_csv).rename(columns={"params": " Params"}).assign(rerun=["FALSE", "TRUE"] * 15)
+    path = tmp_path / "spelled.csv"
+    df.to_csv(path, index=False)
+    spelled = json.loads(run("fit", "surface", "--csv", path, "--params-col", " Params", "--where", "rerun=false",
+                             "--format", "json").stdout)
+    assert spelled["n_runs"] == 15
+    exact = json.loads(run("fit", "surface", "--csv", path, "--params-col", "Params", "--where", "rerun=FALSE",
+                           "--format", "json").stdout)
+    assert exact["params"] == spelled["params"]
+    targets = tmp_path / "targets.csv"
+    pd.DataFrame({"params": [1e10, 2e10], "tokens": [2e11, 4e11], "loss": ["abc", 2.1]}).to_csv(targets, index=False)
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
+    [w] = [w for w in out["warnings"] if "targets' column 'loss'" in w]
+    assert "holds numbers and 'abc', which is not one: it is not read as their actual loss" in w
+    clean = pd.DataFrame({"params": [1e10], "tokens": [2e11], "loss": [2.1]})
+    clean.to_csv(targets, index=False)
+    assert not [w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format",
+                                          "json").stdout)["warnings"] if "targets' column" in w]
+    for args in (("fit", "surface"), ("fit", "endpoint"), ("backtest",)):
+        one_error_line(run(*args, plain_csv), "unexpected extra argument", "give a CSV with --csv FILE")
+    one_error_line(run("fit", "surface", "nothing"), "unexpected extra argument")
+    assert "--csv FILE" not in run("fit", "surface", "nothing").output
+
+
 def test_where_conditions_that_exclude_each_other_say_they_must_all_hold(tmp_path):
     both = tmp_path / "both.csv"
     pd.concat([pd.read_csv(surface_csv(tmp_path / "a.csv")).assign(dataset="web"),

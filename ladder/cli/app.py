@@ -45,7 +45,8 @@ class _OneLineErrors(typer.core.TyperGroup):
                 ctx = getattr(exc, "ctx", None)
                 path = ctx.command_path if ctx is not None else self._path(sys.argv[1:] if args is None else args)
                 # typer words a value not among an option's choices as pydantic does ("Value error, 'x' is not ...")
-                message, elsewhere = exc.format_message().replace(": Value error, ", ": "), self._elsewhere(exc)
+                message = exc.format_message().replace(": Value error, ", ": ")
+                elsewhere = self._elsewhere(exc) or self._as_option(exc)
                 message = message.rstrip(".") + elsewhere if elsewhere else message
                 _say_error(redact(message) + f" (see `{path} --help`)")
             sys.exit(exc.exit_code)
@@ -67,6 +68,18 @@ class _OneLineErrors(typer.core.TyperGroup):
             names.append(a)
             cmd = sub
         return " ".join(names)
+
+    def _as_option(self, exc: Exception) -> str:
+        """For a file given bare to a command that takes it by an option (`ladder fit surface runs.csv`): which."""
+        ctx = getattr(exc, "ctx", None)
+        message = exc.format_message()
+        if ctx is None or not message.startswith("Got unexpected extra argument"):
+            return ""
+        options = {o for p in ctx.command.params for o in getattr(p, "opts", ())}
+        extra = message.partition("(")[2].rpartition(")")[0].split()
+        if "--csv" in options and any(a.lower().endswith((".csv", ".tsv", ".txt")) for a in extra):
+            return "; give a CSV with --csv FILE"
+        return ""
 
     def _elsewhere(self, exc: Exception) -> str:
         """For an unknown command that another group has (`ladder pull csv`): where it is."""

@@ -84,7 +84,9 @@ def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, dr
     """The CSV's columns as the options name them; no --run-col: `endpointcsv.run_column` tells a table of one
     row per run from one of checkpoints."""
     from ladder.data import fitdata
-    header = endpointcsv.column_names(csv)
+    header = endpointcsv.column_names(csv)  # names stripped of spaces, as options name them
+    run_col, loss_col, step_col, drop = (c.strip() if c else c for c in (run_col, loss_col, step_col, drop))
+    more = {k: v.strip() if v else v for k, v in more.items()}
     if step_col and step_col != DEFAULT_STEP_COL and header is not None and step_col not in header:
         raise csvfile.no_column(csv, step_col, "--step-col", header)  # a typo would read the rows in file order
     run = endpointcsv.run_column(header, run_col, step_col)

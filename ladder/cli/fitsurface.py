@@ -132,7 +132,7 @@ def fit_surface_command(
     optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
-             + _not_counts(data.params, data.tokens)
+             + _not_counts(data.params, data.tokens) + _unread_actual(preds)
              + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}",
                                   lambda p: _outside(p, data.params, data.tokens)))
     if fmt is Format.json:
@@ -314,6 +314,30 @@ def _print_bands(preds: list[dict], band: str) -> None:
 SHOWN_LABELS = 2
 """The targets' own columns (a name, a size) the terminal's table shows beside each prediction; --format json
 carries them all."""
+def _unread_actual(preds: list[dict]) -> list[str]:
+    """A warning for a targets' column named as an actual loss (`ACTUAL_NAMES`) that holds numbers and a cell
+    that is not one (a typo, a note): it is carried as text, and no error is shown beside the predictions."""
+    from fits.checks import and_more
+
+    out = []
+    for key in dict.fromkeys(k for p in preds for k in p if k.strip().lower() in ACTUAL_NAMES):
+        cells = [str(p[key]).strip() for p in preds if isinstance(p.get(key), str) and str(p[key]).strip()]
+        numbers = [c for c in cells if _is_number(c)]
+        bad = [c for c in cells if not _is_number(c)]
+        if numbers and bad:
+            out.append(f"the targets' column {key!r} holds numbers and {bad[0]!r}{and_more(bad)}, which is not one: it is "
+                       "not read as their actual loss, so no error is shown; leave a cell blank where the loss is unknown")
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 ACTUAL_NAMES = ("loss", "actual", "actual_loss", "final_loss", "eval_loss", "val_loss", "loss_final")
 """A targets' column of these names (lower case), all positive numbers, is their actual loss: the terminal's table
 shows it with the prediction's error (predicted ÷ actual − 1)."""

@@ -166,6 +166,8 @@ def where_rows(df: pd.DataFrame, where: str, condition: str, also: pd.Series | N
         keep |= pd.to_numeric(text, errors="coerce") == float(value)
     except ValueError:
         pass
+    if not keep.any():  # a spreadsheet's FALSE or True for false, C4 for c4: the value as written in another case
+        keep = text.str.casefold() == value.casefold()
     if also is not None:
         keep |= also
     if not keep.any():
