@@ -86,6 +86,7 @@ def test_report_is_one_self_contained_page(predicted):
     res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
                               "--out", str(out)])
     assert res.exit_code == 0, res.output
+    assert "(it replaces the page written there before; --out NAME.html keeps both)" in " ".join(res.stdout.split())
     page = out.read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 6
@@ -94,6 +95,9 @@ def test_report_is_one_self_contained_page(predicted):
     for text in ("Prediction every 5% of the run", "per-fraction law", "Assumptions", "Alert history",
                  "Actual so far", "Training dynamics projected to the hero", 'alt="dynamics"'):
         assert text in page
+    fresh = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
+                                "--out", str(predicted / "fresh.html")])
+    assert fresh.exit_code == 0 and "Wrote" in fresh.stdout and "replaces" not in fresh.stdout
 
 
 def test_report_refuses_to_write_over_a_file_it_would_destroy(predicted):

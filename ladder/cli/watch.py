@@ -278,9 +278,11 @@ def report_command(
                 "its verdicts and alerts are not this run's and are left out.")
     _say_what_is_not_drawn(st, pred, prediction)
     figures = draw_all(st, pred, out_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
+    again = out.exists()
     written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts,
                            alerts_note=note)
-    console.print(f"Wrote {written}")
+    console.print(f"Wrote {written}" + (" (it replaces the page written there before; --out NAME.html keeps both)"
+                                        if again else ""))
 
 
 def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> None:
