@@ -993,6 +993,22 @@ def test_where_picks_the_targets_of_the_ladder_it_fits(tmp_path):
     assert res.exit_code == 2 and "no row has dataset = 'code'" in res.output and "(targets)" in res.output
 
 
+def test_every_row_a_run_over_a_table_of_checkpoints_is_noted(tmp_path):
+    """--run-col '' over a table whose run_id repeats: each checkpoint is fitted as a run, and the note says so and
+    how to read each run's last row instead (not to pick one run with --where)."""
+    path = tmp_path / "checkpoints.csv"
+    pd.DataFrame({"run_id": ["a"] * 3 + ["b"] * 3 + ["c"] * 3, "step": [1, 2, 3] * 3,
+                  "loss": [4, 3.5, 3.2, 3.8, 3.3, 3.0, 3.6, 3.1, 2.8],
+                  "compute": [1e17, 2e17, 3e17, 2e17, 4e17, 6e17, 4e17, 8e17, 1.2e18]}).to_csv(path, index=False)
+    rows = json.loads(run("fit", "endpoint", "--csv", path, "--run-col", "", "--format", "json").stdout)
+    assert rows["n_runs"] == 9
+    assert [n for n in rows["notes"] if n.startswith("column 'run_id' names 3 runs over 9 rows, and each row is fitted "
+                                                       "as a finished run (--run-col ''): if the rows are checkpoints")]
+    assert not [n for n in rows["notes"] if "--where run_id" in n]
+    runs = json.loads(run("fit", "endpoint", "--csv", path, "--format", "json").stdout)
+    assert runs["n_runs"] == 3 and not [n for n in runs["notes"] if "names 3 runs" in n]
+
+
 def test_fit_endpoint_notes_runs_of_several_token_ratios(tmp_path):
     """The endpoint law is for one token ratio: a table that mixes three (not a sweep) gets a note pointing to a
     filter and to the surface; runs of one ratio get none."""

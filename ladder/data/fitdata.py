@@ -27,6 +27,7 @@ from fits.perfraction import SIZES_PER_FRACTION, sizes_present
 from fits.runs import ONE_RATIO
 from ladder.config.limits import MAX_COMPUTE, MAX_PARAMS, MAX_TOKENS
 from ladder.data import csvfile
+from ladder.data.endpointcsv import DEFAULT_RUN_COL
 from ladder.data.sources.table import table_state
 from ladder.errors import LadderError
 
@@ -35,7 +36,7 @@ from ladder.errors import LadderError
 class Columns:
     """Column names of a CSV (None: the CSV has no such column)."""
 
-    run: str | None = "run_id"
+    run: str | None = DEFAULT_RUN_COL
     """Identifies the run of each row; without it every row is one run."""
     loss: str = "loss"
     """The metric to fit (nats per token)."""
@@ -308,7 +309,7 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], opti
     if cols.run is None:
         _no_repeats(last, where)
         extra = _checkpoints(last, cols)
-    mixed = _mixed_ladders(last, [getattr(cols, k) for k in need], {cols.run, cols.loss, cols.step})
+    mixed = None if extra else _mixed_ladders(last, [getattr(cols, k) for k in need], {cols.run, cols.loss, cols.step})
     return Finals(names, loss, **arrays, notes=tuple(notes) + extra + ((mixed,) if mixed else ()) + ((left_out,) if left_out else ()),
                   left_out=left_out)
 
@@ -343,6 +344,12 @@ public ladders train a size at a dozen budgets or fewer."""
 def _checkpoints(df: pd.DataFrame, cols: Columns) -> tuple[str, ...]:
     """A note where a table read as one row per run holds `CHECKPOINT_ROWS` rows or more of one size: likely the
     checkpoints of runs, each of which the fit would take for a finished run."""
+    if DEFAULT_RUN_COL in df.columns:  # every row a run by --run-col '', where the default run column repeats
+        ids = df[DEFAULT_RUN_COL].astype(str).str.strip()
+        if ids.nunique() < len(ids):
+            return (f"column {DEFAULT_RUN_COL!r} names {ids.nunique()} runs over {len(ids)} rows, and each row is fitted as a "
+                    "finished run (--run-col ''): if the rows are checkpoints, drop --run-col '' and each run's last "
+                    "row by step is its final loss",)
     if cols.params is None or cols.params not in df.columns:
         return ()
     counts = df[cols.params].astype(str).str.strip().value_counts()
