@@ -246,6 +246,41 @@ def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
         assert np.allclose(r.as_run().lrs[:cfg.stop_after_steps], cfg.schedule.lrs(0, cfg.stop_after_steps))
 
 
+def test_a_declared_tpp_its_counts_do_not_give_is_named_at_import_and_refused_at_predict(tmp_path):
+    """A tpp column read as each run's declared ratio is named at import; where it is 10× what the run's counts
+    give, predict refuses (the laws group runs by it) and says how to import it again, instead of fitting runs of
+    several ratios as one."""
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    df = pd.read_csv(csv)
+    res = import_csv(csv, tmp_path / "store")
+    assert res.exit_code == 0 and "column 'tpp' read as each run's coordinate" in " ".join(res.output.split())
+    df.assign(tpp=df["tpp"] * 10).to_csv(csv, index=False)
+    assert import_csv(csv, tmp_path / "bad", ).exit_code == 0
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml")), "--store", str(tmp_path / "bad"),
+                 "--out", str(tmp_path / "p"))
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "import it again (--replace)" in said
+    assert any(f"run '{r.name}': tpp {r.tpp * 10:g} is" in said for r in PLAN.rungs)
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_target_at_a_ratio_no_run_trains_at_is_outside_the_assumptions(tmp_path):
+    """Tokens per step in other units (a few tokens for a large model): predicted with a warning, but no step is
+    within the prediction's assumptions, and the assumptions say why."""
+    from ladder.data.runview import rungs_from_store
+    from ladder.predict.adapter import _assumptions
+
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    rungs = rungs_from_store(Store(tmp_path / "store"), "mine", "eval/loss")
+    steps = np.arange(1, HERO.stop_after_steps + 1, 100)
+    ok, said = _assumptions(rungs, target_from_file(target_yaml(tmp_path / "t.yaml", tpp=None, tokens_per_step=1)), steps)
+    assert not ok.any() and said["token ratio"].endswith("where runs train, so outside the assumptions (are the "
+                                                         "target's parameters or tokens in another unit?)")
+    assert said["valid up to"] == "nowhere: see above"
+    ok, said = _assumptions(rungs, target_from_file(target_yaml(tmp_path / "t.yaml")), steps)
+    assert ok.all() and "outside" not in said["token ratio"]
+
+
 @pytest.mark.parametrize("fields, expect", [
     ({"stop_after_steps": 123}, "its schedule runs"),
     ({"tokens_per_step": -1}, "must be a positive number"),
@@ -257,6 +292,9 @@ def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
     ({"eval_every": 2, "stop_after_steps": 300_000, "schedule": None}, "predicts at 150,000 steps, more than the 100,000"),
     ({"name": "hero\tv1"}, "name 'hero\\tv1' holds a control character"),
     ({"active_params": True}, "'active_params' = True is not a number"),  # YAML's true is no count
+    ({"tpp": HERO.tpp * 10}, "tokens per parameter its counts give (steps × tokens_per_step ÷ active_params)"),  # a declared ratio its counts do not give
+    ({"fit_flops_per_token": HERO.fit_flops_per_token / 1e9}, "FLOPs per active parameter"),  # in GFLOPs
+    ({"fit_flops_per_token": HERO.fit_flops_per_token, "active_params": 3}, "is one of them in other units"),
 ])
 def test_bad_target_files_exit_2(tmp_path, fields, expect):
     assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0

@@ -118,6 +118,14 @@ def test_missing_mapped_column_is_one_line(tmp_path):
                                    "--metric", "eval/loss=c4_loss", "--store", str(tmp_path / "s")])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "no column 'c4_loss' (mapped by --metric eval/loss)" in res.output and "run, step, tok" in res.output
+    # a column named like the one mapped is given in the option's own form, which then imports
+    renamed = tmp_path / "renamed.csv"
+    small_table().rename(columns={"loss": "eval_loss"}).to_csv(renamed, index=False)
+    args = ["import", "csv", str(renamed), "--run", "run", "--step", "step", "--coord", "active_params=1000",
+            "--coord", "stop_after_steps=40", "--coord", "tokens_per_step=50", "--store", str(tmp_path / "s")]
+    res = CliRunner().invoke(app, [*args, "--metric", "eval/loss=loss"])
+    assert res.exit_code == 2 and "give --metric eval/loss=eval_loss" in " ".join(res.output.split())
+    assert CliRunner().invoke(app, [*args, "--metric", "eval/loss=eval_loss"]).exit_code == 0
     with pytest.raises(LadderError, match="no step column") as refused:
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run")).runs()
     assert "tokens without steps" not in str(refused.value)
@@ -553,6 +561,42 @@ def test_a_flag_the_coordinates_file_overrides_for_a_run_is_named(tmp_path):
     assert not said("a (40 for 40)")  # the same value, said two ways, is no conflict
     runs = Store(tmp_path / "s").runs().set_index("run_id")
     assert runs.loc["a", "group"] == "mine" and runs.loc["b", "group"] == "theirs"
+
+
+def test_a_column_named_for_a_coordinate_the_coordinates_file_overrides_is_named(tmp_path):
+    """A column read by its name (tokens_per_step) whose value the coordinates file replaces for a run is said,
+    as a --coord-column's is; and a tpp column, read as each run's declared ratio, is named with the others."""
+    path = tmp_path / "t.csv"
+    small_table().assign(tokens_per_step=50, tpp=3).to_csv(path, index=False)
+    coords = tmp_path / "c.yaml"
+    coords.write_text("a: {tokens_per_step: 500}\nb: {tokens_per_step: 50}\n")
+    res = _import(path, tmp_path / "s", "--coords", str(coords))
+    assert res.exit_code == 0, res.output
+    text = "".join(res.output.split())
+    assert "".join("column 'tokens_per_step' is not used for a (500 for 50)".split()) in text
+    assert "b(50for50)" not in text
+    assert "".join("column 'tpp' read as each run's coordinate".split()) in text
+
+
+def test_counts_in_other_units_are_said_at_import(tmp_path):
+    """Counts that cannot all be counts: a token ratio no run trains at is one warning for the pull (naming the
+    first run and how many more); FLOPs per token below 2 per parameter, or total parameters fewer than active,
+    are refused with the run named, and nothing is stored."""
+    path = tmp_path / "t.csv"
+    small_table().assign(T=8_000_000).to_csv(path, index=False)  # 4e8 tokens for 1,000 and 2,000 parameters
+    res = _import(path, tmp_path / "s")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and said.count("where no run trains") == 1
+    assert "a (and 1 more) plans 4e+05 tokens per parameter (4e+08 tokens, active_params 1e+03)" in said
+    small_table().to_csv(path, index=False)
+    assert "where no run trains" not in _import(path, tmp_path / "ok").output
+    base = ["import", "csv", str(path), "--run", "run", "--step", "step", "--tokens", "tok", "--metric", "eval/loss=loss",
+            "--coord-column", "active_params=params", "--coord-column", "stop_after_steps=T"]
+    for coord, words in (("fit_flops_per_token=1", "fit_flops_per_token 1 is 0.001 FLOPs per active parameter"),
+                         ("total_params=10", "total_params 10 is fewer than active_params 1000")):
+        res = CliRunner().invoke(app, [*base, "--coord", coord, "--store", str(tmp_path / "bad")])
+        assert res.exit_code == 2 and "run a" in res.output and words in " ".join(res.output.split()), res.output
+        assert not Store(tmp_path / "bad").exists()
 
 
 def test_a_coordinates_file_for_the_whole_ladder_is_one_line_for_the_runs_not_pulled(tmp_path):

@@ -119,9 +119,9 @@ def test_overrides_beat_config_which_beats_what_was_stored(tmp_path):
     overrides = CoordinateOverrides.parse(["total_params=99", "role=rung"], file)
     c1, labels = resolve_coordinates("rung-1", "r1", "rung-1", FULL, {"total_params": 1}, overrides)
     c2, _ = resolve_coordinates("rung-2", "r2", "rung-2", {**FULL, "total_params": None}, {}, overrides)
-    c3, _ = resolve_coordinates("x", "x", "x", {k: v for k, v in FULL.items() if k != "total_params"}, {"total_params": 7}, CoordinateOverrides())
+    c3, _ = resolve_coordinates("x", "x", "x", {k: v for k, v in FULL.items() if k != "total_params"}, {"total_params": 70}, CoordinateOverrides())
     assert (c1.active_params, c1.total_params, labels["role"]) == (11, 99, "rung")
-    assert (c2.active_params, c3.total_params) == (12, 7)
+    assert (c2.active_params, c3.total_params) == (12, 70)
 
 
 @pytest.mark.parametrize(

@@ -196,7 +196,8 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     if similar is not None and similar.strip().lower() == column.strip().lower():
         hint = f"; did you mean {similar!r}?"
     elif similar is not None and option.startswith("--"):
-        hint = f"; give {option} {similar}"
+        flag, _, key = option.partition(" ")  # "--metric eval/loss" maps a key: --metric eval/loss=COLUMN
+        hint = f"; give {flag} {key}={similar}" if key else f"; give {option} {similar}"
     elif len(names) == 1 and any(sep in names[0] for sep in "\t;|"):
         sep = next(s for s in "\t;|" if s in names[0])
         hint = f"; the file looks separated by {'tabs' if sep == chr(9) else repr(sep)}: save it with commas"

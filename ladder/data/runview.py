@@ -25,6 +25,7 @@ from ladder.config.yamlio import load_yaml
 from ladder.data import dense
 from ladder.data.sources.coords import (
     PLAN_FIELDS,
+    check_counts,
     coordinate_number,
     coordinates_from_config,
     derive_tokens,
@@ -191,9 +192,12 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
         if len(lr):
             lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), max(stop, int(steps.max())))
             logged_to = int(lr["step"][np.isfinite(lr["value"])].max())
+    total = schedule.total_steps if schedule is not None else stop
+    tpp = declared_tpp(f"run {name!r}", positive_or_none(config.get("tpp")), n, total * int(row["tokens_per_step"]),
+                       "import it again (--replace) without tpp, or with the right one")
     return LadderRun(
-        name, flops, int(row["tokens_per_step"]), stop, schedule.total_steps if schedule is not None else stop,
-        group=str(row["group"]), active_params=n, tpp=positive_or_none(config.get("tpp")), schedule=schedule,
+        name, flops, int(row["tokens_per_step"]), stop, total,
+        group=str(row["group"]), active_params=n, tpp=tpp, schedule=schedule,
         logged_lrs=lrs, lr_logged_to=logged_to, steps=steps, values=values, state=state, flops_from=flops_from,
         read_from=read.read_from,
         noise=read.noise,
@@ -319,12 +323,15 @@ def target_from_file(path: Path) -> LadderRun:
                           "make them agree")
     flops, flops_from, n = _flops(name, {"fit_flops_per_token": num.get("fit_flops_per_token"),
                                          "active_params": num.get("active_params")}, where)
+    check_counts(where, flops if flops_from != SIX_N else None, n)  # imported runs were checked as they came in
     tpp = coordinate_number(where, "tpp", data["tpp"]) if data.get("tpp") is not None else None
     every = int(num.get("eval_every", 0))
     if every and stop / every > MAX_PREDICTED_POINTS:
         raise LadderError(f"{where}: eval_every {every:,} predicts at {stop // every:,} steps, more than the "
                           f"{MAX_PREDICTED_POINTS:,} a prediction holds; give eval_every {-(-stop // MAX_PREDICTED_POINTS):,} "
                           "or more")
+    total = schedule.total_steps if schedule is not None else stop
+    tpp = declared_tpp(where, tpp, n, total * num["tokens_per_step"], "drop tpp, or correct it or the counts")
     return LadderRun(name, flops, int(num["tokens_per_step"]), stop,
                      schedule.total_steps if schedule is not None else stop, group=str(data.get("group") or ""),
                      active_params=n, tpp=tpp, schedule=schedule, flops_from=flops_from, eval_every=every)
@@ -378,6 +385,24 @@ def _check_flops(name: str, cfg: RunConfig, row) -> None:
             f"coordinates say {stored:.4g} ({stored / cfg.fit_flops_per_token - 1:+.1%}); pull it again with the "
             "right fit_flops_per_token, or fix the spec"
         )
+
+
+TPP_AGREE = 0.1
+"""A declared tpp may sit this far from the tokens per parameter a run's own counts give (a planner rounds steps)."""
+
+
+def declared_tpp(where: str, tpp: float | None, n: float | None, planned_tokens: float, fix: str) -> float | None:
+    """A run's declared tokens per parameter (`tpp`), checked against its counts (`planned_tokens` ÷ `n`): the
+    laws group and compare runs by the declared ratio, so one that disagrees is a `LadderError`; `fix` says how
+    to give another."""
+    if tpp is None or not n:
+        return tpp
+    counted = planned_tokens / n
+    if abs(tpp / counted - 1) > TPP_AGREE:
+        raise LadderError(f"{where}: tpp {tpp:g} is {tpp / counted:.3g}× the {counted:.4g} tokens per parameter its "
+                          f"counts give (steps × tokens_per_step ÷ active_params); tpp names the ratio a run was planned "
+                          f"at, which the laws compare runs by: {fix}")
+    return tpp
 
 
 def flops_notes(runs: list[LadderRun]) -> list[str]:

@@ -211,6 +211,24 @@ def planned_steps_at(steps: np.ndarray, initial: int, horizons: tuple[tuple[int,
     return planned
 
 
+FLOPS_PER_PARAM = (2.0, 6000.0)
+"""The fit FLOPs per token a run's active parameters allow, per parameter: at least a forward pass's 2 (the
+fit counts 3 passes, 6·N, plus attention), and below 1,000× 6·N, which no attention reaches; outside, one of
+the two is in other units (GFLOPs, billions)."""
+
+
+def check_counts(where: str, flops: float | None, active: float | None, total: float | None = None) -> None:
+    """A `LadderError` where a run's fit FLOPs per token and active parameters cannot both be counts
+    (`FLOPS_PER_PARAM`), or its total parameters are fewer than its active ones."""
+    if flops and active and not FLOPS_PER_PARAM[0] <= flops / active <= FLOPS_PER_PARAM[1]:
+        raise LadderError(f"{where}: fit_flops_per_token {flops:.4g} is {flops / active:.3g} FLOPs per active "
+                          f"parameter (active_params {active:.4g}), where a model runs about 6 plus attention: is one "
+                          "of them in other units (GFLOPs, billions)? Give both as counts")
+    if total and active and total < active:
+        raise LadderError(f"{where}: total_params {total:.4g} is fewer than active_params {active:.4g}; a model's "
+                          "active parameters are some of its total (give total_params, or leave it out)")
+
+
 def coordinates_from_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], Schedule | None]:
     """Coordinate values, labels (name, group, role) and the schedule found in a run's config."""
     run_config = _unwrap(config.get("run_config"))
@@ -269,6 +287,7 @@ def resolve_coordinates(
             f"run {run_label}: its schedule runs {schedule.horizon:,} steps but stop_after_steps is "
             f"{clean['stop_after_steps']:,}; make them agree (the schedule's total_steps, with its edits, is the plan)"
         )
+    check_counts(f"run {run_label}", clean.get("fit_flops_per_token"), clean.get("active_params"), clean.get("total_params"))
     optional = OPTIONAL + (("fit_flops_per_token",) if clean.get("active_params") else ())
     for f in FIELDS:
         if f not in clean and f in optional:

@@ -178,12 +178,31 @@ def pull(
     notes += overrides.unmatched(names) + overrides.shadowed(names)
     runs = store.runs()
     notes += _twice(runs, {p.run_id for p in pulled})
+    notes += _odd_ratios(runs[runs["run_id"].isin({p.run_id for p in pulled})])
     if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
         notes += _gone(runs, source.key, listed)
     result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes))
     if skipped:
         raise PullSkipped(result)
     return result
+
+
+def _odd_ratios(runs: pd.DataFrame) -> list[str]:
+    """A note naming the runs (rows of the runs table) whose planned tokens per active parameter lie where no run
+    trains (`RATIO_RANGE`): a count in other units (parameters in millions, tokens in billions) is likelier."""
+    from fits.predictor import RATIO_RANGE
+
+    n, tokens = (pd.to_numeric(runs[c], errors="coerce").to_numpy(float) for c in ("active_params", "planned_tokens"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = tokens / n
+    odd = np.flatnonzero(np.isfinite(ratio) & ((ratio < RATIO_RANGE[0]) | (ratio > RATIO_RANGE[1])))
+    if not odd.size:
+        return []
+    i, names = odd[0], [str(x) for x in runs["name"].iloc[odd]]
+    more = f" (and {len(odd) - 1} more)" if len(odd) > 1 else ""
+    return [f"{names[0]}{more} plans {ratio[i]:.3g} tokens per parameter ({tokens[i]:.3g} tokens, active_params "
+            f"{n[i]:.3g}), where no run trains: are its parameters or tokens in another unit (millions, billions)? "
+            "Give counts, or the fits will say the same"]
 
 
 def _gone(runs: pd.DataFrame, key: str, listed: set[str]) -> list[str]:

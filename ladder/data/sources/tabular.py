@@ -202,7 +202,7 @@ class TableSource:
         lines = self._shadowed_columns(table, getattr(overrides, "per_run", {}) or {}, getattr(overrides, "file", ""))
         given = set(self.columns.coords) | set(getattr(overrides, "all_runs", {}) or {})
         given |= {f for entry in (getattr(overrides, "per_run", {}) or {}).values() for f in entry}
-        implied = [f for f in FIELDS if f in table.columns and f not in given]
+        implied = [f for f in (*FIELDS, "tpp") if f in table.columns and f not in given]
         if not implied:
             return lines
         cols = ", ".join(repr(f) for f in implied)
@@ -216,11 +216,13 @@ class TableSource:
             return []
         first = table.groupby(table[self.columns.run].astype(str), sort=True).first()
         lines = []
-        for f, column in self.columns.coords.items():
+        named = {f: f for f in FIELDS if f in table.columns and f not in self.columns.coords}  # read by their name
+        for f, column in {**self.columns.coords, **named}.items():
             runs = [f"{run} ({per_run[run][f]} for {_plain(first.at[run, column])})" for run in first.index
                     if f in per_run.get(run, {}) and not same_given(per_run[run][f], _plain(first.at[run, column]))]
             if runs:
-                lines.append(overridden(f"--coord-column {f}={column}", f, runs, file, "a column"))
+                lines.append(overridden(f"--coord-column {f}={column}" if f not in named else f"column {column!r}",
+                                        f, runs, file, "a column"))
         return lines
 
     def read(self, ref: RunRef, cursor: dict[str, Any] | None = None) -> SourceRun:
