@@ -284,7 +284,8 @@ def test_a_target_at_a_ratio_no_run_trains_at_is_outside_the_assumptions(tmp_pat
 @pytest.mark.parametrize("fields, expect", [
     ({"stop_after_steps": 123}, "its schedule runs"),
     ({"tokens_per_step": -1}, "must be a positive number"),
-    ({"colour": "red"}, "unknown field(s) colour"),
+    ({"colour": "red"}, "unknown field(s) colour at line"),
+    ({"activ_params": 5}, "(did you mean 'active_params'?); known: name, group"),
     ({"planned_tokens": 12_345}, "is not planned_tokens 12,345; give two of the three"),
     ({"tokens_per_step": None, "schedule": None, "stop_after_steps": None, "planned_tokens": 10**9},
      "no 'stop_after_steps'; give it, or planned_tokens with the other"),

@@ -395,7 +395,7 @@ def test_token_counts_in_billions_are_refused_and_a_float_rounding_is_not(tmp_pa
     small_table().assign(tok=lambda t: t["step"] * 50 / 1e9).to_csv(path, index=False)
     res = _import(path, tmp_path / "s")
     assert res.exit_code == 2 and "line 2: tokens (column 'tok') 5e-07 is not a whole number" in res.output
-    assert "in billions? multiply the column by 1e9" in res.output and not (tmp_path / "s").exists()
+    assert "in millions or billions? multiply the column by 1e6 or 1e9" in res.output and not (tmp_path / "s").exists()
     small_table().assign(tok=lambda t: t["step"] * 50 * (1 + 1e-12)).to_csv(path, index=False)
     assert _import(path, tmp_path / "s2").exit_code == 0
     assert Store(tmp_path / "s2").history(["a"], ["eval/loss"])["tokens"].tolist() == [500, 1000, 1500, 2000]

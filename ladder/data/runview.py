@@ -287,8 +287,10 @@ def target_from_file(path: Path) -> LadderRun:
     predicted points). ``{NAME: {...}}`` works too; a ``role`` is ignored.
     """
     data = load_yaml(Path(path))
+    lines = getattr(data, "lines", {})  # each key's line, for the messages
     if isinstance(data, dict) and "name" not in data and len(data) == 1:
         (name, body), = data.items()
+        lines = getattr(body, "lines", lines)
         data = {**body, "name": name} if isinstance(body, dict) else data
     where = str(path)
     if not isinstance(data, dict) or not data.get("name"):
@@ -297,7 +299,10 @@ def target_from_file(path: Path) -> LadderRun:
                           "7e9, stop_after_steps: 100000, tokens_per_step: 4194304, schedule: {...}}")
     unknown = sorted(set(map(str, data)) - set(TARGET_FIELDS))
     if unknown:
-        raise LadderError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(TARGET_FIELDS)})")
+        close = difflib.get_close_matches(unknown[0], TARGET_FIELDS, n=1)
+        line = f" at line {lines[unknown[0]]}" if unknown[0] in lines else ""
+        raise LadderError(f"{where}: unknown field(s) {', '.join(unknown)}{line}"
+                          + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(TARGET_FIELDS)}")
     name = str(data["name"])
     problem = name_problem(name, as_file=False)  # its files are named by `file_part`, as a stored run's are
     if problem:

@@ -390,7 +390,7 @@ class TableSource:
             i = int(np.flatnonzero(~ok)[0])
             if not whole and np.isfinite(values[i]) and values[i] >= 0 and values[i] != np.round(values[i]):
                 raise LadderError(f"{self._where(i)}: {what} {_plain(column.iloc[i])!r} is not a whole number: tokens are "
-                                  "counts (in billions? multiply the column by 1e9)")
+                                  "counts (in millions or billions? multiply the column by 1e6 or 1e9)")
             whole_count(values[i] if not whole else column.iloc[i], what, self._where(i))  # raises with the reason
             raise LadderError(f"{self._where(i)}: {what} {column.iloc[i]!r} is out of range (0 to 2^63-1)")
         if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
