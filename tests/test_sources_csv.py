@@ -599,6 +599,19 @@ def test_counts_in_other_units_are_said_at_import(tmp_path):
         assert not Store(tmp_path / "bad").exists()
 
 
+def test_a_coordinates_entry_in_another_case_is_named_when_the_run_lacks_coordinates(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    coords = tmp_path / "c.yaml"
+    coords.write_text("A: {active_params: 1000, stop_after_steps: 40, tokens_per_step: 50}\n"
+                      "b: {active_params: 2000, stop_after_steps: 40, tokens_per_step: 50}\n")
+    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step", "--metric",
+                                   "eval/loss=loss", "--coords", str(coords), "--store", str(tmp_path / "s")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "run a " in said and "has an entry 'A', which is not the run's name 'a'" in said
+    assert not Store(tmp_path / "s").exists()
+
+
 def test_a_coordinates_file_for_the_whole_ladder_is_one_line_for_the_runs_not_pulled(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)

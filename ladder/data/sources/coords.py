@@ -83,6 +83,13 @@ class CoordinateOverrides:
     def for_run(self, run_id: str, name: str) -> dict[str, Any]:
         return {**self.all_runs, **self.per_run.get(name, {}), **self.per_run.get(run_id, {})}
 
+    def in_other_case(self, *keys: str) -> str:
+        """A hint where the coordinates file has an entry that is one of `keys` (a run's name or id) in another case:
+        its coordinates were not used for that run."""
+        entry = next((e for e in self.per_run for k in keys if k and e != k and e.lower() == k.lower()), None)
+        return (f"; {self.file} has an entry {entry!r}, which is not the run's name {keys[0]!r} (names are matched "
+                "as written, case included)") if entry else ""
+
     def unmatched(self, names: set[str]) -> list[str]:
         """One line for each run of the coordinates file that is none of `names` (the names and ids of a pull's runs)."""
         lines, plain = [], []
