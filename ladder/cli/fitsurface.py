@@ -177,7 +177,7 @@ def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
 
 def _outside(p: dict, n_params, tokens) -> str:
     """How a target lies outside the fitted runs, for `shared.far_targets`: below them, off their token
-    ratios, or above them in size (`fits.surfacechoice.distance` takes the farthest of the three)."""
+    ratios, or "" where it lies above them in size (`fits.surfacechoice.distance` takes the farthest of the three)."""
     n_min, d_min = float(np.min(n_params)), float(np.min(tokens))
     ratios = np.asarray(tokens, dtype=np.float64) / np.asarray(n_params, dtype=np.float64)
     r = p["tokens"] / p["params"]
@@ -188,8 +188,7 @@ def _outside(p: dict, n_params, tokens) -> str:
     if off >= p["efolds_out"] - 1e-9:
         return (f"off the fitted runs' token ratios ({r:.3g} tokens per parameter; theirs span "
                 f"{ratios.min():.3g} .. {ratios.max():.3g})")
-    return (f"in size beyond the fitted runs ({np.exp(p['efolds_out']):.3g}× their size, "
-            f"{np.exp(2 * p['efolds_out']):.3g}× their compute)")
+    return ""
 
 
 LEAST_COUNT = 1e3
@@ -314,6 +313,11 @@ def _print_bands(preds: list[dict], band: str) -> None:
 SHOWN_LABELS = 2
 """The targets' own columns (a name, a size) the terminal's table shows beside each prediction; --format json
 carries them all."""
+ACTUAL_NAMES = ("loss", "actual", "actual_loss", "final_loss", "eval_loss", "val_loss", "loss_final")
+"""A targets' column of these names (lower case), all positive numbers, is their actual loss: the terminal's table
+shows it with the prediction's error (predicted ÷ actual − 1)."""
+
+
 def _unread_actual(preds: list[dict]) -> list[str]:
     """A warning for a targets' column named as an actual loss (`ACTUAL_NAMES`) that holds numbers and a cell
     that is not one (a typo, a note): it is carried as text, and no error is shown beside the predictions."""
@@ -336,9 +340,4 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-ACTUAL_NAMES = ("loss", "actual", "actual_loss", "final_loss", "eval_loss", "val_loss", "loss_final")
-"""A targets' column of these names (lower case), all positive numbers, is their actual loss: the terminal's table
-shows it with the prediction's error (predicted ÷ actual − 1)."""
 

@@ -86,9 +86,9 @@ class Curves:
     fractions: np.ndarray
     losses: np.ndarray
     """(runs, fractions)."""
-    notes: tuple[str, ...] = ()
-    reached: np.ndarray | None = None
+    reached: np.ndarray
     """The last fraction each run logged (its curve may reach past the last of `fractions` it has a value at)."""
+    notes: tuple[str, ...] = ()
 
     def from_first_evals(self) -> Curves:
         """These curves without the leading fractions that fewer sizes reach with an eval than the per-fraction law
@@ -108,9 +108,8 @@ class Curves:
         """These curves with a note naming each run that stops short of the last fraction (crashed, still running,
         or cut), which the fit at later fractions goes without."""
         seen = np.isfinite(self.losses)
-        reached = self.reached if self.reached is not None else [None] * len(self.names)
-        short = [f"{name} at {(end if end is not None else self.fractions[np.flatnonzero(row)[-1]]):.0%}" if row.any()
-                 else f"{name} (no value)" for name, row, end in zip(self.names, seen, reached) if not row[-1]]
+        short = [f"{name} at {end:.0%}" if row.any() else f"{name} (no value)"
+                 for name, row, end in zip(self.names, seen, self.reached) if not row[-1]]
         if not short:
             return self
         note = (f"{len(short)} run{'s' if len(short) > 1 else ''} stop{'' if len(short) > 1 else 's'} short of "
@@ -430,8 +429,8 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     if flat:  # each run's planned compute, on every row
         totals = [float(comp[idx].max()) for idx in df.groupby(cols.run, sort=False).indices.values()]
         notes = (*notes, f"column {cols.compute!r} holds one value per run: read as each run's whole (planned) compute")
-    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes,
-                  np.asarray(reached))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows),
+                  np.asarray(reached), notes)
 
 
 # ---- store ----------------------------------------------------------------------------------------
@@ -446,12 +445,13 @@ def _selection(store, group: str | None, role: str | None) -> pd.DataFrame:
     """The store's runs of `group` and `role` (None: any)."""
     store.must_exist("run `ladder pull` first or pass --csv FILE")
     runs = store.runs()
-    if group is not None:  # '' picks the runs of no group
-        runs = runs[runs["group"].fillna("").astype(str) == group]
     if role is not None:
         runs = runs[runs["role"] == role]
-    groups = sorted(set(runs["group"].fillna("").astype(str)))
-    if group is None and len(groups) > 1:  # a law fits one ladder; pooling two recipes fits neither
+    of = runs["group"].fillna("").astype(str)  # '' for the runs of no group
+    if group is not None:
+        return runs[of == group]
+    groups = sorted(set(of))
+    if len(groups) > 1:  # a law fits one ladder; pooling two recipes fits neither
         names = ", ".join(repr(g) if g else "(no group)" for g in groups)
         raise LadderError(f"{store.root} holds runs of {len(groups)} groups ({names}), and a law fits one ladder: "
                           "pick one with --group NAME" + (" (--group '' for the runs of none)" if "" in groups else ""))
@@ -613,8 +613,8 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
         done = h["step"].to_numpy(float) / float(run["stop_after_steps"])  # of the plan it ran, edits applied
         reached.append(float(done.max()))
         rows.append(fits.sample_curve(at_end(done), h["value"].to_numpy(), 1.0, fractions, ROUNDING))
-    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows), notes,
-                  np.asarray(reached))
+    return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows),
+                  np.asarray(reached), notes)
 
 
 def _ratios_note(runs: pd.DataFrame) -> tuple[str, ...]:

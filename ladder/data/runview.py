@@ -337,8 +337,7 @@ def target_from_file(path: Path) -> LadderRun:
                           "or more")
     total = schedule.total_steps if schedule is not None else stop
     tpp = declared_tpp(where, tpp, n, total * num["tokens_per_step"], "drop tpp, or correct it or the counts")
-    return LadderRun(name, flops, int(num["tokens_per_step"]), stop,
-                     schedule.total_steps if schedule is not None else stop, group=str(data.get("group") or ""),
+    return LadderRun(name, flops, int(num["tokens_per_step"]), stop, total, group=str(data.get("group") or ""),
                      active_params=n, tpp=tpp, schedule=schedule, flops_from=flops_from, eval_every=every)
 
 

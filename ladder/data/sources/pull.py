@@ -145,11 +145,11 @@ def pull(
                     resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev),
                                         overrides)
                 except MissingCoordinates as exc:
-                    case = overrides.in_other_case(exc.run, ref.run_id)
-                    if not hasattr(source, "coordinate_hint") and not case:
+                    hint = overrides.in_other_case(exc.run, ref.run_id) + (
+                        source.coordinate_hint(exc.fields) if hasattr(source, "coordinate_hint") else "")
+                    if not hint:
                         raise
-                    more = source.coordinate_hint(exc.fields) if hasattr(source, "coordinate_hint") else ""
-                    raise exc.with_hint(case + more) from None
+                    raise exc.with_hint(hint) from None
         pulled, unchanged = [], 0
         for ref in refs:
             if ref.run_id in writer.staged:
