@@ -89,6 +89,15 @@ def test_a_table_imported_again_as_it_was_leaves_its_runs_unchanged(tmp_path):
     assert h.loc[h["step"] == 40, "value"].tolist() == [9.0]
 
 
+def test_replace_counts_only_the_runs_it_changes(tmp_path):
+    path, table, store = _imported(tmp_path)
+    table.loc[(table["run"] == "a") & (table["step"] == 40), "loss"] = 9.0
+    table.to_csv(path, index=False)
+    edited = pull(store, TableSource(path, COLUMNS), overrides=_overrides(), replace=True)
+    assert [p.run_id for p in edited.pulled] == ["a"] and edited.unchanged == 1
+    assert store.history("a", metrics="eval/loss").query("step == 40")["value"].tolist() == [9.0]
+
+
 def test_a_reimport_that_would_drop_stored_metrics_or_steps_is_refused_unless_replace(tmp_path):
     path, table, store = _imported(tmp_path)
     loss_only = ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step", tokens="tok", coords=COLUMNS.coords)

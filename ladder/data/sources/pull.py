@@ -342,8 +342,9 @@ def _pull_run(
         report = dataclasses.replace(report, missing_fit_metric="")
     if got.whole:
         _check_plan(source, ref, name, got.rows["step"].to_numpy(), coords)
-    was = writer.stored_history(ref.run_id) if got.whole and same and not replace else None  # a table read again
-    _check_nothing_lost(name, was, history)
+    was = writer.stored_history(ref.run_id) if got.whole and same else None  # a table read again
+    if not replace:
+        _check_nothing_lost(name, was, history)
     total = report.plus(stored_report)
     steps = history["step"].to_numpy()
     last_step = int(steps.max()) if len(steps) else None
@@ -365,7 +366,7 @@ def _pull_run(
         "cursor_json": json.dumps(got.cursor),
     }
     if usable and _as_stored(prev, row, was, history):
-        return None  # a table imported again as it was (--full and --replace write it anew)
+        return None  # a table imported again as it was (--full writes it anew)
     short = got.whole and not config.get("state") and last_fraction is not None and last_fraction < SHORT_OF_PLAN
     said = (f"ends at step {last_step:,}, {last_fraction:.0%} of its plan, and the table gives no state: stored as "
             "finished; a run still training, or one that crashed, needs a column state (running, crashed)",) if short else ()
