@@ -293,6 +293,7 @@ def test_a_target_at_a_ratio_no_run_trains_at_is_outside_the_assumptions(tmp_pat
     ({"eval_every": 2, "stop_after_steps": 300_000, "schedule": None}, "predicts at 150,000 steps, more than the 100,000"),
     ({"name": "hero\tv1"}, "name 'hero\\tv1' holds a control character"),
     ({"active_params": True}, "'active_params' = True is not a number"),  # YAML's true is no count
+    ({"active_params": "3.17B"}, "suffixes such as K, M, B are not read: write the count"),  # as a model card writes it
     ({"tpp": HERO.tpp * 10}, "tokens per parameter its counts give (steps × tokens_per_step ÷ active_params)"),  # a declared ratio its counts do not give
     ({"fit_flops_per_token": HERO.fit_flops_per_token / 1e9}, "FLOPs per active parameter"),  # in GFLOPs
     ({"fit_flops_per_token": HERO.fit_flops_per_token, "active_params": 3}, "is one of them in other units"),

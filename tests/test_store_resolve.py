@@ -135,6 +135,7 @@ def test_overrides_beat_config_which_beats_what_was_stored(tmp_path):
          r"tokens_per_step: VALUE\}\}\)$"),
         (FULL, ["stop_after_steps=unknown"], "'stop_after_steps' cannot be unknown"),
         (FULL, ["active_params=lots"], "'active_params' = 'lots' is not a number"),
+        (FULL, ["active_params=1,000,000"], r"is not a number in range \(write it without thousands separators\)"),
         (FULL, ["tokens_per_step=2.5"], "must be a whole number"),
         (FULL, ["role=boss"], "role 'boss' is not one of rung, hero, single"),
     ],

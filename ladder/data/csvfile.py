@@ -205,7 +205,7 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     return LadderError(f"{path}: no column {column!r} ({role} {option}); the file has {shown}{hint}")
 
 
-def _number_hint(cell: str) -> str:
+def number_hint(cell: str) -> str:
     """How a number written for people reads as one: thousands separators, or a suffix such as 1.4B."""
     if re.fullmatch(r"[+-]?\d{1,3}([,_ ]\d{3})+(\.\d*)?", cell):
         return " (write it without thousands separators)"
@@ -228,7 +228,7 @@ def numbers(df: pd.DataFrame, col: str, where: str, positive: bool = True, most:
         if not cell:
             why = "an empty cell"
         elif pd.isna(values.loc[line]):
-            why = f"{cell!r}, which is not a number{_number_hint(cell)}"
+            why = f"{cell!r}, which is not a number{number_hint(cell)}"
         elif abs(values.loc[line]) == math.inf:
             why = f"{cell!r}, not a finite number"
         elif values.loc[line] > most:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import build, load_yaml
+from ladder.data.csvfile import number_hint
 from ladder.errors import LadderError
 
 INT_FIELDS = ("active_params", "total_params", "stop_after_steps", "tokens_per_step", "planned_tokens")
@@ -361,7 +362,8 @@ def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
     try:
         number = float(value.replace("_", "") if isinstance(value, str) else value)
     except (TypeError, ValueError, OverflowError):
-        raise LadderError(f"{where}: '{name}' = {str(value)[:40]!r} is not a number in range") from None
+        hint = number_hint(value.strip()) if isinstance(value, str) else ""
+        raise LadderError(f"{where}: '{name}' = {str(value)[:40]!r} is not a number in range{hint}") from None
     if not math.isfinite(number) or number <= 0:
         raise LadderError(f"{where}: '{name}' = {value!r} must be a positive number")
     if name in INT_FIELDS:
