@@ -255,6 +255,10 @@ case("csv/missing-mapped-column", 2, "no column 'steps'")(
 case("csv/no-metric-mapped", 2, "map at least one metric")(
     lambda tmp, store: ["import", "csv", str(write_csv(tmp / "t.csv", GOOD)), "--store", str(store)])
 case("csv/no-such-file", 2, "no such file")(lambda tmp, store: csv_import(tmp / "missing.csv", store))
+case("csv/a-folder", 2, "a directory, not a CSV file; give the files in it, e.g.", "(it holds 1: t.csv)")(
+    lambda tmp, store: csv_import(write_csv(_folder(tmp / "runs") / "t.csv", GOOD).parent, store))
+case("csv/a-pattern-that-matched-nothing", 2, "no such file; no file matches this pattern")(
+    lambda tmp, store: csv_import(tmp / "runs" / "*.csv", store))
 case("csv/store-is-a-file", 2, "not a store folder", "is a file")(
     lambda tmp, store: csv_import(write_csv(tmp / "t.csv", GOOD), _write(tmp / "f.txt", "x")))
 case("csv/rename-malformed", 2, "expected OLD=NEW")(one_csv(GOOD, ("run", "step", "loss"), "--rename", "eval/loss"))
@@ -795,3 +799,8 @@ def test_stale_temporary_files_are_cleaned_on_the_next_write(tmp_path):
     assert Store(store.root).runs().shape[0] == 2  # readers ignore them
     pull(store, TableSource(path, COLUMNS), overrides=overrides, full=True)
     assert not any(f.exists() for f in left)
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -151,7 +151,7 @@ def pull_local(
 
 @command("csv", parent=import_app)
 def import_csv(
-    files: list[Path] = typer.Argument(..., help="One or more .csv or .parquet files (a folder of runs exported one per file: runs/*.csv)."),
+    files: list[Path] = typer.Argument(..., help="One or more .csv or .parquet files; for a folder of runs exported one per file, its files: runs/*.csv (a folder itself is not read)."),
     metric: list[str] = typer.Option([], "--metric", help="KEY=COLUMN: store COLUMN as metric KEY (repeatable), e.g. eval/loss=loss_c4_en."),
     run: str | None = typer.Option(None, "--run", help="Column of run ids (default: each file is one run, named by the file)."),
     step: str | None = typer.Option(None, "--step", help="Column of optimizer steps (default: each row is its run's final value, fraction 1)."),

@@ -280,7 +280,7 @@ class TableSource:
     def _load(self) -> pd.DataFrame:
         if self._table is not None:
             return self._table
-        csvfile.need_file(self.path)
+        csvfile.need_file(self.path, _how_to_give(self.path))
         self._lines: list[int] | None = None
         c = self.columns
         try:
@@ -443,3 +443,16 @@ def _constant_ratio(tokens: pd.Series, steps: pd.Series) -> int | None:
     ratio = t[ok] / s[ok]
     first = round(float(ratio[0]))
     return first if first > 0 and np.allclose(ratio, first, rtol=1e-9, atol=0) else None
+
+
+def _how_to_give(path: Path) -> str:
+    """How to name a table's files where `path` is a folder, or a pattern the shell passed on as written."""
+    if path.is_dir():
+        tables = sorted(p.name for p in path.iterdir() if p.suffix.lower() in (".csv", ".parquet", ".pq"))
+        if not tables:
+            return "it holds no .csv or .parquet file: give the path of the table"
+        more = ", ..." if len(tables) > 3 else ""
+        return f"give the files in it, e.g. {path / '*.csv'} (it holds {len(tables)}: {', '.join(tables[:3])}{more})"
+    if any(c in path.name for c in "*?["):
+        return "no file matches this pattern (the shell passes a pattern on as written when nothing matches it)"
+    return ""
