@@ -264,6 +264,9 @@ case("csv/store-is-a-file", 2, "not a store folder", "is a file")(
 case("csv/rename-malformed", 2, "expected OLD=NEW")(one_csv(GOOD, ("run", "step", "loss"), "--rename", "eval/loss"))
 case("csv/coords-file-a-list", 2, "coords.yaml")(
     lambda tmp, store: csv_import(write_csv(tmp / "t.csv", GOOD), store, "--coords", str(_write(tmp / "coords.yaml", "- 1\n- 2\n"))))
+case("csv/coords-file-a-target-file", 2, "this file gives fields at its top level (a target file?)", "{RUN: {name: 'hero'}}")(
+    lambda tmp, store: csv_import(write_csv(tmp / "t.csv", GOOD), store, "--coords",
+                                  str(_write(tmp / "hero.yaml", "name: hero\nactive_params: 3170000000\n"))))
 case("csv/coords-file-bad-value", 2, "active_params", "out of range")(
     lambda tmp, store: csv_import(write_csv(tmp / "t.csv", GOOD), store, "--coords",
                                   str(_write(tmp / "coords.yaml", "new-run: {active_params: 1.0e+40}\n"))))

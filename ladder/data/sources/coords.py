@@ -141,7 +141,10 @@ class CoordinateOverrides:
             data = load_yaml(Path(file))
             for run, fields in data.items():
                 if not isinstance(fields, dict):
-                    raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}")
+                    flat = str(run) in FIELDS + LABELS + (SCHEDULE,)  # one run's fields: a target file, or an entry unnested
+                    hint = (f"; this file gives fields at its top level (a target file?): a coordinates file maps each "
+                            f"run's name or id to its fields, {{RUN: {{{run}: {fields!r}}}}}") if flat else ""
+                    raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}{hint}")
                 for key, value in fields.items():
                     if key == SCHEDULE:
                         schedule_from(value, f"{file}: {run}")
