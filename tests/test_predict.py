@@ -365,6 +365,22 @@ def test_replan_before_a_planned_edit_replaces_it_until_the_run_has_made_it(tmp_
     assert not (tmp_path / "new2").exists()
 
 
+def test_a_replan_that_replaces_a_planned_cut_is_held_to_the_horizon_without_it():
+    from ladder.predict.replan import shortened, with_cooldown
+
+    (edit,) = PLAN.hero.schedule.edits  # the plan cuts the horizon from T to edit.new_total_steps
+    T, at = UNEDITED.stop_after_steps, edit.at_step - 10
+    longer = shortened(PLAN.hero, at, edit.new_total_steps + 10)  # below T, above the cut it replaces
+    assert longer.schedule.edits == (dataclasses.replace(edit, at_step=at, new_total_steps=edit.new_total_steps + 10),)
+    too_far = int(0.7 * T)  # 30% of T: past the 25% a shortening may cut, though within 25% of the planned cut's end
+    with pytest.raises(LadderError, match=f"--shorten-to {too_far} cuts 30% of the run"):
+        shortened(PLAN.hero, at, too_far)
+    k = T - at - 1  # a cooldown that ends before T, after the planned cut's end
+    assert with_cooldown(PLAN.hero, at, k).schedule.horizon == at + k
+    with pytest.raises(LadderError, match=f"must be below the planned {edit.new_total_steps} steps"):
+        shortened(PLAN.hero, edit.at_step + 10, edit.new_total_steps + 10)  # after the planned cut: it holds
+
+
 def test_replan_into_a_watched_prediction_folder_moves_the_watch_aside_with_that_prediction(tmp_path, mp_store,
                                                                                           pf_unedited):
     cfg = tmp_path / f"{UNEDITED.name}.yaml"
@@ -372,8 +388,16 @@ def test_replan_into_a_watched_prediction_folder_moves_the_watch_aside_with_that
     T = UNEDITED.stop_after_steps
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2), "--shorten-to", str(int(0.8 * T)),
             "--n-boot", "50", "--out"]
+    written = cfg.read_text()
     res = runner.invoke(app, [*base, str(tmp_path)])  # the folder of the config itself, no prediction in it
-    assert res.exit_code == 2 and f"{cfg} exists and is no earlier replan's" in res.stderr
+    assert res.exit_code == 2 and f"{cfg} is the config this replan edits: --out would write over it" in res.stderr
+    pf_unedited.save(tmp_path)  # a prediction of the plan beside it (`ladder predict CONFIG --out` that folder)
+    res = runner.invoke(app, [*base, str(tmp_path)])
+    assert res.exit_code == 2 and "is the config this replan edits" in res.stderr and cfg.read_text() == written
+    other = tmp_path / "other"
+    UNEDITED.save(other / cfg.name)  # another folder's YAML of that name, no prediction beside it
+    res = runner.invoke(app, [*base, str(other)])
+    assert res.exit_code == 2 and f"{other / cfg.name} exists and is no earlier replan's" in res.stderr
     folder = tmp_path / "pred"
     pf_unedited.save(folder)
     for name in WATCH_FILES:

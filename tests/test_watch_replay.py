@@ -426,14 +426,18 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
 
     watcher = Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss"), {},
                       folder / "watch-state.json", repredict=repredict, prediction_dir=folder)
-    for edits in ([], [cut]):  # the run before the edit, and with it: the plan holds both
-        watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": edits}})
+    superseded = {"kind": "shorten", "at_step": 1500, "new_total_steps": 21000}  # the edit the replan replaced
+    for edits, reached in (([], 800), ([cut], 1200), ([superseded], 800)):  # before the edit, with it, the old plan
+        watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": edits}}, reached)
     assert made == [] and watcher.prediction is pred
-    other = {"kind": "cooldown", "at_step": 900, "length": 500}
-    watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [other]}})
+    watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [superseded]}}, 1600)  # the run made the old edit
+    assert made[-1]["schedule"]["edits"] == [superseded]
+    watcher.prediction, made[:] = pred, []
+    other = {"kind": "cooldown", "at_step": 900, "length": 500}  # an edit before the replan's, which it lacks
+    watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [other]}}, 800)
     assert len(made) == 1 and watcher.prediction.schedule["edits"] == [other]
-    (kept,) = folder.glob("earlier-prediction-*")
-    assert Prediction.load(kept).schedule["edits"] == [cut]  # the replaced prediction is kept
+    kept = sorted(folder.glob("earlier-prediction-*"))  # both replaced predictions, though replaced in one second
+    assert [Prediction.load(k).schedule["edits"] for k in kept] == [[cut], [superseded]]
     assert Prediction.load(folder).schedule["edits"] == [other]
 
 

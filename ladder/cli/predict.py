@@ -295,9 +295,8 @@ def replan_command(
         out = out_dir(out)
     hero = resolve_target(config, target_file, target_run, store, metric)
     st = _existing_store(store)
-    if out is not None and (out / f"{file_part(hero.name)}.yaml").exists() and not (out / "prediction.json").is_file():
-        raise LadderError(f"{out / hero.name}.yaml exists and is no earlier replan's (no prediction beside it); "
-                          "give --out another folder (nothing was written)")
+    if out is not None:
+        _check_replan_out(out / f"{file_part(hero.name)}.yaml", config or target_file)
     step = at if at is not None else _last_step(st, hero.name, deadline is not None)
     if at is None and deadline is None and step >= hero.stop_after_steps:
         raise LadderError(f"{hero.name!r} is done (step {step:,} of {hero.stop_after_steps:,}): there is nothing left "
@@ -359,6 +358,20 @@ def replan_command(
         console.print(f"Wrote {written} and its prediction to {out}/")
         if retired:
             console.print(_retired(retired))
+
+
+def _check_replan_out(written: Path, given: Path | None) -> None:
+    """Refuse to write the edited config over the file the replan edits, or over a YAML that is no earlier
+    replan's (no prediction beside it): a plan's config is what `ladder train --ladder` reads."""
+    if not written.exists():
+        return
+    if given is not None and given.exists() and written.resolve() == given.resolve():
+        raise LadderError(f"{written} is the config this replan edits: --out would write over it; give --out another "
+                          "folder (e.g. the prediction's own), and copy the edited config into the plan once it is "
+                          "chosen (nothing was written)")
+    if not (written.parent / "prediction.json").is_file():
+        raise LadderError(f"{written} exists and is no earlier replan's (no prediction beside it); "
+                          "give --out another folder (nothing was written)")
 
 
 def _retired(folder: Path) -> str:

@@ -248,8 +248,13 @@ def keep_prediction(out_dir: str | os.PathLike, prefix: str) -> Path:
     import time
 
     out = Path(out_dir)
-    aside = out / time.strftime(f"{prefix}-%Y%m%dT%H%M%SZ", time.gmtime())
-    aside.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime(f"{prefix}-%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = out / stamp
+    n = 1
+    while aside.exists():  # two kept in one second: the first stays whole
+        n += 1
+        aside = out / f"{stamp}-{n}"
+    aside.mkdir(parents=True)
     for name in PREDICTION_FILES:
         if (out / name).is_file():
             shutil.copy2(out / name, aside / name)

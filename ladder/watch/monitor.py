@@ -122,7 +122,7 @@ class Watcher:
             return CheckResult("unreadable", lines=(summary,))
         self._unreadable = None
         config = self.store.config(str(run["run_id"]))
-        self._maybe_repredict(config)
+        self._maybe_repredict(config, _reached(run))
         obs = self._observed(run, config, state, now)
         finished = str(run["state"]) != "running"
         flaw = unusable(self.prediction)
@@ -243,15 +243,14 @@ class Watcher:
         self._state, self._stamp = None, stamp
         return f"the prediction in {self.prediction_dir} was replaced: the run is judged against the new one from here"
 
-    def _maybe_repredict(self, config: dict) -> None:
+    def _maybe_repredict(self, config: dict, reached: int) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
         prediction kept in ``earlier-prediction-<time>/``). A prediction that holds the run's edits and more (a
-        `ladder replan` ahead of the run) is the plan, and stays."""
+        `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`)."""
         sched = _schedule_of(config)
         if self.repredict is None or not sched or not self.prediction.schedule:
             return
-        done, planned = sched.get("edits", []), self.prediction.schedule.get("edits", [])
-        if done == planned[:len(done)]:
+        if _plan_holds(sched.get("edits", []), self.prediction.schedule.get("edits", []), reached):
             return
         self.prediction = self.repredict(self.prediction, config)
         if self.prediction_dir is not None:
@@ -539,6 +538,23 @@ def unusable(pred: Prediction) -> str | None:
     if not (np.isfinite(values).all(axis=1) & inside).any():
         return "no row has a finite median and bands inside its assumptions"
     return None
+
+
+def _reached(run: pd.Series) -> int:
+    """The last step the store holds of the run (-1 before its first row)."""
+    last = run.get("last_step")
+    return -1 if last is None or pd.isna(last) else int(last)
+
+
+def _plan_holds(done: list, planned: list, reached: int) -> bool:
+    """Whether a prediction's schedule edits (`planned`) hold those of the run's config (`done`): the run's are the
+    prediction's first ones, save for an edit the run has not reached (past step `reached`) at or after an edit of
+    the prediction's that the run lacks, which that edit replaced (`ladder replan` ahead of the run)."""
+    ahead = [int(e.get("at_step", 0)) for e in planned if isinstance(e, dict) and e not in done]
+    if ahead:
+        done = [e for e in done if not (isinstance(e, dict) and reached < int(e.get("at_step", 0)) and
+                                        int(e.get("at_step", 0)) >= min(ahead))]
+    return done == planned[:len(done)]
 
 
 def _schedule_of(config: dict) -> dict:
