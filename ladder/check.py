@@ -115,11 +115,15 @@ class CheckReport:
     hero: HeroCompute | None
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...] = ()
+    doubtful_hero: bool = False
+    """A warning doubts the hero given (another group's, or a compute not above the rungs' or far beyond it): the
+    verdict is at least a warning, for a script reads only the exit code."""
 
     @property
     def status(self) -> Status:
         worst = max((f.status for f in self.findings), key=_RANK.__getitem__, default="not checked")
-        return "ok" if worst == "skipped" else worst
+        worst = "ok" if worst == "skipped" else worst
+        return "warning" if self.doubtful_hero and _RANK[worst] < _RANK["warning"] else worst
 
     @property
     def exit_code(self) -> int:
@@ -186,8 +190,9 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     }
     findings = tuple(Finding(name, "skipped", "skipped with --skip") if name in skip else run()
                      for name, run in checks.items())
-    return CheckReport(group, tuple(r.name for r in rungs), hero, findings,
-                       notes + _hero_reach(hero, rungs) + tuple(six_n_note(six_n)))
+    doubts = notes + _hero_reach(hero, rungs)
+    return CheckReport(group, tuple(r.name for r in rungs), hero, findings, doubts + tuple(six_n_note(six_n)),
+                       bool(doubts))
 
 
 FAR_HERO = 1e4
@@ -200,7 +205,11 @@ def _hero_reach(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]
     known = [r for r in rungs if math.isfinite(r.compute) and r.compute > 0]
     if hero is None or not known:
         return ()
-    top = max(known, key=lambda r: r.compute)
+    top, least = max(known, key=lambda r: r.compute), min(known, key=lambda r: r.compute)
+    if hero.flops < least.compute:  # every trend carried backwards: a unit slip (GFLOPs, PFLOP-days), not a hero
+        raise LadderError(f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is below the smallest "
+                          f"rung's ({least.name}: {least.compute:.3g}); is it in other units? Give the hero's fit "
+                          "FLOPs (3 × forward without the head × tokens, e.g. 3.2e24) or its config")
     if hero.flops > FAR_HERO * top.compute:
         return (f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is {hero.flops / top.compute:.3g}× "
                 f"the largest rung's ({top.name}): no trend of these rungs carries that far; is it this ladder's hero?",)

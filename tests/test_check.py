@@ -191,9 +191,14 @@ def test_hero_from_config_or_nothing(tmp_path):
     rung = PLAN.rungs[-1].save(tmp_path / "rung.yaml")
     code, report = check(store, "--hero", rung)
     [warning] = report["warnings"]
+    assert code == 4 and report["status"] == "warning"  # a script reading the exit code is told too
     assert "not above the largest rung's" in warning and PLAN.rungs[-1].name in warning and "rung.yaml" in warning
     text = runner.invoke(app, ["check", "--store", str(store), "--hero", str(rung)])
-    assert "is it a rung's" in text.output.replace("\n", " ")
+    assert "is it a rung's" in text.output.replace("\n", " ") and text.exit_code == 4
+    # a compute below the smallest rung's (GFLOPs, or a typo): every trend would run backwards; a usage error
+    res = runner.invoke(app, ["check", "--store", str(store), "--hero-compute", "8.1"])
+    assert res.exit_code == 2 and "the hero's compute (8.1 FLOPs, from --hero-compute) is below the smallest rung's" in \
+        " ".join(res.output.split())
 
 
 def test_rungs_that_give_only_n_are_checked_on_6nd_and_say_so(tmp_path):
@@ -316,6 +321,7 @@ def test_a_hero_of_another_ladder_is_named(tmp_path):
     hero = plan(load_recipe("marin-moe-hero")).hero.save(tmp_path / "hero.yaml")
     code, report = check(store, "--hero", hero)
     other, far = report["warnings"]
+    assert code == 4
     assert "is of group 'marin-moe-hero', the rungs checked of 'micro-cpu'" in other
     assert "the largest rung's" in far and "no trend of these rungs carries that far" in far
 

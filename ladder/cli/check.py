@@ -43,7 +43,9 @@ def check_command(
     a 90% band (from --hero, --hero-compute, or the hero run in the store).
 
     Exit codes: 0 nothing raised; 3 cannot judge (a check lacked its data: too few rungs, a series
-    not logged, no hero compute); 4 warning; 5 alarm. 2 is a usage error and 1 a bug.
+    not logged, no hero compute); 4 warning (a finding's, or a warning that doubts the hero given: another
+    group's, or a compute not above the largest rung's); 5 alarm. 2 is a usage error (a hero compute below the
+    smallest rung's among them) and 1 a bug.
     """
     from ladder.check import CheckSettings, check_ladder
 
