@@ -181,6 +181,10 @@ def run_case(case: Case, root: Path, env: dict[str, str] | None = None) -> Resul
 # ---- the corpus ------------------------------------------------------------------------------------
 
 
+_PREDICTION = json.dumps({"run_name": "hero", "metric": "eval/loss", "final": {"median": 2.0}, "table": []})
+"""The fields that make a file a prediction, as `ladder predict` writes prediction.json."""
+
+
 def _plan(name, args, words, code=2, **kw) -> Case:
     return Case("plan", name, ("plan", *args), code, tuple(words), **kw)
 
@@ -325,6 +329,14 @@ SPEC = [
     Case("plan", "a-run-config", ("plan", "run.yaml"), 2, ("run.yaml: a run config (it has spec), not a recipe",
                                                             "`ladder spec run.yaml`"), files={"run.yaml": _run_yaml("seed", "0")}),
     Case("plan", "a-folder", ("plan", "."), 2, (".: is a folder; give a recipe .yaml file or a preset",)),
+    *[Case(cmd, "a-prediction", (cmd, *args), 2, ("p/prediction.json: a prediction (`ladder predict` writes it), not " + what,
+                                                   "--prediction p"), files={"p/prediction.json": _PREDICTION})
+      for cmd, args, what in (("plan", ("p/prediction.json",), "a recipe"), ("spec", ("p/prediction.json",), "a run config"),
+                              ("predict", ("p/prediction.json",), "a run config"),
+                              ("predict", ("--target", "p/prediction.json"), "a target file"))],
+    Case("spec", "a-target-file", ("spec", "t.yaml"), 2, ("t.yaml: a target file (a run's coordinates: it has active_params)",
+                                                         "holds no model"),
+         files={"t.yaml": "name: hero\nactive_params: 3000000000\nstop_after_steps: 1000\ntokens_per_step: 4000000\n"}),
     Case("spec", "run-config-peak-lr-nan", ("spec", "run.yaml"), 2, ("peak_lr", "not a finite number"),
          files={"run.yaml": _run_yaml("schedule.peak_lr", ".nan")}),
     Case("spec", "valid-run-config", ("spec", "hero.yaml", "--format", "json"), 0, ("active_params",)),

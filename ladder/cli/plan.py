@@ -13,7 +13,7 @@ from ladder.cli.app import Format, command, console, parse_int_list, print_json,
 from ladder.config.limits import MAX_SEQ_LEN
 from ladder.config.plan import Plan, override, plan, with_resources
 from ladder.config.recipe import load_recipe, preset_names
-from ladder.config.runconfig import ResourcesConfig, RunConfig, recipe_mark
+from ladder.config.runconfig import ResourcesConfig, RunConfig, recipe_mark, refuse_prediction, target_mark
 from ladder.config.spec import ModelSpec, format_count
 from ladder.config.yamlio import build, load_yaml
 from ladder.errors import LadderError
@@ -132,10 +132,15 @@ def spec_command(
         raise LadderError(f"{config}: a preset is a recipe, which `ladder plan {config}` plans; `ladder spec` reads one "
                           f"model: a run config it writes (`ladder plan {config} --out DIR`, then DIR/NAME.yaml)")
     data = load_yaml(config)
+    refuse_prediction(config, data, "a run config or a ModelSpec")
     mark = recipe_mark(data)
     if mark:
         raise LadderError(f"{config}: a recipe (it has {mark}), which `ladder plan {config}` plans; `ladder spec` reads "
                           "one model: a run config the plan writes, or a ModelSpec")
+    mark = target_mark(data)
+    if mark and "spec" not in data:
+        raise LadderError(f"{config}: a target file (a run's coordinates: it has {mark}), which holds no model to "
+                          "break down; `ladder spec` reads a run config the plan writes, or a ModelSpec")
     run = RunConfig.from_dict(data, where=str(config)) if "spec" in data else None
     spec = run.spec if run else build(ModelSpec, data, where=str(config))
     seq = seq_len if seq_len is not None else (run.seq_len if run else 4096)

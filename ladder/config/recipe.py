@@ -31,6 +31,7 @@ from ladder.config.runconfig import (
     LoggingConfig,
     MoELossConfig,
     OptimizerConfig,
+    refuse_prediction,
 )
 from ladder.config.schedule import Decay, SeqPhase, Shape
 from ladder.config.spec import ModelSpec
@@ -269,6 +270,7 @@ def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
         raise LadderError(f"{path}: is a folder; give a recipe .yaml file or a preset ({', '.join(preset_names())})")
     if text.endswith((".yaml", ".yml")) or path.is_file():
         data = load_yaml(path)
+        refuse_prediction(path, data, "a recipe")
         if isinstance(data, dict) and "spec" in data and "rungs" not in data:
             raise LadderError(f"{path}: a run config (it has spec), not a recipe: `ladder spec {path}` shows its model, "
                               f"`ladder train {path}` trains it; `ladder plan` takes a recipe or a preset")

@@ -159,6 +159,16 @@ def recipe_mark(data: Any) -> str:
     return next((key for key in ("rungs", "arch") if key in data), "")
 
 
+def refuse_prediction(path: str | os.PathLike, data: Any, what: str) -> None:
+    """A `LadderError` where parsed YAML (or JSON) is a prediction from `ladder predict` (prediction.json), given
+    where `what` goes."""
+    if isinstance(data, dict) and {"run_name", "table", "final"} <= data.keys():
+        folder = Path(path).parent
+        raise LadderError(f"{path}: a prediction (`ladder predict` writes it), not {what}; `ladder watch`, `ladder "
+                          f"score` and `ladder report` take its folder with --prediction {folder}, and `ladder "
+                          "predict` the run config or target file it was made for")
+
+
 def target_mark(data: Any) -> str:
     """The key that makes parsed YAML a target file (a run's coordinates, `ladder predict --target`), not a run
     config ("active_params" or "fit_flops_per_token"; "" when it is not one)."""
@@ -304,6 +314,7 @@ class RunConfig:
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunConfig:
         data = load_yaml(path)
+        refuse_prediction(path, data, "a run config")
         mark = recipe_mark(data)
         if mark:
             raise LadderError(f"{path}: a recipe (it has {mark}), not a run config; `ladder plan {path} --out DIR` "

@@ -19,7 +19,7 @@ import numpy as np
 from fits.runs import Run, lrs_from_logged
 from ladder import metrics as keys
 from ladder.config.limits import MAX_PREDICTED_POINTS, positive_or_none
-from ladder.config.runconfig import RunConfig
+from ladder.config.runconfig import RunConfig, refuse_prediction
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import load_yaml
 from ladder.data import dense
@@ -287,6 +287,7 @@ def target_from_file(path: Path) -> LadderRun:
     predicted points). ``{NAME: {...}}`` works too; a ``role`` is ignored.
     """
     data = load_yaml(Path(path))
+    refuse_prediction(path, data, "a target file")
     lines = getattr(data, "lines", {})  # each key's line, for the messages
     if isinstance(data, dict) and "name" not in data and len(data) == 1:
         (name, body), = data.items()
