@@ -330,6 +330,18 @@ def test_a_chat_hears_a_steady_deviation_once_and_again_when_it_worsens(tmp_path
     assert sum(x.get("rule") == "deviation" for x in logged) == 8  # the log keeps every one
 
 
+def test_a_check_that_only_retries_an_undelivered_webhook_still_says_where_the_run_stands(tmp_path, replay,
+                                                                                          monkeypatch):
+    run_dir, watch = _started(tmp_path, replay, 4)
+    (run_dir / "status.json").write_text(json.dumps({"state": "crashed", "step": int(replay[2][3])}))
+    monkeypatch.setenv("LADDER_WEBHOOK_URL", "http://127.0.0.1:9/hook")  # nothing listens: every post fails
+    outs = [runner.invoke(app, [*watch, "--webhook"]) for _ in range(2)]
+    assert [r.exit_code for r in outs] == [5, 5]
+    assert "[crashed]" in outs[0].stdout and "webhook delivery failed" in outs[1].stderr
+    [line] = outs[1].stdout.splitlines()  # the terminal had the alarm: the retry leaves it the standing verdict
+    assert line.split()[0] == "ALARM" and "the run crashed" in line
+
+
 def test_an_alarm_between_evals_is_the_check_s_verdict_at_once(tmp_path, replay):
     run_dir, watch = _started(tmp_path, replay, 4)
     first = runner.invoke(app, watch)

@@ -140,7 +140,7 @@ def watch_command(
         result = watcher.check() if once else watcher.run(poll, max_checks, after_first=say_new_store)
     if once:
         say_new_store()
-    if not result.lines and not result.new_alerts:  # the sinks keep quiet when nothing is new: where it stands
+    if not result.lines and "terminal" not in watcher.told:  # it printed nothing new: where the run stands
         sinks["terminal"].send((), result.verdict, result.summary)
     raise typer.Exit(result.exit_code)
 

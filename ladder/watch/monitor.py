@@ -98,9 +98,12 @@ class Watcher:
     """What the last check said when it could not read the run (None: it could)."""
     _stamp: tuple | None = field(default=None, repr=False)
     """The prediction file's size and change time when it was read (`prediction_dir`)."""
+    told: set[str] = field(default_factory=set, repr=False)
+    """The sinks the last check sent something (a sink with nothing new is not sent to)."""
 
     def check(self) -> CheckResult:
         now = self.clock()
+        self.told = set()
         replaced = self._reload_if_replaced()
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
         self._state = state
@@ -357,6 +360,7 @@ class Watcher:
             if (quiet or heard) and not told:
                 state.mark(name, list(heard))
                 continue
+            self.told.add(name)
             if sink.send(told, verdict, summary):
                 state.mark(name, [a.key for a in fresh])
             fresh_any.update({a.key: a for a in fresh})
