@@ -265,15 +265,18 @@ def test_a_declared_tpp_its_counts_do_not_give_is_named_at_import_and_refused_at
 
 
 def test_a_target_at_a_ratio_no_run_trains_at_is_outside_the_assumptions(tmp_path):
-    """Tokens per step in other units (a few tokens for a large model): predicted with a warning, but no step is
-    within the prediction's assumptions, and the assumptions say why."""
+    """Tokens per step in other units (a few tokens for a large model), in a run the store holds (a target file
+    is refused): predicted with a warning, but no step is within the prediction's assumptions, and they say why."""
+    import dataclasses
+
     from ladder.data.runview import rungs_from_store
     from ladder.predict.adapter import _assumptions
 
     assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
     rungs = rungs_from_store(Store(tmp_path / "store"), "mine", "eval/loss")
     steps = np.arange(1, HERO.stop_after_steps + 1, 100)
-    ok, said = _assumptions(rungs, target_from_file(target_yaml(tmp_path / "t.yaml", tpp=None, tokens_per_step=1)), steps)
+    odd = dataclasses.replace(target_from_file(target_yaml(tmp_path / "t.yaml", tpp=None)), tokens_per_step=1)
+    ok, said = _assumptions(rungs, odd, steps)
     assert not ok.any() and said["token ratio"].endswith("where runs train, so outside the assumptions (are the "
                                                          "target's parameters or tokens in another unit?)")
     assert said["valid up to"] == "nowhere: see above"
@@ -297,6 +300,8 @@ def test_a_target_at_a_ratio_no_run_trains_at_is_outside_the_assumptions(tmp_pat
     ({"tpp": HERO.tpp * 10}, "tokens per parameter its counts give (steps × tokens_per_step ÷ active_params)"),  # a declared ratio its counts do not give
     ({"fit_flops_per_token": HERO.fit_flops_per_token / 1e9}, "FLOPs per active parameter"),  # in GFLOPs
     ({"fit_flops_per_token": HERO.fit_flops_per_token, "active_params": 3}, "is one of them in other units"),
+    ({"fit_flops_per_token": None, "active_params": 3, "tpp": None}, "it plans 9.56e+05 tokens per active parameter"),  # in billions, and no FLOPs
+    ({"tpp": None, "tokens_per_step": 1}, "outside 0.1–100000, where runs train"),  # tokens per step in millions
 ])
 def test_bad_target_files_exit_2(tmp_path, fields, expect):
     assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0

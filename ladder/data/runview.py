@@ -338,6 +338,7 @@ def target_from_file(path: Path) -> LadderRun:
                           "or more")
     total = schedule.total_steps if schedule is not None else stop
     tpp = declared_tpp(where, tpp, n, total * num["tokens_per_step"], "drop tpp, or correct it or the counts")
+    _trainable_ratio(where, n, total * num["tokens_per_step"])
     return LadderRun(name, flops, int(num["tokens_per_step"]), stop, total, group=str(data.get("group") or ""),
                      active_params=n, tpp=tpp, schedule=schedule, flops_from=flops_from, eval_every=every)
 
@@ -394,6 +395,18 @@ def _check_flops(name: str, cfg: RunConfig, row) -> None:
 
 TPP_AGREE = 0.1
 """A declared tpp may sit this far from the tokens per parameter a run's own counts give (a planner rounds steps)."""
+
+
+def _trainable_ratio(where: str, n: float | None, planned_tokens: float) -> None:
+    """Refuse a target file whose planned tokens per active parameter lie where no run trains (`RATIO_RANGE`): its
+    prediction would hold nothing (a loss of 95 nats), and a count typed in other units is likelier."""
+    from fits.predictor import RATIO_RANGE
+
+    if not n or RATIO_RANGE[0] <= planned_tokens / n <= RATIO_RANGE[1]:
+        return
+    raise LadderError(f"{where}: it plans {planned_tokens / n:.3g} tokens per active parameter ({planned_tokens:.4g} "
+                      f"tokens, active_params {n:.4g}), outside {RATIO_RANGE[0]:g}–{RATIO_RANGE[1]:g}, where runs train: "
+                      "is active_params or tokens_per_step in other units (billions, millions)? Give both as counts")
 
 
 def declared_tpp(where: str, tpp: float | None, n: float | None, planned_tokens: float, fix: str) -> float | None:
