@@ -329,7 +329,10 @@ SPEC = [
     Case("plan", "a-run-config", ("plan", "run.yaml"), 2, ("run.yaml: a run config (it has spec), not a recipe",
                                                             "`ladder spec run.yaml`"), files={"run.yaml": _run_yaml("seed", "0")}),
     Case("plan", "a-folder", ("plan", "."), 2, (".: is a folder; give a recipe .yaml file or a preset",)),
-    *[Case(cmd, "a-prediction", (cmd, *args), 2, ("p/prediction.json: a prediction (`ladder predict` writes it), not " + what,
+    _plan("set-and-tpp", ["micro-cpu", "--tpp", "12", "--set", "tpp=20"], ["--set tpp=... and --tpp both set tpp"]),
+    _plan("seq-len-and-set", ["micro-cpu", "--set", "seq_len=256", "--seq-len", "64"],
+          ["--set seq_len=... and --seq-len both set seq_len"]),
+    *[Case(cmd, "a-prediction" + ("-as-target" if "--target" in args else ""), (cmd, *args), 2, ("p/prediction.json: a prediction (`ladder predict` writes it), not " + what,
                                                    "--prediction p"), files={"p/prediction.json": _PREDICTION})
       for cmd, args, what in (("plan", ("p/prediction.json",), "a recipe"), ("spec", ("p/prediction.json",), "a run config"),
                               ("predict", ("p/prediction.json",), "a run config"),

@@ -304,4 +304,10 @@ def override(
             raise LadderError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set arch.n_experts=64")
         key, value = item.split("=", 1)
         pairs.append((key.strip(), value.strip()))
+    shortcuts = {"tpp": ("--tpp", tpp), "seq_len": ("--seq-len", seq_len), "rungs": ("--widths/--depths/--racks",
+                 widths if widths is not None else depths if depths is not None else batch_multipliers)}
+    for key, _ in pairs:
+        flag, given = shortcuts.get(key.split(".")[0], ("", None))
+        if given is not None:
+            raise LadderError(f"--set {key}=... and {flag} both set {key.split('.')[0]}; give one of them")
     return replace_paths(recipe, pairs) if pairs else recipe
