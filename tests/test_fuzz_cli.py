@@ -430,7 +430,7 @@ WATCH = [
     Case("watch", "local-not-started", ("watch", "--prediction", "pred", "--local", "nowhere", "--once"), 3,
          ("no such directory yet", "UNREADABLE")),
     Case("watch", "local-is-a-file", ("watch", "--prediction", "pred", "--local", "afile", "--once"), 2,
-         ("--local afile: no such folder",)),
+         ("--local afile: is a file, not a folder; give the run's folder (., which holds it?)",)),
     Case("watch", "offline-missing", ("watch", "--prediction", "pred", "--offline", "nowhere/wandb", "--once"), 2,
          ("--offline nowhere/wandb: no such folder",)),
     _watch("jsonl-is-a-folder", "", ["--jsonl adir: is a folder"], 2, ("--jsonl", "adir")),
