@@ -342,6 +342,19 @@ def test_a_check_that_only_retries_an_undelivered_webhook_still_says_where_the_r
     assert line.split()[0] == "ALARM" and "the run crashed" in line
 
 
+def test_a_finished_run_whose_evals_all_precede_the_prediction_cannot_be_judged(tmp_path, replay):
+    pred, config, steps, loss = replay
+    first, spacing = int(steps[0]), int(steps[1] - steps[0])
+    dense = np.arange(first - spacing + 8, first, 8)  # logged every 8 steps, all in the interval before its first point
+    run_dir, watch = _started(tmp_path, (pred, config, dense, np.full(len(dense), loss[0])), len(dense))
+    (run_dir / "status.json").write_text(json.dumps({"state": "finished", "step": int(dense[-1])}))
+    res = runner.invoke(app, watch)
+    assert res.exit_code >= 3, res.output  # before, "no eval yet: OK", exit 0
+    said = " ".join(res.stdout.split())
+    assert (f"none of its {len(dense)} eval/loss evals (steps {dense[0]:,}–{dense[-1]:,}) falls in the prediction's steps "
+            f"{steps[0]:,}–{steps[-1]:,} (is it the run predicted?)") in said and "no eval yet" not in said
+
+
 def test_an_alarm_between_evals_is_the_check_s_verdict_at_once(tmp_path, replay):
     run_dir, watch = _started(tmp_path, replay, 4)
     first = runner.invoke(app, watch)

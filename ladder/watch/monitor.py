@@ -311,6 +311,12 @@ class Watcher:
             lines.append(f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)}): the run "
                          f"logs no {self.rules.metric}, the metric predicted (it logs {others}): "
                          f"{CANNOT_JUDGE.upper()}")
+        elif finished and not obs.column(self.rules.metric).empty:  # over, and not one eval where the prediction is
+            verdict = CANNOT_JUDGE
+            logged, steps = obs.column(self.rules.metric).index, self.prediction.table["step"]
+            lines.append(f"the run ended at step {obs.last_step:,} and none of its {len(logged)} {self.rules.metric} "
+                         f"evals (steps {int(logged.min()):,}–{int(logged.max()):,}) falls in the prediction's steps "
+                         f"{int(steps.min()):,}–{int(steps.max()):,} (is it the run predicted?): {CANNOT_JUDGE.upper()}")
         return lines, _worse(verdict, _worst(live))
 
     def _not_comparable(self, row: pd.Series, step: int) -> str | None:
