@@ -550,7 +550,7 @@ def copies_warning(runs: list[Run]) -> list[str]:
     if not pairs:
         return []
     a, b = pairs[0]
-    which = (f"the rung {a!r} is there twice, with" if a == b  # one run from two sources
+    which = (f"the rung {a!r}{and_more(pairs, 'rungs')} is there twice, with" if a == b  # one run from two sources
              else f"the rungs {a!r} and {b!r}{and_more(pairs, 'pairs')} log")
     return [f"{which} the very same evals at one size and plan: one run imported or pulled twice? The laws count "
             "each copy as another run, which narrows the band; leave one out"]

@@ -472,6 +472,24 @@ def test_a_store_of_several_groups_needs_group_to_fit():
     assert fitdata.finals_from_store(mixed, "eval/loss", group="").names == ["rung4"]
 
 
+def test_a_run_stored_twice_is_refused_by_every_law_from_the_store():
+    """One run pulled from its folder and from its wandb files: two ids, the very same evals. A law would count it
+    twice (its band far too narrow); every read from the store refuses, naming both and the command that fixes it."""
+    store = fake_store()
+    runs, hist = store.runs(), store.history()
+    copy = FakeStore(pd.concat([runs, runs.iloc[[1]].assign(run_id="id1-wandb")], ignore_index=True),
+                     pd.concat([hist, hist[hist["run_id"] == "id1"].assign(run_id="id1-wandb")], ignore_index=True))
+    for read in (lambda: fitdata.finals_from_store(copy, "eval/loss"),
+                 lambda: fitdata.curves_from_store(copy, "eval/loss", np.array([1.0])),
+                 lambda: fitdata.lr_curves_from_store(copy, "eval/loss")):
+        with pytest.raises(LadderError, match=r"runs 'id1' \(rung1\) and 'id1-wandb' \(rung1\) log the very same "
+                                              r"eval/loss .* `ladder runs --remove id1-wandb --store fake`"):
+            read()
+    reseeded = FakeStore(copy.runs(), copy.history().assign(  # another seed of it is another run
+        value=lambda h: h["value"] * np.where(h["run_id"] == "id1-wandb", 1.001, 1.0)))
+    assert fitdata.finals_from_store(reseeded, "eval/loss").names.count("rung1") == 2
+
+
 def test_store_finals_and_curves():
     store = fake_store()
     finals = fitdata.finals_from_store(store, "eval/loss", compute="fit")

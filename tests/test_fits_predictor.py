@@ -156,6 +156,8 @@ def test_a_run_imported_twice_under_two_names_is_warned():
     assert "'r1' and 'r1-copy'" in w and "imported or pulled twice" in w
     (w,) = core.copies_warning(runs + [runs[1]])  # one name twice (pulled from its folder and its wandb files)
     assert w.startswith("the rung 'r1' is there twice, with the very same evals")
+    (w,) = core.copies_warning(runs + runs[1:])  # every rung but the smallest from two sources
+    assert w.startswith(f"the rung 'r1' (and {len(runs) - 2} more such rungs) is there twice")
     reseeded = dataclasses.replace(runs[1], name="r1-seed2", values=runs[1].values * 1.001)
     assert core.copies_warning(runs + [reseeded]) == []  # another seed is another run
 

@@ -514,6 +514,7 @@ def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     hist = store.fitted_history(list(runs["run_id"]), metric)
     if hist.empty:
         raise LadderError(f"{store.root}: no values of {metric!r} for these runs; pick another --metric")
+    _no_copies(store, runs, hist, metric)
     stops = runs.set_index("run_id")["stop_after_steps"]
     parts = []
     for run_id, h in hist.groupby("run_id", observed=True, sort=False):
@@ -555,6 +556,29 @@ def at_end(fractions: np.ndarray) -> np.ndarray:
     if f.size and reached_end(np.sort(f)):
         f[int(np.argmax(f))] = max(1.0, float(f.max()))
     return f
+
+
+def _no_copies(store, runs: pd.DataFrame, hist: pd.DataFrame, metric: str) -> None:
+    """Refuse runs that log the very same `metric` at the very same steps: one run pulled from two sources (its
+    folder and its wandb files) or imported twice, which a law would count as two draws (a band far too narrow)."""
+    from fits.checks import and_more
+
+    names = runs.set_index("run_id")["name"].astype(str)
+    seen: dict[tuple, str] = {}
+    pairs = []
+    for run_id, h in hist.groupby("run_id", observed=True, sort=False):
+        key = (h["step"].to_numpy(np.int64).tobytes(), h["value"].to_numpy(np.float64).tobytes())
+        if key in seen:
+            pairs.append((seen[key], str(run_id)))
+        else:
+            seen[key] = str(run_id)
+    if not pairs:
+        return
+    a, b = pairs[0]
+    raise LadderError(f"runs {a!r} ({names[a]}) and {b!r} ({names[b]}){and_more(pairs, 'pairs')} log the very same "
+                      f"{metric} at the very same steps: one run pulled from two sources or imported twice, which a law "
+                      f"would count twice (a band far too narrow); remove one with `ladder runs --remove {b} --store "
+                      f"{store.root}`")
 
 
 def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
