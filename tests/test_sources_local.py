@@ -95,6 +95,28 @@ def test_a_line_being_written_waits_and_the_run_is_topped_up(tmp_path):
     assert pairs(store.history(include_nonfinite=True)) == expected(cfg, range(1, cfg.stop_after_steps + 1))
 
 
+def test_the_last_line_of_an_ended_run_is_read_without_its_newline(tmp_path):
+    """A writer that ends without a final newline: once the run's status marks it ended, that line is its last, not
+    one still being written; a line cut off (a crash mid-write) is skipped and said."""
+    cfg = RUNGS[0]
+    steps = range(1, cfg.stop_after_steps + 1)
+    for state in ("finished", "crashed"):
+        run_dir = make_run(tmp_path / state, cfg, steps, state=state)
+        metrics = run_dir / runfiles.METRICS_FILE
+        metrics.write_text(metrics.read_text().rstrip("\n"))
+        store = Store(tmp_path / f"{state}-store")
+        assert pull(store, LocalSource(run_dir)).pulled[0].rows == len(expected(cfg, steps))
+        assert pairs(store.history(include_nonfinite=True)) == expected(cfg, steps)  # the final eval too
+    cut = make_run(tmp_path / "cut", cfg, steps)
+    metrics = cut / runfiles.METRICS_FILE
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join(lines[:-1]) + lines[-1][:15])
+    (got,) = pull(Store(tmp_path / "cut-store"), LocalSource(cut)).pulled
+    assert got.rows == len(expected(cfg, steps)) - 1
+    assert any(f"1 line that is not a JSON object with an integer step skipped (line {len(lines)})" in w
+               for w in got.messages)
+
+
 def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
     """A trainer killed outright leaves status.json at running: once neither it nor the metrics
     changed for the window, the run counts as crashed; a fresh one is still running."""

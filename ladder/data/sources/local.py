@@ -96,8 +96,10 @@ class LocalSource:
         offset = int(cursor.get("offset", 0))
         replace = not cursor or not still_valid(path, offset, cursor.get("check"))
         start = _Position() if replace else _Position(int(cursor.get("line", 0)), int(cursor.get("high", -1)))
-        rows, end, bad, pos = _read_lines(path, 0 if replace else offset, start)
-        warnings = []
+        warnings: list[str] = []
+        state, status = self._state(run_dir, path, warnings)
+        marked = map_state(str(status.get("state", ""))) != "running" if status else False  # by the run, not by time
+        rows, end, bad, pos = _read_lines(path, 0 if replace else offset, start, ended=marked)
         if bad:
             shown = ", ".join(map(str, bad[:_SHOWN_LINES])) + (", ..." if len(bad) > _SHOWN_LINES else "")
             lines = "1 line that is" if len(bad) == 1 else f"{len(bad):,} lines that are"
@@ -105,7 +107,6 @@ class LocalSource:
                             f"(line{'' if len(bad) == 1 else 's'} {shown})")
         config = ref.config if ref.config is not None else _config(run_dir)
         frame = rows.frame()
-        state, status = self._state(run_dir, path, warnings)
         _check_finished(status, frame, path, warnings)
         return SourceRun(
             run_id=ref.run_id,
@@ -179,17 +180,20 @@ class _Position:
         self.high = high
 
 
-def _read_lines(path: Path, offset: int, pos: _Position) -> tuple[RowBuilder, int, list[int], _Position]:
+def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) -> tuple[RowBuilder, int, list[int], _Position]:
+    """The rows of the lines from `offset` on. A last line without its newline is still being written, unless the
+    run has `ended` (its status marks it finished or crashed): then it is its last line (a writer that ends without
+    a newline), or a line cut off, skipped with the others that are not JSON."""
     rows = RowBuilder()
     if not path.exists():
         return rows, 0, [], pos
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read()
-    cut = data.rfind(b"\n") + 1  # a last line without its newline is still being written
+    cut = len(data) if ended else data.rfind(b"\n") + 1
     bad: list[int] = []
     add = rows.add
-    for line in data[:cut].split(b"\n")[:-1]:
+    for line in (data[:cut] + (b"\n" if ended and cut and not data.endswith(b"\n") else b"")).split(b"\n")[:-1]:
         pos.line += 1
         if not line.strip():
             continue
