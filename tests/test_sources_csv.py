@@ -629,3 +629,17 @@ def test_a_coordinates_file_for_the_whole_ladder_is_one_line_for_the_runs_not_pu
     res = _import(path, tmp_path / "s", "--coords", str(coords))
     assert res.exit_code == 0
     assert "c.yaml:5ofitsruns('other-0','other-1',...)areinnorunofthispull" in "".join(res.output.split())
+
+
+def test_a_run_in_two_of_the_files_is_refused_before_any_is_imported(tmp_path):
+    table = small_table()
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    table[table["step"] <= 20].to_csv(first, index=False)  # one export split in two files
+    table[table["step"] > 20].to_csv(second, index=False)
+    res = CliRunner().invoke(app, ["import", "csv", str(first), str(second), "--run", "run", "--step", "step",
+                                   "--tokens", "tok", "--metric", "eval/loss=loss", "--coord-column", "active_params=params",
+                                   "--coord-column", "stop_after_steps=T", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2
+    assert (f"run 'a' is in {first} and in {second}: a run's rows go in one file (join them)"
+            in " ".join(res.output.split()))
+    assert not (tmp_path / "s").exists()  # nothing imported

@@ -183,6 +183,7 @@ def import_csv(
     given = CoordinateOverrides.parse(coord, coords)  # a table of tokens without steps takes tokens_per_step from them
     sources = [TableSource(f, columns, given) for f in dict.fromkeys(files)]
     names = [{x for ref in source.runs() for x in (ref.run_id, ref.name)} for source in sources]  # every file checked
+    _one_file_per_run(sources)
     for i, source in enumerate(sources):
         try:
             _run_pull(store, source, _for_file(given, names, i), rename, fit_metric, False, replace)
@@ -192,6 +193,17 @@ def import_csv(
             done = ", ".join(str(s.path) for s in sources[:i])
             raise LadderError(f"{exc} (imported before it, and kept: {done}; run the command again with the files "
                               "from this one on)") from None
+
+
+def _one_file_per_run(sources: list[TableSource]) -> None:
+    """Refuse a run id that two of the files hold, before anything is stored: the second would replace the first."""
+    where: dict[str, Path] = {}
+    for source in sources:
+        for ref in source.runs():
+            if ref.run_id in where:
+                raise LadderError(f"run {ref.run_id!r} is in {where[ref.run_id]} and in {source.path}: a run's rows go in "
+                                  "one file (join them), or give the runs of each file other ids; nothing was imported")
+            where[ref.run_id] = source.path
 
 
 def _for_file(given: CoordinateOverrides, names: list[set[str]], i: int) -> CoordinateOverrides:
