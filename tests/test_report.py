@@ -454,6 +454,27 @@ def test_a_target_run_not_in_the_store_is_refused_as_score_refuses_it(predicted,
     assert not (tmp_path / "r.html").exists()
 
 
+def test_a_target_the_store_holds_twice_is_refused_as_score_refuses_it(predicted, tmp_path):
+    import shutil
+
+    hero = micro_plan().hero
+    store = tmp_path / "store"
+    shutil.copytree(predicted / "store", store)
+    (tmp_path / "copy.csv").write_text("run,step,loss\nhero-copy,10,3.0\n")  # another id under the hero's name
+    res = runner.invoke(app, ["import", "csv", str(tmp_path / "copy.csv"), "--run", "run", "--step", "step",
+                              "--metric", "eval/loss=loss", "--coord", f"name={hero.name}", "--coord", "group=other",
+                              "--coord", f"active_params={hero.spec.active_params()}", "--coord",
+                              f"stop_after_steps={hero.stop_after_steps}", "--coord",
+                              f"tokens_per_step={hero.tokens_per_step}", "--store", str(store)])
+    assert res.exit_code == 0, res.output
+    base = ["--prediction", str(predicted / "pred"), "--store", str(store)]
+    for args in (["report", *base, "--out", str(tmp_path / "r.html")], ["plot", *base, "--out", str(tmp_path / "f")],
+                 ["score", *base]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and f"run name '{hero.name}' is ambiguous" in res.output, (args, res.output)
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(predicted, tmp_path):
     import shutil
 

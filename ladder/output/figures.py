@@ -12,7 +12,6 @@ import fits
 from ladder import metrics as keys
 from ladder.data import fitdata
 from ladder.data.store import Store
-from ladder.errors import LadderError
 from ladder.files import staged_folder
 from ladder.output import plots
 from ladder.predict.dynamics import project_dynamics, target_and_rungs
@@ -48,10 +47,10 @@ def _started_with(pred: Prediction) -> float:
 def hero_actual(store: Store, pred: Prediction, nonfinite: bool = False) -> pd.Series:
     """The target's logged metric by step (empty when it is not in the store yet); its NaN and inf values too
     with `nonfinite` (a run that diverged logs them)."""
-    try:
-        run = store.run(pred.run_name)
-    except LadderError:
+    table = store.runs()
+    if not ((table["run_id"] == pred.run_name) | (table["name"] == pred.run_name)).any():
         return pd.Series(dtype=float)
+    run = store.run(pred.run_name)  # a name the store holds twice is a `LadderError`: which copy is the run is asked
     h = store.history([str(run["run_id"])], [pred.metric], include_nonfinite=nonfinite)
     return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int)).sort_index()
 
