@@ -575,7 +575,7 @@ case("history/csv-out", 0, "Wrote 110 rows")(
 case("pull/into-a-damaged-runs-table", 2, "damaged runs table", "--repair")(
     lambda tmp, store: damage(lambda s: _truncate(s / _manifest(s)["runs"], 40), "runs")(tmp, store)[:0]
     + local(GOOD_LINES, "fresh")(tmp, store))
-case("pull/into-a-manifest-that-is-a-folder", 2, "manifest.json", "expected a file")(
+case("pull/into-a-manifest-that-is-a-folder", 2, "manifest.json", "expected a file, found a folder; move that folder out")(
     lambda tmp, store: _swap_manifest_for_folder(store) + local(GOOD_LINES, "fresh")(tmp, store))
 
 

@@ -269,9 +269,12 @@ class Store:
             raise LadderError(f"{self.root}: not a store folder (it is a file); give --store a folder")
         for name in ("manifest.json", "history"):
             path = self.root / name
-            if path.exists() and path.is_dir() == (name == "manifest.json"):
-                raise LadderError(f"{path}: expected a {'file' if name == 'manifest.json' else 'folder'}; "
-                                  f"{REPAIR.format(root=self.root)} or pull into a new store")
+            if path.exists() and path.is_dir() == (name == "manifest.json"):  # repair will not delete what is there
+                fix = (f"move that folder out of the store (it is not the store's), then {REPAIR.format(root=self.root)} "
+                       "rebuilds the manifest from the run files" if name == "manifest.json" else
+                       "the store's run files are not there: pull into a new store")
+                raise LadderError(f"{path}: expected a {'file' if name == 'manifest.json' else 'folder'}, found a "
+                                  f"{'folder' if name == 'manifest.json' else 'file'}; {fix}")
 
     def _manifest(self) -> dict[str, Any]:
         path = self.root / "manifest.json"
