@@ -83,6 +83,20 @@ def test_tables_hold_exactly_what_was_pulled(tmp_path):
     np.testing.assert_array_equal(r2["fraction"], np.arange(1, 21) / 100)
 
 
+def test_a_repair_of_a_lost_manifest_keeps_the_stores_renames_and_fit_metric(tmp_path):
+    from ladder.data.resolve import MetricSettings
+    from ladder.data.storerepair import repair
+
+    store = Store(tmp_path)
+    settings = MetricSettings(fit_metric="eval/mine", renames={"eval/loss": "eval/mine"})
+    pull(store, MemorySource(runs3()), settings=settings)
+    (tmp_path / "manifest.json").write_text('{"format": ')  # damaged
+    report = repair(store)
+    assert report.rebuilt == ("manifest (settings read back from the last runs table: fit metric eval/mine, renames "
+                              "eval/loss=eval/mine)",)
+    assert store.settings() == settings and len(store.history(metrics="eval/mine")) == 60
+
+
 def test_lookups_by_id_and_name(tmp_path):
     store = Store(tmp_path)
     pull(store, MemorySource(runs3()))

@@ -54,6 +54,9 @@ unknown) are <NA>."""
 INTERNAL = ("cursor_json",)
 ROW_KEY = b"ladder.run"
 """Parquet metadata key of a history file holding its run's row (JSON), for `Store.repair`."""
+SETTINGS_KEY = b"ladder.settings"
+"""Parquet metadata key of a runs table holding the store's metric settings (JSON), for `Store.repair` of a store
+whose manifest is lost."""
 REPAIR = "`ladder runs --repair --store {root}`"
 HISTORY_SCHEMA = pa.schema(
     [
@@ -77,7 +80,9 @@ def commit(
     generation = int(manifest.get("generation", 0)) + 1
     runs_name = f"runs-{generation}-{uuid.uuid4().hex[:8]}.parquet"
     tmp = root / (runs_name + ".tmp")  # left by a crash: the next writer removes it (`remove_temporary`)
-    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), tmp)
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), SETTINGS_KEY: json.dumps(settings).encode()})
+    pq.write_table(arrow, tmp)
     os.replace(tmp, root / runs_name)
     new = {"format": FORMAT, "generation": generation, "runs": runs_name, "history": history,
            "settings": settings, "committed_at": time.time()}

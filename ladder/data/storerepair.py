@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from ladder.data.storefiles import (
     FORMAT,
     ROW_KEY,
+    SETTINGS_KEY,
     DamagedHistory,
     check_row,
     collect_garbage,
@@ -45,7 +46,9 @@ def repair(store: Store) -> RepairReport:
         manifest = store._manifest()
     except LadderError:
         manifest = manifest_from_files(root)
-        rebuilt.append("manifest (settings reset to the defaults)")
+        settings = manifest.get("settings")
+        rebuilt.append("manifest (settings reset to the defaults)" if settings is None else
+                       f"manifest (settings read back from the last runs table: {_said(settings)})")
     try:
         table = store._runs_table(manifest)
         rows = {r["run_id"]: r for r in table.to_dict("records")}
@@ -95,4 +98,28 @@ def manifest_from_files(root: Path) -> dict[str, Any]:
             continue
         if run_id not in newest or stamp > newest[run_id][0]:
             newest[run_id] = (stamp, name)
-    return {"format": FORMAT, "generation": 0, "runs": None, "history": {r: n for r, (_, n) in newest.items()}}
+    return {"format": FORMAT, "generation": 0, "runs": None, "history": {r: n for r, (_, n) in newest.items()},
+            "settings": _last_settings(root)}
+
+
+def _last_settings(root: Path) -> dict[str, Any] | None:
+    """The metric settings the newest readable runs table holds (`SETTINGS_KEY`), or None."""
+    def generation(path: Path) -> int:
+        parts = path.name.split("-")
+        return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else -1
+
+    for path in sorted(root.glob("runs-*.parquet"), key=generation, reverse=True):
+        try:
+            meta = pq.read_schema(path).metadata or {}
+            settings = json.loads(meta[SETTINGS_KEY]) if SETTINGS_KEY in meta else None
+        except (OSError, ValueError, TypeError):
+            continue
+        if isinstance(settings, dict) or settings is None:
+            return settings
+    return None
+
+
+def _said(settings: dict[str, Any]) -> str:
+    renames = settings.get("renames") or {}
+    shown = ", ".join(f"{old}={new}" for old, new in renames.items()) or "none"
+    return f"fit metric {settings.get('fit_metric') or 'eval/loss'}, renames {shown}"
