@@ -488,6 +488,9 @@ def test_a_run_stored_twice_is_refused_by_every_law_from_the_store():
     reseeded = FakeStore(copy.runs(), copy.history().assign(  # another seed of it is another run
         value=lambda h: h["value"] * np.where(h["run_id"] == "id1-wandb", 1.001, 1.0)))
     assert fitdata.finals_from_store(reseeded, "eval/loss").names.count("rung1") == 2
+    larger = copy.runs().assign(active_params=lambda r: np.where(r["run_id"] == "id1-wandb", 3e6, r["active_params"]))
+    same_loss = FakeStore(larger, copy.history())  # another size that ends on the same rounded losses: another run
+    assert fitdata.finals_from_store(same_loss, "eval/loss").names.count("rung1") == 2
 
 
 def test_store_finals_and_curves():

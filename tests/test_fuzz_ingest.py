@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -257,6 +258,8 @@ case("csv/no-metric-mapped", 2, "map at least one metric")(
 case("csv/no-such-file", 2, "no such file")(lambda tmp, store: csv_import(tmp / "missing.csv", store))
 case("csv/a-folder", 2, "a directory, not a CSV file; give the files in it, e.g.", "(it holds 1: t.csv)")(
     lambda tmp, store: csv_import(write_csv(_folder(tmp / "runs") / "t.csv", GOOD).parent, store))
+case("csv/a-folder-of-parquet-files", 2, "give the files in it, e.g.", "*.parquet (it holds 1: t.parquet)")(
+    lambda tmp, store: csv_import(_parquet(_folder(tmp / "tables") / "t.parquet").parent, store))
 case("csv/a-pattern-that-matched-nothing", 2, "no such file; no file matches this pattern")(
     lambda tmp, store: csv_import(tmp / "runs" / "*.csv", store))
 case("csv/store-is-a-file", 2, "not a store folder", "is a file")(
@@ -807,3 +810,9 @@ def test_stale_temporary_files_are_cleaned_on_the_next_write(tmp_path):
 def _folder(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _parquet(path: Path) -> Path:
+    pd.DataFrame({"run": ["r"], "step": [1], "loss": [3.0]}).to_parquet(path)
+    return path
+

@@ -365,6 +365,24 @@ def test_replan_before_a_planned_edit_replaces_it_until_the_run_has_made_it(tmp_
     assert not (tmp_path / "new2").exists()
 
 
+def test_a_watch_keeps_a_replan_that_replaced_a_planned_cut_the_run_has_not_reached(tmp_path):
+    """`ladder replan --target-run` at the live hero's last step, its planned cut further on (the run's config still
+    holds it): the watch judges the run against the replan, not a prediction made again from the old plan."""
+    (edit,) = PLAN.hero.schedule.edits
+    store = ladder_store(tmp_path)
+    at = edit.at_step - 40
+    write_run(tmp_path / "runs", PLAN.hero, upto=at, state="running")
+    pull(store, LocalSource(tmp_path / "runs"))
+    res = runner.invoke(app, ["replan", "--target-run", PLAN.hero.name, "--store", str(store.root), "--shorten-to",
+                              str(edit.new_total_steps - 10), "--n-boot", "20", "--out", str(tmp_path / "pred")])
+    assert res.exit_code == 0 and "is replaced by this one" in res.stdout, res.output
+    replanned = (tmp_path / "pred" / "prediction.json").read_text()
+    res = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--local",
+                              str(tmp_path / "runs" / PLAN.hero.name), "--once"])
+    assert "schedule edited" not in res.output and (tmp_path / "pred" / "prediction.json").read_text() == replanned
+    assert int(Prediction.load(tmp_path / "pred").table["step"].iloc[-1]) == edit.new_total_steps - 10
+
+
 def test_a_replan_that_replaces_a_planned_cut_is_held_to_the_horizon_without_it():
     from ladder.predict.replan import shortened, with_cooldown
 

@@ -643,3 +643,15 @@ def test_a_run_in_two_of_the_files_is_refused_before_any_is_imported(tmp_path):
     assert (f"run 'a' is in {first} and in {second}: a run's rows go in one file (join them)"
             in " ".join(res.output.split()))
     assert not (tmp_path / "s").exists()  # nothing imported
+
+
+def test_one_file_given_by_two_paths_is_read_once(tmp_path, monkeypatch):
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["import", "csv", "t.csv", str(path), "--run", "run", "--step", "step", "--tokens",
+                                   "tok", "--metric", "eval/loss=loss", "--coord-column", "active_params=params",
+                                   "--coord-column", "stop_after_steps=T", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    assert sorted(Store(tmp_path / "s").runs()["run_id"]) == ["a", "b"]
+

@@ -441,7 +441,8 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
 
     folder = tmp_path / "prediction"
     cut = {"kind": "shorten", "at_step": 1000, "new_total_steps": 20000}
-    pred = dataclasses.replace(replay[0], schedule={"peak_lr": 3e-4, "edits": [cut]})  # `ladder replan`'s plan
+    superseded = {"kind": "shorten", "at_step": 1500, "new_total_steps": 21000}  # the edit the replan replaced
+    pred = dataclasses.replace(replay[0], schedule={"peak_lr": 3e-4, "edits": [cut], "replaced": [superseded]})
     pred.save(folder)
     made = []
 
@@ -451,18 +452,20 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
 
     watcher = Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss"), {},
                       folder / "watch-state.json", repredict=repredict, prediction_dir=folder)
-    superseded = {"kind": "shorten", "at_step": 1500, "new_total_steps": 21000}  # the edit the replan replaced
     for edits, reached in (([], 800), ([cut], 1200), ([superseded], 800)):  # before the edit, with it, the old plan
         watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": edits}}, reached)
     assert made == [] and watcher.prediction is pred
-    watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [superseded]}}, 1600)  # the run made the old edit
-    assert made[-1]["schedule"]["edits"] == [superseded]
-    watcher.prediction, made[:] = pred, []
+    for edits, reached in (([superseded], 1100),  # past the replan's cut without it: the run does not follow it
+                           ([superseded], 1600),  # the run made the old edit
+                           ([{**superseded, "new_total_steps": 20500}], 800)):  # its config edited otherwise since
+        watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": edits}}, reached)
+        assert made[-1]["schedule"]["edits"] == edits
+        watcher.prediction, made[:] = pred, []
     other = {"kind": "cooldown", "at_step": 900, "length": 500}  # an edit before the replan's, which it lacks
     watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [other]}}, 800)
     assert len(made) == 1 and watcher.prediction.schedule["edits"] == [other]
-    kept = sorted(folder.glob("earlier-prediction-*"))  # both replaced predictions, though replaced in one second
-    assert [Prediction.load(k).schedule["edits"] for k in kept] == [[cut], [superseded]]
+    kept = sorted(folder.glob("earlier-prediction-*"))  # every replaced prediction, though replaced in one second
+    assert Prediction.load(kept[0]).schedule["edits"] == [cut] and len(kept) == 4
     assert Prediction.load(folder).schedule["edits"] == [other]
 
 

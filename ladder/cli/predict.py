@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -327,6 +328,10 @@ def replan_command(
     edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
     settings = _settings(metric, n_boot, group)
     old, new = predict(st, hero, settings), predict(st, edited, settings)
+    if replaced:  # a watch keeps this plan while the run's config still holds them, not reached (`_plan_holds`)
+        from ladder.config.yamlio import to_dict
+
+        new = dataclasses.replace(new, schedule={**new.schedule, "replaced": [to_dict(e) for e in replaced]})
     console.print(f"old schedule: {hero.schedule.describe()}")
     console.print(f"new schedule: {edited.schedule.describe()}")
     if replaced:

@@ -181,7 +181,10 @@ def import_csv(
         coords=ColumnMap.parse_pairs(coord_column, "--coord-column"),
     )
     given = CoordinateOverrides.parse(coord, coords)  # a table of tokens without steps takes tokens_per_step from them
-    sources = [TableSource(f, columns, given) for f in dict.fromkeys(files)]
+    unique: dict[Path, Path] = {}
+    for f in files:  # a file given twice (by two paths) is read once, where it is first given
+        unique.setdefault(_same_file(f), f)
+    sources = [TableSource(f, columns, given) for f in unique.values()]
     names = [{x for ref in source.runs() for x in (ref.run_id, ref.name)} for source in sources]  # every file checked
     _one_file_per_run(sources)
     for i, source in enumerate(sources):
@@ -193,6 +196,14 @@ def import_csv(
             done = ", ".join(str(s.path) for s in sources[:i])
             raise LadderError(f"{exc} (imported before it, and kept: {done}; run the command again with the files "
                               "from this one on)") from None
+
+
+def _same_file(path: Path) -> Path:
+    """What a file given twice (by two paths) is given as: its resolved path, where it exists."""
+    try:
+        return path.resolve() if path.exists() else path
+    except OSError:
+        return path
 
 
 def _one_file_per_run(sources: list[TableSource]) -> None:

@@ -559,15 +559,19 @@ def at_end(fractions: np.ndarray) -> np.ndarray:
 
 
 def _no_copies(store, runs: pd.DataFrame, hist: pd.DataFrame, metric: str) -> None:
-    """Refuse runs that log the very same `metric` at the very same steps: one run pulled from two sources (its
-    folder and its wandb files) or imported twice, which a law would count as two draws (a band far too narrow)."""
+    """Refuse runs of one size and plan that log the very same `metric` at the very same steps: one run pulled from
+    two sources (its folder and its wandb files) or imported twice, which a law would count as two draws (a band
+    far too narrow). Two sizes that end on one rounded loss are two runs."""
     from fits.checks import and_more
 
-    names = runs.set_index("run_id")["name"].astype(str)
+    by_id = runs.set_index("run_id")
+    names = by_id["name"].astype(str)
+    plan = by_id[["active_params", "fit_flops_per_token", "stop_after_steps", "planned_tokens"]].astype("float64")
     seen: dict[tuple, str] = {}
     pairs = []
     for run_id, h in hist.groupby("run_id", observed=True, sort=False):
-        key = (h["step"].to_numpy(np.int64).tobytes(), h["value"].to_numpy(np.float64).tobytes())
+        size = tuple(np.nan_to_num(plan.loc[run_id].to_numpy(), nan=-1.0))  # one size and plan: a copy, not a rung
+        key = (size, h["step"].to_numpy(np.int64).tobytes(), h["value"].to_numpy(np.float64).tobytes())
         if key in seen:
             pairs.append((seen[key], str(run_id)))
         else:

@@ -253,7 +253,8 @@ class Watcher:
         sched = _schedule_of(config)
         if self.repredict is None or not sched or not self.prediction.schedule:
             return
-        if _plan_holds(sched.get("edits", []), self.prediction.schedule.get("edits", []), reached):
+        plan = self.prediction.schedule
+        if _plan_holds(sched.get("edits", []), plan.get("edits", []), plan.get("replaced", []), reached):
             return
         self.prediction = self.repredict(self.prediction, config)
         if self.prediction_dir is not None:
@@ -556,14 +557,14 @@ def _reached(run: pd.Series) -> int:
     return -1 if last is None or pd.isna(last) else int(last)
 
 
-def _plan_holds(done: list, planned: list, reached: int) -> bool:
+def _plan_holds(done: list, planned: list, replaced: list, reached: int) -> bool:
     """Whether a prediction's schedule edits (`planned`) hold those of the run's config (`done`): the run's are the
-    prediction's first ones, save for an edit the run has not reached (past step `reached`) at or after an edit of
-    the prediction's that the run lacks, which that edit replaced (`ladder replan` ahead of the run)."""
+    prediction's first ones, save for the edits a `ladder replan` ahead of the run `replaced` (recorded in the
+    prediction) while the run has reached neither them nor passed the replan's own first edit (step `reached`):
+    past that, a run whose config still lacks the replan's edit is not following it."""
     ahead = [int(e.get("at_step", 0)) for e in planned if isinstance(e, dict) and e not in done]
-    if ahead:
-        done = [e for e in done if not (isinstance(e, dict) and reached < int(e.get("at_step", 0)) and
-                                        int(e.get("at_step", 0)) >= min(ahead))]
+    if ahead and reached <= min(ahead):  # at the replan's first edit (where `ladder replan` puts it), not past it
+        done = [e for e in done if not (e in replaced and reached < int(e.get("at_step", 0)))]
     return done == planned[:len(done)]
 
 
