@@ -452,7 +452,7 @@ def _how_to_give(path: Path) -> str:
         if not tables:
             return "it holds no .csv or .parquet file: give the path of the table"
         more = ", ..." if len(tables) > 3 else ""
-        suffix = max({Path(t).suffix for t in tables}, key=lambda x: sum(t.endswith(x) for t in tables))
+        suffix = max(sorted({Path(t).suffix for t in tables}), key=lambda x: sum(t.endswith(x) for t in tables))
         return f"give the files in it, e.g. {path / ('*' + suffix)} (it holds {len(tables)}: {', '.join(tables[:3])}{more})"
     if any(c in path.name for c in "*?["):
         return "no file matches this pattern (the shell passes a pattern on as written when nothing matches it)"
