@@ -505,9 +505,16 @@ RATIO_RANGE = (0.1, 1e5)
 public ladders train at 1–17,000 (Marin's smallest isoFLOP models), a hero at 20–2,000."""
 
 
+def untrainable(ratio):
+    """Whether tokens per parameter (a number or an array) lie outside `RATIO_RANGE`, where no run trains (NaN:
+    not known, so no)."""
+    r = np.asarray(ratio, dtype=np.float64)
+    return np.isfinite(r) & ((r < RATIO_RANGE[0]) | (r > RATIO_RANGE[1]))
+
+
 def ratio_warning(runs: list[Run]) -> list[str]:
     """A warning for runs whose tokens per parameter lie outside `RATIO_RANGE` (the first of them named)."""
-    odd = [r for r in runs if not RATIO_RANGE[0] <= r.token_ratio <= RATIO_RANGE[1]]
+    odd = [r for r in runs if untrainable(r.token_ratio)]
     if not odd:
         return []
     r = odd[0]

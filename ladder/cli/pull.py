@@ -185,8 +185,9 @@ def import_csv(
     for f in files:  # a file given twice (by two paths) is read once, where it is first given
         unique.setdefault(_same_file(f), f)
     sources = [TableSource(f, columns, given) for f in unique.values()]
-    names = [{x for ref in source.runs() for x in (ref.run_id, ref.name)} for source in sources]  # every file checked
-    _one_file_per_run(sources)
+    refs = [source.runs() for source in sources]  # every file checked before any is stored
+    names = [{x for ref in each for x in (ref.run_id, ref.name)} for each in refs]
+    _one_file_per_run(sources, refs)
     for i, source in enumerate(sources):
         try:
             _run_pull(store, source, _for_file(given, names, i), rename, fit_metric, False, replace)
@@ -206,11 +207,12 @@ def _same_file(path: Path) -> Path:
         return path
 
 
-def _one_file_per_run(sources: list[TableSource]) -> None:
-    """Refuse a run id that two of the files hold, before anything is stored: the second would replace the first."""
+def _one_file_per_run(sources: list[TableSource], refs: list[list]) -> None:
+    """Refuse a run id that two of the files hold (`refs`: each file's runs), before anything is stored: the second
+    would replace the first."""
     where: dict[str, Path] = {}
-    for source in sources:
-        for ref in source.runs():
+    for source, each in zip(sources, refs):
+        for ref in each:
             if ref.run_id in where:
                 raise LadderError(f"run {ref.run_id!r} is in {where[ref.run_id]} and in {source.path}: a run's rows go in "
                                   "one file (join them), or give the runs of each file other ids; nothing was imported")

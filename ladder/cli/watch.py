@@ -43,11 +43,13 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
     if not given:
         return None
     for option, path in (("--local", local), ("--offline", offline)):
-        # a folder not written yet in one that exists is a run not started (cannot judge, exit 3); else a typo
-        if path is not None and path.exists() and not path.is_dir():
+        if path is None or path.is_dir():
+            continue
+        if path.exists():
             raise LadderError(f"{option} {path}: is a file, not a folder; give the run's folder ({path.parent}, "
                               "which holds it?)")
-        if path is not None and not path.is_dir() and not path.absolute().parent.is_dir():
+        # a folder not written yet in one that exists is a run not started (cannot judge, exit 3); else a typo
+        if not path.absolute().parent.is_dir():
             raise LadderError(f"{option} {path}: no such folder; give the run's folder (it, or the folder it will "
                               "be written in, must exist)")
     if local is not None:

@@ -400,9 +400,9 @@ TPP_AGREE = 0.1
 def _trainable_ratio(where: str, n: float | None, planned_tokens: float) -> None:
     """Refuse a target file whose planned tokens per active parameter lie where no run trains (`RATIO_RANGE`): its
     prediction would hold nothing (a loss of 95 nats), and a count typed in other units is likelier."""
-    from fits.predictor import RATIO_RANGE
+    from fits.predictor import RATIO_RANGE, untrainable
 
-    if not n or RATIO_RANGE[0] <= planned_tokens / n <= RATIO_RANGE[1]:
+    if not n or not untrainable(planned_tokens / n):
         return
     raise LadderError(f"{where}: it plans {planned_tokens / n:.3g} tokens per active parameter ({planned_tokens:.4g} "
                       f"tokens, active_params {n:.4g}), outside {RATIO_RANGE[0]:g}–{RATIO_RANGE[1]:g}, where runs train: "

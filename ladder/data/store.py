@@ -132,6 +132,14 @@ class Store:
         table = self.runs()
         return table.loc[self._index_of(id_or_name, table)]
 
+    def find(self, id_or_name: str) -> pd.Series | None:
+        """`run`, or None where the store holds no run of that id or name (a name it holds twice is still a
+        `LadderError`: which copy is meant is the user's to say)."""
+        table = self.runs()
+        if not ((table["run_id"] == id_or_name) | (table["name"] == id_or_name)).any():
+            return None
+        return table.loc[self._index_of(id_or_name, table)]
+
     def config(self, id_or_name: str) -> dict[str, Any]:
         """The run's full config as its source gave it (the wandb config, or run.yaml)."""
         config = json.loads(self.run(id_or_name)["config_json"] or "{}")

@@ -47,10 +47,9 @@ def _started_with(pred: Prediction) -> float:
 def hero_actual(store: Store, pred: Prediction, nonfinite: bool = False) -> pd.Series:
     """The target's logged metric by step (empty when it is not in the store yet); its NaN and inf values too
     with `nonfinite` (a run that diverged logs them)."""
-    table = store.runs()
-    if not ((table["run_id"] == pred.run_name) | (table["name"] == pred.run_name)).any():
+    run = store.find(pred.run_name)
+    if run is None:
         return pd.Series(dtype=float)
-    run = store.run(pred.run_name)  # a name the store holds twice is a `LadderError`: which copy is the run is asked
     h = store.history([str(run["run_id"])], [pred.metric], include_nonfinite=nonfinite)
     return pd.Series(h["value"].to_numpy(float), index=h["step"].to_numpy(int)).sort_index()
 

@@ -199,7 +199,7 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
     out = {"schedule": f"rungs: {_describe_rungs(rungs)}; target: {_describe(target, edited=True)}"}
     out["token ratio"] = (f"rungs {_span(ratios)}, target {mine:.4g} tokens per parameter"
                           + ("" if all(same) else f" ({sum(same)} of {len(rungs)} rungs within {ratio_tol * 100:g}%)"))
-    if not core.RATIO_RANGE[0] <= mine <= core.RATIO_RANGE[1]:  # no run trains there: a count in other units, not a run
+    if core.untrainable(mine):  # no run trains there: a count in other units, not a run
         ok[:] = False
         out["token ratio"] += (f": outside {core.RATIO_RANGE[0]:g}–{core.RATIO_RANGE[1]:g}, where runs train, so outside the "
                                "assumptions (are the target's parameters or tokens in another unit?)")

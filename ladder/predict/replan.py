@@ -93,8 +93,7 @@ def shortened(run: Target, at_step: int, new_total_steps: int) -> Target:
     """The run with its horizon cut to `new_total_steps` at `at_step` (at most a 25% cut of the horizon it has
     without the planned edits this one replaces)."""
     base = _schedule(run, at_step)
-    planned = _horizon(run, at_step, base)
-    _at(run, at_step, base)
+    planned = _at(run, at_step, base)
     if new_total_steps >= planned:
         raise LadderError(f"--shorten-to {new_total_steps} must be below the planned {planned} steps")
     if new_total_steps < (1 - MAX_CUT) * planned:
@@ -111,8 +110,7 @@ def shortened(run: Target, at_step: int, new_total_steps: int) -> Target:
 def with_cooldown(run: Target, at_step: int, length: int) -> Target:
     """The run branching into an early cooldown of `length` steps at `at_step`, ending by its horizon."""
     base = _schedule(run, at_step)
-    _at(run, at_step, base)
-    horizon = _horizon(run, at_step, base)
+    horizon = _at(run, at_step, base)
     if at_step + length > horizon:
         raise LadderError(f"--cooldown-steps {length:,} from step {at_step:,} ends at step {at_step + length:,}, past "
                           f"the run's horizon of {horizon:,} steps; an early cooldown ends sooner: give "
@@ -125,18 +123,14 @@ def superseded(run: Target, at_step: int) -> tuple[ScheduleEdit, ...]:
     return tuple(e for e in run.schedule.edits if e.at_step >= at_step) if run.schedule is not None else ()
 
 
-def _horizon(run: Target, at_step: int, base: Schedule) -> int:
+def _at(run: Target, at_step: int, base: Schedule) -> int:
     """The run's planned steps without the planned edits an edit at `at_step` replaces (`base`: its schedule
-    without them)."""
-    return base.horizon if superseded(run, at_step) else run.stop_after_steps
-
-
-def _at(run: Target, at_step: int, base: Schedule) -> None:
-    """Refuse an edit at `at_step` outside the warmup .. horizon of the run without the edits it replaces."""
-    horizon = _horizon(run, at_step, base)
+    without them); an edit outside its warmup .. that horizon is refused."""
+    horizon = base.horizon if superseded(run, at_step) else run.stop_after_steps
     if not base.warmup_steps <= at_step < horizon:
         raise LadderError(f"--at {at_step:,}: an edit goes after the warmup ({base.warmup_steps:,} steps) and before "
                           f"the run's horizon ({horizon:,} steps); give a step in between")
+    return horizon
 
 
 def _schedule(run: Target, at_step: int) -> Schedule:

@@ -190,10 +190,13 @@ def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) ->
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read()
-    cut = len(data) if ended else data.rfind(b"\n") + 1
+    body = data if ended else data[:data.rfind(b"\n") + 1]
+    lines = body.split(b"\n")
+    if not lines[-1]:  # what follows the last newline: nothing
+        lines.pop()
     bad: list[int] = []
     add = rows.add
-    for line in (data[:cut] + (b"\n" if ended and cut and not data.endswith(b"\n") else b"")).split(b"\n")[:-1]:
+    for line in lines:
         pos.line += 1
         if not line.strip():
             continue
@@ -216,7 +219,7 @@ def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) ->
             value = as_number(raw) if not isinstance(raw, int) else finite_or_nan(raw, repr(key), where)
             if value is not None:
                 add(step, key, value, tokens)
-    return rows, offset + cut, bad, pos
+    return rows, offset + len(body), bad, pos
 
 
 def _check_order(record: dict[str, Any], step: int, pos: _Position, where: str) -> None:

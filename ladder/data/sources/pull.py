@@ -192,12 +192,12 @@ def pull(
 def _odd_ratios(runs: pd.DataFrame) -> list[str]:
     """A note naming the runs (rows of the runs table) whose planned tokens per active parameter lie where no run
     trains (`RATIO_RANGE`): a count in other units (parameters in millions, tokens in billions) is likelier."""
-    from fits.predictor import RATIO_RANGE
+    from fits.predictor import untrainable
 
     n, tokens = (pd.to_numeric(runs[c], errors="coerce").to_numpy(float) for c in ("active_params", "planned_tokens"))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = tokens / n
-    odd = np.flatnonzero(np.isfinite(ratio) & ((ratio < RATIO_RANGE[0]) | (ratio > RATIO_RANGE[1])))
+    odd = np.flatnonzero(untrainable(ratio))
     if not odd.size:
         return []
     i, names = odd[0], [str(x) for x in runs["name"].iloc[odd]]
