@@ -196,3 +196,20 @@ def test_predict_says_a_missing_key_before_it_fits_or_writes_anything(wandb_env,
                                    "--to-wandb", "team/ladder"])
     assert res.exit_code == 2 and "no API key: set WANDB_API_KEY" in res.stderr, res.output
     assert not out.exists()
+
+
+def test_waiting_for_wandb_to_write_takes_a_file_with_its_header_only_for_not_written_yet(wandb_env, tmp_path,
+                                                                                          monkeypatch):
+    """wandb writes its offline file in chunks after `finish` returns: a read that finds the header only (a
+    `LadderError`, "nothing is written in it yet") is waited past, as a run not finished is."""
+    real, calls = OfflineSource.read, []
+
+    def read(self, ref, cursor=None):
+        calls.append(1)
+        if len(calls) == 1:
+            raise LadderError("nothing is written in it yet, not even its config")
+        return real(self, ref, cursor)
+
+    monkeypatch.setattr(OfflineSource, "read", read)
+    path = Path(log_prediction(prediction(), "team/ladder", root=tmp_path / "wb"))
+    assert len(calls) >= 2 and path.name.startswith("offline-run-")

@@ -129,13 +129,17 @@ def _wait_until_written(run_dir: Path, timeout_s: float = 30.0) -> None:
 
     source = OfflineSource(run_dir)
     deadline = time.monotonic() + timeout_s
+    said = ""
     while True:
         (ref,) = source.runs()
-        if source.read(ref).state == "finished":
-            return
+        try:  # a file that holds its header only (wandb has not flushed its first chunk) is not written yet
+            if source.read(ref).state == "finished":
+                return
+        except LadderError as exc:
+            said = f" (last read: {exc})"
         if time.monotonic() > deadline:
             raise LadderError(
-                f"{run_dir}: wandb had not finished writing the run {timeout_s:.0f} s after it ended; "
+                f"{run_dir}: wandb had not finished writing the run {timeout_s:.0f} s after it ended{said}; "
                 "look at the folder's logs/debug-internal.log"
             )
         time.sleep(0.05)
