@@ -363,6 +363,17 @@ def test_replan_before_a_planned_edit_replaces_it_until_the_run_has_made_it(tmp_
     assert (f"--at {at:,}: the run is at step {edit.at_step + 10:,}, past its edit shortened at step {edit.at_step} "
             f"to {edit.new_total_steps} steps; a new edit goes at step {edit.at_step:,} or later") in res.stderr
     assert not (tmp_path / "new2").exists()
+    # a second copy of the hero under its name (another id): how far the run has got is not taken as "not started"
+    (tmp_path / "copy.csv").write_text("run,step,loss\nhero-copy,10,3.0\n")
+    res = runner.invoke(app, ["import", "csv", str(tmp_path / "copy.csv"), "--run", "run", "--step", "step", "--metric",
+                              "eval/loss=loss", "--coord", f"name={PLAN.hero.name}", "--coord", "group=other", "--coord",
+                              f"active_params={PLAN.hero.spec.active_params()}", "--coord",
+                              f"stop_after_steps={PLAN.hero.stop_after_steps}", "--coord",
+                              f"tokens_per_step={PLAN.hero.tokens_per_step}", "--store", str(tmp_path / "live" / "store")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, [*args[:-1], str(tmp_path / "new3"), "--store", str(tmp_path / "live" / "store")])
+    assert res.exit_code == 2 and f"run name '{PLAN.hero.name}' is ambiguous" in res.stderr, res.output
+    assert not (tmp_path / "new3").exists()
 
 
 def test_a_watch_keeps_a_replan_that_replaced_a_planned_cut_the_run_has_not_reached(tmp_path):

@@ -399,11 +399,10 @@ def _last_step(store: Store, name: str, deadline: bool) -> int:
 
 
 def _reached(store: Store, name: str) -> int | None:
-    """The last step of run `name` in the store; None when it is not there (not started)."""
-    try:
-        return int(store.run(name)["last_step"])
-    except LadderError:
-        return None
+    """The last step of run `name` in the store; None when it is not there (not started). A name the store holds
+    twice is a `LadderError`: which copy has got how far is the user's to say."""
+    run = store.find(name)
+    return None if run is None else int(run["last_step"])
 
 
 def _recent_throughput(store: Store, name: str) -> float:
