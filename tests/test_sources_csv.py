@@ -375,6 +375,21 @@ def test_one_run_pulled_from_two_sources_is_named(tmp_path):
     assert "run 'x' of group 'g'" in note and "a (" in note and "a-wandb (" in note and "one source" in note
 
 
+def test_a_run_whose_name_is_another_runs_id_is_named_at_import_whichever_came_first(tmp_path):
+    table = small_table()
+    table[table["run"] == "a"].assign(name="hero").to_csv(tmp_path / "named.csv", index=False)
+    table[table["run"] == "b"].assign(run="hero").to_csv(tmp_path / "id.csv", index=False)
+    for first, second in (("named", "id"), ("id", "named")):
+        store = Store(tmp_path / f"s-{first}")
+        assert not [n for n in pull(store, TableSource(tmp_path / f"{first}.csv", COLUMNS),
+                                    overrides=_overrides()).notes if "another run's id" in n]
+        notes = pull(store, TableSource(tmp_path / f"{second}.csv", COLUMNS), overrides=_overrides()).notes
+        assert [n for n in notes if "another run's id" in n] == [
+            "run 'a' is named 'hero', which is another run's id: commands that take a run read 'hero' as that id, so "
+            "name this run by its id 'a'"], notes
+        assert store.run("hero")["run_id"] == "hero" and store.run("a")["name"] == "hero"
+
+
 def test_run_names_with_brackets_print_as_they_are(tmp_path):
     """Names are text, not markup: "run[lr=3e-4]" keeps its brackets in every table, and a name holding "[/]"
     does not break the output."""

@@ -179,7 +179,7 @@ def pull(
         writer.commit()
     notes += overrides.unmatched(names) + overrides.shadowed(names)
     runs = store.runs()
-    notes += _twice(runs, {p.run_id for p in pulled})
+    notes += _twice(runs, {p.run_id for p in pulled}) + _id_is_a_name(runs, {p.run_id for p in pulled})
     notes += _odd_ratios(runs[runs["run_id"].isin({p.run_id for p in pulled})])
     if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
         notes += _gone(runs, source.key, listed)
@@ -238,6 +238,17 @@ def _twice(runs: pd.DataFrame, pulled: set[str]) -> list[str]:
                        "fit counts each: keep each run from one source (`ladder runs --remove ID` takes out the "
                        "unwanted copy)")
     return out
+
+
+def _id_is_a_name(runs: pd.DataFrame, pulled: set[str]) -> list[str]:
+    """A line where a run just pulled has as id another run's name, or as name another run's id: a command given
+    that word takes the run whose id it is, so the other run is named by its id."""
+    if not pulled or runs.empty:
+        return []
+    pairs = runs[["run_id", "name"]].merge(runs[["run_id"]], left_on="name", right_on="run_id", suffixes=("", "_id"))
+    pairs = pairs[(pairs["run_id"] != pairs["run_id_id"]) & (pairs["run_id"].isin(pulled) | pairs["name"].isin(pulled))]
+    return [f"run {named!r} is named {word!r}, which is another run's id: commands that take a run read {word!r} as "
+            f"that id, so name this run by its id {named!r}" for named, word in zip(pairs["run_id"], pairs["name"])]
 
 
 def _names(writer: StoreWriter, refs: list[RunRef]) -> set[str]:
