@@ -227,12 +227,18 @@ def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_p
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from ladder.output.plots import Curve, collapse, diagnostics
+    from ladder.output.plots import HERO, Curve, collapse, diagnostics
 
     f = np.linspace(0.05, 1.0, 20)
     rungs = [Curve(f"r{i}", f, 2.0 + (1.0 + 0.1 * i) * f**-0.3) for i in range(3)]
     fig = diagnostics(rungs, rungs)
     assert [ax.get_ylabel() for ax in fig.axes] == ["grad norm (global L2)", "MoE drop fraction"]
+    plt.close(fig)
+    many = [Curve(f"r{i}", f, 2.0 + (1.0 + 0.1 * i) * f**-0.3) for i in range(10)] + [Curve("hero", f, 2.0 + f**-0.3)]
+    fig = diagnostics(many, many)  # too many rungs to name each: the smallest and largest rung, and the hero by name
+    labels = [ln.get_label() for ln in fig.axes[0].get_lines() if not ln.get_label().startswith("_")]
+    assert labels == ["r0 (smallest of 10)", "r9 (largest)", "hero"]
+    assert fig.axes[0].get_lines()[-1].get_color() == HERO and fig.axes[0].get_lines()[-2].get_color() != HERO
     plt.close(fig)
     E, final = 2.0, 3.0
     hero = Curve("hero", f[:10], E + (final - E) * f[:10] ** -0.3)  # half way, on the collapsed line
@@ -677,7 +683,13 @@ def test_each_stretch_outside_the_assumptions_is_shaded_on_its_own(predicted):
     f = pred.table["fraction"].to_numpy()
     grey = [p for p in ax.patches if np.allclose(p.get_facecolor()[:3], (0.85, 0.85, 0.85))]
     extents = sorted((round(p.get_bbox().x0, 9), round(p.get_bbox().x1, 9)) for p in grey)
-    assert extents == [(round(f[0], 9), round(f[1], 9)), (round(f[-3], 9), round(f[-1], 9))]  # not one span over all
+    # not one span over all; each reaches the evals inside the assumptions on either side (the run's start, its end)
+    assert extents == [(0.0, round(f[2], 9)), (round(f[-4], 9), round(f[-1], 9))]
+    flags[:] = True
+    flags[-1] = False  # one eval outside, the last: a span one eval wide, not none
+    ax = plots.hero_curve(dataclasses.replace(pred, table=pred.table.assign(in_assumptions=flags))).axes[0]
+    grey = [p for p in ax.patches if np.allclose(p.get_facecolor()[:3], (0.85, 0.85, 0.85))]
+    assert [(round(p.get_bbox().x0, 9), round(p.get_bbox().x1, 9)) for p in grey] == [(round(f[-2], 9), round(f[-1], 9))]
 
 
 def test_the_report_scores_the_run_so_far_and_marks_the_evals_outside_the_bands(predicted, tmp_path):

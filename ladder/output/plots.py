@@ -116,7 +116,9 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.plot(f, t["median"], color=BAND, lw=1.5, label="predicted median")
     out = ~t["in_assumptions"].to_numpy(bool)
     for i, (a, b) in enumerate(_spans(out)):  # each stretch of its own: early steps not predicted, a late change
-        ax.axvspan(f[a], f[b], color="0.85", alpha=0.6, label="outside assumptions" if not i else None)
+        # from the last eval inside the assumptions (the run's start) to the next one (its last eval)
+        left, right = f[a - 1] if a else 0.0, f[min(b + 1, len(f) - 1)]
+        ax.axvspan(left, right, color="0.85", alpha=0.6, label="outside assumptions" if not i else None)
     for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
         ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=label)
     if actual is not None and len(actual.value):
@@ -207,8 +209,10 @@ def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = 
     """Grad norm and MoE drop fraction against fraction, rungs and hero (the hero last, in red)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, curves, quantity in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
-        cols = _colors(len(curves) - 1) + [HERO] if hero_last else _colors(len(curves))
-        for r, col, name in zip(curves, cols, _labels(curves)):
+        rungs = curves[:-1] if hero_last and curves else curves  # "smallest of n", "largest" count the rungs only
+        cols = _colors(len(rungs)) + [HERO] * (len(curves) - len(rungs))
+        names = _labels(rungs) + [r.label for r in curves[len(rungs):]]
+        for r, col, name in zip(curves, cols, names):
             ax.plot(r.fraction, _smooth(r.value), color=col, lw=1, label=name)
         ax.set_xlabel("fraction of the planned run")
         ax.set_ylabel(quantity)
