@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import re
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import pytest
@@ -535,6 +536,12 @@ def test_a_report_refused_for_its_alerts_file_writes_no_figures(predicted, tmp_p
                               "--out", str(tmp_path / "r.html"), "--alerts", str(tmp_path / "alerts.csv")])
     assert res.exit_code == 2 and "not a watcher's alerts file" in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alerts.csv"]
+    for path, what in ((tmp_path, "a folder"), (Path("/dev/null"), "not a regular file"),
+                       (tmp_path / "gone.jsonl", "no such file")):  # each said as it is
+        res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store",
+                                  str(predicted / "store"), "--out", str(tmp_path / "r.html"), "--alerts", str(path)])
+        assert res.exit_code == 2 and f"--alerts {path}: {what}; give the alerts.jsonl" in res.output, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alerts.csv"]
 
 
 def test_score_warns_of_a_run_of_another_group_and_of_evals_past_the_prediction(predicted, tmp_path):
@@ -623,6 +630,10 @@ def test_the_report_table_shows_the_eval_nearest_each_mark_of_the_run():
     rows = prediction_rows(pred, actual)
     assert 11_000 in set(rows["step"]) and 11_200 not in set(rows["step"])
     assert list(rows["step"]) == sorted(set(rows["step"]))  # in step order, one row each
+    # each row says the share of the run its eval is at: 54.6%, not "55%"; 9.9% (step 2,000), not the "10%" from
+    # which the score's worst |error| counts
+    shown = dict(zip(rows["step"], rows["fraction"]))
+    assert shown[11_000] == "54.6%" and shown[2_000] == "9.9%" and shown[20_000] == "99.2%"
     assert len(rows) == 20
 
 
@@ -720,6 +731,9 @@ def test_the_report_scores_the_run_so_far_and_marks_the_evals_outside_the_bands(
     assert "score so far" in page and f"inside the 90% band</td><td class=\"\">{sc.inside_90:.0%}</td>" in page
     assert f"{sc.last_error:+.2%}" in page
     assert pd.isna(prediction_rows(pred).get("actual in", pd.Series([None])).iloc[0])  # no actual: no such column
+    assert "has logged no" not in page
+    page = write_report(tmp_path / "r0.html", pred, [], actual.iloc[:0]).read_text()  # the run started, no eval yet
+    assert f"The run has logged no {pred.metric} yet" in page and "score so far" not in page
 
 
 def test_the_dynamics_title_is_wrapped_to_the_figure():
@@ -735,3 +749,21 @@ def test_the_dynamics_title_is_wrapped_to_the_figure():
     box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width and "\n" in fig._suptitle.get_text()
     plt.close(fig)
+
+
+def test_the_backtest_table_shows_the_absolute_final_error_the_score_uses_where_several_runs_are_held_out():
+    import pandas as pd
+
+    from ladder.output.report import backtest_rows
+    from ladder.predict.prediction import Prediction
+
+    table = pd.DataFrame({"step": [10], "tokens": [100], "fraction": [1.0], "compute": [1e9], "median": [3.0],
+                          "lo50": [2.9], "hi50": [3.1], "lo90": [2.8], "hi90": [3.2], "in_assumptions": [True]})
+    rec = {"method": "ensemble", "held_out": ["a", "b"], "size_ratio": 1.6, "final_error": -0.0008,
+           "final_abs_error": 0.00096, "mean_abs_error": 0.0021, "coverage90": 1.0, "evals": 20, "failed": ""}
+    rows = backtest_rows(Prediction("hero", "eval/loss", table, planned_steps=10, method="ensemble", backtest=[rec]))
+    row = rows.iloc[0]  # the score, 0.15%, is the mean of the two columns it names: 0.096% and 0.21%
+    assert (row["final error (mean)"], row["|final error| (mean)"], row["mean |error|"]) == ("-0.08%", "0.10%", "0.21%")
+    one = backtest_rows(Prediction("hero", "eval/loss", table, planned_steps=10, method="ensemble",
+                                   backtest=[{**rec, "held_out": ["a"], "final_abs_error": 0.0008}]))
+    assert one.iloc[0]["final error"] == "-0.08%" and "|final error| (mean)" not in one

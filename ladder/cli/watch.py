@@ -263,7 +263,8 @@ def report_command(
     out = out_file(out, kinds=(".html", ".htm"))
     st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():
-        raise LadderError(f"--alerts {alerts}: no such file; give the alerts.jsonl `ladder watch` wrote")
+        what = "a folder" if alerts.is_dir() else "not a regular file" if alerts.exists() else "no such file"
+        raise LadderError(f"--alerts {alerts}: {what}; give the alerts.jsonl `ladder watch` wrote")
     # read first: a bad file writes nothing
     every = read_alerts(alerts or folder / "alerts.jsonl")
     alert_rows, verdicts, note = of_run(every, pred.run_name), [], None

@@ -106,7 +106,7 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
     rows, got = rows[once], (got[once] if got is not None else None)
     out = pd.DataFrame({
         "step": rows["step"].astype(int),
-        "fraction": [f"{f:.0%}" + (f" ({e:.0%} of the edited plan)" if abs(e - f) > 1e-9 else "")
+        "fraction": [_share(f) + (f" ({_share(e)} of the edited plan)" if abs(e - f) > 1e-9 else "")
                      for f, e in zip(rows["fraction"], rows["fraction_edited"])],
         "predicted": [_num(x) for x in rows["median"]],
         "50% band": [_span(a, b) for a, b in zip(rows["lo50"], rows["hi50"])],
@@ -119,6 +119,12 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
         out["actual in"] = [_where(a, *band) for a, *band in zip(got, *(rows[k] for k in ("lo50", "hi50", "lo90", "hi90")))]
     out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
     return out
+
+
+def _share(f: float) -> str:
+    """A fraction of the run as a percentage, to a tenth where it is no whole one (an eval at 9.92% is not "10%",
+    where the scores' "from 10%" would take it in)."""
+    return f"{f:.0%}" if abs(100 * f - round(100 * f)) < 0.05 else f"{f:.1%}"
 
 
 def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series,
@@ -181,13 +187,16 @@ def _score(pred: Prediction, actual: pd.Series) -> str:
 def backtest_rows(pred: Prediction) -> pd.DataFrame:
     """Why this law: each candidate predicting the ladder's held-out largest size from the smaller ones."""
     rows = []
+    several = any(len(r["held_out"]) > 1 for r in pred.backtest)  # then the mean signed error is not the score's
     for r in pred.backtest:
         pct = lambda x: "–" if x is None else f"{x:.2%}"  # noqa: E731
+        signed = "–" if r["final_error"] is None else f"{r['final_error']:+.2%}"
         rows.append({
             "method": r["method"] + (" (chosen)" if r["method"] == pred.method else ""),
             "held out": _names(r["held_out"]),
             "size ratio": f"{r['size_ratio']:.2f}×",
-            "final error": "–" if r["final_error"] is None else f"{r['final_error']:+.2%}",
+            **({"final error (mean)": signed, "|final error| (mean)": pct(r.get("final_abs_error"))} if several
+               else {"final error": signed}),
             "mean |error|": pct(r["mean_abs_error"]),
             "in its 90% band": pct(r["coverage90"]),
             "note": r.get("failed", ""),
@@ -245,6 +254,9 @@ def write_report(
             heading, caption = SECTIONS[p.stem]
             parts.append(f"<h2>{html.escape(heading)}</h2><p>{html.escape(caption)}</p>{_figure(p)}")
     parts.append("<h2>Prediction every 5% of the run</h2>")
+    if actual is not None and not len(actual) and not len(failed):
+        parts.append(f"<p>The run has logged no {html.escape(pred.metric)} yet: its actual values and errors fill "
+                     "these columns as it trains (make the report again).</p>")
     if actual is not None and len(actual):
         parts.append("<p>Each row at the run's eval nearest the mark (within 1% of the plan), with the prediction at "
                      "that eval's step; `ladder predict` prints the prediction at its own steps.</p>")
