@@ -23,8 +23,8 @@ from fits.curvelaw import Curve, CurveLawFit
 from fits.endpoint import fit_endpoint
 from fits.errors import FitError
 from fits.perfraction import fit_per_fraction
-from fits.predictor import compute_efolds, floor_sd, widened
-from fits.uncertainty import bootstrap
+from fits.predictor import compute_efolds, floor_sd
+from fits.uncertainty import bootstrap, fit_interval
 
 
 @dataclass(frozen=True)
@@ -134,17 +134,17 @@ def _without(k: int, fit_idx: np.ndarray, fit, *args, **kwargs):
                        f"and {exc}{fewer}") from None
 
 
-def _interval(fit, args, level, n_boot, seed):
-    if n_boot:
-        return bootstrap(fit, n_boot, seed).interval(*args, level=level)
-    return fit.interval(*args, level=level)
+def _bands(fit, args, level, ens, extra_sd):
+    """(median, the law's own (lo, hi), the band `ladder fit` gives (lo, hi)) at `args` and `level`: the
+    Student-t band, or with a bootstrap `ens` the wider of it and the refits' around their median
+    (`fits.uncertainty.fit_interval`); the band given adds `extra_sd` to each part before they are merged."""
+    median, own = fit_interval(fit, *args, levels=(level,), ensemble=ens)
+    _, given = fit_interval(fit, *args, levels=(level,), ensemble=ens, extra_sd=extra_sd)
+    return median, own, given
 
 
-def _floored(pred, lo, hi, compute, fitted_compute, level):
-    """The band `ladder fit` gives at `compute`: (lo, hi) widened to at least the untested error per e-fold
-    beyond the fitted computes."""
-    far = compute_efolds(compute, fitted_compute)
-    return widened(pred, lo, hi, floor_sd(pred, 0.0, far), level)
+def _refits(fit, n_boot, seed):
+    return bootstrap(fit, n_boot, seed) if n_boot else None
 
 
 def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0) -> Backtest:
@@ -158,10 +158,11 @@ def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=
     rows = []
     for k, fit_idx, out_idx in holdouts(c, holdout):
         fit = _without(k, fit_idx, fit_endpoint, c[fit_idx], y[fit_idx], E=E)
+        ens = _refits(fit, n_boot, seed)
         for i in out_idx:
-            pred = float(fit.predict(c[i]))
-            own = _interval(fit, (c[i],), level, n_boot, seed)
-            lo, hi = _floored(pred, *own, c[i], c[fit_idx], level)
+            far = compute_efolds(c[i], c[fit_idx])
+            pred, own, (lo, hi) = _bands(fit, (c[i],), level, ens, floor_sd(fit.predict(c[i]), 0.0, far))
+            pred = float(pred)
             rows.append(BacktestRow(names[i], k, fit_idx.size, float(c[i] / c[fit_idx].max()), pred, float(y[i]),
                                     float(lo), float(hi), own_lo=float(own[0]), own_hi=float(own[1])))
     return Backtest("endpoint law", level, tuple(rows))
@@ -188,7 +189,7 @@ def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None
 
     given = budget is not None
     budget = sweep_budgets(N, budget, D if infer_budgets else None)
-    key, what = (N, "size") if budget is None else (size_classes(budget), "budget")
+    key, what = (size_classes(N), "size") if budget is None else (size_classes(budget), "budget")  # as fit surface
     forms = []
     for k, fit_idx, out_idx in holdouts(key, holdout):
         choice = _without(k, fit_idx, choose_surface, N[fit_idx], D[fit_idx], y[fit_idx], E=E,
@@ -196,10 +197,11 @@ def backtest_surface(n_params, tokens, loss, names=None, holdout=(1,), *, E=None
         forms.append(f"{choice.form} without the {f'{k} largest {what}s' if k > 1 else f'largest {what}'}")
         fit = choice.fit
         c_fit = (N[fit_idx] * D[fit_idx]).max()
+        ens = _refits(fit, n_boot, seed)
         for i in out_idx:
-            pred = float(fit.predict(N[i], D[i]))
-            own = _interval(fit, (N[i], D[i]), level, n_boot, seed)
-            lo, hi = choice.floor_interval(pred, *own, N[i], D[i], level=level)
+            extra = choice.sd(fit.predict(N[i], D[i]), N[i], D[i])  # as `SurfaceChoice.band` adds it
+            pred, own, (lo, hi) = _bands(fit, (N[i], D[i]), level, ens, extra)
+            pred = float(pred)
             rows.append(BacktestRow(names[i], k, fit_idx.size, float(N[i] * D[i] / c_fit), pred, float(y[i]),
                                     float(lo), float(hi), own_lo=float(own[0]), own_hi=float(own[1])))
     notes = (f"form chosen: {'; '.join(forms)}",)
@@ -224,15 +226,15 @@ def backtest_per_fraction(
     rows, notes = [], []
     for k, fit_idx, out_idx in holdouts(C, holdout):
         fit = _without(k, fit_idx, fit_per_fraction, C[fit_idx], g, Y[fit_idx], E=E)
+        ens = _refits(fit, n_boot, seed)
         for i in out_idx:
             seen = np.flatnonzero(np.isfinite(Y[i]) & scored)
             if not seen.size:
                 notes.append(f"{names[i]}: no loss at {score_from:.0%} of its steps or later, so it is not scored")
                 continue
             j = seen[-1]  # its last eval: the end, or where a run that stopped early stopped
-            pred = fit.predict(C[i])
-            own = _interval(fit, (C[i],), level, n_boot, seed)
-            lo, hi = _floored(pred, *own, C[i], C[fit_idx], level)
+            far = compute_efolds(C[i], C[fit_idx])
+            pred, own, (lo, hi) = _bands(fit, (C[i],), level, ens, floor_sd(fit.predict(C[i]), 0.0, far))
             err = np.abs(pred / Y[i] - 1.0)[seen]
             rows.append(BacktestRow(
                 names[i], k, fit_idx.size, float(C[i] / C[fit_idx].max()), float(pred[j]), float(Y[i, j]),

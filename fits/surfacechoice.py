@@ -41,7 +41,7 @@ from fits.backtest import holdouts
 from fits.endpoint import EndpointFit
 from fits.errors import FitError
 from fits.frontier import envelope_law, scaled_by_envelope
-from fits.predictor import UNTESTED_ERROR, floor_sd, spread_sd, widened
+from fits.predictor import UNTESTED_ERROR, floor_sd, spread_sd
 from fits.runs import ONE_RATIO
 from fits.surface import SurfaceFit, fit_surface
 from fits.uncertainty import Band
@@ -170,10 +170,6 @@ class SurfaceChoice:
         """The chosen fit's band (`SurfaceFit.band`) with the backtest's carried error added to each part."""
         sd = self.sd(self.fit.predict(n_params, tokens), n_params, tokens)
         return self.fit.band(n_params, tokens, ensemble, extra_sd=sd)
-
-    def floor_interval(self, median, lo, hi, n_params, tokens, level: float):
-        """A `level` interval (lo, hi) around `median` widened the same way."""
-        return widened(median, lo, hi, self.sd(median, n_params, tokens), level)
 
     def table(self) -> list[dict]:
         return [t.record() for t in self.trials]

@@ -74,25 +74,37 @@ def stretch(band: Band, spans: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band
 
 
 def fit_band(fit, *args, ensemble: Ensemble | None = None, extra_sd=None) -> Band:
-    """Median with 50% and 90% bands of a fit (`predict(*args)`, `interval(*args, level=)`, `dof`) at `args`.
+    """Median with 50% and 90% bands of a fit (`predict(*args)`, `interval(*args, level=)`, `dof`) at `args`:
+    `fit_interval` at each level. One band for every route a prediction of a fitted law is asked for."""
+    median, (lo50, hi50), (lo90, hi90) = fit_interval(fit, *args, levels=(0.5, 0.9), ensemble=ensemble,
+                                                      extra_sd=extra_sd)
+    return Band(median, lo50, hi50, lo90, hi90)
 
-    Each band is the fit's Student-t observation band or, with an `ensemble` of its refits (`bootstrap`), the
-    wider of it and the ensemble's band at each bound; the median is then the refits'. Without spare runs
-    (dof ≤ 0) only the ensemble's band is used. `extra_sd` (absolute) is added in quadrature to each before
-    they are merged. One band for every route a prediction of a fitted law is asked for."""
-    t50, t90 = fit.interval(*args, level=0.5), fit.interval(*args, level=0.9)
-    t = Band(np.asarray(fit.predict(*args), dtype=np.float64), *t50, *t90)
-    if extra_sd is not None:
-        t = widen(t, np.asarray(extra_sd, dtype=np.float64))
+
+def fit_interval(fit, *args, levels=(0.9,), ensemble: Ensemble | None = None, extra_sd=None):
+    """(median, (lo, hi) at each of `levels`) of a fit at `args`.
+
+    Each interval is the fit's Student-t observation band or, with an `ensemble` of its refits (`bootstrap`), the
+    wider of it and the ensemble's at each bound; the median is then the refits'. Without spare runs (dof ≤ 0)
+    only the ensemble's is used. `extra_sd` (absolute) is added in quadrature to each before they are merged."""
+    pred = np.asarray(fit.predict(*args), dtype=np.float64)
+    z = [stats.norm.ppf(0.5 + level / 2) for level in levels]
+    extra = np.asarray(0.0 if extra_sd is None else extra_sd, dtype=np.float64)
+
+    def widened(m, lo, hi, k):
+        if extra_sd is None:
+            return lo, hi
+        return np.maximum(m - np.hypot(m - lo, z[k] * extra), 0.0), m + np.hypot(hi - m, z[k] * extra)
+
+    t = [widened(pred, *fit.interval(*args, level=level), k) for k, level in enumerate(levels)]
     if ensemble is None:
-        return t
-    b = ensemble.band(*args)
-    if extra_sd is not None:
-        b = widen(b, np.asarray(extra_sd, dtype=np.float64))
+        return pred, *t
+    draws, center = ensemble.samples(*args), ensemble.predict(*args)
+    median = np.median(draws, axis=0) if ensemble.method == "bootstrap" else center
+    b = [widened(median, *ensemble._draws(draws, center, level), k) for k, level in enumerate(levels)]
     if fit.dof <= 0:
-        return b
-    return Band(b.median, np.minimum(b.lo50, t.lo50), np.maximum(b.hi50, t.hi50),
-                np.minimum(b.lo90, t.lo90), np.maximum(b.hi90, t.hi90))
+        return median, *b
+    return median, *[(np.minimum(bl, tl), np.maximum(bh, th)) for (bl, bh), (tl, th) in zip(b, t)]
 
 
 @dataclass(frozen=True)

@@ -110,3 +110,32 @@ def test_a_band_of_no_width_is_not_counted_and_a_stopped_run_is_scored_where_it_
     row = backtest_per_fraction(C, G, Y, [f"r{i}" for i in range(6)], holdout=(1,)).rows[0]
     assert row.final_fraction == pytest.approx(0.8) and row.actual == Y[-1, 7] and np.isfinite(row.rel_error)
     assert "r5 (to 80%)" in backtest_per_fraction(C, G, Y, [f"r{i}" for i in range(6)], holdout=(1,)).summary()
+
+
+def test_with_a_bootstrap_the_band_scored_is_the_one_fit_gives_the_wider_of_it_and_the_student_t():
+    """`ladder fit endpoint --at C --bootstrap N` gives the refits' median and, at each bound, the wider of the
+    bootstrap's band and the Student-t's, each widened for extrapolation: the backtest scores that band."""
+    from fits import bootstrap, fit_endpoint
+    from fits.predictor import compute_efolds, floor_sd
+    from fits.uncertainty import fit_band
+
+    c = np.geomspace(1e18, 3e20, 6)
+    y = (1.8 + 2000 * c**-0.15) * (1 + 0.003 * (-1.0) ** np.arange(6))
+    row = backtest_endpoint(c, y, holdout=(1,), n_boot=200, seed=3).rows[0]
+    fit = fit_endpoint(c[:5], y[:5])
+    ens = bootstrap(fit, 200, 3)
+    want = fit_band(fit, c[5], ensemble=ens, extra_sd=floor_sd(fit.predict(c[5]), 0.0, compute_efolds(c[5], c[:5])))
+    assert (row.predicted, row.lo, row.hi) == pytest.approx((float(want.median), float(want.lo90), float(want.hi90)))
+    boot_lo, boot_hi = ens.interval(c[5], level=0.9)
+    t_lo, t_hi = fit.interval(c[5], level=0.9)
+    assert (row.own_lo, row.own_hi) == pytest.approx((min(boot_lo, t_lo), max(boot_hi, t_hi)))
+    assert row.own_hi - row.own_lo > boot_hi - boot_lo  # the Student-t's reach is kept where it is the wider
+
+
+def test_the_surface_holds_out_sizes_within_one_percent_of_the_largest_together_as_fit_surface_does():
+    N = np.r_[np.repeat(np.geomspace(5e7, 5e9, 6), 4), 5e9 * 1.0001]
+    D = N * np.r_[np.tile([5.0, 20.0, 80.0, 300.0], 6), 40.0]
+    y = surface_losses(np.random.default_rng(0), N, D, 1.8, 480.0, 2100.0, 0.35, 0.37, noise=0.0)
+    bt = backtest_surface(N, D, y, [f"r{i}" for i in range(N.size)], holdout=(1,))
+    assert sorted(r.target for r in bt.rows) == sorted(f"r{i}" for i in (20, 21, 22, 23, 24))
+    assert all(r.n_fit == 20 for r in bt.rows)
