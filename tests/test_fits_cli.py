@@ -432,7 +432,7 @@ class FakeStore:
     def run_config(self, run_id):  # as the real store's for a run it did not plan
         return None
 
-    def history(self, run_ids=None, metrics=None):
+    def history(self, run_ids=None, metrics=None, include_nonfinite=False):
         h = self._history
         if run_ids is not None:
             h = h[h["run_id"].isin(run_ids)]
@@ -542,6 +542,26 @@ def test_a_rung_whose_plan_was_extended_is_read_along_the_plan_it_ran():
     runs.loc[0, "stop_after_steps"] = 300  # stopped half way through a plan extended to 300: no final loss
     with pytest.raises(LadderError, match="rung0.* ends before its planned last step"):
         fitdata.finals_from_store(FakeStore(runs, edited.history()), "eval/loss", compute="fit")
+
+
+def test_a_finished_run_whose_last_loss_is_nan_is_named_for_its_value_not_as_short_of_its_plan(tmp_path):
+    rows = ["run,step,loss,params,stop"]
+    for i in range(5):
+        for step in (50, 100):
+            loss = "nan" if (i, step) == (2, 100) else f"{3.0 - 0.2 * i - step / 1000:.3f}"
+            rows.append(f"r{i},{step},{loss},{1e6 * 2**i:.0f},100")
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    res = runner.invoke(app, ["import", "csv", str(tmp_path / "t.csv"), "--run", "run", "--step", "step", "--metric",
+                              "eval/loss=loss", "--coord-column", "active_params=params", "--coord-column",
+                              "stop_after_steps=stop", "--coord", "tokens_per_step=1000", "--coord",
+                              "fit_flops_per_token=unknown", "--coord", "total_params=unknown", "--coord",
+                              "role=rung", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["fit", "endpoint", "--store", str(tmp_path / "s")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "run 'r2' reached its planned last step, but its eval/loss there is no loss" in said
+    assert "nan at step 100" in said and "its last usable value is at step 50" in said
+    assert "ends before its planned last step" not in said
 
 
 def test_olmo_csv_curves_match_the_loader(shared_data):
@@ -1097,6 +1117,75 @@ def test_a_csvs_options_without_a_csv_are_refused_not_ignored(tmp_path):
     # and options of another law or form
     one_error_line(run("fit", "curve", "--store", store, "--shape", "C=2"), "--shape is only for the schedule-aware laws")
     one_error_line(run("backtest", "--store", store, "--every", "0.1"), "--every is only for --form curve")
+
+
+def test_the_options_of_another_law_or_form_are_refused_not_ignored(endpoint_csv, plain_csv, curves_csv, tmp_path):
+    store = tmp_path / "store"  # refused before any store is read
+    for flag, value in (("--every", "0.1"), ("--compute", "fit"), ("--compute", "auto")):  # given, though the default
+        one_error_line(run("fit", "curve", "--store", store, "--law", "multipower", flag, value),
+                       f"{flag} is only for --law perfraction", "drop it")
+    for csv, form, flag in ((endpoint_csv, "endpoint", "--total-steps-col"), (endpoint_csv, "endpoint", "--fraction-col"),
+                            (plain_csv, "surface", "--total-steps-col"), (plain_csv, "surface", "--fraction-col"),
+                            (plain_csv, "surface", "--compute-col"), (curves_csv, "curve", "--params-col"),
+                            (curves_csv, "curve", "--tokens-col"), (endpoint_csv, "endpoint", "--budget-col"),
+                            (curves_csv, "curve", "--budget-col")):
+        one_error_line(run("backtest", "--csv", csv, "--form", form, flag, "x"), f"{flag} is only for --form", "drop it")
+    # an option of the form, named as its default is, is not taken for one of another
+    for args in (("--form", "endpoint", "--csv", endpoint_csv, "--compute-col", "compute"),
+                 ("--form", "surface", "--csv", plain_csv, "--params-col", "params", "--tokens-col", "tokens"),
+                 ("--form", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--compute-col", "compute")):
+        assert run("backtest", *args).exit_code == 0, args
+
+
+def test_a_column_the_user_names_and_the_csv_lacks_is_refused_not_passed_over(tmp_path):
+    """--params-col and --tokens-col name columns the endpoint law reads where the CSV has them: one named
+    on the command line that the file lacks is a typo, refused as --budget-col's is, not a plain ladder."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_fits_isoflop import sweep
+
+    C, N, D, y = sweep(budgets_=(1e18, 1e19, 1e20), seed=1)
+    path = tmp_path / "sweep.csv"
+    pd.DataFrame({"N": N, "tokens": D, "budget": C, "loss": y}).to_csv(path, index=False)
+    for command in (("fit", "endpoint"), ("backtest",)):
+        one_error_line(run(*command, "--csv", path, "--compute-col", "budget", "--params-col", "n"),
+                       "no column 'n' (for --params-col)", "did you mean 'N'?")
+        one_error_line(run(*command, "--csv", path, "--compute-col", "budget", "--tokens-col", "d"),
+                       "no column 'd' (for --tokens-col)")
+    named = json.loads(run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--params-col", "N",
+                           "--format", "json").stdout)
+    assert [b["runs"] for b in named["budgets"]] == [9] * 3
+    # unnamed, the default column the file lacks is passed over, as before: every run is fitted, with a note
+    bare = json.loads(run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--format", "json").stdout)
+    assert bare["n_runs"] == 27 and "budgets" not in bare
+    assert any("27 runs share a compute budget" in n for n in bare["notes"])
+
+
+def test_the_store_options_with_a_csv_name_the_columns_the_command_reads(plain_csv, endpoint_csv, tmp_path):
+    # the surface reads N and D: its refusal names their columns, and says nothing of compute, an axis it has not
+    for flag, value in (("--group", "x"), ("--metric", "m"), ("--role", "hero"), ("--store", tmp_path / "s")):
+        for command in (("fit", "surface"), ("backtest", "--form", "surface")):
+            res = run(*command, "--csv", plain_csv, flag, value)
+            one_error_line(res, f"{flag} only means something for the store's runs (which runs)",
+                           "give its parameter counts and tokens as columns (--params-col, --tokens-col)")
+            assert "compute" not in res.output, res.output
+    # the laws in compute name its column
+    for command in (("fit", "endpoint"), ("backtest", "--form", "endpoint")):
+        one_error_line(run(*command, "--csv", endpoint_csv, "--group", "x"),
+                       "(which runs, and how their compute is counted)", "give its compute as a column (--compute-col)")
+
+
+def test_backtest_level_is_the_level_of_the_band_it_scores(endpoint_csv):
+    from typer.main import get_command
+
+    [level] = [p for p in get_command(app).commands["backtest"].params if p.name == "level"]
+    assert "scored" in level.help and "bootstrap intervals" not in level.help
+    # with or without --bootstrap
+    for boot in ("0", "30"):
+        half, most = (json.loads(run("backtest", "--csv", endpoint_csv, "--level", lv, "--bootstrap", boot, "--format",
+                                     "json").stdout) for lv in ("0.5", "0.9"))
+        assert (half["level"], most["level"]) == (0.5, 0.9)
+        for h, m in zip(half["rows"], most["rows"]):
+            assert m["lo"] < h["lo"] < h["hi"] < m["hi"]
 
 
 def test_a_curve_csvs_checkpoints_agree_with_their_plan(curves_csv, tmp_path):

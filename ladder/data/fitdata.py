@@ -585,6 +585,20 @@ def _no_copies(store, runs: pd.DataFrame, hist: pd.DataFrame, metric: str) -> No
                       f"{store.root}`")
 
 
+def _short_message(store, run: pd.Series, metric: str, usable: int) -> str:
+    """Why a finished run gives no final loss: it ends short of its plan, or its values there are no loss (NaN,
+    inf, 0 or below), which the laws leave out."""
+    every = store.history([str(run["run_id"])], [metric], include_nonfinite=True)
+    planned = float(run["stop_after_steps"])
+    if len(every) and reached_end(np.sort(every["step"].unique()) / planned):
+        bad = every[every["step"] > usable]
+        return (f"run {run['name']!r} reached its planned last step, but its {metric} there is no loss (NaN, inf, 0 or "
+                f"below: {bad['value'].iloc[-1]:g} at step {int(bad['step'].iloc[-1]):,}); its last usable value is at "
+                f"step {usable:,}: fix the run's values, or leave it out with --group / --role")
+    return (f"run {run['name']!r} ends before its planned last step; its last value is not a final loss (finish "
+            "it, or mark it crashed and leave it out)")
+
+
 def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
                       compute: str = "auto") -> Finals:
     """Each finished run's last value of `metric`; compute = compute per token (on the `compute` axis,
@@ -603,10 +617,8 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
     ended = hist.groupby("run_id")["step"].apply(lambda s: reached_end(s.to_numpy(float) / planned[s.name]))
     short = ~ended.loc[runs["run_id"]]
     if short.any():
-        raise LadderError(
-            f"run {runs['name'][short.to_numpy()].iloc[0]!r} ends before its planned last step; "
-            "its last value is not a final loss (finish it, or mark it crashed and leave it out)"
-        )
+        raise LadderError(_short_message(store, runs[short.to_numpy()].iloc[0], metric, int(last.loc[
+            runs["run_id"][short.to_numpy()].iloc[0], "step"])))
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
     loss = last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64)
     flops, notes = compute_per_token(runs, compute)
