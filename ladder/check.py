@@ -206,10 +206,7 @@ def _hero_reach(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]
     if hero is None or not known:
         return ()
     top, least = max(known, key=lambda r: r.compute), min(known, key=lambda r: r.compute)
-    if hero.flops < least.compute:  # every trend carried backwards: a unit slip (GFLOPs, PFLOP-days), not a hero
-        raise LadderError(f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is below the smallest "
-                          f"rung's ({least.name}: {least.compute:.3g}); is it in other units? Give the hero's fit "
-                          "FLOPs (3 × forward without the head × tokens, e.g. 3.2e24) or its config")
+    below_smallest(hero, least.name, least.compute)
     if hero.flops > FAR_HERO * top.compute:
         return (f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is {hero.flops / top.compute:.3g}× "
                 f"the largest rung's ({top.name}): no trend of these rungs carries that far; is it this ladder's hero?",)
@@ -224,6 +221,15 @@ def _other_group(path: Path, group: str) -> tuple[str, ...]:
         return ()
     return (f"the {kind} {path} is of group {theirs!r}, the rungs checked of {group!r}: is it this ladder's "
             "hero? (--group picks the rungs)",)
+
+
+def below_smallest(hero: HeroCompute, name: str, compute: float) -> None:
+    """Refuse a hero's compute below that of the smallest rung (`name`, `compute`): every trend would be carried
+    backwards, so it is a unit slip (GFLOPs, PFLOP-days), not a hero."""
+    if hero.flops < compute:
+        raise LadderError(f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is below the smallest "
+                          f"rung's ({name}: {compute:.3g}); is it in other units? Give the hero's fit "
+                          "FLOPs (3 × forward without the head × tokens, e.g. 3.2e24) or its config")
 
 
 def not_above(hero: HeroCompute, name: str, compute: float) -> tuple[str, ...]:

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from fits.compare import Comparison, compare_ladders
-from ladder.check import HeroCompute, hero_from_config
+from ladder.check import HeroCompute, below_smallest, hero_from_config
 from ladder.config.limits import hero_flops
-from ladder.data.runview import SIX_N, flops_per_token, six_n_note
+from ladder.data.runview import SIX_N, flops_per_token, ran_its_plan, six_n_note
 from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 
@@ -91,7 +91,7 @@ def _final(row: dict[str, Any], hist, metric: str) -> tuple[str, float]:
     if h.empty:
         return f"no {metric!r} values", math.nan
     last = h.sort_values("step").iloc[-1]
-    if int(last["step"]) < int(row["stop_after_steps"]):
+    if not ran_its_plan(str(row["state"]), int(last["step"]), int(row["stop_after_steps"])):
         return f"last {metric!r} at step {int(last['step'])} of {int(row['stop_after_steps'])}", math.nan
     return "", float(last["value"])
 
@@ -131,6 +131,9 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
                           "rungs are paired by size, so both need the same sizes")
     by_params = len(a.six_n) == len(a.names) and len(b.six_n) == len(b.names)
     target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params)
+    least = min((a, b), key=lambda g: g.compute.min())
+    i = int(np.argmin(least.compute))
+    below_smallest(target, f"{least.names[i]} of {least.group!r}", float(least.compute[i]))
     if n_boot < 0:
         raise LadderError(f"--bootstrap {n_boot}: must be 0 or more")
     result = compare_ladders(a.compute, a.loss, b.compute, b.loss, target.flops, E=E, n_boot=n_boot, seed=seed)

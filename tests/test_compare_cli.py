@@ -40,8 +40,8 @@ class LadderSource:
                 for rid, (name, group, fpt, steps, _, _) in self.data.items()]
 
     def read(self, ref, cursor=None):
-        _, _, _, steps, final, state = self.data[ref.run_id]
-        at = [steps // 4, steps // 2, steps]
+        _, group, _, steps, final, state = self.data[ref.run_id]
+        at = [steps // 4, steps // 2, LAST_EVAL.get(group, lambda s: s)(steps)]
         values = [final + 0.4, final + 0.1, final]
         if state != "finished":
             at, values = at[:2], values[:2]
@@ -52,6 +52,10 @@ class LadderSource:
 
 N_ONLY, N_ONLY_REF = "n-only", "n-only-ref"
 """Groups whose coordinates give N (exactly fit FLOPs per token ÷ 6) but no fit FLOPs."""
+FROM_ZERO, ENDS_EARLY = "from-zero", "ends-early"
+LAST_EVAL = {FROM_ZERO: lambda steps: steps - 1, ENDS_EARLY: lambda steps: 3 * steps // 4}
+"""Groups whose finished rungs log their last eval at the plan's last step − 1 (trainers that count steps from 0:
+complete), or at three quarters of it (not complete); every other group's is at the plan's last step."""
 
 
 def _coords(group: str, fpt: float, steps: int) -> dict:
@@ -77,7 +81,7 @@ def store(tmp_path_factory):
     runs = {**rungs("zloss-on", 1.0), **rungs("zloss-off", M), **rungs("four", 1.0, range(4)),
             **rungs("broken", 1.0, range(4), crashed=(1, 2)), **rungs("same", 1.0),
             **rungs("partial", M), "partial/r9": ("r9", "partial", FLOPS_PER_TOKEN[4], STEPS[4], 3.0, "running"),
-            **rungs(N_ONLY, M), **rungs(N_ONLY_REF, 1.0)}
+            **rungs(N_ONLY, M), **rungs(N_ONLY_REF, 1.0), **rungs(FROM_ZERO, M), **rungs(ENDS_EARLY, M)}
     pull(Store(root), LadderSource(runs))
     return root
 
@@ -209,6 +213,7 @@ def test_hero_config_gives_the_target(store, tmp_path):
         (("zloss-on", "zloss-off", "--hero-compute", "1e16", "--hero", "x.yaml"), ("not both",)),
         (("zloss-on", "zloss-off", "--hero-compute", "-3"), ("--hero-compute",)),
         (("zloss-on", "zloss-off", "--hero-compute", "1e300"), ("--hero-compute", "too large", "1e+40")),
+        (("zloss-on", ENDS_EARLY), (f"group '{ENDS_EARLY}' has 0 finished rungs", "last 'eval/loss' at step 75 of 100")),
         (("zloss-on", "zloss-off", "--hero", "missing.yaml"), ("--hero missing.yaml", "no such file")),
         (("zloss-on", "zloss-off", "--E", "free"), ("--E 'free'",)),
         (("zloss-on", "zloss-off", "--E", "5"), ("pinned E = 5 (--E) must be in [0, the smallest loss",)),
@@ -240,11 +245,28 @@ def test_a_file_that_cannot_be_replaced_is_named_not_its_temporary_copy(tmp_path
     assert info.value.filename == str(tmp_path / "x.json") and [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
 
+def test_rungs_that_log_their_last_eval_at_plan_minus_one_are_finished(store, tmp_path):
+    res = run("zloss-on", FROM_ZERO, "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [r["name"] for r in data["groups"]["b"]["rungs"]] == [f"r{i}" for i in range(5)]
+    assert data["groups"]["b"]["left_out"] == []
+    assert data["multiplier"]["rungs"][2]["multiplier"] == pytest.approx(M, rel=1e-3)
+
+
+def test_a_target_below_the_smallest_rung_is_refused_as_check_refuses_it(store, tmp_path):
+    smallest = FLOPS_PER_TOKEN[0] * TOKENS_PER_STEP * STEPS[0]
+    one_error_line(run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--hero-compute", "1e10"),
+                   "the hero's compute (1e+10 FLOPs, from --hero-compute) is below the smallest rung's "
+                   f"(r0 of 'zloss-on': {smallest:.3g}); is it in other units?")
+    assert not (tmp_path / "compare.json").exists()
+
+
 def test_a_target_no_larger_than_the_rungs_is_warned_of(store, tmp_path):
     res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "0",
-              "--hero-compute", "1e10")
+              "--hero-compute", "1e12")  # between the smallest rung's compute (1.8e10) and the largest's (4.6e12)
     assert res.exit_code == 0, res.output
     [w] = [w for w in json.loads(res.stdout)["warnings"] if "not above the largest rung's" in w]
-    assert w.startswith("the hero's compute (1e+10 FLOPs, from --hero-compute)") and "r4 of 'zloss-" in w
+    assert w.startswith("the hero's compute (1e+12 FLOPs, from --hero-compute)") and "r4 of 'zloss-" in w
     res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
     assert not [w for w in json.loads(res.stdout)["warnings"] if "not above" in w]  # the default reach: 10× the largest
