@@ -56,7 +56,8 @@ def backtest_command(
     E: float | None = shared.E_OPT,
     bootstrap: int = typer.Option(0, "--bootstrap", help="Bands from N bootstrap refits (0: Student-t bands; at most 10,000)."),
     seed: int = shared.SEED,
-    level: float = shared.LEVEL,
+    level: float = typer.Option(0.9, "--level", help="Level of the band each held-out run is scored against, with or "
+                                "without --bootstrap: the coverage counts the runs inside it, and should sit near it."),
     fmt: Format = shared.FMT,
 ) -> None:
     """Backtest a form: fit without the largest runs, predict them, and score the predictions.
@@ -72,8 +73,8 @@ def backtest_command(
     import fits
     from ladder.data import fitdata
     shared.check_level(level)
-    shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
-    shared.only_for(ctx, "curve:", form is Form.curve, "--form curve")
+    shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, compute, by_size=form is Form.surface)
+    _only_for_its_form(ctx, form)
     resamples("--bootstrap", bootstrap)
     ks = list(dict.fromkeys(parse_int_list(holdout, "--holdout", "1,2") or []))  # each k once
     if not ks or min(ks) < 1:
@@ -93,12 +94,12 @@ def backtest_command(
         notes = data.notes
     else:
         endpoint = form is Form.endpoint
-        budget_need, budget_optional = shared.budget_columns(ctx)
-        need = ("compute",) if endpoint else ("params", "tokens", *budget_need)
+        named, optional = shared.named_columns(ctx, ("params", "tokens") if endpoint else ("budget",))
+        need = ("compute", *named) if endpoint else ("params", "tokens", *named)
         if csv is not None:
             cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
                          tokens=tokens_col, budget=budget_col)
-            data = fitdata.finals_from_csv(csv, cols, need, optional=("params", "tokens") if endpoint else budget_optional)
+            data = fitdata.finals_from_csv(csv, cols, need, optional)
         else:
             data = fitdata.finals_from_store(s, shared.store_metric(s, metric), group, role or None, compute.value)
         notes = data.notes
@@ -117,3 +118,15 @@ def backtest_command(
     console.print(bt.summary(), highlight=False)
     for n in notes:
         console.print(f"note: {n}", highlight=False)
+
+
+def _only_for_its_form(ctx: typer.Context, form: Form) -> None:
+    """Refuse the options of another form, which it would ignore."""
+    shared.only_for(ctx, "curve:", form is Form.curve, "--form curve")
+    shared.only_for(ctx, {"total_steps_col": "--total-steps-col", "fraction_col": "--fraction-col"}, form is Form.curve,
+                    "--form curve")
+    shared.only_for(ctx, {"compute_col": "--compute-col"}, form is not Form.surface,
+                    "--form endpoint or curve (the surface reads --params-col and --tokens-col)")
+    shared.only_for(ctx, {"params_col": "--params-col", "tokens_col": "--tokens-col"}, form is not Form.curve,
+                    "--form endpoint or surface")
+    shared.only_for(ctx, {"budget_col": "--budget-col"}, form is Form.surface, "--form surface")

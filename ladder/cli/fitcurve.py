@@ -72,6 +72,8 @@ def fit_curve_command(
     shared.check_level(level, ctx, bootstrap)
     shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     shared.only_for(ctx, "Schedule-aware laws:", law is not Law.perfraction, "the schedule-aware laws (--law multipower or momentum)")
+    shared.only_for(ctx, {"every": "--every", "compute": "--compute"}, law is Law.perfraction, "--law perfraction "
+                    "(a schedule-aware law fits every checkpoint, its power laws in --scale)")
     if law is not Law.perfraction:
         _fit_curve_law(law, csv, store, metric, group, role, E, at, shape, scale, bootstrap, seed, level, fmt)
         return

@@ -53,7 +53,8 @@ def fit_endpoint_command(
     Final loss: each run's last logged value. C: from a CSV, its compute column; from the store,
     6·N·D when every run gives N (as `ladder predict` counts it), else fit compute (FLOPs, 3 ×
     forward without the output head); --compute chooses. Predictions carry a Student-t band
-    (n − p dof), or the bootstrap's with --bootstrap N, widened in quadrature to at least 1% (one sd)
+    (n − p dof), or with --bootstrap N the wider of it and the bootstrap's around the refits' median,
+    widened in quadrature to at least 1% (one sd)
     per e-fold of extrapolation, as every prediction's band is: half the e-folds in compute beyond
     the largest run (at one token ratio a model's size grows as the square root of its compute).
     An isoFLOP sweep (several model sizes per compute budget, with N in the CSV's params column or
@@ -68,7 +69,8 @@ def fit_endpoint_command(
     if csv is not None:
         cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
                      tokens=tokens_col)
-        data = fitdata.finals_from_csv(csv, cols, ("compute",), optional=("params", "tokens"))
+        named, optional = shared.named_columns(ctx, ("params", "tokens"))
+        data = fitdata.finals_from_csv(csv, cols, ("compute", *named), optional)
     else:
         s = Store(store)
         data = fitdata.finals_from_store(s, shared.store_metric(s, metric), group, role or None, compute.value)

@@ -100,8 +100,10 @@ def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, dr
 
 
 def one_source(ctx: typer.Context, csv: Path | None, where: list[str], drop_col: str | None, store: Path,
-                metric: str | None, group: str | None, role: str, compute: ComputeAxis = ComputeAxis.auto) -> None:
-    """Refuse options of the source not read: the CSV's row filters without --csv, the store's with it."""
+                metric: str | None, group: str | None, role: str, compute: ComputeAxis = ComputeAxis.auto,
+                by_size: bool = False) -> None:
+    """Refuse options of the source not read: the CSV's row filters without --csv, the store's with it (`by_size`:
+    the law reads each run's N and D, not its compute)."""
     if csv is None and (where or drop_col):
         flag = "--where" if where else "--drop-col"
         raise LadderError(f"{flag} filters the rows of a CSV (--csv FILE); the store's runs are chosen with --group "
@@ -114,21 +116,26 @@ def one_source(ctx: typer.Context, csv: Path | None, where: list[str], drop_col:
                                                ("--group", group, None), ("--role", role, "rung"),
                                                ("--compute", compute, ComputeAxis.auto)) if value != default]
     if csv is not None and given:
+        what, columns = (("which runs", "its parameter counts and tokens as columns (--params-col, --tokens-col)")
+                         if by_size else ("which runs, and how their compute is counted",
+                                          "its compute as a column (--compute-col)"))
         raise LadderError(f"{' and '.join(given)} only mean{'s' if len(given) == 1 else ''} something for the store's "
-                          f"runs (which runs, and how their compute is counted), and --csv {csv} reads the CSV instead; "
-                          f"drop {'it' if len(given) == 1 else 'them'}, pick the CSV's rows with --where COLUMN=VALUE, "
-                          "and give its compute as a column (--compute-col)")
+                          f"runs ({what}), and --csv {csv} reads the CSV instead; drop {'it' if len(given) == 1 else 'them'}, "
+                          f"pick the CSV's rows with --where COLUMN=VALUE, and give {columns}")
 
 
-def budget_columns(ctx: typer.Context) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The surface's budget column as `fitdata.finals_from_csv` takes it, (needed, optional): needed where
-    --budget-col names it, else read where the CSV has the default."""
-    return (("budget",), ()) if "--budget-col" in given_for(ctx, "CSV:") else ((), ("budget",))
+def named_columns(ctx: typer.Context, optional: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The `optional` columns (budget, params, ...) as `fitdata.finals_from_csv` takes them, (needed, optional):
+    needed where the user names one (--budget-col NAME), so a name the file lacks is refused rather than passed
+    over; else read where the CSV has the default."""
+    named = set(given(ctx, **{f"{k}_col": f"--{k}-col" for k in optional}))
+    return (tuple(k for k in optional if f"--{k}-col" in named), tuple(k for k in optional if f"--{k}-col" not in named))
 
 
-def only_for(ctx: typer.Context, prefix: str, applies: bool, what: str) -> None:
-    """Refuse an option (one whose help starts with `prefix`) that the chosen law or form does not use."""
-    extra = given_for(ctx, prefix)
+def only_for(ctx: typer.Context, options: str | dict[str, str], applies: bool, what: str) -> None:
+    """Refuse an option that the chosen law or form does not use: one whose help starts with `options` (a prefix),
+    or one of `options` (parameter name = flag), set on the command line."""
+    extra = given_for(ctx, options) if isinstance(options, str) else given(ctx, **options)
     if extra and not applies:
         raise LadderError(f"{extra[0]} is only for {what}; drop it")
 

@@ -102,13 +102,13 @@ def fit_surface_command(
     """
     from ladder.data import fitdata
     shared.check_level(level, ctx, bootstrap)
-    shared.one_source(ctx, csv, where, drop_col, store, metric, group, role)
+    shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, by_size=True)
     if at and predict_csv is not None:
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
         cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col,
                      budget=budget_col)
-        need, optional = shared.budget_columns(ctx)
+        need, optional = shared.named_columns(ctx, ("budget",))
         data = fitdata.finals_from_csv(csv, cols, ("params", "tokens", *need), optional)
     else:
         s = Store(store)
