@@ -148,6 +148,9 @@ def test_a_checkpoint_only_resumes_its_own_config(tmp_path):
         train(cfg, progress=False)
     with pytest.raises(LadderError, match=r"different run config: seed differ"):
         train(cfg.replace(seed=1), resume=True, progress=False)
+    # another run in the same run_dir, not resumed: said to be another run's, not "this run ... finished"
+    with pytest.raises(LadderError, match=rf"step {cfg.stop_after_steps}\) was written by a different run config: seed"):
+        train(cfg.replace(seed=1, name="other"), progress=False)
     with pytest.raises(LadderError, match="spec"):
         train(tiny(tmp_path, "arch.top_k=1", tpp=0.3), resume=True, progress=False)
     again = train(cfg, resume=True, progress=False)  # finished already: nothing to do
