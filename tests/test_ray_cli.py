@@ -43,6 +43,8 @@ def test_a_plan_without_resources_asks_for_one_cpu_per_run():
     ({"cpus": float("nan")}, "resources.cpus: nan is not a finite number"),
     ({"hosts": 0}, "resources.hosts=0 must be at least 1"),
     ({"custom": {"TPU": -2}}, "resources.custom.TPU=-2.0 must be a finite number >= 0"),
+    ({"custom": {"CPU": 1}}, "resources.custom.CPU: CPUs and GPUs are asked for by resources.cpus"),
+    ({"custom": {"GPU": 1}}, "resources.custom.GPU: CPUs and GPUs are asked for by resources.gpus"),
 ])
 def test_bad_resources_are_refused_with_the_field_named(block, message):
     data = plan(load_recipe("micro-cpu")).rungs[0].to_dict() | {"resources": block}
@@ -154,3 +156,30 @@ def test_rays_advice_on_a_cluster_it_cannot_reach_is_in_the_one_line_error(recwa
     assert str(err.value) == ("could not start or reach the Ray cluster at ray://10.0.0.1:10001: ray client connection "
                               "timeout (Ray Client connection timed out. Ensure that the Ray Client port is reachable.)")
     assert not [w for w in recwarn if "Ray Client" in str(w.message)]  # not printed besides, as a raw warning
+
+
+@pytest.mark.parametrize("codes, exit_code", [([[2], [2]], 2), ([[2], [3]], 1), ([[2], [None]], 1)])
+def test_failed_runs_on_ray_exit_with_the_trainers_code_and_are_not_counted_as_trained(ladder_folder, monkeypatch,
+                                                                                       codes, exit_code):
+    """Both runs refused by their trainers (exit 2, bad input) exit 2, as the same ladder without --ray does; codes
+    that differ, or a lost task, exit 1. The summary counts neither as trained."""
+    import ladder.cluster as cluster
+    from ladder.cluster import Job
+    from ladder.config.runconfig import RunConfig
+
+    paths = sorted(ladder_folder.glob("*.yaml"))[:2]
+    jobs = {p.stem: Job(p, RunConfig.load(p), state="failed", attempts=1, codes=c) for p, c in zip(paths, codes)}
+    monkeypatch.setattr(cluster, "train_on_ray", lambda runs, **kw: jobs)
+    rest = sorted(ladder_folder.glob("*.yaml"))[2:]
+    for p in rest:
+        p.unlink()
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
+    assert res.exit_code == exit_code, res.output
+    said = " ".join(res.stdout.split())
+    assert f"Trained 0 runs of {ladder_folder} (2 failed):" in said
+
+
+def test_plan_refuses_cpus_given_as_another_resource_which_ray_would_refuse_at_train_time(tmp_path):
+    res = runner.invoke(app, ["plan", "micro-cpu", "--resource-per-run", "CPU=1", "--out", str(tmp_path / "p")])
+    assert res.exit_code == 2 and "--cpus-per-run N" in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "p").exists()

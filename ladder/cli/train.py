@@ -110,9 +110,11 @@ def train_command(
         _summary(runs, ladder or config, skipped)
 
 
-def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0) -> None:
-    already = f" ({skipped} finished already)" if skipped else ""
-    console.print(f"Trained {len(runs) - skipped} run{'' if len(runs) - skipped == 1 else 's'} of {where}{already}:")
+def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0, failed: int = 0) -> None:
+    trained = len(runs) - skipped - failed
+    more = [f"{skipped} finished already"] * bool(skipped) + [f"{failed} failed"] * bool(failed)
+    already = f" ({', '.join(more)})" if more else ""
+    console.print(f"Trained {trained} run{'' if trained == 1 else 's'} of {where}{already}:")
     for path, cfg in runs:
         run_dir = run_dir_of(path, cfg)
         loss = final_eval_loss(run_dir)
@@ -179,6 +181,7 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
     skipped = sum(j.state == "skipped" for j in jobs.values())
     if bad:
         if fmt is Format.table:
-            _summary(runs, runs[0][0].parent, skipped)
-        raise typer.Exit(1)
+            _summary(runs, runs[0][0].parent, skipped, len(bad))
+        codes = {c for j in bad for c in (j.codes or [None]) if c != 0}  # the trainers' own where they agree (2: bad input)
+        raise typer.Exit(codes.pop() if len(codes) == 1 and None not in codes else 1)
     return skipped

@@ -149,6 +149,10 @@ class ResourcesConfig:
                 raise LadderError(f"resources.{name}={value} must be a finite number >= 0")
         if self.hosts < 1:
             raise LadderError(f"resources.hosts={self.hosts} must be at least 1")
+        for name, field_name in (("CPU", "cpus"), ("GPU", "gpus")):  # Ray's own names, which it takes only as these
+            if name in self.custom:
+                raise LadderError(f"resources.custom.{name}: CPUs and GPUs are asked for by resources.{field_name} "
+                                  f"(`ladder plan --{field_name}-per-run N`), not as a custom resource")
 
 
 def recipe_mark(data: Any) -> str:
