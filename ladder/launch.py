@@ -84,15 +84,8 @@ def is_done(path: Path, cfg: RunConfig) -> bool:
 
 def final_eval_loss(run_dir: Path) -> float | None:
     loss = None
-    try:
-        lines = (run_dir / runfiles.METRICS_FILE).read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            loss = json.loads(line).get(keys.EVAL_LOSS, loss)
-        except (ValueError, AttributeError):
-            continue
+    for record in runfiles.metric_records(run_dir):
+        loss = record.get(keys.EVAL_LOSS, loss)
     return loss
 
 

@@ -45,3 +45,24 @@ def write_status(run_dir, state: str, step: int) -> None:
 
     status = {"state": state, "step": int(step), "updated": time.time()}
     write_text_atomic(Path(run_dir) / STATUS_FILE, json.dumps(status) + "\n")
+
+
+def metric_records(run_dir) -> list[dict]:
+    """The JSON objects of the run's ``metrics.jsonl``, in order ([] without one); a line that is no JSON object
+    (torn by a kill mid-write, a disk that filled) is passed over, as the store's reader drops a torn line."""
+    import json
+    from pathlib import Path
+
+    try:
+        lines = (Path(run_dir) / METRICS_FILE).read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out

@@ -155,6 +155,10 @@ def test_a_checkpoint_only_resumes_its_own_config(tmp_path):
         train(tiny(tmp_path, "arch.top_k=1", tpp=0.3), resume=True, progress=False)
     again = train(cfg, resume=True, progress=False)  # finished already: nothing to do
     assert again.resumed_from == cfg.stop_after_steps and again.train_losses == ()
+    with open(Path(cfg.run_dir) / "metrics.jsonl", "a") as f:
+        f.write('{"step": 34')  # a torn last line (a kill mid-write, a disk that filled)
+    torn = train(cfg, resume=True, progress=False)
+    assert torn.resumed_from == cfg.stop_after_steps and torn.eval_loss == again.eval_loss is not None
 
     # A schedule edited after the checkpoint's step may continue it; one edited before may not.
     meta = checkpoint_meta(cfg, {}, 1)

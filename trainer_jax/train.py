@@ -498,11 +498,8 @@ def _device_batch(host: np.ndarray, sharding: Any) -> jax.Array:
 
 def _last_eval_from_file(run_dir: Path) -> dict[str, float]:
     found: dict[str, float] = {}
-    path = run_dir / runfiles.METRICS_FILE
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            found |= {k: v for k, v in record.items() if k in (keys.EVAL_LOSS, keys.EVAL_DROPLESS_LOSS)}
+    for record in runfiles.metric_records(run_dir):
+        found |= {k: v for k, v in record.items() if k in (keys.EVAL_LOSS, keys.EVAL_DROPLESS_LOSS)}
     return found
 
 
