@@ -176,7 +176,7 @@ def test_failed_runs_on_ray_exit_with_the_trainers_code_and_are_not_counted_as_t
     res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
     assert res.exit_code == exit_code, res.output
     said = " ".join(res.stdout.split())
-    assert f"Trained 0 runs of {ladder_folder} (2 failed):" in said
+    assert f"Trained 0 runs of {ladder_folder} (2 not finished):" in said
 
 
 def test_plan_refuses_cpus_given_as_another_resource_which_ray_would_refuse_at_train_time(tmp_path):

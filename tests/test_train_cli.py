@@ -40,12 +40,14 @@ def test_a_killed_trainer_is_named_marked_crashed_and_resumed_by_the_same_comman
     run_dir = out / "runs" / first.name
     calls: list = []
     stand_in(monkeypatch, KILLED, calls)
+    (run_dir / runfiles.CHECKPOINT_DIR / "50").mkdir(parents=True)  # a checkpoint before the kill
     res = runner.invoke(app, ["train", "--ladder", str(out), "--no-progress"])
     assert res.exit_code == 128 + 9, res.output
     assert calls == [(f"{first.name}.yaml", True)]  # the ladder stops at the killed run
     assert (f"{first.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); run the same command "
             f"again to resume it from its last checkpoint ({run_dir})") in res.stderr.splitlines()
-    assert "Traceback" not in res.output and "Trained 5 runs" in res.stdout
+    # the killed run and the four not started are not counted as trained
+    assert "Traceback" not in res.output and f"Trained 0 runs of {out} (5 not finished):" in " ".join(res.stdout.split())
     assert f"{first.name:<22} crashed" in res.stdout
     status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
     assert status["state"] == "crashed" and status["step"] == 100
@@ -63,7 +65,7 @@ def test_one_killed_run_says_to_add_resume(tmp_path, monkeypatch):
     assert res.exit_code == 137, res.output
     assert res.stderr.strip().splitlines() == [
         f"{cfg.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); add --resume to the command "
-        f"to resume it from its last checkpoint ({tmp_path / 'runs' / cfg.name})"]
+        f"to train it again from step 0 (it had saved no checkpoint yet) ({tmp_path / 'runs' / cfg.name})"]
 
 
 def test_a_recipe_given_where_a_run_config_goes_says_how_to_plan_it(tmp_path):

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand
 
+from ladder import runfiles
 from ladder.cli.app import Format, command, console, err_console, given
 from ladder.config.runconfig import RunConfig
 from ladder.errors import LadderError
@@ -110,16 +111,18 @@ def train_command(
         _summary(runs, ladder or config, skipped)
 
 
-def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0, failed: int = 0) -> None:
-    trained = len(runs) - skipped - failed
-    more = [f"{skipped} finished already"] * bool(skipped) + [f"{failed} failed"] * bool(failed)
+def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0) -> None:
+    """Each run's state and last eval; a run counts as trained once finished (a crashed or failed one does not)."""
+    dirs = [run_dir_of(path, cfg) for path, cfg in runs]
+    states = [run_state(d) or "missing" for d in dirs]
+    trained, unfinished = states.count("finished") - skipped, len(states) - states.count("finished")
+    more = [f"{skipped} finished already"] * bool(skipped) + [f"{unfinished} not finished"] * bool(unfinished)
     already = f" ({', '.join(more)})" if more else ""
     console.print(f"Trained {trained} run{'' if trained == 1 else 's'} of {where}{already}:")
-    for path, cfg in runs:
-        run_dir = run_dir_of(path, cfg)
+    for (_, cfg), run_dir, state in zip(runs, dirs, states):
         loss = final_eval_loss(run_dir)
         shown = f"{loss:.4f}" if loss is not None else "-"
-        console.print(f"  {cfg.name:<22} {run_state(run_dir) or 'missing':<9} eval/loss {shown}  {run_dir}")
+        console.print(f"  {cfg.name:<22} {state:<9} eval/loss {shown}  {run_dir}")
 
 
 AGAIN, AGAIN_RESUME = "run the same command again", "add --resume to the command"
@@ -146,8 +149,10 @@ def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, runs: list[
 def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
     run_dir = run_dir_of(config, cfg)
     mark_crashed(run_dir)  # the trainer had no chance to: the run reads as stopped, not running
-    err_console.print(f"{cfg.name}: its trainer {how_it_ended(-signum)}; {again} to resume it from its "
-                      f"last checkpoint ({run_dir})", highlight=False, soft_wrap=True)
+    where = ("resume it from its last checkpoint" if runfiles.last_checkpoint(run_dir) is not None
+             else "train it again from step 0 (it had saved no checkpoint yet)")
+    err_console.print(f"{cfg.name}: its trainer {how_it_ended(-signum)}; {again} to {where} ({run_dir})",
+                      highlight=False, soft_wrap=True)
 
 
 def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int, resume: bool,
@@ -181,7 +186,7 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
     skipped = sum(j.state == "skipped" for j in jobs.values())
     if bad:
         if fmt is Format.table:
-            _summary(runs, runs[0][0].parent, skipped, len(bad))
+            _summary(runs, runs[0][0].parent, skipped)
         codes = {c for j in bad for c in (j.codes or [None]) if c != 0}  # the trainers' own where they agree (2: bad input)
         raise typer.Exit(codes.pop() if len(codes) == 1 and None not in codes else 1)
     return skipped
