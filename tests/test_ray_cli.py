@@ -183,3 +183,15 @@ def test_plan_refuses_cpus_given_as_another_resource_which_ray_would_refuse_at_t
     res = runner.invoke(app, ["plan", "micro-cpu", "--resource-per-run", "CPU=1", "--out", str(tmp_path / "p")])
     assert res.exit_code == 2 and "--cpus-per-run N" in " ".join(res.output.split()), res.output
     assert not (tmp_path / "p").exists()
+
+
+def test_a_head_node_address_where_nothing_listens_is_refused_at_once(ladder_folder):
+    import socket
+
+    with socket.socket() as s:  # a port free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray", f"127.0.0.1:{port}"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"could not start or reach the Ray cluster at 127.0.0.1:{port}: nothing answers" in said
+    assert not (ladder_folder / "runs").exists()

@@ -52,6 +52,8 @@ def check_address(address: str) -> str:
 def connect(ray: Any, address: str, local_cpus: int | None) -> bool:
     """Start a local Ray instance (address ``local``) or join a cluster; True when started here."""
     local = address == "local"
+    if not local and address != "auto" and not address.startswith("ray://"):
+        _head_answers(address)
     with warnings.catch_warnings(record=True) as said:  # Ray's own advice comes as warnings: it goes in the error
         try:
             if local:
@@ -67,6 +69,19 @@ def connect(ray: Any, address: str, local_cpus: int | None) -> bool:
     for w in said:  # a warning of a connection that worked: shown as it would have been
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return local
+
+
+def _head_answers(address: str, timeout_s: float = 10.0) -> None:
+    """Refuse a head node (HOST:PORT) where nothing listens: Ray would wait for it without end."""
+    import socket
+
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise LadderError(f"could not start or reach the Ray cluster at {address}: nothing answers there "
+                          f"({exc.strerror or type(exc).__name__}); start its head node (`ray start --head --port "
+                          f"{port}`), or give the address `ray start` printed") from None
 
 
 @dataclass
