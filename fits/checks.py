@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fits.errors import FitError
+from fits.errors import FitError, GivenValueError
 
 MAX_REL_WIDTH = 0.05
 """A 90% interval wider than this fraction of the prediction is flagged as too wide to act on."""
@@ -66,7 +66,7 @@ def not_converged(converged: bool, message: str) -> list[str]:
 def pinned_E(E: float, y_min: float) -> None:
     """Refuse an asymptote given (`--E`) that is not in [0, the smallest loss): no power law falls to it."""
     if not 0 <= E < y_min:
-        raise FitError(f"pinned E = {E:g} (--E) must be in [0, the smallest loss {y_min:.6g}): the asymptote lies "
+        raise GivenValueError(f"pinned E = {E:g} (--E) must be in [0, the smallest loss {y_min:.6g}): the asymptote lies "
                        "below every loss the law fits")
 
 

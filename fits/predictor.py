@@ -33,7 +33,7 @@ import numpy as np
 from fits import candidates as cand
 from fits.candidates import Z50, Z90, Options
 from fits.checks import and_more, rises_with_size
-from fits.errors import FitError
+from fits.errors import FitError, GivenValueError
 from fits.runs import (
     LR_OFF_TREND,
     Run,
@@ -194,6 +194,8 @@ def _predict_many(runs: list[Run], jobs: list[tuple[Run, np.ndarray]], names, op
         for target, steps in jobs:
             try:
                 res.append(model.predict(target, steps))
+            except GivenValueError:
+                raise  # the user's value, not a law that does not suit the ladder
             except FitError as exc:
                 res.append(str(exc))
         out[name] = res

@@ -518,3 +518,15 @@ def test_losses_beyond_any_nats_a_rising_prediction_and_rungs_of_another_shape_a
     # a rung with another warmup shares the hero's token ratio but is left out, by name
     other = dataclasses.replace(runs[0], lrs=linear_lrs(runs[0].planned_steps, 0.01, warmup=0.3))
     assert cand.other_shape([other, *runs[1:]], hero, 0.01) == [other.name]
+
+
+def test_a_pinned_asymptote_no_law_can_take_is_refused_whichever_method_predicts():
+    """E above the ladder's losses: the per-fraction law cannot fit it, and the choice does not pass over it to a law
+    that takes no E (the user's value would be dropped without a word)."""
+    from fits.errors import GivenValueError
+
+    runs, hero = ladder(mp_law, seed=0)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    high = 10.0 * max(float(r.values.max()) for r in runs)
+    with pytest.raises(GivenValueError, match=r"pinned E = .* \(--E\) must be in \[0, the smallest loss"):
+        core.predict(runs, blank, hero.steps, core.Settings(options=Options(n_boot=20, E=high)))
