@@ -384,6 +384,11 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     warnings = _ladder_warnings(runs, target, outcomes)
     method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs)
     warnings += unchecked
+    curve_laws = [k for k in ("multipower", "momentum") if k in outcomes]
+    if settings.options.floor != Options.floor and not curve_laws:
+        why_not = "; ".join(f"{k}: {failed[k]}" for k in ("multipower", "momentum") if k in failed)
+        warnings.append(f"floor {settings.options.floor!r} (--floor) is a setting of the curve laws, and none predicts "
+                        f"this target{f' ({why_not})' if why_not else ''}: it changes nothing here")
     distance = float(efolds_outside(target.flops_per_token, sizes(runs)))
     g = steps / float(target.planned_steps)
     band = floored(bands[method], rows, method, distance, g)

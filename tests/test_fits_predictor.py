@@ -530,3 +530,18 @@ def test_a_pinned_asymptote_no_law_can_take_is_refused_whichever_method_predicts
     high = 10.0 * max(float(r.values.max()) for r in runs)
     with pytest.raises(GivenValueError, match=r"pinned E = .* \(--E\) must be in \[0, the smallest loss"):
         core.predict(runs, blank, hero.steps, core.Settings(options=Options(n_boot=20, E=high)))
+
+
+def test_a_floor_setting_no_law_uses_is_said():
+    runs, hero = ladder(pf_law, seed=1)
+    one_each = [r for r in runs if not r.name.endswith("-2x")]  # one curve per size: the curve laws do not predict
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    res = core.predict(one_each, blank, hero.steps, core.Settings(options=Options(n_boot=20, floor="zero")))
+    (said,) = [w for w in res.warnings if "(--floor)" in w]
+    assert said.startswith("floor 'zero' (--floor) is a setting of the curve laws, and none predicts this target")
+    assert said.endswith("it changes nothing here") and "multipower:" in said
+    plain = core.predict(one_each, blank, hero.steps, core.Settings(options=Options(n_boot=20)))
+    assert not [w for w in plain.warnings if "(--floor)" in w]
+    np.testing.assert_array_equal(plain.band.median, res.band.median)
+    both = core.predict(runs, blank, hero.steps, core.Settings(options=Options(n_boot=20, floor="zero")))
+    assert not [w for w in both.warnings if "(--floor)" in w]  # the curve laws predict: the floor is used
