@@ -234,7 +234,8 @@ class PerFraction:
                + (" (a fixed-data ladder: a fraction of the run is the same tokens for every size)"
                   if axis_shared == "tokens" else "")
                + f" and {shape}; compute as {axis}; {basis}"
-               + (f" ({chosen_by})" if chosen_by else "") + f"; {E_note}")
+               + (f" ({chosen_by})" if chosen_by else "") + f"; {E_note}"
+               + (f"; {_left_out_note(shapes)}" if shapes else ""))
         params = {"E": fit.E, "E_from": ("pinned" if o.E is not None else "ladder surface" if shared is not None
                                          else "fitted"),
                   "A_end": float(fit.A[-1]), "alpha_end": float(fit.alpha[-1]), "compute": axis,
