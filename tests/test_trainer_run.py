@@ -301,3 +301,33 @@ def test_resume_truncates_the_metrics_file_to_the_checkpoint(tmp_path):
     assert [x for x in rows if runfiles.RESUME_KEY not in x] == lines[:3]
     assert [x["step"] for x in rows if runfiles.RESUME_KEY in x] == [3]
     assert truncate_metrics(tmp_path / "missing.jsonl", 5) == 0
+
+
+def test_a_sigterm_sent_twice_at_once_is_one_stop_and_a_second_stop_later_is_at_once(monkeypatch):
+    """`ladder` killed outright: the parent-death SIGTERM may come twice within milliseconds, and the checkpoint the
+    first one asked for must still be written; a second stop a while later, or Ctrl-C after SIGTERM, stops at once."""
+    import importlib
+    import signal
+
+    import trainer_jax.__main__ as entry
+
+    train = importlib.import_module("trainer_jax.train")  # the module (the package exports its function `train`)
+    clock = [100.0]
+    monkeypatch.setattr(entry, "_clock", lambda: clock[0])
+    monkeypatch.setattr(entry, "_RECEIVED", [])
+    train.STOP.clear()
+    try:
+        entry._interrupt(signal.SIGTERM, None)
+        assert train.STOP.is_set()
+        clock[0] += 0.019
+        entry._interrupt(signal.SIGTERM, None)  # the same stop, sent again: no KeyboardInterrupt
+        clock[0] += 5.0
+        with pytest.raises(KeyboardInterrupt):
+            entry._interrupt(signal.SIGTERM, None)  # a second stop
+        entry._RECEIVED.clear()
+        train.STOP.clear()  # another run
+        entry._interrupt(signal.SIGTERM, None)
+        with pytest.raises(KeyboardInterrupt):
+            entry._interrupt(signal.SIGINT, None)  # Ctrl-C after it, however soon
+    finally:
+        train.STOP.clear()

@@ -5,8 +5,8 @@ planner's ``launch.sh`` runs). User errors print one line and exit with code 2; 
 prints one line saying it is a bug and exits with code 1 (`--debug` or ``LADDER_DEBUG=1`` shows the
 traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's preemption) stops the run before its next step,
 marks it crashed and exits with code 128 + the signal's number, as a shell reports a process the signal
-ended: 130 for Ctrl-C, 143 for SIGTERM (a second one stops at once); `--resume` continues it from its last
-checkpoint.
+ended: 130 for Ctrl-C, 143 for SIGTERM (a second one stops at once; a SIGTERM repeated within a second is
+the same stop); `--resume` continues it from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -16,21 +16,30 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from ladder import runfiles
 from ladder.errors import LadderError
 
-_RECEIVED: list[int] = []
-"""The stop signals received, in order (the exit code names the last)."""
+_RECEIVED: list[tuple[int, float]] = []
+"""The stop signals received, in order, with when (the exit code names the last)."""
+ECHO_S = 1.0
+"""A SIGTERM this soon after another is the same stop sent twice, not a second one: when `ladder` dies, the parent-
+death signal can come once for each of its threads that exits."""
+_clock = time.monotonic
 
 
 def _interrupt(signum, frame) -> None:
     """SIGTERM or Ctrl-C: stop before the next training step (a checkpoint being written, or a compile under way,
     is finished first: interrupted inside JAX or an asyncio loop the process can crash); a second one, or one
     before the trainer is loaded, stops at once."""
-    _RECEIVED.append(signum)
+    now = _clock()
+    echo = bool(_RECEIVED) and signum == _RECEIVED[-1][0] == signal.SIGTERM and now - _RECEIVED[-1][1] < ECHO_S
+    _RECEIVED.append((signum, now))
     train = sys.modules.get("trainer_jax.train")
+    if echo and train is not None:
+        return  # the stop under way (its checkpoint being written) goes on
     if train is None or train.STOP.is_set():
         raise KeyboardInterrupt
     train.STOP.set()
@@ -101,7 +110,7 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
         where = (f" from its checkpoint at step {saved:,}" if saved is not None else
                  " (no checkpoint was saved yet, so it starts again from step 0)")
         print(f"{name}interrupted: the run is marked crashed; {how}{where}", file=sys.stderr, flush=True)
-        return 128 + (_RECEIVED[-1] if _RECEIVED else signal.SIGINT)
+        return 128 + (_RECEIVED[-1][0] if _RECEIVED else signal.SIGINT)
     except Exception as exc:
         if debug:
             raise
