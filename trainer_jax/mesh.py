@@ -88,6 +88,10 @@ def init_distributed(coordinator: str | None, num_processes: int, process_id: in
     coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS")
     num_processes = num_processes or _env_int("JAX_NUM_PROCESSES", 1)
     if num_processes <= 1:
+        given = [f"--process-id {process_id}"] * (process_id > 0) + [f"--coordinator {coordinator}"] * (where[0] == "-")
+        if given:  # a flag of a multi-process run, for one process: it would be passed over
+            raise LadderError(f"{' and '.join(given)} join a multi-process run: give --num-processes N as well (or leave "
+                              f"{'them' if len(given) > 1 else 'it'} out to train as one process)")
         return
     if not coordinator:
         raise LadderError(f"{num_processes} processes need a coordinator address (host:port)")
