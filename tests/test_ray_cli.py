@@ -158,11 +158,13 @@ def test_rays_advice_on_a_cluster_it_cannot_reach_is_in_the_one_line_error(recwa
     assert not [w for w in recwarn if "Ray Client" in str(w.message)]  # not printed besides, as a raw warning
 
 
-@pytest.mark.parametrize("codes, exit_code", [([[2], [2]], 2), ([[2], [3]], 1), ([[2], [None]], 1)])
+@pytest.mark.parametrize("codes, exit_code", [([[2], [2]], 2), ([[2], [3]], 1), ([[2], [None]], 1),
+                                               ([[-9], [-9]], 137), ([[2, None], [0, 2]], 2)])
 def test_failed_runs_on_ray_exit_with_the_trainers_code_and_are_not_counted_as_trained(ladder_folder, monkeypatch,
                                                                                        codes, exit_code):
-    """Both runs refused by their trainers (exit 2, bad input) exit 2, as the same ladder without --ray does; codes
-    that differ, or a lost task, exit 1. The summary counts neither as trained."""
+    """Both runs refused by their trainers (exit 2, bad input) exit 2, as the same ladder without --ray does, also
+    where a multi-host run's other processes were cancelled after it (lost); killed by a signal, 128 + its number;
+    codes that differ, or a lost task, exit 1. The summary counts neither as trained."""
     import ladder.cluster as cluster
     from ladder.cluster import Job
     from ladder.config.runconfig import RunConfig

@@ -55,6 +55,18 @@ def test_a_killed_trainer_is_named_marked_crashed_and_resumed_by_the_same_comman
     assert runner.invoke(app, ["train", "--ladder", str(out), "--no-progress"]).exit_code == 0
     assert calls[1] == (f"{first.name}.yaml", True)  # resumed
     assert json.loads((run_dir / runfiles.STATUS_FILE).read_text())["state"] == "finished"
+    # every run finished but the hero, killed: the four skipped are not counted as trained by this command
+    for path in out.glob("*.yaml"):
+        cfg = RunConfig.load(path)
+        folder = out / "runs" / cfg.name
+        folder.mkdir(parents=True, exist_ok=True)
+        cfg.save(folder / runfiles.CONFIG_FILE)  # trained with this very config
+        hero = cfg.name.startswith("hero")
+        runfiles.write_status(folder, "crashed" if hero else "finished", 10 if hero else cfg.stop_after_steps)
+    stand_in(monkeypatch, KILLED, calls)
+    res = runner.invoke(app, ["train", "--ladder", str(out), "--no-progress"])
+    assert res.exit_code == 128 + 9 and f"Trained 0 runs of {out} (4 finished already, 1 not finished):" in \
+        " ".join(res.stdout.split()), res.output
 
 
 def test_one_killed_run_says_to_add_resume(tmp_path, monkeypatch):
@@ -65,7 +77,7 @@ def test_one_killed_run_says_to_add_resume(tmp_path, monkeypatch):
     assert res.exit_code == 137, res.output
     assert res.stderr.strip().splitlines() == [
         f"{cfg.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); add --resume to the command "
-        f"to train it again from step 0 (it had saved no checkpoint yet) ({tmp_path / 'runs' / cfg.name})"]
+        f"to restart it from step 0 (it had saved no checkpoint yet) ({tmp_path / 'runs' / cfg.name})"]
 
 
 def test_a_recipe_given_where_a_run_config_goes_says_how_to_plan_it(tmp_path):

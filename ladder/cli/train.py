@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,8 @@ def train_command(
                               markup=True)
                 skipped += 1
                 continue
-            _run(path, cfg, True, progress, runs, ladder)  # a run from another config is refused by the trainer, clearly
+            # a run from another config is refused by the trainer, clearly; a killed one still shows the ladder
+            _run(path, cfg, True, progress, lambda done=skipped: _summary(runs, ladder, done))
     if fmt is Format.table:
         _summary(runs, ladder or config, skipped)
 
@@ -129,9 +131,8 @@ AGAIN, AGAIN_RESUME = "run the same command again", "add --resume to the command
 """How a stopped run is resumed: a ladder, or a config trained with --resume; a config trained without."""
 
 
-def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, runs: list[tuple[Path, RunConfig]] | None = None,
-         where: Path | None = None) -> None:
-    """Train one run; with `runs` and `where` (a ladder), a killed trainer still prints the ladder's summary."""
+def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, summary: Callable[[], None] | None = None) -> None:
+    """Train one run; where it is one of a ladder, a killed trainer still prints the ladder's `summary`."""
     again = AGAIN if resume else AGAIN_RESUME
     try:
         code = train(config, resume, progress, again)
@@ -139,8 +140,8 @@ def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, runs: list[
         raise typer.Exit(128 + getattr(exc, "signum", signal.SIGINT)) from None
     if code < 0:  # killed by a signal (SIGKILL: the out-of-memory killer, say): the trainer could say nothing
         _killed(config, cfg, -code, again=again)
-        if runs is not None and where is not None:
-            _summary(runs, where)
+        if summary is not None:
+            summary()
         raise typer.Exit(128 - code)
     if code:  # the trainer has printed its own message (one line for a user error, exit code 2)
         raise typer.Exit(code)
@@ -150,7 +151,7 @@ def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
     run_dir = run_dir_of(config, cfg)
     mark_crashed(run_dir)  # the trainer had no chance to: the run reads as stopped, not running
     where = ("resume it from its last checkpoint" if runfiles.last_checkpoint(run_dir) is not None
-             else "train it again from step 0 (it had saved no checkpoint yet)")
+             else "restart it from step 0 (it had saved no checkpoint yet)")
     err_console.print(f"{cfg.name}: its trainer {how_it_ended(-signum)}; {again} to {where} ({run_dir})",
                       highlight=False, soft_wrap=True)
 
@@ -187,6 +188,9 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
     if bad:
         if fmt is Format.table:
             _summary(runs, runs[0][0].parent, skipped)
-        codes = {c for j in bad for c in (j.codes or [None]) if c != 0}  # the trainers' own where they agree (2: bad input)
+        # each run's first failed process (the others are cancelled after it, as lost); the trainers' own code where
+        # they agree (2: bad input), as a shell gives it (128 + N: killed by signal N)
+        first = {next((c for c in j.codes if c != 0), None) for j in bad}
+        codes = {None if c is None else 128 - c if c < 0 else c for c in first}
         raise typer.Exit(codes.pop() if len(codes) == 1 and None not in codes else 1)
     return skipped
