@@ -137,20 +137,25 @@ def test_a_bad_coordinator_is_a_user_error_before_jax_is_asked(monkeypatch, addr
     assert str(caught.value).startswith(message)
 
 
-@pytest.mark.parametrize("address, process_id, message", [
-    (None, 3, "--process-id 3 join a multi-process run: give --num-processes N as well (or leave it out"),
-    ("host:1234", 0, "--coordinator host:1234 join a multi-process run: give --num-processes N as well"),
-    ("host:1234", 1, "--process-id 1 and --coordinator host:1234 join a multi-process run"),
+@pytest.mark.parametrize("address, processes, process_id, message", [
+    (None, 0, 3, "--process-id 3 is for a multi-process run, and this one has 1 process: give --num-processes N (2 or "
+                 "more), or leave it out to train as one process"),
+    ("host:1234", 0, 0, "--coordinator host:1234 is for a multi-process run, and this one has 1 process"),
+    ("host:1234", 1, 1, "--process-id 1 and --coordinator host:1234 are for a multi-process run, and this one has 1 "
+                        "process: give --num-processes N (2 or more), or leave them out"),
 ])
-def test_a_multi_process_flag_without_the_process_count_is_refused_not_passed_over(monkeypatch, address, process_id,
-                                                                                   message):
+def test_a_multi_process_flag_without_the_process_count_is_refused_not_passed_over(monkeypatch, address, processes,
+                                                                                   process_id, message):
     from ladder.errors import LadderError
     from trainer_jax.mesh import init_distributed
 
     for key in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"):
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(LadderError) as caught:
-        init_distributed(address, 0, process_id)
+        init_distributed(address, processes, process_id)
     assert str(caught.value).startswith(message)
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "host:1234")  # set for every job on a cluster: one process is fine
+    init_distributed(None, 0, -1)
+    monkeypatch.delenv("JAX_COORDINATOR_ADDRESS")
     init_distributed(None, 0, -1)  # one process, no flag: nothing to join
     init_distributed(None, 0, 0)  # process 0 of one

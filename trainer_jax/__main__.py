@@ -25,7 +25,7 @@ from ladder.errors import LadderError
 _RECEIVED: list[tuple[int, float]] = []
 """The stop signals received, in order, with when (the exit code names the last)."""
 ECHO_S = 1.0
-"""A SIGTERM this soon after another is the same stop sent twice, not a second one: when `ladder` dies, the parent-
+"""A SIGTERM this soon after the one that asked for the stop is the same stop sent again, not a second one: when `ladder` dies, the parent-
 death signal can come once for each of its threads that exits."""
 _clock = time.monotonic
 
@@ -35,7 +35,8 @@ def _interrupt(signum, frame) -> None:
     is finished first: interrupted inside JAX or an asyncio loop the process can crash); a second one, or one
     before the trainer is loaded, stops at once."""
     now = _clock()
-    echo = bool(_RECEIVED) and signum == _RECEIVED[-1][0] == signal.SIGTERM and now - _RECEIVED[-1][1] < ECHO_S
+    first = _RECEIVED[0] if _RECEIVED else None  # the signal that asked for the stop under way
+    echo = first is not None and signum == first[0] == signal.SIGTERM and now - first[1] < ECHO_S
     _RECEIVED.append((signum, now))
     train = sys.modules.get("trainer_jax.train")
     if echo and train is not None:

@@ -84,14 +84,16 @@ def init_distributed(coordinator: str | None, num_processes: int, process_id: in
 
     Arguments win over the environment (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID).
     """
-    where = "--coordinator" if coordinator else "JAX_COORDINATOR_ADDRESS"
+    flagged = bool(coordinator)  # given on the command line, not by the environment
+    where = "--coordinator" if flagged else "JAX_COORDINATOR_ADDRESS"
     coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS")
     num_processes = num_processes or _env_int("JAX_NUM_PROCESSES", 1)
     if num_processes <= 1:
-        given = [f"--process-id {process_id}"] * (process_id > 0) + [f"--coordinator {coordinator}"] * (where[0] == "-")
-        if given:  # a flag of a multi-process run, for one process: it would be passed over
-            raise LadderError(f"{' and '.join(given)} join a multi-process run: give --num-processes N as well (or leave "
-                              f"{'them' if len(given) > 1 else 'it'} out to train as one process)")
+        flags = [f"--process-id {process_id}"] * (process_id > 0) + [f"--coordinator {coordinator}"] * flagged
+        if flags:  # a flag of a multi-process run, for one process: it would be passed over
+            raise LadderError(f"{' and '.join(flags)} {'are' if len(flags) > 1 else 'is'} for a multi-process run, and "
+                              f"this one has {max(num_processes, 1)} process: give --num-processes N (2 or more), or "
+                              f"leave {'them' if len(flags) > 1 else 'it'} out to train as one process")
         return
     if not coordinator:
         raise LadderError(f"{num_processes} processes need a coordinator address (host:port)")

@@ -397,16 +397,16 @@ def _resume_point(ckpt: Checkpointer, meta: dict[str, Any], T: int, run_dir: Pat
     if latest is None:
         return None
     check_compatible(ckpt.read_meta(latest), meta, latest, run_dir)  # another run's checkpoints are said as such
-    if not resume and latest >= T:
-        raise LadderError(f"{run_dir} holds this run trained to its last step ({latest}): it is finished; to train "
-                          "it again, choose another run_dir")
+    if latest > T:
+        raise LadderError(f"the checkpoint at step {latest} is past this run's {T} steps: use a fresh run_dir")
+    if not resume and latest == T:
+        raise LadderError(f"{run_dir} holds this run trained to its last step ({T}): it is finished; to train it "
+                          "again, choose another run_dir")
     if not resume:
         raise LadderError(
             f"{run_dir} already holds checkpoints up to step {latest}: pass --resume to continue "
             "that run, or choose another run_dir"
         )
-    if latest > T:
-        raise LadderError(f"the checkpoint at step {latest} is past this run's {T} steps: use a fresh run_dir")
     return latest
 
 
