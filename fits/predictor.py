@@ -647,19 +647,9 @@ def compute_efolds(compute, fitted) -> np.ndarray:
     return 0.5 * efolds_outside(compute, fitted)
 
 
-def widened(median, lo, hi, sd, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """A `level` interval (lo, hi) around `median` with `sd` (one standard deviation, absolute) added in
-    quadrature on each side; the lower edge never below 0."""
-    from scipy import stats
-
-    z = stats.norm.ppf(0.5 + level / 2) * np.asarray(sd, dtype=np.float64)
-    return np.maximum(median - np.hypot(median - lo, z), 0.0), median + np.hypot(hi - median, z)
-
-
 def tested(rows, method: str) -> bool:
     """Whether the backtest scored `method` on a held-out size."""
     return any(s.method == method and not s.failed and s.errors.size and s.distance > 0 for s in rows)
 
 
-__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "compute_efolds", "ensemble", "floor_sd", "predict", "spread_sd",
-           "widened"]
+__all__ = ["CANDIDATES", "METHODS", "CorePrediction", "Score", "Settings", "backtest", "compute_efolds", "ensemble", "floor_sd", "predict", "spread_sd"]

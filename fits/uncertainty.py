@@ -73,6 +73,13 @@ def stretch(band: Band, spans: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band
                 np.maximum(m - np.hypot(m - band.lo90, b90), 0.0), m + np.hypot(band.hi90 - m, a90))
 
 
+def widened(median, lo, hi, sd, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """A `level` interval (lo, hi) around `median` with `sd` (one standard deviation, absolute) added in
+    quadrature on each side; the lower edge never below 0."""
+    z = stats.norm.ppf(0.5 + level / 2) * np.asarray(sd, dtype=np.float64)
+    return np.maximum(median - np.hypot(median - lo, z), 0.0), median + np.hypot(hi - median, z)
+
+
 def fit_band(fit, *args, ensemble: Ensemble | None = None, extra_sd=None) -> Band:
     """Median with 50% and 90% bands of a fit (`predict(*args)`, `interval(*args, level=)`, `dof`) at `args`:
     `fit_interval` at each level. One band for every route a prediction of a fitted law is asked for."""
@@ -88,20 +95,16 @@ def fit_interval(fit, *args, levels=(0.9,), ensemble: Ensemble | None = None, ex
     wider of it and the ensemble's at each bound; the median is then the refits'. Without spare runs (dof ≤ 0)
     only the ensemble's is used. `extra_sd` (absolute) is added in quadrature to each before they are merged."""
     pred = np.asarray(fit.predict(*args), dtype=np.float64)
-    z = [stats.norm.ppf(0.5 + level / 2) for level in levels]
-    extra = np.asarray(0.0 if extra_sd is None else extra_sd, dtype=np.float64)
 
-    def widened(m, lo, hi, k):
-        if extra_sd is None:
-            return lo, hi
-        return np.maximum(m - np.hypot(m - lo, z[k] * extra), 0.0), m + np.hypot(hi - m, z[k] * extra)
+    def wider(m, lo, hi, level):
+        return (lo, hi) if extra_sd is None else widened(m, lo, hi, extra_sd, level)
 
-    t = [widened(pred, *fit.interval(*args, level=level), k) for k, level in enumerate(levels)]
+    t = [wider(pred, *fit.interval(*args, level=level), level) for level in levels]
     if ensemble is None:
         return pred, *t
     draws, center = ensemble.samples(*args), ensemble.predict(*args)
     median = np.median(draws, axis=0) if ensemble.method == "bootstrap" else center
-    b = [widened(median, *ensemble._draws(draws, center, level), k) for k, level in enumerate(levels)]
+    b = [wider(median, *ensemble._draws(draws, center, level), level) for level in levels]
     if fit.dof <= 0:
         return median, *b
     return median, *[(np.minimum(bl, tl), np.maximum(bh, th)) for (bl, bh), (tl, th) in zip(b, t)]

@@ -896,8 +896,10 @@ def test_fit_surface_reads_one_corpus_of_a_table_of_several(tmp_path):
     # and the store's choices are refused with a CSV, not ignored
     one_error_line(run("fit", "surface", "--csv", both, "--group", "g1"), "--group only means something for the store's runs",
                    "--where COLUMN=VALUE")
-    one_error_line(run("backtest", "--csv", both, "--role", "", "--compute", "fit", "--form", "surface"),
+    one_error_line(run("backtest", "--csv", both, "--role", "", "--compute", "fit", "--form", "endpoint"),
                    "--role and --compute only mean something for the store's runs", "drop them")
+    one_error_line(run("backtest", "--csv", both, "--role", "", "--form", "surface"),
+                   "--role only means something for the store's runs (which runs)", "--params-col, --tokens-col")
     one_error_line(run("fit", "curve", "--csv", both, "--store", tmp_path / "s", "--run-col", "run"), "--store")
     # the other fit commands take it too
     bt = run("backtest", "--form", "surface", "--csv", both, "--where", "dataset=c4", "--format", "json")
@@ -1130,6 +1132,9 @@ def test_the_options_of_another_law_or_form_are_refused_not_ignored(endpoint_csv
                             (curves_csv, "curve", "--tokens-col"), (endpoint_csv, "endpoint", "--budget-col"),
                             (curves_csv, "curve", "--budget-col")):
         one_error_line(run("backtest", "--csv", csv, "--form", form, flag, "x"), f"{flag} is only for --form", "drop it")
+    for where in (("--csv", plain_csv), ("--store", store)):  # the surface counts no compute, from either source
+        one_error_line(run("backtest", *where, "--form", "surface", "--compute", "6nd"),
+                       "--compute is only for --form endpoint or curve (the surface reads each run's N and D", "drop it")
     # an option of the form, named as its default is, is not taken for one of another
     for args in (("--form", "endpoint", "--csv", endpoint_csv, "--compute-col", "compute"),
                  ("--form", "surface", "--csv", plain_csv, "--params-col", "params", "--tokens-col", "tokens"),

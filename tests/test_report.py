@@ -241,6 +241,9 @@ def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_p
     assert labels == ["r0 (smallest of 10)", "r9 (largest)", "hero"]
     assert fig.axes[0].get_lines()[-1].get_color() == HERO and fig.axes[0].get_lines()[-2].get_color() != HERO
     plt.close(fig)
+    fig = diagnostics(many[-1:], many[-1:])  # the hero alone (no rung logs these): still in the hero's colour
+    assert [ln.get_color() for ln in fig.axes[0].get_lines()] == [HERO]
+    plt.close(fig)
     E, final = 2.0, 3.0
     hero = Curve("hero", f[:10], E + (final - E) * f[:10] ** -0.3)  # half way, on the collapsed line
     fig = collapse(rungs, E, hero, hero_final=final)

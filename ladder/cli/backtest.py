@@ -73,8 +73,8 @@ def backtest_command(
     import fits
     from ladder.data import fitdata
     shared.check_level(level)
-    shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, compute, by_size=form is Form.surface)
     _only_for_its_form(ctx, form)
+    shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, compute, by_size=form is Form.surface)
     resamples("--bootstrap", bootstrap)
     ks = list(dict.fromkeys(parse_int_list(holdout, "--holdout", "1,2") or []))  # each k once
     if not ks or min(ks) < 1:
@@ -125,8 +125,8 @@ def _only_for_its_form(ctx: typer.Context, form: Form) -> None:
     shared.only_for(ctx, "curve:", form is Form.curve, "--form curve")
     shared.only_for(ctx, {"total_steps_col": "--total-steps-col", "fraction_col": "--fraction-col"}, form is Form.curve,
                     "--form curve")
-    shared.only_for(ctx, {"compute_col": "--compute-col"}, form is not Form.surface,
-                    "--form endpoint or curve (the surface reads --params-col and --tokens-col)")
+    shared.only_for(ctx, {"compute_col": "--compute-col", "compute": "--compute"}, form is not Form.surface,
+                    "--form endpoint or curve (the surface reads each run's N and D: --params-col and --tokens-col)")
     shared.only_for(ctx, {"params_col": "--params-col", "tokens_col": "--tokens-col"}, form is not Form.curve,
                     "--form endpoint or surface")
     shared.only_for(ctx, {"budget_col": "--budget-col"}, form is Form.surface, "--form surface")

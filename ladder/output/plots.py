@@ -210,7 +210,7 @@ def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, curves, quantity in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
         rungs = curves[:-1] if hero_last and curves else curves  # "smallest of n", "largest" count the rungs only
-        cols = _colors(len(rungs)) + [HERO] * (len(curves) - len(rungs))
+        cols = _colors(len(rungs))[:len(rungs)] + [HERO] * (len(curves) - len(rungs))
         names = _labels(rungs) + [r.label for r in curves[len(rungs):]]
         for r, col, name in zip(curves, cols, names):
             ax.plot(r.fraction, _smooth(r.value), color=col, lw=1, label=name)
