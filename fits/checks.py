@@ -66,8 +66,8 @@ def not_converged(converged: bool, message: str) -> list[str]:
 def pinned_E(E: float, y_min: float) -> None:
     """Refuse an asymptote given (`--E`) that is not in [0, the smallest loss): no power law falls to it."""
     if not 0 <= E < y_min:
-        raise GivenValueError(f"pinned E = {E:g} (--E) must be in [0, the smallest loss {y_min:.6g}): the asymptote lies "
-                       "below every loss the law fits")
+        raise GivenValueError(f"pinned E = {E:g} (--E) must be in [0, the smallest loss {y_min:.6g}): the asymptote "
+                              "lies below every loss the law fits")
 
 
 def E_at_bound(E: float, y_min: float, pinned: bool) -> list[str]:

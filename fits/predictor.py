@@ -383,12 +383,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         bands["ensemble"] = ensemble({k: bands[k] for k in weights}, weights)
     warnings = _ladder_warnings(runs, target, outcomes)
     method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs)
-    warnings += unchecked
-    curve_laws = [k for k in ("multipower", "momentum") if k in outcomes]
-    if settings.options.floor != Options.floor and not curve_laws:
-        why_not = "; ".join(f"{k}: {failed[k]}" for k in ("multipower", "momentum") if k in failed)
-        warnings.append(f"floor {settings.options.floor!r} (--floor) is a setting of the curve laws, and none predicts "
-                        f"this target{f' ({why_not})' if why_not else ''}: it changes nothing here")
+    warnings += unchecked + _unused_floor(settings.options, outcomes, failed)
     distance = float(efolds_outside(target.flops_per_token, sizes(runs)))
     g = steps / float(target.planned_steps)
     band = floored(bands[method], rows, method, distance, g)
@@ -419,6 +414,15 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
                 + (f", the farthest other law's median {p['laws']:.1%} away" if others else ""))
         res = dataclasses.replace(res, why=why)
     return res
+
+
+def _unused_floor(options: Options, outcomes: dict, failed: dict) -> list[str]:
+    """A warning where a --floor other than the default was given and no curve law, the only laws it sets, predicts."""
+    if options.floor == Options.floor or any(k in outcomes for k in cand.CURVE_LAWS):
+        return []
+    why_not = "; ".join(f"{k}: {failed[k]}" for k in cand.CURVE_LAWS if k in failed)
+    return [f"floor {options.floor!r} (--floor) is a setting of the curve laws, and none predicts this target"
+            f"{f' ({why_not})' if why_not else ''}: it changes nothing here"]
 
 
 def _ladder_warnings(runs: list[Run], target: Run, outcomes: dict) -> list[str]:

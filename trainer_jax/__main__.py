@@ -25,8 +25,8 @@ from ladder.errors import LadderError
 _RECEIVED: list[tuple[int, float]] = []
 """The stop signals received, in order, with when (the exit code names the last)."""
 ECHO_S = 1.0
-"""A SIGTERM this soon after the one that asked for the stop is the same stop sent again, not a second one: when `ladder` dies, the parent-
-death signal can come once for each of its threads that exits."""
+"""A SIGTERM this soon after the one that asked for the stop is the same stop sent again, not a second one: when
+`ladder` dies, the parent-death signal can come once for each of its threads that exits."""
 _clock = time.monotonic
 
 

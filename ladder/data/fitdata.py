@@ -617,8 +617,8 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
     ended = hist.groupby("run_id")["step"].apply(lambda s: reached_end(s.to_numpy(float) / planned[s.name]))
     short = ~ended.loc[runs["run_id"]]
     if short.any():
-        raise LadderError(_short_message(store, runs[short.to_numpy()].iloc[0], metric, int(last.loc[
-            runs["run_id"][short.to_numpy()].iloc[0], "step"])))
+        first = runs[short.to_numpy()].iloc[0]
+        raise LadderError(_short_message(store, first, metric, int(last.loc[first["run_id"], "step"])))
     tokens = last.loc[runs["run_id"], "tokens"].to_numpy(dtype=np.float64)
     loss = last.loc[runs["run_id"], "value"].to_numpy(dtype=np.float64)
     flops, notes = compute_per_token(runs, compute)
