@@ -130,6 +130,21 @@ def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
     assert pull(Store(tmp_path / "c"), stale).pulled[0].state == "finished"
 
 
+def test_a_pull_says_when_each_run_last_wrote_unchanged_runs_included(tmp_path):
+    import os
+
+    run_dir = make_run(tmp_path, RUNGS[0], range(1, 31), state="running")
+    now = time.time()
+    os.utime(run_dir / runfiles.METRICS_FILE, (now - 900, now - 900))
+    os.utime(run_dir / runfiles.STATUS_FILE, (now - 600, now - 600))  # the newer of its two files
+    store = Store(tmp_path / "store")
+    first = pull(store, LocalSource(run_dir))
+    (run_id,) = first.written
+    assert first.written[run_id] == pytest.approx(now - 600) and first.pulled[0].run_id == run_id
+    again = pull(store, LocalSource(run_dir))
+    assert again.unchanged == 1 and again.written == first.written
+
+
 def test_a_status_that_cannot_be_read_or_a_finish_the_metrics_never_reach_is_said(tmp_path):
     run_dir = make_run(tmp_path, RUNGS[0], range(1, 31))
     (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 60}))

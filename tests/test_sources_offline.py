@@ -264,7 +264,8 @@ def test_a_file_still_being_written_is_running(runs):
     f = _one_file(runs["killed"])
     source = OfflineSource(runs["killed"], clock=lambda: f.stat().st_mtime + 5.0)
     (ref,) = source.runs()
-    assert source.read(ref).state == "running"
+    got = source.read(ref)
+    assert got.state == "running" and got.last_write == f.stat().st_mtime  # when it last wrote, for `ladder watch`
 
 
 # ---- nested dicts, NaN, inf, text -------------------------------------------------------------------

@@ -143,6 +143,26 @@ def test_pull_lists_with_full_data_and_reads_every_row(tmp_path):
     assert [s[0] for s in rung.scans] == [None]  # one scan of every key
 
 
+def test_a_pull_says_when_each_run_last_sent_a_heartbeat(tmp_path):
+    """wandb's `Run` gives ``heartbeatAt`` (UTC, no zone) as ``run.heartbeat_at``; a listing without it is unknown."""
+    import datetime
+
+    from wandb.apis.public import Run
+
+    from ladder.data.sources.wandb_api import heartbeat
+
+    real = Run(None, "team", "ladder", "h1", attrs={"id": "h1", "name": "h1", "state": "running", "config": {},
+                                                     "summaryMetrics": {}, "heartbeatAt": "2026-12-06T02:30:00"})
+    want = datetime.datetime(2026, 12, 6, 2, 30, tzinfo=datetime.UTC).timestamp()
+    assert heartbeat(real) == want
+    hero = FakeRun("h1", "hero", state="running", steps=40, config={**COORDS, "role": "hero"})
+    hero.heartbeat_at = "2026-12-06T02:30:00Z"
+    rung = FakeRun("r1", "rung-1")  # no heartbeat in its listing
+    assert heartbeat(rung) is None
+    result = pull(Store(tmp_path), _source(FakeApi({"team/ladder": [rung, hero]})))
+    assert result.written == {"h1": want}
+
+
 def test_tag_and_filter_are_combined():
     source = WandbSource("team/ladder", group="g", tag="t", filters={"config.role": "rung"}, api=object())
     assert source.query() == {"$and": [{"config.role": "rung"}, {"group": "g"}, {"tags": {"$in": ["t"]}}]}

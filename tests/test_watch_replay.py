@@ -405,6 +405,34 @@ def test_a_run_that_stopped_writing_is_an_alarm_once_it_counts_as_crashed(tmp_pa
     assert f"the run stopped at step {int(replay[2][5]):,}" in " ".join(res.output.split())
 
 
+def test_a_first_watch_of_a_run_long_silent_says_so_at_once(tmp_path, replay):
+    import os
+    import time as clock
+
+    run_dir, watch = _started(tmp_path, replay, 6)
+    old = clock.time() - 20 * 60  # its files last written 20 minutes ago: stale past 10, not crashed before 30
+    for f in run_dir.iterdir():
+        os.utime(f, (old, old))
+    res = runner.invoke(app, [*watch, "--stale-minutes", "10"])
+    assert res.exit_code == 4, res.output
+    said = " ".join(res.output.split())
+    assert "no new telemetry for 20 min" in said and f"last step {int(replay[2][5]):,}" in said, res.output
+    # watching the store as it is (kept fresh by `ladder pull`): silent since the last pull that brought it rows,
+    # which was the watch above, 20 minutes before this clock
+    from ladder.watch import AlertRules, JsonlSink
+    from ladder.watch.monitor import Watcher
+
+    folder = tmp_path / "prediction"
+    pred = Prediction.load(folder)
+    pulled = float(Store(tmp_path / "store").run(pred.run_name)["pulled_at"])
+    for minutes, verdict in ((5, "ok"), (20, "warning")):
+        sink = JsonlSink(tmp_path / f"alerts-{minutes}.jsonl")
+        watcher = Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss", stale_after_s=600),
+                          {"file": sink}, tmp_path / f"state-{minutes}.json", clock=lambda m=minutes: pulled + m * 60)
+        got = watcher.check()
+        assert got.verdict == verdict and [a.rule for a in got.new_alerts] == ["stale"] * (verdict != "ok"), got
+
+
 def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, replay):
     import dataclasses
 

@@ -73,7 +73,7 @@ def watch_command(
     webhook: bool = typer.Option(False, "--webhook", help="POST new alerts as JSON to $LADDER_WEBHOOK_URL (chat incoming webhooks work); a deviation that persists at the same level is posted once."),
     state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
     deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish: ISO time, or hours like 72h counted from the first watch given them (kept in --state, so a cron job's --once keeps the time): warns when throughput will miss it."),
-    stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long; alarm at three times it, when a --local or --offline run that still says it runs is taken for crashed."),
+    stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long (a first watch counts from the run's last write: its files' time, its wandb heartbeat, or the last pull that brought the store something); alarm at three times it, when a --local or --offline run that still says it runs is taken for crashed."),
     step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step, for --offline and --wandb (as for `ladder pull`: give the one the run was pulled with)."),
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),

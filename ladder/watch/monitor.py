@@ -98,6 +98,8 @@ class Watcher:
     """What the last check said when it could not read the run (None: it could)."""
     _stamp: tuple | None = field(default=None, repr=False)
     """The prediction file's size and change time when it was read (`prediction_dir`)."""
+    _written: dict[str, float] = field(default_factory=dict, repr=False)
+    """When the source last saw each run it read write (`PullResult.written`), as of the last pull."""
     told: set[str] = field(default_factory=set, repr=False)
     """The sinks the last check sent something (a sink with nothing new is not sent to)."""
 
@@ -176,6 +178,7 @@ class Watcher:
             if getattr(self.source, "listed", False):
                 raise Refused(str(exc)) from None
             raise
+        self._written = result.written
         for message in result.messages if self.warn is not None else ():
             self.warn(message)
 
@@ -187,9 +190,12 @@ class Watcher:
         series = hist.pivot(index="step", columns="metric", values="value").sort_index()
         logged = hist.assign(value=1.0).pivot(index="step", columns="metric", values="value").notna().sort_index()
         last = int(series.index.max()) if len(series) else 0
-        # Staleness is measured from when the watcher saw the step move: sources differ in which clock, if
-        # any, they log. A run resumed from a checkpoint moves back, and is alive.
-        if last != state.last_step or state.advanced_at is None:
+        # Staleness is measured from when the watcher saw the step move (sources differ in which clock, if any,
+        # they log; a run resumed from a checkpoint moves back, and is alive), and at first sight from when the run
+        # last wrote: a watch started on a run long silent says so at once.
+        if state.advanced_at is None:
+            state.advanced_at = self._last_write(run, now)
+        elif last != state.last_step:
             state.advanced_at = now
         ended = str(run["state"]) != "running"  # an ended run is not stale, however long ago it stopped
         started_with, horizons = schedule_plan(coordinates_from_config(config)[2])
@@ -197,6 +203,14 @@ class Watcher:
                         last_update=None if ended else state.advanced_at, logged=logged,
                         grid=None if unusable(self.prediction) else self.prediction.table["step"].to_numpy(np.int64),
                         horizons=horizons, started_with=started_with)
+
+    def _last_write(self, run: pd.Series, now: float) -> float:
+        """When the run last wrote, as its source says (a file's change time, a wandb heartbeat), or watching the
+        store as it is, when a pull last brought it something new; `now` where neither is known."""
+        written = self._written.get(str(run["run_id"]))
+        if written is None and self.source is None:
+            written = run["pulled_at"]
+        return now if written is None or pd.isna(written) else min(now, float(written))
 
     def _rung_refs(self, run: pd.Series) -> tuple[RungCurves | None, RungCurves | None]:
         """The rungs' grad norm and drop fraction against fraction of their run, each with its projection

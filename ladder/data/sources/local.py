@@ -97,7 +97,7 @@ class LocalSource:
         replace = not cursor or not still_valid(path, offset, cursor.get("check"))
         start = _Position() if replace else _Position(int(cursor.get("line", 0)), int(cursor.get("high", -1)))
         warnings: list[str] = []
-        state, status = self._state(run_dir, path, warnings)
+        state, status = self._state(run_dir, warnings)
         marked = map_state(str(status.get("state", ""))) != "running" if status else False  # by the run, not by time
         rows, end, bad, pos = _read_lines(path, 0 if replace else offset, start, ended=marked)
         if bad:
@@ -119,9 +119,10 @@ class LocalSource:
             group=str(config.get("group") or "") or None,
             warnings=tuple(warnings),
             replace=replace,
+            last_write=last_write(run_dir),
         )
 
-    def _state(self, run_dir: Path, metrics: Path, warnings: list[str]) -> tuple[str, dict]:
+    def _state(self, run_dir: Path, warnings: list[str]) -> tuple[str, dict]:
         """The run's state, and its status record ({} without one); a status file that cannot be read is said."""
         status_file = run_dir / runfiles.STATUS_FILE
         status: dict = {}
@@ -140,7 +141,7 @@ class LocalSource:
             return state, status
         # A trainer killed outright (SIGKILL, out of memory) cannot mark its run: running only while
         # its metrics or its status changed this recently, else it stopped (crashed).
-        changed = max((f.stat().st_mtime for f in (metrics, status_file) if f.exists()), default=-math.inf)
+        changed = last_write(run_dir) or -math.inf
         return ("running" if self.clock() - changed < self.running_window_s else "crashed"), status
 
 
@@ -156,6 +157,13 @@ def _check_finished(status: dict, rows, path: Path, warnings: list[str]) -> None
     if last < said:
         warnings.append(f"{path}: the run says it finished at step {said:,}, but its metrics end at step {last:,}; "
                         "the file may have been cut short")
+
+
+def last_write(run_dir: Path) -> float | None:
+    """When the run last wrote its metrics or its status (Unix seconds), None before it wrote either."""
+    stamps = [f.stat().st_mtime for f in (run_dir / runfiles.METRICS_FILE, run_dir / runfiles.STATUS_FILE)
+              if f.exists()]
+    return max(stamps, default=None)
 
 
 def run_source(run_dir: Path) -> str:

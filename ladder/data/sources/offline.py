@@ -145,6 +145,7 @@ class OfflineSource:
             group=decoder.group,
             warnings=tuple(warnings),
             replace=replace,
+            last_write=max(f.stat().st_mtime for f in files),
         )
 
     def _state(self, path: Path, last: dict[str, Any]) -> tuple[str, str]:

@@ -78,6 +78,9 @@ class PullResult:
     """(run, why) for runs that could not be read; nothing of them was stored."""
     notes: tuple[str, ...] = ()
     """What happened to the store beyond the runs pulled (runs replaced, staged runs discarded)."""
+    written: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Run id → when the source last saw the run write (`SourceRun.last_write`), for the runs read whose source
+    keeps that clock, unchanged ones included."""
 
     @property
     def messages(self) -> list[str]:
@@ -150,12 +153,12 @@ def pull(
                     if not hint:
                         raise
                     raise exc.with_hint(hint) from None
-        pulled, unchanged = [], 0
+        pulled, unchanged, written = [], 0, {}
         for ref in refs:
             if ref.run_id in writer.staged:
                 continue
             try:
-                done = _pull_run(writer, source, ref, overrides, settings, full, names, new_renames, replace)
+                done = _pull_run(writer, source, ref, overrides, settings, full, names, new_renames, replace, written)
             except SourceUnavailable as exc:
                 if writer.staged:
                     raise SourceUnavailable(
@@ -183,7 +186,7 @@ def pull(
     notes += _odd_ratios(runs[runs["run_id"].isin({p.run_id for p in pulled})])
     if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
         notes += _gone(runs, source.key, listed)
-    result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes))
+    result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes), written)
     if skipped:
         raise PullSkipped(result)
     return result
@@ -317,8 +320,10 @@ def _pull_run(
     names: set[str],
     new_renames: dict[str, str],
     replace: bool = False,
+    written: dict[str, float] | None = None,
 ) -> RunPulled | None:
-    """Read and stage one run; adds the name its coordinates are looked up by to `names`. A rename
+    """Read and stage one run; adds the name its coordinates are looked up by to `names`, and when the source says
+    when the run last wrote, that time to `written`. A rename
     in `new_renames` onto a key the run logs itself raises `RenameClash`; a table read again that lacks
     metrics or steps the store holds of the run is refused unless `replace`."""
     prev = writer.stored(ref.run_id)
@@ -329,6 +334,8 @@ def _pull_run(
     if usable and _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], earlier)):
         usable = False  # every stored row's tokens and fraction change: read the run again
     got = source.read(ref, json.loads(prev["cursor_json"]) if usable and prev["cursor_json"] else None)
+    if got.last_write is not None and written is not None:
+        written[ref.run_id] = got.last_write
     fresh = got.replace or not usable
     config = dict(got.config) if fresh else {**_config(prev), **got.config}
     name = _name(ref, got, config, prev)

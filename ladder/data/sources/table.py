@@ -75,6 +75,9 @@ class SourceRun:
     whole: bool = False
     """The rows are all the source holds of the run (a table read again): what the store has beyond them was
     taken out of the source, not left behind by a restart."""
+    last_write: float | None = None
+    """Unix seconds of the run's newest write the source can see (its files' change time, the wandb run's last
+    heartbeat), for how long a running run has been silent; None where the source keeps no such clock."""
 
 
 def same_step_key(cursor: dict[str, Any], step_key: str) -> None:

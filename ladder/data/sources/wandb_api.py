@@ -18,6 +18,7 @@ never printed: messages from wandb are scrubbed of both.
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import os
 import re
@@ -158,6 +159,7 @@ class WandbSource:
             group=getattr(run, "group", None) or None,
             warnings=tuple(warnings),
             replace=replace,
+            last_write=heartbeat(run),
         )
 
     def _scan(self, run: Any, label: str, key: str | None, start: int, rows: RowBuilder) -> int | None:
@@ -340,6 +342,15 @@ def _plain(config: Any) -> dict[str, Any]:
             v = v["value"]
         out[str(k)] = v
     return out
+
+
+def heartbeat(run: Any) -> float | None:
+    """The run's last heartbeat (Unix seconds): wandb's ``heartbeatAt``, an ISO time in UTC; None without one."""
+    try:
+        stamp = datetime.datetime.fromisoformat(str(run.heartbeat_at).replace("Z", "+00:00"))
+    except Exception:  # noqa: BLE001 - a listing without it (or an odd one) just means "unknown"
+        return None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.UTC)).timestamp()
 
 
 def _last_step(run: Any) -> int | None:
