@@ -383,7 +383,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         bands["ensemble"] = ensemble({k: bands[k] for k in weights}, weights)
     warnings = _ladder_warnings(runs, target, outcomes)
     method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs)
-    warnings += unchecked + _unused_floor(settings.options, outcomes, failed)
+    warnings += unchecked + _unused(settings.options, outcomes, failed)
     distance = float(efolds_outside(target.flops_per_token, sizes(runs)))
     g = steps / float(target.planned_steps)
     band = floored(bands[method], rows, method, distance, g)
@@ -416,13 +416,23 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     return res
 
 
-def _unused_floor(options: Options, outcomes: dict, failed: dict) -> list[str]:
-    """A warning where a --floor other than the default was given and no curve law, the only laws it sets, predicts."""
-    if options.floor == Options.floor or any(k in outcomes for k in cand.CURVE_LAWS):
-        return []
-    why_not = "; ".join(f"{k}: {failed[k]}" for k in cand.CURVE_LAWS if k in failed)
-    return [f"floor {options.floor!r} (--floor) is a setting of the curve laws, and none predicts this target"
-            f"{f' ({why_not})' if why_not else ''}: it changes nothing here"]
+UNUSED = (("floor", "floor", "--floor", "the curve laws, and none predicts", tuple(cand.CURVE_LAWS)),
+          ("n_boot", "refits", "--n-boot", "the per-fraction law, which does not predict",
+           ("per-fraction", "per-fraction-free")))
+"""(option, what it counts, its flag, the laws it sets, their names): settings a prediction says it left unused."""
+
+
+def _unused(options: Options, outcomes: dict, failed: dict) -> list[str]:
+    """A warning for each option given other than its default where none of the laws it sets predicts."""
+    out = []
+    for option, label, flag, laws, names in UNUSED:
+        value = getattr(options, option)
+        if value == getattr(Options, option) or any(k in outcomes for k in names):
+            continue
+        why_not = "; ".join(f"{k}: {failed[k]}" for k in names if k in failed)
+        out.append(f"{label} {value!r} ({flag}) is a setting of {laws} this target"
+                   f"{f' ({why_not})' if why_not else ''}: it changes nothing here")
+    return out
 
 
 def _ladder_warnings(runs: list[Run], target: Run, outcomes: dict) -> list[str]:

@@ -538,6 +538,24 @@ def test_a_pinned_asymptote_no_law_can_take_is_refused_whichever_method_predicts
         core.predict(runs, blank, hero.steps, core.Settings(options=Options(n_boot=20, E=high)))
 
 
+def test_a_refit_count_no_law_uses_is_said():
+    runs, at_ratio = ladder(mp_law, seed=1)
+    hero = ladder_run("hero", 1.6e6 * 8, mp_law, np.random.default_rng(3), noise=0.0, ratio=3 * TPP)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))  # no rung at its token ratio
+    res = core.predict(runs, blank, hero.steps, core.Settings(options=Options(n_boot=50)))
+    assert res.method == "multipower" and "per-fraction" in res.failed
+    (said,) = [w for w in res.warnings if "(--n-boot)" in w]
+    assert said.startswith("refits 50 (--n-boot) is a setting of the per-fraction law, which does not predict this "
+                           "target (per-fraction: the per-fraction law needs 3 runs with the target's token ratio")
+    assert said.endswith("it changes nothing here")
+    plain = core.predict(runs, blank, hero.steps, core.Settings())
+    assert not [w for w in plain.warnings if "(--n-boot)" in w]
+    np.testing.assert_array_equal(plain.band.median, res.band.median)
+    steps, at_ratio = at_ratio.steps, dataclasses.replace(at_ratio, steps=np.zeros(0), values=np.zeros(0))
+    used = core.predict(runs, at_ratio, steps, core.Settings(options=Options(n_boot=50)))
+    assert "per-fraction" in used.outcomes and not [w for w in used.warnings if "(--n-boot)" in w]
+
+
 def test_a_floor_setting_no_law_uses_is_said():
     runs, hero = ladder(pf_law, seed=1)
     one_each = [r for r in runs if not r.name.endswith("-2x")]  # one curve per size: the curve laws do not predict
