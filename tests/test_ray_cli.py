@@ -197,3 +197,25 @@ def test_a_head_node_address_where_nothing_listens_is_refused_at_once(ladder_fol
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and f"could not start or reach the Ray cluster at 127.0.0.1:{port}: nothing answers" in said
     assert not (ladder_folder / "runs").exists()
+
+
+def test_ctrl_c_while_ray_starts_says_nothing_was_trained(ladder_folder, monkeypatch):
+    import ladder.cluster.ray_runs as ray_runs
+
+    class Starting:  # Ctrl-C while a local Ray instance starts
+        down = False
+
+        @staticmethod
+        def init(**kwargs):
+            raise KeyboardInterrupt
+
+        @classmethod
+        def shutdown(cls):
+            cls.down = True
+
+    monkeypatch.setattr(ray_runs, "import_ray", lambda: Starting)
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 130, res.output
+    assert "interrupted before any run started: nothing was trained; run the same command again to start" in said
+    assert "last checkpoint" not in said and Starting.down

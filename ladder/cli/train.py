@@ -159,7 +159,7 @@ def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
 def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int, resume: bool,
                   ray_cpus: int | None, fmt: Format) -> int:
     """Train `runs` on Ray; the count of those skipped (finished before)."""
-    from ladder.cluster import Board, train_on_ray
+    from ladder.cluster import Board, Interrupted, train_on_ray
 
     if ray_cpus is not None and (address != LOCAL or ray_cpus < 1):
         raise LadderError(f"--ray-cpus {ray_cpus}: give a positive count, and only with a local Ray instance (--ray alone)")
@@ -175,9 +175,13 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
         with contextlib.redirect_stdout(sys.stderr) if fmt is Format.json else contextlib.nullcontext():
             jobs = train_on_ray(runs, address=address, retries=retries, resume=resume, board_factory=board,
                                 local_cpus=ray_cpus, again=again)
-    except KeyboardInterrupt:
-        err_console.print(f"interrupted: every run was stopped at or after its last checkpoint; {again} to resume "
-                          "them", highlight=False)
+    except Interrupted as exc:
+        if exc.started:
+            err_console.print(f"interrupted: every run was stopped at or after its last checkpoint; {again} to "
+                              "resume them", highlight=False)
+        else:
+            err_console.print("interrupted before any run started: nothing was trained; run the same command again "
+                              "to start", highlight=False)
         raise typer.Exit(130) from None
     bad = [j for j in jobs.values() if j.state in ("failed", "cancelled")]
     for job in bad:

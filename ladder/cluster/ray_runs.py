@@ -13,6 +13,7 @@ filesystem): that is where checkpoints, metrics and logs go, and what the live t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import warnings
@@ -82,6 +83,14 @@ def _head_answers(address: str, timeout_s: float = 10.0) -> None:
         raise LadderError(f"could not start or reach the Ray cluster at {address}: nothing answers there "
                           f"({exc.strerror or type(exc).__name__}); start its head node (`ray start --head --port "
                           f"{port}`), or give the address `ray start` printed") from None
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop (Ctrl-C) of `train_on_ray`, after cancelling what ran; `started`: the runs handed to Ray by then."""
+
+    def __init__(self, started: int) -> None:
+        super().__init__(started)
+        self.started = started
 
 
 @dataclass
@@ -287,7 +296,7 @@ def train_on_ray(
     again: str | None = None,
 ) -> dict[str, Job]:
     """Train `runs` on Ray at `address` (``local``: start an instance here) and return each run's
-    job by name. Runs finished with the same config are skipped. Raises KeyboardInterrupt after
+    job by name. Runs finished with the same config are skipped. Raises `Interrupted` after
     cancelling everything when interrupted."""
     if retries < 0:
         raise LadderError(f"--retries {retries} must be >= 0")
@@ -297,7 +306,12 @@ def train_on_ray(
     for job in jobs:
         if is_done(job.config, job.cfg):
             job.state = "skipped"
-    started_here = connect(ray, address, local_cpus)
+    try:
+        started_here = connect(ray, address, local_cpus)
+    except KeyboardInterrupt:  # while Ray starts or connects: no run was handed to it
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise Interrupted(0) from None
     try:
         if started_here:  # nothing joins a local instance later: a run that cannot fit would wait forever
             check_fits([j for j in jobs if j.state != "skipped"], ray.cluster_resources())
@@ -313,7 +327,7 @@ def train_on_ray(
             except KeyboardInterrupt:
                 launcher.cancel()
                 board.update(launcher.states())
-                raise
+                raise Interrupted(sum(j.attempts > 0 for j in jobs)) from None
     finally:
         if started_here:
             ray.shutdown()
