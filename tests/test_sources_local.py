@@ -7,6 +7,7 @@ import re
 import shutil
 import time
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -223,6 +224,31 @@ def test_a_run_pulled_through_its_folder_or_the_parent_is_one_run(tmp_path):
         with pytest.raises(LadderError, match=f"{stored}.*; {re.escape(where)} has a run with the same id.*--replace"):
             pull(store, other)
     assert (store.root / "manifest.json").read_text() == before and len(store.runs()) == 1
+
+
+def test_a_run_replacing_one_from_another_source_keeps_none_of_its_coordinates(tmp_path):
+    """--replace with a table whose run has the id of a trained rung: the table gives no sizes, and the rung's are
+    not its own (it is refused as into an empty store); given its own, it replaces the rung with them."""
+    from ladder.data.sources.coords import CoordinateOverrides
+
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path / "runs", cfg, range(1, 31))
+    store = Store(tmp_path / "store")
+    pull(store, LocalSource(run_dir))
+    run_id = store.runs().loc[0, "run_id"]
+    table = tmp_path / "import.csv"
+    table.write_text(f"run,step,loss\n{run_id},1,3.0\n")
+    source = TableSource(table, ColumnMap({"eval/loss": "loss"}, run="run", step="step"))
+    with pytest.raises(LadderError, match="lacks 'active_params'"):
+        pull(Store(tmp_path / "empty"), source)
+    with pytest.raises(LadderError, match="lacks 'active_params'"):
+        pull(store, source, replace=True)
+    assert list(store.runs()["source"]) == [f"local:{run_dir.resolve()}"]  # nothing replaced
+    own = CoordinateOverrides({"active_params": 5_000, "stop_after_steps": 10, "tokens_per_step": 64})
+    pull(store, source, overrides=own, replace=True)
+    (row,) = store.runs().to_dict("records")
+    assert row["source"] == f"csv:{table}" and row["active_params"] == 5_000 and row["stop_after_steps"] == 10
+    assert pd.isna(row["total_params"]) and pd.isna(row["fit_flops_per_token"])  # not the rung's
 
 
 def test_a_project_moved_elsewhere_pulls_its_runs_on_from_their_new_folders(tmp_path):

@@ -142,7 +142,7 @@ def pull(
         notes += source.notes(overrides) if hasattr(source, "notes") else []
         for ref in refs:  # coordinates known from the listing: check them all before reading any history
             if ref.config is not None and ref.run_id not in writer.staged:
-                prev = writer.stored(ref.run_id)
+                prev = _own(writer.stored(ref.run_id), ref.source or source.key)
                 config = {**_config(prev), **ref.config}
                 try:
                     resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev),
@@ -350,7 +350,8 @@ def _pull_run(
         config = {**config, SCHEDULE: schedule}
     if given:
         config = {**config, GIVEN_KEY: given}
-    coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(prev), overrides)
+    # a run replacing one of another source keeps none of its coordinates (`earlier`: the stored run, of this source)
+    coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(earlier), overrides)
     moved = _moved(_coords(prev), coords.values()) if same else ""
     stored_report = None if fresh else writer.stored_report(ref.run_id)
     stored_history = None if fresh else writer.stored_history(ref.run_id)
@@ -551,6 +552,12 @@ def _coordinates_moved(ref: RunRef, prev: dict[str, Any], overrides: CoordinateO
 def _moved(before: dict[str, Any], now: dict[str, Any]) -> str:
     """``field old → new`` for each coordinate that differs ("" when none)."""
     return ", ".join(f"{k} {before[k]} → {now[k]}" for k in before if now.get(k) != before[k])
+
+
+def _own(prev: dict[str, Any] | None, origin: str) -> dict[str, Any] | None:
+    """The stored run `prev` where it was read from `origin`; None where it came from elsewhere (a run that replaces
+    it keeps nothing of it)."""
+    return prev if prev is not None and _same_source(prev["source"], origin) else None
 
 
 def _config(prev: dict[str, Any] | None) -> dict[str, Any]:
