@@ -197,10 +197,14 @@ def test_rate_limited_twice_then_succeeds(tmp_path):
 def test_server_errors_back_off_and_give_up(tmp_path):
     rung = FakeRun("r1", "rung-1")
     rung.failures = [(0, http_error(503))] * 10
-    sleeps = []
+    sleeps, said = [], []
     with pytest.raises(LadderError, match="gave up after 4 tries .*HTTP 503.*pull again"):
-        pull(Store(tmp_path), _source(FakeApi({"team/ladder": [rung]}), sleeps, retry=RetryPolicy(attempts=4)))
+        pull(Store(tmp_path), _source(FakeApi({"team/ladder": [rung]}), sleeps, retry=RetryPolicy(attempts=4),
+                                      say=said.append))
     assert sleeps == [2.0, 4.0, 8.0]
+    # each wait is said as it starts: a pull waiting on a server that is down is not silent for minutes
+    assert said == [f"wandb team/ladder: reading the history of rung-1 (r1) failed (HTTP 503); trying again in {w} s "
+                    f"(try {k} of 4)" for w, k in ((2, 2), (4, 3), (8, 4))]
     assert not Store(tmp_path).exists()
 
 
@@ -355,3 +359,34 @@ def test_a_run_is_read_on_only_with_the_step_key_it_was_pulled_with(tmp_path):
                                           "--step-key _step again"):
         pull(store, _source(api, step_key="trainer/step"))
     assert _pairs(store.history("hero")) == {k: v for k, v in hero.expected().items() if k[1] <= 40}  # nothing mixed in
+
+
+def _own_step_key(run: FakeRun) -> FakeRun:
+    """The optimizer step logged as 'trainer/step' on the train rows; each eval logged in a row of its own without it,
+    and one train row with a note in text."""
+    rows = []
+    for r in run.rows:
+        rows.append({"_step": len(rows), "trainer/step": r["_step"], "train/loss": r["train/loss"]})
+        if "eval/loss" in r:
+            rows.append({"_step": len(rows), "eval/loss": r["eval/loss"]})
+    rows[2]["note"] = "warming up"
+    run.rows = rows
+    return run
+
+
+def test_rows_without_the_step_key_are_said_and_a_key_no_row_logs_is_refused(tmp_path):
+    from ladder.data.sources.pull import PullSkipped
+
+    run = _own_step_key(FakeRun("r1", "rung-1", steps=20))  # 21 train rows, 3 eval rows
+    (got,) = pull(Store(tmp_path / "a"), _source(FakeApi({"team/ladder": [run]}), step_key="trainer/step")).pulled
+    assert got.rows_read == 21
+    assert "3 history rows have no 'trainer/step' (--step-key) and were skipped; they log 'eval/loss'" in got.messages
+    assert "values that are not numbers (tables, media, text) were skipped for: note" in got.messages
+    typo = FakeRun("r2", "rung-2", steps=20)
+    with pytest.raises(PullSkipped) as err:
+        pull(Store(tmp_path / "b"), _source(FakeApi({"team/ladder": [typo]}), step_key="trainer/stp"))
+    ((name, why),) = err.value.result.skipped
+    assert why == ("none of its 21 history rows has the step key 'trainer/stp' (--step-key), so nothing of it was "
+                   "stored; its rows log 'eval/loss', 'train/loss': give --step-key the key of the optimizer step, or "
+                   "leave it out for wandb's own step (_step)")
+    assert Store(tmp_path / "b").runs().empty

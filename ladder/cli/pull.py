@@ -104,7 +104,8 @@ def pull_wandb(
     """
     filters = _parse_filter(filter_json)
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
-    source = WandbSource(project, group=group, tag=tag, filters=filters, keys=key_list, step_key=step_key)
+    source = WandbSource(project, group=group, tag=tag, filters=filters, keys=key_list, step_key=step_key,
+                         say=warn)
     _run_pull(store, source, CoordinateOverrides.parse(coord, coords), rename, fit_metric, full, replace)
 
 

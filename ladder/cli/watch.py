@@ -56,7 +56,7 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
         return LocalSource(local, running_window_s=quiet_s)
     if offline is not None:
         return OfflineSource(offline, running_window_s=quiet_s, step_key=step_key)
-    return WandbSource(wandb, step_key=step_key)
+    return WandbSource(wandb, step_key=step_key, say=warn)
 
 
 @command("watch")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,6 +151,42 @@ def concat_rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
     out["seq"] = np.arange(len(out), dtype=np.int64)
     out["metric"] = pd.Categorical(out["metric"])
     return out
+
+
+class Skipped:
+    """What a read of a wandb run left out: rows without the step key (and the keys they log), and keys whose values
+    are not numbers; the offline reader and the cloud reader say it in the same words."""
+
+    def __init__(self, step_key: str) -> None:
+        self.step_key = step_key
+        self.without_step = 0
+        self.keys_without_step: set[str] = set()
+        self.text: Counter[str] = Counter()
+
+    def row_without_step(self, keys: Iterable[str]) -> None:
+        self.without_step += 1
+        if len(self.keys_without_step) < 50:
+            self.keys_without_step.update(k for k in keys if not k.startswith("_"))
+
+    def nothing_stored(self) -> LadderError:
+        """The refusal of a run none of whose rows has the step key (nothing of it can be stored)."""
+        return LadderError(f"none of its {self.without_step:,} history rows has the step key '{self.step_key}' "
+                           f"(--step-key), so nothing of it was stored; its rows log {self._logged()}: give --step-key "
+                           "the key of the optimizer step, or leave it out for wandb's own step (_step)")
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.without_step:
+            out.append(f"{self.without_step:,} history rows have no '{self.step_key}' (--step-key) and were skipped; "
+                       f"they log {self._logged()}")
+        if self.text:
+            keys = ", ".join(sorted(self.text)[:5]) + (", ..." if len(self.text) > 5 else "")
+            out.append(f"values that are not numbers (tables, media, text) were skipped for: {keys}")
+        return out
+
+    def _logged(self) -> str:
+        named = sorted(self.keys_without_step, key=lambda k: ("step" not in k.lower(), k))  # a step's key first
+        return ", ".join(repr(k) for k in named[:8]) + (", ..." if len(named) > 8 else "") or "no keys"
 
 
 def as_number(value: Any) -> float | None:

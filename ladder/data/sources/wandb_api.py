@@ -31,6 +31,7 @@ from ladder import metrics as metric_keys
 from ladder.data.sources.table import (
     RowBuilder,
     RunRef,
+    Skipped,
     SourceRun,
     as_number,
     map_state,
@@ -73,6 +74,7 @@ class WandbSource:
         sleep: Callable[[float], None] | None = None,
         page_size: int = 1000,
         timeout_s: int = 60,
+        say: Callable[[str], None] | None = None,
     ):
         if not _PATH.match(path or ""):
             raise LadderError(f"wandb project {path!r}: expected ENTITY/PROJECT, e.g. my-team/my-ladder")
@@ -83,6 +85,8 @@ class WandbSource:
         self.retry = retry
         self.sleep = sleep or (lambda seconds: time.sleep(seconds))
         self.page_size, self.timeout_s = page_size, timeout_s
+        self.say = say or (lambda message: None)
+        """Where each try that failed and will be tried again is said (a pull waits minutes on a server down)."""
         self._api_obj = api
 
     @property
@@ -134,15 +138,19 @@ class WandbSource:
             replace, done = True, {}  # the run was rewound on the server (resume_from): read it again
         unchanged = not replace and state == "finished" == cursor.get("state") and last == cursor.get("last")
         groups = [_ALL] if self.keys is None else self.keys
-        rows, warnings = RowBuilder(), []
+        rows, warnings, skipped = RowBuilder(), [], Skipped(self.step_key)
         if not unchanged:
             for group in groups:
-                got = self._scan(run, ref.label, None if group == _ALL else group, done.get(group, 0), rows)
+                got = self._scan(run, ref.label, None if group == _ALL else group, done.get(group, 0), rows, skipped)
                 if got is not None:
                     done[group] = got
                 elif group != _ALL and group not in done:
-                    warnings.append(f"no values logged for '{group}'")
+                    also = f" in rows that log '{self.step_key}' (--step-key)" if self.step_key != "_step" else ""
+                    warnings.append(f"no values logged for '{group}'{also}")
         frame = rows.frame()
+        if replace and skipped.without_step and not len(frame):  # not one row to store
+            raise skipped.nothing_stored()
+        warnings += skipped.warnings()
         if len(groups) > 1 and len(frame):
             # Separate scans each run in step order; merged, the rows keep step order.
             frame = frame.sort_values("step", kind="stable")
@@ -162,8 +170,9 @@ class WandbSource:
             last_write=heartbeat(run),
         )
 
-    def _scan(self, run: Any, label: str, key: str | None, start: int, rows: RowBuilder) -> int | None:
-        """Append rows from `start` on; returns the last step read (None: no rows at all)."""
+    def _scan(self, run: Any, label: str, key: str | None, start: int, rows: RowBuilder, skipped: Skipped) -> int | None:
+        """Append rows from `start` on, counting in `skipped` what is left out; returns the last step read (None: no
+        rows at all)."""
         keys = None if key is None else [key, self.step_key] if key != self.step_key else [key]
         next_step, last, attempt = start, None, 0
         while True:
@@ -171,9 +180,10 @@ class WandbSource:
                 for row in run.scan_history(keys=keys, page_size=self.page_size, min_step=next_step):
                     raw = row.get(self.step_key)
                     if as_number(raw) is None:
+                        skipped.row_without_step(row)
                         continue
                     step = whole_count(raw, f"step ('{self.step_key}')", f"wandb run {label}")
-                    self._add(row, step, rows, label)
+                    self._add(row, step, rows, label, skipped)
                     last, next_step = step, step + 1
                 return last if last is not None else (start if start else None)
             except LadderError:
@@ -182,7 +192,7 @@ class WandbSource:
                 attempt += 1
                 self._wait_or_raise(exc, attempt, f"reading the history of {label}")
 
-    def _add(self, row: dict[str, Any], step: int, rows: RowBuilder, label: str = "") -> None:
+    def _add(self, row: dict[str, Any], step: int, rows: RowBuilder, label: str, skipped: Skipped) -> None:
         flat = _flatten(row)
         tokens = as_number(flat.get(self.tokens_key))
         if tokens is None or tokens != tokens or abs(tokens) == float("inf"):
@@ -195,6 +205,8 @@ class WandbSource:
             value = as_number(raw)
             if value is not None:
                 rows.add(step, key, value, tokens)
+            elif raw is not None:
+                skipped.text[key] += 1
 
     # ---- the API and its failures ---------------------------------------------------------------
     def _api(self) -> Any:
@@ -236,8 +248,10 @@ class WandbSource:
                 f"{where}: gave up after {attempt} tries ({reason}); "
                 "check the server set by WANDB_BASE_URL and your network, then pull again (it resumes)"
             ) from None
-        wait = hint if hint is not None else self.retry.base_s * 2 ** (attempt - 1)
-        self.sleep(min(max(wait, 0.0), self.retry.max_wait_s))
+        wait = min(max(hint if hint is not None else self.retry.base_s * 2 ** (attempt - 1), 0.0), self.retry.max_wait_s)
+        self.say(f"wandb {self.path}: {what} failed ({reason}); trying again in {wait:.0f} s "
+                 f"(try {attempt + 1} of {attempts or self.retry.attempts})")
+        self.sleep(wait)
 
 
 def classify(exc: BaseException) -> tuple[str, float | None, str]:
