@@ -915,7 +915,15 @@ def test_a_stored_run_whose_final_loss_is_not_positive_is_named(tmp_path):
     res = run("import", "csv", table, "--store", tmp_path / "s", "--run", "run_id", "--tokens", "tokens",
               "--metric", "eval/loss=loss", "--coord-column", "active_params=params", "--coord", "role=rung")
     assert res.exit_code == 0, res.output
-    one_error_line(run("fit", "surface", "--store", tmp_path / "s"), "run 'r2' has no positive, finite eval/loss")
+    refused = run("fit", "surface", "--store", tmp_path / "s")
+    one_error_line(refused, "run 'r2' has no positive, finite eval/loss")
+    # the advice takes that one run out (--group / --role would take its whole group)
+    said = " ".join(refused.output.split())
+    assert f"take it out of the store with `ladder runs --remove r2 --store {tmp_path / 's'}`" in said
+    removed = run("runs", "--remove", "r2", "--store", tmp_path / "s", "--yes")
+    assert removed.exit_code == 0, removed.output
+    res = run("fit", "surface", "--store", tmp_path / "s")
+    one_error_line(res, "needs at least 5 runs of distinct (N, D), got 3")  # r2 left out, the three others in
 
 
 def test_a_fit_refused_for_too_few_finished_runs_names_the_runs_left_out(tmp_path):

@@ -594,9 +594,15 @@ def _short_message(store, run: pd.Series, metric: str, usable: int) -> str:
         bad = every[every["step"] > usable]
         return (f"run {run['name']!r} reached its planned last step, but its {metric} there is no loss (NaN, inf, 0 or "
                 f"below: {bad['value'].iloc[-1]:g} at step {int(bad['step'].iloc[-1]):,}); its last usable value is at "
-                f"step {usable:,}: fix the run's values, or leave it out with --group / --role")
+                f"step {usable:,}: {_fix_or_remove(store, run)}")
     return (f"run {run['name']!r} ends before its planned last step; its last value is not a final loss (finish "
             "it, or mark it crashed and leave it out)")
+
+
+def _fix_or_remove(store, run: pd.Series) -> str:
+    """What to do about one run of `store` whose values no law can fit (--group / --role pick groups, not one run)."""
+    return (f"fix the run's values, or take it out of the store with `ladder runs --remove {run['run_id']} --store "
+            f"{store.root}` (or out of the fit with --group / --role, where it is in a group or role of its own)")
 
 
 def finals_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
@@ -610,9 +616,9 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
     last = hist.groupby("run_id").tail(1).set_index("run_id")
     none = ~runs["run_id"].isin(last.index)
     if none.any():
-        raise LadderError(f"run {runs['name'][none.to_numpy()].iloc[0]!r} has no positive, finite {metric} (the laws "
-                          "fit losses; 0 or below, NaN and inf are none): fix the run's values, or leave it out with "
-                          "--group / --role")
+        first = runs[none.to_numpy()].iloc[0]
+        raise LadderError(f"run {first['name']!r} has no positive, finite {metric} (the laws fit losses; 0 or below, "
+                          f"NaN and inf are none): {_fix_or_remove(store, first)}")
     planned = runs.set_index("run_id")["stop_after_steps"].astype("float64")
     ended = hist.groupby("run_id")["step"].apply(lambda s: reached_end(s.to_numpy(float) / planned[s.name]))
     short = ~ended.loc[runs["run_id"]]
