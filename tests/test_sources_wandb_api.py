@@ -287,6 +287,12 @@ def test_bad_project_path_and_filter(monkeypatch, tmp_path):
     assert res.exit_code == 2 and "expected ENTITY/PROJECT" in res.output
     res = _cli(monkeypatch, lambda **kw: FakeApi({}), "team/p", "--filter", "{nope", "--store", str(tmp_path))
     assert res.exit_code == 2 and "--filter" in res.output and "not valid JSON" in res.output
+    # options that name nothing are refused, not read as their defaults (every key; the store's fit metric)
+    res = _cli(monkeypatch, lambda **kw: FakeApi({}), "team/p", "--keys", " , ", "--store", str(tmp_path))
+    assert res.exit_code == 2 and "--keys ' , ': names no key" in res.output
+    res = _cli(monkeypatch, lambda **kw: FakeApi({}), "team/p", "--fit-metric", "", "--store", str(tmp_path))
+    assert res.exit_code == 2 and "--fit-metric '': give the key fits read" in res.output
+    assert not tmp_path.joinpath("manifest.json").exists()
 
 
 def test_no_api_key(monkeypatch, tmp_path):

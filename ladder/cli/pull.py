@@ -51,7 +51,7 @@ COORD_HELP = (
 )
 COORDS_HELP = ("YAML file of coordinates per run: {RUN_NAME_OR_ID: {FIELD: VALUE}}, FIELD as for --coord, plus "
                "schedule: {peak_lr, total_steps, warmup_steps, decay, min_lr_ratio} (README, 'Your own ladder'). A run's "
-               "entry wins over --coord and --coord-column for that run (a warning names each such run).")
+               "entry wins over --coord (and a table's --coord-column) for that run (a warning names each such run).")
 RENAME_HELP = "Store a logged key under another name, OLD=NEW, e.g. eval/paloma/macro_loss=eval/loss (repeatable; kept for later pulls)."
 FIT_HELP = "The metric fits read (kept in the store; default eval/loss)."
 FULL_HELP = "Read every run again from the start instead of only what is new."
@@ -103,7 +103,10 @@ def pull_wandb(
     pull changes nothing, and running it again continues where it stopped.
     """
     filters = _parse_filter(filter_json)
-    key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
+    key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys is not None else None
+    if key_list == []:
+        raise LadderError(f"--keys {keys!r}: names no key; give keys separated by commas, e.g. eval/loss,train/loss, "
+                          "or leave --keys out to read every key")
     source = WandbSource(project, group=group, tag=tag, filters=filters, keys=key_list, step_key=step_key,
                          say=warn)
     _run_pull(store, source, CoordinateOverrides.parse(coord, coords), rename, fit_metric, full, replace)
@@ -238,6 +241,8 @@ def _run_pull(
     full: bool,
     replace: bool = False,
 ) -> None:
+    if fit_metric is not None and not fit_metric.strip():
+        raise LadderError("--fit-metric '': give the key fits read, e.g. eval/loss, or leave it out to keep the store's")
     target = Store(store)
     settings = None
     if rename or fit_metric:
