@@ -93,6 +93,22 @@ def test_fraction_is_of_the_started_plan_and_the_edited_one_is_beside_it():
     assert report.past_plan == 1 and "past the planned steps" in " ".join(report.messages())
 
 
+def test_steps_past_the_plan_name_a_logged_step_that_stays_within_it():
+    """wandb's own _step counts every log call: a run that logs evals apart runs past its plan on it, while the
+    optimizer step it logs as a metric ends at the plan."""
+    plan = Coordinates(stop_after_steps=100, tokens_per_step=1, planned_tokens=100)
+    rows = [(2 * s + k, key, float(v)) for s in range(1, 101, 11)
+            for k, (key, v) in enumerate((("trainer/global_step", s), ("eval/loss", 3.0)))]
+    _, report = resolve(log(*rows), plan, S)
+    assert report.past_plan > 0 and report.step_like == "trainer/global_step"
+    said = " ".join(report.messages())
+    assert ("past the planned steps: check stop_after_steps, or whether the optimizer step is the logged "
+            "'trainer/global_step', whose values stay within the plan (read the step from it: --step-key") in said
+    _, plain = resolve(log((150, "eval/loss", 3.0), (120, "lr_step", 7.0), (150, "lr_step", 900.0)), plan, S)
+    assert plain.past_plan == 2 and plain.step_like == ""  # a key named so, past the plan itself: no such hint
+    assert " ".join(plain.messages()).count("check stop_after_steps") == 1 and "--step-key" not in " ".join(plain.messages())
+
+
 def test_missing_fit_metric_is_reported_once_the_first_eval_is_due():
     planned = C.planned_steps_at(np.array([1]))[0]
     _, report = resolve(log((int(0.1 * planned), "train/loss", 1.0)), C, S)

@@ -87,6 +87,9 @@ class ResolveReport:
     """(metric, values of 0 or below, first step with one) of the fit metric and the losses: no loss."""
     past_plan: int = 0
     """Values at steps past the plan in force at them."""
+    step_like: str = ""
+    """Where values lie past the plan: a logged key named like a step whose values rise with the steps and stay
+    within the plan (the optimizer step, logged beside another step key)."""
     missing_fit_metric: str = ""
     """The fit metric, when the run has no finite value of it."""
     tokens_off: tuple[int, int, int] = ()
@@ -133,7 +136,9 @@ class ResolveReport:
                 out.append(f"{metric}: {_n(count, 'value')} of 0 or below (first at step {first}): no loss, kept out "
                            "of fits (a metric logged as log-probability or reward? store the loss)")
         if self.past_plan and (earlier is None or earlier.past_plan != self.past_plan):
-            out.append(f"{_n(self.past_plan, 'value')} past the planned steps: check stop_after_steps")
+            also = (f", or whether the optimizer step is the logged '{self.step_like}', whose values stay within the "
+                    "plan (read the step from it: --step-key for wandb runs, --step for tables)") if self.step_like else ""
+            out.append(f"{_n(self.past_plan, 'value')} past the planned steps: check stop_after_steps{also}")
         if self.tokens_off and (earlier is None or earlier.tokens_off != self.tokens_off):
             step, logged, computed = self.tokens_off
             out.append(f"at step {step:,} the logged tokens ({logged:,}) are {logged / computed:.3g}× step × tokens per "
@@ -184,6 +189,7 @@ def resolve(
     kept = raw[~dropped]
     last, relogged = _last_per_key(kept)
     history = _history_frame(last, coords)
+    past = coords.past_plan(history["step"].to_numpy())
     report = ResolveReport(
         rows_read=len(rows),
         relogged=relogged,
@@ -193,11 +199,25 @@ def resolve(
         rename_conflicts=conflicts,
         nonfinite=_nonfinite(history),
         not_positive=_not_positive(history, settings.fit_metric),
-        past_plan=int(coords.past_plan(history["step"].to_numpy()).sum()),
+        past_plan=int(past.sum()),
+        step_like=_step_like(history, coords) if past.any() else "",
         missing_fit_metric=_missing(history, settings.fit_metric, coords),
         tokens_off=_tokens_off(kept, coords),
     )
     return history, report
+
+
+def _step_like(history: pd.DataFrame, coords: Coordinates) -> str:
+    """The first logged key named like a step ("step" in it) whose values rise with the stored steps and stay within
+    the planned steps; "" when none does."""
+    names = history["metric"].astype(str)
+    for name in sorted({m for m in names.unique() if "step" in m.lower()}):
+        values = history.loc[names == name].sort_values("step")["value"].to_numpy(np.float64)
+        values = values[np.isfinite(values)]
+        if len(values) >= 2 and values[-1] > values[0] and np.all(np.diff(values) >= 0) \
+                and values[-1] <= coords.stop_after_steps:
+            return name
+    return ""
 
 
 TOKENS_TOL = 0.05
