@@ -5,6 +5,17 @@ what to do. The CLI prints it as one line and exits with code 2; anything else i
 """
 
 
+import os
+
+DEBUG_ENV = "LADDER_DEBUG"
+"""Set (to anything but 0, false or no) to see the traceback of an unexpected error, as `ladder --debug` does."""
+
+
+def debug_env() -> bool:
+    """Whether `DEBUG_ENV` asks for tracebacks."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
 class LadderError(ValueError):
     """Bad input from the user (a config, a flag, a file); the message says what to do."""
 

@@ -743,6 +743,31 @@ def test_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback():
     assert err.strip() == "interrupted before the command started; nothing was done"
 
 
+def test_a_command_line_that_cannot_load_says_so_in_one_line():
+    """A damaged module (here one that raises as it loads): one line, exit 1, every command; the traceback on ask."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "class Damaged:\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              "        if name == 'ladder.cli':\n"
+              "            raise IndentationError('unexpected indent (monitor.py, line 103)')\n"
+              "sys.meta_path.insert(0, Damaged())\n"
+              "from ladder.entry import main\nmain()")
+    env = {k: v for k, v in os.environ.items() if k != "LADDER_DEBUG"}
+    done = subprocess.run([sys.executable, "-c", script, "pull", "--help"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == ("error: IndentationError: unexpected indent (monitor.py, line 103); the command line "
+                                   "could not load, nothing was done: this is a bug or a damaged install (rerun with "
+                                   "LADDER_DEBUG=1 for the traceback)")
+    shown = subprocess.run([sys.executable, "-c", script, "pull"], capture_output=True, text=True,
+                           env={**env, "LADDER_DEBUG": "1"}, timeout=60)
+    assert shown.returncode == 1 and "Traceback" in shown.stderr and "IndentationError" in shown.stderr
+
+
 def test_the_ladder_script_runs_the_guarded_entry_point():
     from importlib.metadata import entry_points
 

@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ladder.errors import LadderError
+from ladder.errors import DEBUG_ENV, LadderError, debug_env
 
 
 class _OneLineErrors(typer.core.TyperGroup):
@@ -146,7 +146,6 @@ class Format(StrEnum):
     json = "json"
 
 
-DEBUG_ENV = "LADDER_DEBUG"
 SECRET_ENVS = ("WANDB_API_KEY", "LADDER_WEBHOOK_URL")
 """Environment variables whose values are never printed, even inside an error message."""
 USAGE_ERROR = 2
@@ -188,7 +187,7 @@ def redact(text: str) -> str:
 
 
 def _debugging() -> bool:
-    return _debug_flag.get() or os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return _debug_flag.get() or debug_env()
 
 
 def _bug(exc: BaseException) -> typer.Exit:
