@@ -326,6 +326,12 @@ def test_replan_predicts_to_the_new_horizon_as_predict_does_on_the_config_it_wri
     written = tmp_path / "new" / f"{UNEDITED.name}.yaml"
     horizon = RunConfig.load(written).stop_after_steps
     assert horizon < T
+    # `ladder train` reads a relative run_dir from the config's folder: the edited plan continues the hero's run
+    from ladder.launch import run_dir_of
+
+    home = run_dir_of(cfg, UNEDITED).resolve()
+    assert run_dir_of(written, RunConfig.load(written)).resolve() == home
+    assert f"train it with `ladder train {written} --resume`: it continues the run in {home}" in " ".join(res.stdout.split())
     res_again = runner.invoke(app, ["predict", str(written), "--store", str(mp_store.root), "--n-boot", "50",
                                     "--out", str(tmp_path / "again")])
     assert res_again.exit_code == 0, res_again.output

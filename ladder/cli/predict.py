@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -358,11 +359,30 @@ def replan_command(
         from ladder.data.runview import save_target
 
         retired = retire_watch(out, new)
+        edited, home = _same_run_dir(edited, config, out)
         written = save_target(edited, out / f"{file_part(edited.name)}.yaml")
         new.save(out)
         console.print(f"Wrote {written} and its prediction to {out}/")
+        if home is not None:
+            console.print(f"train it with `ladder train {written} --resume`: it continues the run in {home}")
         if retired:
             console.print(_retired(retired))
+
+
+def _same_run_dir(edited, config: Path | None, out: Path):
+    """The edited plan with its run folder where the plan's own config puts it (a relative run_dir is read from the
+    config's folder, so written elsewhere as it was, it would start a new run there), and that folder; as it was,
+    and None, for a target that is no planner config."""
+    if config is None or edited.config is None:
+        return edited, None
+    from ladder.launch import run_dir_of
+
+    home = run_dir_of(config, edited.config).absolute()
+    try:
+        kept = os.path.relpath(home, out.absolute())
+    except ValueError:  # another drive: only the whole path reaches it
+        kept = str(home)
+    return dataclasses.replace(edited, config=edited.config.replace(run_dir=kept)), home
 
 
 def _check_replan_out(written: Path, given: Path | None) -> None:
