@@ -234,6 +234,30 @@ def test_parquet_nulls_are_not_logged_and_nans_are(tmp_path):
     assert list(bpb["step"]) == [1, 2] and np.array_equal(bpb["value"], [1.5, np.nan], equal_nan=True)
 
 
+def test_history_exports_nan_and_inf_so_that_an_import_reads_them_back_and_json_keeps_them_apart(tmp_path):
+    """`ladder history --nonfinite`: a NaN eval written as an empty cell would come back as a value never logged."""
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,loss\nr,1,3.0\nr,2,nan\nr,3,2.5\nr,4,inf\nr,5,-inf\nr,6,2.25\n")
+    coords = [x for k, v in {"stop_after_steps": 6, "tokens_per_step": 10, "active_params": 1000, **UNKNOWN}.items()
+              for x in ("--coord", f"{k}={v}")]
+    runner = CliRunner()
+    first = runner.invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step", "--metric",
+                                "eval/loss=loss", "--store", str(tmp_path / "s"), *coords])
+    assert first.exit_code == 0, first.output
+    export = tmp_path / "export.csv"
+    res = runner.invoke(app, ["history", "r", "--nonfinite", "--out", str(export), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    again = runner.invoke(app, ["import", "csv", str(export), "--step", "step", "--tokens", "tokens", "--metric",
+                                "eval/loss=value", "--store", str(tmp_path / "rt"), *coords])
+    assert again.exit_code == 0, again.output
+    h = Store(tmp_path / "rt").history(include_nonfinite=True)
+    assert list(h["step"]) == [1, 2, 3, 4, 5, 6]
+    assert np.array_equal(h["value"], [3.0, np.nan, 2.5, np.inf, -np.inf, 2.25], equal_nan=True)
+    res = runner.invoke(app, ["history", "r", "--nonfinite", "--format", "json", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    assert [r["value"] for r in json.loads(res.output)] == [3.0, "NaN", 2.5, "Infinity", "-Infinity", 2.25]
+
+
 def test_a_metric_cell_that_is_no_number_names_its_line(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("run,step,loss\nr,1,3.0\nr,2,nan\nr,3,n/a?\n")
@@ -294,6 +318,44 @@ def test_a_coordinate_column_that_varies_within_a_run_is_named(tmp_path):
     with pytest.raises(LadderError, match=r"run 'b': column 'tokens_per_step' holds several values in its rows "
                                           r"\(50, 64\); a run has one tokens_per_step"):
         TableSource(path, COLUMNS).runs()
+
+
+def test_a_mapped_coordinate_column_that_varies_within_a_run_is_refused_with_its_line(tmp_path):
+    """--coord-column active_params=params is held to what a column named active_params is: one value per run."""
+    path = tmp_path / "t.csv"
+    small_table().assign(params=[1000] * 4 + [2000, 2000, 3000, 2000]).to_csv(path, index=False)
+    res = _import(path, tmp_path / "s")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert (f"{path}: line 8: run 'b': column 'params' holds several values in its rows (2000, 3000); a run has "
+            "one active_params: fix the column, or give it with --coord active_params=VALUE") in said
+    assert not Store(tmp_path / "s").exists()
+
+
+def test_a_mapped_coordinate_column_is_read_past_its_empty_cells(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().assign(params=[np.nan, 1000, np.nan, 1000, np.nan, np.nan, 2000, np.nan]).to_csv(path, index=False)
+    res = _import(path, tmp_path / "s")
+    assert res.exit_code == 0, res.output
+    runs = Store(tmp_path / "s").runs().set_index("run_id")
+    assert runs.loc["a", "active_params"] == 1000 and runs.loc["b", "active_params"] == 2000
+
+
+def test_a_mapped_coordinate_column_empty_for_a_run_is_said_to_be_empty_not_to_be_mapped(tmp_path):
+    path = tmp_path / "t.csv"
+    small_table().assign(params=[1000] * 4 + [np.nan] * 4).to_csv(path, index=False)
+    res = _import(path, tmp_path / "s")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert said.startswith("error: run b (t.csv): its config lacks 'active_params'")
+    assert said.endswith("column 'params' (--coord-column active_params=params) is empty in every row of run 'b': "
+                         "fill it in, or give the value as above")
+    assert "read it from the table's columns" not in said
+    coords = tmp_path / "c.yaml"
+    coords.write_text("b: {active_params: 2000}\n")
+    res = _import(path, tmp_path / "s", "--coords", str(coords))
+    assert res.exit_code == 0, res.output
+    assert Store(tmp_path / "s").runs().set_index("run_id").loc["b", "active_params"] == 2000
 
 
 def test_missing_coordinates_are_named_together_with_the_columns_that_seem_to_hold_them(tmp_path):

@@ -121,12 +121,33 @@ class TableSource:
     def coordinate_hint(self, fields: tuple[str, ...]) -> str:
         """How to read the coordinates `fields` from columns of this table: the --coord-column of each field a
         column seems to hold (`COORD_COLUMNS`), or the option's form."""
+        # A field the user mapped a column to is missing because that column is empty: say so, not the option again.
+        empty = self._empty_columns([f for f in fields if f in self.columns.coords])
+        fields = tuple(f for f in fields if f not in self.columns.coords)
+        if not fields:
+            return empty
         names = {str(c).strip().lower(): str(c) for c in self._load().columns}
         columns = {f: next((names[c] for c in COORD_COLUMNS.get(f, ()) if c in names), None) for f in fields}
         found = [f"--coord-column {f}={c}" for f, c in columns.items() if c is not None]
         if found:
-            return f"; or read {'it' if len(found) == 1 else 'them'} from the table's columns: {' '.join(found)}"
-        return "; or read a coordinate from a column of the table: --coord-column FIELD=COLUMN"
+            return f"{empty}; or read {'it' if len(found) == 1 else 'them'} from the table's columns: {' '.join(found)}"
+        return f"{empty}; or read a coordinate from a column of the table: --coord-column FIELD=COLUMN"
+
+    def _empty_columns(self, fields: list[str]) -> str:
+        """For the coordinates `fields` read from a mapped column, which runs that column is empty for (every
+        one of their rows): why a mapped coordinate is missing, and that the column needs filling ("" if none)."""
+        table = self._load()
+        c = self.columns
+        ids = table[c.run].astype(str) if c.run is not None else pd.Series(self.path.stem, index=table.index)
+        said = []
+        for f in fields:
+            column = c.coords[f]
+            runs = [str(r) for r, n in table[column].groupby(ids, sort=True).count().items() if n == 0]
+            if runs:
+                shown = ", ".join(map(repr, runs[:3])) + (f" and {len(runs) - 3:,} more" if len(runs) > 3 else "")
+                said.append(f"column {column!r} (--coord-column {f}={column}) is empty in every row of run"
+                            f"{'s' if len(runs) > 1 else ''} {shown}")
+        return "".join(f"; {line}: fill it in, or give the value as above" for line in said)
 
     def runs(self) -> list[RunRef]:
         table = self._load()
@@ -138,13 +159,10 @@ class TableSource:
             run_id = str(run_id)
             config = dict(per_run.get(run_id, {}))
             for f in FIELDS:  # a coordinate column that varies within the run is no coordinate of it
-                if f in rows.columns and f not in config and f not in c.coords and rows[f].nunique(dropna=True) > 1:
-                    values = ", ".join(map(str, rows[f].dropna().unique()[:3]))
-                    raise LadderError(f"{self.path}: run {run_id!r}: column '{f}' holds several values in its rows "
-                                      f"({values}); a run has one {f}: fix the column, or give it with --coord {f}=VALUE")
+                if f in rows.columns and f not in config and f not in c.coords:
+                    self._run_value(run_id, rows, f, f)
             for f, column in c.coords.items():
-                value = rows[column].iloc[0]
-                config[f] = None if pd.isna(value) else _plain(value)
+                config[f] = self._run_value(run_id, rows, column, f)
             if c.step is None and len(rows) > 1:
                 rows = self._steps_from_tokens(run_id, rows, config)
             elif c.step is None:
@@ -162,6 +180,19 @@ class TableSource:
                 config["state"] = table_state(config["state"], f"{self._where(int(rows.index[0]))}: run {run_id!r}")
             refs.append(RunRef(run_id, self.key, label=f"{run_id} ({self.path.name})", name=str(config.get("name") or run_id), config=config, handle=rows))
         return refs
+
+    def _run_value(self, run_id: str, rows: pd.DataFrame, column: str, f: str) -> Any:
+        """The one value `column` holds in a run's `rows`, empty cells aside (None where all are empty): a run has
+        one coordinate or label `f`, so a column that holds several is a `LadderError` naming the line where the
+        second value appears, rather than a guess at which row is right."""
+        cells = rows[column].dropna()
+        values = cells.unique()
+        if len(values) > 1:
+            second = int(cells.index[(cells != values[0]).to_numpy()][0])
+            shown = ", ".join(map(str, values[:3]))
+            raise LadderError(f"{self._where(second)}: run {run_id!r}: column {column!r} holds several values in its "
+                              f"rows ({shown}); a run has one {f}: fix the column, or give it with --coord {f}=VALUE")
+        return _plain(values[0]) if len(values) else None
 
     def _steps_from_tokens(self, run_id: str, rows: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
         """A run of several rows without a step column: its steps from its tokens, over the tokens per step a
