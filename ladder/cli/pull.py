@@ -8,6 +8,7 @@ import sys
 from enum import StrEnum
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import typer
 from rich.markup import escape
@@ -416,14 +417,17 @@ def history_command(
     metric: list[str] = typer.Option([], "--metric", help="Metric key (repeatable); default: the fit metric; 'all' for every key."),
     fmt: HistoryFormat = typer.Option(HistoryFormat.table, "--format", help="table, csv or json."),
     out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout (a .csv or .json suffix names the format when --format is not given)."),
-    nonfinite: bool = typer.Option(False, "--nonfinite", help="Include NaN and ±inf values (left out by default, as fits leave them out)."),
+    nonfinite: bool = typer.Option(False, "--nonfinite", help="Include NaN and ±inf values (left out by default, as fits leave them out). CSV writes them nan, inf, -inf (as `ladder import csv` reads them back); JSON as the strings \"NaN\", \"Infinity\", \"-Infinity\"."),
     tail: int = typer.Option(40, "--tail", help="table format: show the last this many rows."),
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
 ) -> None:
     """Print or export one run's metric series: step, tokens, fraction of the planned steps, value.
 
     The fraction is of the plan the run started with; where its plan was edited, fraction_edited (of the
-    plan in force at each step) stands beside it.
+    plan in force at each step) stands beside it. With --nonfinite, a NaN and an infinity stay apart in every
+    format: CSV writes nan, inf and -inf, which `ladder import csv` reads back as the values logged (an empty
+    cell would read as a value not logged); JSON, which has no such numbers, writes the strings "NaN",
+    "Infinity" and "-Infinity" (JavaScript's and Python's names for them).
     """
     if out is not None:
         out = out_file(out, kinds=(".csv", ".json"))
@@ -455,8 +459,7 @@ def history_command(
                         else f"{r[c]:.6g}" if c == "value" else str(r[c]) for c in h.columns))
         console.print(t)
         return
-    text = (h.to_csv(index=False) if fmt is HistoryFormat.csv
-            else json_text(h.to_dict("records"), indent=1) + "\n")  # every digit, as the CSV has them
+    text = _history_text(h, fmt)
     if out is None:
         typer.echo(text, nl=False)
     else:
@@ -465,6 +468,24 @@ def history_command(
         except OSError as exc:
             raise LadderError(f"--out {out}: cannot write it ({exc.strerror})") from None
         console.print(f"Wrote {len(h):,} rows to {out}", highlight=False)
+
+
+NONFINITE_JSON = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""How `ladder history --format json` writes a value JSON has no number for: as these strings, so that a NaN
+(the run logged a NaN) and an infinity (it diverged) stay apart, where null would say neither."""
+
+
+def _history_text(h: pd.DataFrame, fmt: HistoryFormat) -> str:
+    """A run's series as CSV or JSON text, floats to the last digit, NaN and ±inf kept apart: CSV as nan, inf and
+    -inf (what `ladder import csv` reads as logged values; an empty cell there is a value not logged), JSON as the
+    strings of `NONFINITE_JSON`."""
+    if fmt is HistoryFormat.csv:
+        return h.to_csv(index=False, na_rep="nan")
+    values = h["value"].to_numpy(np.float64)
+    shown = h["value"].astype(object)
+    for spelt, where in zip(NONFINITE_JSON.values(), (np.isnan(values), values == np.inf, values == -np.inf)):
+        shown[where] = spelt
+    return json_text(h.assign(value=shown).to_dict("records"), indent=1) + "\n"
 
 
 def _history_format(fmt: HistoryFormat, out: Path) -> HistoryFormat:
