@@ -424,16 +424,16 @@ def test_cli_pull_offline_runs_and_history(runs, tmp_path):
     assert lines[-1].startswith(f"{HERO.stop_after_steps},{HERO.stop_after_steps * HERO.tokens_per_step},{started},1.0,eval/loss,")
 
 
-def test_cli_missing_coordinate_names_run_and_field(runs, tmp_path):
+def test_cli_missing_coordinate_names_run_and_field(tmp_path):
     bare = tmp_path / "bare"
-    shutil.copytree(runs["nested"], bare, symlinks=True)
+    bare.mkdir()
+    spec = dict(dir=str(bare), id="bare0001", name="bare", config={"lr": 1e-3},  # a config without coordinates
+                logs=[(s, {"eval/loss": 3.0 + 1.0 / s}) for s in range(1, 21)])
+    assert _write(tmp_path, "bare", spec) == 0
     runner = CliRunner()
-    f = _one_file(bare)
-    f.write_bytes(f.read_bytes()[:7])  # a run killed before wandb wrote anything: no config at all
-    os.utime(f, (f.stat().st_mtime - 3600, f.stat().st_mtime - 3600))  # an hour ago: not one starting now
     res = runner.invoke(app, ["pull", "offline", str(bare), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2
-    assert "nested01" in res.output and "'active_params'" in res.output and "--coord active_params=" in res.output
+    assert "bare0001" in res.output and "'active_params'" in res.output and "--coord active_params=" in res.output
     assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
     assert not (tmp_path / "s").exists()  # nothing pulled: no store left behind
     coords = ["--coord", "stop_after_steps=20", "--coord", "tokens_per_step=100",
@@ -504,3 +504,47 @@ def test_a_run_wandb_has_just_started_is_waited_for_not_taken_for_one_without_co
     with pytest.raises(PullSkipped, match="nothing is written in it yet, not even its config") as caught:
         pull(Store(tmp_path / "store"), OfflineSource(tmp_path / "hero"))
     assert "coord" not in str(caught.value)
+
+
+def test_a_run_killed_before_wandb_wrote_a_record_is_skipped_as_holding_none_not_asked_for_coordinates(runs, tmp_path):
+    """An old file of wandb's header alone: asking for its coordinates would store an empty run, so it is skipped by
+    name, saying it holds no records, and the runs beside it are pulled; how long it lay unwritten reads in hours."""
+    from ladder.data.sources.pull import PullSkipped
+
+    shutil.copytree(runs["hero"], tmp_path / "both" / "hero")
+    dead = tmp_path / "both" / "dead" / "wandb" / "offline-run-20260101_000000-dead0001" / "run-dead0001.wandb"
+    dead.parent.mkdir(parents=True)
+    dead.write_bytes(_one_file(runs["hero"]).read_bytes()[:7])
+    os.utime(dead, (dead.stat().st_mtime - 86400, dead.stat().st_mtime - 86400))  # not a run starting now
+    store = Store(tmp_path / "store")
+    later = dead.stat().st_mtime + 3 * 3600 + 12 * 60  # 3 h 12 min after its one write
+    with pytest.raises(PullSkipped) as caught:
+        pull(store, OfflineSource(tmp_path / "both", clock=lambda: later))
+    ((skipped, why),) = caught.value.result.skipped
+    assert skipped.startswith("dead0001 (")
+    assert why == (f"{dead} holds no records, only wandb's header (no write for 3 h 12 min): the run was killed "
+                   "before wandb wrote anything, so there is nothing to pull from it")
+    assert list(store.runs()["run_id"]) == ["hero0001"]  # the run beside it is pulled, the empty one is not stored
+    coords = [x for f in ("stop_after_steps=20", "tokens_per_step=100", "active_params=1000") for x in ("--coord", f)]
+    res = CliRunner().invoke(app, ["pull", "offline", str(dead.parent), "--store", str(tmp_path / "s"), *coords])
+    assert res.exit_code == 2 and "holds no records" in res.output  # coordinates given do not make it a run
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("seconds, shown", [
+    (0, "0 s"), (119.4, "119 s"), (120, "2 min"), (3599, "60 min"), (7200, "2 h"), (3 * 3600 + 12 * 60, "3 h 12 min"),
+    (47 * 3600 + 59 * 60, "47 h 59 min"), (2 * 86400, "2 days"), (796524115, "9,219 days"),
+])
+def test_a_span_of_time_in_a_message_reads_in_the_unit_that_fits_it(seconds, shown):
+    from ladder.durations import span_text
+
+    assert span_text(seconds) == shown
+
+
+def test_a_file_unwritten_for_years_says_so_in_days_not_seconds(runs):
+    f = _one_file(runs["killed"])
+    source = OfflineSource(runs["killed"], clock=lambda: f.stat().st_mtime + 796524115)
+    (ref,) = source.runs()
+    got = source.read(ref)
+    assert got.state == "crashed"
+    assert any(f"{f}: no exit record and no write for 9,219 days: the run was killed or lost" in w for w in got.warnings)

@@ -35,12 +35,14 @@ from ladder.data.sources.leveldb import LogRead, Stop, read_log
 from ladder.data.sources.table import (
     RowBuilder,
     RunRef,
+    Skipped,
     SourceRun,
     concat_rows,
     json_number,
     same_step_key,
     whole_count,
 )
+from ladder.durations import span_text
 from ladder.errors import LadderError
 
 _FILE = re.compile(r"^run-(?P<id>.+)\.wandb$")
@@ -99,12 +101,13 @@ class OfflineSource:
         if replace:
             seen = {}
         decoder = _Decoder(self.step_key, self.tokens_key)
-        frames, warnings = [], []
+        frames, warnings, records = [], [], 0
         for f in files:
             state = seen.get(str(f), {"offset": 0})
             if state.get("stop") == Stop.END and state["offset"] == f.stat().st_size:
                 continue
             log = read_log(f, state["offset"])
+            records += len(log.records)
             bad = decoder.decode(log.records, f, log)
             if bad is not None:  # a record whose checksum holds but whose bytes are not a wandb record
                 at = log.ends[bad - 1] if bad else log.start
@@ -118,18 +121,16 @@ class OfflineSource:
                     f"(rows before it kept, nothing after it read)"
                 )
         state, note = self._state(files[-1], seen[str(files[-1])])
-        started = (replace and not decoder.config and not decoder.without_step and not warnings  # nor a damaged one
+        started = (replace and not decoder.config and not decoder.skipped.without_step and not warnings  # nor a damaged one
                    and not any(len(f) for f in frames))
         if started and state == "running":
             # wandb writes an offline file in chunks: a run just started has its header and nothing else yet
             raise LadderError("nothing is written in it yet, not even its config (wandb writes its offline file in "
                               "chunks, the first some seconds after the run starts); pull it again in a minute")
-        if replace and decoder.without_step and not any(len(f) for f in frames):  # not one row to store
-            named = sorted(decoder.keys_without_step, key=lambda k: ("step" not in k.lower(), k))  # a step's key first
-            keys = ", ".join(repr(k) for k in named[:8]) + (", ..." if len(named) > 8 else "") or "no keys"
-            raise LadderError(f"none of its {decoder.without_step:,} history rows has the step key '{self.step_key}' "
-                              f"(--step-key), so nothing of it was stored; its rows log {keys}: give --step-key the "
-                              "key of the optimizer step, or leave it out for wandb's own step (_step)")
+        if started and state == "crashed" and not records:  # its coordinates asked for would store an empty run
+            raise LadderError(self._never_written(files[-1], seen[str(files[-1])]))
+        if replace and decoder.skipped.without_step and not any(len(f) for f in frames):  # not one row to store
+            raise decoder.skipped.nothing_stored()
         warnings.extend(decoder.warnings())
         warnings.extend(_left_beside(files, ref.run_id))
         if note:
@@ -157,9 +158,17 @@ class OfflineSource:
             return "running", ""
         tail = f" ({last['problem']})" if last.get("problem") else ""
         return "crashed", (
-            f"{path}: no exit record and no write for {age:.0f} s: the run was killed or lost{tail}; "
+            f"{path}: no exit record and no write for {span_text(age)}: the run was killed or lost{tail}; "
             "marked crashed, every whole record before that point kept"
         )
+
+    def _never_written(self, path: Path, last: dict[str, Any]) -> str:
+        """Why a file that holds wandb's header alone, and is no longer written, has nothing to pull: the run
+        died before wandb's first write (a fresh one is still starting, `read` says)."""
+        tail = f"; {last['problem']}" if last.get("problem") else ""
+        age = span_text(self.clock() - path.stat().st_mtime)
+        return (f"{path} holds no records, only wandb's header (no write for {age}{tail}): the run was killed "
+                "before wandb wrote anything, so there is nothing to pull from it")
 
 
 def find_run_files(path: Path) -> list[Path]:
@@ -300,10 +309,8 @@ class _Decoder:
         self.name: str | None = None
         self.group: str | None = None
         self.exit_code: int | None = None
-        self.skipped_text: dict[str, int] = defaultdict(int)
-        self.without_step = 0
-        self.keys_without_step: set[str] = set()
-        """Keys the rows without a step log (some of them: what --step-key could be)."""
+        self.skipped = Skipped(step_key)
+        """Rows without a step (and some keys they log: what --step-key could be), values that are not numbers."""
 
     def take_rows(self):
         frame = self.rows.frame()
@@ -358,15 +365,13 @@ class _Decoder:
             except ValueError:
                 value = _item_value(item)
             if value is None:
-                self.skipped_text[key] += 1
+                self.skipped.text[key] += 1
                 continue
             if key == self.tokens_key and math.isfinite(value):
                 tokens = float(whole_count(round(value), f"tokens ('{key}')", where))
             pairs.append((key, value))
         if step is None:
-            self.without_step += 1
-            if len(self.keys_without_step) < 50:
-                self.keys_without_step.update(k for k, _ in pairs)
+            self.skipped.row_without_step(k for k, _ in pairs)
             return
         step = whole_count(step, "step", where)
         add = self.rows.add
@@ -394,13 +399,7 @@ class _Decoder:
                 self.config.pop(path[0], None)
 
     def warnings(self) -> list[str]:
-        out = []
-        if self.without_step:
-            out.append(f"{self.without_step} history rows have no '{self.step_key}' and were skipped")
-        if self.skipped_text:
-            keys = ", ".join(sorted(self.skipped_text)[:5]) + (", ..." if len(self.skipped_text) > 5 else "")
-            out.append(f"values that are not numbers (tables, media, text) were skipped for: {keys}")
-        return out
+        return self.skipped.warnings()
 
 
 def _item_value(item: Any) -> float | None:
