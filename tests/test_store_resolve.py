@@ -110,13 +110,22 @@ def test_steps_past_the_plan_name_a_logged_step_that_stays_within_it():
 
 
 def test_missing_fit_metric_is_reported_once_the_first_eval_is_due():
+    from ladder.data.resolve import first_eval_share
+
     planned = C.planned_steps_at(np.array([1]))[0]
-    _, report = resolve(log((int(0.1 * planned), "train/loss", 1.0)), C, S)
+    _, report = resolve(log((int(0.1 * planned) + 1, "train/loss", 1.0)), C, S)
     assert report.missing_fit_metric == "eval/loss"
     assert "--rename KEY=eval/loss" in report.messages()[-1]
-    # before 10% of the plan (the first eval may not be due): nothing said
-    _, report = resolve(log((int(0.1 * planned) - 1, "train/loss", 1.0)), C, S)
+    # up to 10% of the plan (the first eval may not be due, or not logged yet at its step): nothing said
+    _, report = resolve(log((int(0.1 * planned), "train/loss", 1.0)), C, S)
     assert report.missing_fit_metric == "" and not any("--rename" in m for m in report.messages())
+    # a run whose config evaluates every 12.5% is not told before its first eval is due
+    share = first_eval_share({"eval": {"every_fraction": 0.125}})
+    assert share == 0.125 and first_eval_share({"eval": "every 10%"}) == first_eval_share({}) == 0.0
+    _, report = resolve(log((int(0.12 * planned), "train/loss", 1.0)), C, S, evals_by=share)
+    assert report.missing_fit_metric == ""
+    _, report = resolve(log((int(0.13 * planned), "train/loss", 1.0)), C, S, evals_by=share)
+    assert report.missing_fit_metric == "eval/loss"
 
 
 # ---- coordinates ------------------------------------------------------------------------------------

@@ -173,8 +173,10 @@ def resolve(
     coords: Coordinates,
     settings: MetricSettings,
     stored: pd.DataFrame | None = None,
+    evals_by: float = 0.0,
 ) -> tuple[pd.DataFrame, ResolveReport]:
-    """Stored history (columns `HISTORY_COLUMNS`) plus new raw rows → resolved history and report."""
+    """Stored history (columns `HISTORY_COLUMNS`) plus new raw rows → resolved history and report; `evals_by`: the
+    share of its plan by which the run's config says it evaluates first (0: not said, `EVALS_BY` is taken)."""
     renamed, conflicts, names = _rename(rows, settings.renames)
     raw = concat_rows([_as_raw(stored), renamed]) if stored is not None and len(stored) else renamed
     if not len(raw):
@@ -201,7 +203,7 @@ def resolve(
         not_positive=_not_positive(history, settings.fit_metric),
         past_plan=int(past.sum()),
         step_like=_step_like(history, coords) if past.any() else "",
-        missing_fit_metric=_missing(history, settings.fit_metric, coords),
+        missing_fit_metric=_missing(history, settings.fit_metric, coords, max(EVALS_BY, evals_by)),
         tokens_off=_tokens_off(kept, coords),
     )
     return history, report
@@ -342,11 +344,18 @@ EVALS_BY = 0.10
 """A run's first eval comes by this share of its plan: a run without one past it is told of the metric it lacks."""
 
 
-def _missing(history: pd.DataFrame, metric: str, coords: Coordinates) -> str:
-    """`metric` where the run (with rows) has no finite value of it by `EVALS_BY` of its plan (before that, its first
-    eval may not be due yet), else ""."""
+def _missing(history: pd.DataFrame, metric: str, coords: Coordinates, by: float = EVALS_BY) -> str:
+    """`metric` where the run (with rows) has no finite value of it past the share `by` of its plan (until then, its
+    first eval may not be due yet), else ""."""
     values = history["value"].to_numpy()[(history["metric"] == metric).to_numpy()]
     if np.isfinite(values).any():
         return ""
     last = int(history["step"].max()) if len(history) else 0
-    return metric if last >= EVALS_BY * float(coords.planned_steps_at(np.array([last]))[0]) else ""
+    return metric if last > by * float(coords.planned_steps_at(np.array([last]))[0]) else ""
+
+
+def first_eval_share(config: dict) -> float:
+    """The share of its plan by which a run evaluates first, as its config says it (the trainer's
+    ``eval.every_fraction``); 0 where it does not say."""
+    every = config.get("eval", {}).get("every_fraction") if isinstance(config.get("eval"), dict) else None
+    return float(every) if isinstance(every, (int, float)) and not isinstance(every, bool) and 0 < every <= 1 else 0.0

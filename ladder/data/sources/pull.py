@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ladder import runfiles
-from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings, resolve
+from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings, first_eval_share, resolve
 from ladder.data.sources.coords import (
     FIELDS,
     SCHEDULE,
@@ -356,7 +356,7 @@ def _pull_run(
     stored_report = None if fresh else writer.stored_report(ref.run_id)
     stored_history = None if fresh else writer.stored_history(ref.run_id)
     _check_renames(ref, got.rows, stored_history, new_renames)
-    history, report = resolve(got.rows, coords, settings, stored_history)
+    history, report = resolve(got.rows, coords, settings, stored_history, first_eval_share(config))
     if labels.get("role") == "prediction":  # a prediction logged to wandb holds bands, never the metric itself
         report = dataclasses.replace(report, missing_fit_metric="")
     if got.whole:
