@@ -214,9 +214,9 @@ def _group_json(g: GroupFinals, law) -> dict[str, Any]:
 # ---- figure -----------------------------------------------------------------------------------------
 def draw(cmp: GroupComparison, out_dir: Path) -> Path:
     """Both ladders' rungs and fits against compute, and the multiplier with its bands; a PNG."""
-    import matplotlib
+    from ladder.output.plots import use_agg_outside_ipython
 
-    matplotlib.use("Agg")
+    use_agg_outside_ipython()
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 

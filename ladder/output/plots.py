@@ -9,6 +9,7 @@ without the head), fractions of the planned run.
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,16 @@ from typing import TYPE_CHECKING
 
 import matplotlib
 
-matplotlib.use("Agg")
+
+def use_agg_outside_ipython() -> None:
+    """Draw with Agg, which never opens a window, unless this runs in IPython (a Jupyter kernel): there the
+    backend the shell chose stays, so a notebook shows its figures inline."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or ipython.get_ipython() is None:
+        matplotlib.use("Agg")
+
+
+use_agg_outside_ipython()
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
