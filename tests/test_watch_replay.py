@@ -325,7 +325,8 @@ def test_a_chat_hears_a_steady_deviation_once_and_again_when_it_worsens(tmp_path
     assert verdicts == ["warning"] * 3 + ["alarm"] * 4
     heard = [k for p in chat.posts for k in p if k.startswith("deviation:")]
     s = [int(x) for x in steps]
-    assert heard == [f"deviation:warning:{s[0]}", f"deviation:warning:{s[1]}", f"deviation:alarm:{s[4]}"], heard
+    # the first check judges two evals at once: the second, at the same level, is not told again
+    assert heard == [f"deviation:warning:{s[0]}", f"deviation:alarm:{s[4]}"], heard
     logged = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert sum(x.get("rule") == "deviation" for x in logged) == 8  # the log keeps every one
 
@@ -433,6 +434,43 @@ def test_a_first_watch_of_a_run_long_silent_says_so_at_once(tmp_path, replay):
         assert got.verdict == verdict and [a.rule for a in got.new_alerts] == ["stale"] * (verdict != "ok"), got
 
 
+def test_a_live_watch_waits_on_a_crashed_run_for_it_to_come_back(tmp_path, replay):
+    """A run marked crashed (stopped, about to be resumed beside the watch) is watched on for three times the stale
+    window; resumed, it is judged on; still crashed past that, the watch ends."""
+    import time as clock
+
+    from ladder.data.sources import LocalSource
+    from ladder.watch import AlertRules
+    from ladder.watch.monitor import Watcher, only_run
+
+    steps, loss = replay[2], replay[3]
+    for resumed in (True, False):
+        run_dir, _ = _started(tmp_path / str(resumed), replay, 6)
+        (run_dir / "status.json").write_text(json.dumps({"state": "crashed", "step": int(steps[5])}))
+        folder = tmp_path / str(resumed) / "prediction"
+        pred, said, late = Prediction.load(folder), [], [0.0]
+        watcher = Watcher(Store(tmp_path / str(resumed) / "store"), only_run(LocalSource(run_dir), pred.run_name), pred,
+                          AlertRules(metric="eval/loss", stale_after_s=600), {}, folder / "watch-state.json",
+                          warn=said.append, clock=lambda late=late: clock.time() + late[0])
+
+        def come_back(resumed=resumed, run_dir=run_dir, late=late):
+            if not resumed:
+                late[0] = 1801.0  # past 3 × 10 minutes, still crashed
+                return
+            with (run_dir / "metrics.jsonl").open("a") as f:  # the resumed trainer logs on
+                f.writelines(json.dumps({"step": int(s), "eval/loss": float(y)}) + "\n" for s, y in zip(steps[6:8], loss[6:8]))
+            (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": int(steps[7])}))
+
+        result = watcher.run(0.0, max_checks=3, after_first=come_back)
+        assert said == [f"{pred.run_name} is marked crashed: watching on for 30 min in case it is resumed or writes "
+                        "again (Ctrl-C to stop)"]
+        state = json.loads((folder / "watch-state.json").read_text())
+        if resumed:
+            assert not result.crashed and len(state["verdicts"]) == 8  # the evals logged after the resume, judged
+        else:
+            assert result.crashed and result.exit_code == 5 and len(state["verdicts"]) == 6
+
+
 def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, replay):
     import dataclasses
 
@@ -495,6 +533,29 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
     kept = sorted(folder.glob("earlier-prediction-*"))  # every replaced prediction, though replaced in one second
     assert Prediction.load(kept[0]).schedule["edits"] == [cut] and len(kept) == 4
     assert Prediction.load(folder).schedule["edits"] == [other]
+
+
+def test_a_run_whose_config_trains_another_schedule_than_predicted_is_said_once(tmp_path, replay):
+    """11× the peak LR, another warmup: judged against the prediction of another run, which the watch says (once while
+    it lasts); the run's schedule edits are followed, not reported."""
+    import dataclasses
+
+    from ladder.watch import AlertRules
+    from ladder.watch.monitor import Watcher
+
+    plan = {"peak_lr": 3e-4, "warmup_steps": 2160, "decay": "constant", "edits": []}
+    pred = dataclasses.replace(replay[0], schedule=plan)
+    said = []
+    watcher = Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss"), {},
+                      tmp_path / "watch-state.json", warn=said.append)
+    cut = {"kind": "shorten", "at_step": 1000, "new_total_steps": 20000}
+    watcher._maybe_repredict({"schedule": {**plan, "edits": [cut]}}, 800)  # an edit only: not another run
+    assert said == []
+    for _ in range(2):
+        watcher._maybe_repredict({"schedule": {**plan, "peak_lr": 3.3e-3, "warmup_steps": 100}}, 800)
+    assert said == [f"{pred.run_name}'s config trains another schedule than the prediction assumed (peak_lr 0.0033 "
+                    "(predicted with 0.0003), warmup_steps 100 (predicted with 2,160)): it is judged against a "
+                    "prediction of another run; make the prediction again from this config with `ladder predict`"]
 
 
 def test_a_second_watcher_of_the_same_state_is_refused(tmp_path, replay):
@@ -710,9 +771,11 @@ def test_a_watch_of_a_run_that_has_ended_says_so_and_stops(tmp_path, replay):
                                                 for s, y in zip(steps[:2], loss[:2])])
     assert runner.invoke(app, [*args, "--once"]).exit_code in (0, 4)
     (run_dir / "status.json").write_text(json.dumps({"state": "crashed", "step": int(steps[1])}))
-    res = runner.invoke(app, [*args, "--poll", "0.01"])  # no --once: the loop ends at its first check and says so
+    # no --once: the loop waits three times --stale-minutes (1.8 s) for the run to be resumed, then ends and says so
+    res = runner.invoke(app, [*args, "--poll", "0.01", "--stale-minutes", "0.01"])
     text = " ".join(res.output.split())
     assert f"the run crashed at step {int(steps[1]):,}" in text and "no new eval since" in text, res.output
+    assert "is marked crashed: watching on for 2 s in case it is resumed" in text
     assert res.exit_code == 5  # a crash before the plan's end is an alarm
 
 
@@ -775,3 +838,42 @@ def test_a_watch_reads_the_copy_of_the_run_it_pulls_where_the_store_holds_anothe
     assert res.exit_code == 0, res.output
     assert (Store(tmp_path / "store").runs()["name"] == config.name).sum() == 2 and text.count("vs predicted") == 3
     assert f"eval/loss {loss[2]:.4f} vs predicted" in text
+
+
+def test_a_watch_goes_on_after_its_alerts_file_was_cut_mid_write_and_says_so_once(tmp_path, replay):
+    _, watch = _started(tmp_path, replay, 3)
+    assert runner.invoke(app, watch).exit_code == 0
+    alerts = tmp_path / "prediction" / "alerts.jsonl"
+    kept = len(alerts.read_text().splitlines())
+    cut = '{"time": 1796524000.0, "kind": "verd'
+    with alerts.open("a") as f:
+        f.write(cut)  # a watch killed mid-write, or a full disk
+    _, watch = _started(tmp_path, replay, 5)
+    res = runner.invoke(app, watch)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and said.count(f"--jsonl {alerts}: its last line was cut short") == 1, res.output
+    assert "that line is ended where it stops and ignored" in said
+    rows = alerts.read_text().splitlines()
+    assert rows[kept] == cut and json.loads(rows[-1])["kind"] == "verdict" and len(rows) > kept + 1
+    res = runner.invoke(app, watch)  # the file is whole again: nothing to say
+    assert res.exit_code == 0 and "cut short" not in res.output, res.output
+    (tmp_path / "r.yaml").write_text("name: hero\n" + cut)  # no alerts file, whatever its end: still refused
+    res = runner.invoke(app, [*watch, "--jsonl", str(tmp_path / "r.yaml")])
+    assert res.exit_code == 2 and "so it is no alerts file" in " ".join(res.output.split()), res.output
+
+
+def test_a_run_the_store_lacks_cannot_be_judged_yet_and_its_closest_stored_names_are_given(tmp_path, replay):
+    _, watch = _started(tmp_path, replay, 3)
+    assert runner.invoke(app, watch).exit_code == 0  # the run is in the store now
+    name = replay[1].name
+    from_store = ["watch", "--prediction", str(tmp_path / "prediction"), "--store", str(tmp_path / "store"), "--once",
+                  "--state", str(tmp_path / "typo-state.json"), "--jsonl", str(tmp_path / "typo.jsonl")]
+    res = runner.invoke(app, [*from_store, "--target-run", name[:-1]])  # a typo, or a run not pulled yet: exit 3
+    said = " ".join(res.output.split())
+    assert res.exit_code == 3 and f"no run {name[:-1]!r} in" in said, res.output
+    assert f"(not pulled yet, or a typo? the stored names closest to it: {name})" in said
+    res = runner.invoke(app, [*from_store, "--target-run", "zzzz"])
+    assert res.exit_code == 3 and "(not pulled yet, or a typo?)" in res.output and "closest" not in res.output
+    res = runner.invoke(app, [*watch[:-1], "--target-run", "zzzz", "--once", "--state", str(tmp_path / "s.json"),
+                              "--jsonl", str(tmp_path / "s.jsonl")])  # a source given: its own words, no guess
+    assert "typo" not in res.output, res.output

@@ -15,7 +15,9 @@ and 2 stay the CLI's codes for a bug and a usage error.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from ladder.data.sources.coords import CoordinateOverrides, coordinates_from_con
 from ladder.data.sources.pull import PullSkipped, Source, pull
 from ladder.data.sources.table import SHORT_OF_PLAN
 from ladder.data.store import Store
+from ladder.durations import span_text
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
 from ladder.predict.prediction import Prediction, keep_prediction
 from ladder.watch.judged import BAND_COLUMNS, averaged
@@ -61,9 +64,12 @@ class CheckResult:
     lines: tuple[str, ...] = ()
     """One verdict line per new eval."""
     finished: bool = False
+    """The run is not running (finished, or crashed)."""
     prediction: Prediction | None = None
     summary: str = ""
     """What the sinks were given: the verdict lines, or with no new eval one line on where the run stands."""
+    crashed: bool = False
+    """The run is marked crashed (by itself, or by its source after no write for a while): it may be resumed."""
 
     @property
     def exit_code(self) -> int:
@@ -100,6 +106,8 @@ class Watcher:
     """The prediction file's size and change time when it was read (`prediction_dir`)."""
     _written: dict[str, float] = field(default_factory=dict, repr=False)
     """When the source last saw each run it read write (`PullResult.written`), as of the last pull."""
+    _said_schedule: str = field(default="", repr=False)
+    """How the run's schedule differs from the prediction's, as last said ("" when it does not)."""
     told: set[str] = field(default_factory=set, repr=False)
     """The sinks the last check sent something (a sink with nothing new is not sent to)."""
 
@@ -120,6 +128,8 @@ class Watcher:
             raise
         except LadderError as exc:
             summary = f"cannot read {self.prediction.run_name}: {exc}"
+            if self.source is None:  # the store as it is: a run not pulled yet, or a typo of --target-run
+                summary += not_stored(self.store, self.prediction.run_name)
             # said once while it lasts: a watch started before its run would say it at every poll
             self._deliver(state, [], "unreadable", summary, quiet=summary == self._unreadable)
             self._unreadable = summary
@@ -139,7 +149,8 @@ class Watcher:
             fresh = self._deliver(state, alerts, verdict, summary)
             state.last_step = obs.last_step
             state.save(self.state_path)
-            return CheckResult(verdict, tuple(fresh), (summary,), finished, self.prediction)
+            return CheckResult(verdict, tuple(fresh), (summary,), finished, self.prediction,
+                               crashed=str(run["state"]) == "crashed")
         alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run)) + stopped(run, obs)
         lines, verdict = self._verdicts(obs, alerts, state, finished)
         if replaced:
@@ -148,21 +159,46 @@ class Watcher:
         fresh = self._deliver(state, alerts, verdict, summary, quiet=not lines)
         state.last_step = obs.last_step
         state.save(self.state_path)
-        return CheckResult(verdict, tuple(fresh), tuple(lines), finished, self.prediction, summary)
+        return CheckResult(verdict, tuple(fresh), tuple(lines), finished, self.prediction, summary,
+                           crashed=str(run["state"]) == "crashed")
 
     def run(self, poll_seconds: float, max_checks: int | None = None,
             after_first: Callable[[], None] | None = None) -> CheckResult:
         """Check every `poll_seconds` until the run finishes (or `max_checks`); `after_first` is called once the
-        first check has been made."""
-        n = 0
+        first check has been made. A run marked crashed is watched on for three times the stale window (a run
+        resumed from its checkpoint, or one only silent for a while, comes back), and the watch ends if it does
+        not."""
+        n, crashed_at = 0, None
         while True:
             result = self.check()
             n += 1
             if n == 1 and after_first is not None:
                 after_first()
-            if result.finished or (max_checks is not None and n >= max_checks):
+            if max_checks is not None and n >= max_checks:
                 return result
+            if result.crashed:
+                crashed_at = self._crashed(crashed_at)
+                if self.clock() - crashed_at > self.grace_s:
+                    return result
+            elif result.finished:
+                return result
+            else:
+                crashed_at = None
             time.sleep(poll_seconds)
+
+    @property
+    def grace_s(self) -> float:
+        """How long a live watch waits on a run marked crashed for it to write again."""
+        return 3 * self.rules.stale_after_s
+
+    def _crashed(self, since: float | None) -> float:
+        """When the run was first seen crashed in this stretch; said once as it starts."""
+        if since is not None:
+            return since
+        if self.warn is not None:
+            self.warn(f"{self.prediction.run_name} is marked crashed: watching on for {span_text(self.grace_s)} in case "
+                      "it is resumed or writes again (Ctrl-C to stop)")
+        return self.clock()
 
     # ---- pieces -------------------------------------------------------------------------------------
     def _pull(self) -> None:
@@ -265,9 +301,17 @@ class Watcher:
         prediction kept in ``earlier-prediction-<time>/``). A prediction that holds the run's edits and more (a
         `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`)."""
         sched = _schedule_of(config)
-        if self.repredict is None or not sched or not self.prediction.schedule:
+        if not sched or not self.prediction.schedule:
             return
         plan = self.prediction.schedule
+        other = _other_schedule(sched, plan)
+        if other and other != self._said_schedule and self.warn is not None:
+            self.warn(f"{self.prediction.run_name}'s config trains another schedule than the prediction assumed "
+                      f"({other}): it is judged against a prediction of another run; make the prediction again from "
+                      "this config with `ladder predict`")
+        self._said_schedule = other
+        if self.repredict is None:
+            return
         if _plan_holds(sched.get("edits", []), plan.get("edits", []), plan.get("replaced", []), reached):
             return
         self.prediction = self.repredict(self.prediction, config)
@@ -392,13 +436,30 @@ REPEATING = ("deviation", "drift")
 """Rules judged at every eval, whose alert at an eval repeats the one at the eval before while the run stays off."""
 
 
+def not_stored(store: Store, name: str) -> str:
+    """Where `store` holds no run of that name or id: that it may not be pulled yet or be a typo, with up to three
+    stored names closest to it; "" where it holds one (it cannot be read for another reason)."""
+    try:
+        runs = store.runs()
+    except LadderError:  # no store yet, or a damaged one: its own error says so
+        return ""
+    names = sorted({str(n) for n in runs["name"]})
+    if name in names or name in set(runs["run_id"].astype(str)):
+        return ""
+    close = difflib.get_close_matches(name, names, n=3)
+    return " (not pulled yet, or a typo?" + (f" the stored names closest to it: {', '.join(close)}" if close else "") + ")"
+
+
 def _repeats(alerts: list[Alert], done: set[str], state: WatchState) -> set[str]:
-    """The keys of `alerts` of a `REPEATING` rule whose rule and level were delivered at the eval judged just before."""
+    """The keys of `alerts` of a `REPEATING` rule whose rule and level were raised at the eval judged just before:
+    delivered by an earlier check, or among `alerts` themselves (a check that judges several evals at once, as a
+    cron job or a watch started late does, tells the first of a run of them, as a watch that saw each would)."""
     steps = sorted({int(v["step"]) for v in state.verdicts})
+    raised = done | {a.key for a in alerts}
     out = set()
     for a in alerts:
         before = [s for s in steps if s < a.step]
-        if a.rule in REPEATING and before and f"{a.rule}:{a.level}:{before[-1]}" in done:
+        if a.rule in REPEATING and before and f"{a.rule}:{a.level}:{before[-1]}" in raised:
             out.add(a.key)
     return out
 
@@ -580,6 +641,29 @@ def _plan_holds(done: list, planned: list, replaced: list, reached: int) -> bool
     if ahead and reached <= min(ahead):  # at the replan's first edit (where `ladder replan` puts it), not past it
         done = [e for e in done if not (e in replaced and reached < int(e.get("at_step", 0)))]
     return done == planned[:len(done)]
+
+
+SCHEDULE_KEYS = ("peak_lr", "total_steps", "warmup_steps", "decay", "min_lr_ratio", "cooldown_steps", "cooldown_shape")
+"""What sets a run's LR sequence before any edit: a run whose config differs here is another run than predicted."""
+
+
+def _other_schedule(run: dict, plan: dict) -> str:
+    """How the run's schedule differs from the prediction's before any edit (edits are followed, not judged), e.g.
+    ``peak_lr 0.05 (predicted with 0.00447)``; "" where it does not."""
+    out = []
+    for key in SCHEDULE_KEYS:
+        if key not in run or key not in plan:
+            continue
+        a, b = run[key], plan[key]
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+        if (not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)) if numbers else a != b:
+            out.append(f"{key} {_value(a)} (predicted with {_value(b)})")
+    return ", ".join(out)
+
+
+def _value(x) -> str:
+    """A schedule value as a message shows it: counts whole, rates to 3 digits."""
+    return f"{x:,}" if isinstance(x, int) and not isinstance(x, bool) else f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
 def _schedule_of(config: dict) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ladder import metrics as keys
+from ladder.durations import span_text
 from ladder.predict.prediction import Prediction
 from ladder.predict.replan import horizon_that_fits
 from ladder.watch.judged import averaged, compared, judged_steps
@@ -481,13 +482,8 @@ def stale(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
         return []
     level: Level = "alarm" if age > 3 * rules.stale_after_s else "warning"
     return [Alert("stale", level, obs.last_step,
-                  f"no new telemetry for {_minutes(age)} (last step {obs.last_step:,}; "
-                  f"warn after {_minutes(rules.stale_after_s)})", age)]
-
-
-def _minutes(seconds: float) -> str:
-    """A span as whole minutes, or in seconds under two minutes (`--stale-minutes 0.5` is 30 s, not 0 min)."""
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+                  f"no new telemetry for {span_text(age)} (last step {obs.last_step:,}; "
+                  f"warn after {span_text(rules.stale_after_s)})", age)]
 
 
 def throughput(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
