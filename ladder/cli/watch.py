@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from ladder.cli.app import command, console, seconds_until, warn
+from ladder.config.limits import poll_seconds
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
@@ -50,13 +52,25 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
                               "which holds it?)")
         # a folder not written yet in one that exists is a run not started (cannot judge, exit 3); else a typo
         if not path.absolute().parent.is_dir():
+            holder = _nearest_holder(path)
+            instead = "" if holder is None else f", or a folder that exists and will hold it: {option} {holder}"
             raise LadderError(f"{option} {path}: no such folder; give the run's folder (it, or the folder it will "
-                              "be written in, must exist)")
+                              f"be written in, must exist){instead}")
     if local is not None:
         return LocalSource(local, running_window_s=quiet_s)
     if offline is not None:
         return OfflineSource(offline, running_window_s=quiet_s, step_key=step_key)
     return WandbSource(wandb, step_key=step_key, say=warn)
+
+
+def _nearest_holder(path: Path) -> Path | None:
+    """The nearest folder above `path` that exists, as `path` names it: given instead, it is searched for the run
+    at every check, so a watch started before the trainer made the run's folder waits for it. None where that is
+    the file system's root, the home folder or the current folder, whose search would reach far beyond the run."""
+    holder = next((q for q in path.parents if q.is_dir()), None)
+    if holder is None or holder.absolute() in {Path(holder.anchor or "/"), Path.home(), Path.cwd()}:
+        return None
+    return holder
 
 
 @command("watch")
@@ -142,6 +156,7 @@ def watch_command(
                       overrides=overrides, replace=replace, warn=warn,
                       deadline=kept if _in_hours(deadline) else None)
     with only_watcher(state, jsonl):
+        sinks["jsonl"].end_cut_line()
         result = watcher.check() if once else watcher.run(poll, max_checks, after_first=say_new_store)
     if once:
         say_new_store()
@@ -165,9 +180,8 @@ def _watch_file(path: Path, option: str, own: str, store: Path) -> Path:
         if (keeper is not None or p.name in WATCH_FILES) and p.name != own:
             raise LadderError(f"{option} {p}: is a file of {keeper or 'another watch'}; give the path of another "
                               "file (writing into it would destroy it)")
-        if own.endswith(".jsonl") and not _json_lines(p):
-            raise LadderError(f"{option} {p}: exists and its last line is not a JSON object, so it is no alerts "
-                              "file; give the path of a new file or of earlier alerts (appending would spoil it)")
+        if own.endswith(".jsonl"):
+            _check_alerts_file(p, option)
     if Path(store).absolute() in p.absolute().parents:  # the store may not exist yet: the watch makes it
         raise LadderError(f"{option} {p}: is in the metric store {store}; give a path outside it (files there "
                           "would mix with the store's)")
@@ -179,8 +193,7 @@ def _watch_file(path: Path, option: str, own: str, store: Path) -> Path:
 
 
 def _check_numbers(poll: float, max_checks: int | None, stale_minutes: float) -> None:
-    if not math.isfinite(poll) or not 0 < poll <= 7 * 86400:
-        raise LadderError(f"--poll {poll}: must be positive seconds, at most a week")
+    poll_seconds(poll)
     if max_checks is not None and max_checks < 1:
         raise LadderError(f"--max-checks {max_checks}: must be at least 1")
     if not math.isfinite(stale_minutes) or stale_minutes <= 0:
@@ -200,19 +213,61 @@ def _deadline(deadline: str, state_path: Path, run: str) -> dict:
     return {"given": deadline.strip(), "at": time.time() + seconds_until(deadline)}
 
 
-def _json_lines(p: Path) -> bool:
-    """Whether the file at `p` is empty or ends in a line that is a JSON object (a file of JSON lines)."""
+def _check_alerts_file(p: Path, option: str) -> None:
+    """Refuse an existing file the alerts cannot be appended to (not JSON lines); warn where its last line was cut
+    short (a watch killed mid-write, a full disk): it is the watch's own file, and the sink ends that line so that
+    readers skip it."""
+    end = _alerts_end(p)
+    if end == "foreign":
+        raise LadderError(f"{option} {p}: exists and its last line is not a JSON object, so it is no alerts "
+                          "file; give the path of a new file or of earlier alerts (appending would spoil it)")
+    if end == "cut":
+        warn(f"{option} {p}: its last line was cut short (a watch stopped mid-write, or a full disk); that line is "
+             "ended where it stops and ignored, and the alerts are appended after it")
+
+
+SINK_LINE = b'{"time": '
+"""How every line `JsonlSink` writes begins."""
+
+
+def _alerts_end(p: Path) -> str:
+    """How the file at `p` ends: "whole" (empty, or in a JSON object's line, or in a cut line an earlier watch
+    ended), "cut" (in a line the watch began and a stop cut short, after the watch's lines) or "foreign" (it is no
+    file of JSON lines)."""
     try:
         with open(p, "rb") as f:
-            f.seek(max(p.stat().st_size - 65536, 0))
-            tail = f.read().splitlines()
+            first = f.readline(1 << 20)
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(size - 65536, 0))
+            lines = f.read().split(b"\n")
     except OSError:
-        return True  # unreadable: the writer says why
-    last = next((line for line in reversed(tail) if line.strip()), None)
-    if last is None:
-        return True
+        return "whole"  # unreadable: the writer says why
+    cut = bool(lines[-1].strip())  # bytes after the last newline
+    if size > 65536:
+        lines = lines[1:]  # the window's first line may be the end of one that begins before it
+    lines = [line for line in lines if line.strip()]
+    if not lines or _json_object(lines[-1]):
+        return "whole"
+    last, earlier = lines[-1], (lines[-2] if len(lines) > 1 else first)
+    if _begun_by_sink(last) and _watch_line(first) and _watch_line(earlier):
+        return "cut" if cut else "whole"
+    return "foreign"
+
+
+def _watch_line(line: bytes) -> bool:
+    """Whether `line` is one the watch wrote: a JSON object, or one it began and a stop cut short (a watch that
+    went on after such a line ended it and left it there)."""
+    return _json_object(line) or _begun_by_sink(line)
+
+
+def _begun_by_sink(line: bytes) -> bool:
+    line = line.rstrip(b"\n")
+    return bool(line) and (line.startswith(SINK_LINE) or SINK_LINE.startswith(line))
+
+
+def _json_object(line: bytes) -> bool:
     try:
-        return isinstance(json.loads(last), dict)
+        return isinstance(json.loads(line), dict)
     except ValueError:
         return False
 

@@ -111,3 +111,14 @@ def resamples(option: str, n: int, least: int = 1, none_ok: bool = True) -> int:
     if not least <= n <= MAX_RESAMPLES:
         raise LadderError(f"{option} {n}: give {'0 (none) or ' if none_ok else ''}{least} to {MAX_RESAMPLES:,} refits")
     return n
+
+
+MAX_POLL_S = 7 * 86400.0
+"""The longest wait between a watcher's checks: a week."""
+
+
+def poll_seconds(poll: float, option: str = "--poll") -> float:
+    """`poll` seconds between checks: positive and finite, at most `MAX_POLL_S`."""
+    if not math.isfinite(poll) or not 0 < poll <= MAX_POLL_S:
+        raise LadderError(f"{option} {poll}: must be positive seconds, at most a week")
+    return poll

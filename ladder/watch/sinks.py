@@ -69,9 +69,46 @@ class JsonlSink:
         now = time.time()
         lines = [json.dumps({"time": now, "kind": "alert", **self.tag, **a.to_json()}) for a in alerts]
         lines.append(json.dumps({"time": now, "kind": "verdict", **self.tag, "verdict": verdict, "summary": summary}))
-        with self.path.open("a") as f:
-            f.write("\n".join(lines) + "\n")
+        _append_lines(self.path, ("\n".join(lines) + "\n").encode())
         return True
+
+    def end_cut_line(self) -> None:
+        """Give a last line cut short (a watch stopped mid-write) the newline it lacks, so that the file is whole
+        again before anything is sent (a check with nothing new sends nothing). The caller holds its lock."""
+        if self.path.exists():
+            _append_lines(self.path, b"")
+
+
+def _append_lines(path: Path, data: bytes) -> None:
+    """Append `data` (whole lines) to `path` in one write. A file left ending in a cut line (a watch killed
+    mid-write, a full disk) first gets the newline it lacks, so the cut line stays a line of its own that readers
+    skip instead of spoiling the first new one; a write that fails takes back what it wrote, so a full disk leaves
+    no half batch behind. The caller holds the file's lock (`only_watcher`): nobody else appends meanwhile."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            _write_all(fd, b"\n" + data if _ends_in_a_cut_line(fd, size) else data)
+        except OSError:
+            os.ftruncate(fd, size)  # only the bytes this call wrote, after the file's last line
+            raise
+    finally:
+        os.close(fd)
+
+
+def _ends_in_a_cut_line(fd: int, size: int) -> bool:
+    """Whether the file open at `fd`, `size` bytes long, ends in a line without its newline."""
+    if not size:
+        return False
+    os.lseek(fd, size - 1, os.SEEK_SET)  # O_APPEND writes go to the end all the same
+    return os.read(fd, 1) != b"\n"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write `data` to `fd`: in one call, as a rule; again with the rest where the system took only part of it."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

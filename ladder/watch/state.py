@@ -70,7 +70,7 @@ class WatchState:
         try:
             data = json.loads(p.read_text())
             return cls(run=data["run"], last_step=int(data["last_step"]),
-                       sent={k: list(v) for k, v in data["sent"].items()}, verdicts=list(data.get("verdicts", [])),
+                       sent={k: list(v) for k, v in data["sent"].items()}, verdicts=_verdicts(data.get("verdicts", [])),
                        advanced_at=data.get("advanced_at"), deadline=_deadline(data.get("deadline")))
         except (ValueError, KeyError, TypeError, AttributeError):
             raise LadderError(f"{p}: not a watch state file; delete it to start over") from None
@@ -90,6 +90,19 @@ def only_watcher(state_path: str | os.PathLike, alerts_path: str | os.PathLike |
             stack.enter_context(held(other, f"another `ladder watch` appends its alerts to {alerts_path} (it holds "
                                             f"{other}); give this one its own --jsonl"))
         yield
+
+
+def _verdicts(saved) -> list[dict]:
+    """The saved verdicts, each a {"step": whole number, "verdict": str, ...} (the watch sorts and compares them by
+    step, and the report shows the last); a ValueError where one is not (a hand-edited or foreign file)."""
+    if not isinstance(saved, list):
+        raise ValueError("verdicts: not a list")
+    for v in saved:
+        step = v.get("step") if isinstance(v, dict) else None
+        whole = (isinstance(step, int) and not isinstance(step, bool)) or (isinstance(step, float) and step.is_integer())
+        if not whole or not isinstance(v.get("verdict"), str):
+            raise ValueError(f"verdicts: {v!r} is no verdict")
+    return list(saved)
 
 
 def _deadline(saved) -> dict | None:
