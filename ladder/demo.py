@@ -74,13 +74,25 @@ def demo_plan(quick: bool) -> Plan:
     return plan(override(recipe, sets=QUICK) if quick else recipe)
 
 
-def write_plan(p: Plan, folder: Path) -> list[tuple[Path, RunConfig]]:
-    """The plan's configs in `folder`; a run folder left by another config is cleared (it is demo output)."""
+def write_plan(p: Plan, folder: Path, other: Plan | None = None, say=None) -> list[tuple[Path, RunConfig]]:
+    """The plan's configs in `folder`; a run folder left by another config is cleared (it is demo output, of an
+    earlier version: `say` names it), but one of the `other` plan (the demo at its other size, whose runs have the
+    same names) is refused: its runs are that demo's, kept for it."""
     out = []
+    theirs = {cfg.name: cfg for cfg in other.runs()} if other is not None else {}
+    for cfg in p.runs():  # every folder checked before any is cleared
+        run_dir = run_dir_of(folder / f"{cfg.name}.yaml", cfg)
+        if cfg.name in theirs and run_dir.exists() and same_config(run_dir, theirs[cfg.name]) \
+                and not same_config(run_dir, cfg):
+            raise LadderError(f"{folder.parent} holds the other size's demo (its run {run_dir} is of that plan), "
+                              "which this one would delete: give this demo another --out (by default --quick "
+                              "writes demo-quick/ and the full demo demo/)")
     for cfg in p.runs():
         path = folder / f"{cfg.name}.yaml"
         run_dir = run_dir_of(path, cfg)
         if run_dir.exists() and not same_config(run_dir, cfg):
+            if say is not None:
+                say(f"{run_dir}: written by another config of the demo (an earlier version); cleared to train anew")
             shutil.rmtree(run_dir)
         if not path.exists() or RunConfig.load(path) != cfg:
             cfg.save(path)
@@ -91,7 +103,8 @@ def write_plan(p: Plan, folder: Path) -> list[tuple[Path, RunConfig]]:
 def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0, n_boot: int = 200) -> DemoResult:
     began = time.time()
     p = demo_plan(quick)
-    runs = write_plan(p, out / "plan")
+    runs = write_plan(p, out / "plan", other=demo_plan(not quick),
+                      say=lambda line: console.print(line, style="yellow", highlight=False))
     console.rule(f"1. plan: {p.recipe.name}{' (quick)' if quick else ''}, {len(p.rungs)} rungs and a hero")
     _show_plan(console, p)
 
@@ -104,7 +117,8 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
 
     console.rule("3. pull the rungs, fit, predict the hero")
     store = Store(out / "store")
-    pull(store, LocalSource(out / "plan" / "runs"))
+    # the demo's store holds its own runs alone: a copy of its folder (or of the clone) reads them from the copy
+    pull(store, LocalSource(out / "plan" / "runs"), replace=True)
     hero_path, hero = runs[-1]
     pred = predict(store, hero, PredictSettings(n_boot=n_boot))
     pred_dir = out / "prediction"

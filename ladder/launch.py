@@ -184,13 +184,14 @@ def start(config: Path, resume: bool, progress: bool, again: str | None = None) 
 def trainer_stops_with(proc: subprocess.Popen) -> Iterator[None]:
     """While the block runs, a Ctrl-C, SIGTERM or SIGHUP to this process is passed on to the trainer `proc` and
     waited for, so it stops at a step, marks its run crashed and says how to resume; a second stop is passed on too
-    (the trainer stops at once), and past the grace times it is killed. Then the KeyboardInterrupt goes on."""
+    (the trainer stops at once), and past the grace times it is killed. Then the KeyboardInterrupt goes on. Any
+    other error that leaves the block stops the trainer the same way (as SIGTERM), so none is left training alone."""
     main = threading.current_thread() is threading.main_thread()
     before = {sig: signal.signal(sig, _stopped) for sig in PASSED_ON} if main else {}
     try:
         yield
-    except KeyboardInterrupt as exc:
-        signum = getattr(exc, "signum", signal.SIGINT)
+    except BaseException as exc:
+        signum = getattr(exc, "signum", signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM)
         for grace in (INTERRUPT_GRACE_S, SECOND_GRACE_S):
             try:
                 if proc.poll() is None:  # the trainer takes SIGTERM for every stop but Ctrl-C

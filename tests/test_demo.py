@@ -90,6 +90,32 @@ def test_second_run_reuses_every_finished_run(demo):
 
 
 @pytest.mark.slow
+def test_a_copy_of_the_demo_folder_demos_again_and_the_other_size_is_refused_there(demo, tmp_path):
+    """A copied demo (a backup, a copied clone) reads its runs from the copy, though the store names the original's
+    folders; the full demo run into the quick one's folder is refused before it deletes anything."""
+    import shutil
+
+    out = demo[0]
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, symlinks=True)
+    mtimes = {p: p.stat().st_mtime_ns for p in (copy / "plan" / "runs").glob("*/metrics.jsonl")}
+    again, _ = run_demo(copy)
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes  # nothing trained again
+    from ladder.data.store import Store
+
+    runs = Store(copy / "store").runs()
+    assert all(str(s).startswith(f"local:{copy.resolve()}/") for s in runs["source"]), list(runs["source"])
+    full = subprocess.run([str(LADDER), "demo", "--out", str(copy), "--poll", "1"], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+    said = " ".join(full.stderr.split())
+    assert full.returncode == 2 and f"{copy} holds the other size's demo" in said, full.stdout + full.stderr
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes and all(p.exists() for p in mtimes)
+    bad = subprocess.run([str(LADDER), "demo", "--quick", "--out", str(copy), "--poll", "-1"], capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 2 and "--poll -1.0: must be positive seconds" in bad.stderr, bad.stderr
+
+
+@pytest.mark.slow
 def test_notebook_predicts_and_watches_the_demo_hero(demo):
     out = demo[0]
     nb = nbformat.read(NOTEBOOK, as_version=4)
@@ -101,3 +127,6 @@ def test_notebook_predicts_and_watches_the_demo_hero(demo):
         del os.environ["LADDER_DEMO_DIR"]
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    from tests.test_notebooks import figures_missing
+
+    assert not figures_missing(nb)  # the hero against its band shows in the notebook, not only in a file

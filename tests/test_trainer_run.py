@@ -333,3 +333,44 @@ def test_a_sigterm_sent_twice_at_once_is_one_stop_and_a_second_stop_later_is_at_
             entry._interrupt(signal.SIGINT, None)  # Ctrl-C after it, however soon
     finally:
         train.STOP.clear()
+
+
+def test_a_second_stop_before_the_trainer_has_loaded_ends_the_process(monkeypatch):
+    """The first stop's KeyboardInterrupt may land in a callback that swallows it while JAX loads; a second stop then
+    ends the process (nothing is trained yet), which must not train on with no parent."""
+    import signal
+    import sys
+
+    import trainer_jax.__main__ as entry
+
+    monkeypatch.delitem(sys.modules, "trainer_jax.train", raising=False)
+    monkeypatch.setattr(entry, "_RECEIVED", [])
+    def exit_now(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(entry.os, "_exit", exit_now)
+    with pytest.raises(KeyboardInterrupt):
+        entry._interrupt(signal.SIGINT, None)
+    with pytest.raises(SystemExit) as ended:
+        entry._interrupt(signal.SIGTERM, None)  # the parent's death signal, after the swallowed Ctrl-C
+    assert ended.value.code == 128 + signal.SIGTERM
+
+
+def test_an_error_that_leaves_a_watched_training_stops_its_trainer(tmp_path):
+    """Not only a Ctrl-C: any error while a trainer runs under `trainer_stops_with` (a bad --poll in the demo's loop,
+    a full disk) stops it, as SIGTERM (its checkpoint saved), before the error goes on."""
+    import signal
+    import subprocess
+    import sys
+
+    from ladder.launch import trainer_stops_with
+
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda s, f: (open(sys.argv[1], 'w').write(str(s)), sys.exit(143)))\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "got")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    with pytest.raises(ValueError, match="sleep length"), trainer_stops_with(proc):
+        raise ValueError("sleep length must be non-negative")
+    assert proc.returncode == 143 and (tmp_path / "got").read_text() == str(int(signal.SIGTERM))

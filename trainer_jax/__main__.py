@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ladder import runfiles
-from ladder.errors import LadderError
+from ladder.errors import LadderError, debug_env
 
 _RECEIVED: list[tuple[int, float]] = []
 """The stop signals received, in order, with when (the exit code names the last)."""
@@ -41,6 +41,10 @@ def _interrupt(signum, frame) -> None:
     train = sys.modules.get("trainer_jax.train")
     if echo and train is not None:
         return  # the stop under way (its checkpoint being written) goes on
+    if train is None and len(_RECEIVED) > 1:
+        # the first stop's KeyboardInterrupt can land in a callback that swallows it (JAX's, as it loads): nothing
+        # is trained yet, so a second stop ends the process, which must not go on training alone
+        os._exit(128 + signum)
     if train is None or train.STOP.is_set():
         raise KeyboardInterrupt
     train.STOP.set()
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-id", type=int, default=-1, help="This process's index in a multi-process run.")
     parser.add_argument("--debug", action="store_true", help="Show the traceback of an unexpected error.")
     args = parser.parse_args(argv)
-    debug = args.debug or os.environ.get("LADDER_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+    debug = args.debug or debug_env()
     before = {}
     _RECEIVED.clear()
     if threading.current_thread() is threading.main_thread():
