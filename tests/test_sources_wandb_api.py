@@ -396,3 +396,6 @@ def test_rows_without_the_step_key_are_said_and_a_key_no_row_logs_is_refused(tmp
                    "stored; its rows log 'eval/loss', 'train/loss': give --step-key the key of the optimizer step, or "
                    "leave it out for wandb's own step (_step)")
     assert Store(tmp_path / "b").runs().empty
+    young = FakeRun("r3", "rung-3", steps=20, state="running")  # still running: its keyed rows may yet come
+    (got,) = pull(Store(tmp_path / "c"), _source(FakeApi({"team/ladder": [young]}), step_key="trainer/stp")).pulled
+    assert got.rows == 0 and any(m.startswith("21 history rows have no 'trainer/stp'") for m in got.messages)

@@ -126,6 +126,11 @@ def test_missing_fit_metric_is_reported_once_the_first_eval_is_due():
     assert report.missing_fit_metric == ""
     _, report = resolve(log((int(0.13 * planned), "train/loss", 1.0)), C, S, evals_by=share)
     assert report.missing_fit_metric == "eval/loss"
+    # a run that evaluates at its end alone is told once it has ended without the metric, not before
+    _, report = resolve(log((int(planned) - 1, "train/loss", 1.0)), C, S, evals_by=1.0)
+    assert report.missing_fit_metric == ""
+    _, report = resolve(log((int(planned), "train/loss", 1.0)), C, S, evals_by=1.0)
+    assert report.missing_fit_metric == "eval/loss"
 
 
 # ---- coordinates ------------------------------------------------------------------------------------

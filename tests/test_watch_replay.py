@@ -461,14 +461,16 @@ def test_a_live_watch_waits_on_a_crashed_run_for_it_to_come_back(tmp_path, repla
                 f.writelines(json.dumps({"step": int(s), "eval/loss": float(y)}) + "\n" for s, y in zip(steps[6:8], loss[6:8]))
             (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": int(steps[7])}))
 
-        result = watcher.run(0.0, max_checks=3, after_first=come_back)
+        checks, check = [], watcher.check
+        watcher.check = lambda check=check, checks=checks: checks.append(1) or check()
+        result = watcher.run(0.0, max_checks=3 if resumed else 50, after_first=come_back)
         assert said == [f"{pred.run_name} is marked crashed: watching on for 30 min in case it is resumed or writes "
                         "again (Ctrl-C to stop)"]
         state = json.loads((folder / "watch-state.json").read_text())
         if resumed:
             assert not result.crashed and len(state["verdicts"]) == 8  # the evals logged after the resume, judged
-        else:
-            assert result.crashed and result.exit_code == 5 and len(state["verdicts"]) == 6
+        else:  # ended by the wait running out, at the first check past it: not by --max-checks
+            assert result.crashed and result.exit_code == 5 and len(state["verdicts"]) == 6 and len(checks) == 1
 
 
 def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, replay):

@@ -39,15 +39,16 @@ def _interrupt(signum, frame) -> None:
     echo = first is not None and signum == first[0] == signal.SIGTERM and now - first[1] < ECHO_S
     _RECEIVED.append((signum, now))
     train = sys.modules.get("trainer_jax.train")
-    if echo and train is not None:
-        return  # the stop under way (its checkpoint being written) goes on
-    if train is None and len(_RECEIVED) > 1:
+    stop = getattr(train, "STOP", None)  # None until the trainer has loaded (its module may be half imported)
+    if echo:
+        return  # the stop under way (its checkpoint being written, or the exit it raised) goes on
+    if stop is None and len(_RECEIVED) > 1:
         # the first stop's KeyboardInterrupt can land in a callback that swallows it (JAX's, as it loads): nothing
         # is trained yet, so a second stop ends the process, which must not go on training alone
         os._exit(128 + signum)
-    if train is None or train.STOP.is_set():
+    if stop is None or stop.is_set():
         raise KeyboardInterrupt
-    train.STOP.set()
+    stop.set()
 
 
 def _mark_crashed(run_dir: Path | None) -> None:

@@ -377,9 +377,11 @@ def _same_run_dir(edited, config: Path | None, out: Path):
         return edited, None
     from ladder.launch import run_dir_of
 
-    home = run_dir_of(config, edited.config).absolute()
-    try:
-        kept = os.path.relpath(home, out.absolute())
+    home = run_dir_of(config, edited.config).resolve()
+    if Path(edited.config.run_dir or "").is_absolute():
+        return edited, home
+    try:  # from the folder as the system finds it: a link in --out's path leads ".." elsewhere
+        kept = os.path.relpath(home, out.resolve())
     except ValueError:  # another drive: only the whole path reaches it
         kept = str(home)
     return dataclasses.replace(edited, config=edited.config.replace(run_dir=kept)), home

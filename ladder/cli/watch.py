@@ -68,7 +68,11 @@ def _nearest_holder(path: Path) -> Path | None:
     at every check, so a watch started before the trainer made the run's folder waits for it. None where that is
     the file system's root, the home folder or the current folder, whose search would reach far beyond the run."""
     holder = next((q for q in path.parents if q.is_dir()), None)
-    if holder is None or holder.absolute() in {Path(holder.anchor or "/"), Path.home(), Path.cwd()}:
+    try:
+        home = {Path.home()}
+    except RuntimeError:  # no home folder (a container's user)
+        home = set()
+    if holder is None or holder.absolute() in {Path(holder.anchor or "/"), Path.cwd(), *home}:
         return None
     return holder
 

@@ -351,7 +351,8 @@ def _missing(history: pd.DataFrame, metric: str, coords: Coordinates, by: float 
     if np.isfinite(values).any():
         return ""
     last = int(history["step"].max()) if len(history) else 0
-    return metric if last > by * float(coords.planned_steps_at(np.array([last]))[0]) else ""
+    planned = float(coords.planned_steps_at(np.array([last]))[0])
+    return metric if last > by * planned or last >= planned else ""  # a run that evaluates at its end alone, ended
 
 
 def first_eval_share(config: dict) -> float:

@@ -172,18 +172,18 @@ class Watcher:
         while True:
             result = self.check()
             n += 1
+            if result.crashed:
+                crashed_at = self._crashed(crashed_at)
+            elif result.verdict != "unreadable":  # running again (a check that could not read the run says nothing)
+                crashed_at = None
             if n == 1 and after_first is not None:
                 after_first()
             if max_checks is not None and n >= max_checks:
                 return result
-            if result.crashed:
-                crashed_at = self._crashed(crashed_at)
-                if self.clock() - crashed_at > self.grace_s:
-                    return result
-            elif result.finished:
+            if result.finished and not result.crashed:
                 return result
-            else:
-                crashed_at = None
+            if crashed_at is not None and self.clock() - crashed_at > self.grace_s:
+                return result
             time.sleep(poll_seconds)
 
     @property

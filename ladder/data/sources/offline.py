@@ -129,8 +129,8 @@ class OfflineSource:
                               "chunks, the first some seconds after the run starts); pull it again in a minute")
         if started and state == "crashed" and not records:  # its coordinates asked for would store an empty run
             raise LadderError(self._never_written(files[-1], seen[str(files[-1])]))
-        if replace and decoder.skipped.without_step and not any(len(f) for f in frames):  # not one row to store
-            raise decoder.skipped.nothing_stored()
+        if replace and decoder.skipped.without_step and not any(len(f) for f in frames) and state != "running":
+            raise decoder.skipped.nothing_stored()  # not one row to store, and none to come (a run still young may)
         warnings.extend(decoder.warnings())
         warnings.extend(_left_beside(files, ref.run_id))
         if note:

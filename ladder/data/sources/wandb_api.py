@@ -148,7 +148,7 @@ class WandbSource:
                     also = f" in rows that log '{self.step_key}' (--step-key)" if self.step_key != "_step" else ""
                     warnings.append(f"no values logged for '{group}'{also}")
         frame = rows.frame()
-        if replace and skipped.without_step and not len(frame):  # not one row to store
+        if replace and skipped.without_step and not len(frame) and state != "running":  # not one row, ever
             raise skipped.nothing_stored()
         warnings += skipped.warnings()
         if len(groups) > 1 and len(frame):
