@@ -97,7 +97,8 @@ class LocalSource:
         replace = not cursor or not still_valid(path, offset, cursor.get("check"))
         start = _Position() if replace else _Position(int(cursor.get("line", 0)), int(cursor.get("high", -1)))
         warnings: list[str] = []
-        state, status = self._state(run_dir, warnings)
+        written = last_write(run_dir)
+        state, status = self._state(run_dir, written, warnings)
         marked = map_state(str(status.get("state", ""))) != "running" if status else False  # by the run, not by time
         rows, end, bad, pos = _read_lines(path, 0 if replace else offset, start, ended=marked)
         if bad:
@@ -119,10 +120,10 @@ class LocalSource:
             group=str(config.get("group") or "") or None,
             warnings=tuple(warnings),
             replace=replace,
-            last_write=last_write(run_dir),
+            last_write=written,
         )
 
-    def _state(self, run_dir: Path, warnings: list[str]) -> tuple[str, dict]:
+    def _state(self, run_dir: Path, written: float | None, warnings: list[str]) -> tuple[str, dict]:
         """The run's state, and its status record ({} without one); a status file that cannot be read is said."""
         status_file = run_dir / runfiles.STATUS_FILE
         status: dict = {}
@@ -141,7 +142,7 @@ class LocalSource:
             return state, status
         # A trainer killed outright (SIGKILL, out of memory) cannot mark its run: running only while
         # its metrics or its status changed this recently, else it stopped (crashed).
-        changed = last_write(run_dir) or -math.inf
+        changed = -math.inf if written is None else written
         return ("running" if self.clock() - changed < self.running_window_s else "crashed"), status
 
 

@@ -319,8 +319,8 @@ def _pull_run(
     full: bool,
     names: set[str],
     new_renames: dict[str, str],
-    replace: bool = False,
-    written: dict[str, float] | None = None,
+    replace: bool,
+    written: dict[str, float],
 ) -> RunPulled | None:
     """Read and stage one run; adds the name its coordinates are looked up by to `names`, and when the source says
     when the run last wrote, that time to `written`. A rename
@@ -328,13 +328,13 @@ def _pull_run(
     metrics or steps the store holds of the run is refused unless `replace`."""
     prev = writer.stored(ref.run_id)
     origin = ref.source or source.key
-    same = prev is not None and _same_source(prev["source"], origin)
+    earlier = _own(prev, origin)  # coordinates the user gave an earlier pull of this run still hold
+    same = earlier is not None
     usable = same and not full
-    earlier = prev if same else None  # coordinates the user gave an earlier pull of this run still hold
     if usable and _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], earlier)):
         usable = False  # every stored row's tokens and fraction change: read the run again
     got = source.read(ref, json.loads(prev["cursor_json"]) if usable and prev["cursor_json"] else None)
-    if got.last_write is not None and written is not None:
+    if got.last_write is not None:
         written[ref.run_id] = got.last_write
     fresh = got.replace or not usable
     config = dict(got.config) if fresh else {**_config(prev), **got.config}
