@@ -348,6 +348,23 @@ def test_cli_pull_local(tmp_path):
     assert res.exit_code == 0 and cfg.name in res.stdout and "rung" in res.stdout
 
 
+def test_cli_runs_skipped_are_said_one_a_line_after_the_count_of_those_pulled(tmp_path):
+    good, *bad = RUNGS[:3]
+    make_run(tmp_path / "runs", good, range(1, good.stop_after_steps + 1))
+    for cfg in bad:
+        with open(make_run(tmp_path / "runs", cfg, range(1, 4)) / runfiles.METRICS_FILE, "a") as f:
+            f.write(json.dumps({"step": -5, "train/loss": 1.0}) + "\n")
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 2, res.output
+    assert "1 run updated, 0 unchanged, 2 skipped (store " in res.stdout
+    lines = res.stderr.splitlines()
+    assert "error: 2 runs skipped (1 run pulled beside them):" in lines
+    for cfg in bad:
+        (said,) = [x for x in lines if x.startswith(f"  skipped {cfg.name} (")]
+        assert "step -5" in said
+    assert list(Store(tmp_path / "s").runs()["name"]) == [good.name]
+
+
 def test_cli_coords_for_no_run_of_the_pull_are_named(tmp_path):
     cfg = RUNGS[1]
     make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))

@@ -259,7 +259,7 @@ def _run_pull(
     except PullSkipped as exc:
         if fresh:
             target.discard_if_unused(keep_folder=not made)
-        _print_pull(exc.result, target, summary=False)
+        _print_pull(exc.result, target)
         raise LadderError(str(exc)) from None
     except BaseException:
         if fresh:
@@ -290,7 +290,7 @@ def _warn_unlogged_renames(store: Store, renames: dict[str, str]) -> None:
                  "(`ladder history RUN --metric all` lists the keys a run logs)")
 
 
-def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
+def _print_pull(result: PullResult, store: Store) -> None:
     if result.pulled:
         t = Table(title=f"Pulled from {result.source}")
         for col in ("run", "state", "values read", "values stored", "last step", "fraction"):  # one per metric and step
@@ -307,11 +307,13 @@ def _print_pull(result: PullResult, store: Store, summary: bool = True) -> None:
         console.print(t)
     for message in result.messages:
         warn(message)
-    if not summary:
-        return
+    if result.skipped and not (result.pulled or result.unchanged or result.resumed):
+        return  # every run skipped: the error says it all
     parts = [f"{len(result.pulled)} run{'' if len(result.pulled) == 1 else 's'} updated", f"{result.unchanged} unchanged"]
     if result.resumed:
         parts.append(f"{result.resumed} read by an interrupted run of this pull, committed now")
+    if result.skipped:
+        parts.append(f"{len(result.skipped)} skipped")
     console.print(f"{', '.join(parts)} (store {store.root}/)", highlight=False)
 
 

@@ -97,8 +97,14 @@ class PullSkipped(LadderError):
     def __init__(self, result: PullResult):
         self.result = result
         others = len(result.pulled) + result.unchanged + result.resumed
-        done = f" ({_n_runs(others)} pulled beside it)" if others else ""
-        super().__init__("; ".join(f"skipped {run}: {why}" for run, why in result.skipped) + done)
+        if len(result.skipped) == 1:
+            ((run, why),) = result.skipped
+            super().__init__(f"skipped {run}: {why}" + (f" ({_n_runs(others)} pulled beside it)" if others else ""))
+            return
+        # One line per run: joined on one line, a few skipped runs made an error nobody could read.
+        beside = f" ({_n_runs(others)} pulled beside them)" if others else ""
+        super().__init__(f"{_n_runs(len(result.skipped))} skipped{beside}:"
+                         + "".join(f"\n  skipped {run}: {why}" for run, why in result.skipped))
 
 
 def _n_runs(n: int) -> str:
