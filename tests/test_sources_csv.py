@@ -522,6 +522,12 @@ def test_a_loss_of_zero_or_below_is_said_at_import_and_left_out_of_fits_as_a_nan
     assert res.exit_code == 0, res.output
     assert "a: eval/loss: 1 value of 0 or below (first at step 20): no loss, kept out of fits" in text
     assert "b: eval/loss: 2 values of 0 or below (first at step 30)" in text
+    small_table().assign(loss=lambda t: t["loss"].mask((t["run"] == "a") & (t["step"] == 20), -np.inf)
+                         .mask((t["run"] == "a") & (t["step"] == 30), -1.0)).to_csv(tmp_path / "inf.csv", index=False)
+    text = " ".join(_import(tmp_path / "inf.csv", tmp_path / "s3").output.split())
+    # -inf is told once, with the NaN/inf values, and not again among those of 0 or below
+    assert "a: eval/loss: 1 NaN/inf value (first at step 20)" in text, text
+    assert "a: eval/loss: 1 value of 0 or below (first at step 30)" in text, text
     store = Store(tmp_path / "s")
     assert len(store.history(["a", "b"], ["eval/loss"])) == 8  # stored as logged
     assert store.fitted_history(["a", "b"], "eval/loss")["step"].tolist() == [10, 30, 40, 10, 20]

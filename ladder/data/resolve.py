@@ -329,7 +329,8 @@ def _nonfinite(history: pd.DataFrame) -> tuple[tuple[str, int, int], ...]:
 
 def _not_positive(history: pd.DataFrame, fit_metric: str) -> tuple[tuple[str, int, int], ...]:
     losses = history["metric"].astype(str).isin([fit_metric, keys.EVAL_LOSS, keys.TRAIN_LOSS]).to_numpy()
-    return _counted(history, losses & (history["value"].to_numpy() <= 0))
+    values = history["value"].to_numpy()
+    return _counted(history, losses & np.isfinite(values) & (values <= 0))  # -inf is told with the NaN/inf values
 
 
 def _counted(history: pd.DataFrame, bad: np.ndarray) -> tuple[tuple[str, int, int], ...]:
