@@ -435,6 +435,8 @@ def test_cli_missing_coordinate_names_run_and_field(tmp_path):
     assert res.exit_code == 2
     assert "bare0001" in res.output and "'active_params'" in res.output and "--coord active_params=" in res.output
     assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert res.output.split("bare0001")[1].startswith(" (") and ": its config lacks" in res.output
+    assert res.output.count("bare0001 (") == 1  # the run is named once, not again by the reason
     assert not (tmp_path / "s").exists()  # nothing pulled: no store left behind
     coords = ["--coord", "stop_after_steps=20", "--coord", "tokens_per_step=100",
               "--coord", "active_params=unknown", "--coord", "total_params=unknown", "--coord", "fit_flops_per_token=unknown"]

@@ -175,11 +175,12 @@ def pull(
             except RenameClash:
                 raise
             except (LadderError, OSError) as exc:
+                label = ref.label or ref.run_id
                 if getattr(source, "all_or_nothing", False):
                     writer.discard()
-                    raise LadderError(f"{ref.label or ref.run_id}: {_reason(exc)}; nothing of the file was imported "
+                    raise LadderError(f"{label}: {_reason(exc, label)}; nothing of the file was imported "
                                       "(a table is imported whole)") from None
-                skipped.append((ref.label or ref.run_id, _reason(exc)))
+                skipped.append((label, _reason(exc, label)))
                 continue
             if done is None:
                 unchanged += 1
@@ -269,10 +270,11 @@ def _names(writer: StoreWriter, refs: list[RunRef]) -> set[str]:
     return names
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, label: str) -> str:
+    """Why the run `label` could not be read, without the label again where the message starts with it."""
     if isinstance(exc, OSError) and not isinstance(exc, LadderError):
         return f"{exc.filename or 'a file'}: cannot read it ({exc.strerror or exc})"
-    return str(exc)
+    return str(exc).removeprefix(f"run {label}: ")
 
 
 def _check_listing(refs: list[RunRef], key: str) -> None:
