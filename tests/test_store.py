@@ -245,6 +245,28 @@ def test_a_staged_run_committed_meanwhile_by_another_pull_is_read_again(tmp_path
     np.testing.assert_array_equal(h["value"], 3.0 + 1.0 / np.arange(1, 11))
 
 
+def test_many_runs_replaced_are_said_in_full_up_to_a_few_and_counted_past_them(tmp_path):
+    from ladder.data.sources.pull import REPLACED_SAID
+
+    store = Store(tmp_path)
+    many = {f"r{i}": (f"rung-{i}", series(5)) for i in range(REPLACED_SAID + 4)}
+    other = MemorySource(many)
+    other.key = "memory:other"
+    pull(store, other)
+    told = [m for m in pull(store, MemorySource(many), replace=True).messages if m.startswith("replaced")]
+    assert len(told) == REPLACED_SAID
+    assert all(m.startswith("replaced: run id 'r") for m in told[:-1])
+    assert told[-1] == (f"replaced 5 more runs stored from another source or with other coordinates: "
+                        f"{', '.join(f'r{i}' for i in range(REPLACED_SAID - 1, REPLACED_SAID + 4))}")
+    few = {k: v for k, v in list(many.items())[:REPLACED_SAID]}
+    told = [m for m in pull(store, MemorySource(few), replace=True).messages if m.startswith("replaced")]
+    assert told == []  # the same source: nothing replaced
+    third = MemorySource(few)
+    third.key = "memory:third"
+    told = [m for m in pull(store, third, replace=True).messages if m.startswith("replaced")]
+    assert len(told) == REPLACED_SAID and all("memory:third has a run with the same id" in m for m in told)
+
+
 def test_corrected_coordinates_apply_to_stored_rows(tmp_path):
     from ladder.data.sources import CoordinateOverrides
 

@@ -302,20 +302,29 @@ def _check_clashes(
         if not _same_source(prev["source"], ref.source or key):
             origin = ref.source or key
             copy = _same_folder_name(str(prev["source"]), origin)  # not moved here: the stored folder is still there
-            clashes.append(f"run id {ref.run_id!r} is already in the store from {prev['source']} "
-                           f"({prev['rows']:,} rows); {origin} has a run with the same id"
-                           + (" (a copy of its folder, the first still there)" if copy else ""))
+            clashes.append((ref.run_id, f"run id {ref.run_id!r} is already in the store from {prev['source']} "
+                                        f"({prev['rows']:,} rows); {origin} has a run with the same id"
+                                        + (" (a copy of its folder, the first still there)" if copy else "")))
         else:
             moved = _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], prev))
             if moved:
-                clashes.append(f"run {ref.run_id!r} is stored with {moved}")
+                clashes.append((ref.run_id, f"run {ref.run_id!r} is stored with {moved}"))
     if clashes and not replace:
         more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
         raise LadderError(
-            f"{clashes[0]}{more}; nothing was pulled: pass --replace to replace the stored run(s), "
+            f"{clashes[0][1]}{more}; nothing was pulled: pass --replace to replace the stored run(s), "
             "or give the new run(s) other ids"
         )
-    return [f"replaced: {c}" for c in clashes]
+    said = clashes if len(clashes) <= REPLACED_SAID else clashes[:REPLACED_SAID - 1]
+    out = [f"replaced: {text}" for _, text in said]
+    if rest := [run_id for run_id, _ in clashes[len(said):]]:
+        out.append(f"replaced {len(rest):,} more runs stored from another source or with other coordinates: "
+                   + ", ".join(rest[:20]) + (", ..." if len(rest) > 20 else ""))
+    return out
+
+
+REPLACED_SAID = 3
+"""A pull replacing more runs than this says the first ones in full and counts the others on one line."""
 
 
 def _pull_run(
