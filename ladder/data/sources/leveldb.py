@@ -78,6 +78,9 @@ def check_header(path: Path) -> None:
             head = f.read(FILE_HEADER.size)
     except OSError as exc:
         raise LadderError(f"{path}: cannot read it ({exc.strerror})") from None
+    if not head:
+        raise LadderError(f"{path}: empty (0 bytes): wandb has not written it yet (a run just started: pull it again "
+                          "in a minute), or the run was killed before it wrote")
     if len(head) < FILE_HEADER.size or head[:4] != IDENT:
         raise LadderError(f"{path}: not a wandb run file (it does not start with the ':W&B' header)")
     _, magic, version = FILE_HEADER.unpack(head)
