@@ -10,7 +10,8 @@ A run directory holds:
   writes a resume marker ``{"step": k, "resumed_from": k}``. Steps never go back except right after
   such a marker (a trainer that appends on resume instead of truncating writes it too): a step that
   goes back without one is refused, since it is more likely a broken file than a restart;
-- ``status.json``: ``{"state": "running" | "finished" | "crashed", "step": int, "updated": float}``;
+- ``status.json``: ``{"state": "running" | "finished" | "crashed", "step": int, "updated": float}``, written
+  as training starts, at each eval and checkpoint, and as it ends (``step``: the last step completed then);
 - ``checkpoints/`` and ``wandb/`` (wandb's own offline or online run folders).
 """
 

@@ -62,6 +62,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     status = json.loads((tmp_path / "killed" / runfiles.STATUS_FILE).read_text())
     assert status["state"] == "running"  # killed mid-run: it could not say so
+    reported = max(s for s in {*cfg.eval_steps(), 10, 20} if s < 30)  # every eval and checkpoint before step 30
+    assert status["step"] >= reported, (status, sorted(cfg.eval_steps()))
 
     # A stop while the resumed run starts (loading, compiling): it ends at once, marked crashed, no crash of its own
     proc = trainer(killed, env, "--resume")

@@ -316,8 +316,8 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
                 if done in ckpts:
                     ckpt.save(done, state, meta)
                     saved = done
-                    if is_writer:
-                        runfiles.write_status(run_dir, "running" if done < T else "finished", done)
+                if is_writer:  # at each eval too: a run killed outright is marked crashed near where it was
+                    runfiles.write_status(run_dir, "running" if done < T else "finished", done)
                 log.restart(done)
             completed = done
         ok = True
