@@ -254,6 +254,10 @@ def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_p
     fig = collapse(rungs, E, cut)
     (dots,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("hero")]
     assert dots.get_ydata()[-1] == 1.0 and "plan edited to end at 80%: by its final there" in dots.get_label()
+    assert "lower bound" not in fig.axes[0].get_title()
+    plt.close(fig)
+    fig = collapse(rungs, 0.0)  # E at its bound: the title says so
+    assert fig.axes[0].get_title() == "Collapsed curves (E = 0.0000 nats/token, at its lower bound)"
     plt.close(fig)
 
 

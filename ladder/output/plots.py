@@ -184,7 +184,8 @@ def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None, hero_f
         ax.plot(hero.fraction, (hero.value - E) / (final - E), "o", color=HERO, ms=3, label=label)
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel("(L − E) / (L_final − E)")
-    ax.set_title(f"Collapsed curves (E = {E:.4f} nats/token)")
+    at_bound = ", at its lower bound" if E <= 0 else ""  # the fit found no floor above 0
+    ax.set_title(f"Collapsed curves (E = {E:.4f} nats/token{at_bound})")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
