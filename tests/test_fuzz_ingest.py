@@ -567,6 +567,8 @@ case("pull/up-to-date-with-a-fit-metric-the-runs-log", 0, "0 runs updated", chan
      check=_fit_metric_is("train/loss"))(_pull_again("--fit-metric", "train/loss"))
 case("history/format-from-out-suffix", 0, "Wrote")(
     lambda tmp, store: ["history", TRAINED, "--out", str(tmp / "h.json"), "--store", str(store)])
+case("history/out-csv-with-format-table", 2, "--format table prints to the terminal; give --format csv")(
+    lambda tmp, store: ["history", TRAINED, "--format", "table", "--out", str(tmp / "h.csv"), "--store", str(store)])
 case("history/out-suffix-against-format", 2, "is a .json file but --format csv writes CSV")(
     lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(tmp / "h.json"), "--store", str(store)])
 case("history/metric-never-logged", 2, "--metric 'nope'", "never logged it")(

@@ -417,7 +417,7 @@ def _edited_fraction(run: dict) -> float | None:
 def history_command(
     run: str = typer.Argument(..., help="Run id or name (see `ladder runs`)."),
     metric: list[str] = typer.Option([], "--metric", help="Metric key (repeatable); default: the fit metric; 'all' for every key."),
-    fmt: HistoryFormat = typer.Option(HistoryFormat.table, "--format", help="table, csv or json."),
+    fmt: HistoryFormat | None = typer.Option(None, "--format", help="table (the default on the terminal), csv or json."),
     out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout (a .csv or .json suffix names the format when --format is not given)."),
     nonfinite: bool = typer.Option(False, "--nonfinite", help="Include NaN and ±inf values (left out by default, as fits leave them out). CSV writes them nan, inf, -inf (as `ladder import csv` reads them back); JSON as the strings \"NaN\", \"Infinity\", \"-Infinity\"."),
     tail: int = typer.Option(40, "--tail", help="table format: show the last this many rows."),
@@ -434,6 +434,7 @@ def history_command(
     if out is not None:
         out = out_file(out, kinds=(".csv", ".json"))
         fmt = _history_format(fmt, out)
+    fmt = fmt or HistoryFormat.table
     if tail < 0:
         raise LadderError(f"--tail {tail}: must be 0 or more")
     target = _existing(store)
@@ -490,13 +491,16 @@ def _history_text(h: pd.DataFrame, fmt: HistoryFormat) -> str:
     return json_text(h.assign(value=shown).to_dict("records"), indent=1) + "\n"
 
 
-def _history_format(fmt: HistoryFormat, out: Path) -> HistoryFormat:
-    """The format an --out file is written in: the one its suffix names where --format is the table (or agrees)."""
+def _history_format(fmt: HistoryFormat | None, out: Path) -> HistoryFormat | None:
+    """The format an --out file is written in: the one its suffix names where --format is not given (or agrees)."""
     named = {".csv": HistoryFormat.csv, ".json": HistoryFormat.json}.get(out.suffix.lower())
     if named is None or fmt is named:
         return fmt
-    if fmt is HistoryFormat.table:
+    if fmt is None:
         return named
+    if fmt is HistoryFormat.table:
+        raise LadderError(f"--out {out}: --format table prints to the terminal; give --format {named.value} (or leave "
+                          "--format out) to write the file")
     raise LadderError(f"--out {out} is a {out.suffix} file but --format {fmt.value} writes {fmt.value.upper()}; "
                       f"give --format {named.value}, or an --out path ending in .{fmt.value}")
 
