@@ -417,7 +417,7 @@ def _edited_fraction(run: dict) -> float | None:
 def history_command(
     run: str = typer.Argument(..., help="Run id or name (see `ladder runs`)."),
     metric: list[str] = typer.Option([], "--metric", help="Metric key (repeatable); default: the fit metric; 'all' for every key."),
-    fmt: HistoryFormat | None = typer.Option(None, "--format", help="table (the default on the terminal), csv or json."),
+    fmt: HistoryFormat | None = typer.Option(None, "--format", help="table (the default without --out), csv or json."),
     out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout (a .csv or .json suffix names the format when --format is not given)."),
     nonfinite: bool = typer.Option(False, "--nonfinite", help="Include NaN and ±inf values (left out by default, as fits leave them out). CSV writes them nan, inf, -inf (as `ladder import csv` reads them back); JSON as the strings \"NaN\", \"Infinity\", \"-Infinity\"."),
     tail: int = typer.Option(40, "--tail", help="table format: show the last this many rows."),
