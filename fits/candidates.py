@@ -289,8 +289,9 @@ class PerFraction:
                 lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
                 hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
         band = Band(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90])
-        early = g < grid.min() * 0.98  # before the first fraction the runs share (eval steps round)
-        band = Band(*(np.where(early, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
+        # before the first fraction the runs share, and past the last one any reached (eval steps round)
+        outside = (g < grid.min() * 0.98) | (g > grid.max() * 1.02)
+        band = Band(*(np.where(outside, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
         return band, ens
 
 

@@ -332,6 +332,23 @@ def test_a_crashed_run_enters_with_the_evals_it_logged():
     assert np.max(np.abs(res.band.median / hero.values - 1)) < 0.015
 
 
+def test_the_per_fraction_law_predicts_no_step_past_the_last_fraction_the_rungs_reached():
+    rng = np.random.default_rng(4)
+    ns = 1e5 * 2.0 ** np.arange(4)
+    runs = [ladder_run(f"r{i}", n, pf_law, rng, upto=0.8) for i, n in enumerate(ns)]  # every rung's evals end at 80%
+    hero = ladder_run("hero", ns[-1] * 6, pf_law, rng, noise=0.0)
+    settings = dataclasses.replace(FAST, candidates=("per-fraction",))
+    res = core.predict(runs, hero, hero.steps, settings)
+    g = hero.fractions
+    late = g > 0.8 * 1.02  # eval steps round: a step just past the rungs' last share is theirs
+    assert late.any() and np.isnan(res.band.median[late]).all() and np.isnan(res.band.lo90[late]).all()
+    assert np.isfinite(res.band.median[(g >= 0.1) & ~late]).all()  # no value held flat to the end
+    assert np.max(np.abs(res.band.median[~late & (g >= 0.1)] / hero.values[~late & (g >= 0.1)] - 1)) < 0.015
+    whole = core.predict([ladder_run(f"r{i}", n, pf_law, np.random.default_rng(i)) for i, n in enumerate(ns)],
+                         hero, hero.steps, settings)
+    assert np.isfinite(whole.band.median[g >= 0.1]).all()  # rungs to the end of their plans: predicted to the end
+
+
 def test_two_sizes_cannot_be_backtested_and_say_so():
     runs, hero = ladder(mp_law, n_sizes=2)
     res = core.predict(runs, hero, hero.steps, FAST)

@@ -126,6 +126,34 @@ def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):
     assert json.loads(res.stdout)["final"] == json.loads(full.stdout)["final"]
 
 
+def test_rungs_whose_evals_end_before_their_plans_give_no_final_and_every_output_says_so(tmp_path):
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    df = pd.read_csv(csv)
+    # the evals end at 80% of each plan (an empty cell is a value not logged), the LR is logged to the end
+    df.assign(loss=df["loss"].where(df["step"] <= 0.8 * df["planned"]), state="finished").to_csv(csv, index=False)
+    assert import_csv(csv, tmp_path / "s").exit_code == 0
+    target = target_yaml(tmp_path / "big.yaml")
+    res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "s"), "--n-boot", "40",
+                 "--out", str(tmp_path / "pred"))
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    t = pd.read_parquet(tmp_path / "pred" / "prediction.parquet")
+    late = t["fraction"] > 0.8 * 1.02
+    assert late.any() and t.loc[late, "median"].isna().all() and not t.loc[late, "in_assumptions"].any()
+    last = int(t.loc[t["median"].notna(), "step"].max())
+    assert t["median"].notna().sum() > 10 and last < HERO.stop_after_steps
+    assert (f"Predicted final eval/loss at step {HERO.stop_after_steps:,}: not predicted (the rungs' evals end "
+            f"before their plans do); the prediction ends at step {last:,}") in text
+    assert f"late steps: steps past {last:,} come after the rungs' last evals (at 80% of their plans at most)" in text
+    assert f"valid up to: step {last:,}" in text and "nan" not in text.lower()
+    assert "warning: the rungs' evals end at 80% of their plans at most, so the prediction ends at step" in text
+    report = invoke("report", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "s"),
+                    "--out", str(tmp_path / "r.html"))
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    assert f"at step {HERO.stop_after_steps:,}: not predicted" in page and ">nan<" not in page.lower()
+
+
 def test_long_lists_of_runs_are_shortened():
     from ladder.data.runview import named, six_n_note
 

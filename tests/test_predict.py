@@ -161,7 +161,7 @@ def test_cli_writes_the_tables_and_bad_input_exits_2(tmp_path, pf_store):
     out = tmp_path / "pred"
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--out", str(out), "--n-boot", "50"])
     assert res.exit_code == 0, res.output
-    assert "Final" in res.stdout and "per-fraction law" in res.stdout
+    assert "Predicted final eval/loss at step" in res.stdout and "per-fraction law" in res.stdout
     table = pd.read_parquet(out / "prediction.parquet")
     assert table.equals(pd.read_csv(out / "prediction.csv").astype(table.dtypes.to_dict()))
     data = json.loads((out / "prediction.json").read_text())
@@ -339,7 +339,7 @@ def test_replan_predicts_to_the_new_horizon_as_predict_does_on_the_config_it_wri
     assert int(replanned.table["step"].iloc[-1]) == horizon and replanned.table["fraction_edited"].max() == 1.0
     pd.testing.assert_frame_equal(replanned.table, again.table)
     final = f"new plan {again.final['median']:.4f} at step {horizon:,}"
-    assert final in " ".join(res.stdout.split()) and f"Final ({horizon:,} steps): {again.final['median']:.4f}" in res_again.stdout
+    assert final in " ".join(res.stdout.split()) and f"Predicted final eval/loss at step {horizon:,}: {again.final['median']:.4f}" in res_again.stdout
 
 
 def test_replan_before_a_planned_edit_replaces_it_until_the_run_has_made_it(tmp_path):

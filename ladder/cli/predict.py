@@ -352,9 +352,10 @@ def replan_command(
         t.add_row(f"{s:,}", _fmt(row["old"]), _fmt(row["new"]), _fmt(diff, signed=True))
     console.print(t)
     fo, fn = old.final, new.final
-    console.print(f"final loss: old plan {fo['median']:.4f} at step {int(fo['step']):,}; new plan "
-                  f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
-                  f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})", markup=True)
+    change = f"{fn['median'] / fo['median'] - 1:+.2%}; " if np.isfinite(fn["median"] / fo["median"]) else ""
+    console.print(f"final loss: old plan {_fmt(fo['median'])} at step {int(fo['step']):,}; new plan "
+                  f"[bold]{_fmt(fn['median'])}[/] at step {int(fn['step']):,} ({change}"
+                  f"90% band {_fmt(fn['lo90'])}–{_fmt(fn['hi90'])})", markup=True)
     if out is not None:
         from ladder.data.runview import save_target
 

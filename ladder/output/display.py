@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ladder.output.report import backtest_rows, prediction_rows
+from ladder.output.report import backtest_rows, final_sentence, prediction_rows
 from ladder.predict.prediction import Prediction
 
 
@@ -20,9 +20,7 @@ def show_prediction(console: Console, pred: Prediction, actual: pd.Series | None
         t.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in rec])
     console.print(t)
     show_backtest(console, pred)
-    fin = pred.final
-    console.print(f"Final ({int(fin['step']):,} steps): [bold]{fin['median']:.4f}[/] "
-                  f"(50% {fin['lo50']:.4f}–{fin['hi50']:.4f}, 90% {fin['lo90']:.4f}–{fin['hi90']:.4f})", markup=True)
+    console.print(final_sentence(pred, ("[bold]", "[/]"), escape), markup=True, highlight=False)
     for f in pred.forms:
         console.print(f"[bold]{escape(f.name)}[/]: {escape(f.why)}", markup=True)
     for k, v in pred.assumptions.items():

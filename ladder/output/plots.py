@@ -93,8 +93,9 @@ def ladder_fit(
     for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
         ax.scatter(r.compute, r.final, color=col, s=36, zorder=3, label=label)
     fin = prediction.final
-    ax.errorbar([hero_compute], [fin["median"]], yerr=[[fin["median"] - fin["lo90"]], [fin["hi90"] - fin["median"]]],
-                fmt="D", color=HERO, capsize=4, label=f"hero predicted {fin['median']:.4f} (90% band)")
+    if np.isfinite(fin["median"]):  # not where the laws stop short of the final step
+        ax.errorbar([hero_compute], [fin["median"]], yerr=[[fin["median"] - fin["lo90"]], [fin["hi90"] - fin["median"]]],
+                    fmt="D", color=HERO, capsize=4, label=f"hero predicted {fin['median']:.4f} (90% band)")
     if hero_actual is not None:
         ax.scatter([hero_compute], [hero_actual], marker="*", s=140, color="k", zorder=4,
                    label=f"hero actual {hero_actual:.4f}")

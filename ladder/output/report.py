@@ -204,6 +204,24 @@ def backtest_rows(pred: Prediction) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def final_sentence(pred: Prediction, bold: tuple[str, str] = ("", ""), escape=lambda x: x) -> str:
+    """The predicted final with its bands; where the laws stop short of the final step (rungs whose evals end
+    before their plans do), that it is not predicted, and the last step that is."""
+    fin = pred.final
+    head = f"Predicted final {escape(pred.metric)} at step {int(fin['step']):,}: "
+    rows = pred.table[np.isfinite(pred.table["median"].to_numpy(float))]
+    if np.isfinite(fin["median"]) or not len(rows):
+        return head + (_with_bands(fin, bold) if np.isfinite(fin["median"]) else "not predicted")
+    last = rows.iloc[-1]
+    return (head + f"not predicted (the rungs' evals end before their plans do); the prediction ends at step "
+            f"{int(last['step']):,} ({last['fraction']:.0%} of the plan): " + _with_bands(last, bold))
+
+
+def _with_bands(row: pd.Series, bold: tuple[str, str]) -> str:
+    return (f"{bold[0]}{row['median']:.4f}{bold[1]} (50% {row['lo50']:.4f}–{row['hi50']:.4f}, "
+            f"90% {row['lo90']:.4f}–{row['hi90']:.4f})")
+
+
 def write_report(
     out: str | os.PathLike,
     pred: Prediction,
@@ -220,12 +238,7 @@ def write_report(
     parts = [f"<h1>{html.escape(title or f'{pred.run_name}: prediction and progress')}</h1>",
              f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metric: <b>{html.escape(pred.metric)}</b> "
              "(nats per token).</p>"]
-    fin = pred.final
-    parts.append(
-        f"<p>Predicted final {html.escape(pred.metric)} at step {int(fin['step']):,}: "
-        f"<b>{fin['median']:.4f}</b> (50%: {fin['lo50']:.4f}–{fin['hi50']:.4f}; "
-        f"90%: {fin['lo90']:.4f}–{fin['hi90']:.4f}).</p>"
-    )
+    parts.append(f"<p>{final_sentence(pred, ('<b>', '</b>'), html.escape)}.</p>")
     failed = failed_steps(actual) if actual is not None else np.array([], dtype=np.int64)
     if len(failed):
         actual = actual[np.isfinite(actual.to_numpy(float))]

@@ -153,8 +153,17 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
         finite = np.isfinite(median)
         in_assumptions &= finite
         if finite.any():
-            first = int(steps[finite].min())
-            assumptions["early steps"] = f"steps before {first:,} come before the rungs' first shared eval: not predicted"
+            first, last = int(steps[finite].min()), int(steps[finite].max())
+            if not finite[0]:
+                assumptions["early steps"] = f"steps before {first:,} come before the rungs' first shared eval: not predicted"
+            if not finite[-1]:
+                reach = max(float(r.fractions[-1]) for r in rungs)
+                assumptions["late steps"] = (f"steps past {last:,} come after the rungs' last evals (at {reach:.0%} "
+                                             "of their plans at most): not predicted")
+                warnings.append(f"the rungs' evals end at {reach:.0%} of their plans at most, so the prediction ends at "
+                                f"step {last:,} ({last / target.planned_steps:.0%} of the target's plan): the loss falls "
+                                "on to the end of a run, faster as its LR decays, and no rung shows how far")
+        assumptions["valid up to"] = _valid_up_to(steps, in_assumptions)
     table = pd.DataFrame({
         "step": steps,
         "tokens": steps * target.tokens_per_step,
@@ -227,9 +236,12 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
             out["data mix"] = f"target {cfg.data.source} differs from the rungs' {rung.data.source}: not comparable"
         else:
             out["data mix"] = f"{rung.data.source}, as the rungs"
-    valid = steps[ok]
-    out["valid up to"] = f"step {int(valid.max()):,}" if len(valid) else "nowhere: see above"
+    out["valid up to"] = _valid_up_to(steps, ok)
     return ok, out
+
+
+def _valid_up_to(steps: np.ndarray, ok: np.ndarray) -> str:
+    return f"step {int(steps[ok].max()):,}" if ok.any() else "nowhere: see above"
 
 
 def _seq_phases(run: LadderRun) -> list[tuple[float, int]]:

@@ -88,7 +88,7 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
             raise LadderError(f"{run}: its {len(y)} evals end at {last:.0%} of the plan, before --from {start:g}; "
                               f"score from an earlier fraction (--from {max(0.0, last - 0.05):.2f}, say)")
         raise LadderError(f"{run}: none of its {len(y)} evals from {percent(start)} of the plan on falls where "
-                          "the prediction has a value (its first steps come before the rungs' first eval)")
+                          "the prediction has a value (it has none before the rungs' first shared eval, nor past their last)")
     err = median[use] / y[use] - 1
     band = {k: at[k].to_numpy()[use] for k in ("lo50", "hi50", "lo90", "hi90")}
     last = int(np.flatnonzero(use)[-1])
