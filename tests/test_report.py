@@ -490,6 +490,7 @@ def test_a_target_the_store_holds_twice_is_refused_as_score_refuses_it(predicted
 
 
 def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(predicted, tmp_path):
+    import json
     import shutil
 
     import numpy as np
@@ -507,6 +508,11 @@ def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(p
     page = (tmp_path / "r.html").read_text()
     assert (f"logged 2 evals that are not a finite number (NaN or inf), the last at step {last_evals[-1]:,} "
             "(its latest eval)") in page
+    scored = runner.invoke(app, ["score", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "store"),
+                                 "--format", "json"])
+    sc = json.loads(scored.stdout)
+    assert sc["not_finite"] == 2  # the report's score is `ladder score`'s, the NaN evals counted
+    assert f'evals scored</td><td class="">{sc["n"]}</td>' in page and "evals not finite (NaN or inf)</td>" in page
     from ladder.data.store import Store
     from ladder.output.figures import hero_actual
     from ladder.predict.prediction import Prediction

@@ -240,6 +240,7 @@ def write_report(
              "(nats per token).</p>"]
     parts.append(f"<p>{final_sentence(pred, ('<b>', '</b>'), html.escape)}.</p>")
     failed = failed_steps(actual) if actual is not None else np.array([], dtype=np.int64)
+    logged = actual  # NaN and inf kept: the score counts them, as `ladder score` does
     if len(failed):
         actual = actual[np.isfinite(actual.to_numpy(float))]
         last = " (its latest eval)" if not len(actual) or failed.max() > actual.index.max() else ""
@@ -252,7 +253,7 @@ def write_report(
         where = pred.fraction_label(last_step, pred.planned_steps)  # of the plan it started with, as the tables
         where = where if "plan" in where else f"{where} of the plan"
         parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} ({html.escape(where)}).</p>")
-        parts.append(_score(pred, actual))
+        parts.append(_score(pred, logged))
     if verdicts:
         last = verdicts[-1]
         parts.append(f'<p>Latest verdict: <span class="{last["verdict"]}">{last["verdict"].upper()}</span> '
