@@ -137,6 +137,11 @@ def test_changes_no_law_models_are_flagged(pf_store):
     assert not t.loc[t["step"] >= 0.25 * hero.schedule.total_steps, "in_assumptions"].any()
     assert t.loc[(t["step"] < 0.25 * hero.schedule.total_steps) & t["median"].notna(), "in_assumptions"].all()
     assert "outside the assumptions" in pred.assumptions["sequence length"]
+    from ladder.output.report import final_sentence
+
+    valid = int(t.loc[t["in_assumptions"], "step"].max())
+    assert final_sentence(pred).endswith(f", outside the prediction's assumptions (valid up to step {valid:,}: see them)")
+    assert "outside" not in final_sentence(predict(pf_store, PLAN.hero, FAST))
     other_data = PLAN.hero.replace(data=dataclasses.replace(PLAN.hero.data, source="markov"))
     assert not predict(pf_store, other_data, FAST).table["in_assumptions"].any()
 

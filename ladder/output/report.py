@@ -210,6 +210,9 @@ def final_sentence(pred: Prediction, bold: tuple[str, str] = ("", ""), escape=la
     fin = pred.final
     head = f"Predicted final {escape(pred.metric)} at step {int(fin['step']):,}: "
     rows = pred.table[np.isfinite(pred.table["median"].to_numpy(float))]
+    if np.isfinite(fin["median"]) and not bool(fin["in_assumptions"]):
+        valid = pred.assumptions.get("valid up to", "nowhere")
+        return head + _with_bands(fin, bold) + f", outside the prediction's assumptions (valid up to {valid}: see them)"
     if np.isfinite(fin["median"]) or not len(rows):
         return head + (_with_bands(fin, bold) if np.isfinite(fin["median"]) else "not predicted")
     last = rows.iloc[-1]
