@@ -408,10 +408,12 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     if p:
         lopsided = abs(p["above"] - p["below"]) > 0.1 * p["band"]  # a band in log space, or held to another law
         reach = f"−{p['below']:.1%} / +{p['above']:.1%} (±{p['band']:.1%} on average)" if lopsided else f"±{p['band']:.1%}"
-        carried = f"the backtest's error carried ±{p['carried']:.1%}, " if tested(rows, method) else ""
-        why += (f". At the end the 90% band reaches {reach}: the law's own ±{p['own']:.1%}, {carried}"
-                f"the floor ±{p['floor']:.1%}"
-                + (f", the farthest other law's median {p['laws']:.1%} away" if others else ""))
+        parts = [f"the law's own ±{p['own']:.1%}",
+                 (f"the larger of the backtest's error carried (±{p['carried']:.1%}) and the floor (±{p['floor']:.1%})"
+                  if tested(rows, method) else f"the floor ±{p['floor']:.1%}")]
+        parts += [f"the farthest other law's median, {p['laws']:.1%} away"] if others else []
+        why += (f". At the end the 90% band reaches {reach}: {', '.join(parts[:-1])} and {parts[-1]}, added in "
+                "quadrature")
         res = dataclasses.replace(res, why=why)
     return res
 

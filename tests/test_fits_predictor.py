@@ -270,8 +270,12 @@ def test_the_prediction_states_what_sets_its_band_at_the_end():
     assert p["below"] + p["above"] == pytest.approx(2 * p["band"])
     reach = (f"−{p['below']:.1%} / +{p['above']:.1%} (±{p['band']:.1%} on average)"
              if abs(p["above"] - p["below"]) > 0.1 * p["band"] else f"±{p['band']:.1%}")
-    assert f"At the end the 90% band reaches {reach}: the law's own ±{p['own']:.1%}" in res.why
-    assert f"the farthest other law's median {p['laws']:.1%} away" in res.why
+    assert (f"At the end the 90% band reaches {reach}: the law's own ±{p['own']:.1%}, the larger of the backtest's "
+            f"error carried (±{p['carried']:.1%}) and the floor (±{p['floor']:.1%}) and the farthest other law's "
+            f"median, {p['laws']:.1%} away, added in quadrature") in res.why
+    # the parts add as the text says (the band's own sides are summed one by one: a lopsided one adds near it)
+    assert p["band"] == pytest.approx(np.sqrt(p["own"] ** 2 + max(p["carried"], p["floor"]) ** 2 + p["laws"] ** 2),
+                                      rel=0.05)
 
 
 def test_a_target_below_the_rungs_is_an_extrapolation_too():
