@@ -265,6 +265,7 @@ def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():
     import numpy as np
     import pandas as pd
 
+    from ladder.errors import LadderError
     from ladder.predict.prediction import Prediction
     from ladder.predict.scoring import score_prediction
 
@@ -290,6 +291,11 @@ def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():
     assert "last finite eval (step 800, 80%)" in rows
     assert rows["evals not finite (NaN or inf)"] == "3: outside both bands, out of the errors; the latest, at step 1,000, is one"
     assert "last eval (step 1,000, 100%)" in dict(clean.rows())
+    past = pred.at([1000, 1200])  # a step past the table has no prediction, and so is in no assumptions
+    assert past["in_assumptions"].tolist() == [True, False] and np.isnan(past["median"].iloc[1])
+    short = pd.Series([3.0, 3.0], index=[20, 40])  # another run's evals, on its own shorter plan
+    with pytest.raises(LadderError, match=r"its 2 evals end at 4% of the prediction's plan \(1,000 steps\), before --from"):
+        score_prediction(pred, short, start=0.1)
 
 
 def test_report_and_plot_follow_the_run_watch_followed(predicted, tmp_path):
@@ -679,6 +685,9 @@ def test_figures_draw_the_rungs_the_prediction_was_made_from_and_say_what_they_l
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "give the HTML file to write, e.g." in said and "report.html (a name without" in said
     assert not (tmp_path / "pages").exists()
+    res = runner.invoke(app, ["report", *base, "--out", str(tmp_path / "r.png")])  # a page under another kind's name
+    assert res.exit_code == 2 and "give a name ending in .html, e.g." in " ".join(res.output.split())
+    assert not (tmp_path / "r.png").exists() and not (tmp_path / "r_figures").exists()
     # a store that lacks one of the rungs: the figures of the ladder may go, and the warning says why
     shutil.copytree(predicted / "runs", tmp_path / "fewer")
     shutil.rmtree(tmp_path / "fewer" / plan.rungs[0].name)

@@ -119,7 +119,7 @@ class Prediction:
             out[col] = np.interp(xs, x, t[col].to_numpy(dtype=float), left=np.nan, right=np.nan)
         flags = t["in_assumptions"].to_numpy(dtype=bool)
         idx = np.clip(np.searchsorted(t["step"].to_numpy(), s, side="left"), 0, len(t) - 1)
-        out["in_assumptions"] = flags[idx]
+        out["in_assumptions"] = flags[idx] & np.isfinite(out["median"])  # no step without a prediction is in them
         return pd.DataFrame(out)
 
     # ---- files ------------------------------------------------------------------------------------

@@ -85,7 +85,8 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     if not use.any():
         last = float(steps.max()) / max(pred.started_with, 1.0)
         if last < start - 1e-9:
-            raise LadderError(f"{run}: its {len(y)} evals end at {last:.0%} of the plan, before --from {start:g}; "
+            raise LadderError(f"{run}: its {len(y)} evals end at {last:.0%} of the prediction's plan "
+                              f"({pred.started_with:,.0f} steps), before --from {start:g}; "
                               f"score from an earlier fraction (--from {max(0.0, last - 0.05):.2f}, say)")
         raise LadderError(f"{run}: none of its {len(y)} evals from {percent(start)} of the plan on falls where "
                           "the prediction has a value (it has none before the rungs' first shared eval, nor past their last)")
