@@ -228,6 +228,12 @@ def test_replan_of_a_finished_run_asks_for_a_step_and_one_before_the_run_is_a_wh
     assert res.exit_code == 0 and "new schedule" in res.stdout, res.output
     said = " ".join(res.stderr.split())
     assert f"--at {T // 4:,}: the run is at step {T // 2:,} already, so this is a what-if" in said
+    res = runner.invoke(app, [*base, "--at", str(T // 4), "--shorten-to", str(int(0.8 * T)), "--out", str(tmp_path / "w")])
+    said = " ".join(res.stdout.split())
+    assert res.exit_code == 0 and "a what-if: it cannot resume the run in" in said and "--resume" not in said, res.output
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(tmp_path / "store"), "--n-boot", "5",
+                              "--at", str(T // 4), "--shorten-to", str(int(0.8 * T))])
+    assert res.exit_code == 2 and "--n-boot 5" in res.stderr and "what-if" not in res.stderr  # refused first
     res = runner.invoke(app, [*base, "--shorten-to", str(int(0.8 * T))])  # at its last step: no warning
     assert res.exit_code == 0 and "what-if" not in res.stderr, res.output
     pull(Store(tmp_path / "store"), LocalSource(write_run(tmp_path / "runs", hero)))  # now finished

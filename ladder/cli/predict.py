@@ -317,6 +317,7 @@ def replan_command(
         if deadline is None:
             raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
         return
+    settings = _settings(metric, n_boot, group)  # a bad option is refused before anything is said of the edit
     reached = _reached(st, hero.name) or 0
     replaced = superseded(hero, step)
     passed = [e for e in replaced if e.at_step <= reached]
@@ -327,7 +328,6 @@ def replan_command(
         warn(f"--at {step:,}: the run is at step {reached:,} already, so this is a what-if: an edited config cannot "
              f"resume it (its learning rates before step {reached:,} would differ from those it trained with)")
     edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
-    settings = _settings(metric, n_boot, group)
     old, new = predict(st, hero, settings), predict(st, edited, settings)
     if replaced:  # a watch keeps this plan while the run's config still holds them, not reached (`_plan_holds`)
         from ladder.config.yamlio import to_dict
@@ -364,8 +364,10 @@ def replan_command(
         written = save_target(edited, out / f"{file_part(edited.name)}.yaml")
         new.save(out)
         console.print(f"Wrote {written} and its prediction to {out}/")
-        if home is not None:
+        if home is not None and step >= reached:
             console.print(f"train it with `ladder train {written} --resume`: it continues the run in {home}")
+        elif home is not None:  # the what-if said above: its learning rates differ where the run has trained
+            console.print(f"a what-if: it cannot resume the run in {home}, which is past step {step:,}")
         if retired:
             console.print(_retired(retired))
 
