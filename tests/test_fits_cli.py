@@ -252,6 +252,13 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
                    "--fraction-col NAME")
     one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.3"),
                    "--every 0.3", "1/n")
+    # 1/n as the error suggests it (to 4 digits) is 1/n: the fit at n fractions, as with 1/n in full
+    suggested = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.3333",
+                    "--format", "json")
+    exact = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", str(1 / 3),
+                "--format", "json")
+    assert suggested.exit_code == 0, suggested.output
+    assert json.loads(suggested.stdout)["fractions"] == json.loads(exact.stdout)["fractions"]
     for bad in ("1e-06", "0", "0.6"):  # a fit at a million fractions would run out of memory
         one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", bad),
                        f"--every {bad}", "must be in [0.005, 0.5]")
@@ -943,6 +950,41 @@ def test_a_fit_refused_for_too_few_finished_runs_names_the_runs_left_out(tmp_pat
     assert json.loads(res.stdout)["notes"][-1] == left[1:-1]
 
 
+def test_a_csv_of_checkpoints_with_planned_steps_leaves_out_a_run_that_stopped_short(tmp_path, shared_data):
+    """The published 535B ladder's checkpoints: its largest rung crashed at 80% of its plan. With each run's planned
+    steps in the table, its last checkpoint is not taken for a final loss (it would move the hero's loss by 8%)."""
+    import csv
+
+    data = shared_data / "marin_ladder"
+    runs = {r["rung"]: r for r in csv.DictReader(open(data / "marin_ladder_runs.csv"))}
+    seen, lines = set(), ["run_id,step,loss,compute,total_steps"]
+    for r in csv.DictReader(open(data / "marin_ladder_evals.csv")):
+        if (r["rung"], r["step"]) in seen:  # a checkpoint written twice
+            continue
+        seen.add((r["rung"], r["step"]))
+        R = runs[r["rung"]]
+        lines.append(f"{r['rung']},{r['step']},{r['loss']},{float(R['fit_flops_per_step']) * int(r['step'])},"
+                     f"{R['stop_after_steps']}")
+    table = tmp_path / "marin.csv"
+    table.write_text("\n".join(lines) + "\n")
+    res = run("fit", "endpoint", "--csv", table, "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n_runs"] == 3
+    assert out["notes"][-1] == ("left out, stopped short of its plan ('total_steps'; the law fits final losses): "
+                                "d2048 (at 80%)")
+    one_error_line(run("fit", "endpoint", "--csv", table, "--where", "run_id=d2048"),
+                   "no run reaches the end of its plan", "d2048 (at 80%)")
+    table.write_text(table.read_text().replace("total_steps", "planned"))  # a column of another name is not read
+    res = run("fit", "endpoint", "--csv", table, "--format", "json")
+    assert json.loads(res.stdout)["n_runs"] == 4  # nothing tells the plan: every last checkpoint is a final
+    res = run("fit", "endpoint", "--csv", table, "--total-steps-col", "planned", "--format", "json")
+    assert json.loads(res.stdout)["n_runs"] == 3 and "d2048 (at 80%)" in json.loads(res.stdout)["notes"][-1]
+    one_error_line(run("backtest", "--form", "endpoint", "--csv", table, "--total-steps-col", "planned"),
+                   "holding out the 1 largest leaves 2 runs", "d2048 (at 80%)")
+    one_error_line(run("fit", "endpoint", "--csv", table, "--total-steps-col", "plnned"), "plnned")
+
+
 def test_a_csv_state_column_leaves_out_the_runs_not_finished_as_the_store_does(tmp_path):
     table = tmp_path / "finals.csv"
     rows = [(f"r{i}", c, 2 + 60 * c ** -0.1, "finished") for i, c in enumerate((1e18, 3e18, 1e19, 3e19, 1e20))]
@@ -1134,8 +1176,7 @@ def test_the_options_of_another_law_or_form_are_refused_not_ignored(endpoint_csv
     for flag, value in (("--every", "0.1"), ("--compute", "fit"), ("--compute", "auto")):  # given, though the default
         one_error_line(run("fit", "curve", "--store", store, "--law", "multipower", flag, value),
                        f"{flag} is only for --law perfraction", "drop it")
-    for csv, form, flag in ((endpoint_csv, "endpoint", "--total-steps-col"), (endpoint_csv, "endpoint", "--fraction-col"),
-                            (plain_csv, "surface", "--total-steps-col"), (plain_csv, "surface", "--fraction-col"),
+    for csv, form, flag in ((endpoint_csv, "endpoint", "--fraction-col"), (plain_csv, "surface", "--fraction-col"),
                             (plain_csv, "surface", "--compute-col"), (curves_csv, "curve", "--params-col"),
                             (curves_csv, "curve", "--tokens-col"), (endpoint_csv, "endpoint", "--budget-col"),
                             (curves_csv, "curve", "--budget-col")):

@@ -470,6 +470,8 @@ FIT = [
     Case("fit", "level-above-one", ("fit", "endpoint", "--csv", "ladder.csv", "--level", "2"), 2, ("--level 2.0",)),
     Case("fit", "one-column-twice", ("fit", "surface", "--csv", "ladder.csv", "--params-col", "tokens"), 2,
          ("--params-col and --tokens-col both name column 'tokens'",)),
+    Case("fit", "loss-read-as-compute", ("fit", "endpoint", "--csv", "ladder.csv", "--loss-col", "compute"), 2,
+         ("--loss-col and --compute-col both name column 'compute'",)),
     # a value not among an option's choices, in click's words (not pydantic's "Value error, ...")
     Case("fit", "form-unknown", ("fit", "surface", "--csv", "ladder.csv", "--form", "bogus"), 2,
          ("Invalid value for '--form': 'bogus' is not one of 'auto'",)),

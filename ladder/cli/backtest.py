@@ -49,7 +49,10 @@ def backtest_command(
     budget_col: str = typer.Option("budget", "--budget-col", help="CSV: compute budget column, read where the CSV has "
                                    "it (surface: an isoFLOP sweep's k largest budgets are held out, as `fit surface` "
                                    "chooses its form)."),
-    total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: planned steps column (curve)."),
+    total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: planned steps column (curve: with "
+                                               "--step-col, each row's fraction; endpoint and surface: a run whose last "
+                                               "step falls short is left out; default: a column named total_steps or "
+                                               "stop_after_steps)."),
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: fraction column (curve)."),
     every: float = typer.Option(0.05, "--every", help="curve: fractions fitted (every this fraction)."),
     compute: shared.ComputeAxis = shared.COMPUTE,
@@ -98,7 +101,7 @@ def backtest_command(
         need = ("compute", *named) if endpoint else ("params", "tokens", *named)
         if csv is not None:
             cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
-                         tokens=tokens_col, budget=budget_col)
+                         tokens=tokens_col, budget=budget_col, total_steps=total_steps_col)
             data = fitdata.finals_from_csv(csv, cols, need, optional)
         else:
             data = fitdata.finals_from_store(s, shared.store_metric(s, metric), group, role or None, compute.value)
@@ -123,8 +126,7 @@ def backtest_command(
 def _only_for_its_form(ctx: typer.Context, form: Form) -> None:
     """Refuse the options of another form, which it would ignore."""
     shared.only_for(ctx, "curve:", form is Form.curve, "--form curve")
-    shared.only_for(ctx, {"total_steps_col": "--total-steps-col", "fraction_col": "--fraction-col"}, form is Form.curve,
-                    "--form curve")
+    shared.only_for(ctx, {"fraction_col": "--fraction-col"}, form is Form.curve, "--form curve")
     shared.only_for(ctx, {"compute_col": "--compute-col", "compute": "--compute"}, form is not Form.surface,
                     "--form endpoint or curve (the surface reads each run's N and D: --params-col and --tokens-col)")
     shared.only_for(ctx, {"params_col": "--params-col", "tokens_col": "--tokens-col"}, form is not Form.curve,

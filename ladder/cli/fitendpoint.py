@@ -27,6 +27,7 @@ def fit_endpoint_command(
     run_col: str | None = shared.RUN_COL,
     loss_col: str = shared.LOSS_COL,
     step_col: str = shared.STEP_COL,
+    total_steps_col: str | None = shared.PLANNED_COL,
     drop_col: str | None = shared.DROP,
     where: list[str] = shared.WHERE,
     compute_col: str = typer.Option("compute", "--compute-col", help="CSV: column of each run's fit compute (FLOPs)."),
@@ -68,7 +69,7 @@ def fit_endpoint_command(
     shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     if csv is not None:
         cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, params=params_col,
-                     tokens=tokens_col)
+                     tokens=tokens_col, total_steps=total_steps_col)
         named, optional = shared.named_columns(ctx, ("params", "tokens"))
         data = fitdata.finals_from_csv(csv, cols, ("compute", *named), optional)
     else:

@@ -60,6 +60,9 @@ RUN_COL = typer.Option(
 LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nats per token).")
 DEFAULT_STEP_COL = "step"
 STEP_COL = typer.Option(DEFAULT_STEP_COL, "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
+PLANNED_COL = typer.Option(None, "--total-steps-col", help="CSV: column of each run's planned steps: a run whose last "
+                           "step falls short of them (crashed, still running) has no final loss and is left out "
+                           "(default: a column named total_steps or stop_after_steps, where the CSV has one).")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
 BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; at most 10,000).")
 SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1).")
@@ -90,9 +93,11 @@ def csv_columns(csv: Path, run_col: str | None, loss_col: str, step_col: str, dr
     if step_col and step_col != DEFAULT_STEP_COL and header is not None and step_col not in header:
         raise csvfile.no_column(csv, step_col, "--step-col", header)  # a typo would read the rows in file order
     run = endpointcsv.run_column(header, run_col, step_col)
-    named = {"--loss-col": loss_col, **{f"--{k}-col": v for k, v in more.items() if v and k != "compute"}}
-    for option, column in named.items():  # one column read as two quantities (compute may be a table's tokens)
-        twice = [o for o, c in named.items() if c == column and o != option]
+    named = {"--loss-col": loss_col, **{f"--{k.replace('_', '-')}-col": v for k, v in more.items() if v}}
+    # a table's tokens, or a sweep's budget, may be its compute axis
+    shared = {frozenset(("--compute-col", "--tokens-col")), frozenset(("--compute-col", "--budget-col"))}
+    for option, column in named.items():  # one column read as two quantities
+        twice = [o for o, c in named.items() if c == column and o != option and frozenset((o, option)) not in shared]
         if twice:
             raise LadderError(f"{option} and {twice[0]} both name column {column!r}; give each its own column")
     return fitdata.Columns(run=run or None, loss=loss_col, step=step_col or None, drop=drop, where=tuple(where),
@@ -285,13 +290,17 @@ MIN_EVERY = 0.005
 """The finest --every: 200 fractions."""
 
 
+EVERY_ROUNDING = 1.5e-3
+"""How far n × --every may miss 1 for --every to be read as 1/n: 1/n written to 3 significant digits or more."""
+
+
 def fractions_every(every: float) -> np.ndarray:
     """The fractions of the runs --every gives (0.05: 5%, 10%, … 100%), ending at the run's end."""
     if not MIN_EVERY <= every <= 0.5:  # the fit's time and memory grow with the square of the fractions' number
         raise LadderError(f"--every {every:g}: must be in [{MIN_EVERY:g}, 0.5] (at most {1 / MIN_EVERY:.0f} fractions), "
                           "e.g. 0.05")
     n = int(round(1.0 / every))
-    if abs(n * every - 1.0) > 1e-6:
+    if abs(n * every - 1.0) > EVERY_ROUNDING:  # 1/3 given as 0.3333 (or 0.333) is 1/3
         raise LadderError(f"--every {every:g}: the fractions must end at the run's end (1), so give 1/n, e.g. "
                           f"{1 / max(n, 2):.4g} or {1 / (n + 1):.4g}")
     return np.round(np.arange(1, n + 1) / n, 12)

@@ -36,6 +36,7 @@ def fit_surface_command(
     run_col: str | None = shared.RUN_COL,
     loss_col: str = shared.LOSS_COL,
     step_col: str = shared.STEP_COL,
+    total_steps_col: str | None = shared.PLANNED_COL,
     drop_col: str | None = shared.DROP,
     where: list[str] = shared.WHERE_AND_TARGETS,
     params_col: str = typer.Option("params", "--params-col", help="CSV: column of the parameter count N."),
@@ -107,7 +108,7 @@ def fit_surface_command(
         raise LadderError("--at and --predict-csv: give the targets one way (put the --at points in the CSV)")
     if csv is not None:
         cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, params=params_col, tokens=tokens_col,
-                     budget=budget_col)
+                     budget=budget_col, total_steps=total_steps_col)
         need, optional = shared.named_columns(ctx, ("budget",))
         data = fitdata.finals_from_csv(csv, cols, ("params", "tokens", *need), optional)
     else:

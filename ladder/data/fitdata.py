@@ -299,6 +299,8 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], opti
                           "law in compute")
     _need(df, where, loss=cols.loss, **{k: getattr(cols, k) for k in need})
     last, left_out = _finished(_last_rows(df, cols, where), cols, where)
+    last, short = _ran_their_plans(df, last, cols, where)
+    left_out = "; ".join(x for x in (left_out, short) if x)
     names = last[cols.run].tolist() if cols.run else [f"line {x}" for x in last.index]
     arrays = {k: _numbers(last, getattr(cols, k), where, most=MOST.get(k, math.inf)) for k in need}
     arrays |= {k: _numbers(last, getattr(cols, k), where, most=MOST.get(k, math.inf))
@@ -333,6 +335,36 @@ def _finished(last: pd.DataFrame, cols: Columns, where: str) -> tuple[pd.DataFra
     if not done.any():
         raise LadderError(f"{where}: no run's {STATE_COLUMN!r} is finished, and the law fits final losses ({left_out})")
     return last[done], left_out
+
+
+PLANNED_COLUMNS = ("total_steps", "stop_after_steps")
+"""Columns of a table that hold each run's planned steps, as `ladder import csv` and the public ladders name them
+(--total-steps-col names another)."""
+
+
+def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where: str) -> tuple[pd.DataFrame, str]:
+    """The last rows of the runs that reached the end of their plans, where the table gives each run's planned steps
+    beside its steps (a run that stopped short, crashed or still running, has no final loss: its last checkpoint is
+    not one), and a note naming those it leaves out ("" when none, or when the table cannot tell)."""
+    if cols.total_steps:  # named: it must be there, with the steps it divides
+        _need(df, where, total_steps=cols.total_steps, step=cols.step)
+    planned = cols.total_steps or next((c for c in PLANNED_COLUMNS if c in df.columns), None)
+    if cols.run is None or not cols.step or cols.step not in df.columns or planned not in df.columns:
+        return last, ""
+    total = _numbers(df, planned, where)
+    _one_value_per_run(df[cols.run], total, planned, where)
+    steps = pd.Series(_numbers(df, cols.step, where, positive=False), index=df.index)
+    frac = (steps / total).groupby(df[cols.run], sort=False)
+    done = {run: reached_end(np.sort(f.to_numpy())) for run, f in frac}
+    keep = last[cols.run].map(done).to_numpy(dtype=bool)
+    if keep.all():
+        return last, ""
+    ends = frac.max()
+    note = (f"left out, stopped short of its plan ({planned!r}; the law fits final losses): "
+            + ", ".join(f"{run} (at {ends[run]:.0%})" for run in last[cols.run][~keep]))
+    if not keep.any():
+        raise LadderError(f"{where}: no run reaches the end of its plan, and the law fits final losses ({note})")
+    return last[keep], note
 
 
 CHECKPOINT_ROWS = 30
