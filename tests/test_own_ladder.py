@@ -100,11 +100,11 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     curve = invoke("fit", "curve", "--store", str(tmp_path / "store"), "--group", "mine")
     assert curve.exit_code == 0, curve.output
     assert "note: compute is 6·N·D: every run gives N" in curve.output
-    # asked for fit FLOPs, runs with only N still count 6·N per token, and each is named
-    fit_axis = invoke("fit", "endpoint", "--store", str(tmp_path / "store"), "--group", "mine", "--compute", "fit",
-                      "--format", "json")
-    assert json.loads(fit_axis.stdout)["notes"][0].startswith("compute is 6·N·D for ")
-    assert json.loads(fit_axis.stdout)["params"] == fitted["params"]
+    # asked for fit FLOPs by name, runs with only N are refused, each named (not quietly counted on the other axis)
+    fit_axis = invoke("fit", "endpoint", "--store", str(tmp_path / "store"), "--group", "mine", "--compute", "fit")
+    said = " ".join(fit_axis.output.split())
+    assert fit_axis.exit_code == 2 and "--compute fit: no fit FLOPs per token (fit_flops_per_token) for " in said
+    assert PLAN.rungs[0].name in said and "use --compute 6nd" in said
 
 
 def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):

@@ -535,6 +535,10 @@ def compute_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.nda
         return 6.0 * np.array(n, dtype=np.float64), (note,)
     got = [flops_per_token(str(row["name"]), row) for _, row in runs.iterrows()]
     six = [str(name) for name, (_, source) in zip(runs["name"], got) if source == SIX_N]
+    if six and compute == "fit":  # asked for by name: not quietly the other axis (--at values are read on it)
+        raise LadderError(f"--compute fit: no fit FLOPs per token (fit_flops_per_token) for {', '.join(six[:5])}"
+                          f"{', ...' if len(six) > 5 else ''}; pull them with their FLOPs, or use --compute 6nd "
+                          "(or auto, which counts 6·N·D for them)")
     return np.array([f for f, _ in got], dtype=np.float64), tuple(six_n_note(six))
 
 
