@@ -98,6 +98,8 @@ class Comparison:
     seed: int
     warnings: tuple[str, ...] = ()
     objective: float = field(default=float("nan"), repr=False)
+    no_bands: str = ""
+    """Why the comparison has no bands though resamples were asked for ("" where it has them, or none were)."""
 
     @property
     def n_sizes(self) -> int:
@@ -135,7 +137,8 @@ class Comparison:
             f"{FORM}: {self.n_sizes} sizes per ladder, {E}",
             f"  A: alpha = {self.law_a.alpha:.4f}   B: alpha = {self.law_b.alpha:.4f}",
             f"  multiplier at C = {self.target:.3g} FLOPs: {self.multiplier_target:.4g} "
-            f"(90% band [{b.lo90[-1]:.4g}, {b.hi90[-1]:.4g}], {self.n_boot} paired resamples over sizes)",
+            + (f"(90% band [{b.lo90[-1]:.4g}, {b.hi90[-1]:.4g}], {self.n_boot} paired resamples over sizes)"
+               if self.n_boot else f"(no band: {self.no_bands or 'no resamples'})"),
             f"  loss at the target: A {self.loss_target_a:.4f}, B {self.loss_target_b:.4f}, "
             f"B − A {self.loss_gap:+.4f} nats",
         ]
@@ -166,7 +169,10 @@ def compare_ladders(
     at = np.concatenate([ca, [target]])
     mult = laws[1].compute_at(laws[0].predict(at)) / at
 
-    draws, gaps, failed = _bootstrap(u, y, col, mode, E_pin, c_ref, n, need, at, target, n_boot, seed)
+    # with E shared and as many sizes as it needs, every usable resample holds all of them: a band of no width
+    no_bands = (f"{n} sizes, the fewest E shared needs: every usable resample holds all of them, so resamples "
+                "cannot vary the fit" if n_boot and mode == "shared" and n == need else "")
+    draws, gaps, failed = _bootstrap(u, y, col, mode, E_pin, c_ref, n, need, at, target, 0 if no_bands else n_boot, seed)
     if draws is not None:
         draws, gaps = _inflate(draws, gaps, _inflation(mode, n))
     if draws is None:
@@ -176,8 +182,8 @@ def compare_ladders(
         compute_a=ca, loss_a=ya, compute_b=cb, loss_b=yb, law_a=laws[0], law_b=laws[1], E_mode=mode,
         target=target, at=at, multiplier=mult, band=_band(draws, mult),
         loss_gap_band=_band(gaps[:, None], np.array([laws[1].predict(target) - laws[0].predict(target)])),
-        n_boot=int(draws.shape[0]) if n_boot else 0, failed=failed, seed=int(seed),
-        warnings=tuple(warnings), objective=objective,
+        n_boot=int(draws.shape[0]) if n_boot and not no_bands else 0, failed=failed, seed=int(seed),
+        warnings=tuple(warnings), objective=objective, no_bands=no_bands,
     )
 
 
@@ -396,7 +402,7 @@ def _band(draws: np.ndarray, point: np.ndarray) -> Band:
 def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot, ok_fit) -> list[str]:
     out = [] if ok_fit else ["the solver did not converge on the full fit"]
     if mode == "shared" and n == need:
-        out.append(f"{n} sizes: every usable resample holds all of them, so the band shows no spread; add rungs")
+        out.append(f"{n} sizes: every usable resample would hold all of them, so no band is given; add rungs")
     elif mode != "shared" and n <= need:
         out.append(f"{n} sizes for E {mode}: the resampled fits barely vary the data; add rungs or share E")
     elif mode == "shared" and n < 5:  # benchmarks/compare_coverage.py: 0.81 with 4 sizes, 0.85-0.93 with 5 or more

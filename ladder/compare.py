@@ -197,7 +197,7 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
             **_band_at(r, 0, gap),
         },
         "bootstrap": {"method": "paired over sizes: size indices drawn with replacement, both laws refitted",
-                      "n": r.n_boot, "failed": r.failed, "seed": r.seed},
+                      "n": r.n_boot, "failed": r.failed, "seed": r.seed, **({"no_bands": r.no_bands} if r.no_bands else {})},
         "warnings": list(r.warnings) + six_n_note(list(cmp.a.six_n + cmp.b.six_n)) + list(_not_above(cmp)),
     }
 

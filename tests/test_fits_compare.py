@@ -90,11 +90,15 @@ def test_b_that_never_reaches_as_loss_has_an_infinite_multiplier():
     assert any("never reaches" in w for w in r.warnings)
 
 
-def test_three_rungs_fit_but_say_the_band_has_no_spread():
+def test_three_rungs_fit_but_give_no_band_a_resample_cannot_vary():
     ca, ya, cb, yb = ladders(3, 1.5, 0.002, 0)
     r = compare_ladders(ca, ya, cb, yb, target=1e21, n_boot=50)
     assert np.isfinite(r.multiplier_target)
-    assert any("no spread" in w for w in r.warnings)
+    assert any("so no band is given" in w for w in r.warnings)
+    assert r.n_boot == 0 and r.no_bands.startswith("3 sizes, the fewest E shared needs")  # not a band of no width
+    assert "(no band: 3 sizes, the fewest E shared needs" in r.summary()
+    four = compare_ladders(*ladders(4, 1.5, 0.002, 0), target=1e21, n_boot=50)
+    assert four.n_boot == 50 and not four.no_bands and four.band.hi90[-1] > four.band.lo90[-1]
 
 
 @pytest.mark.parametrize(

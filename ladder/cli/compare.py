@@ -110,7 +110,8 @@ def _print(data: dict) -> None:
     console.print(f"Loss at the target: A {lt['a']:.4f}, B {lt['b']:.4f}; B − A {lt['difference']:+.4f} nats{band}.",
                   highlight=False)
     if not boot["n"]:
-        console.print("Bands: none (--bootstrap 0: no resamples); rungs paired by rank of compute.", highlight=False)
+        why = boot.get("no_bands") or "--bootstrap 0: no resamples"
+        console.print(f"Bands: none ({why}); rungs paired by rank of compute.", highlight=False)
         return
     console.print(f"Bands: {boot['n']} paired resamples over sizes (seed {boot['seed']}"
                   + (f", {boot['failed']} failed" if boot["failed"] else "") + "); rungs paired by rank of compute.",
