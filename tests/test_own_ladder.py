@@ -154,6 +154,27 @@ def test_rungs_whose_evals_end_before_their_plans_give_no_final_and_every_output
     assert f"at step {HERO.stop_after_steps:,}: not predicted" in page and ">nan<" not in page.lower()
 
 
+def test_the_curve_laws_read_a_run_s_logged_lr_where_it_declares_no_schedule(tmp_path):
+    from ladder.data import fitdata
+
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "s").exit_code == 0
+    store = Store(tmp_path / "s")
+    curves = {c.name: c for c in fitdata.lr_curves_from_store(store, "eval/loss", scale="active_params")}
+    assert set(curves) == {cfg.name for cfg in PLAN.rungs}
+    for cfg in PLAN.rungs:  # the LR at each eval, as logged (as `ladder predict` reads it)
+        steps = np.array(cfg.eval_steps())
+        np.testing.assert_allclose(curves[cfg.name].lrs[steps], cfg.schedule.lr(steps), rtol=1e-6)
+    df = pd.read_csv(tmp_path / "ladder.csv")
+    df.drop(columns="lr").to_csv(tmp_path / "nolr.csv", index=False)
+    res = invoke("import", "csv", str(tmp_path / "nolr.csv"), "--store", str(tmp_path / "n"), "--run", "run",
+                 "--step", "step", "--metric", "eval/loss=loss", "--coord-column", "active_params=n",
+                 "--coord-column", "stop_after_steps=planned", "--coord-column", "tokens_per_step=batch_tokens",
+                 "--coord", "group=mine", "--coord", "role=rung")
+    assert res.exit_code == 0, res.output
+    with pytest.raises(LadderError, match="no LR schedule in its config and no optim/learning_rate logged"):
+        fitdata.lr_curves_from_store(Store(tmp_path / "n"), "eval/loss", scale="active_params")
+
+
 def test_long_lists_of_runs_are_shortened():
     from ladder.data.runview import named, six_n_note
 

@@ -720,8 +720,11 @@ def ratios_note(n_params: np.ndarray, tokens: np.ndarray, law: str, how: str) ->
 
 def lr_curves_from_store(store, metric: str, group: str | None = None, role: str | None = "rung",
                          scale: str = "fit_flops_per_token") -> list[fits.Curve]:
-    """Each run's `metric` with the LR of every step, rebuilt from the schedule in its config
-    (edits included); `scale` names the runs-table column the curve laws' power laws use."""
+    """Each run's `metric` with the LR of every step, rebuilt from the schedule in its config (edits included), or
+    where it declares none from the LR it logged, as `ladder predict` reads it; `scale` names the runs-table column
+    the curve laws' power laws use."""
+    from fits.runs import lrs_from_logged
+    from ladder import metrics as keys
     from ladder.data.sources.coords import coordinates_from_config
 
     runs = _store_runs(store, group, role, finished=False)
@@ -734,9 +737,16 @@ def lr_curves_from_store(store, metric: str, group: str | None = None, role: str
         if h.empty:
             continue
         _, _, schedule = coordinates_from_config(json.loads(run["config_json"] or "{}"))
-        if schedule is None:
-            raise LadderError(f"run {run['name']!r}: its config has no LR schedule; the curve laws need one")
         steps = h["step"].to_numpy(dtype=np.int64)
-        lrs = schedule.lrs(0, max(int(steps.max()), schedule.horizon))
+        if schedule is not None:
+            lrs = schedule.lrs(0, max(int(steps.max()), schedule.horizon))
+        else:
+            lr = store.history([run["run_id"]], [keys.LEARNING_RATE])
+            if lr.empty:
+                raise LadderError(f"run {run['name']!r}: no LR schedule in its config and no {keys.LEARNING_RATE} "
+                                  "logged; the curve laws need one: log the LR, or declare the schedule (schedule: "
+                                  "{peak_lr, total_steps, warmup_steps, decay, min_lr_ratio} in a --coords file)")
+            end = max(int(run["stop_after_steps"]), int(steps.max()))
+            lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), end)
         out.append(fits.Curve(steps, h["value"].to_numpy(), lrs, float(run[scale]), str(run["name"])))
     return out
