@@ -28,3 +28,24 @@ class SourceUnavailable(LadderError):
 class NoCredentials(SourceUnavailable):
     """The source refuses for want of credentials (no API key, a key it rejects): the user's to fix, and no
     later attempt reads more until they do."""
+
+
+class LadderWarning(UserWarning):
+    """Something the user should read that does not stop the work (a config whose computed block was edited, say),
+    raised with `warnings.warn` where no console is at hand; the CLI prints it as one "warning:" line."""
+
+
+def route_warnings(say) -> None:
+    """Send every `LadderWarning` to `say(message)` and the others to where they went: call inside
+    `warnings.catch_warnings()`, which puts the old hook back."""
+    import warnings
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, LadderWarning):
+            say(str(message))
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show

@@ -209,6 +209,8 @@ def _run_yaml(path: str, value: str) -> str:
     import yaml
 
     data = HERO.to_dict()
+    if not path.startswith("coordinates."):  # the block, computed from the fields, warns of any edit of one: drop it
+        del data["coordinates"]
     node = data
     *parents, last = path.split(".")
     for p in parents:
@@ -277,6 +279,13 @@ PLAN = [
           ["hero_edits", "not a finite number"]),
     _plan("set-hero-edit-beyond-plan", ["micro-cpu", "--set", "hero_edits=[{kind: shorten, at_fraction: 0.5, to_fraction: 3}]"],
           ["to_fraction (3.0) <= 1"]),
+    _plan("set-hero-edit-lengthens", ["micro-cpu", "--set", "hero_edits=[{kind: shorten, at_fraction: 0.5, to_fraction: 0.8}, "
+                                                           "{kind: cooldown, at_fraction: 0.6, to_fraction: 0.9}]"],
+          ["hero_edits[1]", "to_fraction=0.9 ends past 0.8 of the plan"]),
+    _plan("hero-hosts-huge", ["micro-cpu", "--hero-hosts", "99999999999999999999"], ["--hero-hosts", "at most 100,000 hosts"]),
+    _plan("set-seed-past-32-bits", ["micro-cpu", "--set", "seed=4294967296"], ["seed=4,294,967,296 is out of range"]),
+    _plan("set-head-dim-odd", ["micro-cpu", "--widths", "30,45,60,75", "--set", "arch.head_dim=15"],
+          ["arch.head_dim=15 must be even"]),
     _plan("unknown-preset", ["micro-gpu"], ["unknown preset 'micro-gpu'", "did you mean 'micro-cpu'"]),
     _plan("recipe-missing", ["nowhere.yaml"], ["nowhere.yaml: no such file"]),
     _plan("recipe-deep", ["deep.yaml"], ["deep.yaml", "nested too deeply"]),
@@ -369,6 +378,12 @@ TRAIN = [
     _train("eval-sequences-negative", _run_yaml("data.eval_sequences", "-1"), ["data.eval_sequences=-1 must be positive"]),
     _train("tpp-inf", _run_yaml("tpp", ".inf"), ["tpp", "not a finite number"]),
     _train("unknown-field", _run_yaml("optimizer.beta1", "0.9\n  betta1: 0.9"), ["unknown field 'betta1'"]),
+    _train("seed-past-32-bits", _run_yaml("seed", "4294967296"), ["seed=4,294,967,296 is out of range", "(line "]),
+    _train("data-seed-negative", _run_yaml("data.seed", "-1"), ["data.seed=-1 is out of range"]),
+    _train("hosts-huge", _run_yaml("resources.hosts", "1000000"), ["resources.hosts=1000000 is too large"]),
+    Case("spec", "edited-coordinates", ("spec", "run.yaml"), 0,
+         ("warning:", "coordinates.stop_after_steps: 1 is not what the config gives", "never read"),
+         files={"run.yaml": _run_yaml("coordinates.stop_after_steps", "1")}),
     _train("deep", DEEP, ["nested too deeply"]),
     Case("train", "no-config", ("train",), 2, ("either one RUN.yaml or --ladder DIR",)),
     Case("train", "missing-config", ("train", "nowhere.yaml"), 2, ("nowhere.yaml: no such file",)),

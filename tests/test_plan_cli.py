@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from ladder import RunConfig, load_recipe
 from ladder.cli import app
-from ladder.config.plan import plan
+from ladder.config.plan import override, plan
 from ladder.config.yamlio import load_yaml
 from ladder.errors import LadderError
 
@@ -219,6 +222,17 @@ def test_spec_fit_compute_follows_the_sequence_length(tmp_path):
          "rounded to a multiple of step_multiple=1,000,000 that is 0: lower step_multiple"),
         (["plan", "micro-cpu", "--set", "arch.vocab_size=10"],
          "spec.vocab_size=10: data.source=stdlib_text is bytes and needs vocab_size >= 256: raise arch.vocab_size"),
+        (["plan", "micro-cpu", "--set", "seed=4294967296"],  # a JAX key keeps 32 bits: it would train seed 0's run
+         "--set seed=4,294,967,296 is out of range: must be in [0, 4,294,967,295] (JAX's random keys keep only 32 bits"),
+        (["plan", "micro-cpu", "--set", "data.seed=-1"], "--set data.seed=-1 is out of range: must be in [0, 4,294,967,295]"),
+        (["plan", "micro-cpu", "--hero-hosts", "99999999999999999999"],
+         "--hero-hosts 99999999999999999999: at most 100,000 hosts; give the hosts the hero trains on"),
+        (["plan", "micro-cpu", "--widths", "30,45,60,75", "--set", "arch.head_dim=15"],
+         "--set arch.head_dim=15 must be even for rotary embeddings"),
+        (["plan", "micro-cpu", "--set", "hero_edits=[{kind: shorten, at_fraction: 0.5, to_fraction: 0.8}, "
+                                        "{kind: cooldown, at_fraction: 0.6, to_fraction: 0.9}]"],
+         "--set hero_edits[1]: a cooldown to to_fraction=0.9 ends past 0.8 of the plan, where the edits before it "
+         "end the run; an edit only cuts the run: give to_fraction at most 0.8"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(args, message):
@@ -312,3 +326,143 @@ def test_a_records_check_points_at_the_line_of_the_field_it_names(tmp_path):
     res = run("plan", str(path))
     assert res.exit_code == 2 and "r.yaml: arch.top_k=0 must be between 1 and n_experts=8" in res.output
     assert f"(line {line})" in res.output and "arch: arch." not in res.output
+
+
+def _written(tmp_path: Path) -> Path:
+    """The small plan's first rung, written by `ladder plan` into tmp_path/q."""
+    res = run("plan", "micro-cpu", "--widths", "32", "--depths", "2", "--seq-len", "32", "--set", "tpp=0.5",
+              "--set", "batch_sequences=8", "--out", str(tmp_path / "q"))
+    assert res.exit_code == 0, res.output
+    return tmp_path / "q" / "40K-A15K.yaml"
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("\nseed: 0\n", "\nseed: 4294967296\n", "seed=4,294,967,296 is out of range: must be in [0, 4,294,967,295]"),
+        ("\n  seed: 0\n", "\n  seed: -1\n", "data.seed=-1 is out of range: must be in [0, 4,294,967,295]"),
+        ("\n  hosts: 1\n", "\n  hosts: 1000000\n", "resources.hosts=1000000 is too large: at most 100,000 hosts"),
+    ],
+)
+def test_a_run_config_refuses_what_the_trainer_cannot_use_naming_the_line(tmp_path, old, new, message):
+    path = _written(tmp_path)
+    text = path.read_text()
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new))
+    line = path.read_text().splitlines().index(new.strip("\n")) + 1
+    with pytest.raises(LadderError, match=re.escape(f"{path}: {message}") + rf".* \(line {line}\)$"):
+        RunConfig.load(path)
+    res = run("spec", str(path))
+    assert res.exit_code == 2 and message in " ".join(res.stderr.split())
+    assert RunConfig.load(_written(tmp_path)).replace(seed=2**32 - 1).seed == 2**32 - 1  # the top of the range
+
+
+def test_a_folder_where_the_plan_writes_a_file_is_refused_before_any_file_is_written(tmp_path):
+    for blocked in (f"{plan(load_recipe('micro-cpu')).rungs[1].name}.yaml", "launch.sh"):
+        out = tmp_path / blocked.replace(".", "-")
+        (out / blocked).mkdir(parents=True)
+        res = run("plan", "micro-cpu", "--out", str(out))
+        assert res.exit_code == 2, res.output
+        assert res.stderr.strip() == (f"error: --out {out}: {blocked} there is a folder, where this writes a file; move "
+                                      "it, or give another folder")
+        assert [p.name for p in out.iterdir()] == [blocked]  # nothing written
+
+
+def test_the_launch_script_is_executable(tmp_path):
+    for umask, mode in ((0o022, 0o755), (0o077, 0o700)):
+        before = os.umask(umask)
+        try:
+            assert run("plan", "micro-cpu", "--out", str(tmp_path / oct(umask))).exit_code == 0
+        finally:
+            os.umask(before)
+        assert stat.S_IMODE((tmp_path / oct(umask) / "launch.sh").stat().st_mode) == mode
+        assert stat.S_IMODE(next((tmp_path / oct(umask)).glob("*.yaml")).stat().st_mode) == 0o666 & ~umask
+
+
+def test_a_launch_script_of_the_users_own_is_not_written_over(tmp_path):
+    (tmp_path / "launch.sh").write_text("#!/bin/sh\nmy-own-trainer --all\n")
+    res = run("plan", "micro-cpu", "--out", str(tmp_path))
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (f"error: {tmp_path / 'launch.sh'}: a launch script `ladder plan` did not write (it "
+                                  "does not start with the plan's header); writing the plan would replace it: move it "
+                                  "away, or give --out another folder (nothing was written)")
+    assert [p.name for p in tmp_path.iterdir()] == ["launch.sh"]
+    assert (tmp_path / "launch.sh").read_text() == "#!/bin/sh\nmy-own-trainer --all\n"
+    (tmp_path / "launch.sh").unlink()
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0  # its own: written again
+
+
+def test_spec_of_a_run_config_without_its_spec_says_the_spec_is_missing(tmp_path):
+    path = _written(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    del data["spec"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    for command in ("spec", "train"):
+        res = run(command, str(path))
+        assert res.exit_code == 2 and res.stderr.strip() == f"error: {path}: missing required field 'spec' (line 1)"
+
+
+def test_an_edited_coordinates_block_is_warned_of_not_ignored(tmp_path):
+    import warnings
+
+    from ladder.errors import LadderWarning
+
+    path = _written(tmp_path)
+    text = path.read_text()
+    cfg = RunConfig.load(path)
+    steps = f"  stop_after_steps: {cfg.stop_after_steps}\n"
+    assert text.count(steps) == 1
+    path.write_text(text.replace(steps, "  stop_after_steps: 5000\n"))
+    line = path.read_text().splitlines().index("  stop_after_steps: 5000") + 1
+    said = (f"{path}: coordinates.stop_after_steps: 5000 is not what the config gives ({cfg.stop_after_steps}); the "
+            "coordinates block is computed from the config's fields and never read (change a run through them: "
+            f"schedule.total_steps, batch_size, seq_len, spec, ...); it is written again with the run (line {line})")
+    with pytest.warns(LadderWarning) as caught:
+        assert RunConfig.load(path) == cfg  # read as the fields say: a config whose fields were edited is one to train
+    assert [str(w.message) for w in caught] == [said]
+    res = run("spec", str(path))
+    assert res.exit_code == 0 and " ".join(res.stderr.split()) == " ".join(f"warning: {said}".split())
+    data = yaml.safe_load(path.read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LadderWarning)
+        assert RunConfig.from_dict(data) == cfg  # a store's copy of a logged config: the block is dropped, as before
+    data["coordinates"] |= {"stop_after_steps": cfg.stop_after_steps, "steps": 5000}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.warns(LadderWarning, match=r"coordinates.steps: not a coordinate \(they are name, group, role, "):
+        RunConfig.load(path)
+    # numbers written rounded (or as YAML 1.1 text) within the tolerance, and the schedule's prose, are the same
+    del data["coordinates"]["steps"]
+    coords = data["coordinates"]
+    coords |= {"fit_flops_per_token": coords["fit_flops_per_token"] * (1 + 1e-9), "peak_lr": f"{coords['peak_lr']:.12e}",
+               "planned_tokens": float(coords["planned_tokens"]), "schedule": "linear decay"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LadderWarning)
+        assert RunConfig.load(path) == cfg
+        del data["coordinates"]
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        assert RunConfig.load(path) == cfg
+
+
+@pytest.mark.parametrize("recipe", ["micro-cpu", "marin-moe-hero"])
+@pytest.mark.parametrize("sets", [[], ["schedule.seq_phases=[{start_fraction: 0.5, seq_len: 64}]"],
+                                  ["schedule.decay=wsd", "schedule.cooldown_fraction=0.2"],
+                                  ["hero_edits=[{kind: shorten, at_fraction: 0.5, to_fraction: 0.8}, "
+                                   "{kind: cooldown, at_fraction: 0.6, to_fraction: 0.8, shape: cosine}]"]],
+                         ids=["as-is", "seq-phases", "wsd", "two-hero-edits"])
+def test_every_planned_config_reads_back_with_its_coordinates(tmp_path, recipe, sets):
+    import warnings
+
+    from ladder.errors import LadderWarning
+
+    args = [x for s in sets for x in ("--set", s)]
+    res = run("plan", recipe, *args, "--out", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    expected = plan(override(load_recipe(recipe), sets=sets))
+    for cfg in expected.runs():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LadderWarning)  # read back without a word
+            assert RunConfig.load(tmp_path / f"{cfg.name}.yaml") == cfg
+        assert "coordinates" in load_yaml(tmp_path / f"{cfg.name}.yaml")
+        assert run("spec", str(tmp_path / f"{cfg.name}.yaml"), "--format", "json").exit_code == 0

@@ -192,11 +192,16 @@ def test_cli_writes_the_tables_and_bad_input_exits_2(tmp_path, pf_store):
 
 
 def test_a_schedule_the_fits_cannot_cover_is_refused(tmp_path, pf_store):
-    hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits().shorten(300, 900))  # an extension
+    import yaml
+
+    data = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits()).to_dict()
+    del data["coordinates"]
+    data["schedule"]["edits"] = [{"kind": "shorten", "at_step": 300, "new_total_steps": 900}]  # an extension
     cfg = tmp_path / "hero.yaml"
-    hero.save(cfg)
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root)])
-    assert res.exit_code == 2 and "past the 700 it was planned for" in res.stderr
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "new_total_steps=900 must not be past the current horizon (700 steps)" in said
 
 
 def test_watch_predicts_again_after_a_schedule_edit(tmp_path, mp_store):

@@ -102,6 +102,36 @@ def test_bad_schedules_are_refused(make, message):
         make()
 
 
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: sched().shorten(500, 1200),
+         r"shorten at step 500: new_total_steps=1200 must not be past the current horizon \(1000 steps\); a shorten "
+         r"edit cuts the run: give at most 1000, or plan the longer run with schedule.total_steps"),
+        (lambda: sched().shorten(300, 800).shorten(500, 900), r"new_total_steps=900 .* current horizon \(800 steps\)"),
+        (lambda: sched().early_cooldown(900, 200),
+         r"cooldown at step 900: length=200 ends at step 1100, past the current horizon \(1000 steps\); an early "
+         r"cooldown ends sooner: give a length of at most 100 steps"),
+        (lambda: sched().shorten(500, 800).early_cooldown(600, 300),  # a planned shorten to 80%, a cooldown to 90%
+         r"cooldown at step 600: length=300 ends at step 900, past the current horizon \(800 steps\)"),
+    ],
+)
+def test_an_edit_that_lengthens_the_run_is_refused(make, message):
+    with pytest.raises(LadderError, match=message):
+        make()
+
+
+def test_edits_ending_at_the_current_horizon_are_kept():
+    assert sched().shorten(500, 1000).horizon == 1000  # a no-op cut
+    assert sched().early_cooldown(900, 100).horizon == 1000
+    assert sched().shorten(500, 800).early_cooldown(600, 200).horizon == 800
+    edits = [{"kind": "shorten", "at_step": 500, "new_total_steps": 800},
+             {"kind": "cooldown", "at_step": 600, "length": 250}]  # as a hand-written config gives them
+    with pytest.raises(LadderError, match=r"length=250 ends at step 850, past the current horizon \(800 steps\)"):
+        build(Schedule, to_dict(sched()) | {"edits": edits})
+    assert build(Schedule, to_dict(sched()) | {"edits": edits[:1]}).horizon == 800
+
+
 def test_sequence_length_phases():
     s = sched(seq_phases=(SeqPhase(0.5, 8192), SeqPhase(0.95, 65536)))
     lens = s.seq_len_at(np.array([0, 499, 500, 949, 950, 999]), 4096)

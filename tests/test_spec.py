@@ -180,3 +180,13 @@ def test_invalid_specs_are_refused_with_the_value(change, message):
 def test_width_not_divisible_by_the_head_size():
     with pytest.raises(LadderError, match="not divisible by the head size 128"):
         ArchRules(vocab_size=10).spec(1000, 4)
+
+
+def test_an_odd_head_size_is_refused_before_the_trainer_sees_it():
+    # Rotary embeddings turn features in pairs: the trainer refuses an odd head_dim, so the spec and the
+    # recipe refuse it first (a width divisible by it would otherwise plan a ladder no run of which trains).
+    with pytest.raises(LadderError, match=r"^head_dim=15 must be even for rotary embeddings"):
+        dataclasses.replace(SPECS["micro"], d_model=30, n_heads=2, head_dim=15)
+    with pytest.raises(LadderError, match=r"^arch.head_dim=15 must be even for rotary embeddings .* e\.g\. 16$"):
+        ArchRules(vocab_size=256, head_dim=15)
+    assert ArchRules(vocab_size=256, head_dim=2).spec(32, 2).n_heads == 16

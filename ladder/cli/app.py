@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ladder.errors import DEBUG_ENV, LadderError, debug_env
+from ladder.errors import DEBUG_ENV, LadderError, debug_env, route_warnings
 
 
 class _OneLineErrors(typer.core.TyperGroup):
@@ -208,6 +208,7 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
                 with warnings.catch_warnings():
                     if not _debugging():  # numerical warnings (an overflow on the way to a checked result) are noise
                         warnings.simplefilter("ignore", RuntimeWarning)
+                    route_warnings(warn)
                     return fn(*args, **kw)
             except _user_errors() as exc:
                 raise fail(str(exc)) from None

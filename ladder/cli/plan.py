@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ladder.cli.app import Format, command, console, parse_int_list, print_json, warn
-from ladder.config.limits import MAX_SEQ_LEN
+from ladder.config.limits import MAX_HOSTS, MAX_SEQ_LEN
 from ladder.config.plan import Plan, override, plan, with_resources
 from ladder.config.recipe import load_recipe, preset_names
 from ladder.config.runconfig import ResourcesConfig, RunConfig, recipe_mark, refuse_prediction, target_mark
@@ -46,8 +47,7 @@ def plan_command(
     step_multiple (1: whole steps; --set step_multiple=N changes it). Compute is fit compute
     (3 × forward FLOPs per token without the output head × tokens); 6·N_act·D is in the JSON.
     """
-    if hero_hosts < 1:
-        raise LadderError(f"--hero-hosts {hero_hosts}: give 1 or more hosts")
+    _check_hero_hosts(hero_hosts)
     if out is not None:
         out_dir(out)
     r = override(
@@ -60,6 +60,8 @@ def plan_command(
         sets=sets,
     )
     p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run), hero_hosts)
+    if out is not None:
+        out_dir(out, files=p.files())  # a folder where a file goes: refused before any file is written
     written = p.write(out) if out else []
     for warning in p.warnings():
         warn(warning)
@@ -76,6 +78,14 @@ def plan_command(
         console.print(f"note: {note}")
     if written:
         console.print(f"Wrote {len(written)} files to {out}/ (one RunConfig per run, launch.sh)")
+
+
+def _check_hero_hosts(hosts: int) -> None:
+    """Refuse a host count no cluster has: the hero's config would hold it, and later commands refuse it."""
+    if hosts < 1:
+        raise LadderError(f"--hero-hosts {hosts}: give 1 or more hosts")
+    if hosts > MAX_HOSTS:
+        raise LadderError(f"--hero-hosts {hosts}: at most {MAX_HOSTS:,} hosts; give the hosts the hero trains on")
 
 
 def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
@@ -141,7 +151,7 @@ def spec_command(
     if mark and "spec" not in data:
         raise LadderError(f"{config}: a target file (a run's coordinates: it has {mark}), which holds no model to "
                           "break down; `ladder spec` reads a run config the plan writes, or a ModelSpec")
-    run = RunConfig.from_dict(data, where=str(config)) if "spec" in data else None
+    run = RunConfig.from_dict(data, where=str(config), check_coordinates=True) if _run_config(data) else None
     spec = run.spec if run else build(ModelSpec, data, where=str(config))
     seq = seq_len if seq_len is not None else (run.seq_len if run else 4096)
     if not 0 < seq <= MAX_SEQ_LEN:
@@ -198,3 +208,13 @@ def spec_command(
             f"{run.name}: {run.tokens:,} tokens, fit compute C{at} = {3 * fwd * run.tokens:.4g} FLOPs "
             f"(with head {3 * fwd_head * run.tokens:.4g}; 6·N_act·D {run.flops_6nd:.4g})"
         )
+
+
+RUN_CONFIG_KEYS = frozenset(f.name for f in dataclasses.fields(RunConfig)) | {"coordinates"}
+"""Keys of a run config (a ModelSpec has none of them)."""
+
+
+def _run_config(data: dict) -> bool:
+    """Whether parsed YAML is a run config: it has ``spec``, or any other key of one (name, schedule, ...), so
+    one whose ``spec:`` block is missing is told so, as `ladder train` does, not that ``name`` is no model field."""
+    return bool(RUN_CONFIG_KEYS & set(data))

@@ -30,6 +30,11 @@ MAX_PREDICTED_POINTS = 100_000
 every one."""
 MIN_EVAL_FRACTION = 1e-5
 """Evals every this fraction of a run at the most often (100,000 evals)."""
+MAX_SEED = 2**32 - 1
+"""A seed (the model's, the data's): JAX's random keys keep only the low 32 bits, so a larger seed would train the
+run of a smaller one."""
+MAX_HOSTS = 100_000
+"""Hosts one run trains on (one trainer process each): past any cluster built so far, a typo."""
 
 
 def in_range(name: str, value: float, lo: float, hi: float, what: str = "") -> None:
@@ -39,6 +44,12 @@ def in_range(name: str, value: float, lo: float, hi: float, what: str = "") -> N
     if not lo <= value <= hi:
         hint = f" ({what})" if what else ""
         raise LadderError(f"{name}={_num(value)} is out of range: must be in [{_num(lo)}, {_num(hi)}]{hint}")
+
+
+def check_seed(name: str, value: int, what: str = "JAX's random keys keep only 32 bits, so a larger seed would "
+               "repeat a smaller one's run") -> None:
+    """Refuse a seed outside 0 .. `MAX_SEED`, naming the field; `what` says why the range."""
+    in_range(name, value, 0, MAX_SEED, what)
 
 
 def positive(name: str, value: float, hi: float = math.inf, what: str = "") -> None:

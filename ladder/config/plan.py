@@ -22,10 +22,14 @@ from ladder.config.runconfig import EvalConfig, ResourcesConfig, RunConfig
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import replace_paths
 from ladder.errors import LadderError
-from ladder.files import write_text_atomic
+from ladder.files import atomic_path
 
 TPP_TOL = 0.05
 """How far (relative) rounding a run's steps may move its tokens per parameter from the recipe's unremarked."""
+LAUNCH_FILE = "launch.sh"
+LAUNCH_HEADER = ("#!/usr/bin/env bash",
+                 "# One training command per run; rungs first, then the hero. Stops at the first failure; run it")
+"""The first lines of every launch script the planner writes: how it knows one of its own, to write over."""
 
 
 @dataclass(frozen=True)
@@ -111,10 +115,15 @@ class Plan:
             "warnings": self.warnings(),
         }
 
+    def files(self) -> tuple[str, ...]:
+        """The names of the files `write` writes: one run config per run, then the launch script."""
+        return tuple(f"{run.name}.yaml" for run in self.runs()) + (LAUNCH_FILE,)
+
     def write(self, out_dir: str | os.PathLike) -> list[Path]:
         """One YAML per run plus ``launch.sh`` with one launch command per run. A folder that holds run
         configs of another plan is refused (nothing written): `ladder train --ladder` trains every one; so is
-        a config that would change under a run trained from it (checkpoints or metrics in its run folder).
+        a config that would change under a run trained from it (checkpoints or metrics in its run folder), and
+        a ``launch.sh`` the planner did not write (a script of the user's own).
 
         ``launch.sh`` stops at the first run that fails, so the hero never starts after a failed rung, and
         can be run again: each run is started with ``--resume``, so a finished run is skipped and an
@@ -127,17 +136,43 @@ class Plan:
             raise LadderError(f"{out} holds run configs this plan does not have ({shown}); `ladder train --ladder` "
                               "would train them too: give --out an empty folder, or remove them (nothing was written)")
         _refuse_changing_trained_runs(out, runs)
+        _refuse_foreign_launch_script(out / LAUNCH_FILE)
         paths = [run.save(out / f"{run.name}.yaml") for run in runs]
-        lines = ["#!/usr/bin/env bash",
-                 "# One training command per run; rungs first, then the hero. Stops at the first failure; run it",
+        lines = [*LAUNCH_HEADER,
                  "# again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.",
                  "set -euo pipefail", 'cd "$(dirname "$0")"',
                  "# The interpreter that planned this ladder (trainer_jax is installed there); on a machine",
                  "# without it, python3 on PATH.",
                  f"PYTHON={shlex.quote(sys.executable)}", '[ -x "$PYTHON" ] || PYTHON=python3']
         lines += [f'"$PYTHON" -m trainer_jax {shlex.quote(p.name)} --resume' for p in paths]
-        paths.append(write_text_atomic(out / "launch.sh", "\n".join(lines) + "\n"))
+        paths.append(_write_script(out / LAUNCH_FILE, "\n".join(lines) + "\n"))
         return paths
+
+
+def _refuse_foreign_launch_script(path: Path) -> None:
+    """A ``launch.sh`` in the way that does not open with `LAUNCH_HEADER` is the user's own: writing the plan
+    would replace it without a word (as a stray run config is refused, so is it)."""
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        with path.open() as f:
+            head = tuple(f.readline().rstrip("\n") for _ in LAUNCH_HEADER)
+    except (OSError, UnicodeDecodeError):
+        head = ()
+    if head != LAUNCH_HEADER:
+        raise LadderError(f"{path}: a launch script `ladder plan` did not write (it does not start with the plan's "
+                          f"header); writing the plan would replace it: move it away, or give --out another folder "
+                          "(nothing was written)")
+
+
+def _write_script(path: Path, text: str) -> Path:
+    """`text` as an executable script at `path`, atomically: executable wherever it is readable (the umask kept,
+    0755 under the usual 022), so the plan's ``./launch.sh`` runs as its README says."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+        mode = tmp.stat().st_mode
+        tmp.chmod(mode | (mode & 0o444) >> 2)
+    return path
 
 
 def _refuse_changing_trained_runs(out: Path, runs: tuple[RunConfig, ...]) -> None:

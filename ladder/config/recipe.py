@@ -22,6 +22,7 @@ from ladder.config.limits import (
     MAX_VOCAB,
     MAX_WIDTH,
     MIN_EVAL_FRACTION,
+    check_seed,
     in_range,
     positive,
 )
@@ -70,6 +71,9 @@ class ArchRules:
         for name, hi in (("vocab_size", MAX_VOCAB), ("head_dim", MAX_WIDTH), ("kv_local_divisor", MAX_HEADS),
                          ("kv_global_divisor", MAX_HEADS), ("global_every", MAX_LAYERS)):
             positive(f"arch.{name}", getattr(self, name), hi)
+        if self.head_dim % 2:
+            raise LadderError(f"arch.head_dim={self.head_dim} must be even for rotary embeddings (they turn features "
+                              "in pairs); give an even head size, e.g. 16")
         if self.window is not None:
             positive("arch.window", self.window, MAX_SEQ_LEN)
         in_range("arch.n_experts", self.n_experts, 0, MAX_EXPERTS, "0 builds a dense model")
@@ -252,6 +256,22 @@ class Recipe:
         positive("batch_sequences", self.batch_sequences, MAX_BATCH)
         in_range("eval_every_fraction", self.eval_every_fraction, MIN_EVAL_FRACTION, 1.0, "e.g. 0.05 for every 5%")
         in_range("step_multiple", self.step_multiple, 1, MAX_STEPS)
+        check_seed("seed", self.seed)
+        _refuse_lengthening_edits(self.hero_edits)
+
+
+def _refuse_lengthening_edits(edits: tuple[PlannedEdit, ...]) -> None:
+    """Refuse a hero edit that ends past the horizon the edits before it leave (a shorten to 0.8 of the plan, then
+    a cooldown to 0.9): an edit only cuts the run, and a longer one is planned with a larger tpp. Said here in the
+    recipe's fractions; `Schedule` refuses the same in steps."""
+    horizon = 1.0
+    for i, edit in enumerate(edits):
+        if edit.to_fraction > horizon:
+            raise LadderError(
+                f"hero_edits[{i}]: a {edit.kind} to to_fraction={edit.to_fraction} ends past {horizon} of the plan, "
+                f"where the edits before it end the run; an edit only cuts the run: give to_fraction at most {horizon}"
+            )
+        horizon = edit.to_fraction
 
 
 PRESETS_PACKAGE = "ladder.config.presets"

@@ -7,7 +7,9 @@ of a run sits at ``step == stop_after_steps`` and fraction 1.0. Tokens per step 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,11 +17,20 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ladder.config.limits import MAX_BATCH, MAX_SEQ_LEN, MAX_STEPS, MIN_EVAL_FRACTION, in_range, positive
+from ladder.config.limits import (
+    MAX_BATCH,
+    MAX_HOSTS,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+    MIN_EVAL_FRACTION,
+    check_seed,
+    in_range,
+    positive,
+)
 from ladder.config.schedule import Schedule
 from ladder.config.spec import ModelSpec
 from ladder.config.yamlio import build, dump_yaml, load_yaml, to_dict
-from ladder.errors import LadderError
+from ladder.errors import LadderError, LadderWarning
 from ladder.outpaths import name_problem
 
 
@@ -76,6 +87,7 @@ class DataConfig:
     """Sequences in the fixed held-out eval set."""
 
     def __post_init__(self) -> None:
+        check_seed("data.seed", self.seed, "the seed of the data order: the model seed's range")
         positive("data.markov_concentration", self.markov_concentration, 1e6)
         positive("data.eval_sequences", self.eval_sequences, MAX_BATCH)
 
@@ -149,6 +161,9 @@ class ResourcesConfig:
                 raise LadderError(f"resources.{name}={value} must be a finite number >= 0")
         if self.hosts < 1:
             raise LadderError(f"resources.hosts={self.hosts} must be at least 1")
+        if self.hosts > MAX_HOSTS:
+            raise LadderError(f"resources.hosts={self.hosts} is too large: at most {MAX_HOSTS:,} hosts (one trainer "
+                              "process each; `ladder plan --hero-hosts N` sets it)")
         for name, field_name in (("CPU", "cpus"), ("GPU", "gpus")):  # Ray's own names, which it takes only as these
             if name in self.custom:
                 raise LadderError(f"resources.custom.{name}: CPUs and GPUs are asked for by resources.{field_name} "
@@ -216,6 +231,7 @@ class RunConfig:
         positive("seq_len", self.seq_len, MAX_SEQ_LEN)
         positive("batch_size", self.batch_size, MAX_BATCH, "sequences per optimizer step")
         in_range("tpp", self.tpp, 0.0, 1e9, "0 when not planned")
+        check_seed("seed", self.seed)
         self.data.check_vocab(self.spec.vocab_size)
         if not 0.0 < self.eval.every_fraction <= 1.0:
             raise LadderError(f"eval.every_fraction={self.eval.every_fraction} must be in (0, 1]")
@@ -310,10 +326,21 @@ class RunConfig:
         return dump_yaml(self.to_dict(), path)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "RunConfig") -> RunConfig:
-        data = dict(data)
-        data.pop("coordinates", None)  # written for readers; always recomputed
-        return build(cls, data, where)
+    def from_dict(cls, data: dict[str, Any], where: str = "RunConfig", check_coordinates: bool = False) -> RunConfig:
+        """The config in `data`; its ``coordinates`` block is written for readers and always recomputed. With
+        `check_coordinates` (a file a person may have edited), a block that disagrees with the config is warned of
+        (a `LadderWarning`): an edit there changes nothing, and would otherwise do so without a word. It is not
+        refused: a config whose fields were edited (the way to change a run) keeps its old block until it is
+        written again, and a version that counts a coordinate otherwise must still read older configs."""
+        data = copy.copy(data)  # a copy of its kind: a mapping read from YAML keeps the lines of its keys
+        written = data.pop("coordinates", None)
+        cfg = build(cls, data, where)
+        said = _edited_coordinates(cfg, written, where) if check_coordinates and written is not None else ""
+        if said:
+            import warnings
+
+            warnings.warn(said, LadderWarning, stacklevel=2)
+        return cfg
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunConfig:
@@ -328,8 +355,49 @@ class RunConfig:
             raise LadderError(f"{path}: a target file (a run's coordinates: it has {mark}), not a run config from "
                               f"`ladder plan`; `ladder predict` and `ladder replan` take it with --target {path}, "
                               f"`ladder check` and `ladder compare` with --hero {path}")
-        return cls.from_dict(data, where=str(path))
+        return cls.from_dict(data, where=str(path), check_coordinates=True)
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
 
+
+COORDINATES_REL_TOL = 1e-6
+"""How far (relative) a float in a written coordinates block may sit from the value the config gives: YAML writes
+floats in full, so only a hand edit (or a rounded copy) moves one further."""
+PROSE_COORDINATES = ("schedule",)
+"""Coordinates that are prose for a reader (`Schedule.describe`), not numbers: its wording may change between
+versions, and the schedule block itself says the same."""
+
+
+def _edited_coordinates(cfg: RunConfig, written: Any, where: str) -> str:
+    """What a written ``coordinates`` block holds that `cfg` does not give (the first such entry; a block of other
+    keys, or no mapping, too), or "": the block is computed from the config's fields and never read."""
+    fix = ("the coordinates block is computed from the config's fields and never read (change a run through them: "
+           "schedule.total_steps, batch_size, seq_len, spec, ...); it is written again with the run")
+    if not isinstance(written, dict):
+        return f"{where}: coordinates: expected a mapping, got {type(written).__name__}; {fix}"
+    computed = cfg.coordinates()
+    lines = getattr(written, "lines", {})
+    for key, value in written.items():
+        line = f" (line {lines[key]})" if key in lines else ""
+        if key not in computed:
+            return f"{where}: coordinates.{key}: not a coordinate (they are {', '.join(computed)}); {fix}{line}"
+        if key not in PROSE_COORDINATES and not _agrees(value, computed[key]):
+            return f"{where}: coordinates.{key}: {value!r} is not what the config gives ({computed[key]!r}); {fix}{line}"
+    return ""
+
+
+def _agrees(written: Any, computed: Any) -> bool:
+    """Whether a written coordinate is the computed one: text the same, an integer exactly, a float within
+    `COORDINATES_REL_TOL` (YAML 1.1 reads ``1e9`` as text: a number written so counts as that number)."""
+    if isinstance(computed, str) or isinstance(written, bool):
+        return written == computed
+    if isinstance(written, int) and isinstance(computed, int):
+        return written == computed  # exactly, past the 2**53 a float holds too
+    try:
+        number = float(written)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if isinstance(computed, int):
+        return number == computed
+    return math.isclose(number, computed, rel_tol=COORDINATES_REL_TOL)

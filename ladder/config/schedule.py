@@ -12,6 +12,8 @@ LR continuous at the step where they apply:
 - ``early_cooldown(at_step, length)``: branch off at ``at_step`` and cool down to the minimum over
   ``length`` steps; the run then ends at ``at_step + length``.
 
+Edits only cut a run: neither may end past the horizon the edits before it leave.
+
 The trainer calls `lr`; the fits receive the array `lrs()` returns.
 """
 
@@ -125,6 +127,7 @@ class Schedule:
                 )
             if edit.kind == "cooldown" and edit.length <= 0:
                 raise LadderError(f"cooldown at step {edit.at_step}: length={edit.length} must be positive")
+            _refuse_lengthening(edit, horizon)
             if edit.horizon > MAX_STEPS:
                 raise LadderError(f"{edit.kind} at step {edit.at_step}: a horizon of {edit.horizon} steps "
                                   f"is beyond the {MAX_STEPS:.0e} a run may have")
@@ -225,6 +228,21 @@ class Schedule:
         for ph in self.seq_phases:
             text += f"; seq len {ph.seq_len} from {ph.start_fraction:.0%}"
         return text
+
+
+def _refuse_lengthening(edit: ScheduleEdit, horizon: int) -> None:
+    """An edit only cuts the run: one ending past the `horizon` the edits before it leave would train steps the
+    plan never had (its LR and evals were set for the planned length, and no rung trained past its plan). A longer
+    run is planned with its longer horizon (``schedule.total_steps``)."""
+    if edit.horizon <= horizon:
+        return
+    if edit.kind == "shorten":
+        raise LadderError(f"shorten at step {edit.at_step}: new_total_steps={edit.new_total_steps} must not be past "
+                          f"the current horizon ({horizon} steps); a shorten edit cuts the run: give at most "
+                          f"{horizon}, or plan the longer run with schedule.total_steps")
+    raise LadderError(f"cooldown at step {edit.at_step}: length={edit.length} ends at step {edit.horizon}, past the "
+                      f"current horizon ({horizon} steps); an early cooldown ends sooner: give a length of at most "
+                      f"{horizon - edit.at_step} steps")
 
 
 def _progress(shape: str, factor: float) -> float:

@@ -82,6 +82,9 @@ class ModelSpec:
                 f"n_heads={self.n_heads} × head_dim={self.head_dim} = {self.n_heads * self.head_dim} "
                 f"must equal d_model={self.d_model}: the heads split the residual width evenly"
             )
+        if self.head_dim % 2:
+            raise LadderError(f"head_dim={self.head_dim} must be even for rotary embeddings (they turn features in "
+                              "pairs); give an even head size, e.g. 16")
         for name, hi in (("n_experts", MAX_EXPERTS), ("top_k", MAX_EXPERTS), ("n_shared_experts", MAX_EXPERTS),
                          ("expert_width", MAX_FFN_WIDTH), ("shared_width", MAX_FFN_WIDTH),
                          ("dense_width", MAX_FFN_WIDTH)):
