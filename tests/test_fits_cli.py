@@ -1487,3 +1487,17 @@ def test_a_csv_saved_with_semicolons_and_decimal_commas_or_with_tabs_fits_as_the
                       for p in (endpoint_csv, semicolons, tabs))
     for other in others:
         assert other["n_runs"] == 8 and other["params"] == pytest.approx(clean["params"], rel=1e-12)
+
+
+def test_a_band_without_spare_runs_has_no_edges_and_a_huge_edge_prints_in_digits(tmp_path):
+    three = tmp_path / "three.csv"
+    three.write_text("compute,loss\n1e18,3.0\n1e19,2.7\n1e20,2.5\n")  # as many runs as parameters: no dof
+    res = run("fit", "endpoint", "--csv", three, "--at", "1e23", "--format", "json")
+    (p,) = json.loads(res.stdout)["predictions"]
+    assert p["median"] > 0 and all(p[k] is None for k in ("lo50", "hi50", "lo90", "hi90"))  # not [0, null]
+    res = run("fit", "endpoint", "--csv", three, "--at", "1e23")
+    assert "50% unbounded  90% unbounded" in res.stdout
+    typo = tmp_path / "typo.csv"
+    typo.write_text("compute,loss\n1e18,3.0\n1e19,2.7\n1e20,2.5\n1e21,2.35\n1e22,1e-9\n")  # a loss typed wrong
+    said = " ".join(run("fit", "endpoint", "--csv", typo, "--at", "1e23").stdout.split())
+    assert "e+" in said.split("90% [")[1].split("]")[0] and len(said.split("90% [")[1].split("]")[0]) < 30

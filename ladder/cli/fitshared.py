@@ -264,20 +264,32 @@ edges of its 50% and 90% bands."""
 
 
 def band_records(band, n: int) -> list[dict]:
-    """The band's `BANDS` at each of its `n` points; an unbounded edge (no spare runs) as None."""
+    """The band's `BANDS` at each of its `n` points; a band with an unbounded edge (no spare runs) has neither edge
+    (None: the lower one, held at a loss of 0, would read as a bound)."""
     cols = {k: np.broadcast_to(np.asarray(getattr(band, k), dtype=np.float64), (n,)) for k in BANDS}
-    return [{k: finite(c[i]) for k, c in cols.items()} for i in range(n)]
+    out = [{k: finite(c[i]) for k, c in cols.items()} for i in range(n)]
+    for rec in out:
+        for level in ("50", "90"):
+            if rec[f"lo{level}"] is None or rec[f"hi{level}"] is None:
+                rec[f"lo{level}"] = rec[f"hi{level}"] = None
+    return out
 
 
 def edge(x: float | None) -> str:
-    """A band edge as printed; an unbounded one (null in the JSON) as inf."""
-    return "inf" if x is None else f"{x:.4f}"
+    """A band edge as printed: 4 decimals, or 4 digits where it is huge (a loss typo's band); "–" where there is
+    none (null in the JSON)."""
+    return "–" if x is None else f"{x:.4f}" if abs(x) < 1e6 else f"{x:.4g}"
+
+
+def band_text(p: dict, level: str, sep: str = ", ") -> str:
+    """One band of a prediction as printed: its edges, or "unbounded" where it has none (no spare runs)."""
+    lo, hi = p[f"lo{level}"], p[f"hi{level}"]
+    return "unbounded" if lo is None or hi is None else f"[{edge(lo)}{sep}{edge(hi)}]"
 
 
 def bands_text(p: dict) -> str:
     """A prediction's median with its 50% and 90% bands, as printed."""
-    return (f"{edge(p['median'])}  50% [{edge(p['lo50'])}, {edge(p['hi50'])}]  90% [{edge(p['lo90'])}, "
-            f"{edge(p['hi90'])}]")
+    return f"{edge(p['median'])}  50% {band_text(p, '50')}  90% {band_text(p, '90')}"
 
 
 def finite(x) -> float | None:

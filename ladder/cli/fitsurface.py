@@ -306,7 +306,7 @@ def _print_bands(preds: list[dict], band: str) -> None:
                   ["", ""] if actual is not None else [])
         table.add_row(*("" if p[k] is None else str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
                       f"{p['efolds_out']:.2f}", shared.edge(p["median"]),
-                      f"{shared.edge(p['lo50'])} .. {shared.edge(p['hi50'])}", f"{shared.edge(p['lo90'])} .. {shared.edge(p['hi90'])}",
+                      shared.band_text(p, "50", " .. ").strip("[]"), shared.band_text(p, "90", " .. ").strip("[]"),
                       *beside)
     console.print(table)
 
