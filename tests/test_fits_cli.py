@@ -1355,6 +1355,9 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     shown = run("fit", "surface", "--csv", runs, "--optimum-at", "1e20").stdout
     assert "optimum at C = 1e+20 FLOPs: N* = " in shown and "tokens per parameter" in shown
     one_error_line(run("fit", "surface", "--csv", runs, "--optimum-at", "1e41"), "--optimum-at", "at most 1e+40")
+    # a compute too small for any model (a typo for 1e23, say) is said to be the compute, not the fit
+    one_error_line(run("fit", "surface", "--csv", runs, "--optimum-at", "1"), "--optimum-at 1: too little compute for "
+                   "any model", "give the compute in FLOPs")
     text = run("fit", "surface", "--csv", runs).stdout
     assert "Kaplan-Chinchilla surface" in text and "gamma = " in text and "holding out budget = " in text
     assert "budgets (given): 1e+18 (9 runs of 9 sizes)" in text

@@ -225,6 +225,10 @@ def _budget_axis(optima: list[dict], data) -> list[str]:
             f"give --optimum-at B/{ratio:.3g}"]
 
 
+SANE_EXPONENT = 0.02
+"""Exponents of N and D above this: a surface whose optimum moves with compute (a vanished term sits near 0)."""
+
+
 def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
     """(C, N*, D*) for each compute of `--optimum-at`: the size at the surface's least loss along C = 6·N·D."""
     from fits.frontier import optimum
@@ -233,6 +237,11 @@ def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
     for c in shared.floats(text, "--optimum-at", "1e21,1e22"):
         positive("--optimum-at", c, MAX_COMPUTE, "a run's compute in FLOPs")
         n = float(optimum(c, **fit.params)[1])
+        exponents = [fit.params[k] for k in ("alpha", "beta") if k in fit.params]
+        if np.isfinite(n) and exponents and min(exponents) > SANE_EXPONENT and (n < 1 or c / (6 * n) < 1):
+            raise LadderError(f"--optimum-at {c:g}: too little compute for any model (the surface's best size there is "
+                              f"N* = {n:.3g} parameters on {c / (6 * max(n, 1e-300)):.3g} tokens); give the compute in "
+                              "FLOPs, e.g. 1e23")
         if not np.isfinite(n) or n < 1 or c / (6 * n) < 1:
             shown = ", ".join(f"{k} = {v:.4g}" for k, v in fit.params.items())
             raise LadderError(f"--optimum-at {c:g}: the fitted surface has no least loss at a sensible size (N* = "
