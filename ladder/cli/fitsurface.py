@@ -142,7 +142,8 @@ def fit_surface_command(
                                                        "backtest": choice.table(), "budgets": choice.budget_record(),
                                                        "envelope": choice.envelope_record(),
                                                        "warnings": list(choice.warnings)},
-                                       "predictions": preds, "optima": optima, "band": _band_text(fit, ens)}
+                                       "predictions": with_errors(preds), "optima": optima,
+                                       "band": _band_text(fit, ens)}
         # every warning at the top, the choice's also under form_choice, beside the choice they qualify
         out["warnings"] = list(dict.fromkeys([*out["warnings"], *choice.warnings, *below]))
         print_json(out)
@@ -296,8 +297,7 @@ def _print_bands(preds: list[dict], band: str) -> None:
                   caption=f"e-folds out: how far each target lies outside the fitted runs (above them, below them, "
                           f"or off their token ratios; 0 inside); bands: {band}")
     every = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
-    actual = next((k for k in every if k.strip().lower() in ACTUAL_NAMES and any(p[k] is not None for p in preds)
-                   and all(p[k] is None or (isinstance(p[k], (int, float)) and p[k] > 0) for p in preds)), None)
+    actual = actual_column(preds)
     labels = [k for k in every if k != actual][:SHOWN_LABELS]
     left = len(every) - len(labels) - (actual is not None)
     if left:
@@ -323,6 +323,22 @@ def _print_bands(preds: list[dict], band: str) -> None:
 SHOWN_LABELS = 2
 """The targets' own columns (a name, a size) the terminal's table shows beside each prediction; --format json
 carries them all."""
+def actual_column(preds: list[dict]) -> str | None:
+    """The targets' column that holds their actual loss (`ACTUAL_NAMES`, positive numbers), or None."""
+    every = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
+    return next((k for k in every if k.strip().lower() in ACTUAL_NAMES and any(p[k] is not None for p in preds)
+                 and all(p[k] is None or (isinstance(p[k], (int, float)) and p[k] > 0) for p in preds)), None)
+
+
+def with_errors(preds: list[dict]) -> list[dict]:
+    """The predictions with their error (predicted ÷ actual − 1) where the targets give their actual loss."""
+    actual = actual_column(preds)
+    if actual is None:
+        return preds
+    return [p | {"error": p["median"] / p[actual] - 1 if p[actual] is not None and p["median"] is not None else None}
+            for p in preds]
+
+
 ACTUAL_NAMES = ("loss", "actual", "actual_loss", "final_loss", "eval_loss", "val_loss", "loss_final")
 """A targets' column of these names (lower case), all positive numbers, is their actual loss: the terminal's table
 shows it with the prediction's error (predicted ÷ actual − 1)."""
