@@ -528,6 +528,8 @@ def test_store_finals_and_curves():
         fitdata.finals_from_store(store, "train/loss")
     with pytest.raises(LadderError, match="no runs match"):
         fitdata.finals_from_store(store, "eval/loss", group="other")
+    with pytest.raises(LadderError, match=r"no runs match \(no group \(--group ''\), role 'rung'"):
+        fitdata.finals_from_store(store, "eval/loss", group="")  # every run has a group: '' matched none
     unfinished = fitdata.finals_from_store(fake_store(finished=False), "eval/loss")
     assert len(unfinished.names) == 4 and not finals.left_out  # the run still running is left out, and named
     assert unfinished.left_out == "left out, not finished (the law fits final losses): rung4 (running)"

@@ -493,7 +493,8 @@ def _selection(store, group: str | None, role: str | None) -> pd.DataFrame:
 def _some(store, runs: pd.DataFrame, group: str | None, role: str | None, finished: bool) -> pd.DataFrame:
     """`runs`, or a `LadderError` naming the selection where it holds none."""
     if runs.empty:
-        what = ", ".join(x for x in (f"group {group!r}" if group else "", f"role {role!r}" if role else "",
+        named = f"group {group!r}" if group else "no group (--group '')" if group == "" else ""
+        what = ", ".join(x for x in (named, f"role {role!r}" if role else "",
                                       "finished" if finished else "") if x)
         from ladder.data.runview import role_hint
 
