@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,15 +59,46 @@ def run_state(run_dir: Path) -> str | None:
     return _status(run_dir).get("state")
 
 
+def run_step(run_dir: Path) -> int:
+    """The last completed step the run's status reports (0 where it has no readable status)."""
+    step = _status(run_dir).get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else 0
+
+
 def mark_crashed(run_dir: Path) -> bool:
     """Mark a run whose status says it runs as crashed (its trainer was killed and could not say so);
     whether it was marked. The trainer writes this file itself whenever it can (`runfiles`)."""
-    status = _status(run_dir)
-    if status.get("state") != "running":
+    if run_state(run_dir) != "running":
         return False
-    step = status.get("step")
-    runfiles.write_status(run_dir, "crashed", step if isinstance(step, int) else 0)
+    return write_status_anyway(run_dir, "crashed", run_step(run_dir))
+
+
+def write_status_anyway(run_dir: Path, state: str, step: int) -> bool:
+    """Write the run's status as `runfiles.write_status` does (atomically); where that fails, overwrite the small file
+    in place, since a full disk has no room for the temporary copy an atomic write needs, and a run that stopped must
+    not go on reading as running. Whether either write succeeded."""
+    try:
+        runfiles.write_status(run_dir, state, step)
+        return True
+    except OSError:
+        pass
+    text = json.dumps({"state": state, "step": int(step), "updated": time.time()}) + "\n"  # runfiles' format
+    try:
+        _overwrite_in_place(Path(run_dir) / runfiles.STATUS_FILE, text.encode())
+    except OSError:
+        return False
     return True
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> None:
+    """Write `data` over the file's own blocks (a status is a few dozen bytes: within the block the old one holds, so
+    a full disk need give no new one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        os.write(fd, data)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def same_config(run_dir: Path, cfg: RunConfig) -> bool:
@@ -78,7 +110,11 @@ def same_config(run_dir: Path, cfg: RunConfig) -> bool:
 
 def is_done(path: Path, cfg: RunConfig) -> bool:
     """The run finished, with this very config."""
-    run_dir = run_dir_of(path, cfg)
+    return finished_in(run_dir_of(path, cfg), cfg)
+
+
+def finished_in(run_dir: Path, cfg: RunConfig) -> bool:
+    """The run in `run_dir` finished, with this very config (its status and its ``run.yaml`` say so)."""
     return run_state(run_dir) == "finished" and same_config(run_dir, cfg)
 
 
@@ -141,6 +177,13 @@ def trainer_env(again: str | None = None) -> dict[str, str]:
     resumes the run, which a stopped trainer says."""
     env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
     return env | ({runfiles.RESUME_HINT_ENV: again} if again else {})
+
+
+def how_to_continue() -> str:
+    """How the user continues a stopped run, said by its trainer: in the words of the launcher that started it
+    (`trainer_env`'s `again`), or ``--resume``."""
+    again = os.environ.get(runfiles.RESUME_HINT_ENV)
+    return f"{again} to continue it" if again else "continue it with --resume"
 
 
 INTERRUPT_GRACE_S = 120.0

@@ -108,3 +108,22 @@ def test_a_file_given_to_ladder_says_what_it_is_and_what_to_give(tmp_path):
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "is a file, not a ladder folder" in said and "a recipe (it has rungs)" in said, said
     assert "no such folder" not in said
+
+
+def test_a_run_is_marked_crashed_in_place_when_the_disk_has_no_room_for_an_atomic_write(tmp_path, monkeypatch):
+    """A full disk refuses the temporary file of an atomic write: the small status file is overwritten in place, so
+    a killed run does not go on reading as running; where even that fails, the caller is told."""
+    import errno
+    import os
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    runfiles.write_status(tmp_path, "running", 100)
+    monkeypatch.setattr(runfiles, "write_status", full)
+    assert launch.mark_crashed(tmp_path)
+    status = json.loads((tmp_path / runfiles.STATUS_FILE).read_text())
+    assert (status["state"], status["step"]) == ("crashed", 100)
+    monkeypatch.setattr(launch, "_overwrite_in_place", full)
+    assert not launch.write_status_anyway(tmp_path, "running", 5)
+    assert json.loads((tmp_path / runfiles.STATUS_FILE).read_text()) == status

@@ -168,6 +168,50 @@ def test_a_checkpoint_only_resumes_its_own_config(tmp_path):
         check_compatible(meta, later, 12, tmp_path)
 
 
+def test_a_run_folder_without_checkpoints_is_never_trained_over(tmp_path):
+    """Checkpoints removed once a run finished (to free the disk): the run is finished, not trained again from
+    step 0 over its metrics; an unfinished run that lost them is refused; one stopped before its first checkpoint
+    starts over only with --resume, as its stop said."""
+    import shutil
+
+    cfg = tiny(tmp_path, tpp=0.3)
+    T, run_dir = cfg.stop_after_steps, Path(cfg.run_dir)
+    assert min(train_module().checkpoint_steps(cfg)) == 10 < T
+    first = train(cfg, progress=False)
+    shutil.rmtree(run_dir / runfiles.CHECKPOINT_DIR)
+    metrics = (run_dir / runfiles.METRICS_FILE).read_bytes()
+    with pytest.raises(LadderError, match=rf"trained to its last step \({T}\): it is finished"):
+        train(cfg, progress=False)  # as with its last checkpoint there
+    again = train(cfg, resume=True, progress=False)
+    assert (again.resumed_from, again.train_losses, again.eval_loss) == (T, (), first.eval_loss)
+    assert json.loads((run_dir / runfiles.STATUS_FILE).read_text())["state"] == "finished"
+
+    lost = rf"holds metrics up to step {T}, its status says (crashed|finished) at step (10|{T}), but its checkpoints are gone"
+    runfiles.write_status(run_dir, "crashed", 10)  # past its first checkpoint: it had one
+    for resume in (False, True):
+        with pytest.raises(LadderError, match=lost + ".*Use a fresh run_dir to keep them, or remove"):
+            train(cfg, resume=resume, progress=False)
+    runfiles.write_status(run_dir, "finished", T)
+    with pytest.raises(LadderError, match=lost):  # finished, but with another config
+        train(cfg.replace(seed=1), resume=True, progress=False)
+    assert (run_dir / runfiles.METRICS_FILE).read_bytes() == metrics  # nothing above touched them
+
+    runfiles.write_status(run_dir, "crashed", 5)  # stopped before its first checkpoint
+    with pytest.raises(LadderError, match=rf"holds metrics up to step {T} but no checkpoint to continue from: .*"
+                       "pass --resume"):
+        train(cfg, progress=False)
+    assert (run_dir / runfiles.METRICS_FILE).read_bytes() == metrics
+    restarted = train(cfg, resume=True, progress=False)
+    assert restarted.resumed_from is None and len(restarted.train_losses) == T
+    assert steps_with(read_metrics(run_dir), keys.TRAIN_LOSS) == list(range(1, T + 1))
+
+
+def train_module():
+    import importlib
+
+    return importlib.import_module("trainer_jax.train")  # the module (the package exports its function `train`)
+
+
 def test_user_errors_are_one_line_from_both_entry_points(tmp_path):
     data = tiny(tmp_path).to_dict()
     data["optimizer"]["betta1"] = 0.9
@@ -286,6 +330,92 @@ def test_a_run_dir_that_cannot_be_a_folder_is_a_user_error(tmp_path, capsys, giv
     assert main([*args, "--no-progress"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"error: run_dir {tmp_path / where}: {message}"]
     assert (tmp_path / "afile").read_text() == ""
+
+
+ORBAX_ENOSPC = ('RESOURCE_EXHAUSTED: Error writing "params.wq/0.0" in OCDBT database at local file "/x/10.orbax-checkpoint'
+                '-tmp/": Failed to write 208515 bytes to file 23: No space left on device [os_error_code=\'28\']')
+"""What orbax raises (a ValueError from tensorstore) when the disk fills while it saves."""
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_disk_that_fills_while_training_is_one_line_and_the_run_reads_as_stopped(tmp_path, capfd, monkeypatch,
+                                                                                  in_place):
+    """The disk fills at the first checkpoint: after orbax's own reports, the trainer says in one line which run
+    folder is full and what to do (exit 2, no "this is a bug"), and the run is marked crashed, in place where the
+    atomic write has no room for its temporary file; where even that fails, it says so."""
+    import errno
+
+    import orbax.checkpoint as ocp
+
+    from ladder import launch
+    from trainer_jax.__main__ import main
+
+    full = []
+
+    def save(self, step, *args, **kwargs):
+        os.write(2, b"Traceback (most recent call last):\n  orbax's thread\nValueError: RESOURCE_EXHAUSTED\n")
+        full.append(step)
+        raise ValueError(ORBAX_ENOSPC)
+
+    write_status = runfiles.write_status
+
+    def status_unless_full(*args):
+        if full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # no room for the atomic write's temporary file
+        write_status(*args)
+
+    def refused(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", save)
+    monkeypatch.setattr(runfiles, "write_status", status_unless_full)
+    if not in_place:
+        monkeypatch.setattr(launch, "_overwrite_in_place", refused)
+    monkeypatch.delenv(runfiles.RESUME_HINT_ENV, raising=False)
+    cfg = tiny(tmp_path, "data.source=markov")
+    path = cfg.save(tmp_path / "run.yaml")
+    run_dir = Path(cfg.run_dir)
+    assert main([str(path), "--no-progress"]) == 2
+    status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
+    said = ("the run is marked crashed" if in_place else
+            f"even its {runfiles.STATUS_FILE} could not be written, so the run still reads as running, though no "
+            "trainer trains it")
+    err = capfd.readouterr().err
+    assert err.splitlines()[-1] == (
+        f"error: run_dir {run_dir}: the disk is full (No space left on device: {run_dir / runfiles.CHECKPOINT_DIR}"
+        f"/10); {said}; free space there, then continue it with --resume")
+    assert "this is a bug" not in err and err.count("error:") == 1
+    assert full == [10]
+    assert status == {"state": "crashed" if in_place else "running", "step": 9 if in_place else status["step"],
+                      "updated": status["updated"]}
+
+
+def test_a_checkpoint_save_the_disk_refuses_is_an_os_error_naming_its_folder(tmp_path, monkeypatch):
+    import errno
+
+    import orbax.checkpoint as ocp
+
+    from trainer_jax.checkpoint import Checkpointer, disk_error
+
+    raised: list[Exception] = []
+
+    def save(self, step, *args, **kwargs):
+        if raised:
+            raise raised[0]
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", save)
+    ckpt = Checkpointer(tmp_path, keep=1)
+    ckpt.save(1, {}, {})
+    raised.append(ValueError("a tree orbax cannot save"))
+    with pytest.raises(ValueError, match="cannot save"):  # a failure that is no disk's: as it was
+        ckpt.save(2, {}, {})
+    raised[0] = ValueError(ORBAX_ENOSPC)
+    with pytest.raises(OSError) as refused:
+        ckpt.save(3, {}, {})
+    assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(tmp_path / "3"))
+    ckpt.close()
+    quota = OSError(errno.EDQUOT, "Disk quota exceeded", "/x")
+    assert disk_error(quota, tmp_path) is quota and disk_error(ValueError("no code"), tmp_path) is None
 
 
 def test_resume_truncates_the_metrics_file_to_the_checkpoint(tmp_path):

@@ -1,12 +1,13 @@
 """`python -m trainer_jax RUN.yaml [--resume]`: train one planner run config.
 
 A relative ``run_dir`` in the config is taken relative to the config file's folder (where the
-planner's ``launch.sh`` runs). User errors print one line and exit with code 2; an unexpected error
-prints one line saying it is a bug and exits with code 1 (`--debug` or ``LADDER_DEBUG=1`` shows the
-traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's preemption) stops the run before its next step,
-marks it crashed and exits with code 128 + the signal's number, as a shell reports a process the signal
-ended: 130 for Ctrl-C, 143 for SIGTERM (a second one stops at once; a SIGTERM repeated within a second is
-the same stop); `--resume` continues it from its last checkpoint.
+planner's ``launch.sh`` runs). User errors, and files the system refuses (a full disk), print one line
+and exit with code 2; an unexpected error prints one line saying it is a bug and exits with code 1
+(`--debug` or ``LADDER_DEBUG=1`` shows the traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's
+preemption) stops the run before its next step, marks it crashed and exits with code 128 + the signal's
+number, as a shell reports a process the signal ended: 130 for Ctrl-C, 143 for SIGTERM (a second one stops
+at once; a SIGTERM repeated within a second is the same stop); `--resume` continues it from its last
+checkpoint.
 """
 
 from __future__ import annotations
@@ -51,15 +52,21 @@ def _interrupt(signum, frame) -> None:
     stop.set()
 
 
-def _mark_crashed(run_dir: Path | None) -> None:
-    """Where an interrupt came before the training loop could mark the run, mark a run that says it runs."""
-    from ladder.launch import mark_crashed
+def _mark_crashed(run_dir: Path | None) -> str:
+    """Where an interrupt came before the training loop could mark the run, mark a run that says it runs; what the
+    run's status says now, in words."""
+    from ladder.launch import mark_crashed, run_state
 
     if run_dir is not None:
         mark_crashed(run_dir)
+        if run_state(run_dir) == "running":  # not even an overwrite in place could be written: a full disk
+            return f"the run could not be marked crashed ({run_dir / runfiles.STATUS_FILE} still says running)"
+    return "the run is marked crashed"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, as_program: bool = False) -> int:
+    """Train the run the arguments name; the exit code. `as_program`: this process is the trainer's own
+    (``python -m trainer_jax``), whose logging and standard error are its to quiet (`_quiet_logging`)."""
     parser = argparse.ArgumentParser(prog="python -m trainer_jax", description="Train one RunConfig YAML.")
     parser.add_argument("config", type=Path, help="RunConfig YAML written by `ladder plan --out`.")
     parser.add_argument("--resume", action="store_true", help="Continue from the run directory's last checkpoint (if any).")
@@ -78,14 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         # A scheduler's stop (SIGTERM: timeout, preemption, Ray) ends the run as Ctrl-C does: marked crashed.
         before = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _run(args, debug)
+        return _run(args, debug, quiet=as_program and not debug)
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
 
 
-def _run(args: argparse.Namespace, debug: bool) -> int:
+def _run(args: argparse.Namespace, debug: bool, quiet: bool = False) -> int:
     run_dir, name = None, ""
+    if quiet:
+        _quiet_logging()
     try:
         # Both must come before anything touches the devices.
         from trainer_jax.host import reuse_freed_memory
@@ -107,16 +116,24 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
               progress=not args.no_progress)
     except LadderError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
+        if quiet and isinstance(exc.__cause__, OSError):  # the system refused the run's folder: a full disk
+            _silence_stderr()
         return 2
     except KeyboardInterrupt:
-        _mark_crashed(run_dir)
-        again = os.environ.get(runfiles.RESUME_HINT_ENV)  # how the launcher that started it resumes it
-        how = f"{again} to continue it" if again else "continue it with --resume"
+        from ladder.launch import how_to_continue
+
+        marked = _mark_crashed(run_dir)
         saved = runfiles.last_checkpoint(run_dir) if run_dir is not None else None
         where = (f" from its checkpoint at step {saved:,}" if saved is not None else
                  " (no checkpoint was saved yet, so it starts again from step 0)")
-        print(f"{name}interrupted: the run is marked crashed; {how}{where}", file=sys.stderr, flush=True)
+        print(f"{name}interrupted: {marked}; {how_to_continue()}{where}", file=sys.stderr, flush=True)
         return 128 + (_RECEIVED[-1][0] if _RECEIVED else signal.SIGINT)
+    except OSError as exc:  # the system refused a file (the trainer says its run's own in one line): no bug
+        if debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {name}{where}{exc.strerror or exc}", file=sys.stderr, flush=True)
+        return 2
     except Exception as exc:
         if debug:
             raise
@@ -127,5 +144,26 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
     return 0
 
 
+def _quiet_logging() -> None:
+    """A log handler that cannot write (wandb's log file, on a full disk) fails silently, as Python's logging
+    recommends in production, rather than printing a traceback for each line it drops."""
+    import logging
+
+    logging.raiseExceptions = False
+
+
+def _silence_stderr() -> None:
+    """Send what this process still writes on standard error to the null device. After the system refused the run's
+    folder (a full disk), which the error has said in one line, the libraries that were writing into it report the
+    same failure again as the process ends (orbax's unfinished tasks, as they are collected), a page of tracebacks."""
+    sys.stderr.flush()
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+    except OSError:
+        pass
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(as_program=True))

@@ -8,6 +8,8 @@ while saving leaves its previous checkpoint intact.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,7 @@ class Checkpointer:
         # than by orbax with a warning on the resumed run's screen.
         for torn in directory.glob(f"*{TORN}*"):
             shutil.rmtree(torn, ignore_errors=True)
+        self._dir = directory
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
         self._mgr = ocp.CheckpointManager(directory.absolute(), options=options, item_names=("state", "meta"))
 
@@ -57,9 +60,17 @@ class Checkpointer:
         return self._mgr.latest_step()
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        """Save `state` at `step`. A write the disk refused (full, read-only) is an `OSError` naming the step's
+        folder (orbax's writer reports it as a `ValueError` with the system's error code in its text)."""
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        self._mgr.save(step, args=args, force=True)
-        self._mgr.wait_until_finished()
+        try:
+            self._mgr.save(step, args=args, force=True)
+            self._mgr.wait_until_finished()
+        except Exception as exc:
+            refused = disk_error(exc, self._dir / str(step))
+            if refused is None:
+                raise
+            raise refused from exc
 
     def read_meta(self, step: int) -> dict[str, Any]:
         return dict(self._mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
@@ -71,6 +82,22 @@ class Checkpointer:
 
     def close(self) -> None:
         self._mgr.close()
+
+
+OS_ERROR_CODE = re.compile(r"\[os_error_code='(\d+)'\]")
+"""How tensorstore (orbax's writer) names the system's error in the message of the ValueError it raises."""
+
+
+def disk_error(exc: BaseException, where: Path) -> OSError | None:
+    """`exc` as the `OSError` it is underneath (tensorstore reports ENOSPC as a ValueError, with the error's code
+    in its text), naming `where` when it names no file; None for an error that is not the system's."""
+    if isinstance(exc, OSError):
+        return exc
+    found = OS_ERROR_CODE.search(str(exc))
+    if found is None:
+        return None
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code), str(where))
 
 
 def check_compatible(saved: dict[str, Any], current: dict[str, Any], step: int, where: Path) -> None:

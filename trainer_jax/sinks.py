@@ -64,11 +64,20 @@ class JsonlSink:
         line = {"step": step, "tokens": step * self.tokens_per_step, "time": time.time()}
         # NaN and inf are written as JSON's common extension (NaN, Infinity), which json.loads reads.
         line.update({k: float(v) for k, v in metrics.items()})
-        self._file.write(json.dumps(line) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(line) + "\n")
+            self._file.flush()
+        except OSError as exc:  # a full disk: named, as the system does not
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
 
     def close(self, ok: bool) -> None:
-        self._file.close()
+        """Close the file. A run that failed may hold a line the disk refused (a full disk), which closing would try
+        again: dropped then, so that the failure is said rather than this."""
+        try:
+            self._file.close()
+        except OSError:
+            if ok:
+                raise
 
 
 def truncate_metrics(path: Path, last_step: int) -> int:
@@ -174,7 +183,13 @@ class WandbSink:
         self._run.log(dict(metrics), step=step)
 
     def close(self, ok: bool) -> None:
-        self._run.finish(exit_code=0 if ok else 1)
+        """Finish the wandb run. Where the run failed, wandb's own failure to write its files (a full disk) is
+        dropped: the run's failure is the one to say."""
+        try:
+            self._run.finish(exit_code=0 if ok else 1)
+        except OSError:
+            if ok:
+                raise
 
 
 def make_sinks(cfg: RunConfig, run_dir: Path, mode: str, extra_config: dict[str, Any], is_writer: bool) -> Sink:

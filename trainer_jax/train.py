@@ -12,6 +12,7 @@ Everything that can be wrong with a config is checked before anything is compile
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import math
@@ -34,6 +35,7 @@ from ladder.config.runconfig import RunConfig
 from ladder.config.spec import ModelSpec
 from ladder.errors import LadderError
 from ladder.files import held, write_text_atomic
+from ladder.launch import finished_in, how_to_continue, run_state, run_step, write_status_anyway
 from trainer_jax.checkpoint import Checkpointer, abstract_like, check_compatible, checkpoint_meta
 from trainer_jax.data import DataSource, make_source
 from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings
@@ -245,11 +247,44 @@ def train(
     with held(lock, f"{run_dir}: another trainer is training this run (it holds {lock}); wait for it to end, or stop "
                     "it and resume with --resume: two trainers in one folder would overwrite each other's "
                     "checkpoints and metrics") if is_writer else contextlib.nullcontext():
-        return _train(cfg, run_dir, mesh, source, wandb, is_writer, resume, progress, peak_flops)
+        try:
+            return _train(cfg, run_dir, mesh, source, wandb, is_writer, resume, progress, peak_flops)
+        except OSError as exc:  # the system's error (a full disk), not the trainer's: said in one line
+            raise _unwritable(run_dir, exc, _reads_crashed(run_dir) if is_writer else None) from exc
 
 
 TRAINER_LOCK = ".trainer.lock"
 """Held in the run folder by the trainer training it (its first process), as long as it trains."""
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+"""The system's errors for a disk with no room left (or a quota used up)."""
+
+
+def _unwritable(run_dir: Path, exc: OSError, marked: bool | None = None) -> LadderError:
+    """A file of the run that the system refused (a full disk, above all) in one line: the run folder, why, whether
+    the run could be marked crashed (`marked`; None: its status was not touched), and what to do. The system's error
+    is no bug of the trainer, and a traceback (orbax's above all) would bury the one thing to do."""
+    what = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    full = exc.errno in DISK_FULL
+    said = f"run_dir {run_dir}: {'the disk is full' if full else 'a file there cannot be written'} ({what})"
+    if marked:
+        said += "; the run is marked crashed"
+    elif marked is False:
+        said += (f"; even its {runfiles.STATUS_FILE} could not be written, so the run still reads as running, though "
+                 "no trainer trains it")
+    fix = "free space there" if full else "make it writable"
+    return LadderError(f"{said}; {fix}, then {how_to_continue()}")
+
+
+def _reads_crashed(run_dir: Path) -> bool | None:
+    """Whether the run's status now says crashed, marked so here where it still says running (the training loop marks
+    it as it fails, but a full disk may have refused that, and an error before the loop leaves it to this); None
+    where it says neither."""
+    state = run_state(run_dir)
+    if state == "running":
+        return write_status_anyway(run_dir, "crashed", run_step(run_dir))
+    return True if state == "crashed" else None
 
 
 def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: str, is_writer: bool, resume: bool,
@@ -264,7 +299,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
     meta = checkpoint_meta(cfg, source.info, n_params)
     # Everything about resuming is settled before compiling anything.
     ckpt = Checkpointer(run_dir / runfiles.CHECKPOINT_DIR, cfg.checkpoint.keep)
-    latest = _resume_point(ckpt, meta, T, run_dir, resume)
+    latest = _resume_point(ckpt, meta, cfg, run_dir, resume)
     start = latest or 0
     if start == T:
         ckpt.close()
@@ -323,9 +358,10 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
         ok = True
     except BaseException:
         if STOP.is_set() and log is not None:  # stopped between steps: the last step's train metrics are whole
-            log.flush()
+            with contextlib.suppress(OSError):  # (a full disk refuses them: the error on its way says so)
+                log.flush()
         if is_writer:
-            runfiles.write_status(run_dir, "crashed", completed)
+            write_status_anyway(run_dir, "crashed", completed)
         raise
     finally:
         STEPPING.clear()
@@ -391,12 +427,16 @@ def _init_state(spec: ModelSpec, optimizer: optax.GradientTransformation, key: j
     return {"params": params, "opt_state": optimizer.init(params), "step": jnp.zeros((), jnp.int32)}
 
 
-def _resume_point(ckpt: Checkpointer, meta: dict[str, Any], T: int, run_dir: Path, resume: bool) -> int | None:
+def _resume_point(ckpt: Checkpointer, meta: dict[str, Any], cfg: RunConfig, run_dir: Path, resume: bool) -> int | None:
     """The checkpoint step to continue from (None: start from scratch), or a `LadderError`."""
+    T = cfg.stop_after_steps
     latest = ckpt.latest_step()
     if latest is None:
-        return None
-    check_compatible(ckpt.read_meta(latest), meta, latest, run_dir)  # another run's checkpoints are said as such
+        latest = _without_checkpoint(cfg, run_dir, resume)
+        if latest is None:
+            return None
+    else:
+        check_compatible(ckpt.read_meta(latest), meta, latest, run_dir)  # another run's checkpoints are said as such
     if latest > T:
         raise LadderError(f"the checkpoint at step {latest} is past this run's {T} steps: use a fresh run_dir")
     if not resume and latest == T:
@@ -408,6 +448,37 @@ def _resume_point(ckpt: Checkpointer, meta: dict[str, Any], T: int, run_dir: Pat
             "that run, or choose another run_dir"
         )
     return latest
+
+
+def _without_checkpoint(cfg: RunConfig, run_dir: Path, resume: bool) -> int | None:
+    """Where `run_dir` holds no checkpoint: the last step for a run that finished with this very config (its
+    checkpoints removed since, to free the disk), None to train from step 0, or a `LadderError` where that would
+    replace metrics past step 0. A resumed run that was stopped before its first checkpoint does start over (what
+    its stop said it would); one whose status is past a checkpoint step lost its checkpoints, and is refused."""
+    T = cfg.stop_after_steps
+    logged = _last_logged_step(run_dir)
+    if logged >= T and finished_in(run_dir, cfg):
+        return T
+    if logged <= 0:
+        return None
+    reached = run_step(run_dir)
+    first_save = min(checkpoint_steps(cfg))
+    if resume and reached < first_save:
+        return None
+    if reached < first_save:
+        raise LadderError(f"{run_dir} holds metrics up to step {logged} but no checkpoint to continue from: training "
+                          "from step 0 would replace them. Use a fresh run_dir to keep them, or pass --resume (or "
+                          f"remove {run_dir}) to train the run again from step 0")
+    raise LadderError(f"{run_dir} holds metrics up to step {logged}, its status says {run_state(run_dir)} at step "
+                      f"{reached}, but its checkpoints are gone ({run_dir / runfiles.CHECKPOINT_DIR}): training from "
+                      f"step 0 would replace those metrics. Use a fresh run_dir to keep them, or remove {run_dir} to "
+                      "train the run again from step 0")
+
+
+def _last_logged_step(run_dir: Path) -> int:
+    """The last step the run's metrics file holds (0 for none)."""
+    steps = [r["step"] for r in runfiles.metric_records(run_dir) if isinstance(r.get("step"), int)]
+    return max(steps, default=0)
 
 
 def _throughput(tokens_per_second: float, flops_per_token: float, peak: float) -> dict[str, float]:
