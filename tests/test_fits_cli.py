@@ -975,17 +975,26 @@ def test_a_csv_of_checkpoints_with_planned_steps_leaves_out_a_run_that_stopped_s
     out = json.loads(res.stdout)
     assert out["n_runs"] == 3
     assert out["notes"][-1] == ("left out, stopped short of its plan ('total_steps'; the law fits final losses): "
-                                "d2048 (at 80%)")
+                                "d2048 (at step 16,063 of 20,072)")
     one_error_line(run("fit", "endpoint", "--csv", table, "--where", "run_id=d2048"),
-                   "no run reaches the end of its plan", "d2048 (at 80%)")
+                   "no run reaches the end of its plan", "d2048 (at step 16,063 of 20,072)")
     table.write_text(table.read_text().replace("total_steps", "planned"))  # a column of another name is not read
     res = run("fit", "endpoint", "--csv", table, "--format", "json")
     assert json.loads(res.stdout)["n_runs"] == 4  # nothing tells the plan: every last checkpoint is a final
     res = run("fit", "endpoint", "--csv", table, "--total-steps-col", "planned", "--format", "json")
-    assert json.loads(res.stdout)["n_runs"] == 3 and "d2048 (at 80%)" in json.loads(res.stdout)["notes"][-1]
+    assert json.loads(res.stdout)["n_runs"] == 3 and "d2048 (at step " in json.loads(res.stdout)["notes"][-1]
     one_error_line(run("backtest", "--form", "endpoint", "--csv", table, "--total-steps-col", "planned"),
-                   "holding out the 1 largest leaves 2 runs", "d2048 (at 80%)")
+                   "holding out the 1 largest leaves 2 runs", "d2048 (at step ")
     one_error_line(run("fit", "endpoint", "--csv", table, "--total-steps-col", "plnned"), "plnned")
+    # found by its name (not named): a blank cell is a plan not known, not a bad row; '' reads no such column
+    text = table.read_text().replace("planned", "total_steps").splitlines()
+    blank = [text[0]] + [",".join(line.split(",")[:-1] + [""]) if line.startswith("d2048") else line for line in text[1:]]
+    table.write_text("\n".join(blank) + "\n")
+    res = run("fit", "endpoint", "--csv", table, "--format", "json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["n_runs"] == 4, res.output  # d2048's plan unknown: kept
+    table.write_text("\n".join(text) + "\n")
+    res = run("fit", "endpoint", "--csv", table, "--total-steps-col", "", "--format", "json")
+    assert json.loads(res.stdout)["n_runs"] == 4
 
 
 def test_a_csv_state_column_leaves_out_the_runs_not_finished_as_the_store_does(tmp_path):

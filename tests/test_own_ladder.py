@@ -107,6 +107,20 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     assert PLAN.rungs[0].name in said and "use --compute 6nd" in said
 
 
+def test_the_figures_draw_rungs_with_only_n_beside_a_target_with_only_fit_flops(tmp_path):
+    """The figures choose their axis themselves: fit FLOPs where the target gives no N, the rungs' 6·N·D then (the
+    refusal of --compute fit is for a user who asked for it)."""
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    target = target_yaml(tmp_path / "big.yaml", active_params=None, fit_flops_per_token=HERO.fit_flops_per_token)
+    res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "store"), "--n-boot", "40",
+                 "--out", str(tmp_path / "pred"))
+    assert res.exit_code == 0, res.output
+    res = invoke("plot", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "store"),
+                 "--out", str(tmp_path / "figs"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "figs" / "ladder_fit.png").is_file() and (tmp_path / "figs" / "hero_curve.png").is_file()
+
+
 def test_a_rung_with_one_eval_does_not_stop_the_prediction(tmp_path):
     csv = ladder_csv(tmp_path / "ladder.csv")
     target = target_yaml(tmp_path / "big.yaml")

@@ -52,7 +52,7 @@ def backtest_command(
     total_steps_col: str | None = typer.Option(None, "--total-steps-col", help="CSV: planned steps column (curve: with "
                                                "--step-col, each row's fraction; endpoint and surface: a run whose last "
                                                "step falls short is left out; default: a column named total_steps or "
-                                               "stop_after_steps)."),
+                                               "stop_after_steps; '' reads none)."),
     fraction_col: str | None = typer.Option(None, "--fraction-col", help="CSV: fraction column (curve)."),
     every: float = typer.Option(0.05, "--every", help="curve: fractions fitted (every this fraction)."),
     compute: shared.ComputeAxis = shared.COMPUTE,

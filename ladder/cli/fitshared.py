@@ -62,7 +62,8 @@ DEFAULT_STEP_COL = "step"
 STEP_COL = typer.Option(DEFAULT_STEP_COL, "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
 PLANNED_COL = typer.Option(None, "--total-steps-col", help="CSV: column of each run's planned steps: a run whose last "
                            "step falls short of them (crashed, still running) has no final loss and is left out "
-                           "(default: a column named total_steps or stop_after_steps, where the CSV has one).")
+                           "(default: a column named total_steps or stop_after_steps, where the CSV has one; '' "
+                           "reads none).")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
 BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; at most 10,000).")
 SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1).")

@@ -346,22 +346,34 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
     """The last rows of the runs that reached the end of their plans, where the table gives each run's planned steps
     beside its steps (a run that stopped short, crashed or still running, has no final loss: its last checkpoint is
     not one), and a note naming those it leaves out ("" when none, or when the table cannot tell)."""
-    if cols.total_steps:  # named: it must be there, with the steps it divides
+    if cols.total_steps == "":  # --total-steps-col '': no column read
+        return last, ""
+    if cols.total_steps:  # named: it must be there, with the steps it divides and the runs' rows to read them by
+        if cols.run is None:
+            raise LadderError(f"--total-steps-col {cols.total_steps}: {where} is read as one row per run (no run "
+                              "column), so no run's steps can be followed to its plan; name the run column with "
+                              "--run-col, or leave --total-steps-col out")
         _need(df, where, total_steps=cols.total_steps, step=cols.step)
     planned = cols.total_steps or next((c for c in PLANNED_COLUMNS if c in df.columns), None)
     if cols.run is None or not cols.step or cols.step not in df.columns or planned not in df.columns:
         return last, ""
-    total = _numbers(df, planned, where)
+    if cols.total_steps:
+        total = _numbers(df, planned, where)
+    else:  # found by its name: a run without a number there is not known to have stopped short
+        total = pd.to_numeric(df[planned], errors="coerce").to_numpy(dtype=np.float64, copy=True)
+        total[~(total > 0)] = np.nan
     _one_value_per_run(df[cols.run], total, planned, where)
     steps = pd.Series(_numbers(df, cols.step, where, positive=False), index=df.index)
     frac = (steps / total).groupby(df[cols.run], sort=False)
-    done = {run: reached_end(np.sort(f.to_numpy())) for run, f in frac}
+    known = {run: np.sort(f.dropna().to_numpy()) for run, f in frac}
+    done = {run: not f.size or reached_end(f) for run, f in known.items()}
     keep = last[cols.run].map(done).to_numpy(dtype=bool)
     if keep.all():
         return last, ""
-    ends = frac.max()
+    ends, totals = steps.groupby(df[cols.run], sort=False).max(), pd.Series(total, index=df.index).groupby(
+        df[cols.run], sort=False).max()
     note = (f"left out, stopped short of its plan ({planned!r}; the law fits final losses): "
-            + ", ".join(f"{run} (at {ends[run]:.0%})" for run in last[cols.run][~keep]))
+            + ", ".join(f"{run} (at step {ends[run]:,.0f} of {totals[run]:,.0f})" for run in last[cols.run][~keep]))
     if not keep.any():
         raise LadderError(f"{where}: no run reaches the end of its plan, and the law fits final losses ({note})")
     return last[keep], note
@@ -520,8 +532,10 @@ def axis_of(runs: pd.DataFrame, compute: str = "auto") -> str:
     return "6nd" if all(active_params(row) for _, row in runs.iterrows()) else "fit"
 
 
-def compute_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.ndarray, tuple[str, ...]]:
-    """Each run's compute per token on the `compute` axis (`COMPUTE_AXES`), and the note that says which."""
+def compute_per_token(runs: pd.DataFrame, compute: str = "auto", asked: bool = True) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each run's compute per token on the `compute` axis (`COMPUTE_AXES`), and the note that says which; "fit"
+    `asked` for by the user (--compute fit) refuses runs without fit FLOPs, one chosen by the caller counts them
+    6·N·D."""
     from ladder.data.runview import SIX_N, active_params, flops_per_token, six_n_note
 
     if axis_of(runs, compute) == "6nd":
@@ -536,7 +550,7 @@ def compute_per_token(runs: pd.DataFrame, compute: str = "auto") -> tuple[np.nda
         return 6.0 * np.array(n, dtype=np.float64), (note,)
     got = [flops_per_token(str(row["name"]), row) for _, row in runs.iterrows()]
     six = [str(name) for name, (_, source) in zip(runs["name"], got) if source == SIX_N]
-    if six and compute == "fit":  # asked for by name: not quietly the other axis (--at values are read on it)
+    if six and compute == "fit" and asked:  # asked for by name: not quietly the other axis (--at values are read on it)
         raise LadderError(f"--compute fit: no fit FLOPs per token (fit_flops_per_token) for {', '.join(six[:5])}"
                           f"{', ...' if len(six) > 5 else ''}; pull them with their FLOPs, or use --compute 6nd "
                           "(or auto, which counts 6·N·D for them)")

@@ -61,7 +61,7 @@ def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[
     token, the axis label and the target's compute at its last planned step."""
     rows = pd.concat([rungs, target]) if len(target) else rungs
     axis = fitdata.axis_of(rows) if len(target) or pred.target_params else "fit"
-    per_token, _ = fitdata.compute_per_token(rows, axis)
+    per_token, _ = fitdata.compute_per_token(rows, axis, asked=False)  # chosen here: 6·N·D where a run lacks FLOPs
     by_run = dict(zip(rows["run_id"].astype(str), per_token))
     last = pred.table.iloc[-1]
     if axis == "fit":
