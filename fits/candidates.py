@@ -219,7 +219,7 @@ class PerFraction:
             shared = None
         E = shared.E if shared is not None else o.E
         fit = fit_per_fraction(C, grid, losses, smooth=smooth, E=E)
-        band, ens = self._band(fit, C, grid, losses, smooth, compute, g, shared)
+        band, ens = self._band(fit, C, grid, losses, smooth, compute, g, shared, reach(runs))
         basis = ("free (A_g, α_g) at every shared fraction" if smooth is None
                  else f"log A_g and α_g polynomials of degree {smooth - 1} in log g")
         E_note = ("E pinned" if o.E is not None else shared.why() if shared is not None
@@ -260,10 +260,11 @@ class PerFraction:
             why += "; " + note
         return Outcome(band, why, params, tuple(warnings))
 
-    def _band(self, fit, C, grid, losses, smooth, compute: float, g: np.ndarray, shared) -> tuple[Band, Ensemble]:
+    def _band(self, fit, C, grid, losses, smooth, compute: float, g: np.ndarray, shared,
+              last: float) -> tuple[Band, Ensemble]:
         """The law's band at the fractions `g` of the target's run: the bootstrap over runs, the runs' scatter about
         the law, and the predictions over the values of E the runs (or the ladder's surface) do not reject; NaN
-        before the first fraction the runs share."""
+        before the first fraction the runs share, and past the `last` they reach (`reach`)."""
         n_boot, seed = self.options.n_boot, self.options.seed
         at = np.clip(g, grid.min(), grid.max())
         point = fit.predict(compute, at)
@@ -289,10 +290,24 @@ class PerFraction:
                 lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
                 hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
         band = Band(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90])
-        # before the first fraction the runs share, and past the last one any reached (eval steps round)
-        outside = (g < grid.min() * 0.98) | (g > grid.max() * 1.02)
+        outside = (g < grid.min() * 0.98) | (g > last)  # eval steps round: 2% of slack before the first
         band = Band(*(np.where(outside, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
         return band, ens
+
+
+def reach(runs: list[Run], slack: float = 0.02) -> float:
+    """The last fraction of a run the per-fraction law predicts from `runs`: the end of the plan where a run reached
+    it, or no later eval was due (the rule `ladder.data.fitdata.reached_end` reads: its last eval nearer the end
+    than its usual interval, as at step 23,936 of 24,000 every 128 steps), else the last fraction any run logged,
+    with `slack` for eval steps that round. Past it no run shows how the loss falls on (faster as the LR decays)."""
+    out = 0.0
+    for r in runs:
+        f = np.sort(r.fractions[r.fractions > 0])
+        if not f.size:
+            continue
+        gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
+        out = max(out, 1.0 if 1.0 - f[-1] <= max(gap, 1e-9) else f[-1] * (1 + slack))
+    return out
 
 
 def choose_smooth(runs: list[Run], o: Options, compute: np.ndarray) -> tuple[int | None, str]:

@@ -169,9 +169,9 @@ def compare_ladders(
     at = np.concatenate([ca, [target]])
     mult = laws[1].compute_at(laws[0].predict(at)) / at
 
-    # with E shared and as many sizes as it needs, every usable resample holds all of them: a band of no width
-    no_bands = (f"{n} sizes, the fewest E shared needs: every usable resample holds all of them, so resamples "
-                "cannot vary the fit" if n_boot and mode == "shared" and n == need else "")
+    # with as many sizes as the fit needs, every usable resample holds all of them: a band of no width
+    no_bands = (f"{n} sizes, the fewest E {mode} needs: every usable resample holds all of them, so resamples "
+                "cannot vary the fit" if n_boot and n == need else "")
     draws, gaps, failed = _bootstrap(u, y, col, mode, E_pin, c_ref, n, need, at, target, 0 if no_bands else n_boot, seed)
     if draws is not None:
         draws, gaps = _inflate(draws, gaps, _inflation(mode, n))
@@ -401,10 +401,9 @@ def _band(draws: np.ndarray, point: np.ndarray) -> Band:
 # ---- warnings ---------------------------------------------------------------------------------------
 def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot, ok_fit) -> list[str]:
     out = [] if ok_fit else ["the solver did not converge on the full fit"]
-    if mode == "shared" and n == need:
-        out.append(f"{n} sizes: every usable resample would hold all of them, so no band is given; add rungs")
-    elif mode != "shared" and n <= need:
-        out.append(f"{n} sizes for E {mode}: the resampled fits barely vary the data; add rungs or share E")
+    if n == need:
+        out.append(f"{n} sizes: every usable resample would hold all of them, so no band is given; add rungs"
+                   + ("" if mode == "shared" else " or share E"))
     elif mode == "shared" and n < 5:  # benchmarks/compare_coverage.py: 0.81 with 4 sizes, 0.85-0.93 with 5 or more
         out.append(f"{n} sizes per ladder: on synthetic ladders the 90% band held the true multiplier about 80% "
                    "of the time with 4 sizes (85-93% with 5 or more); add rungs for a band to rely on")

@@ -94,7 +94,7 @@ def write_plan(p: Plan, folder: Path, other: Plan | None = None, say=None) -> li
             if say is not None:
                 say(f"{run_dir}: written by another config of the demo (an earlier version); cleared to train anew")
             shutil.rmtree(run_dir)
-        if not path.exists() or RunConfig.load(path) != cfg:
+        if not path.exists() or RunConfig.load(path, check_coordinates=False) != cfg:
             cfg.save(path)
         out.append((path, cfg))
     return out
@@ -195,7 +195,7 @@ def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
     with trainer_stops_with(proc):
         while proc.poll() is None:
             time.sleep(poll_seconds)
-            if (run_dir_of(path, RunConfig.load(path)) / keys.METRICS_FILE).exists():
+            if (run_dir_of(path, RunConfig.load(path, check_coordinates=False)) / keys.METRICS_FILE).exists():
                 watcher.check()
     if proc.returncode:
         raise LadderError(f"the hero's training stopped with exit code {proc.returncode}; run the demo again to resume it")

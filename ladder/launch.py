@@ -28,14 +28,14 @@ def ladder_runs(folder: Path, rungs_only: bool = False) -> list[tuple[Path, RunC
     """Every RunConfig YAML in `folder`: rungs by fit compute, then the hero. All are checked first."""
     if folder.is_file():
         try:
-            RunConfig.load(folder)
+            RunConfig.load(folder, check_coordinates=False)
         except LadderError as exc:  # a recipe or a target file: named as such, with what to do with it
             raise LadderError(f"--ladder {folder}: is a file, not a ladder folder: {exc}") from None
         raise LadderError(f"--ladder {folder}: is one run config, not a ladder folder: train it alone with `ladder train "
                           f"{folder}`, or its whole ladder with --ladder {folder.parent}")
     if not folder.is_dir():
         raise LadderError(f"--ladder {folder}: no such folder (write one with `ladder plan PRESET --out {folder}`)")
-    runs = [(p, RunConfig.load(p)) for p in sorted(folder.glob("*.yaml"))]
+    runs = [(p, RunConfig.load(p, check_coordinates=False)) for p in sorted(folder.glob("*.yaml"))]
     if not runs:
         raise LadderError(f"--ladder {folder}: no run config (*.yaml) in it")
     runs.sort(key=lambda pc: (pc[1].role == "hero", pc[1].fit_flops, pc[1].name))
@@ -103,7 +103,7 @@ def _overwrite_in_place(path: Path, data: bytes) -> None:
 
 def same_config(run_dir: Path, cfg: RunConfig) -> bool:
     try:
-        return RunConfig.load(run_dir / runfiles.CONFIG_FILE) == cfg
+        return RunConfig.load(run_dir / runfiles.CONFIG_FILE, check_coordinates=False) == cfg
     except LadderError:
         return False
 

@@ -757,7 +757,7 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     assert table.exit_code == 0 and "None" not in table.stdout and "2.05" in table.stdout
     error = preds["predictions"][0]["median"] / 2.05 - 1  # the actual loss beside the prediction, and the error
     assert "actual (loss)" in table.stdout and f"{error:+.2%}" in table.stdout
-    assert [p["error"] for p in preds["predictions"]] == [pytest.approx(error), None]  # the JSON has it too
+    assert [p["predicted_error"] for p in preds["predictions"]] == [pytest.approx(error), None]  # the JSON too
     wide = tmp_path / "wide.csv"  # a targets' table of many columns: two shown whole, the rest said to be in the JSON
     wide.write_text("name,params,tokens,size,lr,batch,seq,notes\n" + "a-very-long-target-name-of-the-ladder,7e9,1.4e12,"
                     "7B,3e-4,4M,4096,first\n")

@@ -97,6 +97,8 @@ def test_three_rungs_fit_but_give_no_band_a_resample_cannot_vary():
     assert any("so no band is given" in w for w in r.warnings)
     assert r.n_boot == 0 and r.no_bands.startswith("3 sizes, the fewest E shared needs")  # not a band of no width
     assert "(no band: 3 sizes, the fewest E shared needs" in r.summary()
+    separate = compare_ladders(ca, ya, cb, yb, target=1e21, E="separate", n_boot=50)  # as few sizes as it needs
+    assert separate.n_boot == 0 and separate.no_bands.startswith("3 sizes, the fewest E separate needs")
     four = compare_ladders(*ladders(4, 1.5, 0.002, 0), target=1e21, n_boot=50)
     assert four.n_boot == 50 and not four.no_bands and four.band.hi90[-1] > four.band.lo90[-1]
 

@@ -351,6 +351,11 @@ def test_the_per_fraction_law_predicts_no_step_past_the_last_fraction_the_rungs_
     whole = core.predict([ladder_run(f"r{i}", n, pf_law, np.random.default_rng(i)) for i, n in enumerate(ns)],
                          hero, hero.steps, settings)
     assert np.isfinite(whole.band.median[g >= 0.1]).all()  # rungs to the end of their plans: predicted to the end
+    # a last eval nearer the end than the run's eval interval is its end (no later eval was due), as the store reads it
+    near = [dataclasses.replace(r, steps=r.steps[:-1], values=r.values[:-1]) for r in
+            [ladder_run(f"r{i}", n, pf_law, np.random.default_rng(i)) for i, n in enumerate(ns)]]
+    assert max(r.fractions[-1] for r in near) == pytest.approx(0.95, abs=0.01) and cand.reach(near) == 1.0
+    assert cand.reach(runs) == pytest.approx(max(r.fractions[-1] for r in runs) * 1.02)
 
 
 def test_two_sizes_cannot_be_backtested_and_say_so():

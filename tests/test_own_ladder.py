@@ -158,9 +158,13 @@ def test_rungs_whose_evals_end_before_their_plans_give_no_final_and_every_output
     assert t["median"].notna().sum() > 10 and last < HERO.stop_after_steps
     assert (f"Predicted final eval/loss at step {HERO.stop_after_steps:,}: not predicted (the rungs' evals end "
             f"before their plans do); the prediction ends at step {last:,}") in text
-    assert f"late steps: steps past {last:,} come after the rungs' last evals (at 80% of their plans at most)" in text
+    assert f"late steps: steps past {last:,} ({last / HERO.stop_after_steps:.0%} of the plan) come after the evals" in text
     assert f"valid up to: step {last:,}" in text and "nan" not in text.lower()
-    assert "warning: the rungs' evals end at 80% of their plans at most, so the prediction ends at step" in text
+    assert f"warning: the prediction ends at step {last:,} ({last / HERO.stop_after_steps:.0%} of the plan), where" in text
+    js = json.loads(invoke("predict", "--target", str(target), "--store", str(tmp_path / "s"), "--n-boot", "40",
+                           "--format", "json").stdout)
+    assert js["final"]["median"] is None and js["last_predicted"]["step"] == last
+    assert js["last_predicted"]["median"] == pytest.approx(float(t.loc[t["step"] == last, "median"].iloc[0]))
     report = invoke("report", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "s"),
                     "--out", str(tmp_path / "r.html"))
     assert report.exit_code == 0, report.output

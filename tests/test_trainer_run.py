@@ -332,6 +332,21 @@ def test_a_run_dir_that_cannot_be_a_folder_is_a_user_error(tmp_path, capsys, giv
     assert (tmp_path / "afile").read_text() == ""
 
 
+def test_the_trainer_says_an_edited_coordinates_block_as_ladder_does(tmp_path, capsys):
+    from trainer_jax.__main__ import main
+
+    (tmp_path / "afile").write_text("")
+    cfg = tiny(tmp_path, "data.source=markov").replace(run_dir="afile")  # refused after the config is read
+    path = cfg.save(tmp_path / "run.yaml")
+    steps = f"  stop_after_steps: {cfg.stop_after_steps}\n"
+    path.write_text(path.read_text().replace(steps, "  stop_after_steps: 5\n"))
+    assert main([str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith(f"warning: {path}: coordinates.stop_after_steps: 5 is not what the "
+                                               f"config gives ({cfg.stop_after_steps})")
+    assert err[1].startswith("error: run_dir ")
+
+
 ORBAX_ENOSPC = ('RESOURCE_EXHAUSTED: Error writing "params.wq/0.0" in OCDBT database at local file "/x/10.orbax-checkpoint'
                 '-tmp/": Failed to write 208515 bytes to file 23: No space left on device [os_error_code=\'28\']')
 """What orbax raises (a ValueError from tensorstore) when the disk fills while it saves."""

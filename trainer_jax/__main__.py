@@ -18,10 +18,11 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from ladder import runfiles
-from ladder.errors import LadderError, debug_env
+from ladder.errors import LadderError, debug_env, route_warnings
 
 _RECEIVED: list[tuple[int, float]] = []
 """The stop signals received, in order, with when (the exit code names the last)."""
@@ -85,7 +86,9 @@ def main(argv: list[str] | None = None, as_program: bool = False) -> int:
         # A scheduler's stop (SIGTERM: timeout, preemption, Ray) ends the run as Ctrl-C does: marked crashed.
         before = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _run(args, debug, quiet=as_program and not debug)
+        with warnings.catch_warnings():
+            route_warnings(lambda said: print(f"warning: {said}", file=sys.stderr, flush=True))  # as `ladder` says one
+            return _run(args, debug, quiet=as_program and not debug)
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)

@@ -282,10 +282,12 @@ def edge(x: float | None) -> str:
     return "–" if x is None else f"{x:.4f}" if abs(x) < 1e6 else f"{x:.4g}"
 
 
-def band_text(p: dict, level: str, sep: str = ", ") -> str:
+def band_text(p: dict, level: str, sep: str = ", ", brackets: bool = True) -> str:
     """One band of a prediction as printed: its edges, or "unbounded" where it has none (no spare runs)."""
     lo, hi = p[f"lo{level}"], p[f"hi{level}"]
-    return "unbounded" if lo is None or hi is None else f"[{edge(lo)}{sep}{edge(hi)}]"
+    if lo is None or hi is None:
+        return "unbounded"
+    return f"[{edge(lo)}{sep}{edge(hi)}]" if brackets else f"{edge(lo)}{sep}{edge(hi)}"
 
 
 def bands_text(p: dict) -> str:

@@ -239,11 +239,12 @@ def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
         positive("--optimum-at", c, MAX_COMPUTE, "a run's compute in FLOPs")
         n = float(optimum(c, **fit.params)[1])
         exponents = [fit.params[k] for k in ("alpha", "beta") if k in fit.params]
-        if np.isfinite(n) and exponents and min(exponents) > SANE_EXPONENT and (n < 1 or c / (6 * n) < 1):
+        senseless = not np.isfinite(n) or n < 1 or c / (6 * n) < 1
+        if senseless and np.isfinite(n) and exponents and min(exponents) > SANE_EXPONENT:  # the compute, not the fit
             raise LadderError(f"--optimum-at {c:g}: too little compute for any model (the surface's best size there is "
                               f"N* = {n:.3g} parameters on {c / (6 * max(n, 1e-300)):.3g} tokens); give the compute in "
                               "FLOPs, e.g. 1e23")
-        if not np.isfinite(n) or n < 1 or c / (6 * n) < 1:
+        if senseless:
             shown = ", ".join(f"{k} = {v:.4g}" for k, v in fit.params.items())
             raise LadderError(f"--optimum-at {c:g}: the fitted surface has no least loss at a sensible size (N* = "
                               f"{n:.3g}): a term vanished or an exponent sits near 0 ({shown}), so more tokens or more "
@@ -309,13 +310,13 @@ def _print_bands(preds: list[dict], band: str) -> None:
     if actual is not None:
         table.add_column(f"actual ({actual})", justify="right")
         table.add_column("error", justify="right")
-    for p in preds:
+    for p in with_errors(preds):
         known = actual is not None and p[actual] is not None and p["median"] is not None
-        beside = ([shared.edge(p[actual]), f"{p['median'] / p[actual] - 1:+.2%}"] if known else
+        beside = ([shared.edge(p[actual]), f"{p[ERROR_KEY]:+.2%}"] if known else
                   ["", ""] if actual is not None else [])
         table.add_row(*("" if p[k] is None else str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",
                       f"{p['efolds_out']:.2f}", shared.edge(p["median"]),
-                      shared.band_text(p, "50", " .. ").strip("[]"), shared.band_text(p, "90", " .. ").strip("[]"),
+                      shared.band_text(p, "50", " .. ", brackets=False), shared.band_text(p, "90", " .. ", brackets=False),
                       *beside)
     console.print(table)
 
@@ -335,8 +336,12 @@ def with_errors(preds: list[dict]) -> list[dict]:
     actual = actual_column(preds)
     if actual is None:
         return preds
-    return [p | {"error": p["median"] / p[actual] - 1 if p[actual] is not None and p["median"] is not None else None}
+    return [p | {ERROR_KEY: p["median"] / p[actual] - 1 if p[actual] is not None and p["median"] is not None else None}
             for p in preds]
+
+
+ERROR_KEY = "predicted_error"
+"""The key of a target's error beside its actual loss (not "error": a targets' table may have a column of that name)."""
 
 
 ACTUAL_NAMES = ("loss", "actual", "actual_loss", "final_loss", "eval_loss", "val_loss", "loss_final")

@@ -216,11 +216,16 @@ def score_command(
         warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
                            f"{pred.run_name!r}: its evals are held to the target's prediction")
     actual = st.history([name], [pred.metric], include_nonfinite=True)  # a NaN eval counts outside the bands
-    last = int(pred.table["step"].iloc[-1])
+    t = pred.table
+    predicted = t.loc[np.isfinite(t["median"].to_numpy(float)), "step"]
+    end = int(t["step"].iloc[-1])
+    last = int(predicted.max()) if len(predicted) else end
     past = int((actual["step"] > last).sum())
     if past:
+        why = ("a prediction of a shorter plan?" if last == end else
+               "the rungs' evals end there, and the laws predict no step past them")
         warnings.append(f"{past} eval{'' if past == 1 else 's'} of {name!r} after step {last:,}, where the prediction "
-                        f"ends, {'is' if past == 1 else 'are'} not scored (a prediction of a shorter plan?)")
+                        f"ends, {'is' if past == 1 else 'are'} not scored ({why})")
     sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
     if fmt is Format.json:
         print_json({"run": name, **sc.to_json(), "warnings": warnings})
@@ -352,10 +357,15 @@ def replan_command(
         t.add_row(f"{s:,}", _fmt(row["old"]), _fmt(row["new"]), _fmt(diff, signed=True))
     console.print(t)
     fo, fn = old.final, new.final
-    change = f"{fn['median'] / fo['median'] - 1:+.2%}; " if np.isfinite(fn["median"] / fo["median"]) else ""
-    console.print(f"final loss: old plan {_fmt(fo['median'])} at step {int(fo['step']):,}; new plan "
-                  f"[bold]{_fmt(fn['median'])}[/] at step {int(fn['step']):,} ({change}"
-                  f"90% band {_fmt(fn['lo90'])}–{_fmt(fn['hi90'])})", markup=True)
+    if np.isfinite(fn["median"] / fo["median"]):
+        console.print(f"final loss: old plan {fo['median']:.4f} at step {int(fo['step']):,}; new plan "
+                      f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
+                      f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})", markup=True)
+    else:  # a plan whose final the laws do not predict (the rungs' evals end before it): where each ends
+        from ladder.output.report import final_sentence
+
+        for label, p in (("old plan", old), ("new plan", new)):
+            console.print(f"{label}: {final_sentence(p)}", highlight=False)
     if out is not None:
         from ladder.data.runview import save_target
 

@@ -91,7 +91,7 @@ def train_command(
         raise LadderError(f"{config}: is a folder; give one RUN.yaml, or --ladder {config} to train the ladder planned "
                           "there")
     if config is not None:
-        runs = [(config, RunConfig.load(config))]  # a bad config fails here, with the field named
+        runs = [(config, RunConfig.load(config, check_coordinates=False))]  # a bad config fails here (the trainer warns)
     else:
         runs = ladder_runs(ladder, rungs_only)
     skipped = 0

@@ -320,8 +320,8 @@ def report_command(
         raise LadderError(f"--out {out}: give the HTML file to write, e.g. {out / 'report.html'} (a name without "
                           ".html would be a page no browser opens as one)")
     if out.suffix.lower() not in (".html", ".htm") and not out.exists():
-        raise LadderError(f"--out {out}: give a name ending in .html, e.g. {out.with_suffix('.html')} (a page named "
-                          f"{out.suffix} is one no browser opens as one)")
+        raise LadderError(f"--out {out}: give a name ending in .html, e.g. {out.with_suffix('.html')} (a browser "
+                          f"opens a {out.suffix} file as something else than a page)")
     out = out_file(out, kinds=(".html", ".htm"))
     st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():

@@ -326,7 +326,8 @@ class RunConfig:
         return dump_yaml(self.to_dict(), path)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "RunConfig", check_coordinates: bool = False) -> RunConfig:
+    def from_dict(cls, data: dict[str, Any], where: str = "RunConfig", check_coordinates: bool = False,
+                  stacklevel: int = 2) -> RunConfig:
         """The config in `data`; its ``coordinates`` block is written for readers and always recomputed. With
         `check_coordinates` (a file a person may have edited), a block that disagrees with the config is warned of
         (a `LadderWarning`): an edit there changes nothing, and would otherwise do so without a word. It is not
@@ -339,11 +340,13 @@ class RunConfig:
         if said:
             import warnings
 
-            warnings.warn(said, LadderWarning, stacklevel=2)
+            warnings.warn(said, LadderWarning, stacklevel=stacklevel)
         return cfg
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> RunConfig:
+    def load(cls, path: str | os.PathLike, check_coordinates: bool = True) -> RunConfig:
+        """The run config in the YAML file `path`; `check_coordinates`: warn of a coordinates block that disagrees
+        (a file a person may have edited; not for the tool's own reads of files it wrote or is about to write)."""
         data = load_yaml(path)
         refuse_prediction(path, data, "a run config")
         mark = recipe_mark(data)
@@ -355,7 +358,7 @@ class RunConfig:
             raise LadderError(f"{path}: a target file (a run's coordinates: it has {mark}), not a run config from "
                               f"`ladder plan`; `ladder predict` and `ladder replan` take it with --target {path}, "
                               f"`ladder check` and `ladder compare` with --hero {path}")
-        return cls.from_dict(data, where=str(path), check_coordinates=True)
+        return cls.from_dict(data, where=str(path), check_coordinates=check_coordinates, stacklevel=3)
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)

@@ -109,7 +109,9 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
     if endpoint is not None:
         E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
         predicted_final = None if done else float(pred.table["median"].iloc[-1])
-        paths += plots.save(plots.collapse(finished, E, hero, predicted_final), out, "collapse")
+        # a running hero is collapsed by its predicted final, where there is one (the rungs' evals may end before it)
+        shown = None if predicted_final is not None and not np.isfinite(predicted_final) else hero
+        paths += plots.save(plots.collapse(finished, E, shown, predicted_final), out, "collapse")
     if hero is not None and len(hero.fraction):
         paths += plots.save(plots.residuals(pred, hero), out, "residuals")
     grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs, started)

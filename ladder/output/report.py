@@ -209,13 +209,12 @@ def final_sentence(pred: Prediction, bold: tuple[str, str] = ("", ""), escape=la
     before their plans do), that it is not predicted, and the last step that is."""
     fin = pred.final
     head = f"Predicted final {escape(pred.metric)} at step {int(fin['step']):,}: "
-    rows = pred.table[np.isfinite(pred.table["median"].to_numpy(float))]
+    last = pred.last_predicted
     if np.isfinite(fin["median"]) and not bool(fin["in_assumptions"]):
         valid = pred.assumptions.get("valid up to", "nowhere")
         return head + _with_bands(fin, bold) + f", outside the prediction's assumptions (valid up to {valid}: see them)"
-    if np.isfinite(fin["median"]) or not len(rows):
+    if np.isfinite(fin["median"]) or last is None:
         return head + (_with_bands(fin, bold) if np.isfinite(fin["median"]) else "not predicted")
-    last = rows.iloc[-1]
     return (head + f"not predicted (the rungs' evals end before their plans do); the prediction ends at step "
             f"{int(last['step']):,} ({last['fraction']:.0%} of the plan): " + _with_bands(last, bold))
 

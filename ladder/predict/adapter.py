@@ -157,12 +157,12 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
             if not finite[0]:
                 assumptions["early steps"] = f"steps before {first:,} come before the rungs' first shared eval: not predicted"
             if not finite[-1]:
-                reach = max(float(r.fractions[-1]) for r in rungs)
-                assumptions["late steps"] = (f"steps past {last:,} come after the rungs' last evals (at {reach:.0%} "
-                                             "of their plans at most): not predicted")
-                warnings.append(f"the rungs' evals end at {reach:.0%} of their plans at most, so the prediction ends at "
-                                f"step {last:,} ({last / target.planned_steps:.0%} of the target's plan): the loss falls "
-                                "on to the end of a run, faster as its LR decays, and no rung shows how far")
+                share = f"{last / target.planned_steps:.0%} of the plan"
+                assumptions["late steps"] = (f"steps past {last:,} ({share}) come after the evals of the rungs the law "
+                                             "fits: not predicted")
+                warnings.append(f"the prediction ends at step {last:,} ({share}), where the evals of the rungs the law "
+                                "fits end: the loss falls on to the end of a run, faster as its LR decays, and no rung "
+                                "shows how far; rungs with evals to the end of their plans predict the final")
         assumptions["valid up to"] = _valid_up_to(steps, in_assumptions)
     table = pd.DataFrame({
         "step": steps,

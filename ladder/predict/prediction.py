@@ -108,6 +108,13 @@ class Prediction:
     def final(self) -> pd.Series:
         return self.table.iloc[-1]
 
+    @property
+    def last_predicted(self) -> pd.Series | None:
+        """The last row the laws predict: the final, or where the prediction ends short of it (rungs whose evals
+        end before their plans do); None where no row is predicted."""
+        rows = self.table[np.isfinite(self.table["median"].to_numpy(dtype=float))]
+        return rows.iloc[-1] if len(rows) else None
+
     def at(self, steps: np.ndarray | list[int]) -> pd.DataFrame:
         """Median and bands interpolated at arbitrary steps (log-linear in step between rows)."""
         s = np.asarray(steps, dtype=float)
@@ -139,6 +146,8 @@ class Prediction:
             "rungs": list(self.rungs),
             "target_params": self.target_params,
             "final": {k: _plain(v) for k, v in self.final.items()},
+            "last_predicted": (None if self.last_predicted is None
+                               else {k: _plain(v) for k, v in self.last_predicted.items()}),
             "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
         }
 
