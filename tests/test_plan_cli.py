@@ -54,6 +54,10 @@ def test_plan_table_names_the_runs_and_the_share():
     for name in ("1.6B-A61M", "4.0B-A162M", "11.5B-A481M", "27.7B-A1.2B", "535.3B-A22.8B"):
         assert name in res.stdout
     assert "of the hero's" in res.stdout
+    assert "shortened at step" not in res.stdout  # a hero planned whole: no note under the table
+    hero = plan(load_recipe("micro-cpu")).hero  # its steps and tokens are those of its cut plan: the note says so
+    said = " ".join(run("plan", "micro-cpu").stdout.split())
+    assert f"{hero.name}: {hero.schedule.describe()}" in said and "shortened at step" in said
 
 
 def test_plan_writes_configs_that_load_back(tmp_path):

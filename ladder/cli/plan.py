@@ -106,7 +106,9 @@ def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
 
 
 def plan_table(p: Plan) -> Table:
-    t = Table(title=f"Ladder plan: {p.recipe.name}, {p.recipe.tpp:g} tokens per active parameter")
+    hero = p.hero.schedule
+    edited = f"{p.hero.name}: {hero.describe()}" if hero.edits else None  # its steps and tokens are the cut plan's
+    t = Table(title=f"Ladder plan: {p.recipe.name}, {p.recipe.tpp:g} tokens per active parameter", caption=edited)
     for col in ("run", "width", "depth", "active", "total", "tokens", "steps", "batch", "peak LR", "fit compute (FLOPs)", "of hero"):
         t.add_column(col, justify="left" if col == "run" else "right")
     for run in p.runs():
