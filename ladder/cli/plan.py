@@ -50,15 +50,19 @@ def plan_command(
     _check_hero_hosts(hero_hosts)
     if out is not None:
         out_dir(out)
-    r = override(
-        load_recipe(recipe),
-        tpp=tpp,
-        widths=parse_int_list(widths, "--widths"),
-        depths=parse_int_list(depths, "--depths"),
-        batch_multipliers=parse_int_list(racks, "--racks"),
-        seq_len=seq_len,
-        sets=sets,
-    )
+    base = load_recipe(recipe)
+    try:
+        r = override(
+            base,
+            tpp=tpp,
+            widths=parse_int_list(widths, "--widths"),
+            depths=parse_int_list(depths, "--depths"),
+            batch_multipliers=parse_int_list(racks, "--racks"),
+            seq_len=seq_len,
+            sets=sets,
+        )
+    except LadderError as exc:  # the recipe's check names its field: named by the option given for it
+        raise LadderError(_by_option(str(exc), {"tpp": ("--tpp", tpp), "seq_len": ("--seq-len", seq_len)})) from None
     p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run), hero_hosts)
     if out is not None:
         out_dir(out, files=p.files())  # a folder where a file goes: refused before any file is written
@@ -78,6 +82,14 @@ def plan_command(
         console.print(f"note: {note}")
     if written:
         console.print(f"Wrote {len(written)} files to {out}/ (one RunConfig per run, launch.sh)")
+
+
+def _by_option(message: str, options: dict[str, tuple[str, object]]) -> str:
+    """A recipe's refusal of a field (``seq_len=0 must be ...``) headed by the option that gave the value."""
+    for field, (flag, value) in options.items():
+        if value is not None and message.startswith(f"{field}="):
+            return f"{flag} {value:g}: {message}" if isinstance(value, float) else f"{flag} {value}: {message}"
+    return message
 
 
 def _check_hero_hosts(hosts: int) -> None:
