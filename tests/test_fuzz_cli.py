@@ -251,6 +251,8 @@ PLAN = [
     _plan("racks-count", ["micro-cpu", "--racks", "1,1"], ["--racks gives 2 values for 4 rungs"]),
     _plan("seq-len-zero", ["micro-cpu", "--seq-len", "0"], ["--seq-len 0: seq_len=0", "positive"]),
     _plan("tpp-negative", ["micro-cpu", "--tpp", "-1"], ["--tpp -1: tpp=-1", "positive"]),
+    _plan("wsd-without-cooldown", ["micro-cpu", "--set", "schedule.decay=wsd", "--set", "schedule.cooldown_fraction=0"],
+          ["schedule.cooldown_fraction=0: a WSD schedule cools down at its end"]),
     _plan("seq-len-huge", ["micro-cpu", "--seq-len", "999999999999"], ["seq_len=999,999,999,999", "too large",
                                                                        "at most 16,777,216"]),
     _plan("n-experts-zero", ["micro-cpu", "--set", "arch.n_experts=0"], ["arch.n_experts=0", "top_k=2", "0 experts"]),

@@ -200,6 +200,9 @@ class ScheduleRule:
         in_range("schedule.warmup_fraction", self.warmup_fraction, 0.0, 0.99)
         in_range("schedule.min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
         in_range("schedule.cooldown_fraction", self.cooldown_fraction, 0.0, 1.0)
+        if self.decay == "wsd" and self.cooldown_fraction <= 0:  # the planner would make it one step, without a word
+            raise LadderError(f"schedule.cooldown_fraction={self.cooldown_fraction:g}: a WSD schedule cools down at "
+                              "its end; give its share of the run, e.g. 0.2 (or another decay for none)")
 
 
 @dataclass(frozen=True)
