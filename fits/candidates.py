@@ -44,6 +44,7 @@ from fits.runs import (
     law_compute,
     lr_units_off,
     peak_lr,
+    reached_end,
     same_ratio,
     same_shape,
     same_tokens,
@@ -296,17 +297,14 @@ class PerFraction:
 
 
 def reach(runs: list[Run], slack: float = 0.02) -> float:
-    """The last fraction of a run the per-fraction law predicts from `runs`: the end of the plan where a run reached
-    it, or no later eval was due (the rule `ladder.data.fitdata.reached_end` reads: its last eval nearer the end
-    than its usual interval, as at step 23,936 of 24,000 every 128 steps), else the last fraction any run logged,
-    with `slack` for eval steps that round. Past it no run shows how the loss falls on (faster as the LR decays)."""
+    """The last fraction of a run the per-fraction law predicts from `runs`: the end of the plan where a run
+    `reached_end` (no later eval was due), else the last fraction any run logged, with `slack` for eval steps that
+    round. Past it no run shows how the loss falls on (faster as the LR decays)."""
     out = 0.0
     for r in runs:
         f = np.sort(r.fractions[r.fractions > 0])
-        if not f.size:
-            continue
-        gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
-        out = max(out, 1.0 if 1.0 - f[-1] <= max(gap, 1e-9) else f[-1] * (1 + slack))
+        if f.size:
+            out = max(out, 1.0 if reached_end(f) else f[-1] * (1 + slack))
     return out
 
 

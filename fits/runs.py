@@ -110,6 +110,18 @@ MAX_STEPS = 10**8
 """The most steps a run may have (the planner's limit too): the curve laws hold an LR for every step."""
 
 
+def reached_end(fractions: np.ndarray) -> bool:
+    """Whether a run's evals (fractions of its plan, ascending) reach its planned end: the last is at the end,
+    or no later eval was due (the end is nearer than its usual interval between evals, the median one, as when
+    a run evaluates every 128 steps of 24,000 and its last eval is at step 23,936). A run that stopped short
+    of that (crashed, or still running) has not."""
+    f = np.asarray(fractions, dtype=np.float64)
+    if not f.size:
+        return False
+    gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
+    return bool(1.0 - f[-1] <= max(gap, 1e-9))
+
+
 def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.ndarray:
     """The LR of every step 0 … `last_step` from a logged LR series (e.g. every 50 steps).
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 import fits
 from fits.perfraction import SIZES_PER_FRACTION, sizes_present
-from fits.runs import ONE_RATIO
+from fits.runs import ONE_RATIO, reached_end
 from ladder.config.limits import MAX_COMPUTE, MAX_PARAMS, MAX_TOKENS
 from ladder.data import csvfile
 from ladder.data.endpointcsv import DEFAULT_RUN_COL
@@ -581,18 +581,6 @@ def _store_history(store, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
             "fraction": np.interp(read.steps, steps, h["fraction"].to_numpy(float)),
         })[h.columns])
     return pd.concat(parts, ignore_index=True).astype(hist.dtypes.to_dict())
-
-
-def reached_end(fractions: np.ndarray) -> bool:
-    """Whether a run's evals (fractions of its plan, ascending) reach its planned end: the last is at the end,
-    or no later eval was due (the end is nearer than its usual interval between evals, the median one, as when
-    a run evaluates every 128 steps of 24,000 and its last eval is at step 23,936). A run that stopped short
-    of that (crashed, or still running) has not."""
-    f = np.asarray(fractions, dtype=np.float64)
-    if not f.size:
-        return False
-    gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
-    return bool(1.0 - f[-1] <= max(gap, 1e-9))
 
 
 ROUNDING = 1e-3
