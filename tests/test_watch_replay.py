@@ -339,6 +339,9 @@ def test_a_check_that_only_retries_an_undelivered_webhook_still_says_where_the_r
     outs = [runner.invoke(app, [*watch, "--webhook"]) for _ in range(2)]
     assert [r.exit_code for r in outs] == [5, 5]
     assert "[crashed]" in outs[0].stdout and "webhook delivery failed" in outs[1].stderr
+    # one line however long (to cron mail or a log, not wrapped at 80 columns in mid phrase)
+    (said,) = [x for x in outs[1].stderr.splitlines() if "webhook delivery failed" in x]
+    assert said.endswith("will retry on the next check")
     [line] = outs[1].stdout.splitlines()  # the terminal had the alarm: the retry leaves it the standing verdict
     assert line.split()[0] == "ALARM" and "the run crashed" in line
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from ladder.cli.app import command, console, seconds_until, warn
+from ladder.cli.app import command, console, err_console, seconds_until, warn
 from ladder.config.limits import poll_seconds
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
@@ -132,7 +132,7 @@ def watch_command(
         raise LadderError(f"--jsonl and --state are both {jsonl}; give each its own file")
     sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl, pred.run_name)}
     if webhook:
-        sinks["webhook"] = WebhookSink.from_env()
+        sinks["webhook"] = WebhookSink.from_env(console=err_console)  # its failures on stderr, as every warning
     st = Store(store)
     if source is None:
         st.must_exist("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")

@@ -163,11 +163,11 @@ class WebhookSink:
         self._opener = urllib.request.build_opener(_NoRedirect)
 
     @classmethod
-    def from_env(cls, var: str = WEBHOOK_ENV) -> WebhookSink:
+    def from_env(cls, var: str = WEBHOOK_ENV, console: Console | None = None) -> WebhookSink:
         url = os.environ.get(var, "")
         if not url:
             raise LadderError(f"--webhook needs the webhook URL in the environment variable {var}")
-        return cls(url)
+        return cls(url, console=console)
 
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
         if not alerts:
@@ -196,5 +196,5 @@ class WebhookSink:
                 # HTTPException: an answer that is not HTTP (an http:// URL at an https port, say)
                 reason = type(getattr(exc, "reason", None) or exc).__name__
         self.console.print(f"[yellow]webhook delivery failed after {self.retries} tries ({escape(reason)}); "
-                           "will retry on the next check[/]", highlight=False, markup=True)
+                           "will retry on the next check[/]", highlight=False, markup=True, soft_wrap=True)
         return False
