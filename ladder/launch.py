@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,35 +69,7 @@ def mark_crashed(run_dir: Path) -> bool:
     whether it was marked. The trainer writes this file itself whenever it can (`runfiles`)."""
     if run_state(run_dir) != "running":
         return False
-    return write_status_anyway(run_dir, "crashed", run_step(run_dir))
-
-
-def write_status_anyway(run_dir: Path, state: str, step: int) -> bool:
-    """Write the run's status as `runfiles.write_status` does (atomically); where that fails, overwrite the small file
-    in place, since a full disk has no room for the temporary copy an atomic write needs, and a run that stopped must
-    not go on reading as running. Whether either write succeeded."""
-    try:
-        runfiles.write_status(run_dir, state, step)
-        return True
-    except OSError:
-        pass
-    text = json.dumps({"state": state, "step": int(step), "updated": time.time()}) + "\n"  # runfiles' format
-    try:
-        _overwrite_in_place(Path(run_dir) / runfiles.STATUS_FILE, text.encode())
-    except OSError:
-        return False
-    return True
-
-
-def _overwrite_in_place(path: Path, data: bytes) -> None:
-    """Write `data` over the file's own blocks (a status is a few dozen bytes: within the block the old one holds, so
-    a full disk need give no new one)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
-    try:
-        os.write(fd, data)
-        os.ftruncate(fd, len(data))
-    finally:
-        os.close(fd)
+    return runfiles.write_status_anyway(run_dir, "crashed", run_step(run_dir))
 
 
 def same_config(run_dir: Path, cfg: RunConfig) -> bool:

@@ -38,14 +38,49 @@ def last_checkpoint(run_dir) -> int | None:
 
 def write_status(run_dir, state: str, step: int) -> None:
     """Write ``status.json`` (atomically): the run's `state` and its last completed `step`."""
-    import json
-    import time
     from pathlib import Path
 
     from ladder.files import write_text_atomic
 
-    status = {"state": state, "step": int(step), "updated": time.time()}
-    write_text_atomic(Path(run_dir) / STATUS_FILE, json.dumps(status) + "\n")
+    write_text_atomic(Path(run_dir) / STATUS_FILE, _status_text(state, step))
+
+
+def write_status_anyway(run_dir, state: str, step: int) -> bool:
+    """Write the run's status as `write_status` does (atomically); where that fails, overwrite the small file in
+    place, since a full disk has no room for the temporary copy an atomic write needs, and a run that stopped must
+    not go on reading as running. Whether either write succeeded."""
+    from pathlib import Path
+
+    try:
+        write_status(run_dir, state, step)
+        return True
+    except OSError:
+        pass
+    try:
+        _overwrite_in_place(Path(run_dir) / STATUS_FILE, _status_text(state, step).encode())
+    except OSError:
+        return False
+    return True
+
+
+def _status_text(state: str, step: int) -> str:
+    import json
+    import time
+
+    return json.dumps({"state": state, "step": int(step), "updated": time.time()}) + "\n"
+
+
+def _overwrite_in_place(path, data: bytes) -> None:
+    """Write `data` over the file's own blocks (a status is a few dozen bytes: within the block the old one holds, so
+    a full disk need give no new one)."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        os.write(fd, data)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def metric_records(run_dir) -> list[dict]:

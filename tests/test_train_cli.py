@@ -124,6 +124,6 @@ def test_a_run_is_marked_crashed_in_place_when_the_disk_has_no_room_for_an_atomi
     assert launch.mark_crashed(tmp_path)
     status = json.loads((tmp_path / runfiles.STATUS_FILE).read_text())
     assert (status["state"], status["step"]) == ("crashed", 100)
-    monkeypatch.setattr(launch, "_overwrite_in_place", full)
-    assert not launch.write_status_anyway(tmp_path, "running", 5)
+    monkeypatch.setattr(runfiles, "_overwrite_in_place", full)
+    assert not runfiles.write_status_anyway(tmp_path, "running", 5)
     assert json.loads((tmp_path / runfiles.STATUS_FILE).read_text()) == status

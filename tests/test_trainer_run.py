@@ -362,7 +362,6 @@ def test_a_disk_that_fills_while_training_is_one_line_and_the_run_reads_as_stopp
 
     import orbax.checkpoint as ocp
 
-    from ladder import launch
     from trainer_jax.__main__ import main
 
     full = []
@@ -385,7 +384,7 @@ def test_a_disk_that_fills_while_training_is_one_line_and_the_run_reads_as_stopp
     monkeypatch.setattr(ocp.CheckpointManager, "save", save)
     monkeypatch.setattr(runfiles, "write_status", status_unless_full)
     if not in_place:
-        monkeypatch.setattr(launch, "_overwrite_in_place", refused)
+        monkeypatch.setattr(runfiles, "_overwrite_in_place", refused)
     monkeypatch.delenv(runfiles.RESUME_HINT_ENV, raising=False)
     cfg = tiny(tmp_path, "data.source=markov")
     path = cfg.save(tmp_path / "run.yaml")

@@ -35,7 +35,7 @@ from ladder.config.runconfig import RunConfig
 from ladder.config.spec import ModelSpec
 from ladder.errors import LadderError
 from ladder.files import held, write_text_atomic
-from ladder.launch import finished_in, how_to_continue, run_state, run_step, write_status_anyway
+from ladder.launch import finished_in, how_to_continue, mark_crashed, run_state, run_step
 from trainer_jax.checkpoint import Checkpointer, abstract_like, check_compatible, checkpoint_meta
 from trainer_jax.data import DataSource, make_source
 from trainer_jax.mesh import batch_sharding, make_mesh, replicated, tree_shardings
@@ -283,7 +283,7 @@ def _reads_crashed(run_dir: Path) -> bool | None:
     where it says neither."""
     state = run_state(run_dir)
     if state == "running":
-        return write_status_anyway(run_dir, "crashed", run_step(run_dir))
+        return mark_crashed(run_dir)
     return True if state == "crashed" else None
 
 
@@ -361,7 +361,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
             with contextlib.suppress(OSError):  # (a full disk refuses them: the error on its way says so)
                 log.flush()
         if is_writer:
-            write_status_anyway(run_dir, "crashed", completed)
+            runfiles.write_status_anyway(run_dir, "crashed", completed)
         raise
     finally:
         STEPPING.clear()

@@ -726,8 +726,8 @@ def lr_curves_from_store(store, metric: str, group: str | None = None, role: str
     """Each run's `metric` with the LR of every step, rebuilt from the schedule in its config (edits included), or
     where it declares none from the LR it logged, as `ladder predict` reads it; `scale` names the runs-table column
     the curve laws' power laws use."""
-    from fits.runs import lrs_from_logged
     from ladder import metrics as keys
+    from ladder.data.runview import logged_lr
     from ladder.data.sources.coords import coordinates_from_config
 
     runs = _store_runs(store, group, role, finished=False)
@@ -744,12 +744,10 @@ def lr_curves_from_store(store, metric: str, group: str | None = None, role: str
         if schedule is not None:
             lrs = schedule.lrs(0, max(int(steps.max()), schedule.horizon))
         else:
-            lr = store.history([run["run_id"]], [keys.LEARNING_RATE])
-            if lr.empty:
+            lrs, _ = logged_lr(store, str(run["run_id"]), max(int(run["stop_after_steps"]), int(steps.max())))
+            if lrs is None:
                 raise LadderError(f"run {run['name']!r}: no LR schedule in its config and no {keys.LEARNING_RATE} "
                                   "logged; the curve laws need one: log the LR, or declare the schedule (schedule: "
                                   "{peak_lr, total_steps, warmup_steps, decay, min_lr_ratio} in a --coords file)")
-            end = max(int(run["stop_after_steps"]), int(steps.max()))
-            lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), end)
         out.append(fits.Curve(steps, h["value"].to_numpy(), lrs, float(run[scale]), str(run["name"])))
     return out

@@ -188,10 +188,7 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     flops, flops_from, n = _flops(name, row)
     lrs, logged_to = None, 0
     if schedule is None:  # no declared schedule: the logged LR, if any
-        lr = store.history([run_id], [keys.LEARNING_RATE])
-        if len(lr):
-            lrs = lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), max(stop, int(steps.max())))
-            logged_to = int(lr["step"][np.isfinite(lr["value"])].max())
+        lrs, logged_to = logged_lr(store, run_id, max(stop, int(steps.max())))
     total = schedule.total_steps if schedule is not None else stop
     tpp = declared_tpp(f"run {name!r}", positive_or_none(config.get("tpp")), n, total * int(row["tokens_per_step"]),
                        "import it again (--replace) without tpp, or with the right one")
@@ -202,6 +199,16 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
         read_from=read.read_from,
         noise=read.noise,
     )
+
+
+def logged_lr(store: Store, run_id: str, end: int) -> tuple[np.ndarray | None, int]:
+    """The run's LR at every step to `end`, from the optim/learning_rate it logged (held past its last value), and
+    the last step it logged one at; (None, 0) where it logged none."""
+    lr = store.history([run_id], [keys.LEARNING_RATE])
+    if not len(lr):
+        return None, 0
+    return (lrs_from_logged(lr["step"].to_numpy(), lr["value"].to_numpy(), end),
+            int(lr["step"][np.isfinite(lr["value"])].max()))
 
 
 def eval_grid(store: Store, run_id: str, stop: int, cfg: RunConfig | None) -> np.ndarray:

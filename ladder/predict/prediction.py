@@ -145,9 +145,8 @@ class Prediction:
             "settings": self.settings,
             "rungs": list(self.rungs),
             "target_params": self.target_params,
-            "final": {k: _plain(v) for k, v in self.final.items()},
-            "last_predicted": (None if self.last_predicted is None
-                               else {k: _plain(v) for k, v in self.last_predicted.items()}),
+            "final": _row(self.final),
+            "last_predicted": None if (last := self.last_predicted) is None else _row(last),
             "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
         }
 
@@ -222,6 +221,10 @@ def _checked(table: pd.DataFrame) -> pd.DataFrame:
     if not (np.isfinite(steps).all() and (steps == np.round(steps)).all() and (np.diff(steps) > 0).all()):
         raise ValueError("its steps are not whole numbers rising from row to row")
     return table.assign(step=steps.astype(np.int64))
+
+
+def _row(row: pd.Series) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in row.items()}
 
 
 def _plain(value: Any) -> Any:
