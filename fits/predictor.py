@@ -106,7 +106,11 @@ class Score:
 
     @property
     def score(self) -> float:
-        return 0.5 * (self.final_abs + self.mean_abs) if not self.failed else np.inf
+        """The mean of |final error| and mean |error|; mean |error| alone where no held-out run's end was
+        predicted by every method (the rungs ended early), so that every method is scored alike."""
+        if self.failed:
+            return np.inf
+        return 0.5 * (self.final_abs + self.mean_abs) if self.final_errors.size else self.mean_abs
 
     def record(self) -> dict:
         return {"method": self.method, "held_out": list(self.held_out), "size_ratio": float(np.exp(self.distance)),
@@ -257,18 +261,30 @@ def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
         results = _predict_many(fit_runs, [(h, h.steps) for h in held], settings.candidates, o)
         ok = {n: [isinstance(x, cand.Outcome) for x in res] for n, res in results.items()}
         common = [i for i in range(len(held)) if all(v[i] for v in ok.values() if any(v))]
+        ends = _scored_ends(results, ok, len(held))
         for name, res in results.items():
             keep = [i for i in (common or range(len(held))) if ok[name][i]]
             if not keep:
                 why = next(x for x in res if isinstance(x, str))
                 rows.append(_failed(name, held, distance, why))
                 continue
-            rows.append(_score(name, [held[i] for i in keep], [res[i].band for i in keep], distance))
+            rows.append(_score(name, [held[i] for i in keep], [res[i].band for i in keep], distance,
+                               [ends[i] for i in keep]))
         w = equal_weights([n for n, v in ok.items() if any(v)])
         if len(w) >= 2 and common:
             bands = [ensemble({n: results[n][i].band for n in w}, w) for i in common]
-            rows.append(_score("ensemble", [held[i] for i in common], bands, distance))
+            rows.append(_score("ensemble", [held[i] for i in common], bands, distance, [ends[i] for i in common]))
     return tuple(rows)
+
+
+def _scored_ends(results: dict, ok: dict, n: int) -> list[bool]:
+    """Per held-out run: whether its final eval is scored, which it is where every method that predicted the
+    run reaches that eval. A law whose fitted runs end early predicts nothing past their reach, and its last
+    predicted eval is not the run's end: scoring it there would set an error at 60% of a run beside another
+    law's at its end."""
+    def reaches(name: str, i: int) -> bool:
+        return not ok[name][i] or bool(np.isfinite(results[name][i].band.median[-1]))
+    return [all(reaches(name, i) for name in results) for i in range(n)]
 
 
 def _as_target(r: Run, score_from: float) -> Run:
@@ -281,9 +297,10 @@ def _failed(name: str, held: list[Run], distance: float, why: str) -> Score:
     return Score(name, tuple(h.name for h in held), distance, empty, empty, empty.astype(bool), empty, failed=why)
 
 
-def _score(name: str, held: list[Run], bands: list[Band], distance: float) -> Score:
+def _score(name: str, held: list[Run], bands: list[Band], distance: float, ends: list[bool]) -> Score:
+    """`name`'s errors on the `held` runs; each run's final error where `ends` says its final eval is scored."""
     g, e, inside, finals = [], [], [], []
-    for h, b in zip(held, bands):
+    for h, b, end in zip(held, bands, ends):
         ok = np.isfinite(b.median)
         if not ok.any():
             continue
@@ -291,7 +308,8 @@ def _score(name: str, held: list[Run], bands: list[Band], distance: float) -> Sc
         g.append(h.fractions[ok])
         e.append(err)
         inside.append((b.lo90[ok] <= h.values[ok]) & (h.values[ok] <= b.hi90[ok]))
-        finals.append(err[-1])
+        if end:
+            finals.append(err[-1])
     if not e:
         return _failed(name, held, distance, "no held-out eval inside the fitted fractions")
     return Score(name, tuple(h.name for h in held), distance, np.concatenate(g), np.concatenate(e),
@@ -382,7 +400,8 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     if len(weights) >= 2:
         bands["ensemble"] = ensemble({k: bands[k] for k in weights}, weights)
     warnings = _ladder_warnings(runs, target, outcomes)
-    method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs)
+    ends = any(r.final_errors.size for r in rows)
+    method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs, ends)
     warnings += unchecked + _unused(settings.options, outcomes, failed)
     distance = float(efolds_outside(target.flops_per_token, sizes(runs)))
     g = steps / float(target.planned_steps)
@@ -467,9 +486,10 @@ def _ladder_warnings(runs: list[Run], target: Run, outcomes: dict) -> list[str]:
 
 
 def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcomes: dict, failed: dict,
-            runs: list[Run]) -> tuple[str, str, list[str]]:
+            runs: list[Run], ends: bool = True) -> tuple[str, str, list[str]]:
     """The method that predicts (the settings' own, or with "auto" the lowest backtest score among the laws
-    that apply), why, and a warning where no backtest could choose."""
+    that apply), why, and a warning where no backtest could choose; `ends`: whether the backtest scored any
+    held-out run's final eval."""
     warnings = []
     if settings.method == "auto":
         ranked = sorted((v, k) for k, v in scores.items() if k in bands and np.isfinite(v))
@@ -477,8 +497,9 @@ def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcome
         if ranked:
             better = [k for k, v in scored.items() if k not in bands and v < ranked[0][0]]
             why = (f"lowest backtest score{' of the laws that apply to this target' if better else ''} "
-                   f"({ranked[0][0]:.2%}: mean of |final error| and mean |error| predicting the held-out largest size "
-                   f"from the smaller ones)")
+                   f"({ranked[0][0]:.2%}: {'mean of |final error| and mean |error|' if ends else 'mean |error|'} "
+                   f"predicting the held-out largest size from the smaller ones"
+                   f"{'' if ends else ', whose ends not every law reached: the rungs ended early'})")
             alone = "it needs two laws that apply" + "".join(f" ({k}: {v})" for k, v in failed.items())
             why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: " + failed.get(k, alone)
                            for k in better)

@@ -358,6 +358,25 @@ def test_the_per_fraction_law_predicts_no_step_past_the_last_fraction_the_rungs_
     assert cand.reach(runs) == pytest.approx(max(r.fractions[-1] for r in runs) * 1.02)
 
 
+def test_the_backtest_scores_a_final_only_where_every_law_reached_it():
+    rng = np.random.default_rng(5)
+    ns = 1e5 * 2.0 ** np.arange(4)
+    # the three smaller sizes' evals end at 60% of their plans (still training); the largest finished
+    runs = [ladder_run(f"r{i}{tag}", n, mp_law, rng, ratio=ratio, upto=1.0 if i == 3 else 0.6)
+            for i, n in enumerate(ns) for tag, ratio in (("", TPP), ("-2x", 2 * TPP))]
+    rows = {s.method: s for s in core.backtest(runs, FAST)}
+    assert set(rows) == {"per-fraction", "multipower", "ensemble"} and not any(s.failed for s in rows.values())
+    # the per-fraction law predicts nothing past 60%: no law's final is set beside an error at 60%
+    assert rows["per-fraction"].fractions.max() < 0.62 and rows["multipower"].fractions.max() == 1.0
+    assert all(s.final_errors.size == 0 and s.score == s.mean_abs for s in rows.values())
+    alone = core.backtest(runs, dataclasses.replace(FAST, candidates=("multipower",)))
+    assert [s.final_errors.size for s in alone] == [2]  # the multi-power law alone reaches both held-out ends
+    assert alone[0].score == pytest.approx(0.5 * (alone[0].final_abs + alone[0].mean_abs))
+    hero = ladder_run("hero", ns[-1] * 4, mp_law, rng, noise=0.0)
+    why = core.predict(runs, hero, hero.steps, FAST).why
+    assert "mean |error| predicting the held-out largest size" in why and "the rungs ended early" in why
+
+
 def test_two_sizes_cannot_be_backtested_and_say_so():
     runs, hero = ladder(mp_law, n_sizes=2)
     res = core.predict(runs, hero, hero.steps, FAST)
