@@ -141,6 +141,10 @@ class CorePrediction:
     """log(target size / largest rung size): how far the backtest's errors are carried."""
     fractions: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """The predicted steps as fractions of the target's plan."""
+    carried_from: int | None = None
+    """The last step every law of the ensemble predicts, where later ones are carried on by fewer (`carried_on`)."""
+    carried_by: tuple[str, ...] = ()
+    """The laws that carry the ensemble past `carried_from`."""
 
     def band_for(self, method: str) -> Band:
         """`method`'s band widened by its own backtest errors carried to the target (as the chosen one's is)."""
@@ -208,8 +212,48 @@ def _predict_many(runs: list[Run], jobs: list[tuple[Run, np.ndarray]], names, op
 
 def ensemble(bands: dict[str, Band], weights: dict[str, float]) -> Band:
     """Weighted mean of the medians; each bound's distance from it is the weighted mean distance ⊕ the
-    spread of the medians."""
+    spread of the medians. Past the last step every law predicts, the laws that go on carry it (`carried_on`)."""
     names = [n for n in bands if weights.get(n, 0) > 0]
+    mean = _mean_band(bands, names, weights)
+    return carried_on(mean, {n: bands[n] for n in names}, weights)[0]
+
+
+def carried_on(band: Band, members: dict[str, Band], weights: dict[str, float]) -> tuple[Band, int | None]:
+    """The ensemble `band` past the last step all its `members` predict (the per-fraction law predicts nothing past
+    the fractions its rungs reached; a curve law follows the LR to the end), and that step's index (None where
+    nothing is carried). The members that go on give the shape, scaled to meet the ensemble there: the ensemble
+    sets the level where every law has evidence, and a law that models the schedule says how the loss falls on
+    as the LR decays. Each bound keeps the ensemble's relative reach at that step, or theirs where wider."""
+    ok = np.isfinite(band.median)
+    if not ok.any() or ok[-1]:
+        return band, None
+    i = int(np.flatnonzero(ok)[-1])
+    later = [n for n, b in members.items() if np.isfinite(b.median[i + 1:]).any() and np.isfinite(b.median[i])]
+    if not later or len(later) == len(members):
+        return band, None
+    rest = ensemble({n: members[n] for n in later}, weights)
+    k = band.median[i] / rest.median[i]
+    if not np.isfinite(k) or k <= 0:
+        return band, None
+    out = {"median": band.median.copy()}
+    out["median"][i + 1:] = k * rest.median[i + 1:]
+    for attr, wider in (("lo50", np.minimum), ("hi50", np.maximum), ("lo90", np.minimum), ("hi90", np.maximum)):
+        here = getattr(band, attr)[i] / band.median[i]
+        theirs = getattr(rest, attr)[i + 1:] / rest.median[i + 1:]
+        out[attr] = getattr(band, attr).copy()
+        out[attr][i + 1:] = out["median"][i + 1:] * wider(here, theirs)
+    return Band(**out), i
+
+
+def _carried_from(bands: dict[str, Band], weights: dict[str, float]) -> int | None:
+    """The index past which the ensemble is carried on by fewer laws than it has, or None."""
+    joint = np.all([np.isfinite(bands[k].median) for k in weights], axis=0)
+    if not joint.any() or joint[-1] or not np.isfinite(bands["ensemble"].median[-1]):
+        return None
+    return int(np.flatnonzero(joint)[-1])
+
+
+def _mean_band(bands: dict[str, Band], names: list[str], weights: dict[str, float]) -> Band:
     w = np.array([weights[n] for n in names], dtype=float)
     w = w / w.sum()
     M = np.vstack([bands[n].median for n in names])
@@ -420,9 +464,20 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
     if method == "ensemble":
         why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
+    carried = _carried_from(bands, weights) if method == "ensemble" else None
+    going: list[str] = []
+    if carried is not None:
+        stopped = [k for k in weights if not np.isfinite(bands[k].median[-1])]
+        going = [k for k in weights if k not in stopped]
+        why += (f"; past {g[carried]:.0%} of the plan, where the rungs' evals end and the {' and '.join(stopped)} "
+                f"law stops, the {' and '.join(going)} law's fall from there (as the LR decays) carries the mean on")
+        warnings.append(f"past step {int(steps[carried]):,} ({g[carried]:.0%} of the plan) the prediction rests on the "
+                        f"{' and '.join(going)} law alone: the rungs' evals end there, and rungs with evals to the end "
+                        "of their plans would test it")
     warnings += rising(band, g)
     res = CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
-                         tuple(dict.fromkeys(warnings)), failed, distance, g)
+                         tuple(dict.fromkeys(warnings)), failed, distance, g,
+                         None if carried is None else int(steps[carried]), tuple(going) if carried is not None else ())
     p = res.parts()
     if p:
         lopsided = abs(p["above"] - p["below"]) > 0.1 * p["band"]  # a band in log space, or held to another law

@@ -377,6 +377,42 @@ def test_the_backtest_scores_a_final_only_where_every_law_reached_it():
     assert "mean |error| predicting the held-out largest size" in why and "the rungs ended early" in why
 
 
+def test_past_the_rungs_reach_the_ensemble_is_carried_on_by_the_law_that_goes_on():
+    x = np.linspace(1.0, 2.0, 11)
+    lasting = Band(3.0 / x, 2.9 / x, 3.1 / x, 2.8 / x, 3.2 / x)
+    stops = np.where(np.arange(11) <= 6, 1.0, np.nan)  # the per-fraction law ends at the rungs' reach
+    short = Band(3.3 / x * stops, 3.25 / x * stops, 3.35 / x * stops, 3.2 / x * stops, 3.4 / x * stops)
+    band = core.ensemble({"pf": short, "mp": lasting}, {"pf": 1.0, "mp": 1.0})
+    assert np.isfinite(band.median).all() and np.isfinite(band.hi90).all()
+    # up to the reach the mean of both; past it the lasting law's fall, from the mean's value at the reach
+    assert band.median[6] == pytest.approx(3.15 / x[6])
+    assert band.median[7:] == pytest.approx(3.15 / x[7:])
+    # each bound keeps the mean's relative reach there where it is the wider
+    rel = (band.hi90[6] - band.median[6]) / band.median[6]
+    assert (band.hi90[7:] - band.median[7:]) / band.median[7:] == pytest.approx(np.full(4, rel))
+    alone = core.ensemble({"pf": short}, {"pf": 1.0})
+    assert np.isnan(alone.median[7:]).all()  # no law goes on: nothing is carried
+
+
+def test_rungs_still_training_get_a_final_from_the_ensemble_carried_on():
+    rng = np.random.default_rng(8)
+    ns = 1e5 * 2.0 ** np.arange(4)
+    runs = [ladder_run(f"r{i}{tag}", n, mp_law, rng, ratio=ratio, upto=0.6)
+            for i, n in enumerate(ns) for tag, ratio in (("", TPP), ("-2x", 2 * TPP))]
+    hero = ladder_run("hero", ns[-1] * 4, mp_law, rng, noise=0.0)
+    res = core.predict(runs, hero, hero.steps, dataclasses.replace(FAST, method="ensemble"))
+    pf, mp = res.candidates["per-fraction"].median, res.candidates["multipower"].median
+    i = int(np.flatnonzero(np.isfinite(pf))[-1])
+    assert res.carried_from == hero.steps[i] and res.carried_by == ("multipower",)
+    assert hero.fractions[i] == pytest.approx(0.6, abs=0.02) and np.isfinite(res.band.median[i:]).all()
+    assert res.band.median[-1] / res.band.median[i] == pytest.approx(mp[-1] / mp[i])
+    assert res.band.lo90[-1] <= mp[-1] <= res.band.hi90[-1]  # the band holds the law it rests on
+    assert abs(res.band.median[-1] / hero.values[-1] - 1) < 0.02
+    assert "carries the mean on" in res.why and any("rests on the multipower law alone" in w for w in res.warnings)
+    full = core.predict(runs, hero, hero.steps, dataclasses.replace(FAST, method="per-fraction"))
+    assert full.carried_from is None and np.isnan(full.band.median[-1])  # a law named alone is not carried
+
+
 def test_two_sizes_cannot_be_backtested_and_say_so():
     runs, hero = ladder(mp_law, n_sizes=2)
     res = core.predict(runs, hero, hero.steps, FAST)

@@ -172,6 +172,29 @@ def test_rungs_whose_evals_end_before_their_plans_give_no_final_and_every_output
     assert f"at step {HERO.stop_after_steps:,}: not predicted" in page and ">nan<" not in page.lower()
 
 
+def test_rungs_still_training_are_fitted_with_the_lr_they_logged_so_far(tmp_path):
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    df = pd.read_csv(csv)
+    early = df["step"] <= 0.8 * df["planned"]
+    df.assign(loss=df["loss"].where(early), state="finished").to_csv(csv, index=False)  # the LR logged to the end
+    assert import_csv(csv, tmp_path / "whole").exit_code == 0
+    df[early].assign(state="running").to_csv(csv, index=False)  # rungs still training: their LR logged to 80% too
+    assert import_csv(csv, tmp_path / "running").exit_code == 0
+    target = target_yaml(tmp_path / "big.yaml")
+    args = ("--target", str(target), "--n-boot", "40", "--format", "json")
+    whole = json.loads(invoke("predict", *args, "--store", str(tmp_path / "whole")).stdout)
+    res = invoke("predict", *args, "--store", str(tmp_path / "running"))
+    assert res.exit_code == 0, res.output
+    running = json.loads(res.stdout)
+    # the LR past a rung's last logged value is not known, not held: its schedule's shape is the target's so far
+    assert running["method"] == whole["method"] == "per-fraction"
+    assert running["last_predicted"] == pytest.approx(whole["last_predicted"])
+    n = len(PLAN.rungs)
+    (w,) = [w for w in running["warnings"] if "still training" in w]
+    assert w.startswith(f"{n} rungs (") and " still training at 80% of their plans; the laws take the evals they" in w
+    assert not any("stopped at" in w for w in running["warnings"])
+
+
 def test_the_curve_laws_read_a_run_s_logged_lr_where_it_declares_no_schedule(tmp_path):
     from ladder.data import fitdata
 

@@ -116,6 +116,10 @@ class LadderRun:
             ref = self.schedule.without_edits().lrs(0, last + 1)
         elif self.logged_lrs is not None:
             lrs = self.logged_lrs
+            if with_evals and self.lr_held:
+                # a rung's LR past its last logged value is not known (a rung still training, a logger that
+                # stopped): its schedule's shape is compared with others' as far as it was logged
+                ref = lrs[:self.lr_logged_to + 1]
         steps, values = (self.steps, self.values) if with_evals else (None, None)
         return Run(self.name, self.flops_per_token, self.tokens_per_step, self.planned_steps,
                    np.zeros(0, np.int64) if steps is None else steps, np.zeros(0) if values is None else values,

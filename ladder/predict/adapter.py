@@ -131,14 +131,31 @@ def _held_lr(target: LadderRun) -> str:
             "(schedule: in the --coords file, or a target file with --target) to predict the run as planned")
 
 
+def _short_rungs(rungs: list[LadderRun]) -> list[str]:
+    """One warning for the rungs whose evals end short of their plans, still training and stopped apart."""
+    out = []
+    short = [r for r in rungs if not ran_its_plan(r.state, int(r.steps[-1]), r.planned_steps)]
+    for running in (True, False):
+        these = [r for r in short if (r.state == "running") == running]
+        if not these:
+            continue
+        at = sorted(float(r.fractions[-1]) for r in these)
+        where = f"{at[0]:.0%}" if f"{at[0]:.0%}" == f"{at[-1]:.0%}" else f"{at[0]:.0%}–{at[-1]:.0%}"
+        one = len(these) == 1
+        what = ("still training" if running else "stopped") + f" at {where} of {'its plan' if one else 'their plans'}"
+        listed = named([r.name for r in these])
+        who = (f"rung {listed}" if one else f"{len(these)} rungs ({listed})" if len(these) <= 8
+               else listed.replace("runs", "rungs", 1))
+        out.append(f"{who} {what}; the laws take the evals {'it' if one else 'they'} logged (the per-fraction law fits "
+                   f"{'it' if one else 'them'} where {'it has' if one else 'they have'} data)")
+    return out
+
+
 def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[LadderRun], steps: np.ndarray,
                   settings: PredictSettings) -> Prediction:
     b = result.band
     warnings = flops_notes([*rungs, target]) + list(result.warnings)
-    for r in rungs:
-        if not ran_its_plan(r.state, int(r.steps[-1]), r.planned_steps):
-            warnings.append(f"rung {r.name} stopped at {r.fractions[-1]:.0%} of its plan; the laws take the evals it "
-                            "logged (the per-fraction law fits it where it has data)")
+    warnings += _short_rungs(rungs)
     if target.lr_held:
         warnings.append(f"{target.name}: {_held_lr(target)}")
     in_assumptions, assumptions = _assumptions(rungs, target, steps, settings.ratio_tol)
@@ -164,6 +181,11 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
                                 "fits end: the loss falls on to the end of a run, faster as its LR decays, and no rung "
                                 "shows how far; rungs with evals to the end of their plans predict the final")
         assumptions["valid up to"] = _valid_up_to(steps, in_assumptions)
+    if result.carried_from is not None:
+        at, by = result.carried_from, " and ".join(result.carried_by)
+        assumptions["late steps"] = (f"steps past {at:,} ({at / target.planned_steps:.0%} of the plan) come after the "
+                                     f"rungs' evals: the laws that stop there give way to the {by} law's fall from the "
+                                     "ensemble's value there, as the LR decays")
     table = pd.DataFrame({
         "step": steps,
         "tokens": steps * target.tokens_per_step,
