@@ -151,7 +151,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     write_text_atomic(out / "results.json", json.dumps(result.to_json(), indent=2))
     console.print(f"hero final {escape(pred.metric)}: predicted [bold]{result.final_predicted:.4f}[/], actual "
                   f"[bold]{result.final_actual:.4f}[/]: relative error [bold]{result.final_error:+.2%}[/]", markup=True)
-    console.print(f"whole curve (10%–100% of the run): mean error {result.curve_mean_error:.2%}, worst "
+    console.print(f"whole curve (from 10% of the run to its end): mean error {result.curve_mean_error:.2%}, worst "
                   f"{result.curve_worst_error:.2%}, {result.inside_90:.0%} of evals inside the 90% band")
     if not quick:
         console.print(f"seed noise: the hero's final loss moves by {HERO_SEED_SD:.2%} (one standard deviation over "

@@ -758,6 +758,9 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     error = preds["predictions"][0]["median"] / 2.05 - 1  # the actual loss beside the prediction, and the error
     assert "actual (loss)" in table.stdout and f"{error:+.2%}" in table.stdout
     assert [p["predicted_error"] for p in preds["predictions"]] == [pytest.approx(error), None]  # the JSON too
+    actual.write_text("name,params,tokens,actual\nhero-7b,7e9,1.4e12,2.05\n")  # a column named actual: said once
+    table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual)
+    assert table.exit_code == 0 and "actual (actual)" not in table.stdout and "actual" in table.stdout
     wide = tmp_path / "wide.csv"  # a targets' table of many columns: two shown whole, the rest said to be in the JSON
     wide.write_text("name,params,tokens,size,lr,batch,seq,notes\n" + "a-very-long-target-name-of-the-ladder,7e9,1.4e12,"
                     "7B,3e-4,4M,4096,first\n")

@@ -536,6 +536,12 @@ def test_the_parsers_own_usage_errors_are_one_line_as_every_other(args, words):
     assert all(w in res.stderr for w in words), res.stderr
 
 
+def test_an_unknown_option_is_offered_only_options_of_a_close_name():
+    far, near = (CliRunner().invoke(app, ["predict", o, "x"]) for o in ("--bogus", "--tagret-run"))
+    assert "Possible options" not in far.stderr  # click compares with the dashes: every long option looked close
+    assert "(Possible options: --target, --target-run)" in near.stderr
+
+
 def test_a_group_alone_shows_its_help_and_help_exits_0():
     alone, helped = CliRunner().invoke(app, ["fit"]), CliRunner().invoke(app, ["fit", "--help"])
     assert alone.exit_code == 2 and "Usage: ladder fit" in alone.output and "surface" in alone.output

@@ -10,6 +10,7 @@ message.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
@@ -31,6 +32,16 @@ from rich.text import Text
 from ladder.errors import DEBUG_ENV, LadderError, debug_env, route_warnings
 
 
+def _close_options_only(exc: Exception) -> None:
+    """An unknown option's suggestions, kept only where the names agree past their dashes: click compares them
+    with the dashes, so every long option looks close (`--bogus` was offered `--out`)."""
+    possible = getattr(exc, "possibilities", None)
+    if type(exc).__name__ == "NoSuchOption" and possible:
+        bare = {o.lstrip("-"): o for o in possible}
+        close = difflib.get_close_matches(str(getattr(exc, "option_name", "")).lstrip("-"), list(bare), n=3)
+        exc.possibilities = [bare[o] for o in close]
+
+
 class _OneLineErrors(typer.core.TyperGroup):
     """The top-level group: click's own usage errors (an unknown option, a missing value) end as every other user
     error does, one line on stderr and exit code 2, not typer's boxed panel."""
@@ -44,6 +55,7 @@ class _OneLineErrors(typer.core.TyperGroup):
             if type(exc).__name__ != "NoArgsIsHelpError":  # `ladder fit` alone: its help is already printed
                 ctx = getattr(exc, "ctx", None)
                 path = ctx.command_path if ctx is not None else self._path(sys.argv[1:] if args is None else args)
+                _close_options_only(exc)
                 # typer words a value not among an option's choices as pydantic does ("Value error, 'x' is not ...")
                 message = exc.format_message().replace(": Value error, ", ": ")
                 elsewhere = self._elsewhere(exc) or self._as_option(exc)

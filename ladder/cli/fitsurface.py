@@ -308,7 +308,7 @@ def _print_bands(preds: list[dict], band: str) -> None:
     for name in ("N (params)", "D (tokens)", "e-folds out", "median", "50% band", "90% band"):
         table.add_column(name, justify="right")
     if actual is not None:
-        table.add_column(f"actual ({actual})", justify="right")
+        table.add_column("actual" if actual.strip().lower() == "actual" else f"actual ({actual})", justify="right")
         table.add_column("error", justify="right")
     for p in with_errors(preds):
         known = actual is not None and p[actual] is not None and p["median"] is not None
