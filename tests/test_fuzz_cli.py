@@ -723,6 +723,29 @@ def test_a_reader_that_leaves_the_pipe_is_not_a_bug(tmp_path):
     assert proc.returncode == 141 and proc.stderr == ""
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_reader_that_leaves_in_the_middle_of_a_long_export_ends_it_with_141(tmp_path, fmt):
+    # `ladder history --format csv | head`: the reader takes the first bytes, then leaves while the rest is written;
+    # a write larger than the pipe, cut short so, returns without an error: the command must not say it all went out
+    import subprocess
+    import sys
+
+    csv = tmp_path / "long.csv"
+    steps = np.arange(1, 20_001)
+    pd.DataFrame({"step": steps, "loss": 3.0 + 1.0 / steps}).to_csv(csv, index=False)
+    res = CliRunner().invoke(app, ["import", "csv", str(csv), "--step", "step", "--metric", "eval/loss=loss",
+                                   "--coord", "stop_after_steps=20000", "--coord", "tokens_per_step=10",
+                                   "--coord", "active_params=1000", "--coord", "total_params=unknown",
+                                   "--coord", "fit_flops_per_token=unknown", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    proc = subprocess.Popen([sys.executable, "-c", "from ladder.cli import main; main()", "history", "long", "--store",
+                             str(tmp_path / "s"), "--format", fmt], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and stderr == b""
+
+
 def test_ctrl_c_says_how_to_go_on_and_exits_130(tmp_path):
     # a real SIGINT in the middle of a command: one line on stderr, the shell's code, no traceback
     import signal

@@ -172,13 +172,13 @@ def raw_csv(text: str | bytes, *extra):
 GOOD = [["new-run", 10, 3.5], ["new-run", 20, 3.2]]
 
 # -- import csv: what the issue found --
-case("csv/good", 0, "1 run updated")(one_csv(GOOD))
+case("csv/good", 0, "1 new run")(one_csv(GOOD))
 def _one_run_of_two_rows(store: Path) -> None:
     assert len(Store(store).history("new-run")) == 2
 
 
 # spaces around a run id's cell are no part of its name: one run, found by its name
-case("csv/run-id-padded", 0, "1 run updated", check=_one_run_of_two_rows)(
+case("csv/run-id-padded", 0, "1 new run", check=_one_run_of_two_rows)(
     one_csv([[" new-run ", 10, 3.5], ["new-run", 20, 3.2]]))
 case("csv/id-of-a-trained-rung", 2, "already in the store from local:", "110 rows", "csv:", "--replace")(
     one_csv([[TRAINED, 1, 3.0], [TRAINED, 2, 2.9]]))
@@ -298,7 +298,7 @@ GOOD_LINES = metric_lines(range(1, 21))
 BACK = [*metric_lines(range(1, 21)), *metric_lines(range(5, 9))]
 
 
-case("local/good", 0, "1 run updated")(local(GOOD_LINES, "fresh"))
+case("local/good", 0, "1 new run")(local(GOOD_LINES, "fresh"))
 case("local/negative-step", 2, "line 3", "step -5", "out of range", "skipped fresh")(
     local([*GOOD_LINES[:2], json.dumps({"step": -5, "train/loss": 1.0}), *GOOD_LINES[2:]], "fresh"))
 case("local/step-goes-back-without-marker", 2, "line 23", "step 5 goes back from step 20", "resume marker")(
@@ -425,7 +425,7 @@ def _garbage_beside_good(store: Path) -> None:
     assert len(s.history("good")) == 10 and len(s.history("junk", include_nonfinite=True)) == 0
 
 
-case("offline/good", 0, "1 run updated")(offline(good_wandb))
+case("offline/good", 0, "1 new run")(offline(good_wandb))
 case("offline/garbage-protobuf-valid-crc", 0, "not a wandb record", check=_garbage_beside_good)(
     offline(good_wandb, lambda tmp: wandb_file(tmp, "junk", [b"\xff\xff\xff\xff garbage \x00\x01" * 3])))
 case("offline/garbage-after-good-records", 0, "record 4", "not a wandb record")(

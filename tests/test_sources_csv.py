@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -232,6 +233,22 @@ def test_parquet_nulls_are_not_logged_and_nans_are(tmp_path):
     loss, bpb = h[h["metric"] == "eval/loss"], h[h["metric"] == "eval/bpb"]
     assert list(loss["step"]) == [1, 2, 4] and np.array_equal(loss["value"], [3.0, np.nan, np.inf], equal_nan=True)
     assert list(bpb["step"]) == [1, 2] and np.array_equal(bpb["value"], [1.5, np.nan], equal_nan=True)
+
+
+@pytest.mark.parametrize("column", ["step", "loss"])
+def test_a_parquet_boolean_column_is_no_number(tmp_path, column):
+    """true is a flag, not 1.0: refused in a parquet column as "true" is in a CSV."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    values = {"step": [1, 2, 3], "loss": [3.0, 2.5, None]}
+    values[column] = [True, False, None] if column == "loss" else [True, False, True]
+    pq.write_table(pa.table({"run": ["r"] * 3, **values}), path)
+    source = TableSource(path, ColumnMap(metrics={"eval/loss": "loss"}, run="run", step="step"))
+    what = "value (column 'loss') 'True'" if column == "loss" else "step (column 'step') True"
+    with pytest.raises(LadderError, match=re.escape(f"{path}: row 1: {what} is not a number")):
+        source.read(source.runs()[0])
 
 
 def test_history_exports_nan_and_inf_so_that_an_import_reads_them_back_and_json_keeps_them_apart(tmp_path):
@@ -632,7 +649,7 @@ def test_a_table_of_tokens_without_steps_reads_its_steps_from_the_tokens_per_ste
 def test_a_table_imported_again_by_the_command_is_unchanged(tmp_path):
     path = tmp_path / "t.csv"
     small_table().to_csv(path, index=False)
-    assert "2 runs updated, 0 unchanged" in _import(path, tmp_path / "s").output
+    assert "2 new runs, 0 unchanged (store " in _import(path, tmp_path / "s").output  # new to the store: not "updated"
     assert "0 runs updated, 2 unchanged" in _import(path, tmp_path / "s").output
 
 

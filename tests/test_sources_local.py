@@ -96,26 +96,60 @@ def test_a_line_being_written_waits_and_the_run_is_topped_up(tmp_path):
     assert pairs(store.history(include_nonfinite=True)) == expected(cfg, range(1, cfg.stop_after_steps + 1))
 
 
-def test_the_last_line_of_an_ended_run_is_read_without_its_newline(tmp_path):
-    """A writer that ends without a final newline: once the run's status marks it ended, that line is its last, not
-    one still being written; a line cut off (a crash mid-write) is skipped and said."""
+def test_a_last_line_without_its_newline_is_left_for_the_next_pull_whatever_the_status(tmp_path):
+    """A file still being copied (or a trainer that marked its run before flushing) ends in half a line: it is not
+    read, and the next pull reads it from its start, not from where the earlier one stopped inside it."""
     cfg = RUNGS[0]
     steps = range(1, cfg.stop_after_steps + 1)
+    whole = make_run(tmp_path / "whole", cfg, steps)
+    text = (whole / runfiles.METRICS_FILE).read_text()
+    cut = text.index("\n", len(text) // 2) + 30  # thirty bytes into a line
     for state in ("finished", "crashed"):
         run_dir = make_run(tmp_path / state, cfg, steps, state=state)
         metrics = run_dir / runfiles.METRICS_FILE
-        metrics.write_text(metrics.read_text().rstrip("\n"))
+        metrics.write_text(text[:cut])
         store = Store(tmp_path / f"{state}-store")
-        assert pull(store, LocalSource(run_dir)).pulled[0].rows == len(expected(cfg, steps))
-        assert pairs(store.history(include_nonfinite=True)) == expected(cfg, steps)  # the final eval too
-    cut = make_run(tmp_path / "cut", cfg, steps)
-    metrics = cut / runfiles.METRICS_FILE
-    lines = metrics.read_text().splitlines(keepends=True)
-    metrics.write_text("".join(lines[:-1]) + lines[-1][:15])
-    (got,) = pull(Store(tmp_path / "cut-store"), LocalSource(cut)).pulled
-    assert got.rows == len(expected(cfg, steps)) - 1
-    assert any(f"1 line that is not a JSON object with an integer step skipped (line {len(lines)})" in w
-               for w in got.messages)
+        (first,) = pull(store, LocalSource(run_dir)).pulled
+        line_no = text[:cut].count("\n") + 1
+        said = [m for m in first.messages if "has no newline" in m]
+        assert said == ([f"{metrics}: the run says it finished, but its last line (line {line_no}) has no newline: it "
+                         "is cut short (the file still being written or copied) and was left for the next pull, which "
+                         "reads it whole"] if state == "finished" else [])
+        assert not any("not a JSON object" in m for m in first.messages), first.messages
+        metrics.write_text(text)  # the copy completes
+        (second,) = pull(store, LocalSource(run_dir)).pulled
+        assert not any("not a JSON object" in m or "no newline" in m for m in second.messages), second.messages
+        assert pairs(store.history(include_nonfinite=True)) == expected(cfg, steps)
+    # a writer that ends its file without a newline: a whole last line of an ended run is its last line, read
+    run_dir = make_run(tmp_path / "unended", cfg, steps)
+    (run_dir / runfiles.METRICS_FILE).write_text(text.rstrip("\n"))
+    store = Store(tmp_path / "unended-store")
+    (pulled,) = pull(store, LocalSource(run_dir)).pulled
+    assert not any("no newline" in m for m in pulled.messages) and pairs(store.history(include_nonfinite=True)) == \
+        expected(cfg, steps)
+
+
+def test_values_that_are_not_numbers_are_counted_and_one_too_large_for_a_float_refuses_the_run(tmp_path):
+    """true is a flag, not a loss of 1.0 (`import csv` refuses it too); text, lists and null are counted in one warning
+    that names the first; 1e400 is no float (a run that logged inf writes Infinity) and skips the run, as in a CSV."""
+    cfg = RUNGS[0]
+    run_dir = make_run(tmp_path / "odd", cfg, range(1, 11))
+    lines = len((run_dir / runfiles.METRICS_FILE).read_text().splitlines())
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        for step, value in ((11, True), (12, "abc"), (13, [1, 2]), (14, None), (15, float("inf"))):
+            f.write(json.dumps({"step": step, "train/loss": value}) + "\n")
+    (pulled,) = pull(Store(tmp_path / "s"), LocalSource(run_dir)).pulled
+    assert f"{run_dir / runfiles.METRICS_FILE}: 4 values that are not a number (true/false, text, a list, null) skipped " \
+           f"(the first at line {lines + 1}, 'train/loss')" in pulled.messages
+    logged = Store(tmp_path / "s").history(include_nonfinite=True)
+    assert set(logged["step"]) == set(range(1, 11)) | {15}  # the inf logged as Infinity is a value
+    big = make_run(tmp_path / "big", cfg, range(1, 11))
+    with open(big / runfiles.METRICS_FILE, "a") as f:
+        f.write('{"step": 11, "train/loss": 1e400}\n')
+    with pytest.raises(LadderError, match=re.escape(
+            f"{big / runfiles.METRICS_FILE}: line {lines + 1}: 'train/loss' 1e400 is too "
+            "large for a float (write Infinity where the run logged inf)")):
+        LocalSource(big).read(LocalSource(big).runs()[0])
 
 
 def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
@@ -126,7 +160,11 @@ def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
     fresh = LocalSource(run_dir, clock=lambda: now + 600.0)  # ten quiet minutes: a long eval or checkpoint
     assert pull(Store(tmp_path / "a"), fresh).pulled[0].state == "running"
     stale = LocalSource(run_dir, clock=lambda: now + 3600.0)
-    assert pull(Store(tmp_path / "b"), stale).pulled[0].state == "crashed"
+    (crashed,) = pull(Store(tmp_path / "b"), stale).pulled
+    assert crashed.state == "crashed"
+    assert any(m.startswith(f"{run_dir}: its status.json says 'running', but it wrote nothing for 60 min (a live run "
+                            "writes at least every 30 min): the trainer was killed or lost; marked crashed")
+               for m in crashed.messages), crashed.messages
     (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 30}))
     assert pull(Store(tmp_path / "c"), stale).pulled[0].state == "finished"
 
@@ -343,7 +381,11 @@ def test_cli_pull_local(tmp_path):
     make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
     res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
-    assert cfg.name in res.stdout and "1 run updated, 0 unchanged" in res.stdout
+    assert cfg.name in res.stdout and "1 new run, 0 unchanged" in res.stdout  # new to the store: not "updated"
+    with open(tmp_path / "runs" / cfg.name / runfiles.METRICS_FILE, "a") as f:
+        f.write(line(cfg.stop_after_steps + 1, cfg.tokens_per_step, **{"train/loss": 1.0}))
+    res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0 and "1 run updated, 0 unchanged" in res.stdout, res.output
     res = CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "s")])
     assert res.exit_code == 0 and cfg.name in res.stdout and "rung" in res.stdout
 
@@ -356,7 +398,7 @@ def test_cli_runs_skipped_are_said_one_a_line_after_the_count_of_those_pulled(tm
             f.write(json.dumps({"step": -5, "train/loss": 1.0}) + "\n")
     res = CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2, res.output
-    assert "1 run updated, 0 unchanged, 2 skipped (store " in res.stdout
+    assert "1 new run, 0 unchanged, 2 skipped (store " in res.stdout
     lines = res.stderr.splitlines()
     assert "error: 2 runs skipped (1 run pulled beside them):" in lines
     for cfg in bad:

@@ -97,6 +97,13 @@ def nested_logs():
     return logs
 
 
+def unstepped_logs():
+    """A trainer that logs every 250 steps its step under a key of its own, without wandb's step=: _step counts the
+    20 log calls."""
+    every = PLAIN_COORDS["stop_after_steps"] // 20
+    return [(None, {"trainer/global_step": s, "train/loss": 3.0 + 1.0 / s}) for s in range(every, 5001, every)]
+
+
 def _write(tmp: Path, name: str, spec: dict) -> int:
     path = tmp / f"{name}.json"
     path.write_text(json.dumps(spec))
@@ -108,7 +115,7 @@ def _write(tmp: Path, name: str, spec: dict) -> int:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("wandb")
-    dirs = {k: tmp / k for k in ("hero", "resumed", "killed", "nested")}
+    dirs = {k: tmp / k for k in ("hero", "resumed", "killed", "nested", "unstepped")}
     for d in dirs.values():
         d.mkdir()
     specs = {
@@ -118,6 +125,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
                        config=PLAIN_COORDS, logs=[(s, {"train/loss": 1.0 + s / 1e4}) for s in range(KILLED_STEPS)], kill=True),
         "nested": dict(dir=str(dirs["nested"]), id="nested01", name="nested",
                        config={**PLAIN_COORDS, "stop_after_steps": 20}, logs=nested_logs()),
+        "unstepped": dict(dir=str(dirs["unstepped"]), id="unstep01", name="unstepped", config=PLAIN_COORDS,
+                          logs=unstepped_logs()),
     }
 
     def resumed():
@@ -126,11 +135,11 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         second = _write(tmp, "resumed-2", {**base, "logs": rung_logs(False), "resume": True})
         return first, second
 
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(5) as pool:
         jobs = {k: pool.submit(_write, tmp, k, s) for k, s in specs.items()}
         resumed_codes = pool.submit(resumed)
         codes = {k: j.result() for k, j in jobs.items()}
-    assert codes == {"hero": 0, "killed": -signal.SIGKILL, "nested": 0}
+    assert codes == {"hero": 0, "killed": -signal.SIGKILL, "nested": 0, "unstepped": 0}
     assert resumed_codes.result() == (0, 0)
     return dirs
 
@@ -287,6 +296,39 @@ def test_nested_dicts_nonfinite_values_and_renames(runs, tmp_path):
     assert report["renamed"] == [["eval.paloma.macro_loss", "eval/loss", 4]]
     assert any("not numbers" in m and "note" in m for m in pulled.messages)
     assert store.settings().renames == {"eval.paloma.macro_loss": "eval/loss"}
+
+
+def test_a_number_too_large_for_a_float_refuses_the_run_and_a_boolean_is_no_value():
+    """As in metrics.jsonl and in a CSV: 1e400 (a typo, a unit slip) names its record; wandb writes a logged inf as
+    Infinity, which stays a value; true is a flag, skipped with the values that are not numbers."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from ladder.data.sources.offline import _Decoder
+
+    def history(**values: str):
+        return pb.HistoryRecord(step=pb.HistoryStep(num=3), item=[pb.HistoryItem(key=k, value_json=v)
+                                                                  for k, v in values.items()])
+
+    decoder = _Decoder("_step", "tokens")
+    decoder._history(history(loss="2.5", flag="true", big="Infinity", low="-Infinity"), "f.wandb: record at byte 7")
+    assert _pairs(decoder.take_rows()) == {("loss", 3): 2.5, ("big", 3): math.inf, ("low", 3): -math.inf}
+    assert decoder.warnings() == ["values that are not numbers (true/false, tables, media, text) were skipped for: flag"]
+    with pytest.raises(LadderError, match=r"^f\.wandb: record at byte 7: 'loss' 1e400 is too large for a float \(write "
+                                          r"Infinity where the run logged inf\)$"):
+        decoder._history(history(loss="1e400"), "f.wandb: record at byte 7")
+
+
+def test_a_finished_run_far_short_of_its_plan_by_wandbs_step_suggests_the_key_of_its_own(runs, tmp_path):
+    (pulled,) = pull(Store(tmp_path / "s"), OfflineSource(runs["unstepped"])).pulled
+    assert (pulled.state, pulled.last_step) == ("finished", 19)
+    assert ("finished at step 19, 0.4% of its 5,000 planned steps: wandb's own step (_step) counts log calls, not "
+            "optimizer steps; if the run logs its optimizer step under a key, pull again with --full --step-key KEY "
+            "(keys that look like it: 'trainer/global_step' (last 5,000))") in pulled.messages
+    (right,) = pull(Store(tmp_path / "s"), OfflineSource(runs["unstepped"], step_key="trainer/global_step"),
+                    full=True).pulled
+    assert right.last_step == 5000 and not any("--step-key" in m for m in right.messages)
+    (hero,) = pull(Store(tmp_path / "hero"), OfflineSource(runs["hero"])).pulled
+    assert not any("--step-key" in m for m in hero.messages)  # it ran its plan, cut half way: not short of it
 
 
 # ---- the reader against wandb's own ------------------------------------------------------------------

@@ -387,7 +387,7 @@ def test_rows_without_the_step_key_are_said_and_a_key_no_row_logs_is_refused(tmp
     (got,) = pull(Store(tmp_path / "a"), _source(FakeApi({"team/ladder": [run]}), step_key="trainer/step")).pulled
     assert got.rows_read == 21
     assert "3 history rows have no 'trainer/step' (--step-key) and were skipped; they log 'eval/loss'" in got.messages
-    assert "values that are not numbers (tables, media, text) were skipped for: note" in got.messages
+    assert "values that are not numbers (true/false, tables, media, text) were skipped for: note" in got.messages
     typo = FakeRun("r2", "rung-2", steps=20)
     with pytest.raises(PullSkipped) as err:
         pull(Store(tmp_path / "b"), _source(FakeApi({"team/ladder": [typo]}), step_key="trainer/stp"))

@@ -294,7 +294,26 @@ def _os_message(exc: OSError) -> str:
 
 def print_json(data: Any) -> None:
     """JSON on stdout, nothing else (for `--format json`); NaN and infinities are null (JSON has no such numbers)."""
-    typer.echo(json_text(data))
+    echo(json_text(data) + "\n")
+
+
+def echo(text: str) -> None:
+    """`text` on stdout as it is (CSV, JSON), whole, or a `BrokenPipeError` that the command ends on quietly with
+    `READER_GONE`: a write larger than the pipe holds, cut short by a reader that left (`| head`), returns the
+    bytes it wrote without an error, so the rest is written on until it is all out or the pipe says it is closed."""
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:  # a stream of text alone (a test's capture)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    rest = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+    while rest:
+        written = out.write(rest)
+        if not written:  # a non-blocking stdout that takes nothing: no reader to wait for
+            raise BrokenPipeError("stdout takes no more")
+        rest = rest[written:]
+    out.flush()
 
 
 def json_text(data: Any, indent: int = 2) -> str:

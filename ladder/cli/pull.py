@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ladder.cli.app import Format, app, command, console, err_console, json_text, print_json, warn
+from ladder.cli.app import Format, app, command, console, echo, err_console, json_text, print_json, warn
 from ladder.config.spec import format_count
 from ladder.data.resolve import MetricSettings
 from ladder.data.sources import (
@@ -309,7 +309,12 @@ def _print_pull(result: PullResult, store: Store) -> None:
         warn(message)
     if result.skipped and not (result.pulled or result.unchanged or result.resumed):
         return  # every run skipped: the error says it all
-    parts = [f"{len(result.pulled)} run{'' if len(result.pulled) == 1 else 's'} updated", f"{result.unchanged} unchanged"]
+    added = sum(r.new for r in result.pulled)
+    updated = len(result.pulled) - added
+    parts = [f"{added} new run{'' if added == 1 else 's'}"] if added else []
+    if updated or not added:
+        parts.append(f"{updated} run{'' if updated == 1 else 's'} updated")
+    parts.append(f"{result.unchanged} unchanged")
     if result.resumed:
         parts.append(f"{result.resumed} read by an interrupted run of this pull, committed now")
     if result.skipped:
@@ -464,7 +469,7 @@ def history_command(
         return
     text = _history_text(h, fmt)
     if out is None:
-        typer.echo(text, nl=False)
+        echo(text)
     else:
         try:
             write_text_atomic(out, text)

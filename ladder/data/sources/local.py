@@ -1,13 +1,16 @@
 """The trainer's run directories (`ladder.runfiles`): ``run.yaml``, ``metrics.jsonl``, ``status.json``.
 
 `LocalSource` takes one run directory or a folder of them (``runs/``). ``metrics.jsonl`` is read from
-where the previous read stopped; a line still being written (no newline yet) waits for the next
-read, and a file that was rewritten (a resumed run truncates it to its checkpoint) is read again from
-the start. A line that is not a JSON object with an integer ``step`` is skipped and counted (with its
-line number). Numbers are checked where they enter: a step or token count outside 0..2^63-1, an
-integer too large for a float, or a step that goes back without the trainer's resume marker
-(`ladder.runfiles`) refuses the run with the file and line, and nothing of it is read. The resume
-marker itself is no data: it only says where steps may go back to.
+where the previous read stopped; a last line without its newline is read only where the run's status
+marks it ended and the line is whole (a writer that ends without a newline); else it is being written, or
+copied, and the next read starts at its beginning. A file that was rewritten
+(a resumed run truncates it to its checkpoint) is read again from the start. A line that is not a JSON
+object with an integer ``step`` is skipped and counted (with its line number), and so is a value that is
+not a number (true/false, text, a list, null). Numbers are checked where they enter: a step or token
+count outside 0..2^63-1, a number too large for a float (``1e400``; a run that logged inf writes
+``Infinity``), or a step that goes back without the trainer's resume marker (`ladder.runfiles`) refuses
+the run with the file and line, and nothing of it is read. The resume marker itself is no data: it only
+says where steps may go back to.
 
 Each run is identified by its own folder (``local:/abs/runs/NAME``), not by the folder the pull was
 given, so the same run pulled through ``runs/`` or directly is one run of the store.
@@ -32,8 +35,10 @@ from ladder.data.sources.table import (
     as_number,
     finite_or_nan,
     map_state,
+    too_large,
     whole_count,
 )
+from ladder.durations import span_text
 from ladder.errors import LadderError
 
 _NOT_METRICS = {"step", "tokens", "time", runfiles.RESUME_KEY}
@@ -100,12 +105,8 @@ class LocalSource:
         written = last_write(run_dir)
         state, status = self._state(run_dir, written, warnings)
         marked = map_state(str(status.get("state", ""))) != "running" if status else False  # by the run, not by time
-        rows, end, bad, pos = _read_lines(path, 0 if replace else offset, start, ended=marked)
-        if bad:
-            shown = ", ".join(map(str, bad[:_SHOWN_LINES])) + (", ..." if len(bad) > _SHOWN_LINES else "")
-            lines = "1 line that is" if len(bad) == 1 else f"{len(bad):,} lines that are"
-            warnings.append(f"{path}: {lines} not a JSON object with an integer step skipped "
-                            f"(line{'' if len(bad) == 1 else 's'} {shown})")
+        rows, end, skipped, pos = _read_lines(path, 0 if replace else offset, start, ended=marked)
+        warnings += skipped.warnings(path, finished=str(status.get("state", "")).strip().lower() == "finished")
         config = ref.config if ref.config is not None else _config(run_dir)
         frame = rows.frame()
         _check_finished(status, frame, path, warnings)
@@ -142,8 +143,16 @@ class LocalSource:
             return state, status
         # A trainer killed outright (SIGKILL, out of memory) cannot mark its run: running only while
         # its metrics or its status changed this recently, else it stopped (crashed).
-        changed = -math.inf if written is None else written
-        return ("running" if self.clock() - changed < self.running_window_s else "crashed"), status
+        quiet = self.clock() - (-math.inf if written is None else written)
+        if quiet < self.running_window_s:
+            return "running", status
+        name = runfiles.STATUS_FILE
+        said = (f"its {name} says {status.get('state')!r}" if status
+                else f"its {name} is unreadable" if status_file.exists() else f"it has no {name}")
+        quiet_for = f"for {span_text(quiet)}" if math.isfinite(quiet) else "at all"
+        warnings.append(f"{run_dir}: {said}, but it wrote nothing {quiet_for} (a live run writes at least every "
+                        f"{span_text(self.running_window_s)}): the trainer was killed or lost; marked crashed")
+        return "crashed", status
 
 
 def _check_finished(status: dict, rows, path: Path, warnings: list[str]) -> None:
@@ -189,21 +198,59 @@ class _Position:
         self.high = high
 
 
-def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) -> tuple[RowBuilder, int, list[int], _Position]:
-    """The rows of the lines from `offset` on. A last line without its newline is still being written, unless the
-    run has `ended` (its status marks it finished or crashed): then it is its last line (a writer that ends without
-    a newline), or a line cut off, skipped with the others that are not JSON."""
+class _Skipped:
+    """What a read of a metrics file left out, for its warnings: lines that are not a JSON object with an integer
+    step, values that are not numbers, and a last line without its newline (left for the next read)."""
+
+    def __init__(self) -> None:
+        self.lines: list[int] = []
+        self.values = 0
+        self.first_value = ""
+        """Where the first value that is not a number is: its line and key."""
+        self.unended: int | None = None
+        """The line number of a last line without its newline."""
+
+    def value(self, line: int, key: str) -> None:
+        self.values += 1
+        if self.values == 1:
+            self.first_value = f"line {line}, {key!r}"
+
+    def warnings(self, path: Path, finished: bool) -> list[str]:
+        out = []
+        if self.lines:
+            shown = ", ".join(map(str, self.lines[:_SHOWN_LINES])) + (", ..." if len(self.lines) > _SHOWN_LINES else "")
+            lines = "1 line that is" if len(self.lines) == 1 else f"{len(self.lines):,} lines that are"
+            out.append(f"{path}: {lines} not a JSON object with an integer step skipped "
+                       f"(line{'' if len(self.lines) == 1 else 's'} {shown})")
+        if self.values:
+            values = "1 value that is" if self.values == 1 else f"{self.values:,} values that are"
+            out.append(f"{path}: {values} not a number (true/false, text, a list, null) skipped "
+                       f"(the first at {self.first_value})")
+        if finished and self.unended is not None:  # a run still writing has a line under way as a matter of course
+            out.append(f"{path}: the run says it finished, but its last line (line {self.unended}) has no newline: it "
+                       "is cut short (the file still being written or copied) and was left for the next pull, which "
+                       "reads it whole")
+        return out
+
+
+def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) -> tuple[RowBuilder, int, _Skipped,
+                                                                                     _Position]:
+    """The rows of the lines from `offset` on. A last line without its newline is read only where the run has
+    `ended` (its status marks it finished or crashed) and the line is a whole JSON object (a writer that ends without
+    a newline); else it is a line still being written, or a file still being copied, and the next read starts at it."""
     rows = RowBuilder()
+    skipped = _Skipped()
     if not path.exists():
-        return rows, 0, [], pos
+        return rows, 0, skipped, pos
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read()
-    body = data if ended else data[:data.rfind(b"\n") + 1]
+    body = data[:data.rfind(b"\n") + 1]
+    if ended and _whole_line(data[len(body):]):
+        body = data
     lines = body.split(b"\n")
     if not lines[-1]:  # what follows the last newline: nothing
         lines.pop()
-    bad: list[int] = []
     add = rows.add
     for line in lines:
         pos.line += 1
@@ -214,10 +261,10 @@ def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) ->
             record = json.loads(line)
             step = record["step"]
         except (ValueError, KeyError, TypeError, RecursionError):
-            bad.append(pos.line)
+            skipped.lines.append(pos.line)
             continue
         if not isinstance(step, int) or isinstance(step, bool):
-            bad.append(pos.line)
+            skipped.lines.append(pos.line)
             continue
         step = whole_count(step, "step", where)
         _check_order(record, step, pos, where)
@@ -225,10 +272,39 @@ def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) ->
         for key, raw in record.items():
             if key in _NOT_METRICS:
                 continue
-            value = as_number(raw) if not isinstance(raw, int) else finite_or_nan(raw, repr(key), where)
-            if value is not None:
-                add(step, key, value, tokens)
-    return rows, offset + len(body), bad, pos
+            kind = type(raw)  # a bool is an int to isinstance, but no number to a metric
+            if kind is float:
+                if math.isinf(raw):
+                    _check_spelt_inf(line, where)
+                add(step, key, raw, tokens)
+            elif kind is int:
+                add(step, key, finite_or_nan(raw, repr(key), where), tokens)
+            else:
+                skipped.value(pos.line, key)
+    if data[len(body):].strip():
+        skipped.unended = pos.line + 1
+    return rows, offset + len(body), skipped, pos
+
+
+def _whole_line(tail: bytes) -> bool:
+    """Whether the text after a file's last newline is a whole JSON object (a line cut short is no JSON)."""
+    try:
+        return isinstance(json.loads(tail), dict) if tail.strip() else False
+    except (ValueError, RecursionError):
+        return False
+
+
+class _Overflow(str):
+    """A JSON number no float holds (``1e400``), as written."""
+
+
+def _check_spelt_inf(line: bytes, where: str) -> None:
+    """An infinite value is one the run logged when the line spells it ``Infinity``; a number too large for a float
+    (``1e400``, a typo or a unit slip) is a `LadderError` naming its key."""
+    record = json.loads(line, parse_float=lambda text: _Overflow(text) if math.isinf(float(text)) else float(text))
+    for key, raw in record.items():
+        if isinstance(raw, _Overflow):
+            raise too_large(repr(key), str(raw), where)
 
 
 def _check_order(record: dict[str, Any], step: int, pos: _Position, where: str) -> None:

@@ -40,6 +40,7 @@ from ladder.data.sources.table import (
     concat_rows,
     json_number,
     same_step_key,
+    too_large,
     whole_count,
 )
 from ladder.durations import span_text
@@ -364,6 +365,9 @@ class _Decoder:
                 value = float(text)  # the common case: a plain number as JSON
             except ValueError:
                 value = _item_value(item)
+            else:
+                if math.isinf(value) and text.lstrip("+-").lower() not in ("infinity", "inf"):  # 1e400: no float
+                    raise too_large(repr(key), text, where)
             if value is None:
                 self.skipped.text[key] += 1
                 continue
@@ -408,11 +412,11 @@ def _item_value(item: Any) -> float | None:
         return json_number(item.value_json) if item.value_json else None
     if which == "number":
         return item.number
-    if which in ("integer", "boolean"):
-        return float(getattr(item, which))
+    if which == "integer":
+        return float(item.integer)
     if which == "json":
         return json_number(item.json)
-    return None  # none, text
+    return None  # none, text, boolean (a flag: no number, as "true" is none in a CSV)
 
 
 def _set_path(config: dict[str, Any], path: list[str], value: Any) -> None:

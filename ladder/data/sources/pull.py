@@ -37,7 +37,14 @@ from ladder.data.sources.coords import (
     MissingCoordinates,
     resolve_coordinates,
 )
-from ladder.data.sources.table import SHORT_OF_PLAN, RunRef, SourceRun, check_run_id
+from ladder.data.sources.table import (
+    FAR_SHORT_OF_PLAN,
+    SHORT_OF_PLAN,
+    RunRef,
+    SourceRun,
+    check_run_id,
+    step_key_hint,
+)
 from ladder.data.store import GIVEN_KEY, Store
 from ladder.data.storewriter import StoreWriter
 from ladder.errors import LadderError, SourceUnavailable
@@ -64,6 +71,8 @@ class RunPulled:
     last_step: int | None
     last_fraction: float | None
     messages: tuple[str, ...]
+    new: bool = False
+    """The store held no run of this id before this pull."""
 
 
 @dataclass(frozen=True)
@@ -403,9 +412,7 @@ def _pull_run(
     }
     if usable and _as_stored(prev, row, was, history):
         return None  # a table imported again as it was (--full writes it anew)
-    short = got.whole and not config.get("state") and last_fraction is not None and last_fraction < SHORT_OF_PLAN
-    said = (f"ends at step {last_step:,}, {last_fraction:.0%} of its plan, and the table gives no state: stored as "
-            "finished; a run still training, or one that crashed, needs a column state (running, crashed)",) if short else ()
+    said = _short_of_plan(source, got, config, last_step, coords)
     writer.stage(row, history)
     return RunPulled(
         ref.run_id,
@@ -419,7 +426,25 @@ def _pull_run(
         + ((f"its folder moved: stored from {prev['source']}, which is gone; the store now reads it from {origin}",)
            if relocated else ())
         + tuple(report.messages(stored_report)),
+        new=prev is None,
     )
+
+
+def _short_of_plan(source: Source, got: SourceRun, config: dict[str, Any], last_step: int | None,
+                   coords: Coordinates) -> tuple[str, ...]:
+    """What to say of a run that ends short of its plan where the source cannot know why: a table that gives no
+    state, or a finished wandb run read with wandb's own step, which counts log calls."""
+    if last_step is None:
+        return ()
+    fraction = last_step / (coords.initial_steps or coords.stop_after_steps)
+    if got.whole and not config.get("state") and fraction < SHORT_OF_PLAN:
+        return (f"ends at step {last_step:,}, {fraction:.0%} of its plan, and the table gives no state: stored as "
+                "finished; a run still training, or one that crashed, needs a column state (running, crashed)",)
+    planned = coords.stop_after_steps  # the plan in force at the end: a horizon cut short is no reason to suspect _step
+    by_log_calls = getattr(source, "step_key", None) == "_step"  # wandb's own step
+    if got.state == "finished" and by_log_calls and last_step < FAR_SHORT_OF_PLAN * planned:
+        return (step_key_hint(got.rows, last_step, planned),)
+    return ()
 
 
 def _as_stored(prev: dict[str, Any], row: dict[str, Any], stored: pd.DataFrame | None, history: pd.DataFrame) -> bool:

@@ -181,7 +181,7 @@ class Skipped:
                        f"they log {self._logged()}")
         if self.text:
             keys = ", ".join(sorted(self.text)[:5]) + (", ..." if len(self.text) > 5 else "")
-            out.append(f"values that are not numbers (tables, media, text) were skipped for: {keys}")
+            out.append(f"values that are not numbers (true/false, tables, media, text) were skipped for: {keys}")
         return out
 
     def _logged(self) -> str:
@@ -190,9 +190,9 @@ class Skipped:
 
 
 def as_number(value: Any) -> float | None:
-    """A logged value as a float, or None when it is not a number (text, a table, an image)."""
+    """A logged value as a float, or None when it is not a number (true/false, text, a table, an image)."""
     if isinstance(value, bool):
-        return float(value)
+        return None  # a flag: `import csv` refuses "true" as a value, and no source stores it as 1.0
     if isinstance(value, (int, float)):
         return finite_or_nan(value, "value", "a logged value")
     if isinstance(value, np.generic) and np.issubdtype(type(value), np.number):
@@ -214,6 +214,30 @@ def json_number(text: str) -> float | None:
 
 SHORT_OF_PLAN = 0.98
 """A run marked finished whose last logged step is below this share of its planned steps stopped short of its plan."""
+
+FAR_SHORT_OF_PLAN = 0.5
+"""A finished wandb run read with wandb's own step (``_step``) whose last step is below this share of its plan most
+likely counts log calls, not optimizer steps."""
+
+
+def step_key_hint(rows: pd.DataFrame, last_step: int, planned: int) -> str:
+    """What to say of a finished run read with wandb's own step that ends far short of its `planned` steps: ``_step``
+    counts the run's log calls, so a trainer that logs every few steps without ``step=`` ends there. The keys of
+    `rows` (a raw table) whose values are whole numbers ending past `last_step` are named where they look like the
+    optimizer step: their name says step, or they end near the plan."""
+    value = rows["value"].to_numpy(np.float64)
+    per_key = pd.DataFrame({"whole": np.isfinite(value) & (value == np.round(value)), "last": value}).groupby(
+        rows["metric"].astype(str).to_numpy()).agg(whole=("whole", "all"), last=("last", "max"))
+    named = per_key.index.str.lower().str.contains("step")
+    near = (per_key["last"] >= planned / 2) & (per_key["last"] <= planned * 2)
+    looks = per_key[per_key["whole"] & (per_key["last"] > last_step) & (named | near)]
+    ranked = sorted(looks.index, key=lambda k: ("step" not in k.lower(), abs(looks.at[k, "last"] - planned)))
+    shown = ", ".join(f"{k!r} (last {looks.at[k, 'last']:,.0f})" for k in ranked[:3])
+    return (f"finished at step {last_step:,}, {last_step / planned:.1%} of its {planned:,} planned steps: wandb's own "
+            "step (_step) counts log calls, not optimizer steps; if the run logs its optimizer step under a key, pull "
+            "again with --full --step-key KEY " + (f"(keys that look like it: {shown})" if shown else
+                                                   "(`ladder history RUN --metric all` lists the keys it logs)"))
+
 
 STATES = {"finished": "finished", "running": "running", "pending": "running", "preempting": "running",
           "crashed": "crashed", "failed": "crashed", "killed": "crashed", "preempted": "crashed"}
@@ -262,7 +286,14 @@ def finite_or_nan(value: Any, field: str, where: str) -> float:
     try:
         return float(value)
     except OverflowError:
-        raise LadderError(f"{where}: {field} {_short(value)} is too large for a float") from None
+        raise too_large(field, value, where) from None
+
+
+def too_large(field: str, value: Any, where: str) -> LadderError:
+    """The error for a number no float holds (``1e400``, an integer of 400 digits): a typo or a unit slip, never an
+    inf the run logged (JSON writers spell that ``Infinity``)."""
+    return LadderError(f"{where}: {field} {_short(value)} is too large for a float (write Infinity where the run "
+                       "logged inf)")
 
 
 def check_run_id(run_id: str, where: str) -> str:
@@ -280,5 +311,5 @@ def check_run_id(run_id: str, where: str) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    text = str(value)
     return text if len(text) <= 40 else f"{text[:12]}...({len(text)} digits)"

@@ -382,7 +382,7 @@ class TableSource:
         text = written.astype(str).str.strip()
         logged = ~(written.isna() | text.isin(_NOT_LOGGED)).to_numpy()
         nan = text.str.lower().str.lstrip("+-").isin(_NAN_TEXT).to_numpy()
-        bad = logged & np.isnan(values) & ~nan
+        bad = logged & ((np.isnan(values) & ~nan) | _booleans(column))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise LadderError(f"{self._where(i)}: {what} {written.iloc[i]!r} is not a number "
@@ -399,10 +399,10 @@ class TableSource:
     def _numbers(self, column: pd.Series, what: str) -> np.ndarray:
         """Floats (NaN where empty); a cell that is not a number is a `LadderError` with its line."""
         values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
-        bad = np.isnan(values) & ~column.isna().to_numpy()
+        bad = (np.isnan(values) & ~column.isna().to_numpy()) | _booleans(column)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise LadderError(f"{self._where(i)}: {what} {column.iloc[i]!r} is not a number")
+            raise LadderError(f"{self._where(i)}: {what} {_plain(column.iloc[i])!r} is not a number")
         return values
 
     def _counts(self, column: pd.Series, what: str, empty_ok: bool, whole: bool = True) -> np.ndarray:
@@ -427,6 +427,17 @@ class TableSource:
         if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
             return column.to_numpy()  # exact: an int64 above 2^53 does not survive a float
         return values
+
+
+def _booleans(column: pd.Series) -> np.ndarray:
+    """Where a cell holds true or false (a parquet boolean column): a flag, which pandas would read as 1.0 or 0.0,
+    is no number here, as "true" in a CSV is none."""
+    if pd.api.types.is_bool_dtype(column):
+        return np.ones(len(column), dtype=bool)
+    kind = pd.api.types.infer_dtype(column, skipna=True) if column.dtype == object else ""
+    if kind == "boolean" or kind.startswith("mixed"):  # a CSV's text cells ("string") are checked as text
+        return column.map(lambda cell: isinstance(cell, (bool, np.bool_))).to_numpy(dtype=bool)
+    return np.zeros(len(column), dtype=bool)
 
 
 def _parquet_cells(path: Path, columns: list[str]) -> pd.DataFrame:
