@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from ladder.cli import app
 from ladder.cli.watch import _alerts_end, _source
 from ladder.errors import LadderError
 from ladder.output.report import read_alerts
@@ -154,3 +156,26 @@ def test_a_run_folder_not_made_yet_is_refused_naming_the_folder_that_will_hold_i
     for typo in (Path("typo/runs/hero-1"), tmp_path / "typo" / "runs" / "hero-1", Path("/nowhere-at-all/runs/x")):
         with pytest.raises(LadderError, match=r"no such folder; .* must exist\)$"):
             _source(typo, None, None)
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda d: {**d, "table": "x"}, "its table is not a list of rows"),
+    (lambda d: {k: v for k, v in d.items() if k != "table"}, "it has no table"),
+    (lambda d: {k: v for k, v in d.items() if k != "run_name"}, "it has no run_name field"),
+    (lambda d: [d], "it holds no JSON object"),
+], ids=["table-text", "no-table", "no-run-name", "a-list"])
+def test_a_damaged_prediction_file_is_refused_in_words_not_python_s(tmp_path, damage, says):
+    import pandas as pd
+
+    from ladder.predict.prediction import Prediction
+
+    table = pd.DataFrame({"step": [100, 200], "tokens": [1e5, 2e5], "fraction": [0.5, 1.0], "compute": [1e11, 2e11],
+                          "median": [3.0, 2.9], "lo50": 2.8, "hi50": 3.1, "lo90": 2.7, "hi90": 3.2,
+                          "in_assumptions": True})
+    Prediction("hero", "eval/loss", table, planned_steps=200).save(tmp_path / "pred")
+    path = tmp_path / "pred" / "prediction.json"
+    path.write_text(json.dumps(damage(json.loads(path.read_text()))))
+    res = CliRunner().invoke(app, ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "s"),
+                                   "--once"])
+    assert res.exit_code == 2, res.output
+    assert " ".join(res.output.split()) == f"error: {path}: not a prediction file ({says})"

@@ -346,6 +346,64 @@ def test_a_check_that_only_retries_an_undelivered_webhook_still_says_where_the_r
     assert line.split()[0] == "ALARM" and "the run crashed" in line
 
 
+def test_an_earlier_alert_delivered_late_is_said_so_and_leaves_the_check_its_own_exit_code(tmp_path, replay,
+                                                                                           monkeypatch):
+    """A warning whose post failed is posted at the next check, which judges no new eval and stays OK: exit 0 (the
+    check's verdict, as the help says), one line on the terminal that the earlier alert was delivered now, and a
+    post headed as a re-delivery, not [WARNING] above a verdict of OK."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    posts = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    pred, config, steps, loss = replay
+    t = pred.table.set_index("step")
+    med = t["median"].to_numpy()
+    first_off = med[0] * (1 + max(t["hi50"].iloc[0] / med[0] - 1, 0.005) * 1.2)  # past the 50% band only
+    _, watch = _started(tmp_path, (pred, config, steps, np.r_[first_off, med[1:]]), 4)
+    monkeypatch.setenv("LADDER_WEBHOOK_URL", "http://127.0.0.1:9/hook")  # nothing listens: the post fails
+    first = runner.invoke(app, [*watch, "--webhook"])
+    assert first.exit_code == 4 and "webhook delivery failed" in first.stderr, first.output
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("LADDER_WEBHOOK_URL", f"http://127.0.0.1:{server.server_port}/hook")
+        again = runner.invoke(app, [*watch, "--webhook"])
+        quiet = runner.invoke(app, [*watch, "--webhook"])
+    finally:
+        server.shutdown()
+    assert again.exit_code == 0, again.output
+    [line] = again.stdout.splitlines()
+    assert line.split()[0] == "OK" and line.endswith("last verdict: OK")
+    [late] = again.stderr.splitlines()
+    assert late == (f"webhook: the earlier alert delivered now (warning [deviation] step {steps[0]}); the verdict and "
+                    "exit code are this check's")
+    [post] = posts  # the third check has nothing to post
+    assert post["text"].startswith("[RE-DELIVERED] the earlier alert, not delivered when raised; this check: step ")
+    assert post["verdict"] == "ok" and post["redelivered"] is True
+    assert post["alerts"][0]["key"] == f"deviation:warning:{steps[0]}"
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_a_target_run_that_matches_no_run_names_the_option_and_its_value(tmp_path, replay):
+    _, config, steps, loss = replay
+    _, args = live_run(tmp_path, replay, [json.dumps({"step": int(steps[0]), "eval/loss": float(loss[0])})])
+    res = runner.invoke(app, [*args, "--once", "--target-run", "nosuch"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert f"error: --target-run 'nosuch': local:{tmp_path / 'runs' / config.name} holds {config.name}; give" in said
+    assert "the prediction is for" not in said
+
+
 def test_a_finished_run_whose_evals_all_precede_the_prediction_cannot_be_judged(tmp_path, replay):
     pred, config, steps, loss = replay
     first, spacing = int(steps[0]), int(steps[1] - steps[0])
@@ -540,27 +598,48 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
     assert Prediction.load(folder).schedule["edits"] == [other]
 
 
-def test_a_run_whose_config_trains_another_schedule_than_predicted_is_said_once(tmp_path, replay):
-    """11× the peak LR, another warmup: judged against the prediction of another run, which the watch says (once while
-    it lasts); the run's schedule edits are followed, not reported."""
+def test_a_run_of_other_coordinates_than_predicted_is_refused_and_the_prediction_kept(tmp_path, replay):
+    """Another run's prediction followed with --target-run: its size, tokens per step and schedule are not the run's,
+    so a schedule edit in the run's config is no reason to predict again from it; the watch says which run the
+    prediction is not for and how to predict it (exit 2), and leaves the prediction folder as it was."""
     import dataclasses
 
-    from ladder.watch import AlertRules
-    from ladder.watch.monitor import Watcher
+    pred, config, steps, loss = replay
+    run_dir, watch = _started(tmp_path, (pred, config.replace(schedule=config.schedule.shorten(3000, 20000)),
+                                         steps, loss), 3)
+    T = config.stop_after_steps
+    other = dataclasses.replace(pred, run_name="someone-else-7B", target_params=7e9,
+                                table=pred.table.assign(tokens=pred.table["step"] * 4096),
+                                schedule={"peak_lr": 3e-3, "total_steps": 2 * T, "warmup_steps": 2160, "edits": []})
+    other.save(tmp_path / "prediction")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "prediction").iterdir()}
+    res = runner.invoke(app, [*watch, "--target-run", config.name])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert (f"{config.name} is not the run the prediction in {tmp_path / 'prediction'} was made for (active_params "
+            f"{config.spec.active_params():,} (predicted with 7,000,000,000), tokens_per_step 1 (predicted with 4,096), "
+            f"peak_lr 0.0003 (predicted with 0.003), total_steps {T:,} (predicted with {2 * T:,})); predict it with "
+            f"`ladder predict --target-run {config.name} --store {tmp_path / 'store'} --out NEW_FOLDER`") in said
+    assert "schedule edited" not in said and "Traceback" not in said
+    assert {p.name: p.read_bytes() for p in (tmp_path / "prediction").iterdir() if p.suffix != ".lock"} == before
 
-    plan = {"peak_lr": 3e-4, "warmup_steps": 2160, "decay": "constant", "edits": []}
-    pred = dataclasses.replace(replay[0], schedule=plan)
-    said = []
-    watcher = Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss"), {},
-                      tmp_path / "watch-state.json", warn=said.append)
+
+def test_a_schedule_edit_of_the_predicted_run_is_not_another_run(replay):
+    """Only the edits differ from the prediction's schedule (a cut horizon): the same run, whose prediction is made
+    again from its edited schedule, not refused."""
+    import dataclasses
+
+    from ladder.watch.target import other_run
+
+    pred, config, _, _ = replay
+    plan = {"peak_lr": 3e-4, "total_steps": config.stop_after_steps, "warmup_steps": 2160, "decay": "constant",
+            "edits": []}
+    pred = dataclasses.replace(pred, schedule=plan, target_params=float(config.spec.active_params()))
+    run = pd.Series({"active_params": config.spec.active_params(), "fit_flops_per_token": config.fit_flops_per_token,
+                     "tokens_per_step": 1, "stop_after_steps": 20000})
     cut = {"kind": "shorten", "at_step": 1000, "new_total_steps": 20000}
-    watcher._maybe_repredict({"schedule": {**plan, "edits": [cut]}}, 800)  # an edit only: not another run
-    assert said == []
-    for _ in range(2):
-        watcher._maybe_repredict({"schedule": {**plan, "peak_lr": 3.3e-3, "warmup_steps": 100}}, 800)
-    assert said == [f"{pred.run_name}'s config trains another schedule than the prediction assumed (peak_lr 0.0033 "
-                    "(predicted with 0.0003), warmup_steps 100 (predicted with 2,160)): it is judged against a "
-                    "prediction of another run; make the prediction again from this config with `ladder predict`"]
+    assert other_run(pred, run, {**plan, "edits": [cut]}) == ""
+    assert other_run(pred, run, {**plan, "peak_lr": 3.3e-3}) == "peak_lr 0.0033 (predicted with 0.0003)"
 
 
 def test_a_second_watcher_of_the_same_state_is_refused(tmp_path, replay):
@@ -640,6 +719,8 @@ def test_a_source_that_names_its_runs_only_once_read_is_followed_by_name():
     [ref] = other.runs()
     with pytest.raises(WrongRun, match="the prediction is for 'hero', but .* holds 'rung-1'"):
         other.read(ref)
+    with pytest.raises(WrongRun, match="^--target-run 'nosuch': .* holds 'rung-1'; give the name or id of the run"):
+        only_run(Offline(["rung-1"]), "nosuch", given=True).read(ref)
     with pytest.raises(WrongRun, match="known only once read"):  # several unnamed runs: which one is not known
         only_run(Offline(["hero", "rung-1"]), "hero").runs()
     assert [r.run_id for r in only_run(Offline(["hero", "rung-1"]), "id1").runs()] == ["id1"]  # --target-run ID
@@ -746,7 +827,7 @@ def test_a_deadline_in_hours_keeps_its_time_across_once_checks_and_says_when_it_
 
     res, first = watch("1h")
     assert first["given"] == "1h" and 3500 < first["at"] - json.loads(state_file.read_text())["updated"] <= 3600
-    assert res.exit_code == 5 and "in the 1.0 h left" in " ".join(res.output.split())  # 1 token/s: far short
+    assert res.exit_code == 5 and "by the deadline, 1.0 h from now" in " ".join(res.output.split())  # 1 token/s: far short
     res, again = watch("1h")
     assert again == first and "counted from the first watch given it" in " ".join(res.output.split())
     _, moved = watch("2h")

@@ -137,6 +137,17 @@ def test_stale_and_throughput():
     assert t.level == "warning" and "shorten the horizon to 1,900 steps" in t.message
 
 
+def test_a_throughput_alert_is_shown_at_the_run_s_step_and_kept_once_per_plan():
+    """Labelled with the step the run is at (not the plan's last), and keyed by the plan it threatens: the same
+    alert at a later step is not sent again."""
+    slow = {keys.TOKENS_PER_SECOND: pd.Series([100.0] * 20, index=range(981, 1001))}
+    obs = observed(clean_values()[:10], extra=slow)
+    [t] = R.throughput(obs, now=0.0, rules=AlertRules(deadline=9_000.0))
+    [d] = R.throughput(obs, now=0.0, rules=AlertRules(deadline=-1.0))  # the deadline has passed
+    assert (t.step, t.key, d.step, d.key) == (1000, f"throughput:warning:{STEPS}", 1000, f"deadline:alarm:{STEPS}")
+    assert t.to_json()["step"] == 1000 and t.to_json()["key"] == t.key
+
+
 def test_grad_norm_shape_against_rungs():
     f = np.linspace(0.01, 1, 200)
     rungs = R.RungCurves([f, f], [np.exp(-0.5 * f), np.exp(-0.7 * f)], np.array([1e9, 2e9]))
@@ -194,15 +205,21 @@ def test_webhook_posts_json_to_a_real_server(monkeypatch):
         alert = R.Alert("deviation", "alarm", 800, "eval/loss is +1.2% off")
         assert sink.send([alert], "alarm", "step 800 (40%)")
         assert sink.send([], "ok", "quiet") is True  # nothing to post
-        # an alert a failed post left for a quiet check is headed by its own level, not the check's "ok"
+        # a new alert on an eval judged before, on a check with no new eval, is headed by its level, not "ok"
         assert sink.send([R.Alert("deviation", "warning", 900, "eval/loss is +0.6% off")], "ok", "no new eval")
+        # an earlier alert a failed post left is headed as a re-delivery, above the check's own verdict
+        assert sink.send([R.Alert("deviation", "warning", 700, "eval/loss is +0.7% off")], "ok", "no new eval: OK",
+                         late=True)
     finally:
         server.shutdown()
-    [(ctype, body), (_, retried)] = _Hook.received
+    [(ctype, body), (_, new), (_, late)] = _Hook.received
     assert ctype == "application/json"
     assert body["verdict"] == "alarm" and body["alerts"][0]["key"] == "deviation:alarm:800"
-    assert "+1.2% off" in body["text"]
-    assert retried["verdict"] == "warning" and retried["text"].startswith("[WARNING] no new eval")
+    assert "+1.2% off" in body["text"] and body["redelivered"] is False
+    assert new["verdict"] == "warning" and new["text"].startswith("[WARNING] no new eval")
+    assert late["verdict"] == "ok" and late["redelivered"] is True
+    assert late["text"] == ("[RE-DELIVERED] the earlier alert, not delivered when raised; this check: no new eval: OK\n"
+                            "• warning [deviation] step 700: eval/loss is +0.7% off")
 
 
 def test_webhook_credentials_in_the_url_go_in_an_authorization_header(capsys):

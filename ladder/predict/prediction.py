@@ -179,6 +179,10 @@ class Prediction:
             raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
         try:
             data = json.loads(p.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("it holds no JSON object")
+            if not isinstance(data.get("table"), list) or not all(isinstance(r, dict) for r in data["table"]):
+                raise ValueError("its table is not a list of rows" if "table" in data else "it has no table")
             table = pd.DataFrame(data["table"])
             table = _checked(table) if checked else table.reindex(
                 columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
@@ -198,7 +202,11 @@ class Prediction:
                 rungs=tuple(str(r) for r in data.get("rungs", [])),
                 target_params=positive_or_none(data.get("target_params")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise LadderError(f"{p}: not a prediction file (it has no {exc.args[0]} field)") from None
+        except json.JSONDecodeError as exc:
+            raise LadderError(f"{p}: not a prediction file (not JSON: {exc.msg} at line {exc.lineno})") from None
+        except (TypeError, ValueError) as exc:
             raise LadderError(f"{p}: not a prediction file ({exc})") from None
 
 

@@ -59,7 +59,7 @@ class HorizonFit:
                     f"steps in {h(need)}, before the deadline ({h(hours)} left): the plan fits")
         head = (
             f"at {self.tokens_per_second:,.0f} tokens/s the run reaches step {self.reachable_steps:,} "
-            f"({self.fraction_of_plan:.1%} of the {self.planned_steps:,} planned) in the {h(hours)} left"
+            f"({self.fraction_of_plan:.1%} of the {self.planned_steps:,} planned) by the deadline, {h(hours)} from now"
         )
         if self.fraction_of_plan >= 1 - MAX_CUT:
             return head + (

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +46,7 @@ from ladder.watch.rules import (
 )
 from ladder.watch.sinks import Sink
 from ladder.watch.state import WatchState
+from ladder.watch.target import other_run, schedule_of
 
 EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
 """Exit code of each verdict; 1 (a bug) and 2 (a usage error) belong to the CLI."""
@@ -74,7 +73,8 @@ class CheckResult:
     @property
     def exit_code(self) -> int:
         """The verdict's code, or a new alert's where it is worse (an alert raised on an earlier eval by a rule
-        that now judges it otherwise is new, and a cron job reads the exit code)."""
+        that now judges it otherwise is new, and a cron job reads the exit code; one a failed delivery left for this
+        check is not)."""
         return max(EXIT[self.verdict], EXIT[_worst(list(self.new_alerts))])
 
 
@@ -106,8 +106,6 @@ class Watcher:
     """The prediction file's size and change time when it was read (`prediction_dir`)."""
     _written: dict[str, float] = field(default_factory=dict, repr=False)
     """When the source last saw each run it read write (`PullResult.written`), as of the last pull."""
-    _said_schedule: str = field(default="", repr=False)
-    """How the run's schedule differs from the prediction's, as last said ("" when it does not)."""
     told: set[str] = field(default_factory=set, repr=False)
     """The sinks the last check sent something (a sink with nothing new is not sent to)."""
 
@@ -137,6 +135,7 @@ class Watcher:
             return CheckResult("unreadable", lines=(summary,))
         self._unreadable = None
         config = self.store.config(str(run["run_id"]))
+        self._must_be_predicted(run, config)
         self._maybe_repredict(config, _reached(run))
         obs = self._observed(run, config, state, now)
         finished = str(run["state"]) != "running"
@@ -296,21 +295,26 @@ class Watcher:
         self._state, self._stamp = None, stamp
         return f"the prediction in {self.prediction_dir} was replaced: the run is judged against the new one from here"
 
+    def _must_be_predicted(self, run: pd.Series, config: dict) -> None:
+        """Refuse a run of other coordinates or another schedule than the prediction's target (`other_run`): it is
+        another run, not one whose schedule was edited, and only the user can say which prediction it wants."""
+        other = other_run(self.prediction, run, schedule_of(config))
+        if not other:
+            return
+        name = self.prediction.run_name
+        where = "" if self.prediction_dir is None else f" in {self.prediction_dir}"
+        raise WrongRun(f"{name} is not the run the prediction{where} was made for ({other}); predict it with "
+                       f"`ladder predict --target-run {name} --store {self.store.root} --out NEW_FOLDER` and watch it "
+                       "against that prediction")
+
     def _maybe_repredict(self, config: dict, reached: int) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
         prediction kept in ``earlier-prediction-<time>/``). A prediction that holds the run's edits and more (a
-        `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`)."""
-        sched = _schedule_of(config)
-        if not sched or not self.prediction.schedule:
-            return
+        `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`). The run is the predicted one
+        (`_must_be_predicted`): only its edits may differ."""
+        sched = schedule_of(config)
         plan = self.prediction.schedule
-        other = _other_schedule(sched, plan)
-        if other and other != self._said_schedule and self.warn is not None:
-            self.warn(f"{self.prediction.run_name}'s config trains another schedule than the prediction assumed "
-                      f"({other}): it is judged against a prediction of another run; make the prediction again from "
-                      "this config with `ladder predict`")
-        self._said_schedule = other
-        if self.repredict is None:
+        if not sched or not plan or self.repredict is None:
             return
         if _plan_holds(sched.get("edits", []), plan.get("edits", []), plan.get("replaced", []), reached):
             return
@@ -414,8 +418,11 @@ class Watcher:
 
     def _deliver(self, state: WatchState, alerts: list[Alert], verdict: str, summary: str,
                  quiet: bool = False) -> list[Alert]:
-        """Send each sink its new alerts; with `quiet` (no new eval) a sink with nothing new is skipped."""
-        fresh_any: dict[str, Alert] = {}
+        """Send each sink its new alerts; with `quiet` (no new eval) a sink with nothing new is skipped. An alert
+        another sink had before this check (this sink's delivery of it failed then) is not new: it is sent apart,
+        as late, and does not count toward the check's exit code. Returns the alerts new to every sink."""
+        known = set().union(*(state.delivered(name) for name in self.sinks))
+        new_any: dict[str, Alert] = {}
         for name, sink in self.sinks.items():
             done = state.delivered(name)
             fresh = [a for a in alerts if a.key not in done]
@@ -426,10 +433,15 @@ class Watcher:
                 state.mark(name, list(heard))
                 continue
             self.told.add(name)
-            if sink.send(told, verdict, summary):
-                state.mark(name, [a.key for a in fresh])
-            fresh_any.update({a.key: a for a in fresh})
-        return list(fresh_any.values())
+            late = [a for a in told if a.key in known]
+            new = [a for a in told if a.key not in known]
+            sent = sink.send(new, verdict, summary) if new or not quiet else True  # quiet, earlier alerts only
+            if sent:
+                state.mark(name, [a.key for a in fresh if a not in late])
+            if late and sink.send(late, verdict, summary, late=True):
+                state.mark(name, [a.key for a in late])
+            new_any.update({a.key: a for a in fresh if a.key not in known})
+        return list(new_any.values())
 
 
 REPEATING = ("deviation", "drift")
@@ -523,9 +535,11 @@ class _OnlyRun:
     narrowed = True
     """It lists one run of its source: the others are not gone."""
 
-    def __init__(self, source: Source, name: str) -> None:
+    def __init__(self, source: Source, name: str, given: bool = False) -> None:
         self.source = source
         self.name = name
+        self.given = given
+        """The name is --target-run's (else the prediction's)."""
         self.listed = False
         """The last listing found the run, and no read of it has begun since."""
         self.run_id: str | None = None
@@ -551,10 +565,8 @@ class _OnlyRun:
             if unnamed:
                 hint = ("; the names of runs there are known only once read: point the source at the watched run's "
                         "own folder, or give its id with --target-run")
-            else:  # here one run, of another name
-                hint = f", or give --target-run {refs[0].name or refs[0].run_id} where it is that run under another name"
-            raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {others}: "
-                           f"watch the run the prediction was made for{hint}")
+                raise self._wrong(others, "", hint)
+            raise self._wrong(others, refs[0].name or refs[0].run_id)  # here one run, of another name
         self.listed = bool(mine)
         self.run_id = mine[0].run_id if len(mine) == 1 else None
         return mine
@@ -567,9 +579,17 @@ class _OnlyRun:
             return run
         if not named and cursor is not None:  # a read from where the last stopped (a wandb file's new records) need not
             return run                        # name the run again: the store holds it from this source already
-        raise WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds "
-                       f"{', '.join(sorted(named)) or ref.run_id!r}: watch the run the prediction was made for, or give "
-                       f"--target-run {sorted(named)[0] if named else ref.run_id} where it is that run under another name")
+        raise self._wrong(repr(", ".join(sorted(named)) or ref.run_id), sorted(named)[0] if named else ref.run_id)
+
+    def _wrong(self, held: str, other: str, hint: str = "") -> WrongRun:
+        """The source holds `held`, not the run named: by --target-run (a typo, or another run's name), or by the
+        prediction (another run than predicted, or the predicted one under another name, `other`)."""
+        if self.given:
+            hint = hint or f"; give the name or id of the run to follow there (--target-run {other}?)"
+            return WrongRun(f"--target-run {self.name!r}: {self.source.key} holds {held}{hint}")
+        hint = hint or f", or give --target-run {other} where it is that run under another name"
+        return WrongRun(f"the prediction is for {self.name!r}, but {self.source.key} holds {held}: watch the run the "
+                        f"prediction was made for{hint}")
 
 
 class Refused(LadderError):
@@ -594,8 +614,9 @@ def fit_compute(run: pd.Series) -> float:
     return float("nan") if tokens is None or pd.isna(tokens) else float(flops) * float(tokens)
 
 
-def only_run(source: Source, name: str) -> Source:
-    return _OnlyRun(source, name)
+def only_run(source: Source, name: str, given: bool = False) -> Source:
+    """`source` narrowed to the run `name` (`given`: by --target-run, which its errors then name)."""
+    return _OnlyRun(source, name, given)
 
 
 def _worst(alerts: list[Alert]) -> str:
@@ -641,41 +662,3 @@ def _plan_holds(done: list, planned: list, replaced: list, reached: int) -> bool
     if ahead and reached <= min(ahead):  # at the replan's first edit (where `ladder replan` puts it), not past it
         done = [e for e in done if not (e in replaced and reached < int(e.get("at_step", 0)))]
     return done == planned[:len(done)]
-
-
-SCHEDULE_KEYS = ("peak_lr", "total_steps", "warmup_steps", "decay", "min_lr_ratio", "cooldown_steps", "cooldown_shape")
-"""What sets a run's LR sequence before any edit: a run whose config differs here is another run than predicted."""
-
-
-def _other_schedule(run: dict, plan: dict) -> str:
-    """How the run's schedule differs from the prediction's before any edit (edits are followed, not judged), e.g.
-    ``peak_lr 0.05 (predicted with 0.00447)``; "" where it does not."""
-    out = []
-    for key in SCHEDULE_KEYS:
-        if key not in run or key not in plan:
-            continue
-        a, b = run[key], plan[key]
-        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
-        if (not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)) if numbers else a != b:
-            out.append(f"{key} {_value(a)} (predicted with {_value(b)})")
-    return ", ".join(out)
-
-
-def _value(x) -> str:
-    """A schedule value as a message shows it: counts whole, rates to 3 digits."""
-    return f"{x:,}" if isinstance(x, int) and not isinstance(x, bool) else f"{x:.3g}" if isinstance(x, float) else str(x)
-
-
-def _schedule_of(config: dict) -> dict:
-    """The schedule from a run's config, wherever the source put it."""
-    for candidate in (config.get("run_config"), config):
-        if isinstance(candidate, dict) and isinstance(candidate.get("schedule"), dict):
-            return candidate["schedule"]
-        if isinstance(candidate, str):
-            try:
-                parsed = json.loads(candidate)
-            except ValueError:
-                continue
-            if isinstance(parsed, dict) and isinstance(parsed.get("schedule"), dict):
-                return parsed["schedule"]
-    return {}

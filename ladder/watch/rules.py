@@ -101,11 +101,14 @@ class Alert:
     step: int
     message: str
     value: float | None = None
+    keyed_by: int | None = None
+    """The step that identifies the alert where it is not `step`: a throughput or deadline alert is about the plan
+    it threatens (one per level and plan, however many checks raise it), and is shown at the run's step."""
 
     @property
     def key(self) -> str:
-        """Identity for de-duplication: one alert per rule, level and step."""
-        return f"{self.rule}:{self.level}:{self.step}"
+        """Identity for de-duplication: one alert per rule, level and step (`keyed_by`, where given)."""
+        return f"{self.rule}:{self.level}:{self.step if self.keyed_by is None else self.keyed_by}"
 
     def to_json(self) -> dict:
         return {"rule": self.rule, "level": self.level, "step": self.step, "message": self.message,
@@ -498,11 +501,11 @@ def throughput(obs: Observed, now: float, rules: AlertRules) -> list[Alert]:
     fit = horizon_that_fits(obs.last_step, obs.planned_steps, obs.tokens_per_step, rate, rules.deadline - now)
     if fit.fits:
         return []
-    if fit.seconds_left <= 0:  # a deadline kept across checks has come with the plan unfinished: said once more
-        return [Alert("deadline", "alarm", obs.planned_steps, fit.message(), rate)]
-    level: Level = "alarm" if fit.fraction_of_plan < 0.75 else "warning"
     # keyed by the plan it threatens: one alert per level for a plan, not one per check (a new plan is a new key)
-    return [Alert("throughput", level, obs.planned_steps, fit.message(), rate)]
+    if fit.seconds_left <= 0:  # a deadline kept across checks has come with the plan unfinished: said once more
+        return [Alert("deadline", "alarm", obs.last_step, fit.message(), rate, keyed_by=obs.planned_steps)]
+    level: Level = "alarm" if fit.fraction_of_plan < 0.75 else "warning"
+    return [Alert("throughput", level, obs.last_step, fit.message(), rate, keyed_by=obs.planned_steps)]
 
 
 def evaluate(

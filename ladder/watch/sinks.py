@@ -1,8 +1,8 @@
 """Where alerts go: the terminal, a JSON-lines file, a webhook, or nowhere.
 
-Every sink has `send(alerts, verdict)`; `send` returns False when delivery failed so the watcher
-retries those alerts on its next check. The webhook URL comes from the environment and is never
-printed or written anywhere.
+Every sink has `send(alerts, verdict, summary)`; `send` returns False when delivery failed so the watcher
+retries those alerts on its next check, sent apart with `late=True` (earlier alerts, not that check's news).
+The webhook URL comes from the environment and is never printed or written anywhere.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": 
 
 
 class Sink(Protocol):
-    def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool: ...
+    def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
+        """Deliver `alerts` with the check's `verdict` and `summary`; `late`: the alerts are earlier ones a failed
+        delivery left, not the check's news. False where delivery failed."""
+        ...
 
 
 class NullSink:
-    def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
+    def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
         return True
 
 
@@ -42,7 +45,7 @@ class TerminalSink:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console()
 
-    def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
+    def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
         for line in summary.splitlines():  # one line per eval, each ending with its own verdict, shown in front
             head, _, own = line.rpartition(": ")
             own = own.strip().lower()
@@ -65,7 +68,7 @@ class JsonlSink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tag = {} if run is None else {"run": run}
 
-    def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
+    def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
         now = time.time()
         lines = [json.dumps({"time": now, "kind": "alert", **self.tag, **a.to_json()}) for a in alerts]
         lines.append(json.dumps({"time": now, "kind": "verdict", **self.tag, "verdict": verdict, "summary": summary}))
@@ -169,16 +172,28 @@ class WebhookSink:
             raise LadderError(f"--webhook needs the webhook URL in the environment variable {var}")
         return cls(url, console=console)
 
-    def send(self, alerts: Sequence[Alert], verdict: str, summary: str) -> bool:
+    def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
         if not alerts:
             return True
-        # Alerts a failed post left for this check may be worse than this check's verdict: head with the worst.
-        verdict = max([verdict, *(a.level for a in alerts)], key=lambda v: RANK.get(v, 1))
-        text = f"[{verdict.upper()}] {summary}\n" + "\n".join(
-            f"• {a.level} [{a.rule}] step {a.step}: {a.message}" for a in alerts
-        )
-        body = json.dumps({"text": text, "content": text[:2000], "verdict": verdict,
+        if late:  # headed as what they are, not as this check's verdict nor as news
+            head = f"[RE-DELIVERED] {_earlier(alerts)}, not delivered when raised; this check: {summary}"
+        else:  # an alert on an eval judged before (a rule that judges it otherwise now) may be worse than the verdict
+            verdict = max([verdict, *(a.level for a in alerts)], key=lambda v: RANK.get(v, 1))
+            head = f"[{verdict.upper()}] {summary}"
+        text = head + "\n" + "\n".join(f"• {a.level} [{a.rule}] step {a.step}: {a.message}" for a in alerts)
+        body = json.dumps({"text": text, "content": text[:2000], "verdict": verdict, "redelivered": late,
                            "alerts": [a.to_json() for a in alerts]}).encode()
+        if not self._post(body):
+            return False
+        if late:
+            self.console.print(f"webhook: {escape(_earlier(alerts))} delivered now ("
+                               + escape("; ".join(f"{a.level} [{a.rule}] step {a.step}" for a in alerts))
+                               + "); the verdict and exit code are this check's", highlight=False, markup=True,
+                               soft_wrap=True)
+        return True
+
+    def _post(self, body: bytes) -> bool:
+        """POST `body`, retried; False (and said) where no try got a 2xx answer."""
         request = urllib.request.Request(self._url, data=body, headers={"Content-Type": "application/json",
                                                                         **self._headers}, method="POST")
         reason = ""
@@ -198,3 +213,7 @@ class WebhookSink:
         self.console.print(f"[yellow]webhook delivery failed after {self.retries} tries ({escape(reason)}); "
                            "will retry on the next check[/]", highlight=False, markup=True, soft_wrap=True)
         return False
+
+
+def _earlier(alerts: Sequence[Alert]) -> str:
+    return "the earlier alert" if len(alerts) == 1 else f"{len(alerts)} earlier alerts"
