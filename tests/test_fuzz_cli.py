@@ -139,6 +139,7 @@ WORLDS: dict[str, Callable[[Path], None]] = {
     "off-75%-nan-median": _nan_rows(("median",)),
     "off-60%-nan-band": _nan_rows(("lo90",)),
     "off-60%-nan-later-rows": _nan_rows(("median",), where=lambda s: s > 0.2 * HERO.stop_after_steps),
+    "off-60%-nan-early-rows": _nan_rows(("median",), where=lambda s: s < 0.5 * HERO.stop_after_steps),
     "off-60%-prediction-starts-late": _rows(lambda: _prediction_rows(steps=EVALS[EVALS > 0.5 * HERO.stop_after_steps])),
     "off-60%-prediction-for-another-metric": _rows(_prediction_rows, metric="eval/paloma/loss"),
     "off-60%-empty-prediction": _rows(lambda: []),
@@ -401,8 +402,11 @@ WATCH = [
     _watch("nan-median-75%-off", "off-75%-nan-median", ["prediction is unusable"], 3),
     _watch("nan-band", "off-60%-nan-band", ["prediction is unusable"], 3),
     # the evals the prediction covers alarm; the later ones cannot be judged; the worst of the check sets the exit
-    _watch("nan-later-rows", "off-60%-nan-later-rows", ["ALARM", "no value for median", CANNOT], 5),
+    _watch("nan-later-rows", "off-60%-nan-later-rows", ["ALARM", "outside the prediction's steps", CANNOT], 5),
     _watch("prediction-starts-late", "off-60%-prediction-starts-late", ["outside the prediction's steps", CANNOT], 3),
+    # rows without a value before the rungs' first shared eval: the range said is where the prediction has values
+    _watch("nan-early-rows", "off-60%-nan-early-rows",
+           [f"outside the prediction's steps {int(EVALS[EVALS >= 0.5 * HERO.stop_after_steps].min()):,}–", CANNOT], 3),
     _watch("prediction-for-another-metric", "off-60%-prediction-for-another-metric",
            ["logs no eval/paloma/loss", "eval/loss", CANNOT], 3),
     _watch("empty-prediction", "off-60%-empty-prediction", ["prediction is unusable", "no rows"], 3),

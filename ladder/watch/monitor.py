@@ -385,8 +385,9 @@ class Watcher:
     def _not_comparable(self, row: pd.Series, step: int) -> str | None:
         """Why the prediction cannot judge the eval at `step`, or None when it can."""
         steps = self.prediction.table["step"]
-        if not steps.min() <= step <= steps.max():
-            return f"outside the prediction's steps {int(steps.min()):,}–{int(steps.max()):,}"
+        covered = steps[np.isfinite(self.prediction.table["median"].to_numpy(np.float64))]
+        if covered.size and not covered.min() <= step <= covered.max():  # rows without a value at either end count not
+            return f"outside the prediction's steps {int(covered.min()):,}–{int(covered.max()):,}"
         if row["covered"] < row["n"]:
             return (f"the prediction begins at step {int(steps.min()):,}, and spans {int(row['covered'])} of the "
                     f"{int(row['n'])} steps averaged here")
