@@ -91,6 +91,8 @@ class Score:
     final_errors: np.ndarray
     """One per held-out run."""
     failed: str = ""
+    shared: np.ndarray | None = None
+    """Which of the pooled evals every method predicted: the evals the score compares (None: all)."""
 
     @property
     def final_abs(self) -> float:
@@ -98,7 +100,10 @@ class Score:
 
     @property
     def mean_abs(self) -> float:
-        return float(np.mean(np.abs(self.errors))) if self.errors.size else np.nan
+        """Mean |error| over the evals every method predicted (a law that stops where the rungs' evals end is not
+        scored beside another on the evals past them)."""
+        e = self.errors if self.shared is None or not self.shared.any() else self.errors[self.shared]
+        return float(np.mean(np.abs(e))) if e.size else np.nan
 
     @property
     def coverage90(self) -> float:
@@ -213,17 +218,36 @@ def _predict_many(runs: list[Run], jobs: list[tuple[Run, np.ndarray]], names, op
 def ensemble(bands: dict[str, Band], weights: dict[str, float]) -> Band:
     """Weighted mean of the medians; each bound's distance from it is the weighted mean distance ⊕ the
     spread of the medians. Past the last step every law predicts, the laws that go on carry it (`carried_on`)."""
+    return ensemble_carried(bands, weights)[0]
+
+
+@dataclass(frozen=True)
+class Carried:
+    """Where an ensemble is carried on by fewer laws than it has (`carried_on`)."""
+
+    at: int
+    """Index of the last step every law predicts."""
+    by: tuple[str, ...]
+    """The laws that go on past it."""
+    stopped: tuple[str, ...]
+    """The laws that stop there."""
+
+
+def ensemble_carried(bands: dict[str, Band], weights: dict[str, float]) -> tuple[Band, Carried | None]:
+    """`ensemble`, and where it is carried on by fewer laws (None where every law predicts every step it does)."""
     names = [n for n in bands if weights.get(n, 0) > 0]
+    if not names:
+        raise FitError(f"an ensemble needs a law of positive weight; the weights are {weights}")
     mean = _mean_band(bands, names, weights)
-    return carried_on(mean, {n: bands[n] for n in names}, weights)[0]
+    return carried_on(mean, {n: bands[n] for n in names}, weights)
 
 
-def carried_on(band: Band, members: dict[str, Band], weights: dict[str, float]) -> tuple[Band, int | None]:
+def carried_on(band: Band, members: dict[str, Band], weights: dict[str, float]) -> tuple[Band, Carried | None]:
     """The ensemble `band` past the last step all its `members` predict (the per-fraction law predicts nothing past
-    the fractions its rungs reached; a curve law follows the LR to the end), and that step's index (None where
-    nothing is carried). The members that go on give the shape, scaled to meet the ensemble there: the ensemble
-    sets the level where every law has evidence, and a law that models the schedule says how the loss falls on
-    as the LR decays. Each bound keeps the ensemble's relative reach at that step, or theirs where wider."""
+    the fractions its rungs reached; a curve law follows the LR to the end), and where and by which laws it is
+    carried (None where nothing is). The members that go on give the shape, scaled to meet the ensemble there: the
+    ensemble sets the level where every law has evidence, and a law that models the schedule says how the loss
+    falls on as the LR decays. Each bound keeps the ensemble's relative reach at that step, or theirs where wider."""
     ok = np.isfinite(band.median)
     if not ok.any() or ok[-1]:
         return band, None
@@ -242,15 +266,14 @@ def carried_on(band: Band, members: dict[str, Band], weights: dict[str, float]) 
         theirs = getattr(rest, attr)[i + 1:] / rest.median[i + 1:]
         out[attr] = getattr(band, attr).copy()
         out[attr][i + 1:] = out["median"][i + 1:] * wider(here, theirs)
-    return Band(**out), i
+    return Band(**out), Carried(i, tuple(later), tuple(n for n in members if n not in later))
 
 
-def _carried_from(bands: dict[str, Band], weights: dict[str, float]) -> int | None:
-    """The index past which the ensemble is carried on by fewer laws than it has, or None."""
-    joint = np.all([np.isfinite(bands[k].median) for k in weights], axis=0)
-    if not joint.any() or joint[-1] or not np.isfinite(bands["ensemble"].median[-1]):
-        return None
-    return int(np.flatnonzero(joint)[-1])
+def laws(names, possessive: bool = False) -> str:
+    """``the multipower law``, ``the per-fraction and multipower laws``; `possessive`: ``law's``, ``laws'``."""
+    names = list(names)
+    several = len(names) > 1
+    return f"the {' and '.join(names)} law" + (("s'" if several else "'s") if possessive else ("s" if several else ""))
 
 
 def _mean_band(bands: dict[str, Band], names: list[str], weights: dict[str, float]) -> Band:
@@ -306,6 +329,7 @@ def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
         ok = {n: [isinstance(x, cand.Outcome) for x in res] for n, res in results.items()}
         common = [i for i in range(len(held)) if all(v[i] for v in ok.values() if any(v))]
         ends = _scored_ends(results, ok, len(held))
+        joint = [_joint_evals(results, ok, i) for i in range(len(held))]
         for name, res in results.items():
             keep = [i for i in (common or range(len(held))) if ok[name][i]]
             if not keep:
@@ -313,11 +337,12 @@ def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
                 rows.append(_failed(name, held, distance, why))
                 continue
             rows.append(_score(name, [held[i] for i in keep], [res[i].band for i in keep], distance,
-                               [ends[i] for i in keep]))
+                               [ends[i] for i in keep], [joint[i] for i in keep]))
         w = equal_weights([n for n, v in ok.items() if any(v)])
         if len(w) >= 2 and common:
             bands = [ensemble({n: results[n][i].band for n in w}, w) for i in common]
-            rows.append(_score("ensemble", [held[i] for i in common], bands, distance, [ends[i] for i in common]))
+            rows.append(_score("ensemble", [held[i] for i in common], bands, distance, [ends[i] for i in common],
+                               [joint[i] for i in common]))
     return tuple(rows)
 
 
@@ -341,10 +366,18 @@ def _failed(name: str, held: list[Run], distance: float, why: str) -> Score:
     return Score(name, tuple(h.name for h in held), distance, empty, empty, empty.astype(bool), empty, failed=why)
 
 
-def _score(name: str, held: list[Run], bands: list[Band], distance: float, ends: list[bool]) -> Score:
-    """`name`'s errors on the `held` runs; each run's final error where `ends` says its final eval is scored."""
-    g, e, inside, finals = [], [], [], []
-    for h, b, end in zip(held, bands, ends):
+def _joint_evals(results: dict, ok: dict, i: int) -> np.ndarray | None:
+    """Held-out run `i`'s evals that every method that predicted it has a value at (None: no method did)."""
+    medians = [results[name][i].band.median for name in results if ok[name][i]]
+    return np.all(np.isfinite(medians), axis=0) if medians else None
+
+
+def _score(name: str, held: list[Run], bands: list[Band], distance: float, ends: list[bool],
+           joint: list[np.ndarray | None]) -> Score:
+    """`name`'s errors on the `held` runs; each run's final error where `ends` says its final eval is scored, and
+    which of its evals every method predicted (`joint`)."""
+    g, e, inside, finals, shared = [], [], [], [], []
+    for h, b, end, both in zip(held, bands, ends, joint):
         ok = np.isfinite(b.median)
         if not ok.any():
             continue
@@ -352,12 +385,13 @@ def _score(name: str, held: list[Run], bands: list[Band], distance: float, ends:
         g.append(h.fractions[ok])
         e.append(err)
         inside.append((b.lo90[ok] <= h.values[ok]) & (h.values[ok] <= b.hi90[ok]))
+        shared.append(ok[ok] if both is None else both[ok])
         if end:
             finals.append(err[-1])
     if not e:
         return _failed(name, held, distance, "no held-out eval inside the fitted fractions")
     return Score(name, tuple(h.name for h in held), distance, np.concatenate(g), np.concatenate(e),
-                 np.concatenate(inside), np.array(finals))
+                 np.concatenate(inside), np.array(finals), shared=np.concatenate(shared))
 
 
 NATS_MAX = 15.0
@@ -441,11 +475,11 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     scores = {k: v for k, v in scored.items() if k in outcomes or k == "ensemble"}
     weights = equal_weights([k for k in outcomes if k in settings.candidates], scores)
     bands = {k: o.band for k, o in outcomes.items()}
+    carried = None
     if len(weights) >= 2:
-        bands["ensemble"] = ensemble({k: bands[k] for k in weights}, weights)
+        bands["ensemble"], carried = ensemble_carried({k: bands[k] for k in weights}, weights)
     warnings = _ladder_warnings(runs, target, outcomes)
-    ends = any(r.final_errors.size for r in rows)
-    method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs, ends)
+    method, why, unchecked = _choice(settings, scored, scores, bands, outcomes, failed, runs, rows)
     warnings += unchecked + _unused(settings.options, outcomes, failed)
     distance = float(efolds_outside(target.flops_per_token, sizes(runs)))
     g = steps / float(target.planned_steps)
@@ -464,20 +498,19 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
     if method == "ensemble":
         why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
-    carried = _carried_from(bands, weights) if method == "ensemble" else None
-    going: list[str] = []
+    carried = carried if method == "ensemble" else None
     if carried is not None:
-        stopped = [k for k in weights if not np.isfinite(bands[k].median[-1])]
-        going = [k for k in weights if k not in stopped]
-        why += (f"; past {g[carried]:.0%} of the plan, where the rungs' evals end and the {' and '.join(stopped)} "
-                f"law stops, the {' and '.join(going)} law's fall from there (as the LR decays) carries the mean on")
-        warnings.append(f"past step {int(steps[carried]):,} ({g[carried]:.0%} of the plan) the prediction rests on the "
-                        f"{' and '.join(going)} law alone: the rungs' evals end there, and rungs with evals to the end "
-                        "of their plans would test it")
+        at, one = carried.at, len(carried.stopped) == 1
+        why += (f"; past {g[at]:.0%} of the plan, where the rungs' evals end and {laws(carried.stopped)} "
+                f"stop{'s' if one else ''}, {laws(carried.by, possessive=True)} fall from there (as the LR decays) "
+                "carries the mean on")
+        warnings.append(f"past step {int(steps[at]):,} ({g[at]:.0%} of the plan) the prediction rests on "
+                        f"{laws(carried.by)} alone: the rungs' evals end there, and rungs with evals to the end of "
+                        "their plans would test it")
     warnings += rising(band, g)
     res = CorePrediction(steps, band, method, why, bands, outcomes, rows, weights, settings,
                          tuple(dict.fromkeys(warnings)), failed, distance, g,
-                         None if carried is None else int(steps[carried]), tuple(going) if carried is not None else ())
+                         None if carried is None else int(steps[carried.at]), () if carried is None else carried.by)
     p = res.parts()
     if p:
         lopsided = abs(p["above"] - p["below"]) > 0.1 * p["band"]  # a band in log space, or held to another law
@@ -541,10 +574,9 @@ def _ladder_warnings(runs: list[Run], target: Run, outcomes: dict) -> list[str]:
 
 
 def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcomes: dict, failed: dict,
-            runs: list[Run], ends: bool = True) -> tuple[str, str, list[str]]:
+            runs: list[Run], rows: tuple[Score, ...] = ()) -> tuple[str, str, list[str]]:
     """The method that predicts (the settings' own, or with "auto" the lowest backtest score among the laws
-    that apply), why, and a warning where no backtest could choose; `ends`: whether the backtest scored any
-    held-out run's final eval."""
+    that apply), why, and a warning where no backtest could choose; `rows`: the backtest."""
     warnings = []
     if settings.method == "auto":
         ranked = sorted((v, k) for k, v in scores.items() if k in bands and np.isfinite(v))
@@ -552,9 +584,7 @@ def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcome
         if ranked:
             better = [k for k, v in scored.items() if k not in bands and v < ranked[0][0]]
             why = (f"lowest backtest score{' of the laws that apply to this target' if better else ''} "
-                   f"({ranked[0][0]:.2%}: {'mean of |final error| and mean |error|' if ends else 'mean |error|'} "
-                   f"predicting the held-out largest size from the smaller ones"
-                   f"{'' if ends else ', whose ends not every law reached: the rungs ended early'})")
+                   f"({ranked[0][0]:.2%}: {_what_scored([r for r in rows if r.method == ranked[0][1]])})")
             alone = "it needs two laws that apply" + "".join(f" ({k}: {v})" for k, v in failed.items())
             why += "".join(f"; {k} scored lower ({scored[k]:.2%}) but cannot predict it: " + failed.get(k, alone)
                            for k in better)
@@ -572,6 +602,19 @@ def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcome
                            + failed.get(method, "it needs two candidates with backtest scores"))
         why = "named in the settings"
     return method, why, warnings
+
+
+def _what_scored(rows: list[Score]) -> str:
+    """What a method's backtest score is the mean of, as "why this law" says it."""
+    held = "predicting the held-out largest size from the smaller ones"
+    finals = [bool(r.final_errors.size) for r in rows]
+    if all(finals):
+        return f"mean of |final error| and mean |error| {held}"
+    unscored = ("no held-out run's final is scored, as the smaller rungs' evals end before their plans and not every "
+                "law reaches the held-out runs' ends")
+    if not any(finals):
+        return f"mean |error| {held}; {unscored}"
+    return f"mean of |final error| and mean |error| {held}, mean |error| alone where {unscored}"
 
 
 def batch_warning(runs: list[Run], target: Run) -> list[str]:

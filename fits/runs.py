@@ -35,7 +35,9 @@ class Run:
     lrs: np.ndarray | None = None
     """LR of every step from 0; for a target, the schedule it will run (edits included)."""
     reference_lrs: np.ndarray | None = None
-    """For a target whose schedule was edited: the LRs of the unedited plan (default: `lrs`)."""
+    """For a target whose schedule was edited: the LRs of the unedited plan (default: `lrs`). For a rung whose LR is
+    known only as far as it was logged (still training): those LRs, shorter than `lrs`, so that its schedule's shape
+    is compared only where it is known (`same_shape`)."""
     finished: bool = True
     """False for a run that stopped before its plan (crashed): its logged evals count, nothing after."""
     n_params: float | None = None

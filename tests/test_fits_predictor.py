@@ -369,12 +369,17 @@ def test_the_backtest_scores_a_final_only_where_every_law_reached_it():
     # the per-fraction law predicts nothing past 60%: no law's final is set beside an error at 60%
     assert rows["per-fraction"].fractions.max() < 0.62 and rows["multipower"].fractions.max() == 1.0
     assert all(s.final_errors.size == 0 and s.score == s.mean_abs for s in rows.values())
+    # and every method's mean |error| is over the evals every method predicted: none past the rungs' reach
+    for s in rows.values():
+        assert s.fractions[s.shared].max() < 0.62
+        assert s.mean_abs == pytest.approx(np.mean(np.abs(s.errors[s.shared])))
+    assert rows["multipower"].errors.size > rows["multipower"].shared.sum()  # its later errors kept, to carry out
     alone = core.backtest(runs, dataclasses.replace(FAST, candidates=("multipower",)))
     assert [s.final_errors.size for s in alone] == [2]  # the multi-power law alone reaches both held-out ends
     assert alone[0].score == pytest.approx(0.5 * (alone[0].final_abs + alone[0].mean_abs))
     hero = ladder_run("hero", ns[-1] * 4, mp_law, rng, noise=0.0)
     why = core.predict(runs, hero, hero.steps, FAST).why
-    assert "mean |error| predicting the held-out largest size" in why and "the rungs ended early" in why
+    assert "mean |error| predicting the held-out largest size from the smaller ones; no held-out run's final is scored" in why
 
 
 def test_past_the_rungs_reach_the_ensemble_is_carried_on_by_the_law_that_goes_on():
@@ -392,6 +397,19 @@ def test_past_the_rungs_reach_the_ensemble_is_carried_on_by_the_law_that_goes_on
     assert (band.hi90[7:] - band.median[7:]) / band.median[7:] == pytest.approx(np.full(4, rel))
     alone = core.ensemble({"pf": short}, {"pf": 1.0})
     assert np.isnan(alone.median[7:]).all()  # no law goes on: nothing is carried
+    # a law that goes on with a wider band: its own relative reach past the step, on both sides
+    wide = Band(3.0 / x, 2.4 / x, 3.6 / x, 2.0 / x, 4.2 / x)
+    band, carried = core.ensemble_carried({"pf": short, "mp": wide}, {"pf": 1.0, "mp": 1.0})
+    assert (carried.at, carried.by, carried.stopped) == (6, ("mp",), ("pf",))
+    for attr, rel in (("lo50", 0.8), ("hi50", 1.2), ("lo90", 2.0 / 3), ("hi90", 1.4)):
+        assert getattr(band, attr)[7:] / band.median[7:] == pytest.approx(np.full(4, rel)), attr
+    # a law that goes on only part of the way: carried as far as it goes, and said
+    ends = np.where(np.arange(11) <= 8, 1.0, np.nan)
+    partial = Band(*(v * ends for v in (3.0 / x, 2.9 / x, 3.1 / x, 2.8 / x, 3.2 / x)))
+    band, carried = core.ensemble_carried({"pf": short, "mp": partial}, {"pf": 1.0, "mp": 1.0})
+    assert carried.at == 6 and np.isfinite(band.median[:9]).all() and np.isnan(band.median[9:]).all()
+    with pytest.raises(FitError, match="a law of positive weight"):
+        core.ensemble({"pf": short, "mp": lasting}, {"pf": 0.0, "mp": 0.0})
 
 
 def test_rungs_still_training_get_a_final_from_the_ensemble_carried_on():

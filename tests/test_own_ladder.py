@@ -629,3 +629,30 @@ def test_rungs_imported_without_their_role_are_pointed_to_it_and_a_missing_store
     text = " ".join(res.output.split())
     assert res.exit_code == 2 and "0 rung(s) of group 'mine'" in text
     assert "the store's runs have role none: give the rungs theirs when you pull or import them: --coord role=rung" in text
+
+
+@pytest.mark.parametrize("running, stopped", [(3, 2), (12, 0), (0, 1)])
+def test_rungs_short_of_their_plans_are_named_in_one_warning_each_for_running_and_stopped(running, stopped):
+    from ladder.data.runview import LadderRun
+    from ladder.predict.adapter import _short_rungs
+
+    def rung(name: str, state: str, last: int) -> LadderRun:
+        return LadderRun(name, 6e6, 1024, 1000, 1000, steps=np.array([100, last]), values=np.array([3.0, 2.5]),
+                         state=state)
+
+    rungs = ([rung(f"run{i:02d}", "running", 580 + 5 * i) for i in range(running)]
+             + [rung(f"crash{i}", "crashed", 700) for i in range(stopped)] + [rung("whole", "finished", 1000)])
+    said = _short_rungs(rungs)
+    assert len(said) == (running > 0) + (stopped > 0) and not any("whole" in w for w in said)
+    if running:
+        top = f"{(580 + 5 * (running - 1)) / 1000:.0%}"
+        head = (f"{running} rungs (run00, run01, run02)" if running <= 8 else
+                f"{running} rungs (run00, run01, run02, …, run{running - 1:02d})")
+        assert said[0] == (f"{head} still training at 58%–{top} of their plans; the laws take the evals they logged "
+                           "(the per-fraction law fits them where they have data)")
+    if stopped:
+        one = stopped == 1
+        who = "rung crash0" if one else "2 rungs (crash0, crash1)"
+        assert said[-1] == (f"{who} stopped at 70% of {'its plan' if one else 'their plans'}; the laws take the evals "
+                            f"{'it' if one else 'they'} logged (the per-fraction law fits {'it' if one else 'them'} "
+                            f"where {'it has' if one else 'they have'} data)")

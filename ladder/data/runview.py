@@ -108,7 +108,8 @@ class LadderRun:
         return "schedule" if self.schedule is not None else "logged LR" if self.logged_lrs is not None else "none"
 
     def as_run(self, with_evals: bool = True) -> Run:
-        """The prediction core's record of this run."""
+        """The prediction core's record of this run: a rung `with_evals`, a target without (its evals are what the
+        prediction is scored against); a rung's LR past its last logged value is not known, a target's is held."""
         last = max(self.stop_after_steps, self.planned_steps)
         lrs = ref = None
         if self.schedule is not None:

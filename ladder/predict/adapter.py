@@ -182,10 +182,11 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
                                 "shows how far; rungs with evals to the end of their plans predict the final")
         assumptions["valid up to"] = _valid_up_to(steps, in_assumptions)
     if result.carried_from is not None:
-        at, by = result.carried_from, " and ".join(result.carried_by)
-        assumptions["late steps"] = (f"steps past {at:,} ({at / target.planned_steps:.0%} of the plan) come after the "
-                                     f"rungs' evals: the laws that stop there give way to the {by} law's fall from the "
-                                     "ensemble's value there, as the LR decays")
+        at = result.carried_from
+        assumptions["carried steps"] = (f"steps past {at:,} ({at / target.planned_steps:.0%} of the plan) come after "
+                                        f"the rungs' evals: the laws that stop there give way to "
+                                        f"{core.laws(result.carried_by, possessive=True)} fall from the ensemble's "
+                                        "value there, as the LR decays")
     table = pd.DataFrame({
         "step": steps,
         "tokens": steps * target.tokens_per_step,
