@@ -750,6 +750,43 @@ def test_a_reader_that_leaves_in_the_middle_of_a_long_export_ends_it_with_141(tm
     assert proc.wait(timeout=120) == 141 and stderr == b""
 
 
+@pytest.mark.parametrize("full", ["returns None", "raises BlockingIOError"])
+def test_a_non_blocking_pipe_that_is_full_is_waited_for_not_taken_for_a_reader_that_left(monkeypatch, full):
+    # a non-blocking stdout with a slow reader: a raw write that would block returns None, a buffered one raises
+    # BlockingIOError with what it kept; either is written on once there is room, never ended as a broken pipe
+    import errno
+    import sys
+
+    from ladder.cli.app import echo
+
+    class Full:
+        def __init__(self):
+            self.got, self.tries, self.flushed = b"", 0, 0
+
+        def write(self, data):
+            self.tries += 1
+            if self.tries == 2:  # the first write takes 4 bytes, the second finds the pipe full
+                if full == "returns None":
+                    return None
+                self.got += bytes(data[:3])
+                raise BlockingIOError(errno.EAGAIN, "write could not complete without blocking", 3)
+            self.got += bytes(data[:4])
+            return min(4, len(data))
+
+        def flush(self):
+            self.flushed += 1
+
+    class Stdout:
+        encoding, errors, buffer = "utf-8", "strict", Full()
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", Stdout())
+    echo("step,loss\n1,2.5\n")
+    assert Stdout.buffer.got == b"step,loss\n1,2.5\n" and Stdout.buffer.flushed
+
+
 def test_ctrl_c_says_how_to_go_on_and_exits_130(tmp_path):
     # a real SIGINT in the middle of a command: one line on stderr, the shell's code, no traceback
     import signal

@@ -98,7 +98,9 @@ def test_a_line_being_written_waits_and_the_run_is_topped_up(tmp_path):
 
 def test_a_last_line_without_its_newline_is_left_for_the_next_pull_whatever_the_status(tmp_path):
     """A file still being copied (or a trainer that marked its run before flushing) ends in half a line: it is not
-    read, and the next pull reads it from its start, not from where the earlier one stopped inside it."""
+    read, and the next pull reads it from its start, not from where the earlier one stopped inside it. A run that
+    marked itself ended, finished or crashed, writes no more: the pull that finds the half line says it is left out
+    (it may be a line cut for good, which no pull reads)."""
     cfg = RUNGS[0]
     steps = range(1, cfg.stop_after_steps + 1)
     whole = make_run(tmp_path / "whole", cfg, steps)
@@ -111,10 +113,9 @@ def test_a_last_line_without_its_newline_is_left_for_the_next_pull_whatever_the_
         store = Store(tmp_path / f"{state}-store")
         (first,) = pull(store, LocalSource(run_dir)).pulled
         line_no = text[:cut].count("\n") + 1
-        said = [m for m in first.messages if "has no newline" in m]
-        assert said == ([f"{metrics}: the run says it finished, but its last line (line {line_no}) has no newline: it "
-                         "is cut short (the file still being written or copied) and was left for the next pull, which "
-                         "reads it whole"] if state == "finished" else [])
+        said = [f"{metrics}: the run says it {state}, but its last line (line {line_no}) has no newline: left unread "
+                "(a file still being written or copied is read whole by the next pull; a line cut for good stays out)"]
+        assert [m for m in first.messages if "has no newline" in m] == said
         assert not any("not a JSON object" in m for m in first.messages), first.messages
         metrics.write_text(text)  # the copy completes
         (second,) = pull(store, LocalSource(run_dir)).pulled
@@ -145,10 +146,14 @@ def test_values_that_are_not_numbers_are_counted_and_one_too_large_for_a_float_r
     assert set(logged["step"]) == set(range(1, 11)) | {15}  # the inf logged as Infinity is a value
     big = make_run(tmp_path / "big", cfg, range(1, 11))
     with open(big / runfiles.METRICS_FILE, "a") as f:
-        f.write('{"step": 11, "train/loss": 1e400}\n')
+        f.write('{"step": 11, "grad/norm/total": Infinity, "train/loss": 1e400}\n')
     with pytest.raises(LadderError, match=re.escape(
             f"{big / runfiles.METRICS_FILE}: line {lines + 1}: 'train/loss' 1e400 is too "
             "large for a float (write Infinity where the run logged inf)")):
+        LocalSource(big).read(LocalSource(big).runs()[0])
+    (big / runfiles.METRICS_FILE).write_text('{"step": 1, "tokens": -1E+400, "train/loss": 2.0}\n')
+    with pytest.raises(LadderError, match=re.escape(f"{big / runfiles.METRICS_FILE}: line 1: tokens -1E+400 is too "
+                                                    "large for a float")):
         LocalSource(big).read(LocalSource(big).runs()[0])
 
 
@@ -197,6 +202,18 @@ def test_a_status_that_cannot_be_read_or_a_finish_the_metrics_never_reach_is_sai
     assert any("status.json: cannot be read" in m for m in result.messages), result.messages
     (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 30}))
     assert not pull(Store(tmp_path / "c"), LocalSource(run_dir)).messages  # whole and finished: nothing to say
+
+
+@pytest.mark.parametrize("status", [{"step": 30}, {"state": None, "step": 30}, {}])
+def test_a_status_that_gives_no_state_leaves_the_run_to_its_files_age(tmp_path, status):
+    """No state is no word from the run, as no status file is: running while it writes, crashed once it is quiet."""
+    run_dir = make_run(tmp_path, RUNGS[0], range(1, 31))
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps(status))
+    assert pull(Store(tmp_path / "a"), LocalSource(run_dir)).pulled[0].state == "running"
+    (stale,) = pull(Store(tmp_path / "b"), LocalSource(run_dir, clock=lambda: time.time() + 3600.0)).pulled
+    assert stale.state == "crashed"
+    assert any(m.startswith(f"{run_dir}: its status.json gives no state, but it wrote nothing for 60 min")
+               for m in stale.messages), stale.messages
 
 
 def test_a_rewritten_file_is_read_again_from_the_start(tmp_path):

@@ -318,6 +318,24 @@ def test_a_number_too_large_for_a_float_refuses_the_run_and_a_boolean_is_no_valu
         decoder._history(history(loss="1e400"), "f.wandb: record at byte 7")
 
 
+def test_a_value_wandb_keeps_as_a_json_item_is_checked_as_one_kept_as_text():
+    """wandb's newer history items hold a value in a typed field (number, integer, json): a json of 1e400 refuses the
+    run with its record named, as the same text in value_json does, and a json of Infinity is the inf logged."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from ladder.data.sources.offline import _Decoder
+
+    record = pb.HistoryRecord(step=pb.HistoryStep(num=4), item=[
+        pb.HistoryItem(key="loss", number=2.5), pb.HistoryItem(key="seen", integer=7),
+        pb.HistoryItem(key="big", json="Infinity"), pb.HistoryItem(key="hist", json='{"_type": "histogram"}')])
+    decoder = _Decoder("_step", "tokens")
+    decoder._history(record, "f.wandb: record at byte 9")
+    assert _pairs(decoder.take_rows()) == {("loss", 4): 2.5, ("seen", 4): 7.0, ("big", 4): math.inf}
+    typo = pb.HistoryRecord(step=pb.HistoryStep(num=5), item=[pb.HistoryItem(key="loss", json="-1e400")])
+    with pytest.raises(LadderError, match=r"^f\.wandb: record at byte 9: 'loss' -1e400 is too large for a float"):
+        decoder._history(typo, "f.wandb: record at byte 9")
+
+
 def test_a_finished_run_far_short_of_its_plan_by_wandbs_step_suggests_the_key_of_its_own(runs, tmp_path):
     (pulled,) = pull(Store(tmp_path / "s"), OfflineSource(runs["unstepped"])).pulled
     assert (pulled.state, pulled.last_step) == ("finished", 19)

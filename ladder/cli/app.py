@@ -15,6 +15,7 @@ import functools
 import json
 import math
 import os
+import select
 import sys
 import time
 import warnings
@@ -298,22 +299,44 @@ def print_json(data: Any) -> None:
 
 
 def echo(text: str) -> None:
-    """`text` on stdout as it is (CSV, JSON), whole, or a `BrokenPipeError` that the command ends on quietly with
-    `READER_GONE`: a write larger than the pipe holds, cut short by a reader that left (`| head`), returns the
-    bytes it wrote without an error, so the rest is written on until it is all out or the pipe says it is closed."""
+    """`text` on stdout as it is (CSV, JSON), whole, or the `BrokenPipeError` of a reader that left (`| head`), which
+    the command ends on quietly with `READER_GONE`. A write larger than the pipe holds, cut short by a reader that
+    left, returns the bytes it wrote without an error, so the rest is written on until it is all out or the pipe
+    says it is closed; a non-blocking stdout that takes nothing now (a slow reader) is waited for."""
     out = getattr(sys.stdout, "buffer", None)
     if out is None:  # a stream of text alone (a test's capture)
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    sys.stdout.flush()
+    _flush(sys.stdout, out)
     rest = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
     while rest:
-        written = out.write(rest)
-        if not written:  # a non-blocking stdout that takes nothing: no reader to wait for
-            raise BrokenPipeError("stdout takes no more")
+        try:
+            written = out.write(rest)
+        except BlockingIOError as exc:  # a buffered non-blocking stdout, full: it kept what it says it did
+            written = getattr(exc, "characters_written", 0)  # unset where it kept nothing
+        if not written:  # a raw non-blocking stdout that would block returns None
+            _wait_writable(out)
+            continue
         rest = rest[written:]
-    out.flush()
+    _flush(out, out)
+
+
+def _flush(stream: Any, out: Any) -> None:
+    """`stream.flush()`, waiting for room where `out`, the bytes under it, is a non-blocking stdout that is full."""
+    while True:
+        try:
+            return stream.flush()
+        except BlockingIOError:
+            _wait_writable(out)
+
+
+def _wait_writable(out: Any) -> None:
+    """Until the reader of a non-blocking stdout makes room (a second at most, then the write is tried again)."""
+    try:
+        select.select([], [out.fileno()], [], 1.0)
+    except (AttributeError, OSError, ValueError):  # no file descriptor select can wait on (Windows, a test's fake)
+        time.sleep(0.01)
 
 
 def json_text(data: Any, indent: int = 2) -> str:

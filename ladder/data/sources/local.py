@@ -35,6 +35,7 @@ from ladder.data.sources.table import (
     as_number,
     finite_or_nan,
     map_state,
+    overflowed,
     too_large,
     whole_count,
 )
@@ -104,12 +105,13 @@ class LocalSource:
         warnings: list[str] = []
         written = last_write(run_dir)
         state, status = self._state(run_dir, written, warnings)
-        marked = map_state(str(status.get("state", ""))) != "running" if status else False  # by the run, not by time
-        rows, end, skipped, pos = _read_lines(path, 0 if replace else offset, start, ended=marked)
-        warnings += skipped.warnings(path, finished=str(status.get("state", "")).strip().lower() == "finished")
+        marked = _marked(status)  # by the run, not by time
+        rows, end, skipped, pos = _read_lines(path, 0 if replace else offset, start, ended=marked != "running")
+        warnings += skipped.warnings(path, marked)
         config = ref.config if ref.config is not None else _config(run_dir)
         frame = rows.frame()
-        _check_finished(status, frame, path, warnings)
+        if marked == "finished":
+            _check_finished(status, frame, path, warnings)
         return SourceRun(
             run_id=ref.run_id,
             source=ref.source,
@@ -126,19 +128,23 @@ class LocalSource:
 
     def _state(self, run_dir: Path, written: float | None, warnings: list[str]) -> tuple[str, dict]:
         """The run's state, and its status record ({} without one); a status file that cannot be read is said."""
-        status_file = run_dir / runfiles.STATUS_FILE
+        name = runfiles.STATUS_FILE
+        status_file = run_dir / name
         status: dict = {}
+        said = f"it has no {name}"
         try:
             status = json.loads(status_file.read_text())
             if not isinstance(status, dict):
                 raise ValueError("not a JSON object")
-            state = map_state(str(status.get("state", "")))
+            said = (f"its {name} gives no state" if status.get("state") is None
+                    else f"its {name} says {status['state']!r}")
         except FileNotFoundError:
-            state = "running"
+            pass
         except (OSError, ValueError) as exc:
-            status, state = {}, "running"
+            status, said = {}, f"its {name} is unreadable"
             warnings.append(f"{status_file}: cannot be read ({type(exc).__name__}: {exc}); the run counts as running "
                             "while its files change, and as stopped after")
+        state = _marked(status)
         if state != "running":
             return state, status
         # A trainer killed outright (SIGKILL, out of memory) cannot mark its run: running only while
@@ -146,18 +152,22 @@ class LocalSource:
         quiet = self.clock() - (-math.inf if written is None else written)
         if quiet < self.running_window_s:
             return "running", status
-        name = runfiles.STATUS_FILE
-        said = (f"its {name} says {status.get('state')!r}" if status
-                else f"its {name} is unreadable" if status_file.exists() else f"it has no {name}")
         quiet_for = f"for {span_text(quiet)}" if math.isfinite(quiet) else "at all"
         warnings.append(f"{run_dir}: {said}, but it wrote nothing {quiet_for} (a live run writes at least every "
                         f"{span_text(self.running_window_s)}): the trainer was killed or lost; marked crashed")
         return "crashed", status
 
 
+def _marked(status: dict) -> str:
+    """The state the run marked itself with: finished or crashed, or running where its status record gives none
+    (no status file, or one without a state), so that the time since its last write decides."""
+    state = status.get("state")
+    return "running" if state is None else map_state(str(state))
+
+
 def _check_finished(status: dict, rows, path: Path, warnings: list[str]) -> None:
     """A run that says it finished at a step its metrics never reach (a metrics file cut short) is said."""
-    if str(status.get("state", "")).strip().lower() != "finished" or rows.empty or "step" not in rows:
+    if rows.empty or "step" not in rows:
         return
     try:
         said = int(status.get("step"))
@@ -215,7 +225,8 @@ class _Skipped:
         if self.values == 1:
             self.first_value = f"line {line}, {key!r}"
 
-    def warnings(self, path: Path, finished: bool) -> list[str]:
+    def warnings(self, path: Path, marked: str) -> list[str]:
+        """What to say of the read; `marked`: the state the run marked itself with (`_marked`)."""
         out = []
         if self.lines:
             shown = ", ".join(map(str, self.lines[:_SHOWN_LINES])) + (", ..." if len(self.lines) > _SHOWN_LINES else "")
@@ -226,10 +237,10 @@ class _Skipped:
             values = "1 value that is" if self.values == 1 else f"{self.values:,} values that are"
             out.append(f"{path}: {values} not a number (true/false, text, a list, null) skipped "
                        f"(the first at {self.first_value})")
-        if finished and self.unended is not None:  # a run still writing has a line under way as a matter of course
-            out.append(f"{path}: the run says it finished, but its last line (line {self.unended}) has no newline: it "
-                       "is cut short (the file still being written or copied) and was left for the next pull, which "
-                       "reads it whole")
+        if marked != "running" and self.unended is not None:  # a run still writing has a line under way as a rule
+            out.append(f"{path}: the run says it {marked}, but its last line (line {self.unended}) has no newline: left "
+                       "unread (a file still being written or copied is read whole by the next pull; a line cut for "
+                       "good stays out)")
         return out
 
 
@@ -258,7 +269,7 @@ def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) ->
             continue
         where = f"{path}: line {pos.line}"
         try:
-            record = json.loads(line)
+            record = _JSON.decode(line.decode(json.detect_encoding(line), "surrogatepass"))
             step = record["step"]
         except (ValueError, KeyError, TypeError, RecursionError):
             skipped.lines.append(pos.line)
@@ -274,11 +285,11 @@ def _read_lines(path: Path, offset: int, pos: _Position, ended: bool = False) ->
                 continue
             kind = type(raw)  # a bool is an int to isinstance, but no number to a metric
             if kind is float:
-                if math.isinf(raw):
-                    _check_spelt_inf(line, where)
                 add(step, key, raw, tokens)
             elif kind is int:
                 add(step, key, finite_or_nan(raw, repr(key), where), tokens)
+            elif kind is _Overflow:
+                raise too_large(repr(key), raw, where)
             else:
                 skipped.value(pos.line, key)
     if data[len(body):].strip():
@@ -295,16 +306,17 @@ def _whole_line(tail: bytes) -> bool:
 
 
 class _Overflow(str):
-    """A JSON number no float holds (``1e400``), as written."""
+    """A JSON number no float holds (``1e400``, a typo or a unit slip), kept as written so that the value, or the
+    token count, it stands for is refused by its key; a run that logged inf spells it ``Infinity``."""
 
 
-def _check_spelt_inf(line: bytes, where: str) -> None:
-    """An infinite value is one the run logged when the line spells it ``Infinity``; a number too large for a float
-    (``1e400``, a typo or a unit slip) is a `LadderError` naming its key."""
-    record = json.loads(line, parse_float=lambda text: _Overflow(text) if math.isinf(float(text)) else float(text))
-    for key, raw in record.items():
-        if isinstance(raw, _Overflow):
-            raise too_large(repr(key), str(raw), where)
+def _float(text: str) -> float | _Overflow:
+    value = float(text)
+    return _Overflow(text) if math.isinf(value) and overflowed(text) else value
+
+
+_JSON = json.JSONDecoder(parse_float=_float)
+"""The decoder of a metrics line: `json.loads` with `_float`, built once (`json.loads` builds one per call)."""
 
 
 def _check_order(record: dict[str, Any], step: int, pos: _Position, where: str) -> None:
@@ -322,6 +334,8 @@ def _check_order(record: dict[str, Any], step: int, pos: _Position, where: str) 
 
 def _tokens(raw: Any, where: str) -> float:
     """Tokens seen (NaN when not logged); fractional counts are rounded, others must be in range."""
+    if isinstance(raw, _Overflow):
+        raise too_large("tokens", raw, where)
     tokens = as_number(raw) if not isinstance(raw, int) else raw
     if tokens is None:
         return math.nan

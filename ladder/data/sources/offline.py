@@ -39,6 +39,7 @@ from ladder.data.sources.table import (
     SourceRun,
     concat_rows,
     json_number,
+    overflowed,
     same_step_key,
     too_large,
     whole_count,
@@ -354,20 +355,13 @@ class _Decoder:
             nested = item.nested_key
             key = item.key or (nested[0] if len(nested) == 1 else ".".join(nested))
             if key == self.step_key:
-                value = _item_value(item)
+                value = _item_value(item, key, where)
                 if step is None and value is not None:
                     step = whole_count(value, f"step ('{self.step_key}')", where)
                 continue
             if not key or key[0] == "_":
                 continue  # wandb's own (_runtime, _timestamp, ...)
-            text = item.value_json
-            try:
-                value = float(text)  # the common case: a plain number as JSON
-            except ValueError:
-                value = _item_value(item)
-            else:
-                if math.isinf(value) and text.lstrip("+-").lower() not in ("infinity", "inf"):  # 1e400: no float
-                    raise too_large(repr(key), text, where)
+            value = _item_value(item, key, where)
             if value is None:
                 self.skipped.text[key] += 1
                 continue
@@ -406,17 +400,23 @@ class _Decoder:
         return self.skipped.warnings()
 
 
-def _item_value(item: Any) -> float | None:
-    which = item.WhichOneof("value")
-    if which is None:
-        return json_number(item.value_json) if item.value_json else None
-    if which == "number":
-        return item.number
-    if which == "integer":
-        return float(item.integer)
-    if which == "json":
-        return json_number(item.json)
-    return None  # none, text, boolean (a flag: no number, as "true" is none in a CSV)
+def _item_value(item: Any, key: str, where: str) -> float | None:
+    """A history item's value as a float, or None when it is not a number; a number no float holds (``1e400``, a
+    typo or a unit slip) is a `LadderError` naming `key` and `where` (wandb spells a logged inf ``Infinity``)."""
+    text = item.value_json  # the common case: a plain number as JSON
+    if not text:
+        which = item.WhichOneof("value")
+        if which == "number":
+            return item.number
+        if which == "integer":
+            return float(item.integer)
+        if which != "json":
+            return None  # none, text, boolean (a flag: no number, as "true" is none in a CSV)
+        text = item.json
+    value = json_number(text)
+    if value is not None and math.isinf(value) and overflowed(text):
+        raise too_large(repr(key), text, where)
+    return value
 
 
 def _set_path(config: dict[str, Any], path: list[str], value: Any) -> None:

@@ -412,7 +412,7 @@ def _pull_run(
     }
     if usable and _as_stored(prev, row, was, history):
         return None  # a table imported again as it was (--full writes it anew)
-    said = _short_of_plan(source, got, config, last_step, coords)
+    said = _short_of_plan(source, got, config, last_step, last_fraction, coords)
     writer.stage(row, history)
     return RunPulled(
         ref.run_id,
@@ -431,14 +431,14 @@ def _pull_run(
 
 
 def _short_of_plan(source: Source, got: SourceRun, config: dict[str, Any], last_step: int | None,
-                   coords: Coordinates) -> tuple[str, ...]:
+                   last_fraction: float | None, coords: Coordinates) -> tuple[str, ...]:
     """What to say of a run that ends short of its plan where the source cannot know why: a table that gives no
-    state, or a finished wandb run read with wandb's own step, which counts log calls."""
-    if last_step is None:
+    state, or a finished wandb run read with wandb's own step, which counts log calls. `last_fraction`: `last_step`
+    as a fraction of the plan the run started with (`Coordinates.fraction`)."""
+    if last_step is None or last_fraction is None:
         return ()
-    fraction = last_step / (coords.initial_steps or coords.stop_after_steps)
-    if got.whole and not config.get("state") and fraction < SHORT_OF_PLAN:
-        return (f"ends at step {last_step:,}, {fraction:.0%} of its plan, and the table gives no state: stored as "
+    if got.whole and not config.get("state") and last_fraction < SHORT_OF_PLAN:
+        return (f"ends at step {last_step:,}, {last_fraction:.0%} of its plan, and the table gives no state: stored as "
                 "finished; a run still training, or one that crashed, needs a column state (running, crashed)",)
     planned = coords.stop_after_steps  # the plan in force at the end: a horizon cut short is no reason to suspect _step
     by_log_calls = getattr(source, "step_key", None) == "_step"  # wandb's own step

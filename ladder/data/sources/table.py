@@ -289,6 +289,15 @@ def finite_or_nan(value: Any, field: str, where: str) -> float:
         raise too_large(field, value, where) from None
 
 
+def overflowed(text: str) -> bool:
+    """Whether a number as written (``1e400``) reads as an inf no run logged: a typo or a unit slip. An inf the
+    writer spelt (``Infinity``, ``-inf``) is a value, and so is any text that is no number."""
+    try:
+        return math.isinf(float(text)) and text.strip().lstrip("+-").lower() not in ("infinity", "inf")
+    except ValueError:
+        return False
+
+
 def too_large(field: str, value: Any, where: str) -> LadderError:
     """The error for a number no float holds (``1e400``, an integer of 400 digits): a typo or a unit slip, never an
     inf the run logged (JSON writers spell that ``Infinity``)."""
