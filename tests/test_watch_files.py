@@ -163,7 +163,17 @@ def test_a_run_folder_not_made_yet_is_refused_naming_the_folder_that_will_hold_i
     (lambda d: {k: v for k, v in d.items() if k != "table"}, "it has no table"),
     (lambda d: {k: v for k, v in d.items() if k != "run_name"}, "it has no run_name field"),
     (lambda d: [d], "it holds no JSON object"),
-], ids=["table-text", "no-table", "no-run-name", "a-list"])
+    (lambda d: {**d, "schedule": "linear"}, "its schedule is not an object"),
+    (lambda d: {**d, "settings": [1]}, "its settings is not an object"),
+    (lambda d: {**d, "assumptions": None}, "its assumptions is not an object"),
+    (lambda d: {**d, "forms": {"name": "x"}}, "its forms is not a list"),
+    (lambda d: {**d, "forms": [{"x": 1}]}, "its forms hold one that is no form (a form has name, why, parameters, "
+                                           "weight; name and why at least)"),
+    (lambda d: {**d, "forms": ["power law"]}, "its forms hold one that is no form (a form has name, why, parameters, "
+                                              "weight; name and why at least)"),
+    (lambda d: b"\xff" + json.dumps(d).encode(), "not text: byte 0 is no UTF-8"),
+], ids=["table-text", "no-table", "no-run-name", "a-list", "schedule-text", "settings-list", "assumptions-null",
+        "forms-object", "form-of-other-fields", "form-text", "not-utf8"])
 def test_a_damaged_prediction_file_is_refused_in_words_not_python_s(tmp_path, damage, says):
     import pandas as pd
 
@@ -174,7 +184,8 @@ def test_a_damaged_prediction_file_is_refused_in_words_not_python_s(tmp_path, da
                           "in_assumptions": True})
     Prediction("hero", "eval/loss", table, planned_steps=200).save(tmp_path / "pred")
     path = tmp_path / "pred" / "prediction.json"
-    path.write_text(json.dumps(damage(json.loads(path.read_text()))))
+    damaged = damage(json.loads(path.read_text()))
+    path.write_bytes(damaged if isinstance(damaged, bytes) else json.dumps(damaged).encode())
     res = CliRunner().invoke(app, ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "s"),
                                    "--once"])
     assert res.exit_code == 2, res.output

@@ -394,6 +394,41 @@ def test_an_earlier_alert_delivered_late_is_said_so_and_leaves_the_check_its_own
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
 
+def test_sinks_added_on_a_later_check_get_the_earlier_alerts_marked_and_the_check_once(tmp_path, replay):
+    """An alerts file and a terminal added on the second check never had the first check's alarms: they get them
+    then, the file marking them re-delivered, and the check itself once (one verdict line, one line per new eval);
+    only the second check's own alarm is news."""
+    import io
+
+    from rich.console import Console
+
+    from ladder.data.sources import LocalSource
+    from ladder.watch import AlertRules, JsonlSink, TerminalSink
+    from ladder.watch.monitor import Watcher, only_run
+
+    pred, config, steps, loss = replay
+    run_dir, _ = _started(tmp_path, replay, 2, factor=1.2)  # far above the prediction: an alarm at every eval
+    watcher = Watcher(Store(tmp_path / "store"), only_run(LocalSource(run_dir), pred.run_name), pred,
+                      AlertRules(metric="eval/loss"), {"jsonl": JsonlSink(tmp_path / "a.jsonl")},
+                      tmp_path / "prediction" / "watch-state.json")
+    first = watcher.check()
+    assert first.verdict == "alarm" and len(first.new_alerts) == 2
+    shown = io.StringIO()
+    watcher.sinks |= {"late": JsonlSink(tmp_path / "late.jsonl"),
+                      "terminal": TerminalSink(Console(file=shown, width=400))}
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": int(steps[2]), "eval/loss": float(loss[2] * 1.2)}) + "\n")
+    again = watcher.check()
+    assert [a.step for a in again.new_alerts] == [steps[2]]
+    rows = [json.loads(x) for x in (tmp_path / "late.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in rows].count("verdict") == 1
+    assert sorted((r["step"], r.get("redelivered", False)) for r in rows if r["kind"] == "alert") == [
+        (steps[0], True), (steps[1], True), (steps[2], False)]
+    lines = shown.getvalue().splitlines()
+    assert [x.split()[0] for x in lines if x.split()[0].isupper()] == ["ALARM"]  # the one new eval's verdict, once
+    assert sum("(an earlier alert, not shown when raised)" in x for x in lines) == 2
+
+
 def test_a_target_run_that_matches_no_run_names_the_option_and_its_value(tmp_path, replay):
     _, config, steps, loss = replay
     _, args = live_run(tmp_path, replay, [json.dumps({"step": int(steps[0]), "eval/loss": float(loss[0])})])
@@ -640,6 +675,70 @@ def test_a_schedule_edit_of_the_predicted_run_is_not_another_run(replay):
     cut = {"kind": "shorten", "at_step": 1000, "new_total_steps": 20000}
     assert other_run(pred, run, {**plan, "edits": [cut]}) == ""
     assert other_run(pred, run, {**plan, "peak_lr": 3.3e-3}) == "peak_lr 0.0033 (predicted with 0.0003)"
+    # a number YAML read as text (peak_lr: "3e-4") is that number, on either side
+    assert other_run(pred, run, {**plan, "peak_lr": "3e-4", "total_steps": str(config.stop_after_steps)}) == ""
+    assert other_run(dataclasses.replace(pred, schedule={**plan, "peak_lr": "3.0E-4"}), run, plan) == ""
+    assert other_run(pred, run, {**plan, "peak_lr": "3.3e-3"}) == "peak_lr 0.0033 (predicted with 0.0003)"
+    assert other_run(pred, run, {**plan, "decay": "cosine"}) == "decay cosine (predicted with constant)"
+
+
+def test_the_same_named_run_with_another_schedule_than_predicted_is_refused_at_every_check(tmp_path, replay):
+    """No --target-run: the run is the prediction's by name, but its config's peak LR is ten times the one the
+    prediction was made with. Judged against it, it would read as far off; it is refused (exit 2) with the
+    `ladder predict` that predicts it, at every check, and the prediction is not made again from its schedule."""
+    import dataclasses
+
+    pred, config, steps, loss = replay
+    plan = {"peak_lr": 3e-3, "total_steps": config.stop_after_steps, "warmup_steps": 2160, "decay": "constant",
+            "edits": []}
+    _, watch = _started(tmp_path, (dataclasses.replace(pred, schedule=plan), config, steps, loss), 3)
+    before = (tmp_path / "prediction" / "prediction.json").read_bytes()
+    for _ in range(2):
+        res = runner.invoke(app, watch)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 2, res.output
+        assert said == (f"error: {config.name} is not the run the prediction in {tmp_path / 'prediction'} was made "
+                        f"for (peak_lr 0.0003 (predicted with 0.003)); predict it with `ladder predict --target-run "
+                        f"{config.name} --store {tmp_path / 'store'} --out NEW_FOLDER` and watch it against that "
+                        "prediction")
+    assert (tmp_path / "prediction" / "prediction.json").read_bytes() == before
+    assert not (tmp_path / "prediction" / "alerts.jsonl").exists()  # nothing judged
+
+
+@pytest.mark.parametrize("times, refused", [(1.3, False), (0.75, False), (1.6, True), (0.6, True)])
+def test_a_size_counted_otherwise_is_said_once_and_judged_and_one_of_another_rung_refused(tmp_path, replay, times,
+                                                                                          refused):
+    """The prediction's target has 1.3× (or 0.75×) the run's active parameters, as a trainer that counts embeddings
+    and a target file that does not give them: the same run, said once with both numbers and where each comes
+    from, and judged. 1.6× (or 0.6×) apart, as the rungs of a ladder are, it is another run: refused."""
+    import dataclasses
+
+    from ladder.data.sources import LocalSource
+    from ladder.watch import AlertRules
+    from ladder.watch.monitor import Watcher, WrongRun, only_run
+
+    pred, config, steps, loss = replay
+    n = config.spec.active_params()
+    pred = dataclasses.replace(pred, target_params=float(round(n * times)))
+    run_dir, _ = _started(tmp_path, (pred, config, steps, loss), 3)
+    said = []
+    watcher = Watcher(Store(tmp_path / "store"), only_run(LocalSource(run_dir), pred.run_name), pred,
+                      AlertRules(metric="eval/loss"), {}, tmp_path / "prediction" / "watch-state.json",
+                      warn=said.append)
+    if refused:
+        with pytest.raises(WrongRun, match=rf"\(active_params {n:,} \(predicted with {round(n * times):,}\)\)"):
+            watcher.check()
+        assert said == []
+        return
+    first = watcher.check()
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": int(steps[3]), "eval/loss": float(loss[3])}) + "\n")
+    again = watcher.check()
+    assert first.verdict == again.verdict == "ok" and len(first.lines) == 3 and len(again.lines) == 1
+    assert said == [f"{config.name}'s size differs by more than 10% from that of the target the prediction was made "
+                    f"for (active_params {n:,} by the run's stored coordinates, {round(n * times):,} by the "
+                    "prediction's target): counted another way (with embeddings, or total rather than active "
+                    "parameters)? It is judged as that run all the same (sizes 1.5× apart would be another run's)"]
 
 
 def test_a_second_watcher_of_the_same_state_is_refused(tmp_path, replay):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -178,11 +178,12 @@ class Prediction:
         if not p.is_file():
             raise LadderError(f"{path}: no prediction here (expected prediction.json from `ladder predict`)")
         try:
-            data = json.loads(p.read_text())
+            data = json.loads(p.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("it holds no JSON object")
             if not isinstance(data.get("table"), list) or not all(isinstance(r, dict) for r in data["table"]):
                 raise ValueError("its table is not a list of rows" if "table" in data else "it has no table")
+            _shaped(data)
             table = pd.DataFrame(data["table"])
             table = _checked(table) if checked else table.reindex(
                 columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
@@ -206,8 +207,28 @@ class Prediction:
             raise LadderError(f"{p}: not a prediction file (it has no {exc.args[0]} field)") from None
         except json.JSONDecodeError as exc:
             raise LadderError(f"{p}: not a prediction file (not JSON: {exc.msg} at line {exc.lineno})") from None
+        except UnicodeDecodeError as exc:  # a ValueError, whose text is the codec's
+            raise LadderError(f"{p}: not a prediction file (not text: byte {exc.start} is no UTF-8)") from None
         except (TypeError, ValueError) as exc:
             raise LadderError(f"{p}: not a prediction file ({exc})") from None
+
+
+SHAPES = {"schedule": dict, "settings": dict, "assumptions": dict, "forms": list, "warnings": list, "backtest": list,
+          "rungs": list}
+"""The kind of each field of ``prediction.json`` that holds more than one value (the table aside)."""
+
+
+def _shaped(data: dict) -> None:
+    """A `ValueError` in words where a field of a saved prediction (`data`) is not of its kind (`SHAPES`), or a form
+    not a `FormUsed`'s fields."""
+    for key, kind in SHAPES.items():
+        if key in data and not isinstance(data[key], kind):
+            raise ValueError(f"its {key} is not {'an object' if kind is dict else 'a list'}")
+    known = [f.name for f in fields(FormUsed)]
+    for form in data.get("forms", []):
+        if not isinstance(form, dict) or not {"name", "why"} <= form.keys() <= set(known):
+            raise ValueError(f"its forms hold one that is no form (a form has {', '.join(known)}; name and why "
+                             "at least)")
 
 
 NEEDED = ("step", "median", "lo50", "hi50", "lo90", "hi90")

@@ -46,7 +46,7 @@ from ladder.watch.rules import (
 )
 from ladder.watch.sinks import Sink
 from ladder.watch.state import WatchState
-from ladder.watch.target import other_run, schedule_of
+from ladder.watch.target import SIZE_AGREE, SIZE_APART, counted_apart, other_run, schedule_of
 
 EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
 """Exit code of each verdict; 1 (a bug) and 2 (a usage error) belong to the CLI."""
@@ -106,6 +106,8 @@ class Watcher:
     """The prediction file's size and change time when it was read (`prediction_dir`)."""
     _written: dict[str, float] = field(default_factory=dict, repr=False)
     """When the source last saw each run it read write (`PullResult.written`), as of the last pull."""
+    _apart: str = field(default="", repr=False)
+    """The sizes last said to differ from the prediction's target's (`counted_apart`): said once while they do."""
     told: set[str] = field(default_factory=set, repr=False)
     """The sinks the last check sent something (a sink with nothing new is not sent to)."""
 
@@ -297,12 +299,20 @@ class Watcher:
 
     def _must_be_predicted(self, run: pd.Series, config: dict) -> None:
         """Refuse a run of other coordinates or another schedule than the prediction's target (`other_run`): it is
-        another run, not one whose schedule was edited, and only the user can say which prediction it wants."""
+        another run, not one whose schedule was edited, and only the user can say which prediction it wants. A size
+        that differs less (`counted_apart`) is said once, and the run judged."""
         other = other_run(self.prediction, run, schedule_of(config))
-        if not other:
-            return
         name = self.prediction.run_name
         where = "" if self.prediction_dir is None else f" in {self.prediction_dir}"
+        if not other:
+            apart = counted_apart(self.prediction, run)
+            if apart and apart != self._apart and self.warn is not None:
+                self.warn(f"{name}'s size differs by more than {SIZE_AGREE:.0%} from that of the target the "
+                          f"prediction{where} was made for ({apart}): counted another way (with embeddings, or total "
+                          f"rather than active parameters)? It is judged as that run all the same (sizes "
+                          f"{SIZE_APART:g}× apart would be another run's)")
+            self._apart = apart
+            return
         raise WrongRun(f"{name} is not the run the prediction{where} was made for ({other}); predict it with "
                        f"`ladder predict --target-run {name} --store {self.store.root} --out NEW_FOLDER` and watch it "
                        "against that prediction")
@@ -384,10 +394,12 @@ class Watcher:
 
     def _not_comparable(self, row: pd.Series, step: int) -> str | None:
         """Why the prediction cannot judge the eval at `step`, or None when it can."""
-        steps = self.prediction.table["step"]
-        covered = steps[np.isfinite(self.prediction.table["median"].to_numpy(np.float64))]
-        if covered.size and not covered.min() <= step <= covered.max():  # rows without a value at either end count not
-            return f"outside the prediction's steps {int(covered.min()):,}–{int(covered.max()):,}"
+        table = self.prediction.table
+        # the steps with a value, in both messages: rows without one at either end count not
+        valued = table["step"][np.isfinite(table["median"].to_numpy(np.float64))]
+        steps = valued if valued.size else table["step"]
+        if not steps.min() <= step <= steps.max():
+            return f"outside the prediction's steps {int(steps.min()):,}–{int(steps.max()):,}"
         if row["covered"] < row["n"]:
             return (f"the prediction begins at step {int(steps.min()):,}, and spans {int(row['covered'])} of the "
                     f"{int(row['n'])} steps averaged here")
@@ -420,8 +432,9 @@ class Watcher:
     def _deliver(self, state: WatchState, alerts: list[Alert], verdict: str, summary: str,
                  quiet: bool = False) -> list[Alert]:
         """Send each sink its new alerts; with `quiet` (no new eval) a sink with nothing new is skipped. An alert
-        another sink had before this check (this sink's delivery of it failed then) is not new: it is sent apart,
-        as late, and does not count toward the check's exit code. Returns the alerts new to every sink."""
+        another sink had before this check (this sink's delivery of it failed then, or the sink was added since) is
+        not new: it is sent apart, as late, after the check's own call, and does not count toward the check's exit
+        code. Returns the alerts new to every sink."""
         known = set().union(*(state.delivered(name) for name in self.sinks))
         new_any: dict[str, Alert] = {}
         for name, sink in self.sinks.items():
@@ -436,7 +449,8 @@ class Watcher:
             self.told.add(name)
             late = [a for a in told if a.key in known]
             new = [a for a in told if a.key not in known]
-            sent = sink.send(new, verdict, summary) if new or not quiet else True  # quiet, earlier alerts only
+            # the check itself, once, before any earlier alerts (those a chat has posted apart, a file marks)
+            sent = sink.send(new, verdict, summary) if new or late or not quiet else True
             if sent:
                 state.mark(name, [a.key for a in fresh if a not in late])
             if late and sink.send(late, verdict, summary, late=True):
@@ -599,7 +613,8 @@ class Refused(LadderError):
 
 
 class WrongRun(Refused):
-    """The source holds runs, none of them the predicted one."""
+    """The run followed is not the one the prediction was made for (another name, or other coordinates or
+    schedule)."""
 
 
 def fit_compute(run: pd.Series) -> float:

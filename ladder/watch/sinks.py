@@ -1,7 +1,9 @@
 """Where alerts go: the terminal, a JSON-lines file, a webhook, or nowhere.
 
 Every sink has `send(alerts, verdict, summary)`; `send` returns False when delivery failed so the watcher
-retries those alerts on its next check, sent apart with `late=True` (earlier alerts, not that check's news).
+retries those alerts on its next check, sent apart with `late=True` (earlier alerts, not that check's news),
+after the check's own `send`: the webhook posts them as a re-delivery, the alerts file marks them
+(``"redelivered": true``), and neither the file nor the terminal gives the check's verdict twice.
 The webhook URL comes from the environment and is never printed or written anywhere.
 """
 
@@ -32,7 +34,8 @@ STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": 
 class Sink(Protocol):
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
         """Deliver `alerts` with the check's `verdict` and `summary`; `late`: the alerts are earlier ones a failed
-        delivery left, not the check's news. False where delivery failed."""
+        delivery left (or a sink added since never had), not the check's news, sent after the check's own call,
+        which gave its verdict and summary. False where delivery failed."""
         ...
 
 
@@ -46,22 +49,24 @@ class TerminalSink:
         self.console = console or Console()
 
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
-        for line in summary.splitlines():  # one line per eval, each ending with its own verdict, shown in front
+        for line in () if late else summary.splitlines():  # one line per eval, each ending with its verdict, in front
             head, _, own = line.rpartition(": ")
             own = own.strip().lower()
             label = own if own in STYLE else verdict
             if head and own in STYLE and not head.endswith(("verdict", "now")):  # "last verdict: OK" keeps it
                 line = head
             self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False, markup=True)
+        earlier = " (an earlier alert, not shown when raised)" if late else ""
         for a in alerts:  # rule names and messages are text, not markup: "[non_finite]" must show
-            self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] {escape(f'[{a.rule}] step {a.step}: {a.message}')}",
-                               highlight=False, markup=True)
+            self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] "
+                               + escape(f"[{a.rule}] step {a.step}: {a.message}{earlier}"), highlight=False, markup=True)
         return True
 
 
 class JsonlSink:
-    """One JSON object per alert (and one per verdict), appended; each names the watched `run` where one is given,
-    so that a report of another run against the same prediction leaves them out."""
+    """One JSON object per alert (and one per check's verdict), appended; each names the watched `run` where one is
+    given, so that a report of another run against the same prediction leaves them out. Earlier alerts sent late
+    are marked ``"redelivered": true``, with no verdict of their own."""
 
     def __init__(self, path: str | os.PathLike, run: str | None = None) -> None:
         self.path = Path(path)
@@ -70,8 +75,11 @@ class JsonlSink:
 
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
         now = time.time()
-        lines = [json.dumps({"time": now, "kind": "alert", **self.tag, **a.to_json()}) for a in alerts]
-        lines.append(json.dumps({"time": now, "kind": "verdict", **self.tag, "verdict": verdict, "summary": summary}))
+        mark = {"redelivered": True} if late else {}
+        lines = [json.dumps({"time": now, "kind": "alert", **self.tag, **a.to_json(), **mark}) for a in alerts]
+        if not late:  # the check's own call gave it
+            lines.append(json.dumps({"time": now, "kind": "verdict", **self.tag, "verdict": verdict,
+                                     "summary": summary}))
         _append_lines(self.path, ("\n".join(lines) + "\n").encode())
         return True
 
