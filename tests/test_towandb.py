@@ -213,3 +213,39 @@ def test_waiting_for_wandb_to_write_takes_a_file_with_its_header_only_for_not_wr
     monkeypatch.setattr(OfflineSource, "read", read)
     path = Path(log_prediction(prediction(), "team/ladder", root=tmp_path / "wb"))
     assert len(calls) >= 2 and path.name.startswith("offline-run-")
+
+
+def test_a_prediction_read_back_from_wandb_has_the_prediction_s_fractions(wandb_env, tmp_path):
+    """The hero's horizon is cut at half way: its prediction's fractions are of the plan it started with, and the
+    run read back from wandb carries that plan (its schedule), not only the edited plan's steps."""
+    import io
+
+    from typer.testing import CliRunner
+
+    from ladder.cli import app
+    from ladder.data.sources import LocalSource
+    from ladder.data.sources.pull import pull
+    from ladder.data.store import Store
+    from tests.synthetic_ladder import micro_plan, pf_truth, write_run
+
+    plan = micro_plan()
+    hero = plan.hero
+    assert hero.schedule.edits  # the cut the fractions must not be taken from
+    for i, rung in enumerate(plan.rungs):
+        write_run(tmp_path / "runs", rung, seed=i, law=pf_truth)
+    pull(Store(tmp_path / "rungs"), LocalSource(tmp_path / "runs"))
+    cfg = hero.save(tmp_path / "hero.yaml")
+    runner = CliRunner()
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(tmp_path / "rungs"), "--out", str(tmp_path / "pred"),
+                              "--n-boot", "20", "--to-wandb", "team/ladder"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["pull", "offline", str(tmp_path / "pred" / "wandb"), "--store", str(tmp_path / "back")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["history", f"{hero.name}-predicted", "--store", str(tmp_path / "back"),
+                              "--metric", KEY, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    back = pd.read_csv(io.StringIO(res.stdout))
+    table = Prediction.load(tmp_path / "pred").table
+    both = back.merge(table[["step", "fraction"]], on="step", suffixes=("", "_predicted"))
+    assert len(both) == len(back) > 10
+    np.testing.assert_allclose(both["fraction"], both["fraction_predicted"], rtol=1e-9)
