@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 from ladder import load_recipe, runfiles
 from ladder import metrics as keys
 from ladder.cli import app
-from ladder.cluster import Board
+from ladder.cluster import Board, Job
 from ladder.config.plan import plan
 from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
+from ladder.launch import run_state
 
 runner = CliRunner()
 
@@ -124,7 +125,7 @@ def test_the_table_reads_each_run_folder_and_prefixes_its_log_lines(tmp_path, ca
 
 
 def test_a_run_bigger_than_the_local_instance_is_refused_before_it_waits_forever(tmp_path):
-    from ladder.cluster.ray_runs import Job, check_fits
+    from ladder.cluster.ray_runs import check_fits
 
     hero = plan(load_recipe("micro-cpu")).hero.replace(resources=ResourcesConfig(cpus=1, hosts=3))
     with pytest.raises(LadderError, match=r"asks for 3 × 1 CPU but the local Ray instance has 2: lower"):
@@ -166,7 +167,6 @@ def test_failed_runs_on_ray_exit_with_the_trainers_code_and_are_not_counted_as_t
     where a multi-host run's other processes were cancelled after it (lost); killed by a signal, 128 + its number;
     codes that differ, or a lost task, exit 1. The summary counts neither as trained."""
     import ladder.cluster as cluster
-    from ladder.cluster import Job
     from ladder.config.runconfig import RunConfig
 
     paths = sorted(ladder_folder.glob("*.yaml"))[:2]
@@ -219,3 +219,183 @@ def test_ctrl_c_while_ray_starts_says_nothing_was_trained(ladder_folder, monkeyp
     assert res.exit_code == 130, res.output
     assert "interrupted before any run started: nothing was trained; run the same command again to start" in said
     assert "last checkpoint" not in said and Starting.down
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cpus-per-run", "0", "--hero-hosts", "2"], "--cpus-per-run 0 --hero-hosts 2: the hero's processes would ask "
+                                                   "for no resource"),
+    (["--cpus-per-run", "1e308"], "--cpus-per-run 1e+308: give 0 to 65,536 CPU cores"),
+    (["--gpus-per-run", "1e6"], "--gpus-per-run 1e+06: give 0 to 65,536 GPUs"),
+])
+def test_plan_refuses_resources_no_cluster_could_place(tmp_path, args, message):
+    """A hero of several hosts asking for nothing per process is no placement group Ray can make; an amount past
+    any host is a typo. Both are one line, and nothing is written."""
+    res = runner.invoke(app, ["plan", "micro-cpu", "--out", str(tmp_path / "p"), *args])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"error: {message}") and len(res.output.strip().splitlines()) <= 2
+    assert not (tmp_path / "p").exists()
+    with pytest.raises(LadderError, match=r"^resources\.cpus=1e\+308 is too large: at most 65,536 per process"):
+        ResourcesConfig(cpus=1e308)
+
+
+def test_a_hero_asking_for_nothing_per_process_may_still_train_on_one_host_or_with_a_gpu(tmp_path):
+    for args in (["--cpus-per-run", "0"], ["--cpus-per-run", "0", "--gpus-per-run", "1", "--hero-hosts", "2"]):
+        res = runner.invoke(app, ["plan", "micro-cpu", "--out", str(tmp_path / args[-1]), *args])
+        assert res.exit_code == 0, res.output
+
+
+def test_a_hand_written_config_of_several_hosts_asking_for_nothing_is_refused_before_ray_starts(tmp_path, monkeypatch):
+    import ladder.cluster.ray_runs as ray_runs
+
+    def no_ray_start(**kwargs):
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr(ray_runs, "import_ray", lambda: type("Ray", (), {"init": staticmethod(no_ray_start)}))
+    hero = plan(load_recipe("micro-cpu")).hero.replace(resources=ResourcesConfig(cpus=0, hosts=2))
+    path = hero.save(tmp_path / "hero.yaml")
+    res = runner.invoke(app, ["train", str(path), "--ray"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert said.startswith(f"error: {path}: its 2 processes ask for no resource (resources.cpus, gpus and custom are "
+                           "all 0)") and "set resources.cpus: 1 in it" in said
+    assert len(res.output.strip().splitlines()) <= 3
+
+
+@pytest.mark.parametrize("address", ["localhost:99999", "ray://10.0.0.1:0"])
+def test_a_ray_address_whose_port_cannot_exist_is_one_line(ladder_folder, address):
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray", address])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert said.startswith(f"error: --ray '{address}': port {address.rsplit(':', 1)[1]} does not exist (ports run "
+                           "from 1 to 65535)") and "ray start --head --port" not in said
+    assert len(res.output.strip().splitlines()) <= 2
+
+
+RUNNING = "running"
+"""A fake task's outcome: it has not ended."""
+
+
+class Ref:
+    def __init__(self, run: str, code: int | str) -> None:
+        self.run, self.code = run, code
+
+    @property
+    def done(self) -> bool:
+        return self.code != RUNNING
+
+
+class FakeRay:
+    """Ray as the launcher uses it, on one host: each trainer task ends at once with the next of the exit codes
+    `outcomes` gives its run (or keeps running); `headers` holds each attempt's log header by run."""
+
+    class exceptions:  # as Ray names it
+        RayError = RuntimeError
+
+    def __init__(self, outcomes: dict[str, list[int | str]]) -> None:
+        self.outcomes, self.headers, self.cancelled = outcomes, {}, []
+
+    def init(self, **kwargs) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2.0}
+
+    def remote(self, fn):
+        ray = self
+
+        class Task:
+            @staticmethod
+            def options(name: str, **kwargs):
+                class Call:
+                    @staticmethod
+                    def remote(args, log, header, again):
+                        ray.headers.setdefault(name, []).append(header)
+                        return Ref(name, ray.outcomes[name].pop(0))
+                return Call
+        return Task
+
+    def wait(self, refs, num_returns, timeout, fetch_local):
+        return [r for r in refs if r.done], [r for r in refs if not r.done]
+
+    def get(self, ref, timeout=None) -> int:
+        return ref.code
+
+    def cancel(self, ref, force: bool) -> None:
+        """A trainer that does not stop within its grace period: only a forced cancel ends it (its task lost)."""
+        self.cancelled.append(ref.run)
+        ref.code = None if force else ref.code
+
+
+def running(ladder_folder, names: list[str], step: int = 36) -> dict[str, RunConfig]:
+    """The runs `names` of the ladder, each with a status that says it runs (as a trainer killed at once leaves it)."""
+    cfgs = {p.stem: RunConfig.load(p) for p in ladder_folder.glob("*.yaml")}
+    for name in names:
+        runfiles.write_status(ladder_folder / cfgs[name].run_dir, "running", step)
+    return cfgs
+
+
+def test_a_run_killed_on_ray_with_no_retry_left_is_marked_crashed_and_its_signal_named(ladder_folder, monkeypatch):
+    """As without Ray: the trainer could not mark its run stopped, so the launcher does, and says how it ended in the
+    words of the retry header (not as a negative exit code)."""
+    pytest.importorskip("ray")
+    import ladder.cluster.ray_runs as ray_runs
+
+    rung = sorted(ladder_folder.glob("*.yaml"))[0]
+    for p in ladder_folder.glob("*.yaml"):
+        if p != rung:
+            p.unlink()
+    cfgs = running(ladder_folder, [rung.stem])
+    monkeypatch.setattr(ray_runs, "import_ray", lambda: FakeRay({rung.stem: [-9]}))
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray", "--retries", "0"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 137, res.output
+    assert (f"{rung.stem}: failed after 1 attempt(s): its trainer was killed by signal 9 (SIGKILL: perhaps out of "
+            "memory); its log:") in said and "exit -9" not in said
+    status = json.loads((ladder_folder / cfgs[rung.stem].run_dir / runfiles.STATUS_FILE).read_text())
+    assert (status["state"], status["step"]) == ("crashed", 36)
+    assert f"{rung.stem} crashed" in said  # the summary reads the run's status
+
+
+class Quiet:
+    def update(self, states) -> None:
+        pass
+
+
+@pytest.mark.parametrize("checkpoint, said", [(None, "from scratch: no checkpoint yet"),
+                                              (30, "resuming from its last checkpoint")])
+def test_a_retry_says_whether_it_resumes_from_a_checkpoint(ladder_folder, checkpoint, said):
+    pytest.importorskip("ray")
+    from ladder.cluster.ray_runs import RayLauncher
+
+    path = sorted(ladder_folder.glob("*.yaml"))[0]
+    job = Job(path, RunConfig.load(path))
+    if checkpoint is not None:
+        (job.run_dir / runfiles.CHECKPOINT_DIR / str(checkpoint)).mkdir(parents=True)
+    ray = FakeRay({job.name: [-9, 0]})
+    RayLauncher(ray, [job], retries=1, resume_first=True).run(Quiet(), tick=0)
+    assert job.state == "finished" and job.attempts == 2
+    assert ray.headers[job.name][1] == (f"{job.name}: attempt 2 (attempt 1: its trainer was killed by signal 9 "
+                                        f"(SIGKILL: perhaps out of memory); {said})")
+
+
+def test_ctrl_c_on_ray_settles_the_trainers_that_had_ended_before_cancelling_the_rest(ladder_folder):
+    """A run whose trainer finished just before the stop reads as finished, one that failed is not tried again, and
+    only the one still training is cancelled (its run marked crashed, had its trainer to be killed)."""
+    pytest.importorskip("ray")
+    from ladder.cluster.ray_runs import RayLauncher
+
+    done, failed, training = names = [p.stem for p in sorted(ladder_folder.glob("*.yaml"))[:3]]
+    cfgs = running(ladder_folder, [failed, training])
+    jobs = [Job(ladder_folder / f"{n}.yaml", cfgs[n]) for n in names]
+    ray = FakeRay({done: [0], failed: [-9], training: [RUNNING]})
+    launcher = RayLauncher(ray, jobs, retries=2, resume_first=True)
+    for job in jobs:
+        launcher.submit(job)
+    launcher.cancel()
+    assert launcher.states() == {done: ("finished", 1), failed: ("failed", 1), training: ("cancelled", 1)}
+    assert ray.cancelled == [training, training]  # asked to stop, then killed: nothing else
+    for name in (failed, training):  # neither trainer said so itself: killed outright, or not within its grace
+        assert run_state(ladder_folder / cfgs[name].run_dir) == "crashed"

@@ -23,7 +23,7 @@ def test_a_non_finite_amount_on_the_command_line_is_one_line_and_writes_nothing(
     assert res.exit_code == 2, res.output
     shown = str(float(value))  # nan, inf or -inf, as the message prints the number
     what = {"--gpus-per-run": "GPUs", "--cpus-per-run": "CPU cores"}.get(flag)  # named by the flag given
-    assert res.output == (f"error: {flag} {shown}: give 0 or more {what}\n" if what else
+    assert res.output == (f"error: {flag} {shown}: give 0 to 65,536 {what}\n" if what else
                           f"error: resources.{field}={shown} must be a finite number >= 0\n")
     assert not list(tmp_path.iterdir())
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ladder.cli.app import Format, command, console, parse_int_list, print_json, warn
-from ladder.config.limits import MAX_HOSTS, MAX_SEQ_LEN
+from ladder.config.limits import MAX_HOSTS, MAX_PER_PROCESS, MAX_SEQ_LEN
 from ladder.config.plan import Plan, override, plan, with_resources
 from ladder.config.recipe import load_recipe, preset_names
 from ladder.config.runconfig import ResourcesConfig, RunConfig, recipe_mark, refuse_prediction, target_mark
@@ -63,7 +63,7 @@ def plan_command(
         )
     except LadderError as exc:  # the recipe's check names its field: named by the option given for it
         raise LadderError(_by_option(str(exc), {"tpp": ("--tpp", tpp), "seq_len": ("--seq-len", seq_len)})) from None
-    p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run), hero_hosts)
+    p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run, hero_hosts), hero_hosts)
     if out is not None:
         out_dir(out, files=p.files())  # a folder where a file goes: refused before any file is written
     written = p.write(out) if out else []
@@ -100,11 +100,11 @@ def _check_hero_hosts(hosts: int) -> None:
         raise LadderError(f"--hero-hosts {hosts}: at most {MAX_HOSTS:,} hosts; give the hosts the hero trains on")
 
 
-def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
-    if not (math.isfinite(cpus) and cpus >= 0):
-        raise LadderError(f"--cpus-per-run {cpus:g}: give 0 or more CPU cores")
-    if not (math.isfinite(gpus) and gpus >= 0):
-        raise LadderError(f"--gpus-per-run {gpus:g}: give 0 or more GPUs")
+def _resources(cpus: float, gpus: float, custom: list[str], hero_hosts: int) -> ResourcesConfig:
+    """What each trainer process asks of a cluster; refused where Ray could not place the hero's processes."""
+    for option, amount, what in (("--cpus-per-run", cpus, "CPU cores"), ("--gpus-per-run", gpus, "GPUs")):
+        if not (math.isfinite(amount) and 0 <= amount <= MAX_PER_PROCESS):
+            raise LadderError(f"{option} {amount:g}: give 0 to {MAX_PER_PROCESS:,} {what}")
     amounts = {}
     for item in custom:
         name, _, amount = item.partition("=")
@@ -114,7 +114,12 @@ def _resources(cpus: float, gpus: float, custom: list[str]) -> ResourcesConfig:
             raise LadderError(f"--resource-per-run {item!r}: expected NAME=AMOUNT, e.g. TPU=4") from None
         if not name.strip():
             raise LadderError(f"--resource-per-run {item!r}: the resource needs a name, e.g. TPU=4")
-    return ResourcesConfig(cpus=cpus, gpus=gpus, custom=amounts)
+    per_run = ResourcesConfig(cpus=cpus, gpus=gpus, custom=amounts)
+    if hero_hosts > 1 and per_run.asks_nothing:
+        raise LadderError(f"--cpus-per-run {cpus:g} --hero-hosts {hero_hosts}: the hero's processes would ask for no "
+                          "resource, and Ray places one on each host by what it asks for; give --cpus-per-run 1 (or a "
+                          "--gpus-per-run or --resource-per-run above 0)")
+    return per_run
 
 
 def plan_table(p: Plan) -> Table:

@@ -159,7 +159,7 @@ def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
 def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int, resume: bool,
                   ray_cpus: int | None, fmt: Format) -> int:
     """Train `runs` on Ray; the count of those skipped (finished before)."""
-    from ladder.cluster import Board, Interrupted, train_on_ray
+    from ladder.cluster import Board, Interrupted, attempt_ended, train_on_ray
 
     if ray_cpus is not None and (address != LOCAL or ray_cpus < 1):
         raise LadderError(f"--ray-cpus {ray_cpus}: give a positive count, and only with a local Ray instance (--ray alone)")
@@ -185,9 +185,8 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
         raise typer.Exit(130) from None
     bad = [j for j in jobs.values() if j.state in ("failed", "cancelled")]
     for job in bad:
-        codes = ", ".join("lost" if c is None else str(c) for c in job.codes)
-        err_console.print(f"{job.name}: {job.state} after {job.attempts} attempt(s) (exit {codes}); its log: "
-                          f"{job.run_dir / 'train.log'}", highlight=False)
+        err_console.print(f"{job.name}: {job.state} after {job.attempts} attempt(s): {attempt_ended(job.codes)}; its "
+                          f"log: {job.run_dir / 'train.log'}", highlight=False)
     skipped = sum(j.state == "skipped" for j in jobs.values())
     if bad:
         if fmt is Format.table:

@@ -6,9 +6,10 @@ placement group with one bundle per host and one task per bundle; the launcher p
 on bundle 0's node and hands every process the ``jax.distributed`` coordinator address, the process
 count and its index. Finished runs are skipped; the others resume from their last checkpoint; a run
 that fails is started again from its checkpoint up to `retries` times (a trainer that a SIGTERM
-stopped, a node's preemption, exits 143 and is one); an interrupt cancels every task (each trainer
-exits 130) and leaves each run resumable. Run folders must be at the same path on every node (a shared
-filesystem): that is where checkpoints, metrics and logs go, and what the live table reads.
+stopped, a node's preemption, exits 143 and is one), and then marked crashed; an interrupt cancels
+every task (each trainer exits 130) and leaves each run resumable. Run folders must be at the same
+path on every node (a shared filesystem): that is where checkpoints, metrics and logs go, and what
+the live table reads.
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ladder import runfiles
 from ladder.cluster.board import Board, log_file
 from ladder.cluster.worker import GRACE_SECONDS, INTERRUPTED, coordinator_address, run_trainer, trainer_args
 from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
-from ladder.launch import how_it_ended, is_done, run_dir_of
+from ladder.launch import how_it_ended, is_done, mark_crashed, run_dir_of
 
 INSTALL = "pip install 'scaling-ladder[ray]'"
 USER_ERROR = 2
 """Exit code of a trainer that refused its config: trying again cannot help."""
 _ADDRESS = re.compile(r"^(auto|local|ray://[^\s/:]+:\d+|[^\s/:]+:\d+)$")
+_PORTS = range(1, 65536)
 
 
 def import_ray() -> Any:
@@ -47,6 +50,10 @@ def check_address(address: str) -> str:
             f"--ray {address!r}: expected nothing (start a local Ray instance), auto (the cluster this "
             "machine belongs to), ray://HOST:PORT (a remote cluster) or HOST:PORT (its head node)"
         )
+    port = address.rpartition(":")[2]
+    if port.isdigit() and int(port) not in _PORTS:
+        raise LadderError(f"--ray {address!r}: port {port} does not exist (ports run from 1 to 65535); give the port "
+                          "the cluster's head node listens on, which `ray start --head` printed")
     return address
 
 
@@ -137,6 +144,17 @@ def bundle(r: ResourcesConfig) -> dict[str, float]:
     return {k: v for k, v in {"CPU": r.cpus, "GPU": r.gpus, **r.custom}.items() if v > 0}
 
 
+def check_placeable(jobs: list[Job]) -> None:
+    """Refuse a run of several hosts whose processes ask for nothing: Ray cannot make a placement group of them."""
+    for job in jobs:
+        if job.hosts > 1 and job.cfg.resources.asks_nothing:
+            raise LadderError(
+                f"{job.config}: its {job.hosts} processes ask for no resource (resources.cpus, gpus and custom are all "
+                "0), and Ray places one on each host by what it asks for; set resources.cpus: 1 in it (or plan it "
+                "again with `ladder plan --cpus-per-run 1`)"
+            )
+
+
 def check_fits(jobs: list[Job], available: dict[str, float]) -> None:
     """Refuse a run that asks for more than the whole (local) instance holds."""
     for job in jobs:
@@ -161,6 +179,7 @@ class RayLauncher:
         self._pg, self._remove_pg, self._in_bundle = placement_group, remove_placement_group, PlacementGroupSchedulingStrategy
         self._train = ray.remote(run_trainer)
         self._address = ray.remote(coordinator_address)
+        self.stopping = False  # set by `cancel`: a failed attempt is not tried again
 
     # ---- starting ----------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
@@ -178,7 +197,9 @@ class RayLauncher:
         process = distributed[2] if distributed else 0
         header = f"{job.name}: attempt {job.attempts}" + (f", process {process}" if distributed else "")
         if job.before:  # a retry: say why the attempt before ended, which its own log may not (a SIGKILL)
-            header += f" (attempt {job.attempts - 1}: {attempt_ended(job.before)}; resuming from its last checkpoint)"
+            start = ("resuming from its last checkpoint" if runfiles.last_checkpoint(job.run_dir) is not None
+                     else "from scratch: no checkpoint yet")
+            header += f" (attempt {job.attempts - 1}: {attempt_ended(job.before)}; {start})"
         name = job.name if not distributed else f"{job.name}/{process}"
         options = task_options(job.cfg.resources) | placement | {"name": name}
         args = trainer_args(job.config.absolute(), resume, distributed)
@@ -246,15 +267,22 @@ class RayLauncher:
         failed = [c for c in job.codes if c != 0]
         if not failed:
             job.state = "finished"
-        elif USER_ERROR in failed:
+        elif USER_ERROR in failed:  # its trainer refused the run (another trainer may hold it): its status is not ours
             job.state = "failed"
         elif INTERRUPTED in failed:
-            job.state = "cancelled"
-        elif job.attempts <= self.retries:
+            self._end(job, "cancelled")
+        elif job.attempts <= self.retries and not self.stopping:
             job.state = "retrying"
             self.submit(job)
         else:
-            job.state = "failed"
+            self._end(job, "failed")
+
+    @staticmethod
+    def _end(job: Job, state: str) -> None:
+        """No attempt follows: a trainer that was killed could not mark its run stopped, so it is marked crashed here
+        (resumable from its last checkpoint), as `ladder train` does without Ray."""
+        job.state = state
+        mark_crashed(job.run_dir)
 
     def _release(self, job: Job) -> None:
         if job.pg is not None:
@@ -264,7 +292,13 @@ class RayLauncher:
     # ---- stopping ----------------------------------------------------------------------------------
     def cancel(self) -> None:
         """Stop every task: each trainer gets SIGINT and marks its run resumable; what does not end
-        within the grace period is killed (a killed run resumes from its last checkpoint too)."""
+        within the grace period is killed (a killed run resumes from its last checkpoint too). A trainer that
+        ended before the stop is settled first: a finished run reads as finished, not cancelled."""
+        self.stopping = True
+        refs = [ref for job in self.jobs if job.active for ref in job.refs]
+        ended, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False) if refs else ([], refs)
+        for ref in ended:
+            self._settle(ref)
         refs = [ref for job in self.jobs if job.active for ref in job.refs]
         for ref in refs:
             self.ray.cancel(ref, force=False)
@@ -275,7 +309,7 @@ class RayLauncher:
             self.ray.cancel(ref, force=True)
         for job in self.jobs:
             if job.active:
-                job.state = "cancelled"
+                self._end(job, "cancelled")
             self._release(job)
 
 
@@ -306,6 +340,7 @@ def train_on_ray(
     for job in jobs:
         if is_done(job.config, job.cfg):
             job.state = "skipped"
+    check_placeable([j for j in jobs if j.state != "skipped"])
     try:
         started_here = connect(ray, address, local_cpus)
     except KeyboardInterrupt:  # while Ray starts or connects: no run was handed to it

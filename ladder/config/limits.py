@@ -35,6 +35,9 @@ MAX_SEED = 2**32 - 1
 run of a smaller one."""
 MAX_HOSTS = 100_000
 """Hosts one run trains on (one trainer process each): past any cluster built so far, a typo."""
+MAX_PER_PROCESS = 65_536
+"""CPU cores, or GPUs, one trainer process asks of a cluster: past any single host (the largest hold a few
+thousand cores), a typo that no cluster could ever place."""
 
 
 def in_range(name: str, value: float, lo: float, hi: float, what: str = "") -> None:

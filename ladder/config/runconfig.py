@@ -20,6 +20,7 @@ import numpy as np
 from ladder.config.limits import (
     MAX_BATCH,
     MAX_HOSTS,
+    MAX_PER_PROCESS,
     MAX_SEQ_LEN,
     MAX_STEPS,
     MIN_EVAL_FRACTION,
@@ -159,6 +160,10 @@ class ResourcesConfig:
         for name, value in amounts.items():
             if not 0 <= value < float("inf"):  # NaN fails too
                 raise LadderError(f"resources.{name}={value} must be a finite number >= 0")
+        for name in ("cpus", "gpus"):
+            if getattr(self, name) > MAX_PER_PROCESS:
+                raise LadderError(f"resources.{name}={getattr(self, name)} is too large: at most {MAX_PER_PROCESS:,} per "
+                                  f"process (`ladder plan --{name}-per-run N` sets it)")
         if self.hosts < 1:
             raise LadderError(f"resources.hosts={self.hosts} must be at least 1")
         if self.hosts > MAX_HOSTS:
@@ -168,6 +173,12 @@ class ResourcesConfig:
             if name in self.custom:
                 raise LadderError(f"resources.custom.{name}: CPUs and GPUs are asked for by resources.{field_name} "
                                   f"(`ladder plan --{field_name}-per-run N`), not as a custom resource")
+
+    @property
+    def asks_nothing(self) -> bool:
+        """Every amount is 0: Ray runs such a process anywhere, but cannot place it as one bundle of a placement
+        group, which is how a run of several hosts gets one process on each."""
+        return not any(v > 0 for v in (self.cpus, self.gpus, *self.custom.values()))
 
 
 def recipe_mark(data: Any) -> str:
