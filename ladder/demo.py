@@ -3,11 +3,13 @@ watching it live, and score the prediction against what happened.
 
 Everything lands under one folder (default ``demo/``): the plan and the runs (``plan/``), the store
 (``store/``), the prediction and the watcher's alerts (``prediction/``), the figures, ``report.html``
-and ``results.json``. A second run reuses every finished run and only redoes the cheap steps.
+and ``results.json``. A second run reuses every finished run and only redoes the cheap steps. It replaces only
+what it wrote itself (``plan/demo-configs.json`` lists its configs): a user's runs or configs there are refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -61,9 +63,13 @@ class DemoResult:
     inside_90: float
     """Share of those evals inside the 90% band."""
     seconds: float
+    """Wall seconds of the `ladder demo` that trained: this one where it trained a run, else (every run reused) those
+    of the results.json it replaced. A demo stopped and run again counts its second part alone."""
     report: Path
     quick: bool = False
     n_boot: int = 200
+    seconds_this_run: float = 0.0
+    """Wall seconds of this `ladder demo` alone: a few where it reused every run."""
 
     def to_json(self) -> dict:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()}
@@ -74,30 +80,103 @@ def demo_plan(quick: bool) -> Plan:
     return plan(override(recipe, sets=QUICK) if quick else recipe)
 
 
+DEMO_CONFIGS = "demo-configs.json"
+"""In the demo's plan folder: every run config the demo has written there (of each version and size that wrote one).
+A plan YAML or run folder of one of them is the demo's own, replaced when the demo's plan changes; any other is a
+user's, and the demo refuses to overwrite it."""
+
+
 def write_plan(p: Plan, folder: Path, other: Plan | None = None, say=None) -> list[tuple[Path, RunConfig]]:
-    """The plan's configs in `folder`; a run folder left by another config is cleared (it is demo output, of an
-    earlier version: `say` names it), but one of the `other` plan (the demo at its other size, whose runs have the
-    same names) is refused: its runs are that demo's, kept for it."""
-    out = []
-    theirs = {cfg.name: cfg for cfg in other.runs()} if other is not None else {}
-    for cfg in p.runs():  # every folder checked before any is cleared
+    """The plan's configs in `folder`. Every file is checked before any is written: a config or run folder of another
+    config that the demo wrote there (an earlier version's, listed in `DEMO_CONFIGS`) is replaced, the run folders
+    cleared (`say` names them); one of the `other` plan (the demo at its other size, whose runs have the same names)
+    is refused, kept for that demo, and so is one the demo did not write (a user's ladder of the same preset)."""
+    if other is not None:
+        _refuse_other_size(p, other, folder)
+    written = _demo_configs(folder)
+    stale, new = [], []
+    for cfg in p.runs():
+        path = folder / f"{cfg.name}.yaml"
+        run_dir = run_dir_of(path, cfg)
+        found = _config_in(run_dir / keys.CONFIG_FILE)
+        if run_dir.exists() and found != cfg:
+            if found not in written and (found is not None or _holds_files(run_dir)):
+                raise _not_the_demos(run_dir, "a run folder", "delete", folder)
+            if found is not None:
+                stale.append(run_dir)
+        planned = _config_in(path)
+        if planned != cfg:
+            if path.exists() and planned not in written:
+                raise _not_the_demos(path, "a run config", "overwrite", folder)
+            new.append(cfg)
+    unlisted = [cfg for cfg in new if cfg not in written]
+    if unlisted:  # listed before they are written: a demo stopped midway still knows its own files
+        _add_demo_configs(folder, unlisted)
+    for run_dir in stale:
+        if say is not None:
+            say(f"{run_dir}: a run of an earlier config of the demo; cleared to train anew")
+        shutil.rmtree(run_dir)
+    for cfg in new:
+        cfg.save(folder / f"{cfg.name}.yaml")
+    return [(folder / f"{cfg.name}.yaml", cfg) for cfg in p.runs()]
+
+
+def _refuse_other_size(p: Plan, other: Plan, folder: Path) -> None:
+    theirs = {cfg.name: cfg for cfg in other.runs()}
+    for cfg in p.runs():
         run_dir = run_dir_of(folder / f"{cfg.name}.yaml", cfg)
         if cfg.name in theirs and run_dir.exists() and same_config(run_dir, theirs[cfg.name]) \
                 and not same_config(run_dir, cfg):
             raise LadderError(f"{folder.parent} holds the other size's demo (its run {run_dir} is of that plan), "
                               "which this one would delete: give this demo another --out (by default --quick "
                               "writes demo-quick/ and the full demo demo/)")
-    for cfg in p.runs():
-        path = folder / f"{cfg.name}.yaml"
-        run_dir = run_dir_of(path, cfg)
-        if run_dir.exists() and not same_config(run_dir, cfg):
-            if say is not None:
-                say(f"{run_dir}: written by another config of the demo (an earlier version); cleared to train anew")
-            shutil.rmtree(run_dir)
-        if not path.exists() or RunConfig.load(path, check_coordinates=False) != cfg:
-            cfg.save(path)
-        out.append((path, cfg))
+
+
+def _config_in(path: Path) -> RunConfig | None:
+    """The run config in `path`, or None where it has none that this version reads."""
+    try:
+        return RunConfig.load(path, check_coordinates=False)
+    except LadderError:
+        return None
+
+
+def _holds_files(run_dir: Path) -> bool:
+    """Whether a run folder without a readable run.yaml holds anything but hidden files (a trainer's lock): a
+    trainer writes run.yaml before anything else, so such files are none of its training."""
+    return not run_dir.is_dir() or any(not f.name.startswith(".") for f in run_dir.iterdir())
+
+
+def _not_the_demos(path: Path, what: str, would: str, folder: Path) -> LadderError:
+    return LadderError(f"{path}: {what} the demo did not write (of another config than its plan, and not one it "
+                       f"lists in {folder / DEMO_CONFIGS}), which it would {would}: give the demo another --out, or "
+                       "move it away (delete it if an earlier demo left it)")
+
+
+def _demo_configs(folder: Path) -> list[RunConfig]:
+    """The configs `DEMO_CONFIGS` lists that this version reads (none where the demo wrote no file there)."""
+    out = []
+    for data in _demo_config_data(folder):
+        try:
+            out.append(RunConfig.from_dict(data, where=str(folder / DEMO_CONFIGS)))
+        except LadderError:
+            continue  # an earlier version's config that this one cannot read: its files are refused, not lost
     return out
+
+
+def _demo_config_data(folder: Path) -> list:
+    try:
+        data = json.loads((folder / DEMO_CONFIGS).read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise LadderError(f"{folder / DEMO_CONFIGS}: cannot read the demo's list of the configs it wrote ({exc}); "
+                          "give the demo another --out") from None
+    return [x for x in data if isinstance(x, dict)] if isinstance(data, list) else []
+
+
+def _add_demo_configs(folder: Path, configs: list[RunConfig]) -> None:
+    data = _demo_config_data(folder) + [cfg.to_dict() for cfg in configs]
+    write_text_atomic(folder / DEMO_CONFIGS, json.dumps(data, indent=1) + "\n")
 
 
 def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0, n_boot: int = 200) -> DemoResult:
@@ -109,11 +188,7 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     _show_plan(console, p)
 
     console.rule("2. train the rungs (finished ones are skipped)")
-    for path, cfg in runs[:-1]:
-        if is_done(path, cfg):
-            console.print(f"[dim]{escape(cfg.name)}: finished already, skipped[/]", markup=True)
-        elif train(path, resume=True, progress=console.is_terminal, again=AGAIN):
-            raise LadderError(f"training {cfg.name} failed; see the trainer's message above, then run the demo again")
+    trained = _train_rungs(console, runs[:-1])
 
     console.rule("3. pull the rungs, fit, predict the hero")
     store = Store(out / "store")
@@ -130,14 +205,12 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     show_prediction(console, pred)
 
     console.rule("4. train the hero while the watcher follows it")
-    watcher = Watcher(store, only_run(LocalSource(run_dir_of(hero_path, hero)), hero.name), pred,
-                      AlertRules(metric=pred.metric),
-                      {"terminal": TerminalSink(console), "jsonl": JsonlSink(pred_dir / "alerts.jsonl", pred.run_name)},
-                      pred_dir / "watch-state.json")
+    watcher = _hero_watcher(store, hero_path, hero, pred, pred_dir, console)
     if is_done(hero_path, hero):
         console.print(f"[dim]{escape(hero.name)}: finished already; checking it against the prediction[/]", markup=True)
     else:
         _train_watched(hero_path, watcher, poll_seconds)
+        trained = True
     watcher.check()
 
     console.rule("5. predicted against actual")
@@ -147,24 +220,45 @@ def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0
     alerts = read_alerts(pred_dir / "alerts.jsonl", pred.run_name)
     report = write_report(out / "report.html", pred, figures, actual, alerts, verdicts,
                           title=f"Demo: {hero.name} predicted from {len(p.rungs)} rungs")
-    result = dataclasses.replace(score(pred, actual, time.time() - began, report), quick=quick, n_boot=n_boot)
+    this_run = time.time() - began
+    seconds = this_run if trained else _seconds_trained(out / "results.json", quick, this_run)
+    result = dataclasses.replace(score(pred, actual, seconds, report), quick=quick, n_boot=n_boot,
+                                 seconds_this_run=this_run)
     write_text_atomic(out / "results.json", json.dumps(result.to_json(), indent=2))
+    _show_result(console, result, pred, out)
+    return result
+
+
+def _seconds_trained(results: Path, quick: bool, this_run: float) -> float:
+    """`DemoResult.seconds` for a demo that trained nothing: those of the earlier demo's `results` (this run's where
+    it has none of the same size)."""
+    try:
+        earlier = json.loads(results.read_text())
+    except (OSError, ValueError):
+        return this_run
+    seconds = earlier.get("seconds") if isinstance(earlier, dict) and earlier.get("quick") == quick else None
+    return float(seconds) if isinstance(seconds, (int, float)) and 0 < seconds < float("inf") else this_run
+
+
+def _show_result(console: Console, result: DemoResult, pred: Prediction, out: Path) -> None:
     console.print(f"hero final {escape(pred.metric)}: predicted [bold]{result.final_predicted:.4f}[/], actual "
                   f"[bold]{result.final_actual:.4f}[/]: relative error [bold]{result.final_error:+.2%}[/]", markup=True)
     console.print(f"whole curve (from 10% of the run to its end): mean error {result.curve_mean_error:.2%}, worst "
                   f"{result.curve_worst_error:.2%}, {result.inside_90:.0%} of evals inside the 90% band")
-    if not quick:
+    if not result.quick:
         console.print(f"seed noise: the hero's final loss moves by {HERO_SEED_SD:.2%} (one standard deviation over "
                       f"3 training seeds, benchmarks/demo_seeds.py); this error is {abs(result.final_error) / HERO_SEED_SD:.2g}× "
                       "that")
     else:
         console.print("quick: the rungs train 2 tokens per parameter for a few hundred steps, too little to predict a "
                       "hero from; this checks the loop, not the accuracy (`ladder demo` without --quick for that)")
-    console.print(f"prediction: {pred_dir}/ (parquet, CSV, JSON; the watcher's alerts.jsonl)")
+    console.print(f"prediction: {out / 'prediction'}/ (parquet, CSV, JSON; the watcher's alerts.jsonl)")
     console.print(f"figures: {out / 'figures'}/ (PNG and SVG)")
-    console.print(f"report:  {report}")
-    console.print(f"results: {out / 'results.json'}   ({result.seconds:.0f} s)")
-    return result
+    console.print(f"report:  {result.report}")
+    took = f"{result.seconds_this_run:.0f} s"
+    if result.seconds != result.seconds_this_run:
+        took += f"; the demo that trained its runs took {result.seconds:.0f} s"
+    console.print(f"results: {out / 'results.json'}   ({took})")
 
 
 HERO_SEED_SD = 0.0173
@@ -190,13 +284,41 @@ AGAIN = "run the same `ladder demo` command again"
 """How a stopped demo goes on: each run resumes from its last checkpoint."""
 
 
+def _train_rungs(console: Console, runs: list[tuple[Path, RunConfig]]) -> bool:
+    """Train the rungs not finished yet; whether any was trained."""
+    trained = False
+    for path, cfg in runs:
+        if is_done(path, cfg):
+            console.print(f"[dim]{escape(cfg.name)}: finished already, skipped[/]", markup=True)
+            continue
+        trained = True
+        if train(path, resume=True, progress=console.is_terminal, again=AGAIN):
+            raise LadderError(f"training {cfg.name} failed; see the trainer's message above, then run the demo again")
+    return trained
+
+
+def _hero_watcher(store: Store, hero_path: Path, hero: RunConfig, pred: Prediction, pred_dir: Path,
+                 console: Console) -> Watcher:
+    """The watcher of the hero's run folder. Its pulls replace a hero the store holds from another folder: in a copy of
+    the demo whose hero folder was removed, step 3's pull kept the original's, and the hero trained here is the demo's."""
+    return Watcher(store, only_run(LocalSource(run_dir_of(hero_path, hero)), hero.name), pred,
+                   AlertRules(metric=pred.metric),
+                   {"terminal": TerminalSink(console), "jsonl": JsonlSink(pred_dir / "alerts.jsonl", pred.run_name)},
+                   pred_dir / "watch-state.json", replace=True)
+
+
 def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
     proc = start(path, resume=True, progress=False, again=AGAIN)
-    with trainer_stops_with(proc):
-        while proc.poll() is None:
-            time.sleep(poll_seconds)
-            if (run_dir_of(path, RunConfig.load(path, check_coordinates=False)) / keys.METRICS_FILE).exists():
-                watcher.check()
+    try:
+        with trainer_stops_with(proc):
+            while proc.poll() is None:
+                time.sleep(poll_seconds)
+                if (run_dir_of(path, RunConfig.load(path, check_coordinates=False)) / keys.METRICS_FILE).exists():
+                    watcher.check()
+    finally:
+        if proc.returncode:  # stopped or failed: the store says so as its run folder does, not "running"
+            with contextlib.suppress(LadderError):  # the error on its way says more
+                pull(watcher.store, watcher.source, replace=watcher.replace)
     if proc.returncode:
         raise LadderError(f"the hero's training stopped with exit code {proc.returncode}; run the demo again to resume it")
 

@@ -1,5 +1,6 @@
 """`ladder demo --quick` end to end, as a user runs it (the console script, in a fresh process), then
-again to check that it reuses every finished run, then notebook 03 on what it left behind."""
+again to check that it reuses every finished run, then notebook 03 on what it left behind; and, without
+training, what the demo does with the folders it finds and the hero's copy in its store."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import pandas as pd
 import pytest
 from nbclient import NotebookClient
 
-from ladder.demo import demo_plan
+from ladder.demo import PRESET, QUICK, demo_plan, write_plan
+from ladder.errors import LadderError
 
 LADDER = Path(sys.executable).parent / "ladder"
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_predict_and_watch_the_demo_hero.ipynb"
@@ -87,6 +89,10 @@ def test_second_run_reuses_every_finished_run(demo):
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes  # nothing was trained again
     assert json.loads((out / "results.json").read_text())["final_actual"] > 0
     assert second_s < first_s
+    # the demo's time is the one that trained; this run's own is said beside it
+    results = json.loads((out / "results.json").read_text())
+    assert results["seconds"] > results["seconds_this_run"] and results["seconds_this_run"] < second_s
+    assert f"the demo that trained its runs took {results['seconds']:.0f} s" in " ".join(second.stdout.split())
 
 
 @pytest.mark.slow
@@ -130,3 +136,174 @@ def test_notebook_predicts_and_watches_the_demo_hero(demo):
     from tests.test_notebooks import figures_missing
 
     assert not figures_missing(nb)  # the hero against its band shows in the notebook, not only in a file
+
+
+def _files(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _users_ladder(folder: Path):
+    """`ladder plan micro-cpu --tpp 3 --out FOLDER`, its first rung trained: the demo's run names, not its runs."""
+    from ladder.config.plan import override, plan
+    from ladder.config.recipe import load_recipe
+    from tests.synthetic_ladder import write_run
+
+    user = plan(override(load_recipe(PRESET), sets=["tpp=3"]))
+    for cfg in user.runs():
+        cfg.save(folder / f"{cfg.name}.yaml")
+    write_run(folder / "runs", user.rungs[0])
+    assert {c.name for c in user.runs()} == {c.name for c in demo_plan(quick=True).runs()}
+    return user
+
+
+def test_a_users_ladder_of_the_same_preset_is_refused_and_left_whole(tmp_path):
+    """The demo clears only run folders it wrote; a user's run of the same name (and the user's configs) are refused,
+    before anything is written, and the command says so in one line with exit code 2."""
+    from typer.testing import CliRunner
+
+    from ladder.cli import app
+
+    folder = tmp_path / "plan"
+    user = _users_ladder(folder)
+    before, said = _files(folder), []
+    with pytest.raises(LadderError, match=f"{folder / 'runs' / user.rungs[0].name}: a run folder the demo did not "
+                       "write"):
+        write_plan(demo_plan(quick=True), folder, other=demo_plan(quick=False), say=said.append)
+    assert _files(folder) == before and not said
+    res = CliRunner().invoke(app, ["demo", "--quick", "--out", str(tmp_path)], env={"COLUMNS": "400"})
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+    assert _files(folder) == before and sorted(p.name for p in tmp_path.iterdir()) == ["plan"]
+    # its configs alone are the user's too: not overwritten
+    import shutil
+
+    shutil.rmtree(folder / "runs")
+    before = _files(folder)
+    with pytest.raises(LadderError, match=f"{folder / user.rungs[0].name}.yaml: a run config the demo did not write"):
+        write_plan(demo_plan(quick=True), folder, other=demo_plan(quick=False))
+    assert _files(folder) == before
+
+
+def test_the_runs_and_configs_of_an_earlier_demo_are_replaced(tmp_path):
+    """What the demo wrote into its folder (listed in DEMO_CONFIGS) is its own: an earlier version's plan is replaced,
+    its runs cleared; a run folder holding nothing a trainer wrote is left to the trainer."""
+    from ladder.config.plan import override, plan
+    from ladder.config.recipe import load_recipe
+    from ladder.demo import DEMO_CONFIGS
+    from tests.synthetic_ladder import write_run
+
+    folder = tmp_path / "plan"
+    earlier = plan(override(load_recipe(PRESET), sets=[*QUICK, "seed=1"]))
+    write_plan(earlier, folder)
+    old_run = write_run(folder / "runs", earlier.rungs[0])
+    empty = folder / "runs" / earlier.rungs[1].name
+    empty.mkdir()
+    (empty / ".trainer.lock").touch()
+    said = []
+    now = demo_plan(quick=True)
+    runs = write_plan(now, folder, other=demo_plan(quick=False), say=said.append)
+    assert not old_run.exists() and said == [f"{old_run}: a run of an earlier config of the demo; cleared to train anew"]
+    assert (empty / ".trainer.lock").exists()
+    from ladder.config.runconfig import RunConfig
+
+    assert [(RunConfig.load(path, check_coordinates=False), cfg) for path, cfg in runs] == \
+        [(cfg, cfg) for cfg in now.runs()]
+    assert len(json.loads((folder / DEMO_CONFIGS).read_text())) == 2 * len(now.runs())
+    assert write_plan(now, folder, say=said.append) == runs and len(said) == 1  # again: nothing to do
+
+
+def test_out_must_name_a_folder():
+    from typer.testing import CliRunner
+
+    from ladder.cli import app
+
+    for out in ("", "  "):
+        res = CliRunner().invoke(app, ["demo", "--quick", "--out", out])
+        assert res.exit_code == 2 and f"--out {out!r}: an empty path" in res.output, res.output
+
+
+def _hero_in(folder: Path, upto: int):
+    """The quick demo's hero in `folder`/plan, running at step `upto`: its config and its run folder."""
+    from tests.synthetic_ladder import write_run
+
+    hero = demo_plan(quick=True).hero
+    path = hero.save(folder / "plan" / f"{hero.name}.yaml")
+    return hero, path, write_run(folder / "plan" / "runs", hero, upto=upto, state="running")
+
+
+def _watcher(folder: Path, store, hero, path):
+    import io
+
+    from rich.console import Console
+
+    from ladder.demo import _hero_watcher
+    from tests.test_dynamics import hero_prediction
+
+    return _hero_watcher(store, path, hero, hero_prediction(hero), folder / "prediction", Console(file=io.StringIO()))
+
+
+def test_a_copy_of_the_demo_follows_the_hero_it_trains_itself(tmp_path):
+    """A copy whose hero folder was removed (step 3 then keeps the original's hero in the store): the hero trained in
+    the copy is followed there, not refused as a copy of the original's run."""
+    from ladder.data.sources import LocalSource
+    from ladder.data.sources.pull import pull
+    from ladder.data.store import Store
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    hero, _, _ = _hero_in(original, upto=demo_plan(quick=True).hero.eval_steps()[3])
+    store = Store(copy / "store")
+    pull(store, LocalSource(original / "plan" / "runs"))
+    _, path, _ = _hero_in(copy, upto=hero.eval_steps()[1])
+    _watcher(copy, store, hero, path).check()
+    assert str(store.run(hero.name)["source"]).startswith(f"local:{copy.resolve()}/")
+
+
+FAKE_TRAINER = """
+import json, pathlib, signal, sys, time
+def stop(*_):
+    pathlib.Path(sys.argv[1], "status.json").write_text(json.dumps({"state": "crashed", "step": int(sys.argv[2])}))
+    sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+pathlib.Path(sys.argv[1], "ready").touch()
+time.sleep(60)
+"""
+"""A trainer that marks its run crashed when it is stopped, as the real one does."""
+
+
+def test_a_hero_stopped_mid_run_reads_crashed_in_the_demo_s_store_too(tmp_path, monkeypatch):
+    import ladder.demo
+    from ladder.data.store import Store
+
+    hero = demo_plan(quick=True).hero
+    step = hero.eval_steps()[1]
+    hero, path, run_dir = _hero_in(tmp_path, upto=step)
+    monkeypatch.setattr(ladder.demo, "start", lambda *_, **__: subprocess.Popen(
+        [sys.executable, "-c", FAKE_TRAINER, str(run_dir), str(step)], process_group=0))
+    store = Store(tmp_path / "store")
+    watcher = _watcher(tmp_path, store, hero, path)
+    check = watcher.check
+
+    def check_then_stop():
+        check()
+        deadline = time.monotonic() + 60
+        while not (run_dir / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise KeyboardInterrupt  # Ctrl-C while the hero trains
+
+    watcher.check = check_then_stop
+    with pytest.raises(KeyboardInterrupt):
+        ladder.demo._train_watched(path, watcher, poll_seconds=0.01)
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "crashed"
+    assert store.run(hero.name)["state"] == "crashed"
+
+
+def test_a_demo_that_trained_nothing_keeps_the_seconds_of_the_one_that_did(tmp_path):
+    from ladder.demo import _seconds_trained
+
+    results = tmp_path / "results.json"
+    assert _seconds_trained(results, quick=False, this_run=6.0) == 6.0  # no earlier demo: this one's
+    results.write_text(json.dumps({"seconds": 648.0, "quick": False}))
+    assert _seconds_trained(results, quick=False, this_run=6.0) == 648.0
+    assert _seconds_trained(results, quick=True, this_run=6.0) == 6.0  # the other size's
+    results.write_text("{")
+    assert _seconds_trained(results, quick=False, this_run=6.0) == 6.0
