@@ -29,7 +29,7 @@ from ladder.data.sources.pull import pull
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
-from ladder.launch import is_done, run_dir_of, same_config, start, train, trainer_stops_with
+from ladder.launch import is_done, mark_crashed, run_dir_of, same_config, start, train, trainer_stops_with
 from ladder.output.display import show_prediction
 from ladder.output.figures import draw_all, hero_actual
 from ladder.output.report import read_alerts, write_report
@@ -109,8 +109,8 @@ def write_plan(p: Plan, folder: Path, other: Plan | None = None, say=None) -> li
             if path.exists() and planned not in written:
                 raise _not_the_demos(path, "a run config", "overwrite", folder)
             new.append(cfg)
-    unlisted = [cfg for cfg in new if cfg not in written]
-    if unlisted:  # listed before they are written: a demo stopped midway still knows its own files
+    unlisted = [cfg for cfg in p.runs() if cfg not in written]
+    if unlisted:  # every config of the plan, listed before any is written: a demo stopped midway knows its own files
         _add_demo_configs(folder, unlisted)
     for run_dir in stale:
         if say is not None:
@@ -179,8 +179,29 @@ def _add_demo_configs(folder: Path, configs: list[RunConfig]) -> None:
     write_text_atomic(folder / DEMO_CONFIGS, json.dumps(data, indent=1) + "\n")
 
 
+DEMO_ENTRIES = ("plan", "store", "prediction", "figures", "report.html", "report_figures", "results.json")
+"""What the demo writes in its folder."""
+
+
+def check_demo_folder(out: Path) -> None:
+    """Refuse a folder the demo would write into that holds what it did not write: it replaces its store's runs, its
+    prediction, alerts, report and results. The demo's own folder is absent or empty, lists the configs the demo wrote
+    (``plan/demo-configs.json``), or holds an earlier demo's ``results.json`` or plan (one stopped before its end)."""
+    if not out.is_dir() or (out / "plan" / DEMO_CONFIGS).is_file() or (out / "results.json").is_file():
+        return
+    demos = [*demo_plan(False).runs(), *demo_plan(True).runs()]
+    if any(_config_in(out / "plan" / f"{cfg.name}.yaml") == cfg for cfg in demos):
+        return
+    theirs = sorted(e.name for e in out.iterdir() if not e.name.startswith("."))
+    if theirs:
+        shown = ", ".join(theirs[:4]) + (", ..." if len(theirs) > 4 else "")
+        raise LadderError(f"--out {out}: holds files the demo did not write ({shown}); it would replace its "
+                          f"{', '.join(DEMO_ENTRIES)} there: give the demo an empty or new folder")
+
+
 def run_demo(out: Path, quick: bool, console: Console, poll_seconds: float = 3.0, n_boot: int = 200) -> DemoResult:
     began = time.time()
+    check_demo_folder(out)
     p = demo_plan(quick)
     runs = write_plan(p, out / "plan", other=demo_plan(not quick),
                       say=lambda line: console.print(line, style="yellow", highlight=False))
@@ -237,7 +258,8 @@ def _seconds_trained(results: Path, quick: bool, this_run: float) -> float:
     except (OSError, ValueError):
         return this_run
     seconds = earlier.get("seconds") if isinstance(earlier, dict) and earlier.get("quick") == quick else None
-    return float(seconds) if isinstance(seconds, (int, float)) and 0 < seconds < float("inf") else this_run
+    number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+    return float(seconds) if number and 0 < seconds < float("inf") else this_run
 
 
 def _show_result(console: Console, result: DemoResult, pred: Prediction, out: Path) -> None:
@@ -317,6 +339,7 @@ def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
                     watcher.check()
     finally:
         if proc.returncode:  # stopped or failed: the store says so as its run folder does, not "running"
+            mark_crashed(run_dir_of(path, RunConfig.load(path, check_coordinates=False)))  # killed: it could not
             with contextlib.suppress(LadderError):  # the error on its way says more
                 pull(watcher.store, watcher.source, replace=watcher.replace)
     if proc.returncode:

@@ -307,3 +307,30 @@ def test_a_demo_that_trained_nothing_keeps_the_seconds_of_the_one_that_did(tmp_p
     assert _seconds_trained(results, quick=True, this_run=6.0) == 6.0  # the other size's
     results.write_text("{")
     assert _seconds_trained(results, quick=False, this_run=6.0) == 6.0
+
+
+def test_a_folder_of_the_users_own_outputs_is_refused_and_an_earlier_demo_s_is_not(tmp_path):
+    """The demo replaces its store's runs, its prediction and its report: a folder holding what it did not write is
+    refused before anything is written; one an earlier demo wrote (its plan, even without the list) goes on."""
+    from ladder.demo import DEMO_CONFIGS, check_demo_folder
+
+    mine = tmp_path / "mine"
+    (mine / "store").mkdir(parents=True)
+    (mine / "prediction").mkdir()
+    (mine / "prediction" / "alerts.jsonl").write_text("{}\n")
+    before = _files(mine)
+    with pytest.raises(LadderError, match=f"--out {mine}: holds files the demo did not write \\(prediction, store\\)"):
+        check_demo_folder(mine)
+    assert _files(mine) == before
+    check_demo_folder(tmp_path / "new")  # absent or empty: the demo's to fill
+    (tmp_path / "empty").mkdir()
+    check_demo_folder(tmp_path / "empty")
+    # an earlier demo's folder, stopped before its end and written before the list existed: its plan is the demo's
+    old = tmp_path / "old" / "plan"
+    old.mkdir(parents=True)
+    plan = demo_plan(quick=True)
+    plan.rungs[0].save(old / f"{plan.rungs[0].name}.yaml")
+    check_demo_folder(old.parent)
+    write_plan(plan, old, other=demo_plan(quick=False))
+    listed = json.loads((old / DEMO_CONFIGS).read_text())
+    assert len(listed) == len(plan.runs())  # every config of the plan, the one already there too

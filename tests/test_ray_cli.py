@@ -271,6 +271,13 @@ def test_a_ray_address_whose_port_cannot_exist_is_one_line(ladder_folder, addres
     assert len(res.output.strip().splitlines()) <= 2
 
 
+@pytest.mark.parametrize("address", ["localhost:" + "9" * 5000, "localhost:\u0661\u0662\u0663"])
+def test_a_ray_port_of_many_digits_or_of_other_scripts_is_one_line(ladder_folder, address):
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray", address])
+    assert res.exit_code == 2 and "this is a bug" not in res.output, res.output
+    assert res.output.startswith("error: --ray ")
+
+
 RUNNING = "running"
 """A fake task's outcome: it has not ended."""
 

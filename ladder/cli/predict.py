@@ -176,7 +176,7 @@ def predict_command(
         coords = {"active_params": target.active_params or "unknown", "stop_after_steps": target.stop_after_steps,
                   "tokens_per_step": target.tokens_per_step,
                   "fit_flops_per_token": target.flops_per_token if target.flops_from != SIX_N else "unknown"}
-        if target.schedule is not None:  # its plan before edits: the run read back gives the prediction's fractions
+        if target.schedule is not None:  # its plan and its edits: the run read back gives the prediction's fractions
             from ladder.config.yamlio import to_dict
 
             coords["schedule"] = to_dict(target.schedule)

@@ -32,7 +32,7 @@ from ladder.launch import how_it_ended, is_done, mark_crashed, run_dir_of
 INSTALL = "pip install 'scaling-ladder[ray]'"
 USER_ERROR = 2
 """Exit code of a trainer that refused its config: trying again cannot help."""
-_ADDRESS = re.compile(r"^(auto|local|ray://[^\s/:]+:\d+|[^\s/:]+:\d+)$")
+_ADDRESS = re.compile(r"^(auto|local|ray://[^\s/:]+:[0-9]+|[^\s/:]+:[0-9]+)$")
 _PORTS = range(1, 65536)
 
 
@@ -51,7 +51,7 @@ def check_address(address: str) -> str:
             "machine belongs to), ray://HOST:PORT (a remote cluster) or HOST:PORT (its head node)"
         )
     port = address.rpartition(":")[2]
-    if port.isdigit() and int(port) not in _PORTS:
+    if port.isascii() and port.isdigit() and (len(port) > 5 or int(port) not in _PORTS):
         raise LadderError(f"--ray {address!r}: port {port} does not exist (ports run from 1 to 65535); give the port "
                           "the cluster's head node listens on, which `ray start --head` printed")
     return address
