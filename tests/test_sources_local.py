@@ -172,6 +172,13 @@ def test_a_running_status_that_stopped_changing_is_a_crash(tmp_path):
                for m in crashed.messages), crashed.messages
     (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": 30}))
     assert pull(Store(tmp_path / "c"), stale).pulled[0].state == "finished"
+    # killed in the middle of a line: the cut line is said, as for a run that marked itself ended
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "running", "step": 30}))
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:
+        f.write('{"step": 31, "train/lo')
+    (cut,) = pull(Store(tmp_path / "d"), stale).pulled
+    assert cut.state == "crashed" and any("the run stopped writing (marked crashed), but its last line" in m
+                                          for m in cut.messages), cut.messages
 
 
 def test_a_pull_says_when_each_run_last_wrote_unchanged_runs_included(tmp_path):

@@ -107,7 +107,7 @@ class LocalSource:
         state, status = self._state(run_dir, written, warnings)
         marked = _marked(status)  # by the run, not by time
         rows, end, skipped, pos = _read_lines(path, 0 if replace else offset, start, ended=marked != "running")
-        warnings += skipped.warnings(path, marked)
+        warnings += skipped.warnings(path, marked, state)
         config = ref.config if ref.config is not None else _config(run_dir)
         frame = rows.frame()
         if marked == "finished":
@@ -225,8 +225,9 @@ class _Skipped:
         if self.values == 1:
             self.first_value = f"line {line}, {key!r}"
 
-    def warnings(self, path: Path, marked: str) -> list[str]:
-        """What to say of the read; `marked`: the state the run marked itself with (`_marked`)."""
+    def warnings(self, path: Path, marked: str, state: str = "") -> list[str]:
+        """What to say of the read; `marked`: the state the run marked itself with (`_marked`); `state`: the one the
+        read gives it (a run still marked running that wrote nothing for long is crashed)."""
         out = []
         if self.lines:
             shown = ", ".join(map(str, self.lines[:_SHOWN_LINES])) + (", ..." if len(self.lines) > _SHOWN_LINES else "")
@@ -237,10 +238,11 @@ class _Skipped:
             values = "1 value that is" if self.values == 1 else f"{self.values:,} values that are"
             out.append(f"{path}: {values} not a number (true/false, text, a list, null) skipped "
                        f"(the first at {self.first_value})")
-        if marked != "running" and self.unended is not None:  # a run still writing has a line under way as a rule
-            out.append(f"{path}: the run says it {marked}, but its last line (line {self.unended}) has no newline: left "
-                       "unread (a file still being written or copied is read whole by the next pull; a line cut for "
-                       "good stays out)")
+        ended = marked != "running" or state == "crashed"  # a run still writing has a line under way as a rule
+        if ended and self.unended is not None:
+            who = f"the run says it {marked}" if marked != "running" else "the run stopped writing (marked crashed)"
+            out.append(f"{path}: {who}, but its last line (line {self.unended}) has no newline: left unread (a file "
+                       "still being written or copied is read whole by the next pull; a line cut for good stays out)")
         return out
 
 
