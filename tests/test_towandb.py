@@ -239,9 +239,9 @@ def test_a_prediction_read_back_from_wandb_has_the_prediction_s_fractions(wandb_
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(tmp_path / "rungs"), "--out", str(tmp_path / "pred"),
                               "--n-boot", "20", "--to-wandb", "team/ladder"])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["pull", "offline", str(tmp_path / "pred" / "wandb"), "--store", str(tmp_path / "back")])
+    res = runner.invoke(app, ["pull", "offline", str(tmp_path / "pred" / "wandb"), "--store", str(tmp_path / "rungs")])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["history", f"{hero.name}-predicted", "--store", str(tmp_path / "back"),
+    res = runner.invoke(app, ["history", f"{hero.name}-predicted", "--store", str(tmp_path / "rungs"),
                               "--metric", KEY, "--format", "csv"])
     assert res.exit_code == 0, res.output
     back = pd.read_csv(io.StringIO(res.stdout))
@@ -249,3 +249,9 @@ def test_a_prediction_read_back_from_wandb_has_the_prediction_s_fractions(wandb_
     both = back.merge(table[["step", "fraction"]], on="step", suffixes=("", "_predicted"))
     assert len(both) == len(back) > 10
     np.testing.assert_allclose(both["fraction"], both["fraction_predicted"], rtol=1e-9)
+    # a report of the prediction's own run read back says it is no trained run
+    res = runner.invoke(app, ["report", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "rungs"),
+                              "--target-run", f"{hero.name}-predicted", "--out", str(tmp_path / "r.html")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "is a prediction read back from wandb (role: prediction), not a run that trains" \
+        in said, res.output

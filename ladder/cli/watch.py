@@ -367,6 +367,10 @@ def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> Non
     import pandas as pd
 
     row = runs[runs["name"] == pred.run_name]
+    if len(row) and str(row["role"].iloc[0]) == "prediction":
+        warn(f"{pred.run_name!r} is a prediction read back from wandb (role: prediction), not a run that trains: it "
+             f"logs predicted/{pred.metric}, not {pred.metric}, so the report has no actual curve; give the trained "
+             "run's name with --target-run")
     last = float(pred.table["step"].iloc[-1])
     planned = int(round(last / float(pred.table["fraction"].iloc[-1])))
     if len(row) and pd.notna(row["stop_after_steps"].iloc[0]):
