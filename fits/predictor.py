@@ -328,7 +328,6 @@ def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
         results = _predict_many(fit_runs, [(h, h.steps) for h in held], settings.candidates, o)
         ok = {n: [isinstance(x, cand.Outcome) for x in res] for n, res in results.items()}
         common = [i for i in range(len(held)) if all(v[i] for v in ok.values() if any(v))]
-        ends = _scored_ends(results, ok, len(held))
         joint = [_joint_evals(results, ok, i) for i in range(len(held))]
         for name, res in results.items():
             keep = [i for i in (common or range(len(held))) if ok[name][i]]
@@ -337,23 +336,12 @@ def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
                 rows.append(_failed(name, held, distance, why))
                 continue
             rows.append(_score(name, [held[i] for i in keep], [res[i].band for i in keep], distance,
-                               [ends[i] for i in keep], [joint[i] for i in keep]))
+                               [joint[i] for i in keep]))
         w = equal_weights([n for n, v in ok.items() if any(v)])
         if len(w) >= 2 and common:
             bands = [ensemble({n: results[n][i].band for n in w}, w) for i in common]
-            rows.append(_score("ensemble", [held[i] for i in common], bands, distance, [ends[i] for i in common],
-                               [joint[i] for i in common]))
+            rows.append(_score("ensemble", [held[i] for i in common], bands, distance, [joint[i] for i in common]))
     return tuple(rows)
-
-
-def _scored_ends(results: dict, ok: dict, n: int) -> list[bool]:
-    """Per held-out run: whether its final eval is scored, which it is where every method that predicted the
-    run reaches that eval. A law whose fitted runs end early predicts nothing past their reach, and its last
-    predicted eval is not the run's end: scoring it there would set an error at 60% of a run beside another
-    law's at its end."""
-    def reaches(name: str, i: int) -> bool:
-        return not ok[name][i] or bool(np.isfinite(results[name][i].band.median[-1]))
-    return [all(reaches(name, i) for name in results) for i in range(n)]
 
 
 def _as_target(r: Run, score_from: float) -> Run:
@@ -367,17 +355,18 @@ def _failed(name: str, held: list[Run], distance: float, why: str) -> Score:
 
 
 def _joint_evals(results: dict, ok: dict, i: int) -> np.ndarray | None:
-    """Held-out run `i`'s evals that every method that predicted it has a value at (None: no method did)."""
+    """Held-out run `i`'s evals that every method that predicted it has a value at (None: no method did). Its final
+    eval is scored only where it is one of them: a law whose fitted runs end early predicts nothing past their reach,
+    and scoring its last predicted eval would set an error at 60% of a run beside another law's at its end."""
     medians = [results[name][i].band.median for name in results if ok[name][i]]
     return np.all(np.isfinite(medians), axis=0) if medians else None
 
 
-def _score(name: str, held: list[Run], bands: list[Band], distance: float, ends: list[bool],
-           joint: list[np.ndarray | None]) -> Score:
-    """`name`'s errors on the `held` runs; each run's final error where `ends` says its final eval is scored, and
-    which of its evals every method predicted (`joint`)."""
+def _score(name: str, held: list[Run], bands: list[Band], distance: float, joint: list[np.ndarray | None]) -> Score:
+    """`name`'s errors on the `held` runs, noting which of each run's evals every method predicted (`joint`); its
+    final error where that holds of its final eval."""
     g, e, inside, finals, shared = [], [], [], [], []
-    for h, b, end, both in zip(held, bands, ends, joint):
+    for h, b, both in zip(held, bands, joint):
         ok = np.isfinite(b.median)
         if not ok.any():
             continue
@@ -386,7 +375,7 @@ def _score(name: str, held: list[Run], bands: list[Band], distance: float, ends:
         e.append(err)
         inside.append((b.lo90[ok] <= h.values[ok]) & (h.values[ok] <= b.hi90[ok]))
         shared.append(ok[ok] if both is None else both[ok])
-        if end:
+        if both is None or both[-1]:
             finals.append(err[-1])
     if not e:
         return _failed(name, held, distance, "no held-out eval inside the fitted fractions")
