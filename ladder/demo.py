@@ -330,16 +330,17 @@ def _hero_watcher(store: Store, hero_path: Path, hero: RunConfig, pred: Predicti
 
 
 def _train_watched(path: Path, watcher: Watcher, poll_seconds: float) -> None:
+    run_dir = run_dir_of(path, RunConfig.load(path, check_coordinates=False))
     proc = start(path, resume=True, progress=False, again=AGAIN)
     try:
         with trainer_stops_with(proc):
             while proc.poll() is None:
                 time.sleep(poll_seconds)
-                if (run_dir_of(path, RunConfig.load(path, check_coordinates=False)) / keys.METRICS_FILE).exists():
+                if (run_dir / keys.METRICS_FILE).exists():
                     watcher.check()
     finally:
         if proc.returncode:  # stopped or failed: the store says so as its run folder does, not "running"
-            mark_crashed(run_dir_of(path, RunConfig.load(path, check_coordinates=False)))  # killed: it could not
+            mark_crashed(run_dir)  # killed: it could not
             with contextlib.suppress(LadderError):  # the error on its way says more
                 pull(watcher.store, watcher.source, replace=watcher.replace)
     if proc.returncode:

@@ -60,16 +60,21 @@ def run_state(run_dir: Path) -> str | None:
 
 def run_step(run_dir: Path) -> int:
     """The last completed step the run's status reports (0 where it has no readable status)."""
-    step = _status(run_dir).get("step")
+    return _step_of(_status(run_dir))
+
+
+def _step_of(status: dict) -> int:
+    step = status.get("step")
     return step if isinstance(step, int) and not isinstance(step, bool) else 0
 
 
 def mark_crashed(run_dir: Path) -> bool:
     """Mark a run whose status says it runs as crashed (its trainer was killed and could not say so);
     whether it was marked. The trainer writes this file itself whenever it can (`runfiles`)."""
-    if run_state(run_dir) != "running":
+    status = _status(run_dir)
+    if status.get("state") != "running":
         return False
-    return runfiles.write_status_anyway(run_dir, "crashed", run_step(run_dir))
+    return runfiles.write_status_anyway(run_dir, "crashed", _step_of(status))
 
 
 def same_config(run_dir: Path, cfg: RunConfig) -> bool:

@@ -35,7 +35,6 @@ from ladder.data.sources.table import (
     as_number,
     finite_or_nan,
     map_state,
-    overflowed,
     too_large,
     whole_count,
 )
@@ -313,8 +312,9 @@ class _Overflow(str):
 
 
 def _float(text: str) -> float | _Overflow:
+    """json's reading of a number literal (a spelt ``Infinity`` is a constant, not read here): inf only by overflow."""
     value = float(text)
-    return _Overflow(text) if math.isinf(value) and overflowed(text) else value
+    return _Overflow(text) if math.isinf(value) else value
 
 
 _JSON = json.JSONDecoder(parse_float=_float)
