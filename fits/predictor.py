@@ -354,15 +354,14 @@ def _failed(name: str, held: list[Run], distance: float, why: str) -> Score:
     return Score(name, tuple(h.name for h in held), distance, empty, empty, empty.astype(bool), empty, failed=why)
 
 
-def _joint_evals(results: dict, ok: dict, i: int) -> np.ndarray | None:
-    """Held-out run `i`'s evals that every method that predicted it has a value at (None: no method did). Its final
+def _joint_evals(results: dict, ok: dict, i: int) -> np.ndarray:
+    """Held-out run `i`'s evals that every method that predicted it has a value at (one did: it is scored). Its final
     eval is scored only where it is one of them: a law whose fitted runs end early predicts nothing past their reach,
     and scoring its last predicted eval would set an error at 60% of a run beside another law's at its end."""
-    medians = [results[name][i].band.median for name in results if ok[name][i]]
-    return np.all(np.isfinite(medians), axis=0) if medians else None
+    return np.all([np.isfinite(results[name][i].band.median) for name in results if ok[name][i]], axis=0)
 
 
-def _score(name: str, held: list[Run], bands: list[Band], distance: float, joint: list[np.ndarray | None]) -> Score:
+def _score(name: str, held: list[Run], bands: list[Band], distance: float, joint: list[np.ndarray]) -> Score:
     """`name`'s errors on the `held` runs, noting which of each run's evals every method predicted (`joint`); its
     final error where that holds of its final eval."""
     g, e, inside, finals, shared = [], [], [], [], []
@@ -374,8 +373,8 @@ def _score(name: str, held: list[Run], bands: list[Band], distance: float, joint
         g.append(h.fractions[ok])
         e.append(err)
         inside.append((b.lo90[ok] <= h.values[ok]) & (h.values[ok] <= b.hi90[ok]))
-        shared.append(ok[ok] if both is None else both[ok])
-        if both is None or both[-1]:
+        shared.append(both[ok])
+        if both[-1]:
             finals.append(err[-1])
     if not e:
         return _failed(name, held, distance, "no held-out eval inside the fitted fractions")

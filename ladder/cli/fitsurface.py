@@ -311,7 +311,7 @@ def _print_bands(preds: list[dict], band: str) -> None:
         table.add_column("actual" if actual.strip().lower() == "actual" else f"actual ({actual})", justify="right")
         table.add_column("error", justify="right")
     for p in with_errors(preds):
-        known = actual is not None and p[actual] is not None and p["median"] is not None
+        known = p.get(ERROR_KEY) is not None
         beside = ([shared.edge(p[actual]), f"{p[ERROR_KEY]:+.2%}"] if known else
                   ["", ""] if actual is not None else [])
         table.add_row(*("" if p[k] is None else str(p[k]) for k in labels), f"{p['params']:.4g}", f"{p['tokens']:.4g}",

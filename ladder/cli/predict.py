@@ -220,10 +220,8 @@ def score_command(
         warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
                            f"{pred.run_name!r}: its evals are held to the target's prediction")
     actual = st.history([name], [pred.metric], include_nonfinite=True)  # a NaN eval counts outside the bands
-    t = pred.table
-    predicted = t.loc[np.isfinite(t["median"].to_numpy(float)), "step"]
-    end = int(t["step"].iloc[-1])
-    last = int(predicted.max()) if len(predicted) else end
+    end = int(pred.table["step"].iloc[-1])
+    last = end if pred.last_predicted is None else int(pred.last_predicted["step"])
     past = int((actual["step"] > last).sum())
     if past:
         why = ("a prediction of a shorter plan?" if last == end else

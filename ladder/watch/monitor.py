@@ -450,7 +450,7 @@ class Watcher:
             late = [a for a in told if a.key in known]
             new = [a for a in told if a.key not in known]
             # the check itself, once, before any earlier alerts (those a chat has posted apart, a file marks)
-            sent = sink.send(new, verdict, summary) if new or late or not quiet else True
+            sent = sink.send(new, verdict, summary)
             if sent:
                 state.mark(name, [a.key for a in fresh if a not in late])
             if late and sink.send(late, verdict, summary, late=True):
