@@ -81,7 +81,11 @@ class Backtest:
         return float(np.mean([abs(r.rel_error) for r in self.rows])) if self.rows else float("nan")
 
     def records(self) -> list[dict]:
-        return [asdict(r) | {"rel_error": r.rel_error, "covered": r.covered} for r in self.rows]
+        """One dict per row; a band of no finite width has no bounds (None), not a lower bound at 0."""
+        return [asdict(r) | {"rel_error": r.rel_error, "covered": r.covered}
+                | ({} if r.has_band else {"lo": None, "hi": None})
+                | ({} if np.isfinite(r.own_lo) and np.isfinite(r.own_hi) else {"own_lo": None, "own_hi": None})
+                for r in self.rows]
 
     def summary(self) -> str:
         lines = [f"backtest of the {self.form}: {len(self.rows)} prediction{'s' if len(self.rows) != 1 else ''}, "

@@ -140,8 +140,18 @@ class PerFractionFit:
         return self.n_runs - 2 - (0 if self.E_pinned else 1)
 
     def interval(self, compute: float, fractions=None, level: float = 0.9, kind: str = "observation"):
-        """Per-fraction Student-t band (n − 2 dof, or n − 3 with E free) by the delta method."""
+        """Per-fraction Student-t band (n − 2 dof, or n − 3 with E free) by the delta method, with the runs' scatter
+        about the law at each fraction (`scatter`), not one pooled over the run: runs stray most early, and a
+        variance pooled over every fitted fraction let how finely the early ones are sampled set the band at the
+        end."""
         g, a, al = self._at(fractions)
+        local = np.interp(g, self.fractions, self.scatter() ** 2)  # the scatter where the band is
+        ratio = np.sqrt(local / self.s2) if self.s2 > 0 else np.ones_like(g)
+        return self._interval(compute, g, a, al, level, kind, ratio[:, None], local)
+
+    def _interval(self, compute, g, a, al, level, kind, ratio, local):
+        """`interval` at `g` with the gradients scaled by `ratio` (the parameters' covariance, fitted with the pooled
+        variance, carried at the local one) and the observation variance `local`."""
         u = np.log(compute * g / self.c_ref)
         t = np.exp(a - al * u)
         p = self.E + t
@@ -153,7 +163,7 @@ class PerFractionFit:
             G = np.hstack([B * (t / p)[:, None], -B * (u * t / p)[:, None]])
             if off:
                 G = np.hstack([(1.0 / p)[:, None], G])
-            return student_t_band(p, G, self.cov, self.s2, dof, level, kind)
+            return student_t_band(p, G * ratio, self.cov, local, dof, level, kind)
         # Each fraction's (a, α) is interpolated between its two neighbours; their covariance carries over.
         j = np.clip(np.searchsorted(self.fractions, g, side="right") - 1, 0, nf - 1)
         j2 = np.minimum(j + 1, nf - 1)
@@ -166,7 +176,7 @@ class PerFractionFit:
         for idx, wt in ((j, 1.0 - wt2), (j2, wt2)):
             np.add.at(G, (rows, off + idx), wt * t / p)
             np.add.at(G, (rows, off + nf + idx), -wt * u * t / p)
-        return student_t_band(p, G, self.cov, self.s2, dof, level, kind)
+        return student_t_band(p, G * ratio, self.cov, local, dof, level, kind)
 
     def collapse(self) -> Collapse:
         end = self.losses[:, -1:] - self.E

@@ -114,14 +114,18 @@ MAX_STEPS = 10**8
 
 def reached_end(fractions: np.ndarray) -> bool:
     """Whether a run's evals (fractions of its plan, ascending) reach its planned end: the last is at the end,
-    or no later eval was due (the end is nearer than its usual interval between evals, the median one, as when
+    or no later eval was due (the end comes before the next eval at its usual interval, the median one, as when
     a run evaluates every 128 steps of 24,000 and its last eval is at step 23,936). A run that stopped short
-    of that (crashed, or still running) has not."""
+    of that (crashed, or still running) has not: evals every 10% that end at 90% owed one at the end."""
     f = np.asarray(fractions, dtype=np.float64)
     if not f.size:
         return False
     gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
-    return bool(1.0 - f[-1] <= max(gap, 1e-9))
+    return bool(1.0 - f[-1] < max(gap * (1 - END_SLACK), 0.0) or f[-1] >= 1.0 - END_SLACK)
+
+
+END_SLACK = 1e-6
+"""Relative slack of `reached_end`: steps ÷ planned steps land a rounding off the end and off the interval."""
 
 
 def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.ndarray:

@@ -103,6 +103,8 @@ def test_a_band_of_no_width_is_not_counted_and_a_stopped_run_is_scored_where_it_
     (row,) = bt.rows  # three runs, three parameters: a Student-t band of 0 dof
     assert row.covered is None and np.isnan(bt.coverage) and "no row has a band" in bt.summary()
     assert "none (as many parameters as runs)" in bt.summary() and "inf" not in bt.summary()
+    (rec,) = bt.records()  # no bounds, not a lower one at 0 beside none above
+    assert (rec["lo"], rec["hi"], rec["own_lo"], rec["own_hi"]) == (None, None, None, None)
     G = np.arange(1, 11) / 10
     C = np.geomspace(1e19, 1e21, 6)
     Y = per_fraction_losses(np.random.default_rng(1), C, G, 2.0, np.full(10, 900.0), 0.16 + 0.04 * G, noise=0.0)

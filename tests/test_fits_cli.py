@@ -898,6 +898,14 @@ def test_fit_surface_reads_one_corpus_of_a_table_of_several(tmp_path):
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["n_runs"] == 30 and out["params"] == alone["params"]  # 1.0 and 1 are one number
+    targets = tmp_path / "targets.csv"  # the targets of the corpus fitted are predicted; the others are said
+    targets.write_text("name,params,tokens,dataset\nA,1e9,2e10,c4\nB,1e9,2e10,pile\nC,1e9,2e10,\nD,1e9,2e10,C4\n")
+    res = run("fit", "surface", "--csv", both, "--where", "dataset=c4", "--predict-csv", targets, "--form", "free",
+              "--format", "json")
+    out = json.loads(res.stdout)
+    assert [p["name"] for p in out["predictions"]] == ["A", "C"]
+    assert f"{targets}: 2 of 4 targets left out by --where dataset=c4: line 3 (dataset 'pile'), line 5 (dataset 'C4')" \
+        in out["warnings"]
     pile = json.loads(run("fit", "surface", "--csv", both, "--where", "dataset=pile", "--form", "free",
                           "--format", "json").stdout)
     assert pile["params"]["E"] == pytest.approx(2.4, abs=0.05)
@@ -1033,6 +1041,44 @@ def test_a_run_reaches_its_end_when_no_later_eval_was_due():
     assert not fitdata.reached_end(every_128[:-5])  # stopped five evals early
     assert not fitdata.reached_end(np.arange(1, 17) * 0.05)  # evals every 5%, the last at 80%
     assert not fitdata.reached_end(np.array([0.99])) and not fitdata.reached_end(np.array([]))
+    every_100 = np.arange(100, 1_001, 100) / 1_000
+    assert fitdata.reached_end(every_100) and not fitdata.reached_end(every_100[:-1])  # one eval owed, at the end
+    assert fitdata.reached_end(np.arange(99, 1_000, 100) / 1_000)  # steps counted from 0: the last at 999 of 1,000
+    assert list(fitdata.at_end(every_100[:-1])) == list(every_100[:-1])  # not moved to the end
+
+
+def _checkpoints(tmp_path, last: dict[str, int]) -> Path:
+    """A table of checkpoints every 100 of 1,000 planned steps, five runs on one power law; run `r` logs up to
+    `last[r]`."""
+    lines = ["run_id,step,loss,compute,params,tokens,total_steps"]
+    for i, n in enumerate((1e7, 3e7, 1e8, 3e8, 1e9)):
+        run_id = f"r{i}"
+        for step in range(100, last.get(run_id, 1_000) + 1, 100):
+            d = 20 * n * step / 1_000
+            lines.append(f"{run_id},{step},{1.7 + 400 * (6 * n * d) ** -0.15:.6f},{6 * n * d:g},{n:g},{d:g},1000")
+    table = tmp_path / "ck.csv"
+    table.write_text("\n".join(lines) + "\n")
+    return table
+
+
+def test_a_run_one_eval_short_of_its_plan_gives_no_final(tmp_path):
+    """Evals every 10% that end at 90%: one was owed at the end, so the last is no final loss (on a decaying
+    schedule the last tenth is where the loss falls fastest)."""
+    res = run("fit", "endpoint", "--csv", _checkpoints(tmp_path, {"r2": 900}), "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n_runs"] == 4
+    assert out["notes"][-1] == ("left out, stopped short of its plan ('total_steps'; the law fits final losses): "
+                                "r2 (at step 900 of 1,000)")
+
+
+def test_a_run_far_past_its_plan_is_refused_by_the_fits_of_finals(tmp_path):
+    """Steps at 1.5× a run's planned steps or more: the step column or the plan is wrong, as `ladder import csv`
+    and `fit curve` say; the fits of final losses refuse it too, naming the line."""
+    table = _checkpoints(tmp_path, {"r3": 1_500})
+    for args in (("fit", "endpoint"), ("fit", "surface"), ("backtest", "--form", "endpoint")):
+        one_error_line(run(*args, "--csv", table), "run 'r3' at step 1500, 1.5× its planned steps",
+                       "fix the step or the run's planned steps")
 
 
 def test_curves_of_several_token_ratios_are_noted():

@@ -351,10 +351,14 @@ def test_the_per_fraction_law_predicts_no_step_past_the_last_fraction_the_rungs_
     whole = core.predict([ladder_run(f"r{i}", n, pf_law, np.random.default_rng(i)) for i, n in enumerate(ns)],
                          hero, hero.steps, settings)
     assert np.isfinite(whole.band.median[g >= 0.1]).all()  # rungs to the end of their plans: predicted to the end
-    # a last eval nearer the end than the run's eval interval is its end (no later eval was due), as the store reads it
-    near = [dataclasses.replace(r, steps=r.steps[:-1], values=r.values[:-1]) for r in
-            [ladder_run(f"r{i}", n, pf_law, np.random.default_rng(i)) for i, n in enumerate(ns)]]
-    assert max(r.fractions[-1] for r in near) == pytest.approx(0.95, abs=0.01) and cand.reach(near) == 1.0
+    # a last eval nearer the end than the run's eval interval is its end (no later eval was due), as the store reads
+    # it; one a whole interval before the end is not (an eval was due at the end)
+    whole_runs = [ladder_run(f"r{i}", n, pf_law, np.random.default_rng(i)) for i, n in enumerate(ns)]
+    near = [dataclasses.replace(r, steps=np.r_[r.steps[:-1], r.planned_steps - 2]) for r in whole_runs]
+    assert cand.reach(near) == 1.0
+    short = [dataclasses.replace(r, steps=r.steps[:-1], values=r.values[:-1]) for r in whole_runs]
+    assert max(r.fractions[-1] for r in short) == pytest.approx(0.95, abs=0.01)
+    assert cand.reach(short) == pytest.approx(max(r.fractions[-1] for r in short) * 1.02)
     assert cand.reach(runs) == pytest.approx(max(r.fractions[-1] for r in runs) * 1.02)
 
 

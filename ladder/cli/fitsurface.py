@@ -118,7 +118,9 @@ def fit_surface_command(
         if form is not SurfaceForm.auto and form is not SurfaceForm.shared:
             raise LadderError(f"--shared-exponent and --form {form.value} contradict each other; give one")
         form = SurfaceForm.shared
-    targets = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where)) if predict_csv is not None else None
+    targets, untargeted = None, ""
+    if predict_csv is not None:
+        *targets, untargeted = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where))
     from fits.surfacechoice import choose_surface
     with shared.saying_left_out(data):
         choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
@@ -133,7 +135,7 @@ def fit_surface_command(
     optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
-             + _not_counts(data.params, data.tokens) + _unread_actual(preds)
+             + _not_counts(data.params, data.tokens) + _unread_actual(preds) + ([untargeted] if untargeted else [])
              + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}",
                                   lambda p: _outside(p, data.params, data.tokens)))
     if fmt is Format.json:

@@ -43,18 +43,25 @@ def column_names(path: str | Path) -> list[str] | None:
 
 
 def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens",
-                 where: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, list[dict[str, str]]]:
-    """Parameter counts N and tokens D of the targets in the CSV at `path` (one row per target), and each
-    row's other columns as written (a name, a note), to carry into the output beside its prediction.
+                 where: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, list[dict[str, str]], str]:
+    """Parameter counts N and tokens D of the targets in the CSV at `path` (one row per target), each row's other
+    columns as written (a name, a note), to carry into the output beside its prediction, and a note naming the
+    targets `where` left out ("" where none).
 
     `where` (the fit's --where COLUMN=VALUE) keeps the targets of the ladder fitted: each condition whose
     column the targets have picks their rows too; a condition on a column they lack leaves them all, and a
     target whose cell in that column is blank is kept (it names no other ladder)."""
     p = Path(path)
     df = csvfile.cells(p, f"--predict-csv takes a CSV of the targets, one row per target with columns {params},{tokens}")
+    given, left = len(df), []
     for condition in where:
-        if condition.partition("=")[0].strip() in df.columns:
-            df = _targets_where(df, f"{p} (targets)", condition)
+        col = condition.partition("=")[0].strip()
+        if col in df.columns:
+            kept = _targets_where(df, f"{p} (targets)", condition)
+            left += [f"line {i} ({col} {str(v).strip()!r})" for i, v in df[col].drop(kept.index).items()]
+            df = kept
+    note = (f"{p}: {len(left)} of {given} targets left out by --where {' '.join(where)}: {', '.join(left)}"
+            if left else "")
     # --params-col / --tokens-col name the fitted runs' columns; targets that keep the plain names are read by them
     params, tokens = (c if c in df.columns or plain not in df.columns else plain
                       for c, plain in ((params, "params"), (tokens, "tokens")))
@@ -68,7 +75,7 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     where = f"{p} (targets)"
     labels = df.drop(columns=[params, tokens]).apply(_numbers_if_all).to_dict("records")
     return (csvfile.numbers(df, params, where, most=MAX_PARAMS, least=1.0).to_numpy(np.float64),
-            csvfile.numbers(df, tokens, where, most=MAX_TOKENS, least=1.0).to_numpy(np.float64), labels)
+            csvfile.numbers(df, tokens, where, most=MAX_TOKENS, least=1.0).to_numpy(np.float64), labels, note)
 
 
 

@@ -28,7 +28,7 @@ from fits.runs import ONE_RATIO, reached_end
 from ladder.config.limits import MAX_COMPUTE, MAX_PARAMS, MAX_TOKENS
 from ladder.data import csvfile
 from ladder.data.endpointcsv import DEFAULT_RUN_COL
-from ladder.data.sources.table import table_state
+from ladder.data.sources.table import FAR_PAST_PLAN, table_state
 from ladder.errors import LadderError
 
 
@@ -255,8 +255,10 @@ PAST_THE_END = 1.01
 compute is its last checkpoint's ÷ that checkpoint's fraction)."""
 
 
-def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: str, where: str) -> None:
-    past = frac > PAST_THE_END
+def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: str, where: str,
+                     most: float = PAST_THE_END) -> None:
+    """Refuse the first row past `most` × its run's planned steps, naming its line."""
+    past = frac > most
     if past.any():
         i = int(np.argmax(past))
         if what == "fraction":
@@ -364,6 +366,9 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
         total[~(total > 0)] = np.nan
     _one_value_per_run(df[cols.run], total, planned, where)
     steps = pd.Series(_numbers(df, cols.step, where, positive=False), index=df.index)
+    # a final only a little past its plan is kept (a checkpoint at step 256 of 250); far past, the plan is wrong
+    _within_the_plan(df[cols.run], steps.to_numpy() / total, steps.to_numpy(), "step", where,
+                     most=FAR_PAST_PLAN * (1 - 1e-9))
     frac = (steps / total).groupby(df[cols.run], sort=False)
     known = {run: np.sort(f.dropna().to_numpy()) for run, f in frac}
     done = {run: not f.size or reached_end(f) for run, f in known.items()}

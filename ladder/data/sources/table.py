@@ -215,6 +215,10 @@ def json_number(text: str) -> float | None:
 SHORT_OF_PLAN = 0.98
 """A run marked finished whose last logged step is below this share of its planned steps stopped short of its plan."""
 
+FAR_PAST_PLAN = 1.5
+"""A table's run whose steps reach this many times its plan is refused (steps counted in tokens, or another
+run's plan); a last eval a little past the plan (a checkpoint at step 256 of 250) is kept, with a warning."""
+
 FAR_SHORT_OF_PLAN = 0.5
 """A finished wandb run read with wandb's own step (``_step``) whose last step is below this share of its plan most
 likely counts log calls, not optimizer steps."""
