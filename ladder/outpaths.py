@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ladder.errors import LadderError
@@ -56,9 +57,12 @@ def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ..
     return p
 
 
-def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, ...] = ()) -> Path:
+def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, ...] = (),
+             ours: tuple[Callable[[str], bool], str] | None = None) -> Path:
     """`path` as a file to write, in a folder that is not a file: absent, or a file that is replaced when it is
-    of one of `kinds` (suffixes such as ".html"; any, when none are given) and no prediction or store keeps it."""
+    of one of `kinds` (suffixes such as ".html"; any, when none are given), no prediction or store keeps it, and
+    `ours` (a test of the file's first characters, and what passes it: "a page `ladder report` wrote") finds it is
+    an earlier output of this command's: a user's file of the same suffix is not."""
     p = Path(path)
     if p.is_dir():
         raise LadderError(f"{option} {p}: is a folder; give the path of the file to write")
@@ -74,8 +78,32 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
         if kinds and p.suffix.lower() not in kinds:
             raise LadderError(f"{option} {p}: exists and is not a {' or '.join(kinds)} file; give the path of a "
                               "new file (writing over it would destroy it)")
+        if ours is not None and p.is_file() and not ours[0](_head(p)):
+            raise LadderError(f"{option} {p}: exists and is not {ours[1]}; give the path of a new file, or move that "
+                              "one away first (writing over it would destroy it)")
     _parents_are_folders(p, option)
     return p
+
+
+def _head(p: Path, size: int = 8192) -> str:
+    """The first `size` characters of the file `p` ("" where it cannot be read as text)."""
+    try:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            return f.read(size)
+    except OSError:
+        return ""
+
+
+def foreign_prediction_file(folder: Path) -> Path | None:
+    """A file in `folder` under a prediction's name that no prediction wrote (a prediction.json that holds none, or
+    its table beside no prediction.json), or None: `ladder predict --out` replaces its own earlier files only."""
+    from ladder.predict.prediction import PREDICTION_FILES  # pandas: only when a file is there
+
+    js = folder / "prediction.json"
+    if js.is_file():
+        head = _head(js, 1 << 16).lstrip()
+        return None if head.startswith("{") and '"run_name"' in head and '"metric"' in head else js
+    return next((folder / n for n in PREDICTION_FILES if (folder / n).exists()), None)
 
 
 def kept_by(p: Path) -> str | None:

@@ -545,6 +545,13 @@ case("history/out-over-the-store-manifest", 2, "is a file of the metric store")(
 case("history/out-over-a-file-of-another-kind", 2, "is not a .csv or .json file")(
     lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(_write(tmp / "run.yaml", "x: 1")),
                         "--store", str(store)])
+case("history/out-over-a-csv-of-the-user", 2, "exists and is not an export of `ladder history`", "move that one away")(
+    lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(_write(tmp / "run.csv", "Step,Loss\n1,2\n")),
+                        "--store", str(store)])
+case("history/out-over-its-own-earlier-export", 0, "Wrote")(
+    lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out",
+                        str(_write(tmp / "h.csv", "step,tokens,fraction,metric,value\n1,2,0.1,eval/loss,3\n")),
+                        "--store", str(store)])
 case("history/out-table-format", 2, "--out needs --format csv or json")(
     lambda tmp, store: ["history", TRAINED, "--out", str(tmp / "h.txt"), "--store", str(store)])
 def _pull_again(*extra: str):

@@ -174,6 +174,13 @@ def test_cli_writes_the_tables_and_bad_input_exits_2(tmp_path, pf_store):
     assert Prediction.load(out).table["median"].round(12).equals(table["median"].round(12))
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(tmp_path / "nowhere")])
     assert res.exit_code == 2 and "no store here" in res.stderr
+    for name, text in (("prediction.json", '{"mine": 1}'), ("prediction.csv", "my,own\n1,2\n")):  # a user's files
+        mine = tmp_path / f"mine-{name}"
+        mine.mkdir()
+        (mine / name).write_text(text)
+        res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--out", str(mine)])
+        assert res.exit_code == 2 and f"{name} there is no prediction's" in res.stderr, res.output
+        assert [p.name for p in mine.iterdir()] == [name] and (mine / name).read_text() == text
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--E", "surface"])
     assert res.exit_code == 2 and "--E surface" in res.stderr and "'ladder'" in res.stderr
     # --E ladder on rungs of one token ratio: E is fitted, and the settings saved say what was asked

@@ -83,9 +83,14 @@ def test_an_interrupted_plot_leaves_the_figure_folder_as_it_was(predicted, monke
 
 def test_report_is_one_self_contained_page(predicted):
     out = predicted / "report.html"
-    out.write_text("<html>an earlier report</html>")  # an earlier output of the same kind is replaced
-    res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
-                              "--out", str(out)])
+    out.write_text("<html>an earlier report</html>")  # a page of the user's is not replaced
+    args = ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"), "--out", str(out)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "exists and is not a page `ladder report` wrote" in res.stderr, res.output
+    assert out.read_text() == "<html>an earlier report</html>"
+    out.unlink()
+    assert runner.invoke(app, args).exit_code == 0
+    res = runner.invoke(app, args)  # an earlier report of its own is replaced
     assert res.exit_code == 0, res.output
     assert "(it replaces the page written there before; --out NAME.html keeps both)" in " ".join(res.stdout.split())
     page = out.read_text()
@@ -789,3 +794,35 @@ def test_the_backtest_table_shows_the_absolute_final_error_the_score_uses_where_
     one = backtest_rows(Prediction("hero", "eval/loss", table, planned_steps=10, method="ensemble",
                                    backtest=[{**rec, "held_out": ["a"], "final_abs_error": 0.0008}]))
     assert one.iloc[0]["final error"] == "-0.08%" and "|final error| (mean)" not in one
+
+
+def test_the_ladder_figure_shows_a_hero_whose_last_eval_falls_a_few_steps_short_of_the_plan(predicted, tmp_path,
+                                                                                          monkeypatch):
+    """A trainer that evaluates every k steps logs its last eval a few steps before the plan's end when k does not
+    divide it (step 71,936 of 72,000 for k = 128): that eval is the run's final, as `ladder score` counts it, and the
+    ladder figure draws it beside the prediction."""
+    import json
+    import shutil
+
+    from ladder.data.store import Store
+    from ladder.output import figures
+    from ladder.predict.prediction import Prediction
+
+    plan = micro_plan()
+    runs = tmp_path / "runs"
+    shutil.copytree(predicted / "runs", runs)
+    hero = write_run(runs, plan.hero, noise=0.001, seed=9)
+    T = plan.hero.stop_after_steps
+    lines = [json.loads(x) for x in (hero / "metrics.jsonl").read_text().splitlines()]
+    for x in lines:
+        if x["step"] == T and "eval/loss" in x:
+            x["step"] = T - 2  # the last eval two steps before the end
+    lines.sort(key=lambda x: x["step"])
+    (hero / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    assert runner.invoke(app, ["pull", "local", str(runs), "--store", str(tmp_path / "store")]).exit_code == 0
+    seen = []
+    drawn = figures.plots.ladder_fit
+    monkeypatch.setattr(figures.plots, "ladder_fit", lambda *a, **k: seen.append(a[4]) or drawn(*a, **k))
+    figures.draw_all(Store(tmp_path / "store"), Prediction.load(predicted / "pred"), tmp_path / "figs")
+    last = figures.hero_actual(Store(tmp_path / "store"), Prediction.load(predicted / "pred"))
+    assert last.index[-1] == T - 2 and seen == [pytest.approx(float(last.iloc[-1]))]

@@ -19,7 +19,7 @@ from ladder.config.limits import MAX_TOKENS_PER_SECOND, resamples
 from ladder.config.runconfig import RunConfig
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
-from ladder.outpaths import file_part, out_dir
+from ladder.outpaths import file_part, foreign_prediction_file, out_dir
 from ladder.output.display import show_prediction
 from ladder.predict.prediction import retire_watch
 from ladder.predict.replan import MAX_CUT, horizon_that_fits, shortened, superseded, with_cooldown
@@ -163,6 +163,10 @@ def predict_command(
         check_ready(to_wandb)
     target = resolve_target(config, target_file, target_run, store, metric)
     folder = out_dir(out or Path("predictions") / file_part(target.name))
+    foreign = foreign_prediction_file(folder)
+    if foreign is not None:
+        raise LadderError(f"--out {folder}: {foreign.name} there is no prediction's (`ladder predict` replaces only "
+                          "its own earlier files); give another folder, or move that file away first")
     with err_console.status(f"predicting {target.name}: fitting each law and backtesting it on the ladder"):
         # shown on a terminal only: the backtest of a large ladder takes a while
         pred = predict(_existing_store(store), target, settings)

@@ -437,7 +437,7 @@ def history_command(
     "Infinity" and "-Infinity" (JavaScript's and Python's names for them).
     """
     if out is not None:
-        out = out_file(out, kinds=(".csv", ".json"))
+        out = out_file(out, kinds=(".csv", ".json"), ours=(_is_history, "an export of `ladder history`"))
         fmt = _history_format(fmt, out)
     fmt = fmt or HistoryFormat.table
     if tail < 0:
@@ -481,6 +481,13 @@ def history_command(
 NONFINITE_JSON = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 """How `ladder history --format json` writes a value JSON has no number for: as these strings, so that a NaN
 (the run logged a NaN) and an infinity (it diverged) stay apart, where null would say neither."""
+
+
+def _is_history(head: str) -> bool:
+    """Whether a file's first characters are those of a `ladder history` export: CSV under its header, or a JSON
+    list of its rows."""
+    text = head.lstrip()
+    return text.startswith("step,tokens,fraction,") or (text.startswith("[") and ('"step"' in text or text.startswith("[]")))
 
 
 def _history_text(h: pd.DataFrame, fmt: HistoryFormat) -> str:

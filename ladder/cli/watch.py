@@ -19,7 +19,7 @@ from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource,
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.outpaths import out_dir, out_file
-from ladder.output.report import of_run, read_alerts, write_report
+from ladder.output.report import is_report, of_run, read_alerts, write_report
 from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
 from ladder.watch.monitor import Watcher, only_run
@@ -322,7 +322,7 @@ def report_command(
     if out.suffix.lower() not in (".html", ".htm") and not out.exists():
         raise LadderError(f"--out {out}: give a name ending in .html, e.g. {out.with_suffix('.html')} (a browser "
                           f"opens a {out.suffix} file as something else than a page)")
-    out = out_file(out, kinds=(".html", ".htm"))
+    out = out_file(out, kinds=(".html", ".htm"), ours=(is_report, "a page `ladder report` wrote"))
     st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():
         what = "a folder" if alerts.is_dir() else "not a regular file" if alerts.exists() else "no such file"

@@ -100,7 +100,10 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
     # the endpoint law through the rungs' final losses, and the curves collapsed by it, need 3 finished rungs
     endpoint = (fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
                 if len(finished) >= 3 else None)
-    done = hero is not None and len(hero.fraction) and hero.fraction[-1] >= float(pred.table["fraction"].iloc[-1]) - 1e-9
+    # the hero's final: its last eval where no later one was due before the prediction's last step (step 71,936 of
+    # 72,000 for evals every 128), as `ladder score` counts it
+    done = hero is not None and len(hero.fraction) > 0 and fitdata.reached_end(
+        np.asarray(hero.fraction) / float(pred.table["fraction"].iloc[-1]))
     if endpoint is not None:
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
                                              hero.final if done else None, pred.metric, axis), out, "ladder_fit")

@@ -21,6 +21,16 @@ from ladder.files import write_text_atomic
 from ladder.predict.prediction import Prediction
 from ladder.predict.scoring import failed_steps
 
+GENERATOR = "<meta name='generator' content='scaling-ladder report'>"
+"""Marks a page `ladder report` wrote: the one kind of existing page its --out replaces."""
+
+
+def is_report(head: str) -> bool:
+    """Whether a page's first characters are those of a report (the generator's mark, or the style every report
+    carried before the mark)."""
+    return GENERATOR in head or CSS.strip()[:120] in head
+
+
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
@@ -302,6 +312,6 @@ def write_report(
         parts.append("<p>No alerts.</p>")
     if alerts_note:
         parts.append(f'<p class="note">{html.escape(alerts_note)}</p>')
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(pred.run_name)}</title>" \
+    page = f"<!doctype html><html><head><meta charset='utf-8'>{GENERATOR}<title>{html.escape(pred.run_name)}</title>" \
            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>"
     return write_text_atomic(out, page)
