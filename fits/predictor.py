@@ -345,8 +345,15 @@ def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
 
 
 def _as_target(r: Run, score_from: float) -> Run:
+    """A held-out run as the target of a backtest: its evals from `score_from` on. Where its LR is known only as far
+    as it was logged (`Run.reference_lrs` shorter than its LRs: a rung that stopped early), its schedule is compared
+    with the rungs' that far, as a rung's is, and scored at the evals it covers; otherwise it has no edits."""
     keep = r.fractions >= score_from - 1e-9
-    return dataclasses.replace(r, steps=r.steps[keep], values=r.values[keep], reference_lrs=None)
+    known = r.reference_lrs if r.reference_lrs is not None and r.lrs is not None and \
+        len(r.reference_lrs) < len(r.lrs) else None
+    if known is not None:
+        keep &= r.steps < len(known)
+    return dataclasses.replace(r, steps=r.steps[keep], values=r.values[keep], reference_lrs=known)
 
 
 def _failed(name: str, held: list[Run], distance: float, why: str) -> Score:

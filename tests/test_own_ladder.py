@@ -195,6 +195,53 @@ def test_rungs_still_training_are_fitted_with_the_lr_they_logged_so_far(tmp_path
     assert not any("stopped at" in w for w in running["warnings"])
 
 
+def test_a_rung_that_diverged_is_left_out_and_said(tmp_path):
+    """A rung whose every eval is NaN logged the metric (it diverged): the laws leave it out with a warning, as they
+    leave out a NaN of a rung that diverged half way; the rungs left must still be three."""
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    df = pd.read_csv(csv)
+    smallest, second = PLAN.rungs[0].name, PLAN.rungs[1].name
+    df.assign(loss=df["loss"].where(df["run"] != smallest)).to_csv(csv, index=False, na_rep="nan")  # logged as NaN
+    assert import_csv(csv, tmp_path / "s").exit_code == 0
+    target = target_yaml(tmp_path / "big.yaml")
+    res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "s"), "--n-boot", "20", "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["warnings"][0] == (f"rung {smallest} logged 'eval/loss' but no finite value of it (every one NaN or "
+                                  "infinite: it diverged), so the laws leave it out")
+    assert out["rungs"] == [r.name for r in PLAN.rungs[1:]]
+    df.assign(loss=df["loss"].where(~df["run"].isin([smallest, second]))).to_csv(csv, index=False, na_rep="nan")
+    assert import_csv(csv, tmp_path / "s2").exit_code == 0
+    res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "s2"))
+    assert res.exit_code == 2 and f"rungs {smallest}, {second} logged 'eval/loss' but no finite value" in res.stderr
+    assert "2 rung(s) of group 'mine' are left, where a prediction needs at least 3" in res.stderr
+
+
+def test_a_largest_rung_that_crashed_with_its_lr_logged_is_still_backtested(tmp_path):
+    """The held-out rung's LR is known only as far as it was logged: as a target of the backtest its schedule is
+    compared with the smaller rungs' that far (held flat past it, it read as another shape and left no backtest,
+    where the same ladder without its LR logged had one)."""
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    df = pd.read_csv(csv)
+    largest = df["n"] == df["n"].max()
+    cut = df[~largest | (df["step"] <= 0.8 * df["planned"])]
+    cut.assign(state=np.where(cut["n"] == cut["n"].max(), "crashed", "finished")).to_csv(csv, index=False)
+    assert import_csv(csv, tmp_path / "logged").exit_code == 0
+    nolr = ("--run", "run", "--step", "step", "--metric", "eval/loss=loss", "--coord-column", "active_params=n",
+            "--coord-column", "stop_after_steps=planned", "--coord-column", "tokens_per_step=batch_tokens",
+            "--coord", "group=mine", "--coord", "role=rung")
+    assert invoke("import", "csv", str(csv), "--store", str(tmp_path / "no-lr"), *nolr).exit_code == 0
+    target = target_yaml(tmp_path / "big.yaml")
+    for store in ("logged", "no-lr"):
+        res = invoke("predict", "--target", str(target), "--n-boot", "40", "--format", "json",
+                     "--store", str(tmp_path / store))
+        assert res.exit_code == 0, res.output
+        out = json.loads(res.stdout)
+        (row,) = [r for r in out["backtest"] if r["method"] == "per-fraction"]
+        assert row["held_out"] == [PLAN.rungs[-1].name] and not row["failed"], (store, row)
+        assert out["why"].startswith("lowest backtest score"), (store, out["why"])
+
+
 def test_the_curve_laws_read_a_run_s_logged_lr_where_it_declares_no_schedule(tmp_path):
     from ladder.data import fitdata
 

@@ -267,8 +267,9 @@ def role_hint(runs, role: str, role_option: bool = True) -> str:
             + (f"--role '' takes every role (or {give})" if role_option else give))
 
 
-def rungs_from_store(store: Store, group: str, metric: str) -> list[LadderRun]:
-    """The ladder: the store's runs with role 'rung' in `group`, by compute."""
+def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] | None = None) -> list[LadderRun]:
+    """The ladder: the store's runs with role 'rung' in `group`, by compute. A rung whose every value of `metric` is
+    NaN or infinite (it diverged) has nothing to fit: it is left out, and said in `left_out` where it is given."""
     runs = store.runs()
     rungs = runs[(runs["role"] == "rung") & (runs["group"] == group)]
     if len(rungs) < 3:
@@ -278,7 +279,27 @@ def rungs_from_store(store: Store, group: str, metric: str) -> list[LadderRun]:
             f"(pull the ladder's rungs, or give --group; groups with rungs: {', '.join(map(repr, groups)) or 'none'})"
             + role_hint(runs, "rung", role_option=False)
         )
+    diverged = _diverged(store, rungs, metric)
+    if diverged:
+        said = (f"rung{'' if len(diverged) == 1 else 's'} {named(diverged)} logged {metric!r} but no finite value of it (every one NaN or infinite: "
+                f"{'it' if len(diverged) == 1 else 'they'} diverged), so the laws leave "
+                f"{'it' if len(diverged) == 1 else 'them'} out")
+        if len(rungs) - len(diverged) < 3:
+            raise LadderError(f"{store.root}: {said}, and {len(rungs) - len(diverged)} rung(s) of group {group!r} are "
+                              "left, where a prediction needs at least 3")
+        if left_out is not None:
+            left_out.append(said)
+        rungs = rungs[~rungs["name"].astype(str).isin(diverged)]
     return sorted((from_store(store, row, metric) for _, row in rungs.iterrows()), key=lambda r: r.compute)
+
+
+def _diverged(store: Store, rungs, metric: str) -> list[str]:
+    """The names of the `rungs` that logged `metric` with no finite value of it."""
+    ids = rungs["run_id"].astype(str).tolist()
+    every = store.history(ids, [metric], include_nonfinite=True)
+    finite = store.fitted_history(ids, metric)
+    gone = set(every["run_id"].astype(str)) - set(finite["run_id"].astype(str))
+    return [str(n) for n, i in zip(rungs["name"], ids) if i in gone]
 
 
 def target_from_store(store: Store, name: str, metric: str) -> LadderRun:

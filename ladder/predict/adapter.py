@@ -104,7 +104,8 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
     settings = settings or PredictSettings()
     target = from_config(target) if isinstance(target, RunConfig) else target
     group = settings.group if settings.group is not None else target.group
-    rungs = rungs_from_store(store, group, settings.metric)
+    left_out: list[str] = []
+    rungs = rungs_from_store(store, group, settings.metric, left_out)
     if any(r.name == target.name for r in rungs):
         raise LadderError(f"{target.name!r} is one of the rungs (its role in the store is rung); predict a run that is "
                           "not part of the ladder; where it is the hero, import or pull it again with role hero (--coord "
@@ -120,7 +121,8 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
         result = core.predict([r.as_run() for r in rungs], target.as_run(with_evals=False), steps, settings.core())
     except fits.FitError as exc:
         raise LadderError(f"{target.name}: {exc}" + (f"; {_held_lr(target)}" if target.lr_held else "")) from None
-    return to_prediction(result, target, rungs, steps, settings)
+    pred = to_prediction(result, target, rungs, steps, settings)
+    return dataclasses.replace(pred, warnings=(*left_out, *pred.warnings)) if left_out else pred
 
 
 def _held_lr(target: LadderRun) -> str:
