@@ -115,7 +115,7 @@ def test_missing_fit_metric_is_reported_once_the_first_eval_is_due():
     planned = C.planned_steps_at(np.array([1]))[0]
     _, report = resolve(log((int(0.1 * planned) + 1, "train/loss", 1.0)), C, S)
     assert report.missing_fit_metric == "eval/loss"
-    assert "--rename KEY=eval/loss" in report.messages()[-1]
+    assert "--rename KEY=eval/loss (an import names its column with --metric eval/loss=COLUMN)" in report.messages()[-1]
     # up to 10% of the plan (the first eval may not be due, or not logged yet at its step): nothing said
     _, report = resolve(log((int(0.1 * planned), "train/loss", 1.0)), C, S)
     assert report.missing_fit_metric == "" and not any("--rename" in m for m in report.messages())

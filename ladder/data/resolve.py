@@ -147,7 +147,8 @@ class ResolveReport:
         if self.missing_fit_metric and (earlier is None or not earlier.missing_fit_metric):
             out.append(
                 f"no finite {self.missing_fit_metric} (the fitted metric) yet; "
-                f"if the run logs it under another key, pull with --rename KEY={self.missing_fit_metric}"
+                f"if the run logs it under another key, pull with --rename KEY={self.missing_fit_metric} (an "
+                f"import names its column with --metric {self.missing_fit_metric}=COLUMN)"
             )
         return out
 

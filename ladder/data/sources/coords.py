@@ -84,10 +84,14 @@ class CoordinateOverrides:
     def for_run(self, run_id: str, name: str) -> dict[str, Any]:
         return {**self.all_runs, **self.per_run.get(name, {}), **self.per_run.get(run_id, {})}
 
-    def in_other_case(self, *keys: str) -> str:
-        """A hint where the coordinates file has an entry that is one of `keys` (a run's name or id) in another case:
-        its coordinates were not used for that run."""
-        entry = next((e for e in self.per_run for k in keys if k and e != k and e.lower() == k.lower()), None)
+    def near_entry(self, *keys: str) -> str:
+        """A hint where the coordinates file has an entry that is almost one of `keys` (a run's name or id): in another
+        case, or a character or two apart (``Team_190M`` for ``team-190M``); its coordinates were not used there."""
+        entries = [e for e in self.per_run if e not in keys]
+        entry = next((e for e in entries for k in keys if k and e.lower() == k.lower()), None)
+        if entry is None and keys and keys[0]:
+            close = difflib.get_close_matches(keys[0].lower(), [e.lower() for e in entries], n=1, cutoff=0.8)
+            entry = next((e for e in entries if close and e.lower() == close[0]), None)
         return (f"; {self.file} has an entry {entry!r}, which is not the run's name {keys[0]!r} (names are matched "
                 "as written, case included)") if entry else ""
 

@@ -38,6 +38,7 @@ from ladder.data.sources.coords import (
     resolve_coordinates,
 )
 from ladder.data.sources.table import (
+    FAR_PAST_PLAN,
     FAR_SHORT_OF_PLAN,
     SHORT_OF_PLAN,
     RunRef,
@@ -163,7 +164,7 @@ def pull(
                     resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev),
                                         overrides)
                 except MissingCoordinates as exc:
-                    hint = overrides.in_other_case(exc.run, ref.run_id) + (
+                    hint = overrides.near_entry(exc.run, ref.run_id) + (
                         source.coordinate_hint(exc.fields) if hasattr(source, "coordinate_hint") else "")
                     if not hint:
                         raise
@@ -313,7 +314,8 @@ def _check_clashes(
             copy = _same_folder_name(str(prev["source"]), origin)  # not moved here: the stored folder is still there
             clashes.append((ref.run_id, f"run id {ref.run_id!r} is already in the store from {prev['source']} "
                                         f"({prev['rows']:,} rows); {origin} has a run with the same id"
-                                        + (" (a copy of its folder, the first still there)" if copy else "")))
+                                        + (" (a folder of the same name: a copy of it, or another ladder's run "
+                                           "named alike)" if copy else "")))
         else:
             moved = _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], prev))
             if moved:
@@ -322,7 +324,9 @@ def _check_clashes(
         more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
         raise LadderError(
             f"{clashes[0][1]}{more}; nothing was pulled: pass --replace to replace the stored run(s), "
-            "or give the new run(s) other ids"
+            "or pull the new run(s) into another store (a run's id is its group and name: a ladder planned again "
+            "from the same preset, at another --tpp say, gets ids of its own with `ladder plan PRESET --set "
+            "name=OTHER`)"
         )
     said = clashes if len(clashes) <= REPLACED_SAID else clashes[:REPLACED_SAID - 1]
     out = [f"replaced: {text}" for _, text in said]
@@ -470,11 +474,6 @@ def _same_column(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.kind in "fiu" and b.dtype.kind in "fiu":
         return np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True)
     return [str(x) for x in a] == [str(x) for x in b]
-
-
-FAR_PAST_PLAN = 1.5
-"""A table's run whose steps reach this many times its plan is refused (steps counted in tokens, or another
-run's plan); a last eval a little past the plan (a checkpoint at step 256 of 250) is kept, with a warning."""
 
 
 def _check_plan(source: Source, ref: RunRef, name: str, steps: np.ndarray, coords: Coordinates) -> None:
