@@ -358,7 +358,7 @@ def test_a_run_config_refuses_what_the_trainer_cannot_use_naming_the_line(tmp_pa
         RunConfig.load(path)
     res = run("spec", str(path))
     assert res.exit_code == 2 and message in " ".join(res.stderr.split())
-    assert RunConfig.load(_written(tmp_path)).replace(seed=2**32 - 1).seed == 2**32 - 1  # the top of the range
+    assert RunConfig.load(_written(tmp_path / "again")).replace(seed=2**32 - 1).seed == 2**32 - 1  # the top of the range
 
 
 def test_a_folder_where_the_plan_writes_a_file_is_refused_before_any_file_is_written(tmp_path):
@@ -395,6 +395,26 @@ def test_a_launch_script_of_the_users_own_is_not_written_over(tmp_path):
     (tmp_path / "launch.sh").unlink()
     assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0
     assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0  # its own: written again
+
+
+def test_planning_again_keeps_a_hand_edit_of_the_plan(tmp_path):
+    """A config or launch.sh edited since `ladder plan` wrote it is not replaced by planning again there (a peak LR
+    set by hand, a line of the user's in launch.sh); a plan written again over its own files, another plan's
+    included, replaces them."""
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0
+    assert run("plan", "micro-cpu", "--set", "tpp=8", "--out", str(tmp_path)).exit_code == 0  # its own: replaced
+    rung = sorted(tmp_path.glob("*.yaml"))[0]
+    for path in (rung, tmp_path / "launch.sh"):
+        edited = path.read_text() + "# mine\n"
+        path.write_text(edited)
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        res = run("plan", "micro-cpu", "--out", str(tmp_path))
+        assert res.exit_code == 2 and res.stderr.strip() == (
+            f"error: {tmp_path}: {path.name} was edited since `ladder plan` wrote it; planning again would replace "
+            "the edit: give --out another folder, or move the edited files away (nothing was written)"), res.output
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+        path.unlink()
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0
 
 
 def test_spec_of_a_run_config_without_its_spec_says_the_spec_is_missing(tmp_path):

@@ -46,6 +46,10 @@ def plan_command(
     Steps = TPP × active params / tokens per step, rounded to the nearest multiple of the recipe's
     step_multiple (1: whole steps; --set step_multiple=N changes it). Compute is fit compute
     (3 × forward FLOPs per token without the output head × tokens); 6·N_act·D is in the JSON.
+
+    Planning again into an --out folder replaces the plan's own files there; a config or launch.sh
+    edited since it was written, a config a run was trained from, and files it did not write are
+    refused (nothing is written).
     """
     _check_hero_hosts(hero_hosts)
     if out is not None:

@@ -8,6 +8,8 @@ head × tokens).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import shlex
 import sys
@@ -22,7 +24,7 @@ from ladder.config.runconfig import EvalConfig, ResourcesConfig, RunConfig
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import replace_paths
 from ladder.errors import LadderError
-from ladder.files import atomic_path
+from ladder.files import atomic_path, write_text_atomic
 
 TPP_TOL = 0.05
 """How far (relative) rounding a run's steps may move its tokens per parameter from the recipe's unremarked."""
@@ -137,6 +139,7 @@ class Plan:
                               "would train them too: give --out an empty folder, or remove them (nothing was written)")
         _refuse_changing_trained_runs(out, runs)
         _refuse_foreign_launch_script(out / LAUNCH_FILE)
+        _refuse_edited(out)
         paths = [run.save(out / f"{run.name}.yaml") for run in runs]
         lines = [*LAUNCH_HEADER,
                  "# again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.",
@@ -146,7 +149,35 @@ class Plan:
                  f"PYTHON={shlex.quote(sys.executable)}", '[ -x "$PYTHON" ] || PYTHON=python3']
         lines += [f'"$PYTHON" -m trainer_jax {shlex.quote(p.name)} --resume' for p in paths]
         paths.append(_write_script(out / LAUNCH_FILE, "\n".join(lines) + "\n"))
+        write_text_atomic(out / WRITTEN_FILE, json.dumps({p.name: _digest(p) for p in paths}, indent=1) + "\n")
         return paths
+
+
+WRITTEN_FILE = ".ladder-plan.json"
+"""What `Plan.write` wrote in its folder, file by file (a digest of each): a file that differs from it was edited
+since, and a plan written again there refuses to replace the edit."""
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _refuse_edited(out: Path) -> None:
+    """The plan's files in `out` that were edited since `Plan.write` wrote them (`WRITTEN_FILE`) are refused, nothing
+    written: planning again there would replace a hand edit (a peak LR, a line of launch.sh) without a word."""
+    try:
+        written = json.loads((out / WRITTEN_FILE).read_text())
+    except (OSError, ValueError):
+        return  # no record (a folder planned before it, or made by hand): the other checks hold
+    if not isinstance(written, dict):
+        return
+    edited = [name for name, digest in written.items() if isinstance(name, str) and "/" not in name
+              and (out / name).is_file() and _digest(out / name) != digest]
+    if edited:
+        shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
+        raise LadderError(f"{out}: {shown} {'was' if len(edited) == 1 else 'were'} edited since `ladder plan` wrote "
+                          f"{'it' if len(edited) == 1 else 'them'}; planning again would replace the edit{'s' if len(edited) > 1 else ''}: "
+                          "give --out another folder, or move the edited files away (nothing was written)")
 
 
 def _refuse_foreign_launch_script(path: Path) -> None:
