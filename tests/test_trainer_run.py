@@ -475,8 +475,15 @@ def test_a_sigterm_sent_twice_at_once_is_one_stop_and_a_second_stop_later_is_at_
         entry._interrupt(signal.SIGTERM, None)
         with pytest.raises(KeyboardInterrupt):
             entry._interrupt(signal.SIGINT, None)  # Ctrl-C after it, however soon
+        train.SAVING.set()  # ... but for a checkpoint being written: the stop under way ends once it is saved
+        entry._interrupt(signal.SIGINT, None)
+        entry._interrupt(signal.SIGTERM, None)
+        train.SAVING.clear()
+        with pytest.raises(KeyboardInterrupt):
+            entry._interrupt(signal.SIGINT, None)
     finally:
         train.STOP.clear()
+        train.SAVING.clear()
 
 
 def test_a_second_stop_before_the_trainer_has_loaded_ends_the_process(monkeypatch):

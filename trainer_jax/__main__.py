@@ -6,8 +6,8 @@ and exit with code 2; an unexpected error prints one line saying it is a bug and
 (`--debug` or ``LADDER_DEBUG=1`` shows the traceback). Ctrl-C or SIGTERM (a timeout, a scheduler's
 preemption) stops the run before its next step, marks it crashed and exits with code 128 + the signal's
 number, as a shell reports a process the signal ended: 130 for Ctrl-C, 143 for SIGTERM (a second one stops
-at once; a SIGTERM repeated within a second is the same stop); `--resume` continues it from its last
-checkpoint.
+at once, but for a checkpoint being written, which it waits for; a SIGTERM repeated within a second is the same
+stop); `--resume` continues it from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ _clock = time.monotonic
 def _interrupt(signum, frame) -> None:
     """SIGTERM or Ctrl-C: stop before the next training step (a checkpoint being written, or a compile under way,
     is finished first: interrupted inside JAX or an asyncio loop the process can crash); a second one, or one
-    before the trainer is loaded, stops at once."""
+    before the trainer is loaded, stops at once, but for a checkpoint being written, which it waits for (cut half
+    way, the run would resume from the one before)."""
     now = _clock()
     first = _RECEIVED[0] if _RECEIVED else None  # the signal that asked for the stop under way
     echo = first is not None and signum == first[0] == signal.SIGTERM and now - first[1] < ECHO_S
@@ -48,6 +49,9 @@ def _interrupt(signum, frame) -> None:
         # the first stop's KeyboardInterrupt can land in a callback that swallows it (JAX's, as it loads): nothing
         # is trained yet, so a second stop ends the process, which must not go on training alone
         os._exit(128 + signum)
+    if stop is not None and stop.is_set() and getattr(train, "SAVING", None) is not None and train.SAVING.is_set():
+        os.write(2, b"a checkpoint is being written: the run stops as soon as it is saved\n")
+        return
     if stop is None or stop.is_set():
         raise KeyboardInterrupt
     stop.set()

@@ -219,6 +219,17 @@ STOP = threading.Event()
 would, saves a checkpoint there (one process) and marks the run crashed."""
 STEPPING = threading.Event()
 """Set while the training loop runs (where `STOP` is looked at)."""
+SAVING = threading.Event()
+"""Set while a checkpoint is written: a second stop waits for it (cut there, the run would resume from the checkpoint
+before, its steps since lost)."""
+
+
+def _save(ckpt: Checkpointer, step: int, state: Any, meta: dict[str, Any]) -> None:
+    SAVING.set()
+    try:
+        ckpt.save(step, state, meta)
+    finally:
+        SAVING.clear()
 
 
 def train(
@@ -338,7 +349,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
             if STOP.is_set():  # a scheduler's stop, taken between steps: no checkpoint or log is cut in half
                 if completed > saved and jax.process_count() == 1:  # (the processes of a multi-host run may be
                     log.flush()  # stopped at different steps: a save, a collective, would wait for the others)
-                    ckpt.save(completed, state, meta)  # nothing trained is lost: the run resumes where it stopped
+                    _save(ckpt, completed, state, meta)  # nothing trained is lost: the run resumes where it stopped
                 raise KeyboardInterrupt
             done = s + 1
             state, metrics = step_fn(state, _device_batch(source.train_batch(s), batch_sh))
@@ -349,7 +360,7 @@ def _train(cfg: RunConfig, run_dir: Path, mesh: Any, source: DataSource, wandb: 
                     last_eval = evaluator(state["params"]) | {k: v for k, v in source.info.items() if k == ENTROPY_FLOOR}
                     sinks.log(last_eval, done)
                 if done in ckpts:
-                    ckpt.save(done, state, meta)
+                    _save(ckpt, done, state, meta)
                     saved = done
                 if is_writer:  # at each eval too: a run killed outright is marked crashed near where it was
                     runfiles.write_status(run_dir, "running" if done < T else "finished", done)
@@ -580,7 +591,8 @@ def _header(cfg: RunConfig, n_params: int, mesh: Any, source: DataSource, start:
     floor = source.info.get(ENTROPY_FLOOR)
     data = source.name + (f" (entropy floor {floor:.4f} nats/token)" if floor is not None else "")
     return (
-        f"{cfg.name}: {spec.active_params():,} active / {n_params:,} total parameters (exact), "
+        f"{cfg.name}: {n_params:,} parameters, {spec.active_params_exact():,} active per token (exact counts; "
+        f"{spec.active_params():,} active by the published count), "
         f"{cfg.stop_after_steps} steps × {cfg.tokens_per_step:,} tokens, {data}, "
         f"mesh {dict(mesh.shape)}, {where}"
     )
