@@ -51,6 +51,8 @@ class _OneLineErrors(typer.core.TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
+            argv = list(sys.argv[1:] if args is None else args)
+            self._no_empty_paths(argv)
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _TYPER_CLICK["UsageError"] as exc:
             if type(exc).__name__ != "NoArgsIsHelpError":  # `ladder fit` alone: its help is already printed
@@ -70,6 +72,23 @@ class _OneLineErrors(typer.core.TyperGroup):
             err_console.print("aborted", highlight=False)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+    def _no_empty_paths(self, args: list[str]) -> None:
+        """Refuse an option that takes a path given an empty value (`--out ""`, a script's variable left empty):
+        click reads it as the current folder, where the command would then write."""
+        cmd: Any = self
+        for a in args:
+            sub = getattr(cmd, "commands", {}).get(a)
+            if sub is None:
+                break
+            cmd = sub
+        paths = {o for p in getattr(cmd, "params", ()) if _takes_a_path(p) for o in getattr(p, "opts", ())}
+        for i, a in enumerate(args):
+            name, eq, value = a.partition("=")
+            given = value if eq else (args[i + 1] if i + 1 < len(args) else None)
+            if name in paths and given is not None and not given.strip():
+                raise _TYPER_CLICK["UsageError"](f"{name} {given!r}: an empty path; give a file or folder (an empty "
+                                                 "value would be read as the current folder)")
 
     def _path(self, args: list[str]) -> str:
         """The command the arguments name (`ladder predict`), for an error raised before click made its context."""
@@ -104,6 +123,21 @@ class _OneLineErrors(typer.core.TyperGroup):
         found = [f"ladder {group} {name}" for group, cmd in self.commands.items()
                  if name in getattr(cmd, "commands", {}) and f"ladder {group}" != ctx.command_path]
         return f"; `{found[0]}` has it" if found else ""
+
+
+def _takes_a_path(param: Any) -> bool:
+    """Whether a command's option takes a path (its annotation is `Path`, or a union or list of it)."""
+    import pathlib
+    import typing
+
+    seen = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    stack = [seen]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, type) and issubclass(t, pathlib.PurePath):
+            return True
+        stack += list(typing.get_args(t))
+    return False
 
 
 _TYPER_CLICK = {c.__name__: c for c in typer.BadParameter.__mro__}
