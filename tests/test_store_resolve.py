@@ -3,6 +3,7 @@ and the coordinates that place a run on the ladder."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -43,7 +44,9 @@ def test_repeats_keep_the_last_value_and_count_only_changes():
     h, report = resolve(rows, C, S)
     assert pairs(h)[("m", 2)] == 2.5 and len(h) == 3
     assert report.relogged == 2  # 2.0 twice before 2.5; the repeated NaN is no change
-    assert "2 values logged again" in report.messages()[0]
+    assert report.messages()[0] == ("2 values logged again at steps already logged with another value (a resumed "
+                                    "run); the later value kept (the first: m at step 2, 2 then 2.5)")
+    assert ResolveReport.from_json(json.loads(json.dumps(report.to_json()))).messages() == report.messages()
 
 
 def test_eval_logged_separately_at_the_same_step_is_not_a_rewind():

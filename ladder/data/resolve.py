@@ -74,6 +74,8 @@ class ResolveReport:
 
     rows_read: int = 0
     relogged: int = 0
+    first_relogged: tuple = ()
+    """(metric, step, the value logged first, the value kept) of the first value logged again with another value."""
     """Values logged again at a (metric, step) already logged, with a different value; the later kept."""
     rewinds: tuple[tuple[int, int], ...] = ()
     """(highest step before, step it went back to) for each restart."""
@@ -107,6 +109,7 @@ class ResolveReport:
             self,
             rows_read=earlier.rows_read + self.rows_read,
             relogged=earlier.relogged + self.relogged,
+            first_relogged=tuple(earlier.first_relogged) or self.first_relogged,
             rewinds=earlier.rewinds + self.rewinds,
             dropped_by_rewind=earlier.dropped_by_rewind + self.dropped_by_rewind,
             renamed=tuple((o, n, c) for (o, n), c in renamed.items()),
@@ -117,7 +120,12 @@ class ResolveReport:
         """Sentences for the user: this pull's events, and facts that changed since `earlier`."""
         out = []
         if self.relogged:
-            out.append(f"{_n(self.relogged, 'value')} logged again at steps already logged (a resumed run); the later value kept")
+            first = ""
+            if len(self.first_relogged) == 4:
+                metric, step, was, kept = self.first_relogged
+                first = f" (the first: {metric} at step {step:,}, {was:.6g} then {kept:.6g})"
+            out.append(f"{_n(self.relogged, 'value')} logged again at steps already logged with another value (a "
+                       f"resumed run); the later value kept{first}")
         for high, low in self.rewinds:
             out.append(f"steps went back from {high} to {low} (a restart from a checkpoint)")
         if self.dropped_by_rewind:
@@ -162,6 +170,7 @@ class ResolveReport:
         for key in ("rewinds", "renamed", "nonfinite", "not_positive"):
             data[key] = tuple(tuple(x) for x in data.get(key, ()))
         data["tokens_off"] = tuple(data.get("tokens_off", ()))
+        data["first_relogged"] = tuple(data.get("first_relogged", ()))
         return cls(**data)
 
 
@@ -190,12 +199,13 @@ def resolve(
     back = (step < earlier_max) & (step < np.concatenate([[step[0]], step[:-1]]))
     rewinds = tuple((int(h), int(low)) for h, low in zip(earlier_max[back], step[back]))
     kept = raw[~dropped]
-    last, relogged = _last_per_key(kept)
+    last, relogged, first_relogged = _last_per_key(kept)
     history = _history_frame(last, coords)
     past = coords.past_plan(history["step"].to_numpy())
     report = ResolveReport(
         rows_read=len(rows),
         relogged=relogged,
+        first_relogged=first_relogged,
         rewinds=rewinds,
         dropped_by_rewind=int(dropped.sum()),
         renamed=names,
@@ -278,8 +288,9 @@ def _as_raw(history: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _last_per_key(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """The last row of each (metric, step), and how many earlier rows there held another value."""
+def _last_per_key(rows: pd.DataFrame) -> tuple[pd.DataFrame, int, tuple]:
+    """The last row of each (metric, step), how many earlier rows there held another value, and the first of them
+    (metric, step, its value, the value kept; () where none)."""
     codes = rows["metric"].cat.codes.to_numpy()
     step = rows["step"].to_numpy()
     order = np.lexsort((rows["seq"].to_numpy(), step, codes))
@@ -290,14 +301,19 @@ def _last_per_key(rows: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     group = np.cumsum(np.concatenate([[True], is_last[:-1]])) - 1
     final = value[np.flatnonzero(is_last)][group]
     same = (value == final) | (np.isnan(value) & np.isnan(final))
-    relogged = int((~is_last & ~same).sum())
+    again = np.flatnonzero(~is_last & ~same)
+    relogged = int(again.size)
+    first = ()
+    if again.size:
+        i = int(again[np.argmin(s[again])])  # the earliest step with a value logged again
+        first = (str(rows["metric"].cat.categories[c[i]]), int(s[i]), float(value[i]), float(final[i]))
     last = rows.iloc[order[is_last]]
     known = ~np.isnan(last["tokens"].to_numpy())
     if known.any() and not known.all():
         # Tokens logged with any value at a step hold for every value at that step.
         tok = last.loc[known, ["step", "tokens"]].drop_duplicates("step", keep="last").set_index("step")["tokens"]
         last = last.assign(tokens=last["step"].map(tok).to_numpy())
-    return last, relogged
+    return last, relogged, first
 
 
 def _history_frame(rows: pd.DataFrame, coords: Coordinates) -> pd.DataFrame:
