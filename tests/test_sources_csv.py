@@ -639,6 +639,12 @@ def test_a_table_of_tokens_without_steps_reads_its_steps_from_the_tokens_per_ste
     assert not Store(tmp_path / "b").exists()
     res = CliRunner().invoke(app, [*tokens_only, "--coord", "tokens_per_step=50", "--store", str(tmp_path / "b")])
     assert res.exit_code == 0, res.output
+    assert "not a whole step" not in res.output
+    res = CliRunner().invoke(app, [*tokens_only, "--coord", "tokens_per_step=47", "--store", str(tmp_path / "d")])
+    assert res.exit_code == 0 and "tokens.csv: line 2: run 'a': 500 tokens are 10.64 steps of 47 tokens, not a " \
+        "whole step (4 of its 4 rows)" in " ".join(res.output.split()) and "steps are rounded to the nearest; check tokens_per_step" in \
+        " ".join(res.output.split()), res.output
+    assert " ".join(res.output.split()).count("not a whole step") == 1  # once a table
     for run in ("a", "b"):
         ours, theirs = Store(tmp_path / "b").history(run), Store(tmp_path / "a").history(run)
         assert np.array_equal(ours["step"], theirs["step"]) and np.array_equal(ours["value"], theirs["value"])

@@ -12,6 +12,7 @@ as logged, counted and left out of fits, as from every other source. Parquet is 
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pandas as pd
 from ladder.data import csvfile
 from ladder.data.sources.coords import FIELDS, LABELS, overridden, same_given
 from ladder.data.sources.table import RunRef, SourceRun, check_run_id, raw_frame, table_state, whole_count
-from ladder.errors import LadderError
+from ladder.errors import LadderError, LadderWarning
 
 _NOT_LOGGED = frozenset({"", "NA", "N/A", "n/a", "NULL", "null", "None", "#N/A", "#N/A N/A", "#NA", "<NA>"})
 """Metric cells that mark a value the run did not log: pandas' missing-value markers, less the
@@ -83,6 +84,10 @@ COORD_COLUMNS = {
 suggested with its --coord-column."""
 
 
+OFF_STEP = 0.01
+"""Tokens that put a row further than this (in steps) from a whole step count other units or another batch: said."""
+
+
 class TableSource:
     """A CSV or parquet file read through a `ColumnMap`."""
 
@@ -100,6 +105,8 @@ class TableSource:
         """Per metric column, its values by row of the table, as float64."""
         self._logged: dict[str, np.ndarray] = {}
         """Per metric column, which rows of the table hold a value the run logged (NaN and inf included)."""
+        self._rounded = False
+        """Steps read from tokens that were no whole steps were said (once a table)."""
 
     @property
     def key(self) -> str:
@@ -216,7 +223,16 @@ class TableSource:
             line = int(rows.index[np.isnan(tokens)][0])
             raise LadderError(f"{self._where(line)}: run {run_id!r} has no tokens (column '{c.tokens}' is empty), and "
                               "its steps are read from its tokens; give them, or map --step COLUMN")
-        steps = np.rint(tokens / per_step).astype(np.int64)
+        exact = tokens / per_step
+        steps = np.rint(exact).astype(np.int64)
+        off = np.abs(exact - steps) > OFF_STEP
+        if off.any() and not self._rounded:  # said once a table: every run of it is counted alike
+            self._rounded = True
+            i = int(np.argmax(off))
+            warnings.warn(f"{self._where(int(rows.index[i]))}: run {run_id!r}: {tokens[i]:,.0f} tokens are "
+                          f"{exact[i]:,.2f} steps of {per_step:,.0f} tokens, not a whole step ({int(off.sum()):,} of "
+                          f"its {len(rows):,} rows): steps are rounded to the nearest; check tokens_per_step, or map "
+                          "--step COLUMN", LadderWarning, stacklevel=2)
         order = np.argsort(steps, kind="stable")
         same = np.flatnonzero(np.diff(steps[order]) == 0)
         if len(same):
