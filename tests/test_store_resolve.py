@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -181,3 +182,13 @@ def test_coordinate_errors_name_the_run_and_the_field(config, given, message):
 def test_unknown_parameters_are_stored_missing():
     coords, _ = resolve_coordinates("r", "r", "r", FULL, {}, CoordinateOverrides.parse(["fit_flops_per_token=unknown"]))
     assert coords.fit_flops_per_token is None and coords.active_params == 10
+
+
+def test_a_role_that_is_none_is_refused_where_it_is_given_even_where_a_file_gives_another(tmp_path):
+    file = tmp_path / "coords.yaml"
+    file.write_text("r1: {role: rung}\n")
+    with pytest.raises(LadderError, match=r"^--coord role=boss: role 'boss' is not one of rung, hero, single"):
+        CoordinateOverrides.parse(["role=boss"], file)  # the file's role would have hidden it
+    file.write_text("r1: {role: rungs}\n")
+    with pytest.raises(LadderError, match=rf"^{re.escape(str(file))}: r1: role 'rungs' is not one of rung, hero"):
+        CoordinateOverrides.parse([], file)

@@ -139,6 +139,8 @@ class CoordinateOverrides:
                 raise LadderError(f"--coord {item!r}: no value after '='; give one, e.g. --coord {key}=VALUE")
             if key in FIELDS:
                 coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
+            if key == "role" and value.strip() not in ROLES:  # here too, where a file's entries give every run one
+                raise LadderError(f"--coord {item}: role {value.strip()!r} is not one of {', '.join(ROLES)}")
             all_runs[key] = value.strip()
         per_run: dict[str, dict[str, Any]] = {}
         if file is not None:
@@ -156,6 +158,8 @@ class CoordinateOverrides:
                     _check_field(str(key), f"{file}: {run}", also=(SCHEDULE,))
                     if key in LABELS and (value is None or not str(value).strip()):
                         raise LadderError(f"{file}: {run}: '{key}' has no value; give one or leave the field out")
+                    if key == "role" and str(value).strip() not in ROLES:
+                        raise LadderError(f"{file}: {run}: role {str(value).strip()!r} is not one of {', '.join(ROLES)}")
                     if key in FIELDS:
                         coordinate_number(f"{file}: {run}", str(key), value)
                 per_run[str(run)] = {str(k): v for k, v in fields.items()}
