@@ -304,7 +304,7 @@ def reach(runs: list[Run], slack: float = 0.02) -> float:
     for r in runs:
         f = np.sort(r.fractions[r.fractions > 0])
         if f.size:
-            out = max(out, 1.0 if reached_end(f) else f[-1] * (1 + slack))
+            out = max(out, 1.0 if reached_end(f, r.finished) else f[-1] * (1 + slack))
     return out
 
 

@@ -145,13 +145,17 @@ class PerFractionFit:
         variance pooled over every fitted fraction let how finely the early ones are sampled set the band at the
         end."""
         g, a, al = self._at(fractions)
+        shape = np.shape(g)
+        g, a, al = (np.atleast_1d(x) for x in (g, a, al))
         local = np.interp(g, self.fractions, self.scatter() ** 2)  # the scatter where the band is
         ratio = np.sqrt(local / self.s2) if self.s2 > 0 else np.ones_like(g)
-        return self._interval(compute, g, a, al, level, kind, ratio[:, None], local)
+        lo, hi = self._interval(compute, g, a, al, level, kind, ratio[:, None], local)
+        return np.reshape(lo, shape), np.reshape(hi, shape)
 
     def _interval(self, compute, g, a, al, level, kind, ratio, local):
         """`interval` at `g` with the gradients scaled by `ratio` (the parameters' covariance, fitted with the pooled
-        variance, carried at the local one) and the observation variance `local`."""
+        variance, carried at the local one) and the observation variance `local`. An approximation for a free E, which
+        every fraction pins: its share is scaled by the local scatter too (least at the end, where runs agree most)."""
         u = np.log(compute * g / self.c_ref)
         t = np.exp(a - al * u)
         p = self.E + t

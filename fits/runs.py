@@ -112,16 +112,26 @@ MAX_STEPS = 10**8
 """The most steps a run may have (the planner's limit too): the curve laws hold an LR for every step."""
 
 
-def reached_end(fractions: np.ndarray) -> bool:
-    """Whether a run's evals (fractions of its plan, ascending) reach its planned end: the last is at the end,
-    or no later eval was due (the end comes before the next eval at its usual interval, the median one, as when
-    a run evaluates every 128 steps of 24,000 and its last eval is at step 23,936). A run that stopped short
-    of that (crashed, or still running) has not: evals every 10% that end at 90% owed one at the end."""
+def reached_end(fractions: np.ndarray, finished: bool | None = None) -> bool:
+    """Whether a run's evals (fractions of its plan, ascending) reach its planned end: the last is at the end, or no
+    later eval was due (the end comes before the next eval at its usual interval, the median one, as when a run
+    evaluates every 128 steps of 24,000 and its last eval is at step 23,936). A run that stopped short of that
+    (crashed, or still running) has not.
+
+    A last eval a whole interval before the end (evals every 10% ending at 90%) is ambiguous: a run that stopped one
+    eval short, or a trainer that evaluates at step 0, k, 2k, … and never at its last step. It counts as the end where
+    the source says the run `finished`, or, where the source says nothing (None), where the run evaluated at step 0
+    (that trainer's mark); not otherwise."""
     f = np.asarray(fractions, dtype=np.float64)
     if not f.size:
         return False
+    if f[-1] >= 1.0 - END_SLACK:
+        return True
     gap = float(np.median(np.diff(f))) if f.size >= 2 else 0.0
-    return bool(1.0 - f[-1] < max(gap * (1 - END_SLACK), 0.0) or f[-1] >= 1.0 - END_SLACK)
+    left = 1.0 - f[-1]
+    if finished or (finished is None and f[0] <= END_SLACK):
+        return bool(left <= gap * (1 + END_SLACK))
+    return bool(left < gap * (1 - END_SLACK))
 
 
 END_SLACK = 1e-6

@@ -818,7 +818,7 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     one_error_line(run("fit", "surface", "--csv", plain_csv.with_name("runs_nd.csv"), "--params-col", "size",
                        "--tokens-col", "data", "--predict-csv", write("n_only.csv", "params,D\n1e9,2e10\n")),
                    "no column 'tokens' or 'data' for their token counts D", "rename its column 'D' to 'tokens'")
-    one_error_line(run("fit", "surface", "--csv", ""), "'' or .: a directory, not a CSV file")
+    one_error_line(run("fit", "surface", "--csv", ""), "--csv '': an empty path; give a file or folder")
     one_error_line(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets_csv, "--at", "1e9,1e10"),
                    "--at and --predict-csv")
     # sizes no run has: a typo or another unit, refused before they overflow 6·N·D or the band
@@ -1045,6 +1045,12 @@ def test_a_run_reaches_its_end_when_no_later_eval_was_due():
     assert fitdata.reached_end(every_100) and not fitdata.reached_end(every_100[:-1])  # one eval owed, at the end
     assert fitdata.reached_end(np.arange(99, 1_000, 100) / 1_000)  # steps counted from 0: the last at 999 of 1,000
     assert list(fitdata.at_end(every_100[:-1])) == list(every_100[:-1])  # not moved to the end
+    # a trainer that evaluates at step 0, k, 2k, ... never at its last step: its last eval, a whole interval before
+    # the end, is its final; and so is any run's where the source says it finished (not where it says it did not)
+    from_0 = np.arange(0, 1_000, 100) / 1_000
+    assert fitdata.reached_end(from_0) and fitdata.at_end(from_0)[-1] == 1.0
+    assert fitdata.reached_end(every_100[:-1], finished=True) and not fitdata.reached_end(from_0, finished=False)
+    assert not fitdata.reached_end(every_100[:-2], finished=True)  # two intervals short: stopped, whatever is said
 
 
 def _checkpoints(tmp_path, last: dict[str, int]) -> Path:
@@ -1077,7 +1083,7 @@ def test_a_run_far_past_its_plan_is_refused_by_the_fits_of_finals(tmp_path):
     and `fit curve` say; the fits of final losses refuse it too, naming the line."""
     table = _checkpoints(tmp_path, {"r3": 1_500})
     for args in (("fit", "endpoint"), ("fit", "surface"), ("backtest", "--form", "endpoint")):
-        one_error_line(run(*args, "--csv", table), "run 'r3' at step 1500, 1.5× its planned steps",
+        one_error_line(run(*args, "--csv", table), "run 'r3' at step 1,500, 1.5× its planned steps",
                        "fix the step or the run's planned steps")
 
 
@@ -1315,7 +1321,7 @@ def test_a_curve_csvs_checkpoints_agree_with_their_plan(curves_csv, tmp_path):
 
     assert fitted(written(table)).exit_code == 0
     past = pd.concat([table, table.iloc[[9]].assign(step=5000)])  # run r0 at step 5,000 of 1,000
-    one_error_line(fitted(written(past)), "line 52: run 'r0' at step 5000, 5× its planned steps")
+    one_error_line(fitted(written(past)), "line 52: run 'r0' at step 5,000, 5× its planned steps")
     other_total = table.copy()
     other_total.loc[3, "total_steps"] = 777
     one_error_line(fitted(written(other_total)), "lines 2 and 5: run 'r0' has 'total_steps' 1000 and 777")

@@ -356,9 +356,10 @@ def test_the_per_fraction_law_predicts_no_step_past_the_last_fraction_the_rungs_
     whole_runs = [ladder_run(f"r{i}", n, pf_law, np.random.default_rng(i)) for i, n in enumerate(ns)]
     near = [dataclasses.replace(r, steps=np.r_[r.steps[:-1], r.planned_steps - 2]) for r in whole_runs]
     assert cand.reach(near) == 1.0
-    short = [dataclasses.replace(r, steps=r.steps[:-1], values=r.values[:-1]) for r in whole_runs]
+    short = [dataclasses.replace(r, steps=r.steps[:-1], values=r.values[:-1], finished=False) for r in whole_runs]
     assert max(r.fractions[-1] for r in short) == pytest.approx(0.95, abs=0.01)
     assert cand.reach(short) == pytest.approx(max(r.fractions[-1] for r in short) * 1.02)
+    assert cand.reach([dataclasses.replace(r, finished=True) for r in short]) == 1.0  # said finished: its final
     assert cand.reach(runs) == pytest.approx(max(r.fractions[-1] for r in runs) * 1.02)
 
 

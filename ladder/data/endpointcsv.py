@@ -53,15 +53,16 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     target whose cell in that column is blank is kept (it names no other ladder)."""
     p = Path(path)
     df = csvfile.cells(p, f"--predict-csv takes a CSV of the targets, one row per target with columns {params},{tokens}")
-    given, left = len(df), []
+    given, left, by = len(df), [], []
     for condition in where:
         col = condition.partition("=")[0].strip()
         if col in df.columns:
             kept = _targets_where(df, f"{p} (targets)", condition)
-            left += [f"line {i} ({col} {str(v).strip()!r})" for i, v in df[col].drop(kept.index).items()]
+            gone = [f"line {i} ({col} {str(v).strip()!r})" for i, v in df[col].drop(kept.index).items()]
+            left += gone
+            by += [f"--where {condition}"] if gone else []
             df = kept
-    note = (f"{p}: {len(left)} of {given} targets left out by --where {' '.join(where)}: {', '.join(left)}"
-            if left else "")
+    note = f"{p}: {len(left)} of {given} targets left out by {', '.join(by)}: {', '.join(left)}" if left else ""
     # --params-col / --tokens-col name the fitted runs' columns; targets that keep the plain names are read by them
     params, tokens = (c if c in df.columns or plain not in df.columns else plain
                       for c, plain in ((params, "params"), (tokens, "tokens")))

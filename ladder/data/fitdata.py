@@ -256,8 +256,8 @@ compute is its last checkpoint's ÷ that checkpoint's fraction)."""
 
 
 def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: str, where: str,
-                     most: float = PAST_THE_END) -> None:
-    """Refuse the first row past `most` × its run's planned steps, naming its line."""
+                     most: float = PAST_THE_END, also: str = "") -> None:
+    """Refuse the first row past `most` × its run's planned steps, naming its line (`also`: another way out)."""
     past = frac > most
     if past.any():
         i = int(np.argmax(past))
@@ -266,8 +266,9 @@ def _within_the_plan(runs: pd.Series, frac: np.ndarray, at: np.ndarray, what: st
             raise LadderError(f"{where}: line {runs.index[i]}: run {runs.iloc[i]!r} at fraction {at[i]:g} of its planned "
                               "steps, past 1; " + ("the column looks like percent: give fractions (0.5 for half way)"
                                                    if percent else "fix the fraction, or drop the row"))
-        raise LadderError(f"{where}: line {runs.index[i]}: run {runs.iloc[i]!r} at {what} {at[i]:g}, {frac[i]:.3g}× its "
-                          "planned steps; fix the step or the run's planned steps, or drop the row")
+        shown = f"{at[i]:,.0f}" if what == "step" else f"{at[i]:g}"
+        raise LadderError(f"{where}: line {runs.index[i]}: run {runs.iloc[i]!r} at {what} {shown}, {frac[i]:.3g}× its "
+                          f"planned steps; fix the step or the run's planned steps, or drop the row{also}")
 
 
 def _one_value_per_run(runs: pd.Series, values: np.ndarray, column: str, where: str) -> None:
@@ -368,7 +369,7 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
     steps = pd.Series(_numbers(df, cols.step, where, positive=False), index=df.index)
     # a final only a little past its plan is kept (a checkpoint at step 256 of 250); far past, the plan is wrong
     _within_the_plan(df[cols.run], steps.to_numpy() / total, steps.to_numpy(), "step", where,
-                     most=FAR_PAST_PLAN * (1 - 1e-9))
+                     most=FAR_PAST_PLAN * (1 - 1e-9), also=" (or read no planned steps: --total-steps-col '')")
     frac = (steps / total).groupby(df[cols.run], sort=False)
     known = {run: np.sort(f.dropna().to_numpy()) for run, f in frac}
     done = {run: not f.size or reached_end(f) for run, f in known.items()}
@@ -380,7 +381,9 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
     note = (f"left out, stopped short of its plan ({planned!r}; the law fits final losses): "
             + ", ".join(f"{run} (at step {ends[run]:,.0f} of {totals[run]:,.0f})" for run in last[cols.run][~keep]))
     if not keep.any():
-        raise LadderError(f"{where}: no run reaches the end of its plan, and the law fits final losses ({note})")
+        raise LadderError(f"{where}: no run reaches the end of its plan, and the law fits final losses ({note}); "
+                          f"where they did finish, say so in a 'state' column, or read no planned steps "
+                          "(--total-steps-col '')")
     return last[keep], note
 
 
@@ -593,11 +596,11 @@ ROUNDING = 1e-3
 every 5% and rounded to whole steps land at 0.05002, say)."""
 
 
-def at_end(fractions: np.ndarray) -> np.ndarray:
+def at_end(fractions: np.ndarray, finished: bool | None = None) -> np.ndarray:
     """A run's eval fractions with its last eval counted at fraction 1 where it `reached_end` (no later eval
     was due, as at step 11,419 of 11,420), so the curve has a value at the end."""
     f = np.array(fractions, dtype=np.float64)
-    if f.size and reached_end(np.sort(f)):
+    if f.size and reached_end(np.sort(f), finished):
         f[int(np.argmax(f))] = max(1.0, float(f.max()))
     return f
 
@@ -634,7 +637,7 @@ def _short_message(store, run: pd.Series, metric: str, usable: int) -> str:
     inf, 0 or below), which the laws leave out."""
     every = store.history([str(run["run_id"])], [metric], include_nonfinite=True)
     planned = float(run["stop_after_steps"])
-    if len(every) and reached_end(np.sort(every["step"].unique()) / planned):
+    if len(every) and reached_end(np.sort(every["step"].unique()) / planned, finished=True):
         bad = every[every["step"] > usable]
         return (f"run {run['name']!r} reached its planned last step, but its {metric} there is no loss (NaN, inf, 0 or "
                 f"below: {bad['value'].iloc[-1]:g} at step {int(bad['step'].iloc[-1]):,}); its last usable value is at "
@@ -664,7 +667,8 @@ def finals_from_store(store, metric: str, group: str | None = None, role: str | 
         raise LadderError(f"run {first['name']!r} has no positive, finite {metric} (the laws fit losses; 0 or below, "
                           f"NaN and inf are none): {_fix_or_remove(store, first)}")
     planned = runs.set_index("run_id")["stop_after_steps"].astype("float64")
-    ended = hist.groupby("run_id")["step"].apply(lambda s: reached_end(s.to_numpy(float) / planned[s.name]))
+    ended = hist.groupby("run_id")["step"].apply(  # finished runs: the store says so
+        lambda s: reached_end(s.to_numpy(float) / planned[s.name], finished=True))
     short = ~ended.loc[runs["run_id"]]
     if short.any():
         first = runs[short.to_numpy()].iloc[0]
@@ -702,7 +706,8 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
         totals.append(f * float(run["planned_tokens"]))
         done = h["step"].to_numpy(float) / float(run["stop_after_steps"])  # of the plan it ran, edits applied
         reached.append(float(done.max()))
-        rows.append(fits.sample_curve(at_end(done), h["value"].to_numpy(), 1.0, fractions, ROUNDING))
+        rows.append(fits.sample_curve(at_end(done, run["state"] == "finished"), h["value"].to_numpy(), 1.0, fractions,
+                                      ROUNDING))
     return Curves(names, np.asarray(totals), np.asarray(fractions, dtype=np.float64), np.vstack(rows),
                   np.asarray(reached), notes)
 

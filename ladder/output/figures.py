@@ -94,7 +94,8 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
     started = {h: _started_with(pred) for h in hero_ids}
     hero = curves(store, hero_ids, pred.metric, runs, started, per_token)[0] if hero_ids else None
     done_ids = set(rungs["run_id"][rungs["state"] == "finished"].astype(str)) if "state" in rungs else set(rung_ids)
-    finished = [c for c, rid in zip(rung_curves, rung_ids) if str(rid) in done_ids and fitdata.reached_end(c.fraction)]
+    finished = [c for c, rid in zip(rung_curves, rung_ids)
+                if str(rid) in done_ids and fitdata.reached_end(c.fraction, finished=True)]
     out = Path(out_dir)
     paths: list[Path] = []
     # the endpoint law through the rungs' final losses, and the curves collapsed by it, need 3 finished rungs
@@ -102,8 +103,9 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
                 if len(finished) >= 3 else None)
     # the hero's final: its last eval where no later one was due before the prediction's last step (step 71,936 of
     # 72,000 for evals every 128), as `ladder score` counts it
+    hero_finished = str(target["state"].iloc[0]) == "finished" if len(target) and "state" in target else None
     done = hero is not None and len(hero.fraction) > 0 and fitdata.reached_end(
-        np.asarray(hero.fraction) / float(pred.table["fraction"].iloc[-1]))
+        np.asarray(hero.fraction) / float(pred.table["fraction"].iloc[-1]), hero_finished)
     if endpoint is not None:
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
                                              hero.final if done else None, pred.metric, axis), out, "ladder_fit")
