@@ -78,7 +78,8 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
         if kinds and p.suffix.lower() not in kinds:
             raise LadderError(f"{option} {p}: exists and is not a {' or '.join(kinds)} file; give the path of a "
                               "new file (writing over it would destroy it)")
-        if ours is not None and p.is_file() and not ours[0](_head(p)):
+        head = _head(p) if ours is not None and p.is_file() else ""
+        if head.strip() and not ours[0](head):  # an empty file (`mktemp`'s) holds nothing to destroy
             raise LadderError(f"{option} {p}: exists and is not {ours[1]}; give the path of a new file, or move that "
                               "one away first (writing over it would destroy it)")
     _parents_are_folders(p, option)
@@ -102,8 +103,9 @@ def foreign_prediction_file(folder: Path) -> Path | None:
     js = folder / "prediction.json"
     if js.is_file():
         head = _head(js, 1 << 16).lstrip()
-        return None if head.startswith("{") and '"run_name"' in head and '"metric"' in head else js
-    return next((folder / n for n in PREDICTION_FILES if (folder / n).exists()), None)
+        ours = not head or (head.startswith("{") and '"run_name"' in head and '"metric"' in head)
+        return None if ours else js  # an empty file holds nothing to destroy
+    return next((folder / n for n in PREDICTION_FILES if (folder / n).exists() and (folder / n).stat().st_size), None)
 
 
 def kept_by(p: Path) -> str | None:

@@ -552,6 +552,16 @@ case("history/out-over-its-own-earlier-export", 0, "Wrote")(
     lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out",
                         str(_write(tmp / "h.csv", "step,tokens,fraction,metric,value\n1,2,0.1,eval/loss,3\n")),
                         "--store", str(store)])
+case("history/out-over-an-empty-file", 0, "Wrote")(
+    lambda tmp, store: ["history", TRAINED, "--format", "csv", "--out", str(_write(tmp / "made.csv", "")),
+                        "--store", str(store)])
+case("history/out-over-a-json-list-of-the-user", 2, "exists and is not an export of `ladder history`")(
+    lambda tmp, store: ["history", TRAINED, "--format", "json", "--out",
+                        str(_write(tmp / "mine.json", '[{"step": 1, "loss": 2.5}]')), "--store", str(store)])
+case("history/out-over-its-own-earlier-json", 0, "Wrote")(
+    lambda tmp, store: ["history", TRAINED, "--format", "json", "--out", str(_write(
+        tmp / "h.json", '[\n {\n  "step": 1,\n  "tokens": 40,\n  "fraction": 0.01,\n  "metric": "m",\n  "value": 3\n }\n]\n')),
+                        "--store", str(store)])
 case("history/out-table-format", 2, "--out needs --format csv or json")(
     lambda tmp, store: ["history", TRAINED, "--out", str(tmp / "h.txt"), "--store", str(store)])
 def _pull_again(*extra: str):

@@ -178,9 +178,10 @@ def test_cli_writes_the_tables_and_bad_input_exits_2(tmp_path, pf_store):
         mine = tmp_path / f"mine-{name}"
         mine.mkdir()
         (mine / name).write_text(text)
-        res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--out", str(mine)])
-        assert res.exit_code == 2 and f"{name} there is no prediction's" in res.stderr, res.output
-        assert [p.name for p in mine.iterdir()] == [name] and (mine / name).read_text() == text
+        for args in (["predict", str(cfg)], ["replan", str(cfg), "--at", "5", "--shorten-to", "20"]):
+            res = runner.invoke(app, [*args, "--store", str(pf_store.root), "--out", str(mine)])
+            assert res.exit_code == 2 and f"{name} there is no prediction's" in res.stderr, res.output
+            assert [p.name for p in mine.iterdir()] == [name] and (mine / name).read_text() == text
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(pf_store.root), "--E", "surface"])
     assert res.exit_code == 2 and "--E surface" in res.stderr and "'ladder'" in res.stderr
     # --E ladder on rungs of one token ratio: E is fitted, and the settings saved say what was asked

@@ -162,11 +162,7 @@ def predict_command(
 
         check_ready(to_wandb)
     target = resolve_target(config, target_file, target_run, store, metric)
-    folder = out_dir(out or Path("predictions") / file_part(target.name))
-    foreign = foreign_prediction_file(folder)
-    if foreign is not None:
-        raise LadderError(f"--out {folder}: {foreign.name} there is no prediction's (`ladder predict` replaces only "
-                          "its own earlier files); give another folder, or move that file away first")
+    folder = _prediction_folder(out or Path("predictions") / file_part(target.name))
     with err_console.status(f"predicting {target.name}: fitting each law and backtesting it on the ladder"):
         # shown on a terminal only: the backtest of a large ladder takes a while
         pred = predict(_existing_store(store), target, settings)
@@ -305,7 +301,7 @@ def replan_command(
                           "recent throughput from the store")
     seconds_left = seconds_until(deadline) if deadline is not None else None
     if out is not None:
-        out = out_dir(out)
+        out = _prediction_folder(out)
     hero = resolve_target(config, target_file, target_run, store, metric)
     st = _existing_store(store)
     if out is not None:
@@ -404,6 +400,17 @@ def _same_run_dir(edited, config: Path | None, out: Path):
     except ValueError:  # another drive: only the whole path reaches it
         kept = str(home)
     return dataclasses.replace(edited, config=edited.config.replace(run_dir=kept)), home
+
+
+def _prediction_folder(out: Path) -> Path:
+    """`out` as a folder to write a prediction into (`out_dir`), where no prediction file is a user's own: one that
+    no prediction wrote is refused, not replaced."""
+    folder = out_dir(out)
+    foreign = foreign_prediction_file(folder)
+    if foreign is not None:
+        raise LadderError(f"--out {folder}: {foreign.name} there is no prediction's (a prediction replaces only its "
+                          "own earlier files); give another folder, or move that file away first")
+    return folder
 
 
 def _check_replan_out(written: Path, given: Path | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -487,7 +488,11 @@ def _is_history(head: str) -> bool:
     """Whether a file's first characters are those of a `ladder history` export: CSV under its header, or a JSON
     list of its rows."""
     text = head.lstrip()
-    return text.startswith("step,tokens,fraction,") or (text.startswith("[") and ('"step"' in text or text.startswith("[]")))
+    if text.startswith("step,tokens,fraction,"):
+        return True
+    rows = text.lstrip("[").lstrip()  # a JSON list of rows, each opening with the CSV's first columns
+    return text.startswith("[") and (rows.startswith("]") or re.match(
+        r'\{\s*"step":[^,]*,\s*"tokens":[^,]*,\s*"fraction":', rows) is not None)
 
 
 def _history_text(h: pd.DataFrame, fmt: HistoryFormat) -> str:
