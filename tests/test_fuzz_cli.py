@@ -343,6 +343,8 @@ SPEC = [
     Case("plan", "a-folder", ("plan", "."), 2, (".: is a folder; give a recipe .yaml file or a preset",)),
     _plan("out-empty", ["micro-cpu", "--out", ""], ["--out '': an empty path; give a file or folder", "`ladder plan --help`"]),
     _plan("out-empty-joined", ["micro-cpu", "--out="], ["--out '': an empty path"]),
+    Case("plan", "out-empty-after-debug", ("--debug", "plan", "micro-cpu", "--out", ""), 2,
+         ("--out '': an empty path", "`ladder plan --help`")),
     Case("predict", "out-empty", ("predict", "hero.yaml", "--out", " "), 2, ("--out ' ': an empty path",)),
     _plan("set-and-tpp", ["micro-cpu", "--tpp", "12", "--set", "tpp=20"], ["--set tpp=... and --tpp both set tpp"]),
     _plan("seq-len-and-set", ["micro-cpu", "--set", "seq_len=256", "--seq-len", "64"],

@@ -78,11 +78,14 @@ class _OneLineErrors(typer.core.TyperGroup):
         click reads it as the current folder, where the command would then write."""
         cmd: Any = self
         for a in args:
+            if a.startswith("-"):  # an option of a group (`ladder --debug plan ...`): the command comes after it
+                continue
             sub = getattr(cmd, "commands", {}).get(a)
             if sub is None:
                 break
             cmd = sub
-        paths = {o for p in getattr(cmd, "params", ()) if _takes_a_path(p) for o in getattr(p, "opts", ())}
+        paths = {o for p in getattr(cmd, "params", ()) if getattr(p, "param_type_name", "") == "option"
+                 and _takes_a_path(p) for o in getattr(p, "opts", ())}
         for i, a in enumerate(args):
             name, eq, value = a.partition("=")
             given = value if eq else (args[i + 1] if i + 1 < len(args) else None)
@@ -94,6 +97,8 @@ class _OneLineErrors(typer.core.TyperGroup):
         """The command the arguments name (`ladder predict`), for an error raised before click made its context."""
         names, cmd = ["ladder"], self
         for a in args:
+            if a.startswith("-"):  # a group's option (--debug): the command comes after it
+                continue
             sub = getattr(cmd, "commands", {}).get(a)
             if sub is None:
                 break
