@@ -731,6 +731,7 @@ def test_a_coordinates_entry_in_another_case_is_named_when_the_run_lacks_coordin
     assert near.near_entry("team-190M-1xC") == ("; c.yaml has an entry 'Team_190M-1xC', which is not the run's name "
                                                 "'team-190M-1xC' (names are matched as written, case included)")
     assert near.near_entry("team-1B-1xC") == "" and near.near_entry("team-370M-1xC") == ""
+    assert near.near_entry("team-370M-2xC") == "" and near.near_entry("team-190M-1xC-retry") == ""  # other runs
 
 
 def test_a_coordinates_file_for_the_whole_ladder_is_one_line_for_the_runs_not_pulled(tmp_path):

@@ -283,8 +283,9 @@ def test_a_run_pulled_through_its_folder_or_the_parent_is_one_run(tmp_path):
                          (LocalSource(tmp_path / "copy"), f"local:{tmp_path / 'copy' / cfg.name}"),
                          (LocalSource(run_dir / "retry"), f"local:{run_dir / 'retry' / cfg.name}")]:
         stored = re.escape(f"run id '{run_id}' is already in the store from local:{run_dir.resolve()} ")
+        how = "the values of its run column" if where.startswith("csv:") else "`ladder plan PRESET --set name=OTHER`"
         with pytest.raises(LadderError, match=f"{stored}.*; {re.escape(where)} has a run with the same id.*--replace"
-                                              ".*into another store .*`ladder plan PRESET --set name=OTHER`"):
+                                              f".*other ids .*{re.escape(how)}.*into another store"):
             pull(store, other)
     assert (store.root / "manifest.json").read_text() == before and len(store.runs()) == 1
 

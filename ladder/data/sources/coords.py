@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,11 @@ class MissingCoordinates(LadderError):
         return MissingCoordinates(self.run_label, self.run, self.fields, hint)
 
 
+def _plain_name(name: str) -> str:
+    """A run's name in lower case with its separators ('-', '_', '.', ' ') made one."""
+    return re.sub(r"[-_. ]+", "-", str(name).strip().lower())
+
+
 @dataclass(frozen=True)
 class CoordinateOverrides:
     """Coordinates the user gives, beating the run's config."""
@@ -85,13 +91,10 @@ class CoordinateOverrides:
         return {**self.all_runs, **self.per_run.get(name, {}), **self.per_run.get(run_id, {})}
 
     def near_entry(self, *keys: str) -> str:
-        """A hint where the coordinates file has an entry that is almost one of `keys` (a run's name or id): in another
-        case, or a character or two apart (``Team_190M`` for ``team-190M``); its coordinates were not used there."""
-        entries = [e for e in self.per_run if e not in keys]
-        entry = next((e for e in entries for k in keys if k and e.lower() == k.lower()), None)
-        if entry is None and keys and keys[0]:
-            close = difflib.get_close_matches(keys[0].lower(), [e.lower() for e in entries], n=1, cutoff=0.8)
-            entry = next((e for e in entries if close and e.lower() == close[0]), None)
+        """A hint where the coordinates file has an entry that is one of `keys` (a run's name or id) written another
+        way: in another case, or with other separators (``Team_190M`` for ``team-190M``); its coordinates were not
+        used there. Another run's entry (``team-190M-2xC`` beside ``team-190M-1xC``) is none."""
+        entry = next((e for e in self.per_run for k in keys if k and e != k and _plain_name(e) == _plain_name(k)), None)
         return (f"; {self.file} has an entry {entry!r}, which is not the run's name {keys[0]!r} (names are matched "
                 "as written, case included)") if entry else ""
 

@@ -300,6 +300,16 @@ def _check_listing(refs: list[RunRef], key: str) -> None:
         seen[ref.run_id] = ref.label
 
 
+def _how_ids(origin: str) -> str:
+    """Where a source's run ids come from, to give a run another: a planned run's are its group and name."""
+    if origin.startswith(("local:", "offline:")):
+        return ("a planned run's id is its group and name: a ladder planned again from the same preset, at another "
+                "--tpp say, gets ids of its own with `ladder plan PRESET --set name=OTHER`")
+    if origin.startswith("csv:"):
+        return "a table's run ids are the values of its run column (--run)"
+    return "a wandb run's id is the one wandb gave it"
+
+
 def _check_clashes(
     writer: StoreWriter, refs: list[RunRef], key: str, overrides: CoordinateOverrides, replace: bool
 ) -> list[str]:
@@ -323,10 +333,8 @@ def _check_clashes(
     if clashes and not replace:
         more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
         raise LadderError(
-            f"{clashes[0][1]}{more}; nothing was pulled: pass --replace to replace the stored run(s), "
-            "or pull the new run(s) into another store (a run's id is its group and name: a ladder planned again "
-            "from the same preset, at another --tpp say, gets ids of its own with `ladder plan PRESET --set "
-            "name=OTHER`)"
+            f"{clashes[0][1]}{more}; nothing was pulled: pass --replace to replace the stored run(s), give the new "
+            f"run(s) other ids ({_how_ids(refs[0].source or key)}), or pull them into another store"
         )
     said = clashes if len(clashes) <= REPLACED_SAID else clashes[:REPLACED_SAID - 1]
     out = [f"replaced: {text}" for _, text in said]
