@@ -165,7 +165,8 @@ def how_to_continue() -> str:
 INTERRUPT_GRACE_S = 120.0
 """How long a stop waits for the trainer to stop at a step and mark its run crashed (it may be compiling)."""
 SECOND_GRACE_S = 30.0
-"""How long a second stop waits for the trainer to mark its run crashed (it stops at once) before killing it."""
+"""How long a second stop waits for the trainer to mark its run crashed (it stops at once, or once the checkpoint
+being written is saved) before killing it."""
 PASSED_ON = (signal.SIGTERM, signal.SIGHUP)
 """Stop signals `ladder` passes on to its trainer (besides Ctrl-C): a scheduler's stop, a closed terminal."""
 
@@ -195,7 +196,8 @@ def train(config: Path, resume: bool, progress: bool, again: str | None = None) 
 
 def start(config: Path, resume: bool, progress: bool, again: str | None = None) -> subprocess.Popen:
     """Start training one run in the background. In its own process group: a terminal's Ctrl-C reaches it only
-    through `trainer_stops_with`, once (a second would stop it at once, perhaps mid-checkpoint)."""
+    through `trainer_stops_with`, once (a second, passed on too, stops it at once but for a checkpoint being
+    written, which it waits for)."""
     return subprocess.Popen(trainer_command(config, resume, progress), env=trainer_env(again), process_group=0)
 
 

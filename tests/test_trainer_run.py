@@ -476,8 +476,10 @@ def test_a_sigterm_sent_twice_at_once_is_one_stop_and_a_second_stop_later_is_at_
         with pytest.raises(KeyboardInterrupt):
             entry._interrupt(signal.SIGINT, None)  # Ctrl-C after it, however soon
         train.SAVING.set()  # ... but for a checkpoint being written: the stop under way ends once it is saved
+        monkeypatch.setattr(entry, "_WAITED", [])
         entry._interrupt(signal.SIGINT, None)
-        entry._interrupt(signal.SIGTERM, None)
+        with pytest.raises(KeyboardInterrupt):  # once: a save that hangs ends at the next stop
+            entry._interrupt(signal.SIGINT, None)
         train.SAVING.clear()
         with pytest.raises(KeyboardInterrupt):
             entry._interrupt(signal.SIGINT, None)
@@ -526,3 +528,20 @@ def test_an_error_that_leaves_a_watched_training_stops_its_trainer(tmp_path):
     with pytest.raises(ValueError, match="sleep length"), trainer_stops_with(proc):
         raise ValueError("sleep length must be non-negative")
     assert proc.returncode == 143 and (tmp_path / "got").read_text() == str(int(signal.SIGTERM))
+
+
+def test_the_header_gives_exact_counts_and_the_published_one_apart():
+    """14,848 is the micro rung's active count by the published convention; 15,008 the exact one: the header said
+    the first as exact."""
+    import importlib
+    import types
+
+    module = importlib.import_module("trainer_jax.train")
+    cfg = plan(load_recipe("micro-cpu")).rungs[0]
+    spec = cfg.spec
+    source = types.SimpleNamespace(info={}, name="stdlib_text")
+    mesh = types.SimpleNamespace(shape={"data": 1, "expert": 1})
+    text = module._header(cfg, spec.total_params_exact(), mesh, source, 0)
+    assert spec.active_params() != spec.active_params_exact()
+    assert (f"{spec.total_params_exact():,} parameters, {spec.active_params_exact():,} active per token (exact counts; "
+            f"{spec.active_params():,} active by the published count)") in text

@@ -30,13 +30,15 @@ ECHO_S = 1.0
 """A SIGTERM this soon after the one that asked for the stop is the same stop sent again, not a second one: when
 `ladder` dies, the parent-death signal can come once for each of its threads that exits."""
 _clock = time.monotonic
+_WAITED: list[int] = []
+"""A stop that came while a checkpoint was written, and waited for it (one does; the next ends the process)."""
 
 
 def _interrupt(signum, frame) -> None:
     """SIGTERM or Ctrl-C: stop before the next training step (a checkpoint being written, or a compile under way,
     is finished first: interrupted inside JAX or an asyncio loop the process can crash); a second one, or one
     before the trainer is loaded, stops at once, but for a checkpoint being written, which it waits for (cut half
-    way, the run would resume from the one before)."""
+    way, the run would resume from the one before); a third stops at once all the same."""
     now = _clock()
     first = _RECEIVED[0] if _RECEIVED else None  # the signal that asked for the stop under way
     echo = first is not None and signum == first[0] == signal.SIGTERM and now - first[1] < ECHO_S
@@ -49,8 +51,11 @@ def _interrupt(signum, frame) -> None:
         # the first stop's KeyboardInterrupt can land in a callback that swallows it (JAX's, as it loads): nothing
         # is trained yet, so a second stop ends the process, which must not go on training alone
         os._exit(128 + signum)
-    if stop is not None and stop.is_set() and getattr(train, "SAVING", None) is not None and train.SAVING.is_set():
-        os.write(2, b"a checkpoint is being written: the run stops as soon as it is saved\n")
+    saving = getattr(train, "SAVING", None)
+    if stop is not None and stop.is_set() and saving is not None and saving.is_set() and not _WAITED:
+        _WAITED.append(signum)  # once: a save that hangs still ends at the next stop
+        os.write(2, b"a checkpoint is being written: the run stops as soon as it is saved (stop again to end it "
+                    b"now, losing that checkpoint)\n")
         return
     if stop is None or stop.is_set():
         raise KeyboardInterrupt
