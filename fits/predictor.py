@@ -345,11 +345,12 @@ def backtest(runs: list[Run], settings: Settings) -> tuple[Score, ...]:
 
 
 def _as_target(r: Run, score_from: float) -> Run:
-    """A held-out run as the target of a backtest: its evals from `score_from` on. Where its LR is known only as far
-    as it was logged (`Run.reference_lrs` shorter than its LRs: a rung that stopped early), its schedule is compared
-    with the rungs' that far, as a rung's is, and scored at the evals it covers; otherwise it has no edits."""
+    """A held-out run as the target of a backtest: its evals from `score_from` on. Where it stopped early and its LR
+    is known only as far as it was logged (`Run.reference_lrs` shorter than its LRs), its schedule is compared with
+    the rungs' that far, as a rung's is, and scored at the evals it covers; otherwise it has no edits (a finished
+    run's LR logged every few steps is held past its last value, and every eval is scored)."""
     keep = r.fractions >= score_from - 1e-9
-    known = r.reference_lrs if r.reference_lrs is not None and r.lrs is not None and \
+    known = r.reference_lrs if not r.finished and r.reference_lrs is not None and r.lrs is not None and \
         len(r.reference_lrs) < len(r.lrs) else None
     if known is not None:
         keep &= r.steps < len(known)

@@ -207,13 +207,13 @@ def test_a_rung_that_diverged_is_left_out_and_said(tmp_path):
     res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "s"), "--n-boot", "20", "--format", "json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["warnings"][0] == (f"rung {smallest} logged 'eval/loss' but no finite value of it (every one NaN or "
-                                  "infinite: it diverged), so the laws leave it out")
+    assert out["warnings"][0] == (f"rung {smallest} logged 'eval/loss' but no loss in it (every value NaN, infinite, "
+                                  "0 or below: it diverged), so the laws leave it out")
     assert out["rungs"] == [r.name for r in PLAN.rungs[1:]]
     df.assign(loss=df["loss"].where(~df["run"].isin([smallest, second]))).to_csv(csv, index=False, na_rep="nan")
     assert import_csv(csv, tmp_path / "s2").exit_code == 0
     res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "s2"))
-    assert res.exit_code == 2 and f"rungs {smallest}, {second} logged 'eval/loss' but no finite value" in res.stderr
+    assert res.exit_code == 2 and f"rungs {smallest}, {second} logged 'eval/loss' but no loss in it" in res.stderr
     assert "2 rung(s) of group 'mine' are left, where a prediction needs at least 3" in res.stderr
 
 

@@ -269,7 +269,8 @@ def role_hint(runs, role: str, role_option: bool = True) -> str:
 
 def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] | None = None) -> list[LadderRun]:
     """The ladder: the store's runs with role 'rung' in `group`, by compute. A rung whose every value of `metric` is
-    NaN or infinite (it diverged) has nothing to fit: it is left out, and said in `left_out` where it is given."""
+    NaN, infinite, 0 or below (it diverged) has nothing to fit: it is left out, and said in `left_out` where it is
+    given."""
     runs = store.runs()
     rungs = runs[(runs["role"] == "rung") & (runs["group"] == group)]
     if len(rungs) < 3:
@@ -281,25 +282,26 @@ def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] 
         )
     diverged = _diverged(store, rungs, metric)
     if diverged:
-        said = (f"rung{'' if len(diverged) == 1 else 's'} {named(diverged)} logged {metric!r} but no finite value of it (every one NaN or infinite: "
-                f"{'it' if len(diverged) == 1 else 'they'} diverged), so the laws leave "
-                f"{'it' if len(diverged) == 1 else 'them'} out")
-        if len(rungs) - len(diverged) < 3:
-            raise LadderError(f"{store.root}: {said}, and {len(rungs) - len(diverged)} rung(s) of group {group!r} are "
+        names = [str(n) for n, i in zip(rungs["name"], rungs["run_id"].astype(str)) if i in diverged]
+        one = len(names) == 1
+        said = (f"rung{'' if one else 's'} {named(names)} logged {metric!r} but no loss in it (every value NaN, "
+                f"infinite, 0 or below: {'it' if one else 'they'} diverged), so the laws leave {'it' if one else 'them'} "
+                "out")
+        if len(rungs) - len(names) < 3:
+            raise LadderError(f"{store.root}: {said}, and {len(rungs) - len(names)} rung(s) of group {group!r} are "
                               "left, where a prediction needs at least 3")
         if left_out is not None:
             left_out.append(said)
-        rungs = rungs[~rungs["name"].astype(str).isin(diverged)]
+        rungs = rungs[~rungs["run_id"].astype(str).isin(diverged)]
     return sorted((from_store(store, row, metric) for _, row in rungs.iterrows()), key=lambda r: r.compute)
 
 
-def _diverged(store: Store, rungs, metric: str) -> list[str]:
-    """The names of the `rungs` that logged `metric` with no finite value of it."""
+def _diverged(store: Store, rungs, metric: str) -> set[str]:
+    """The run ids of the `rungs` that logged `metric` with no loss in it (no positive, finite value)."""
     ids = rungs["run_id"].astype(str).tolist()
     every = store.history(ids, [metric], include_nonfinite=True)
     finite = store.fitted_history(ids, metric)
-    gone = set(every["run_id"].astype(str)) - set(finite["run_id"].astype(str))
-    return [str(n) for n, i in zip(rungs["name"], ids) if i in gone]
+    return set(every["run_id"].astype(str)) - set(finite["run_id"].astype(str))
 
 
 def target_from_store(store: Store, name: str, metric: str) -> LadderRun:
