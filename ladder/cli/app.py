@@ -76,14 +76,7 @@ class _OneLineErrors(typer.core.TyperGroup):
     def _no_empty_paths(self, args: list[str]) -> None:
         """Refuse an option that takes a path given an empty value (`--out ""`, a script's variable left empty):
         click reads it as the current folder, where the command would then write."""
-        cmd: Any = self
-        for a in args:
-            if a.startswith("-"):  # an option of a group (`ladder --debug plan ...`): the command comes after it
-                continue
-            sub = getattr(cmd, "commands", {}).get(a)
-            if sub is None:
-                break
-            cmd = sub
+        _, cmd = self._command(args)
         paths = {o for p in getattr(cmd, "params", ()) if getattr(p, "param_type_name", "") == "option"
                  and _takes_a_path(p) for o in getattr(p, "opts", ())}
         for i, a in enumerate(args):
@@ -95,16 +88,20 @@ class _OneLineErrors(typer.core.TyperGroup):
 
     def _path(self, args: list[str]) -> str:
         """The command the arguments name (`ladder predict`), for an error raised before click made its context."""
+        return " ".join(self._command(args)[0])
+
+    def _command(self, args: list[str]) -> tuple[list[str], Any]:
+        """The names of the command the arguments name (["ladder", "fit", "surface"]) and the command itself."""
         names, cmd = ["ladder"], self
         for a in args:
-            if a.startswith("-"):  # a group's option (--debug): the command comes after it
+            if a.startswith("-"):  # a group's option (`ladder --debug plan ...`): the command comes after it
                 continue
             sub = getattr(cmd, "commands", {}).get(a)
             if sub is None:
                 break
             names.append(a)
             cmd = sub
-        return " ".join(names)
+        return names, cmd
 
     def _as_option(self, exc: Exception) -> str:
         """For a file given bare to a command that takes it by an option (`ladder fit surface runs.csv`): which."""

@@ -74,9 +74,9 @@ class ResolveReport:
 
     rows_read: int = 0
     relogged: int = 0
+    """Values logged again at a (metric, step) already logged, with a different value; the later kept."""
     first_relogged: tuple = ()
     """(metric, step, the value logged first, the value kept) of the first value logged again with another value."""
-    """Values logged again at a (metric, step) already logged, with a different value; the later kept."""
     rewinds: tuple[tuple[int, int], ...] = ()
     """(highest step before, step it went back to) for each restart."""
     dropped_by_rewind: int = 0

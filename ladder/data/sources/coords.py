@@ -71,6 +71,12 @@ class MissingCoordinates(LadderError):
         return MissingCoordinates(self.run_label, self.run, self.fields, hint)
 
 
+def _check_role(role: str, where: str) -> None:
+    """Refuse a role that is none of `ROLES`, naming where it was given."""
+    if role not in ROLES:
+        raise LadderError(f"{where}: role {role!r} is not one of {', '.join(ROLES)}")
+
+
 def _plain_name(name: str) -> str:
     """A run's name in lower case with its separators ('-', '_', '.', ' ') made one."""
     return re.sub(r"[-_. ]+", "-", str(name).strip().lower())
@@ -142,8 +148,8 @@ class CoordinateOverrides:
                 raise LadderError(f"--coord {item!r}: no value after '='; give one, e.g. --coord {key}=VALUE")
             if key in FIELDS:
                 coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
-            if key == "role" and value.strip() not in ROLES:  # here too, where a file's entries give every run one
-                raise LadderError(f"--coord {item}: role {value.strip()!r} is not one of {', '.join(ROLES)}")
+            if key == "role":  # here too, where a file's entries give every run one
+                _check_role(value.strip(), f"--coord {item}")
             all_runs[key] = value.strip()
         per_run: dict[str, dict[str, Any]] = {}
         if file is not None:
@@ -161,8 +167,8 @@ class CoordinateOverrides:
                     _check_field(str(key), f"{file}: {run}", also=(SCHEDULE,))
                     if key in LABELS and (value is None or not str(value).strip()):
                         raise LadderError(f"{file}: {run}: '{key}' has no value; give one or leave the field out")
-                    if key == "role" and str(value).strip() not in ROLES:
-                        raise LadderError(f"{file}: {run}: role {str(value).strip()!r} is not one of {', '.join(ROLES)}")
+                    if key == "role":
+                        _check_role(str(value).strip(), f"{file}: {run}")
                     if key in FIELDS:
                         coordinate_number(f"{file}: {run}", str(key), value)
                 per_run[str(run)] = {str(k): v for k, v in fields.items()}
@@ -294,9 +300,8 @@ def resolve_coordinates(
     for label in LABELS:
         if label in given:
             labels[label] = str(given[label])
-    role = labels.get("role", "")
-    if role and role not in ROLES:
-        raise LadderError(f"run {run_label}: role {role!r} is not one of {', '.join(ROLES)}")
+    if labels.get("role"):
+        _check_role(labels["role"], f"run {run_label}")
     clean = {f: coordinate_number(f"run {run_label}", f, v) for f, v in values.items()}
     if "stop_after_steps" not in clean and schedule is not None:
         clean["stop_after_steps"] = schedule.horizon
