@@ -382,8 +382,9 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
             + ", ".join(f"{run} (at step {ends[run]:,.0f} of {totals[run]:,.0f})" for run in last[cols.run][~keep]))
     if not keep.any():
         raise LadderError(f"{where}: no run reaches the end of its plan, and the law fits final losses ({note}); "
-                          f"where they did finish, say so in a 'state' column, or read no planned steps "
-                          "(--total-steps-col '')")
+                          "where they did finish (a trainer that evaluates at step k, 2k, ... may end its evals an "
+                          "interval before its plan), read no planned steps (--total-steps-col '') or import them "
+                          "into a store as finished")
     return last[keep], note
 
 
