@@ -488,6 +488,38 @@ def test_a_sigterm_sent_twice_at_once_is_one_stop_and_a_second_stop_later_is_at_
         train.SAVING.clear()
 
 
+def test_a_parent_death_sigterm_sent_twice_during_a_save_waits_for_it(monkeypatch):
+    """Ctrl-C asked for the stop, then `ladder` is killed while the stop's checkpoint is written: its parent-death
+    SIGTERM, sent twice, is one second stop, which waits for the save (the echo is of that SIGTERM, not of the
+    Ctrl-C two seconds before); a stop after it ends the process."""
+    import importlib
+    import signal
+
+    import trainer_jax.__main__ as entry
+
+    train = importlib.import_module("trainer_jax.train")
+    clock = [100.0]
+    monkeypatch.setattr(entry, "_clock", lambda: clock[0])
+    monkeypatch.setattr(entry, "_RECEIVED", [])
+    monkeypatch.setattr(entry, "_WAITED", [])
+    train.STOP.clear()
+    try:
+        entry._interrupt(signal.SIGINT, None)
+        assert train.STOP.is_set()
+        train.SAVING.set()
+        clock[0] += 2.0
+        entry._interrupt(signal.SIGTERM, None)  # waits for the save
+        clock[0] += 0.019
+        entry._interrupt(signal.SIGTERM, None)  # the same, sent again: no KeyboardInterrupt mid-save
+        assert entry._WAITED == [signal.SIGTERM]
+        clock[0] += 1.5
+        with pytest.raises(KeyboardInterrupt):  # a third stop: at once, as a save that hangs must still end
+            entry._interrupt(signal.SIGTERM, None)
+    finally:
+        train.STOP.clear()
+        train.SAVING.clear()
+
+
 def test_a_second_stop_before_the_trainer_has_loaded_ends_the_process(monkeypatch):
     """The first stop's KeyboardInterrupt may land in a callback that swallows it while JAX loads; a second stop then
     ends the process (nothing is trained yet), which must not train on with no parent."""

@@ -24,11 +24,12 @@ from pathlib import Path
 from ladder import runfiles
 from ladder.errors import LadderError, debug_env, route_warnings
 
-_RECEIVED: list[tuple[int, float]] = []
-"""The stop signals received, in order, with when (the exit code names the last)."""
+_RECEIVED: list[tuple[int, float, bool]] = []
+"""The stop signals received, in order, with when and whether each was an echo (the exit code names the last)."""
 ECHO_S = 1.0
-"""A SIGTERM this soon after the one that asked for the stop is the same stop sent again, not a second one: when
-`ladder` dies, the parent-death signal can come once for each of its threads that exits."""
+"""A SIGTERM this soon after the last stop that acted, itself a SIGTERM, is that stop sent again, not another one:
+when `ladder` dies, the parent-death signal can come once for each of its threads that exits (after a first stop
+or not)."""
 _clock = time.monotonic
 _WAITED: list[int] = []
 """A stop that came while a checkpoint was written, and waited for it (one does; the next ends the process)."""
@@ -40,9 +41,10 @@ def _interrupt(signum, frame) -> None:
     before the trainer is loaded, stops at once, but for a checkpoint being written, which it waits for (cut half
     way, the run would resume from the one before); a third stops at once all the same."""
     now = _clock()
-    first = _RECEIVED[0] if _RECEIVED else None  # the signal that asked for the stop under way
-    echo = first is not None and signum == first[0] == signal.SIGTERM and now - first[1] < ECHO_S
-    _RECEIVED.append((signum, now))
+    acted = [got for got in _RECEIVED if not got[2]]
+    last = acted[-1] if acted else None  # the stop that acted last (asked for the stop, waited, or ended it)
+    echo = last is not None and signum == last[0] == signal.SIGTERM and now - last[1] < ECHO_S
+    _RECEIVED.append((signum, now, echo))
     train = sys.modules.get("trainer_jax.train")
     stop = getattr(train, "STOP", None)  # None until the trainer has loaded (its module may be half imported)
     if echo:
