@@ -61,7 +61,8 @@ LOSS_COL = typer.Option("loss", "--loss-col", help="CSV: column of the loss (nat
 DEFAULT_STEP_COL = "step"
 STEP_COL = typer.Option(DEFAULT_STEP_COL, "--step-col", help="CSV: column of the step; each run's last step gives its final loss.")
 PLANNED_COL = typer.Option(None, "--total-steps-col", help="CSV: column of each run's planned steps: a run whose last "
-                           "step falls short of them (crashed, still running) has no final loss and is left out "
+                           "step falls short of them (crashed, still running) has no final loss and is left out, "
+                           "but for a last eval one interval short where its `state` column says finished "
                            "(default: a column named total_steps or stop_after_steps, where the CSV has one; '' "
                            "reads none).")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")

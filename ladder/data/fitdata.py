@@ -372,7 +372,8 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
                      most=FAR_PAST_PLAN * (1 - 1e-9), also=" (or read no planned steps: --total-steps-col '')")
     frac = (steps / total).groupby(df[cols.run], sort=False)
     known = {run: np.sort(f.dropna().to_numpy()) for run, f in frac}
-    done = {run: not f.size or reached_end(f) for run, f in known.items()}
+    said = _said_finished(last, cols)
+    done = {run: not f.size or reached_end(f, said.get(run)) for run, f in known.items()}
     keep = last[cols.run].map(done).to_numpy(dtype=bool)
     if keep.all():
         return last, ""
@@ -383,9 +384,19 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
     if not keep.any():
         raise LadderError(f"{where}: no run reaches the end of its plan, and the law fits final losses ({note}); "
                           "where they did finish (a trainer that evaluates at step k, 2k, ... may end its evals an "
-                          "interval before its plan), read no planned steps (--total-steps-col '') or import them "
-                          "into a store as finished")
+                          f"interval before its plan), say so in a {STATE_COLUMN!r} column (finished), read no "
+                          "planned steps (--total-steps-col ''), or import them into a store as finished")
     return last[keep], note
+
+
+def _said_finished(last: pd.DataFrame, cols: Columns) -> dict:
+    """Run → True for the runs whose `STATE_COLUMN` says finished (a last eval one interval before the plan's end then
+    counts as the end, as a store's state makes it count); runs with no word there are left out (None: the evals
+    decide)."""
+    if STATE_COLUMN not in last.columns or STATE_COLUMN in {cols.run, cols.loss, cols.step}:
+        return {}
+    return {run: True for run, text in zip(last[cols.run], last[STATE_COLUMN])
+            if str(text).strip() and table_state(text, STATE_COLUMN) == "finished"}
 
 
 CHECKPOINT_ROWS = 30
