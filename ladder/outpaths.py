@@ -101,10 +101,10 @@ def foreign_prediction_file(folder: Path) -> Path | None:
     from ladder.predict.prediction import PREDICTION_FILES  # pandas: only when a file is there
 
     js = folder / "prediction.json"
-    if js.is_file():
-        head = _head(js, 1 << 16).lstrip()
-        ours = not head or (head.startswith("{") and '"run_name"' in head and '"metric"' in head)
-        return None if ours else js  # an empty file holds nothing to destroy
+    head = _head(js, 1 << 16).lstrip() if js.is_file() else ""
+    if head:
+        return None if head.startswith("{") and '"run_name"' in head and '"metric"' in head else js
+    # no prediction.json, or an empty one (which holds nothing to destroy, nor says whose the tables beside it are)
     return next((folder / n for n in PREDICTION_FILES if (folder / n).exists() and (folder / n).stat().st_size), None)
 
 

@@ -460,6 +460,21 @@ def test_a_run_named_like_a_path_never_names_a_file_outside_the_folder_given():
         dataclasses.replace(PLAN.rungs[0], name="..")
 
 
+def test_a_prediction_folder_with_a_users_table_is_refused_whatever_its_prediction_json_holds(tmp_path):
+    """`ladder predict --out` replaces only its own files: an empty prediction.json (`touch`'s) holds nothing to
+    destroy, but says nothing of the user's prediction.csv beside it, which is still refused."""
+    from ladder.outpaths import foreign_prediction_file
+
+    (tmp_path / "prediction.json").write_text("")
+    assert foreign_prediction_file(tmp_path) is None  # nothing else there: the empty file is replaced
+    (tmp_path / "prediction.csv").write_text("my,own\n1,2\n")
+    assert foreign_prediction_file(tmp_path) == tmp_path / "prediction.csv"
+    (tmp_path / "prediction.json").write_text('{"run_name": "hero", "metric": "eval/loss"}')
+    assert foreign_prediction_file(tmp_path) is None  # a prediction's own table
+    (tmp_path / "prediction.json").write_text('{"mine": 1}')
+    assert foreign_prediction_file(tmp_path) == tmp_path / "prediction.json"
+
+
 def test_a_target_named_like_a_path_is_predicted_into_a_folder_of_its_letters(tmp_path, monkeypatch):
     # a wandb-style name ("team/hero v1"), as `--target-run` takes one from the store
     assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
