@@ -141,7 +141,12 @@ def hindsight(tasks) -> None:
 def batch(tasks) -> None:
     print("6. tokens per step over the power law in parameters through the rungs' (each size; the target), "
           "and the default's final error (one line per ladder)")
-    board = json.loads((Path(__file__).parent / "leaderboard.json").read_text())["curve"]
+    path = Path(__file__).parent / "leaderboard.json"
+    if not path.is_file():
+        print(f"   skipped: it reads the default's errors from {path.name}, which benchmarks/leaderboard.py writes; "
+              "run that first")
+        return
+    board = json.loads(path.read_text())["curve"]
     lines: dict[str, list[str]] = {}
     for t in tasks:
         tg = t.targets[0]

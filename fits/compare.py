@@ -404,9 +404,9 @@ def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot,
     if n == need:
         out.append(f"{n} sizes: every usable resample would hold all of them, so no band is given; add rungs"
                    + ("" if mode == "shared" else " or share E"))
-    elif mode == "shared" and n < 5:  # benchmarks/compare_coverage.py: 0.81 with 4 sizes, 0.85-0.93 with 5 or more
+    elif mode == "shared" and n < 5:  # benchmarks/compare_coverage.py: 0.81 with 4 sizes, 0.85-0.94 with 5 or more
         out.append(f"{n} sizes per ladder: on synthetic ladders the 90% band held the true multiplier about 80% "
-                   "of the time with 4 sizes (85-93% with 5 or more); add rungs for a band to rely on")
+                   "of the time with 4 sizes (85–94% with 5 or more); add rungs for a band to rely on")
     if mode == "separate" and n - 3 < 2:
         out.append(f"{n} sizes per ladder for E separate: too few runs left over the parameters to trust the band")
     if mode == "shared":

@@ -362,6 +362,27 @@ def test_bad_coordinates_exit_2_and_change_nothing(tmp_path, bad, expect):
     assert after == before
 
 
+def test_a_bad_value_in_a_coordinates_or_target_file_names_its_line(tmp_path):
+    """As a recipe's or a run config's does: the file, the field and its line."""
+    csv = ladder_csv(tmp_path / "ladder.csv")
+    assert import_csv(csv, tmp_path / "store").exit_code == 0
+    name = PLAN.rungs[1].name
+    for text, said in ((f"{PLAN.rungs[0].name}:\n  active_params: 5\n{name}:\n  group: mine\n  active_params: -1\n",
+                        f"{name}: 'active_params' = -1 must be a positive number (line 5)"),
+                       (f"{PLAN.rungs[0].name}: {{}}\n{name}: 5\n", f"{name}: expected a mapping of FIELD: VALUE, got 5 "
+                                                                   "(line 2)")):
+        (tmp_path / "coords.yaml").write_text(text)
+        res = import_csv(csv, tmp_path / "store", "--coords", str(tmp_path / "coords.yaml"), "--replace")
+        assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output
+    (tmp_path / "coords.yaml").write_text(f"{name}:\n  group: mine\n  colour: red\n")
+    res = import_csv(csv, tmp_path / "store", "--coords", str(tmp_path / "coords.yaml"), "--replace")
+    assert " ".join(res.output.split()).endswith("schedule) (line 3)")
+    target = target_yaml(tmp_path / "t.yaml", tokens_per_step=-1)
+    line = next(i for i, x in enumerate(target.read_text().splitlines(), 1) if x.startswith("tokens_per_step:"))
+    res = invoke("predict", "--target", str(target), "--store", str(tmp_path / "store"), "--out", str(tmp_path / "p"))
+    assert res.exit_code == 2 and f"'tokens_per_step' = -1 must be a positive number (line {line})" in res.output
+
+
 def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
     """No logged LR: the coordinates file's schedule is kept with the run and gives its LR sequence."""
     csv = ladder_csv(tmp_path / "ladder.csv")

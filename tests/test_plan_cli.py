@@ -287,6 +287,11 @@ def test_a_bad_value_in_a_recipe_file_names_the_file_then_the_field(tmp_path):
     (tmp_path / "dir.yaml").mkdir()
     res = run("plan", str(tmp_path / "dir.yaml"))
     assert res.exit_code == 2 and f"{tmp_path / 'dir.yaml'}: is a folder, not a file" in res.stderr
+    path.write_text(base)  # shapes that do not divide, found as the plan is made: the file named too
+    res = run("plan", str(path), "--widths", "33,48,64,96")
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: {path}: recipe 'micro-cpu', rungs[0] (d_model 33, ")
+    res = run("plan", "micro-cpu", "--widths", "33,48,64,96")  # a preset: no file of the user's to name
+    assert res.exit_code == 2 and res.stderr.startswith("error: recipe 'micro-cpu', rungs[0] (d_model 33, ")
 
 
 def test_a_merge_may_give_its_keys_again(tmp_path):

@@ -67,7 +67,11 @@ def plan_command(
         )
     except LadderError as exc:  # the recipe's check names its field: named by the option given for it
         raise LadderError(_by_option(str(exc), {"tpp": ("--tpp", tpp), "seq_len": ("--seq-len", seq_len)})) from None
-    p = with_resources(plan(r), _resources(cpus_per_run, gpus_per_run, resource_per_run, hero_hosts), hero_hosts)
+    try:
+        planned = plan(r)
+    except LadderError as exc:  # a shape the recipe gives ("recipe 'x', rungs[0] (d_model 768, ...)"): its file named
+        raise LadderError(f"{recipe}: {exc}" if recipe not in preset_names() else str(exc)) from None
+    p = with_resources(planned, _resources(cpus_per_run, gpus_per_run, resource_per_run, hero_hosts), hero_hosts)
     if out is not None:
         out_dir(out, files=p.files())  # a folder where a file goes: refused before any file is written
     written = p.write(out) if out else []

@@ -14,6 +14,8 @@ import math
 import os
 import types
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
@@ -335,6 +337,20 @@ def _at(exc: LadderError, line: int | None) -> LadderError:
     if isinstance(exc, _Located) or not line:
         return exc
     return _Located(f"{exc} (line {line})")
+
+
+def line_of(data: Any, key: Any) -> int | None:
+    """The line of `key` in the mapping `data` as `load_yaml` read it; None where not known."""
+    return getattr(data, "lines", {}).get(key)
+
+
+@contextmanager
+def at_line(line: int | None) -> Iterator[None]:
+    """A `LadderError` raised inside ends with `line` (of the YAML file it names), where one is given."""
+    try:
+        yield
+    except LadderError as exc:
+        raise _at(exc, line) from None
 
 
 def _yes_no(value: bool) -> str:

@@ -21,7 +21,7 @@ from ladder import metrics as keys
 from ladder.config.limits import MAX_PREDICTED_POINTS, positive_or_none
 from ladder.config.runconfig import RunConfig, refuse_prediction
 from ladder.config.schedule import Schedule
-from ladder.config.yamlio import load_yaml
+from ladder.config.yamlio import at_line, load_yaml
 from ladder.data import dense
 from ladder.data.sources.coords import (
     PLAN_FIELDS,
@@ -343,10 +343,14 @@ def target_from_file(path: Path) -> LadderRun:
     problem = name_problem(name, as_file=False)  # its files are named by `file_part`, as a stored run's are
     if problem:
         raise LadderError(f"{where}: name {name!r} {problem}; give the target a plain name")
-    schedule = schedule_from(data["schedule"], where) if data.get("schedule") is not None else None
-    num = {k: coordinate_number(where, k, data[k]) for k in ("active_params", "fit_flops_per_token", "stop_after_steps",
-                                                   "tokens_per_step", "planned_tokens", "eval_every")
-           if data.get(k) is not None}
+    def number(key: str) -> int | float | None:  # a value the file gives, refused with its line
+        with at_line(lines.get(key)):
+            return coordinate_number(where, key, data[key])
+
+    with at_line(lines.get("schedule")):
+        schedule = schedule_from(data["schedule"], where) if data.get("schedule") is not None else None
+    num = {k: number(k) for k in ("active_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step",
+                                  "planned_tokens", "eval_every") if data.get(k) is not None}
     if "stop_after_steps" not in num and schedule is not None:
         num["stop_after_steps"] = schedule.horizon
     given = [k for k in PLAN_FIELDS if k in num]
@@ -365,7 +369,7 @@ def target_from_file(path: Path) -> LadderRun:
     flops, flops_from, n = _flops(name, {"fit_flops_per_token": num.get("fit_flops_per_token"),
                                          "active_params": num.get("active_params")}, where)
     check_counts(where, flops if flops_from != SIX_N else None, n)  # imported runs were checked as they came in
-    tpp = coordinate_number(where, "tpp", data["tpp"]) if data.get("tpp") is not None else None
+    tpp = number("tpp") if data.get("tpp") is not None else None
     every = int(num.get("eval_every", 0))
     if every and stop / every > MAX_PREDICTED_POINTS:
         raise LadderError(f"{where}: eval_every {every:,} predicts at {stop // every:,} steps, more than the "

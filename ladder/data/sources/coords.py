@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ladder.config.schedule import Schedule
-from ladder.config.yamlio import build, load_yaml
+from ladder.config.yamlio import at_line, build, line_of, load_yaml
 from ladder.data.csvfile import number_hint
 from ladder.errors import LadderError
 
@@ -159,18 +159,11 @@ class CoordinateOverrides:
                     flat = str(run) in FIELDS + LABELS + (SCHEDULE,)  # one run's fields: a target file, or an entry unnested
                     hint = (f"; this file gives fields at its top level (a target file?): a coordinates file maps each "
                             f"run's name or id to its fields, {{RUN: {{{run}: {fields!r}}}}}") if flat else ""
-                    raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}{hint}")
+                    with at_line(line_of(data, run)):
+                        raise LadderError(f"{file}: {run}: expected a mapping of FIELD: VALUE, got {fields!r}{hint}")
                 for key, value in fields.items():
-                    if key == SCHEDULE:
-                        schedule_from(value, f"{file}: {run}")
-                        continue
-                    _check_field(str(key), f"{file}: {run}", also=(SCHEDULE,))
-                    if key in LABELS and (value is None or not str(value).strip()):
-                        raise LadderError(f"{file}: {run}: '{key}' has no value; give one or leave the field out")
-                    if key == "role":
-                        _check_role(str(value).strip(), f"{file}: {run}")
-                    if key in FIELDS:
-                        coordinate_number(f"{file}: {run}", str(key), value)
+                    with at_line(line_of(fields, key)):
+                        _check_entry(str(key), value, f"{file}: {run}")
                 per_run[str(run)] = {str(k): v for k, v in fields.items()}
         return cls(all_runs, per_run, "" if file is None else str(file))
 
@@ -394,6 +387,20 @@ def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
             raise LadderError(f"{where}: '{name}' = {value!r} must be at least 1")
         return int(round(number))
     return number
+
+
+def _check_entry(key: str, value: Any, where: str) -> None:
+    """One field of a run's entry in a coordinates file (`where`: the file and the run), checked as it will be read."""
+    if key == SCHEDULE:
+        schedule_from(value, where)
+        return
+    _check_field(key, where, also=(SCHEDULE,))
+    if key in LABELS and (value is None or not str(value).strip()):
+        raise LadderError(f"{where}: '{key}' has no value; give one or leave the field out")
+    if key == "role":
+        _check_role(str(value).strip(), where)
+    if key in FIELDS:
+        coordinate_number(where, key, value)
 
 
 def _check_field(name: str, where: str, also: tuple[str, ...] = ()) -> None:
