@@ -27,7 +27,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the result is an ordinary file
     try:
-        yield Path(tmp)
+        try:
+            yield Path(tmp)
+        except OSError as exc:  # a full disk as the file is written: named by the file, not its temporary one
+            if exc.filename not in (None, tmp):
+                raise
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
         try:
             os.replace(tmp, target)
         except OSError as exc:  # say which file could not be written, not the temporary one

@@ -495,3 +495,31 @@ def test_every_planned_config_reads_back_with_its_coordinates(tmp_path, recipe, 
             assert RunConfig.load(tmp_path / f"{cfg.name}.yaml") == cfg
         assert "coordinates" in load_yaml(tmp_path / f"{cfg.name}.yaml")
         assert run("spec", str(tmp_path / f"{cfg.name}.yaml"), "--format", "json").exit_code == 0
+
+
+def test_a_plan_whose_write_fails_leaves_the_plan_before_and_names_the_file(tmp_path, monkeypatch):
+    """A full disk as the third config is written: the folder keeps the earlier plan whole (not the new rungs beside
+    its old hero, which `ladder train --ladder` would train as one ladder), the error names the file, and the same
+    plan is written once there is room."""
+    import errno
+
+    assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real, calls = Path.write_text, []
+
+    def full_disk(self, text, *args, **kwargs):
+        calls.append(self)
+        if len(calls) == 3:
+            real(self, text[: len(text) // 2], *args, **kwargs)  # half of it on disk, then no room
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    res = run("plan", "micro-cpu", "--set", "tpp=8", "--out", str(tmp_path))
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: {tmp_path}/") and res.stderr.strip().endswith(
+        ".yaml: No space left on device"), res.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing staged left behind either
+    monkeypatch.setattr(Path, "write_text", real)
+    assert run("plan", "micro-cpu", "--set", "tpp=8", "--out", str(tmp_path)).exit_code == 0
+    assert {p.name for p in tmp_path.iterdir()} == set(before)
+    assert all(load_yaml(p)["tpp"] == 8 for p in tmp_path.glob("*.yaml"))

@@ -24,7 +24,7 @@ from ladder.config.runconfig import EvalConfig, ResourcesConfig, RunConfig
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import replace_paths
 from ladder.errors import LadderError
-from ladder.files import atomic_path, write_text_atomic
+from ladder.files import atomic_path, staged_folder, write_text_atomic
 
 TPP_TOL = 0.05
 """How far (relative) rounding a run's steps may move its tokens per parameter from the recipe's unremarked."""
@@ -140,17 +140,20 @@ class Plan:
         _refuse_changing_trained_runs(out, runs)
         _refuse_foreign_launch_script(out / LAUNCH_FILE)
         _refuse_edited(out)
-        paths = [run.save(out / f"{run.name}.yaml") for run in runs]
-        lines = [*LAUNCH_HEADER,
-                 "# again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.",
-                 "set -euo pipefail", 'cd "$(dirname "$0")"',
-                 "# The interpreter that planned this ladder (trainer_jax is installed there); on a machine",
-                 "# without it, python3 on PATH.",
-                 f"PYTHON={shlex.quote(sys.executable)}", '[ -x "$PYTHON" ] || PYTHON=python3']
-        lines += [f'"$PYTHON" -m trainer_jax {shlex.quote(p.name)} --resume' for p in paths]
-        paths.append(_write_script(out / LAUNCH_FILE, "\n".join(lines) + "\n"))
-        write_text_atomic(out / WRITTEN_FILE, json.dumps({p.name: _digest(p) for p in paths}, indent=1) + "\n")
-        return paths
+        # Staged whole, then renamed in: a write that fails (a full disk) leaves the plan there before, not the new
+        # rungs beside the old hero.
+        with staged_folder(out) as stage:
+            paths = [run.save(stage / f"{run.name}.yaml") for run in runs]
+            lines = [*LAUNCH_HEADER,
+                     "# again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.",
+                     "set -euo pipefail", 'cd "$(dirname "$0")"',
+                     "# The interpreter that planned this ladder (trainer_jax is installed there); on a machine",
+                     "# without it, python3 on PATH.",
+                     f"PYTHON={shlex.quote(sys.executable)}", '[ -x "$PYTHON" ] || PYTHON=python3']
+            lines += [f'"$PYTHON" -m trainer_jax {shlex.quote(p.name)} --resume' for p in paths]
+            paths.append(_write_script(stage / LAUNCH_FILE, "\n".join(lines) + "\n"))
+            write_text_atomic(stage / WRITTEN_FILE, json.dumps({p.name: _digest(p) for p in paths}, indent=1) + "\n")
+        return [out / p.name for p in paths]
 
 
 WRITTEN_FILE = ".ladder-plan.json"
