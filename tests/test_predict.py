@@ -429,6 +429,22 @@ def test_a_watch_keeps_a_replan_that_replaced_a_planned_cut_the_run_has_not_reac
     assert int(Prediction.load(tmp_path / "pred").table["step"].iloc[-1]) == edit.new_total_steps - 10
 
 
+def test_a_replans_edit_the_run_passes_without_making_it_is_not_the_runs_plan():
+    """A watch keeps a replan ahead of the run until the run passes the replan's edit; past it, a run whose config
+    still lacks the edit is not following it (judged against the shorter plan, its last fifth went unjudged) and is
+    predicted again from its own schedule."""
+    from ladder.watch.monitor import _plan_holds
+
+    cut = {"at_step": 16_000, "new_total_steps": 18_000}
+    planned_cut = {"at_step": 17_000, "new_total_steps": 19_000}  # in the run's config, replaced by the replan
+    assert _plan_holds([], [cut], [], 15_000) and _plan_holds([], [cut], [], 16_000)  # not passed yet
+    assert not _plan_holds([], [cut], [], 16_500)  # passed it, and the config has no edit
+    assert _plan_holds([cut], [cut], [], 16_500)  # the run made it
+    assert _plan_holds([planned_cut], [cut], [planned_cut], 15_000)  # the replan replaced the run's planned cut
+    assert not _plan_holds([planned_cut], [cut], [planned_cut], 16_500)
+    assert not _plan_holds([planned_cut], [], [], 15_000)  # an edit the prediction never knew of
+
+
 def test_a_replan_that_replaces_a_planned_cut_is_held_to_the_horizon_without_it():
     from ladder.predict.replan import shortened, with_cooldown
 

@@ -675,6 +675,8 @@ def _plan_holds(done: list, planned: list, replaced: list, reached: int) -> bool
     prediction) while the run has reached neither them nor passed the replan's own first edit (step `reached`):
     past that, a run whose config still lacks the replan's edit is not following it."""
     ahead = [int(e.get("at_step", 0)) for e in planned if isinstance(e, dict) and e not in done]
-    if ahead and reached <= min(ahead):  # at the replan's first edit (where `ladder replan` puts it), not past it
+    if ahead and reached > min(ahead):
+        return False  # past an edit of the prediction's that the run's config lacks: the run did not make it
+    if ahead:  # at the replan's first edit (where `ladder replan` puts it), not past it
         done = [e for e in done if not (e in replaced and reached < int(e.get("at_step", 0)))]
     return done == planned[:len(done)]
