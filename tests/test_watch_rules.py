@@ -98,6 +98,23 @@ def test_slow_drift_is_caught_by_cusum_before_the_band():
     assert band and first_drift < min(band)
 
 
+def test_an_early_offset_that_fades_does_not_hide_a_later_drift_nor_does_a_dip_raise_one():
+    """The prediction is weakest early: a run 3% above it at first, on it by 25%, then climbing 0.05% an eval, is
+    drifting (measured from the first evals' mean, the climb was hidden under the early offset); a run that dips
+    1% below the prediction and comes back to it is not (its baseline goes no lower than the prediction)."""
+    f = EVALS / STEPS
+    climb = clean_values() * (1 + 0.0005 * np.maximum(0, np.arange(20) - 5))
+    pred = prediction(rel50=0.001, rel90=0.0025)
+    assert [a for a in evaluate(observed(climb), pred, AlertRules(), now=0.0) if a.rule == "drift"]
+    early = climb * (1 + 0.03 * np.clip(1 - f / 0.25, 0, None))
+    drifts = [a for a in evaluate(observed(early), pred, AlertRules(), now=0.0) if a.rule == "drift"]
+    assert drifts and drifts[0].step >= 0.5 * STEPS and "over its offset before (+0.0" in drifts[0].message
+    dip = clean_values() * np.where((f > 0.3) & (f < 0.5), 0.99, 1.0)
+    assert [a for a in evaluate(observed(dip), pred, AlertRules(), now=0.0) if a.rule == "drift"] == []
+    offset = clean_values() * 1.005  # a constant offset: the band rule's, not a drift
+    assert [a for a in evaluate(observed(offset), pred, AlertRules(), now=0.0) if a.rule == "drift"] == []
+
+
 def test_a_drift_within_a_wide_band_is_left_to_the_band_rule():
     y = clean_values() * (1 + 0.0005 * np.arange(20))
     alerts = evaluate(observed(y), prediction(rel50=0.01, rel90=0.025), AlertRules(), now=0.0)

@@ -54,7 +54,8 @@ class AlertRules:
     drift_alarm_floor: float = 0.0075
     """... and an alarm this far (between the band rule's warning and alarm floors)."""
     drift_baseline_evals: int = 3
-    """The drift rule measures residuals against their mean over the first evals watched."""
+    """The drift rule measures residuals against their mean over this many evals: the first ones watched, or the
+    lowest such mean since, where the run came down from an early offset (see `drift`)."""
     spike_smoothing: int = 5
     """EMA span (steps) applied to the train loss before looking for spikes."""
     spike_window: int = 50
@@ -226,7 +227,9 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
 
 
 def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
-    """Slow drift: one-sided CUSUM of residuals (log actual / predicted) above their early baseline.
+    """Slow drift: one-sided CUSUM of residuals (log actual / predicted) above their baseline: the mean of the first
+    `drift_baseline_evals`, or the lowest such mean since where the run has come down from an early offset (not
+    below the prediction, or the first mean where that is lower).
 
     Each residual is standardised by the larger of the prediction's own uncertainty at that step
     (from its 90% band), the eval-to-eval noise measured so far (a robust scale of successive
@@ -244,9 +247,14 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
     n0 = rules.drift_baseline_evals
     if len(resid) <= n0:
         return []
-    base = resid[:n0].mean()
+    means = np.convolve(resid, np.ones(n0) / n0, mode="valid")  # means[j]: of the evals j … j + n0 − 1
+    floor = min(means[0], 0.0)
+    base = means[0]
     out, s = [], 0.0
     for i in range(n0, len(resid)):
+        # An early offset the run has since come down from is no level it keeps (the prediction is weakest early):
+        # the baseline follows the lowest level so far, down to the prediction itself (or the first level, if lower).
+        base = max(min(base, means[i - n0]), floor)
         noise = 1.4826 * float(np.median(np.abs(np.diff(resid[: i + 1])))) / np.sqrt(2)
         sigma = max(rules.drift_noise, noise, float(spread[i]) if np.isfinite(spread[i]) else 0.0)
         shift = resid[i] - base
@@ -257,8 +265,9 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
             limit = rules.drift_alarm if alarm else rules.drift_warn
             out.append(Alert(
                 "drift", level, int(steps[i]),
-                f"{rules.metric} is drifting upward against the prediction: {shift:+.2%} over the "
-                f"first {n0} evals' offset, CUSUM {s:.1f}σ (σ = {sigma:.2%}; limit {limit:g}σ)",
+                f"{rules.metric} is drifting upward against the prediction: {shift:+.2%} over its offset "
+                f"before ({base:+.2%}, the first {n0} evals' or the lowest since), CUSUM {s:.1f}σ (σ = {sigma:.2%}; "
+                f"limit {limit:g}σ)",
                 s,
             ))
     return out
