@@ -677,8 +677,9 @@ def test_figures_draw_the_rungs_the_prediction_was_made_from_and_say_what_they_l
     # a run of another plan followed: said; an alerts file of another run's watch: refused
     rung = plan.rungs[-1]
     res = runner.invoke(app, ["plot", *base, "--target-run", rung.name, "--out", str(tmp_path / "figs2")])
-    assert res.exit_code == 0 and f"'{rung.name}' plans {rung.stop_after_steps:,} steps and the prediction in" in \
-        " ".join(res.output.split())
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and f"'{rung.name}' plans {rung.stop_after_steps:,} steps and the prediction in" in said
+    assert "compared with the prediction at their own steps, as `ladder score` scores them" in said
     alerts = tmp_path / "alerts.jsonl"
     alerts.write_text(json.dumps({"kind": "alert", "run": plan.hero.name, "step": 5, "level": "alarm",
                                   "rule": "non_finite", "message": "the hero's own"}) + "\n")

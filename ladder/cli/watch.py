@@ -376,8 +376,9 @@ def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> Non
     if len(row) and pd.notna(row["stop_after_steps"].iloc[0]):
         steps = int(row["stop_after_steps"].iloc[0])
         if min(abs(steps / planned - 1), abs(steps / last - 1)) > 0.01:  # the plan, or the plan as edited
-            warn(f"{pred.run_name!r} plans {steps:,} steps and the prediction in {prediction} {planned:,}: its steps "
-                 "are read as fractions of the prediction's plan; is it the run that was predicted?")
+            warn(f"{pred.run_name!r} plans {steps:,} steps and the prediction in {prediction} {planned:,}: is it the "
+                 "run that was predicted? (its evals are compared with the prediction at their own steps, as "
+                 "`ladder score` scores them)")
 
 
 def _load(prediction: Path, target_run: str | None, checked: bool = True) -> Prediction:
