@@ -254,6 +254,17 @@ def test_ladder_command_trains_a_planned_folder_and_skips_finished_runs(tmp_path
     assert f"Trained 0 runs of {out} (2 finished already):" in " ".join(res.output.split())
     assert [(out / c.run_dir / runfiles.METRICS_FILE).stat().st_mtime_ns for c in rungs] == before
     assert all(f"{loss:.4f}" in res.output for loss in losses)
+    # a finished run's config edited where its training is not (how often it checkpoints): its trainer finds it
+    # finished, and nothing is counted as trained
+    import dataclasses
+
+    path = next(p for p in sorted(out.glob("*.yaml")) if not p.name.startswith("hero"))
+    cfg = RunConfig.load(path)
+    dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint, every_steps=cfg.checkpoint.every_steps + 1)
+                        ).save(path)
+    res = runner.invoke(app, ["train", "--ladder", str(out), "--rungs-only", "--no-progress"])
+    assert res.exit_code == 0, res.output  # (the trainer, a process of its own, says "already finished")
+    assert f"Trained 0 runs of {out} (2 finished already):" in " ".join(res.output.split())
 
 
 @pytest.mark.parametrize("setting, env, expected", [

@@ -108,7 +108,10 @@ def train_command(
                 skipped += 1
                 continue
             # a run from another config is refused by the trainer, clearly; a killed one still shows the ladder
+            run_dir = run_dir_of(path, cfg)
+            ended = runfiles.last_checkpoint(run_dir) if run_state(run_dir) == "finished" else None  # config edited
             _run(path, cfg, True, progress, lambda done=skipped: _summary(runs, ladder, done))
+            skipped += ended is not None and runfiles.last_checkpoint(run_dir) == ended  # the trainer found it done
     if fmt is Format.table:
         _summary(runs, ladder or config, skipped)
 
