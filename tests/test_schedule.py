@@ -22,6 +22,11 @@ def test_warmup_is_linear_to_the_peak():
     np.testing.assert_allclose(lr[:10], PEAK * np.arange(1, 11) / 10)
 
 
+def test_the_line_a_person_reads_counts_steps_in_words():
+    assert "warmup 10 steps, floor 0.05×peak, 1000 steps" in sched().describe()
+    assert "warmup 1 step," in sched(warmup_steps=1).describe()
+
+
 @pytest.mark.parametrize("decay", ["linear", "cosine", "1-sqrt"])
 def test_decays_run_from_peak_to_the_floor_on_the_last_step(decay):
     lr = sched(decay=decay).lrs()

@@ -220,7 +220,7 @@ class Schedule:
         else:
             shape = f"{self.decay} decay"
         text = (
-            f"{shape}, peak {self.peak_lr:.3g}, warmup {self.warmup_steps} steps, "
+            f"{shape}, peak {self.peak_lr:.3g}, warmup {self.warmup_steps} step{'s' * (self.warmup_steps != 1)}, "
             f"floor {self.min_lr_ratio:g}×peak, {self.total_steps} steps"
         )
         for e in self.edits:
