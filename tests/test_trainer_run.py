@@ -415,8 +415,10 @@ def test_a_disk_that_fills_while_training_is_one_line_and_the_run_reads_as_stopp
                       "updated": status["updated"]}
 
 
-def test_a_checkpoint_save_the_disk_refuses_is_an_os_error_naming_its_folder(tmp_path, monkeypatch):
+def test_a_checkpoint_save_the_disk_refuses_is_an_os_error_naming_its_folder(tmp_path, monkeypatch, caplog):
     import errno
+    import logging
+    import sys
 
     import orbax.checkpoint as ocp
 
@@ -424,20 +426,33 @@ def test_a_checkpoint_save_the_disk_refuses_is_an_os_error_naming_its_folder(tmp
 
     raised: list[Exception] = []
 
+    class Callback:  # a writer's callback into a closed event loop: an error no one can raise
+        def __del__(self):
+            raise RuntimeError(f"Event loop is closed ({len(raised)})")
+
     def save(self, step, *args, **kwargs):
+        logging.getLogger("absl").error("writer thread %d: %s", step, raised[0] if raised else "a note")
+        Callback()
         if raised:
             raise raised[0]
 
+    unraisable: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda report: unraisable.append(str(report.exc_value)))
+
     monkeypatch.setattr(ocp.CheckpointManager, "save", save)
     ckpt = Checkpointer(tmp_path, keep=1)
-    ckpt.save(1, {}, {})
-    raised.append(ValueError("a tree orbax cannot save"))
-    with pytest.raises(ValueError, match="cannot save"):  # a failure that is no disk's: as it was
-        ckpt.save(2, {}, {})
-    raised[0] = ValueError(ORBAX_ENOSPC)
-    with pytest.raises(OSError) as refused:
-        ckpt.save(3, {}, {})
+    with caplog.at_level(logging.ERROR, logger="absl"):
+        ckpt.save(1, {}, {})
+        raised.append(ValueError("a tree orbax cannot save"))
+        with pytest.raises(ValueError, match="cannot save"):  # a failure that is no disk's: as it was
+            ckpt.save(2, {}, {})
+        raised[0] = ValueError(ORBAX_ENOSPC)
+        with pytest.raises(OSError) as refused:
+            ckpt.save(3, {}, {})
     assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(tmp_path / "3"))
+    # what orbax's writers log goes on, but for a refused write: said in one line, not once per writer thread
+    assert [r.getMessage() for r in caplog.records] == ["writer thread 1: a note", "writer thread 2: a tree orbax cannot save"]
+    assert unraisable == ["Event loop is closed (0)", "Event loop is closed (1)"]
     ckpt.close()
     quota = OSError(errno.EDQUOT, "Disk quota exceeded", "/x")
     assert disk_error(quota, tmp_path) is quota and disk_error(ValueError("no code"), tmp_path) is None

@@ -8,9 +8,13 @@ while saving leaves its previous checkpoint intact.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +67,18 @@ class Checkpointer:
         """Save `state` at `step`. A write the disk refused (full, read-only) is an `OSError` naming the step's
         folder (orbax's writer reports it as a `ValueError` with the system's error code in its text)."""
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+        held: list = []
         try:
-            self._mgr.save(step, args=args, force=True)
-            self._mgr.wait_until_finished()
+            with _held_reports(ORBAX_LOGGER, held):
+                self._mgr.save(step, args=args, force=True)
+                self._mgr.wait_until_finished()
         except Exception as exc:
             refused = disk_error(exc, self._dir / str(step))
-            if refused is None:
-                raise
-            raise refused from exc
+            if refused is not None:
+                raise refused from exc  # said in one line: the writer threads' tracebacks of it are dropped
+            _release(held)
+            raise
+        _release(held)
 
     def read_meta(self, step: int) -> dict[str, Any]:
         return dict(self._mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
@@ -82,6 +90,39 @@ class Checkpointer:
 
     def close(self) -> None:
         self._mgr.close()
+
+
+ORBAX_LOGGER = "absl"
+"""The logger orbax's writer threads report through: a refused write logs a traceback from each of them."""
+
+
+@contextlib.contextmanager
+def _held_reports(logger: str, held: list) -> Iterator[None]:
+    """Hold back in `held`, for the block, the records of the logger `logger` and the errors the writer's threads
+    cannot raise (`sys.unraisablehook`: tensorstore's callbacks into an event loop orbax has closed); `_release` lets
+    them through after."""
+
+    class Hold(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            held.append(record)
+            return False
+
+    log, hold, hook = logging.getLogger(logger), Hold(), sys.unraisablehook
+    log.addFilter(hold)
+    sys.unraisablehook = held.append
+    try:
+        yield
+    finally:
+        log.removeFilter(hold)
+        sys.unraisablehook = hook
+
+
+def _release(held: list) -> None:
+    for report in held:
+        if isinstance(report, logging.LogRecord):
+            logging.getLogger(report.name).handle(report)
+        else:
+            sys.unraisablehook(report)
 
 
 OS_ERROR_CODE = re.compile(r"\[os_error_code='(\d+)'\]")
