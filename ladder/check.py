@@ -297,6 +297,8 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
     is 6·N·D)."""
     run, kind = hero_run(path)
     where = f"{kind} {path} ({run.planned_steps:,} steps"
+    if run.stop_after_steps != run.planned_steps:  # `ladder plan` and `spec` count the edited run's
+        where += f" as planned at its start, {run.stop_after_steps:,} with its schedule's edits"
     if not by_params:
         return HeroCompute(run.compute, where + ")")
     if not run.active_params:

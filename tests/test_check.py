@@ -187,6 +187,9 @@ def test_hero_from_config_or_nothing(tmp_path):
     assert code == 0 and report["hero"]["flops"] == pytest.approx(  # the plan it starts with, as predict and compare count it
         PLAN.hero.fit_flops_per_token * PLAN.hero.tokens_per_step * PLAN.hero.schedule.total_steps)
     assert report["warnings"] == []
+    assert report["hero"]["source"].endswith(  # `ladder plan` and `spec` count the edited run's: both named
+        f"({PLAN.hero.schedule.total_steps:,} steps as planned at its start, {PLAN.hero.stop_after_steps:,} with its "
+        "schedule's edits)")
     # A rung's config given as the hero: checked, and told that the projections describe a rung
     rung = PLAN.rungs[-1].save(tmp_path / "rung.yaml")
     code, report = check(store, "--hero", rung)

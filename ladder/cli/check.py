@@ -24,7 +24,7 @@ def check_command(
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder holding the rungs."),
     group: str | None = typer.Option(None, "--group", help="The ladder's group (default: the store's only group)."),
     hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`) or target file (as `ladder predict --target` takes it): its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
-    hero_compute: float | None = typer.Option(None, "--hero-compute", help="The hero's fit compute in FLOPs (3 × forward without the head × tokens)."),
+    hero_compute: float | None = typer.Option(None, "--hero-compute", help="The hero's fit compute in FLOPs (3 × forward without the head × the tokens of the plan it starts with; `ladder plan` prints the compute of the run its schedule's edits leave)."),
     recipe: str | None = typer.Option(None, "--recipe", help="The recipe the ladder was planned with (preset or YAML), for the LR rule (default: the preset named like the group)."),
     grad_limit: float = typer.Option(4.0, "--grad-limit", help="Alarm when the hero's projected grad-norm peak exceeds this."),
     spike_limit: float = typer.Option(1.0, "--spike-limit", help="Train-loss spikes per 1,000 steps the hero may be projected to have."),
