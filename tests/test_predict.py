@@ -247,6 +247,8 @@ def test_replan_of_a_finished_run_asks_for_a_step_and_one_before_the_run_is_a_wh
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(tmp_path / "store"), "--n-boot", "5",
                               "--at", str(T // 4), "--shorten-to", str(int(0.8 * T))])
     assert res.exit_code == 2 and "--n-boot 5" in res.stderr and "what-if" not in res.stderr  # refused first
+    res = runner.invoke(app, [*base, "--at", str(hero.schedule.warmup_steps - 1), "--shorten-to", str(int(0.8 * T))])
+    assert res.exit_code == 2 and "an edit goes after the warmup" in res.stderr and "what-if" not in res.stderr
     res = runner.invoke(app, [*base, "--shorten-to", str(int(0.8 * T))])  # at its last step: no warning
     assert res.exit_code == 0 and "what-if" not in res.stderr, res.output
     pull(Store(tmp_path / "store"), LocalSource(write_run(tmp_path / "runs", hero)))  # now finished

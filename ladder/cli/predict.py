@@ -331,10 +331,10 @@ def replan_command(
     if passed:  # an edit the run has made stays: what is done is not replanned
         raise LadderError(f"--at {step:,}: the run is at step {reached:,}, past its edit {passed[0].describe()}; a new "
                           f"edit goes at step {passed[-1].at_step:,} or later")
-    if step < reached:
+    edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
+    if step < reached:  # (said once the edit is known to be one: a bad --at is refused, not warned of first)
         warn(f"--at {step:,}: the run is at step {reached:,} already, so this is a what-if: an edited config cannot "
              f"resume it (its learning rates before step {reached:,} would differ from those it trained with)")
-    edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
     old, new = predict(st, hero, settings), predict(st, edited, settings)
     if replaced:  # a watch keeps this plan while the run's config still holds them, not reached (`_plan_holds`)
         from ladder.config.yamlio import to_dict
