@@ -108,11 +108,21 @@ def test_an_early_offset_that_fades_does_not_hide_a_later_drift_nor_does_a_dip_r
     assert [a for a in evaluate(observed(climb), pred, AlertRules(), now=0.0) if a.rule == "drift"]
     early = climb * (1 + 0.03 * np.clip(1 - f / 0.25, 0, None))
     drifts = [a for a in evaluate(observed(early), pred, AlertRules(), now=0.0) if a.rule == "drift"]
-    assert drifts and drifts[0].step >= 0.5 * STEPS and "over its offset before (+0.0" in drifts[0].message
+    assert drifts and drifts[0].step >= 0.5 * STEPS and "over its offset before (+0." in drifts[0].message
     dip = clean_values() * np.where((f > 0.3) & (f < 0.5), 0.99, 1.0)
     assert [a for a in evaluate(observed(dip), pred, AlertRules(), now=0.0) if a.rule == "drift"] == []
     offset = clean_values() * 1.005  # a constant offset: the band rule's, not a drift
     assert [a for a in evaluate(observed(offset), pred, AlertRules(), now=0.0) if a.rule == "drift"] == []
+    # noisy evals (0.4%): the lowest of many three-eval means sits below the run's level, and is followed only
+    # where lower beyond that noise, so a steady 1% offset raises as many drift alerts as a run on the prediction
+    # (following every lower mean, 34 runs of 60 warned and 15 alarmed; on the prediction, 10 and 5)
+    pred = prediction(rel50=0.0032, rel90=0.008)
+    alerted = {}
+    for shift in (0.0, 0.01):
+        drifts = [R.drift(observed(pred.table["median"].to_numpy() * (1 + shift) * (
+            1 + 0.004 * np.random.default_rng(seed).standard_normal(len(EVALS)))), pred, AlertRules()) for seed in range(60)]
+        alerted[shift] = (sum(map(bool, drifts)), sum(any(a.level == "alarm" for a in d) for d in drifts))
+    assert alerted[0.01][0] <= alerted[0.0][0] + 2 and alerted[0.01][1] <= alerted[0.0][1] + 2, alerted
 
 
 def test_a_drift_within_a_wide_band_is_left_to_the_band_rule():
