@@ -523,3 +523,22 @@ def test_a_plan_whose_write_fails_leaves_the_plan_before_and_names_the_file(tmp_
     assert run("plan", "micro-cpu", "--set", "tpp=8", "--out", str(tmp_path)).exit_code == 0
     assert {p.name for p in tmp_path.iterdir()} == set(before)
     assert all(load_yaml(p)["tpp"] == 8 for p in tmp_path.glob("*.yaml"))
+    # stopped between the renames (Ctrl-C): half the folder is the new plan, and its record is the old one's; the
+    # plan's own files are no edit of a user's, so the same plan is written again
+    import ladder.files
+
+    renames, rename = [], ladder.files.os.replace
+
+    def stopped(a, b):
+        renames.extend([b] if Path(b).parent == tmp_path else [])  # into the folder (not each file into the stage)
+        if len(renames) == 3:
+            raise KeyboardInterrupt
+        return rename(a, b)
+
+    monkeypatch.setattr(ladder.files.os, "replace", stopped)
+    assert run("plan", "micro-cpu", "--set", "tpp=9", "--out", str(tmp_path)).exit_code != 0
+    monkeypatch.setattr(ladder.files.os, "replace", rename)
+    assert sorted({load_yaml(p)["tpp"] for p in tmp_path.glob("*.yaml")}) == [8, 9]  # a mixed folder
+    res = run("plan", "micro-cpu", "--set", "tpp=9", "--out", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    assert all(load_yaml(p)["tpp"] == 9 for p in tmp_path.glob("*.yaml"))

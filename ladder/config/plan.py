@@ -139,9 +139,8 @@ class Plan:
                               "would train them too: give --out an empty folder, or remove them (nothing was written)")
         _refuse_changing_trained_runs(out, runs)
         _refuse_foreign_launch_script(out / LAUNCH_FILE)
-        _refuse_edited(out)
-        # Staged whole, then renamed in: a write that fails (a full disk) leaves the plan there before, not the new
-        # rungs beside the old hero.
+        # Staged whole, then renamed in, the record of what was written last: a write that fails (a full disk) leaves
+        # the plan there before, not the new rungs beside the old hero.
         with staged_folder(out) as stage:
             paths = [run.save(stage / f"{run.name}.yaml") for run in runs]
             lines = [*LAUNCH_HEADER,
@@ -152,7 +151,9 @@ class Plan:
                      f"PYTHON={shlex.quote(sys.executable)}", '[ -x "$PYTHON" ] || PYTHON=python3']
             lines += [f'"$PYTHON" -m trainer_jax {shlex.quote(p.name)} --resume' for p in paths]
             paths.append(_write_script(stage / LAUNCH_FILE, "\n".join(lines) + "\n"))
-            write_text_atomic(stage / WRITTEN_FILE, json.dumps({p.name: _digest(p) for p in paths}, indent=1) + "\n")
+            _refuse_edited(out, stage)
+            digests = {p.name: _digest(p) for p in paths}
+        write_text_atomic(out / WRITTEN_FILE, json.dumps(digests, indent=1) + "\n")
         return [out / p.name for p in paths]
 
 
@@ -165,9 +166,10 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _refuse_edited(out: Path) -> None:
+def _refuse_edited(out: Path, staged: Path) -> None:
     """The plan's files in `out` that were edited since `Plan.write` wrote them (`WRITTEN_FILE`) are refused, nothing
-    written: planning again there would replace a hand edit (a peak LR, a line of launch.sh) without a word."""
+    written: planning again there would replace a hand edit (a peak LR, a line of launch.sh) without a word. A file
+    that is already what this plan writes (`staged`: its files) is no edit (a write stopped before its record)."""
     try:
         written = json.loads((out / WRITTEN_FILE).read_text())
     except (OSError, ValueError):
@@ -175,7 +177,8 @@ def _refuse_edited(out: Path) -> None:
     if not isinstance(written, dict):
         return
     edited = [name for name, digest in written.items() if isinstance(name, str) and "/" not in name
-              and (out / name).is_file() and _digest(out / name) != digest]
+              and (out / name).is_file() and _digest(out / name) != digest
+              and not ((staged / name).is_file() and _digest(staged / name) == _digest(out / name))]
     if edited:
         shown = ", ".join(edited[:3]) + (", ..." if len(edited) > 3 else "")
         raise LadderError(f"{out}: {shown} {'was' if len(edited) == 1 else 'were'} edited since `ladder plan` wrote "
