@@ -105,7 +105,8 @@ def foreign_prediction_file(folder: Path) -> Path | None:
     if head:
         return None if head.startswith("{") and '"run_name"' in head and '"metric"' in head else js
     # no prediction.json, or an empty one (which holds nothing to destroy, nor says whose the tables beside it are)
-    return next((folder / n for n in PREDICTION_FILES if (folder / n).exists() and (folder / n).stat().st_size), None)
+    tables = [n for n in PREDICTION_FILES if n != js.name]
+    return next((folder / n for n in tables if (folder / n).exists() and (folder / n).stat().st_size), None)
 
 
 def kept_by(p: Path) -> str | None:

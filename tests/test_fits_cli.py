@@ -1079,19 +1079,20 @@ def test_a_run_one_eval_short_of_its_plan_gives_no_final(tmp_path):
 
 
 def test_a_state_column_that_says_finished_counts_a_last_eval_one_interval_short(tmp_path):
-    """A table that says a run finished (its `state` column, as `ladder import csv` reads it) settles the run whose
-    last eval is one interval before its plan's end, as a store's state does; a blank says nothing (left out, as
-    without the column), and two intervals short is short whatever is said."""
+    """A table that says a run finished (its `state` column, as `ladder import csv` reads it: a blank is finished)
+    settles the run whose last eval is one interval before its plan's end, as a store's state does; crashed is
+    left out, and two intervals short is short whatever is said."""
     table = pd.read_csv(_checkpoints(tmp_path, {"r2": 900, "r3": 900, "r4": 800}))
     table["state"] = table["run_id"].map({"r2": "finished", "r3": "", "r4": "finished"}).fillna("finished")
     table.to_csv(tmp_path / "state.csv", index=False)
     res = run("fit", "endpoint", "--csv", tmp_path / "state.csv", "--format", "json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["n_runs"] == 3  # r0, r1 and r2 (finished at step 900)
+    assert out["n_runs"] == 4  # r0, r1, r2 and r3 (finished at step 900)
     assert ("left out, stopped short of its plan ('total_steps'; the law fits final losses): "
-            "r3 (at step 900 of 1,000), r4 (at step 800 of 1,000)") in out["notes"]
-    short = table[table["run_id"].isin(["r3", "r4"])].assign(state="")
+            "r4 (at step 800 of 1,000)") in out["notes"]
+    short = table[table["run_id"].isin(["r3", "r4"])]
+    short = short.assign(state=np.where(short["run_id"] == "r3", "crashed", ""))
     short.to_csv(tmp_path / "short.csv", index=False)
     one_error_line(run("fit", "endpoint", "--csv", tmp_path / "short.csv"), "no run reaches the end of its plan",
                    "say so in a 'state' column (finished)")

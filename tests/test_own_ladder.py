@@ -486,8 +486,9 @@ def test_a_prediction_folder_with_a_users_table_is_refused_whatever_its_predicti
     destroy, but says nothing of the user's prediction.csv beside it, which is still refused."""
     from ladder.outpaths import foreign_prediction_file
 
-    (tmp_path / "prediction.json").write_text("")
-    assert foreign_prediction_file(tmp_path) is None  # nothing else there: the empty file is replaced
+    for empty in ("", "\n  \n"):  # nothing else there: the empty file (or one of blanks) is replaced
+        (tmp_path / "prediction.json").write_text(empty)
+        assert foreign_prediction_file(tmp_path) is None
     (tmp_path / "prediction.csv").write_text("my,own\n1,2\n")
     assert foreign_prediction_file(tmp_path) == tmp_path / "prediction.csv"
     (tmp_path / "prediction.json").write_text('{"run_name": "hero", "metric": "eval/loss"}')

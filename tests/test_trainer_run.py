@@ -446,13 +446,17 @@ def test_a_checkpoint_save_the_disk_refuses_is_an_os_error_naming_its_folder(tmp
         raised.append(ValueError("a tree orbax cannot save"))
         with pytest.raises(ValueError, match="cannot save"):  # a failure that is no disk's: as it was
             ckpt.save(2, {}, {})
+        raised[0] = KeyboardInterrupt()  # a stop during the save: what was held goes on too
+        with pytest.raises(KeyboardInterrupt):
+            ckpt.save(3, {}, {})
         raised[0] = ValueError(ORBAX_ENOSPC)
         with pytest.raises(OSError) as refused:
-            ckpt.save(3, {}, {})
-    assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(tmp_path / "3"))
+            ckpt.save(4, {}, {})
+    assert (refused.value.errno, refused.value.filename) == (errno.ENOSPC, str(tmp_path / "4"))
     # what orbax's writers log goes on, but for a refused write: said in one line, not once per writer thread
-    assert [r.getMessage() for r in caplog.records] == ["writer thread 1: a note", "writer thread 2: a tree orbax cannot save"]
-    assert unraisable == ["Event loop is closed (0)", "Event loop is closed (1)"]
+    assert [r.getMessage() for r in caplog.records] == ["writer thread 1: a note", "writer thread 2: a tree orbax cannot save",
+                                                       "writer thread 3: "]
+    assert unraisable == ["Event loop is closed (0)", "Event loop is closed (1)", "Event loop is closed (1)"]
     ckpt.close()
     quota = OSError(errno.EDQUOT, "Disk quota exceeded", "/x")
     assert disk_error(quota, tmp_path) is quota and disk_error(ValueError("no code"), tmp_path) is None

@@ -72,8 +72,8 @@ class Checkpointer:
             with _held_reports(ORBAX_LOGGER, held):
                 self._mgr.save(step, args=args, force=True)
                 self._mgr.wait_until_finished()
-        except Exception as exc:
-            refused = disk_error(exc, self._dir / str(step))
+        except BaseException as exc:  # a stop (KeyboardInterrupt) too: what was held goes on
+            refused = disk_error(exc, self._dir / str(step)) if isinstance(exc, Exception) else None
             if refused is not None:
                 raise refused from exc  # said in one line: the writer threads' tracebacks of it are dropped
             _release(held)

@@ -390,13 +390,13 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
 
 
 def _said_finished(last: pd.DataFrame, cols: Columns) -> dict:
-    """Run → True for the runs whose `STATE_COLUMN` says finished (a last eval one interval before the plan's end then
-    counts as the end, as a store's state makes it count); runs with no word there are left out (None: the evals
-    decide)."""
+    """Run → True for the runs whose `STATE_COLUMN` says finished, a blank included, as `ladder import csv` and
+    `_finished` read one (a last eval one interval before the plan's end then counts as the end, as a store's state
+    makes it count); {} where the table has no such column (the evals decide)."""
     if STATE_COLUMN not in last.columns or STATE_COLUMN in {cols.run, cols.loss, cols.step}:
         return {}
     return {run: True for run, text in zip(last[cols.run], last[STATE_COLUMN])
-            if str(text).strip() and table_state(text, STATE_COLUMN) == "finished"}
+            if not str(text).strip() or table_state(text, STATE_COLUMN) == "finished"}
 
 
 CHECKPOINT_ROWS = 30
