@@ -94,9 +94,9 @@ def train_command(
         runs = [(config, RunConfig.load(config, check_coordinates=False))]  # a bad config fails here (the trainer warns)
     else:
         runs = ladder_runs(ladder, rungs_only)
-    skipped = 0
+    skipped, edited = 0, _finished_but_edited(runs)
     if ray is not None:
-        skipped = _train_on_ray(runs, ray, retries, resume or ladder is not None, ray_cpus, fmt)
+        skipped = _train_on_ray(runs, ray, retries, resume or ladder is not None, ray_cpus, fmt) + _found_done(edited)
     elif config is not None:
         _run(config, runs[0][1], resume, progress)
         return
@@ -108,12 +108,23 @@ def train_command(
                 skipped += 1
                 continue
             # a run from another config is refused by the trainer, clearly; a killed one still shows the ladder
-            run_dir = run_dir_of(path, cfg)
-            ended = runfiles.last_checkpoint(run_dir) if run_state(run_dir) == "finished" else None  # config edited
             _run(path, cfg, True, progress, lambda done=skipped: _summary(runs, ladder, done))
-            skipped += ended is not None and runfiles.last_checkpoint(run_dir) == ended  # the trainer found it done
+        skipped += _found_done(edited)
     if fmt is Format.table:
         _summary(runs, ladder or config, skipped)
+
+
+def _finished_but_edited(runs: list[tuple[Path, RunConfig]]) -> dict[Path, int | None]:
+    """The runs whose status says finished though their config was edited since (`is_done` says no), each run folder
+    with its last checkpoint: their trainers are started, and may find nothing to train (`_found_done`)."""
+    dirs = [(run_dir_of(path, cfg), path, cfg) for path, cfg in runs]
+    return {d: runfiles.last_checkpoint(d) for d, path, cfg in dirs
+            if run_state(d) == "finished" and not is_done(path, cfg)}
+
+
+def _found_done(edited: dict[Path, int | None]) -> int:
+    """How many of the `edited` runs their trainers found finished: their last checkpoint is where it was."""
+    return sum(run_state(d) == "finished" and runfiles.last_checkpoint(d) == step for d, step in edited.items())
 
 
 def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0) -> None:
