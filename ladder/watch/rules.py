@@ -252,11 +252,11 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
     base = means[0]
     out, s = [], 0.0
     for i in range(n0, len(resid)):
-        # An early offset the run has since come down from is no level it keeps (the prediction is weakest early):
-        # the baseline follows the lowest level so far, down to the prediction itself (or the first level, if lower).
         noise = 1.4826 * float(np.median(np.abs(np.diff(resid[: i + 1])))) / np.sqrt(2)
-        # a lower level only where it is lower beyond the noise of a mean of n0 evals (the lowest of many noisy means
-        # sits below the run's level: a steady offset would read as a climb back from it)
+        # An early offset the run has since come down from is no level it keeps (the prediction is weakest early):
+        # the baseline follows the lowest level so far, down to the prediction itself (or the first level, if lower),
+        # where it is lower beyond the noise of a mean of n0 evals (the lowest of many noisy means sits below the
+        # run's level: a steady offset would read as a climb back from it).
         base = max(min(base, means[i - n0] + 2 * max(rules.drift_noise, noise) / np.sqrt(n0)), floor)
         sigma = max(rules.drift_noise, noise, float(spread[i]) if np.isfinite(spread[i]) else 0.0)
         shift = resid[i] - base
