@@ -493,6 +493,32 @@ def test_cli_a_rename_onto_a_key_the_run_logs_is_refused(tmp_path):
                                       for (m, s), v in expected(cfg, range(1, cfg.stop_after_steps + 1)).items()}
 
 
+def test_a_rename_added_on_a_later_pull_renames_what_the_store_holds_too(tmp_path):
+    """As the pull's warning of a missing fit metric advises (pull with --rename KEY=eval/loss): the run is read
+    again, so the metric is whole under its new name, not only from the steps logged since (nor, for a finished
+    run, nowhere: "1 unchanged")."""
+    cfg = RUNGS[1]
+    half, whole = range(1, cfg.stop_after_steps // 2 + 1), range(1, cfg.stop_after_steps + 1)
+    run_dir = make_run(tmp_path / "runs", cfg, half, state="running")
+    args = ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    with open(run_dir / runfiles.METRICS_FILE, "a") as f:  # the run trains on, and finishes
+        for step in whole[len(half):]:
+            f.write(line(step, cfg.tokens_per_step, **{"train/loss": 5.0 + 1.0 / step, "grad/norm/total": 0.5}))
+            if step in set(cfg.eval_steps()):
+                f.write(line(step, cfg.tokens_per_step, **{"eval/loss": 4.0 + 1.0 / step}))
+    (run_dir / runfiles.STATUS_FILE).write_text(json.dumps({"state": "finished", "step": whole[-1]}))
+    res = CliRunner().invoke(app, [*args, "--rename", "eval/loss=eval/main"])
+    assert res.exit_code == 0, res.output
+    renamed = {(("eval/main" if m == "eval/loss" else m), s): v for (m, s), v in expected(cfg, whole).items()}
+    assert pairs(Store(tmp_path / "s").history()) == renamed
+    args[-1] = str(tmp_path / "s2")  # a finished run, pulled again with nothing new but the rename: renamed too
+    assert CliRunner().invoke(app, args).exit_code == 0
+    res = CliRunner().invoke(app, [*args, "--rename", "eval/loss=eval/main"])
+    assert res.exit_code == 0 and "1 unchanged" not in res.output, res.output
+    assert pairs(Store(tmp_path / "s2").history()) == renamed
+
+
 def test_a_run_that_has_not_logged_yet_is_said_to_be_starting(tmp_path):
     cfg = RUNGS[0]
     (tmp_path / "runs" / cfg.name).mkdir(parents=True)

@@ -368,7 +368,7 @@ def _pull_run(
     origin = ref.source or source.key
     earlier = _own(prev, origin)  # coordinates the user gave an earlier pull of this run still hold
     same = earlier is not None
-    usable = same and not full
+    usable = same and not full and not new_renames  # a rename this pull adds renames what is stored too: read again
     if usable and _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], earlier)):
         usable = False  # every stored row's tokens and fraction change: read the run again
     got = source.read(ref, json.loads(prev["cursor_json"]) if usable and prev["cursor_json"] else None)
