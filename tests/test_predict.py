@@ -410,6 +410,7 @@ def test_replan_before_a_planned_edit_replaces_it_until_the_run_has_made_it(tmp_
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, [*args[:-1], str(tmp_path / "new3"), "--store", str(tmp_path / "live" / "store")])
     assert res.exit_code == 2 and f"run name '{PLAN.hero.name}' is ambiguous" in res.stderr, res.output
+    assert "(group 'other')" in res.stderr  # two runs of one name, each with its group (not "one run pulled twice")
     assert not (tmp_path / "new3").exists()
 
 

@@ -548,7 +548,7 @@ def _repair(store: Path) -> None:
     if not report.rebuilt and not report.dropped:
         console.print(f"nothing to repair: {report.kept} runs in {target.root}/ read whole", highlight=False)
     else:
-        console.print(f"{report.kept} runs kept in {target.root}/", highlight=False)
+        console.print(f"{report.kept} run{'' if report.kept == 1 else 's'} kept in {target.root}/", highlight=False)
 
 
 def _remove(store: Path, runs: list[str], yes: bool) -> None:

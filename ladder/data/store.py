@@ -343,9 +343,13 @@ class Store:
         if len(hit) == 1:
             return hit[0]
         if len(hit) > 1:
-            ids = ", ".join(table.loc[hit, "run_id"])
-            raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}): the run was pulled "
-                              "from two sources; name it by its id, or take one copy out (`ladder runs --remove ID`)")
+            groups = [str(g) for g in table.loc[hit, "group"]] if "group" in table else []
+            apart = len(set(groups)) > 1  # two runs of one name, not one run twice: each named with its group
+            ids = ", ".join(f"{i} (group {g!r})" if apart else str(i) for i, g in
+                            zip(table.loc[hit, "run_id"], groups or [""] * len(hit)))
+            raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}): name it by its "
+                              "id; where one is a copy of the other (a run pulled from two sources), `ladder runs "
+                              "--remove ID` takes it out")
         raise LadderError(f"no run {id_or_name!r} in {self.root}; `ladder runs --store {self.root}` lists them")
 
 
