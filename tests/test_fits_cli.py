@@ -248,7 +248,11 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     far = 0.5 * np.log(10.0)
     assert pred["efolds_out"] == pytest.approx(far)
     assert pred["hi90"][-1] - pred["median"][-1] >= 1.6448 * 0.01 * far * pred["median"][-1]
-    one_error_line(run("fit", "curve", "--csv", curves_csv), "name the total steps column (--total-steps-col NAME",
+    same = run("fit", "curve", "--csv", curves_csv, "--every", "0.1", "--at", "1e22", "--format", "json")
+    assert json.loads(same.stdout)["prediction"] == alone  # its total_steps column read by default, as --help says
+    no_plan = curves_csv.with_name("no-plan.csv")
+    pd.read_csv(curves_csv).drop(columns="total_steps").to_csv(no_plan, index=False)
+    one_error_line(run("fit", "curve", "--csv", no_plan), "name the total steps column (--total-steps-col NAME",
                    "--fraction-col NAME")
     one_error_line(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.3"),
                    "--every 0.3", "1/n")

@@ -466,9 +466,10 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
         frac = at = _numbers(df, cols.fraction, where, positive=False)
         what = "fraction"
     else:
-        _need(df, where, step=cols.step, total_steps=cols.total_steps)
-        at, total = _numbers(df, cols.step, where, positive=False), _numbers(df, cols.total_steps, where)
-        _one_value_per_run(df[cols.run], total, cols.total_steps, where)
+        planned = cols.total_steps or next((c for c in PLANNED_COLUMNS if c in df.columns), None)  # as finals read
+        _need(df, where, step=cols.step, total_steps=planned)
+        at, total = _numbers(df, cols.step, where, positive=False), _numbers(df, planned, where)
+        _one_value_per_run(df[cols.run], total, planned, where)
         frac, what = at / total, "step"
     _within_the_plan(df[cols.run], frac, at, what, where)
     loss = _numbers(df, cols.loss, where)
