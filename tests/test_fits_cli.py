@@ -403,7 +403,7 @@ def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):
     three = tmp_path / "three.csv"  # as many runs as parameters: no resample can differ from the fit
     pd.DataFrame({"run_id": list("abc"), "compute": [1e18, 1e19, 1e20], "loss": [3.0, 2.8, 2.7]}).to_csv(three, index=False)
     one_error_line(run("fit", "endpoint", "--csv", three, "--step-col", "", "--bootstrap", "200"),
-                   "3 runs for 3 parameters", "no finite band")
+                   "3 runs for 3 parameters", "only a resample that holds every run can be refitted", "no finite band")
     one_error_line(run("fit", "surface", "--csv", few, "--step-col", "", "--at", "1e9"), "no column 'params'")
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--E", "9"), "pinned E")
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--level", "2"), "--level")

@@ -191,8 +191,9 @@ def bootstrap_record(fit, n: int, seed: int, level: float) -> tuple[fits.Ensembl
         return None, {}
     runs, params = fit.n_runs, fits.uncertainty.resampled_params(fit)
     if runs <= params:  # every resample must keep every run: each refit is the fit itself
-        raise LadderError(f"--bootstrap {n}: {runs} runs for {params} parameters, so every resample keeps every run "
-                          "and the refits cannot vary; the fit has no finite band (add runs, or leave out --bootstrap)")
+        raise LadderError(f"--bootstrap {n}: {runs} runs for {params} parameters, so only a resample that holds every run "
+                          "can be refitted, and each such refit is the fit itself; the fit has no finite band (add runs, "
+                          "or leave out --bootstrap)")
     ens = fits.bootstrap(fit, n, seed)
     return ens, {
         "n": ens.n,
