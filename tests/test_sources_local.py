@@ -519,6 +519,21 @@ def test_a_rename_added_on_a_later_pull_renames_what_the_store_holds_too(tmp_pat
     assert pairs(Store(tmp_path / "s2").history()) == renamed
 
 
+def test_a_pull_that_finds_a_run_unchanged_says_its_stored_history_is_damaged(tmp_path):
+    """A pull to refresh the store reads nothing of an unchanged run, so it checks that run's stored file as
+    `ladder runs` does, rather than "1 unchanged" over a file no reader can open."""
+    cfg = RUNGS[0]
+    make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1))
+    args = ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    (history,) = (tmp_path / "s" / "history").glob("*.parquet")
+    history.write_bytes(history.read_bytes()[:300])  # cut short (a disk that filled, a copy stopped half way)
+    res = CliRunner().invoke(app, args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 unchanged" in said, res.output
+    assert f"damaged history file ({history}" in said and f"`ladder runs --repair --store {tmp_path / 's'}`" in said
+
+
 def test_a_run_that_has_not_logged_yet_is_said_to_be_starting(tmp_path):
     cfg = RUNGS[0]
     (tmp_path / "runs" / cfg.name).mkdir(parents=True)

@@ -291,6 +291,13 @@ def _warn_unlogged_renames(store: Store, renames: dict[str, str]) -> None:
                  "(`ladder history RUN --metric all` lists the keys a run logs)")
 
 
+def _warn_damaged(store: Store) -> None:
+    """A warning for each run whose history file cannot be opened (`Store.damaged`), and what to do."""
+    for run_id, problem in store.damaged():
+        warn(f"run {run_id}: damaged history file ({problem}); `ladder runs --repair --store {store.root}` drops it so "
+             "it can be pulled again")
+
+
 def _print_pull(result: PullResult, store: Store) -> None:
     if result.pulled:
         t = Table(title=f"Pulled from {result.source}")
@@ -321,6 +328,8 @@ def _print_pull(result: PullResult, store: Store) -> None:
     if result.skipped:
         parts.append(f"{len(result.skipped)} skipped")
     console.print(f"{', '.join(parts)} (store {store.root}/)", highlight=False)
+    if result.unchanged:  # their stored files were not read: a damaged one is said here, as `ladder runs` says it
+        _warn_damaged(store)
 
 
 def _parse_filter(text: str | None) -> dict | None:
@@ -362,9 +371,7 @@ def runs_command(
         return
     target = _existing(store)
     runs = target.runs()
-    for run_id, problem in target.damaged():
-        warn(f"run {run_id}: damaged history file ({problem}); `ladder runs --repair --store {store}` drops it so it "
-             "can be pulled again")
+    _warn_damaged(target)
     if fmt is Format.json:
         records = []
         for row in runs.to_dict("records"):
