@@ -256,8 +256,9 @@ def train(
     make_run_dir(run_dir)
     lock = run_dir / TRAINER_LOCK
     with held(lock, f"{run_dir}: another trainer is training this run (it holds {lock}); wait for it to end, or stop "
-                    "it and train again (with --resume; `ladder train --ladder` resumes by itself): two trainers in one folder would overwrite each other's "
-                    "checkpoints and metrics") if is_writer else contextlib.nullcontext():
+                    "it and train again (with --resume; `ladder train --ladder` resumes by itself): two trainers in "
+                    "one folder would overwrite each other's checkpoints and metrics"
+              ) if is_writer else contextlib.nullcontext():
         try:
             return _train(cfg, run_dir, mesh, source, wandb, is_writer, resume, progress, peak_flops)
         except OSError as exc:  # the system's error (a full disk), not the trainer's: said in one line

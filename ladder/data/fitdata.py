@@ -325,7 +325,7 @@ STATE_COLUMN = "state"
 def _finished(last: pd.DataFrame, cols: Columns, where: str) -> tuple[pd.DataFrame, str]:
     """The last rows of the runs a `STATE_COLUMN` does not mark crashed or running (a run stopped early has no final
     loss), and a note naming those it leaves out ("" when none, or when the table has no such column)."""
-    if STATE_COLUMN not in last.columns or STATE_COLUMN in {cols.run, cols.loss, cols.step}:
+    if not _reads_state(last, cols):
         return last, ""
     states = [table_state(text, f"{where}: line {line}") if str(text).strip() else "finished"  # as the import reads it
               for line, text in last[STATE_COLUMN].items()]
@@ -338,6 +338,11 @@ def _finished(last: pd.DataFrame, cols: Columns, where: str) -> tuple[pd.DataFra
     if not done.any():
         raise LadderError(f"{where}: no run's {STATE_COLUMN!r} is finished, and the law fits final losses ({left_out})")
     return last[done], left_out
+
+
+def _reads_state(df: pd.DataFrame, cols: Columns) -> bool:
+    """Whether the table gives each run's state in a `STATE_COLUMN` of its own (not one the fit reads otherwise)."""
+    return STATE_COLUMN in df.columns and STATE_COLUMN not in {cols.run, cols.loss, cols.step}
 
 
 PLANNED_COLUMNS = ("total_steps", "stop_after_steps")
@@ -357,7 +362,7 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
                               "column), so no run's steps can be followed to its plan; name the run column with "
                               "--run-col, or leave --total-steps-col out")
         _need(df, where, total_steps=cols.total_steps, step=cols.step)
-    planned = cols.total_steps or next((c for c in PLANNED_COLUMNS if c in df.columns), None)
+    planned = _planned_column(df, cols)
     if cols.run is None or not cols.step or cols.step not in df.columns or planned not in df.columns:
         return last, ""
     if cols.total_steps:
@@ -372,8 +377,10 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
                      most=FAR_PAST_PLAN * (1 - 1e-9), also=" (or read no planned steps: --total-steps-col '')")
     frac = (steps / total).groupby(df[cols.run], sort=False)
     known = {run: np.sort(f.dropna().to_numpy()) for run, f in frac}
-    said = _said_finished(last, cols)
-    done = {run: not f.size or reached_end(f, said.get(run)) for run, f in known.items()}
+    # where the table gives states, the runs left here are finished by them (`_finished`): a last eval one interval
+    # before the plan's end is their end, as a store's state makes it
+    said = True if _reads_state(last, cols) else None
+    done = {run: not f.size or reached_end(f, said) for run, f in known.items()}
     keep = last[cols.run].map(done).to_numpy(dtype=bool)
     if keep.all():
         return last, ""
@@ -389,14 +396,10 @@ def _ran_their_plans(df: pd.DataFrame, last: pd.DataFrame, cols: Columns, where:
     return last[keep], note
 
 
-def _said_finished(last: pd.DataFrame, cols: Columns) -> dict:
-    """Run → True for the runs whose `STATE_COLUMN` says finished, a blank included, as `ladder import csv` and
-    `_finished` read one (a last eval one interval before the plan's end then counts as the end, as a store's state
-    makes it count); {} where the table has no such column (the evals decide)."""
-    if STATE_COLUMN not in last.columns or STATE_COLUMN in {cols.run, cols.loss, cols.step}:
-        return {}
-    return {run: True for run, text in zip(last[cols.run], last[STATE_COLUMN])
-            if not str(text).strip() or table_state(text, STATE_COLUMN) == "finished"}
+def _planned_column(df: pd.DataFrame, cols: Columns) -> str | None:
+    """The column of each run's planned steps: the one named (--total-steps-col), else the first of `PLANNED_COLUMNS`
+    the table has; None where it has none."""
+    return cols.total_steps or next((c for c in PLANNED_COLUMNS if c in df.columns), None)
 
 
 CHECKPOINT_ROWS = 30
@@ -466,7 +469,7 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
         frac = at = _numbers(df, cols.fraction, where, positive=False)
         what = "fraction"
     else:
-        planned = cols.total_steps or next((c for c in PLANNED_COLUMNS if c in df.columns), None)  # as finals read
+        planned = _planned_column(df, cols)  # as the fits of finals read it
         _need(df, where, step=cols.step, total_steps=planned)
         at, total = _numbers(df, cols.step, where, positive=False), _numbers(df, planned, where)
         _one_value_per_run(df[cols.run], total, planned, where)

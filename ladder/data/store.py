@@ -343,10 +343,9 @@ class Store:
         if len(hit) == 1:
             return hit[0]
         if len(hit) > 1:
-            groups = [str(g) for g in table.loc[hit, "group"]] if "group" in table else []
-            apart = len(set(groups)) > 1  # two runs of one name, not one run twice: each named with its group
-            ids = ", ".join(f"{i} (group {g!r})" if apart else str(i) for i, g in
-                            zip(table.loc[hit, "run_id"], groups or [""] * len(hit)))
+            groups = table.loc[hit, "group"].astype(str)
+            apart = groups.nunique() > 1  # two runs of one name, not one run twice: each named with its group
+            ids = ", ".join(f"{i} (group {g!r})" if apart else str(i) for i, g in zip(table.loc[hit, "run_id"], groups))
             raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}): name it by its "
                               "id; where one is a copy of the other (a run pulled from two sources), `ladder runs "
                               "--remove ID` takes it out")
