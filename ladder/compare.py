@@ -211,10 +211,30 @@ def _group_json(g: GroupFinals, law) -> dict[str, Any]:
     }
 
 
+OUTPUT_FILES = ("compare.png", "compare.json")
+
+
+def written_here(path: Path) -> bool:
+    """Whether `path`, one of `OUTPUT_FILES` in an --out folder, is an earlier output of `ladder compare`: the JSON by
+    its keys, the figure by its metadata (`plots.FIGURE_TAG`) or by such a JSON beside it (a figure drawn before
+    figures carried the tag)."""
+    from ladder.output.plots import drawn_here
+
+    if path.suffix == ".png":
+        return drawn_here(path) or written_here(path.with_name("compare.json"))
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"metric", "groups", "pairing", "multiplier"} <= set(data)
+
+
 # ---- figure -----------------------------------------------------------------------------------------
 def draw(cmp: GroupComparison, out_dir: Path) -> Path:
     """Both ladders' rungs and fits against compute, and the multiplier with its bands; a PNG."""
-    from ladder.output.plots import use_agg_outside_ipython
+    from ladder.output.plots import FIGURE_TAG, use_agg_outside_ipython
 
     use_agg_outside_ipython()
     import matplotlib.pyplot as plt
@@ -260,6 +280,6 @@ def draw(cmp: GroupComparison, out_dir: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "compare.png"
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=130)
+        fig.savefig(tmp, format="png", dpi=130, metadata={"Software": FIGURE_TAG})
     plt.close(fig)
     return path

@@ -39,9 +39,12 @@ def file_part(name: str) -> str:
     return re.sub(r"[^\w.-]+", "-", name).strip("-.") or "run"
 
 
-def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ...] = ()) -> Path:
+def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ...] = (),
+            ours: tuple[Callable[[Path], bool], str] | None = None) -> Path:
     """`path` as a folder to write into: absent (it will be made) or a folder, where none of the `files` it will
-    hold is a folder (checked before anything is written, so a refusal leaves no file half the outputs)."""
+    hold is a folder, nor a file that `ours` (a test of an existing file, and what passes it: "a figure `ladder
+    plot` drew") finds is no earlier output of this command's: an empty one holds nothing to destroy. Checked
+    before anything is written, so a refusal leaves no file half the outputs."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise LadderError(f"{option} {p}: is a file, not a folder; give a folder to write into")
@@ -54,6 +57,11 @@ def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ..
     if blocked:
         raise LadderError(f"{option} {p}: {blocked[0]} there is a folder, where this writes a file; move it, or give "
                           "another folder")
+    foreign = [name for name in files if ours is not None and (p / name).is_file() and (p / name).stat().st_size
+               and not ours[0](p / name)]
+    if foreign:
+        raise LadderError(f"{option} {p}: {foreign[0]} there is not {ours[1]}; move it, or give another folder "
+                          "(writing over it would destroy it)")
     return p
 
 

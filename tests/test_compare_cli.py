@@ -236,6 +236,23 @@ def test_a_folder_in_the_way_of_an_output_is_refused_before_anything_is_written(
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["compare.json"]  # no compare.png beside it
 
 
+def test_a_file_of_yours_under_an_outputs_name_is_refused_and_an_earlier_comparison_replaced(store, tmp_path):
+    args = ("zloss-on", "zloss-off", "--store", store, "--bootstrap", "0", "--out")
+    for name, mine in (("compare.json", '{"my": "notes"}'), ("compare.png", "a figure of mine")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / name).write_text(mine)
+        one_error_line(run(*args, folder), f"{name} there is not an output of `ladder compare`")
+        assert [(p.name, p.read_text()) for p in folder.iterdir()] == [(name, mine)]
+    ours = tmp_path / "ours"
+    assert run(*args, ours).exit_code == 0
+    (ours / "compare.json").write_text((ours / "compare.json").read_text().replace('"seed"', '"seed_was"'))
+    (ours / "compare.png").write_bytes(b"\x89PNG drawn before figures carried a tag")
+    res = run(*args, ours)  # an earlier comparison: replaced, and so is the figure beside its JSON
+    assert res.exit_code == 0 and '"seed"' in (ours / "compare.json").read_text(), res.output
+    assert b"drawn before" not in (ours / "compare.png").read_bytes()
+
+
 def test_a_file_that_cannot_be_replaced_is_named_not_its_temporary_copy(tmp_path):
     from ladder.files import write_text_atomic
 

@@ -51,6 +51,22 @@ def test_plot_renders_every_figure(predicted):
         assert (again / path.name).read_bytes() == path.read_bytes(), path.name
 
 
+def test_a_file_of_yours_under_a_figures_name_is_refused_not_drawn_over(predicted, tmp_path):
+    args = ["--prediction", str(predicted / "pred"), "--store", str(predicted / "store")]
+    assert runner.invoke(app, ["plot", *args, "--out", str(tmp_path / "figs")]).exit_code == 0
+    assert runner.invoke(app, ["plot", *args, "--out", str(tmp_path / "figs")]).exit_code == 0  # its own: replaced
+    for folder, command in ((tmp_path / "mine", ["plot", *args, "--out", str(tmp_path / "mine")]),
+                            (tmp_path / "r_figures", ["report", *args, "--out", str(tmp_path / "r.html")])):
+        folder.mkdir()
+        (folder / "residuals.svg").write_text("<svg>a figure of mine</svg>")
+        (folder / "hero_curve.png").write_bytes(b"")  # empty: nothing to destroy
+        res = runner.invoke(app, command)
+        assert res.exit_code == 2 and "residuals.svg there is not a figure `ladder plot` drew" in res.output, res.output
+        assert sorted(p.name for p in folder.iterdir()) == ["hero_curve.png", "residuals.svg"]
+        assert (folder / "residuals.svg").read_text() == "<svg>a figure of mine</svg>"
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_an_interrupted_plot_leaves_the_figure_folder_as_it_was(predicted, monkeypatch):
     from ladder.data.store import Store
     from ladder.output import plots

@@ -45,11 +45,11 @@ def compare_command(
     separate irreducible losses.
     """
     # pandas, scipy and matplotlib: only when comparing, so `ladder --help` stays light
-    from ladder.compare import compare_groups, draw, to_json
+    from ladder.compare import OUTPUT_FILES, compare_groups, draw, to_json, written_here
     from ladder.data.store import DEFAULT_ROOT, Store
 
     resamples("--bootstrap", n_boot, least=2)  # a band needs two refits at least
-    folder = out_dir(out, files=("compare.png", "compare.json"))
+    folder = out_dir(out, files=OUTPUT_FILES, ours=(written_here, "an output of `ladder compare`"))
     cmp = compare_groups(Store(store or DEFAULT_ROOT), group_a, group_b, metric=metric, hero=hero, hero_compute=hero_compute,
                          E=_E(E), n_boot=n_boot, seed=seed)
     data = to_json(cmp)

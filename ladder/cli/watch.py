@@ -18,7 +18,7 @@ from ladder.config.limits import poll_seconds
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
-from ladder.outpaths import out_dir, out_file
+from ladder.outpaths import out_file
 from ladder.output.report import is_report, of_run, read_alerts, write_report
 from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
@@ -293,9 +293,10 @@ def plot_command(
 ) -> None:
     """Draw the ladder fit, the predicted hero curve with its bands and the actual curve so far,
     collapsed curves, residuals and training diagnostics (PNG and SVG)."""
-    from ladder.output.figures import draw_all  # matplotlib and scipy: only for the commands that draw
+    # matplotlib and scipy: only for the commands that draw
+    from ladder.output.figures import draw_all, figures_dir
 
-    out = out_dir(out)
+    out = figures_dir(out)
     pred = _load(prediction, target_run)
     st = _store(store, target_run)
     _say_what_is_not_drawn(st, pred, prediction)
@@ -312,7 +313,7 @@ def report_command(
     target_run: str | None = TARGET_RUN,
 ) -> None:
     """One self-contained HTML page: figures, the prediction every 5%, the forms and assumptions, alerts."""
-    from ladder.output.figures import draw_all, hero_actual
+    from ladder.output.figures import draw_all, figures_dir, hero_actual
 
     pred = _load(prediction, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
@@ -345,7 +346,7 @@ def report_command(
         note = (f"The watch whose files sit beside the prediction followed '{state.run}', not '{pred.run_name}': "
                 "its verdicts and alerts are not this run's and are left out.")
     _say_what_is_not_drawn(st, pred, prediction)
-    figures = draw_all(st, pred, out_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
+    figures = draw_all(st, pred, figures_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
     again = out.exists()
     written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts,
                            alerts_note=note)

@@ -13,12 +13,20 @@ from ladder import metrics as keys
 from ladder.data import fitdata
 from ladder.data.store import Store
 from ladder.files import staged_folder
+from ladder.outpaths import out_dir
 from ladder.output import plots
 from ladder.predict.dynamics import project_dynamics, target_and_rungs
 from ladder.predict.prediction import Prediction
 from ladder.predict.scoring import failed_steps
 
 FIGURES = ("ladder_fit", "hero_curve", "collapse", "residuals", "diagnostics", "dynamics")
+FIGURE_FILES = tuple(f"{name}.{kind}" for name in FIGURES for kind in ("png", "svg"))
+
+
+def figures_dir(path: str | os.PathLike, option: str = "--out") -> Path:
+    """`path` as the folder to draw the figures into (`outpaths.out_dir`): a file of yours under a figure's name
+    there is refused, not drawn over (a figure an earlier draw wrote is replaced)."""
+    return out_dir(path, option, FIGURE_FILES, (plots.drawn_here, "a figure `ladder plot` drew"))
 
 
 def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame,
@@ -79,7 +87,7 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     with staged_folder(out_dir) as stage:
         drawn = _draw(store, pred, stage, group)
         names = {p.name for p in drawn}
-        for stale in (f"{f}.{kind}" for f in FIGURES for kind in ("png", "svg")):  # an earlier ladder's: not this one's
+        for stale in FIGURE_FILES:  # an earlier ladder's: not this one's
             if stale not in names and plots.drawn_here(Path(out_dir) / stale):
                 (Path(out_dir) / stale).unlink(missing_ok=True)
     return [Path(out_dir) / p.name for p in drawn]
