@@ -528,6 +528,28 @@ def test_a_run_that_ends_short_of_its_plan_without_a_state_is_said_to_be_stored_
     assert Store(tmp_path / "s2").runs().set_index("run_id").at["b", "state"] == "running"
 
 
+def test_a_running_runs_row_still_being_written_is_left_unread_and_a_finished_runs_last_line_read(tmp_path):
+    """A live run's log caught while its trainer writes a row: the last line, without its newline, holds a value
+    cut short (3.1 of 3.1234) or lacks a field; it is left unread, said, and read whole by the next import."""
+    whole = small_table().query("run == 'b'").assign(state="running")[["run", "step", "tok", "params", "T", "state",
+                                                                         "loss"]]
+    text = whole.to_csv(index=False)
+    path = tmp_path / "t.csv"
+    for cut in (text.rstrip("\n")[:-4], text.rstrip("\n").rpartition(",")[0]):  # a value cut short; a field unwritten
+        path.write_text(cut)
+        res = _import(path, tmp_path / "s", "--replace")
+        assert res.exit_code == 0 and "t.csv: line 5 has no newline yet" in " ".join(res.output.split()), res.output
+        history = Store(tmp_path / "s").history("b")
+        assert list(history["step"]) == [10, 20, 30]
+    path.write_text(text)
+    assert _import(path, tmp_path / "s", "--replace").exit_code == 0
+    assert list(Store(tmp_path / "s").history("b")["value"]) == list(whole["loss"])
+    path.write_text(text.replace("running", "finished").rstrip("\n"))  # a finished run's file saved without one
+    res = _import(path, tmp_path / "s2")
+    assert res.exit_code == 0 and "no newline" not in res.output
+    assert list(Store(tmp_path / "s2").history("b")["value"]) == list(whole["loss"])
+
+
 def test_a_loss_of_zero_or_below_is_said_at_import_and_left_out_of_fits_as_a_nan_is(tmp_path):
     from ladder.data.runview import from_store
 
@@ -691,6 +713,21 @@ def test_a_column_named_for_a_coordinate_the_coordinates_file_overrides_is_named
     assert "".join("column 'tokens_per_step' is not used for a (500 for 50)".split()) in text
     assert "b(50for50)" not in text
     assert "".join("column 'tpp' read as each run's coordinate".split()) in text
+
+
+def test_a_column_the_coordinates_file_overrides_is_named_for_runs_exported_one_per_file(tmp_path):
+    rows = small_table().query("run == 'a'").drop(columns="run")
+    rows.to_csv(tmp_path / "a.csv", index=False)
+    coords = tmp_path / "c.yaml"
+    coords.write_text("a: {active_params: 1500, stop_after_steps: 40}\n")
+    res = CliRunner().invoke(app, ["import", "csv", str(tmp_path / "a.csv"), "--step", "step", "--tokens", "tok", "--metric",
+                                   "eval/loss=loss", "--coord-column", "active_params=params", "--coord-column",
+                                   "stop_after_steps=T", "--coord", "total_params=unknown", "--coord",
+                                   "fit_flops_per_token=unknown", "--coords", str(coords), "--store", str(tmp_path / "s")])
+    text = "".join(res.output.split())
+    assert res.exit_code == 0 and "--coord-columnactive_params=paramsisnotusedfora(1500for1000)" in text, res.output
+    assert "stop_after_steps=Tisnotused" not in text  # the same value, said twice, is no conflict
+    assert Store(tmp_path / "s").runs().set_index("run_id").at["a", "active_params"] == 1500
 
 
 def test_counts_in_other_units_are_said_at_import(tmp_path):

@@ -22,7 +22,15 @@ import pandas as pd
 
 from ladder.data import csvfile
 from ladder.data.sources.coords import FIELDS, LABELS, overridden, same_given
-from ladder.data.sources.table import RunRef, SourceRun, check_run_id, raw_frame, table_state, whole_count
+from ladder.data.sources.table import (
+    STATES,
+    RunRef,
+    SourceRun,
+    check_run_id,
+    raw_frame,
+    table_state,
+    whole_count,
+)
 from ladder.errors import LadderError, LadderWarning
 
 _NOT_LOGGED = frozenset({"", "NA", "N/A", "n/a", "NULL", "null", "None", "#N/A", "#N/A N/A", "#NA", "<NA>"})
@@ -107,6 +115,8 @@ class TableSource:
         """Per metric column, which rows of the table hold a value the run logged (NaN and inf included)."""
         self._rounded = False
         """Steps read from tokens that were no whole steps were said (once a table)."""
+        self._unended = 0
+        """The line of a live run's row still being written, left unread (`_whole_rows`); 0: none."""
 
     @property
     def key(self) -> str:
@@ -145,7 +155,7 @@ class TableSource:
         one of their rows): why a mapped coordinate is missing, and that the column needs filling ("" if none)."""
         table = self._load()
         c = self.columns
-        ids = table[c.run].astype(str) if c.run is not None else pd.Series(self.path.stem, index=table.index)
+        ids = self._run_ids(table)
         said = []
         for f in fields:
             column = c.coords[f]
@@ -159,7 +169,7 @@ class TableSource:
     def runs(self) -> list[RunRef]:
         table = self._load()
         c = self.columns
-        ids = table[c.run].astype(str) if c.run is not None else pd.Series(self.path.stem, index=table.index)
+        ids = self._run_ids(table)
         per_run = _per_run_constants(table, ids, exclude={c.run, c.step, c.tokens, *c.metrics.values()})
         refs = []
         for run_id, rows in table.groupby(ids, sort=True):
@@ -247,6 +257,9 @@ class TableSource:
         --coord-column or --coord gave that coordinate: a column in other units would pass unseen."""
         table = self._load()
         lines = self._shadowed_columns(table, getattr(overrides, "per_run", {}) or {}, getattr(overrides, "file", ""))
+        if self._unended:
+            lines.append(f"{self.path.name}: line {self._unended:,} has no newline yet, and the row before it says its "
+                         "run is running: a row still being written, left unread (the next import reads it whole)")
         given = set(self.columns.coords) | set(getattr(overrides, "all_runs", {}) or {})
         given |= {f for entry in (getattr(overrides, "per_run", {}) or {}).values() for f in entry}
         implied = [f for f in (*FIELDS, "tpp") if f in table.columns and f not in given]
@@ -259,9 +272,9 @@ class TableSource:
 
     def _shadowed_columns(self, table: pd.DataFrame, per_run: dict[str, dict[str, Any]], file: str) -> list[str]:
         """A line for each --coord-column FIELD=COLUMN whose value the coordinates file's entry for a run replaces."""
-        if self.columns.run is None or not per_run:
+        if not per_run:
             return []
-        first = table.groupby(table[self.columns.run].astype(str), sort=True).first()
+        first = table.groupby(self._run_ids(table), sort=True).first()
         lines = []
         named = {f: f for f in FIELDS if f in table.columns and f not in self.columns.coords}  # read by their name
         for f, column in {**self.columns.coords, **named}.items():
@@ -324,6 +337,30 @@ class TableSource:
         at = rows.index[rows[column] == step] if column in rows else rows.index
         return self._where(int(at[0])) if len(at) else str(self.path)
 
+    def _run_ids(self, table: pd.DataFrame) -> pd.Series:
+        """The run each row of `table` belongs to: its --run column, or the file's name for a file of one run."""
+        c = self.columns
+        return table[c.run].astype(str) if c.run is not None else pd.Series(self.path.stem, index=table.index)
+
+    def _whole_rows(self, text: str) -> str:
+        """`text` without its last line where that line has no newline yet and the row before it says its run is
+        running: the log of a live run, caught while its trainer writes a row (a value cut short, a field not
+        written yet), is read to its last whole row, and the next import reads the rest. A finished run's last
+        line is read as it is (a file saved without a final newline)."""
+        cut = max(text.rfind("\n"), text.rfind("\r"))
+        if cut < 0 or not text[cut + 1:].strip():
+            return text
+        head = text[:cut + 1]
+        try:
+            _, body = csvfile.records(self.path, head)
+            last = csvfile.frame(self.path, body, dtype=str, keep_default_na=False).rename(columns=str.strip).iloc[-1:]
+        except (LadderError, ValueError, pd.errors.ParserError):
+            return text
+        if not len(last) or STATES.get(str(last.get("state", pd.Series([""])).iloc[0]).strip().lower()) != "running":
+            return text
+        self._unended = len(head.splitlines()) + 1
+        return head
+
     def _load(self) -> pd.DataFrame:
         if self._table is not None:
             return self._table
@@ -335,7 +372,7 @@ class TableSource:
                 table = pd.read_parquet(self.path, engine="pyarrow").reset_index(drop=True)
                 cells = _parquet_cells(self.path, [m for m in dict.fromkeys(c.metrics.values()) if m in table])
             else:
-                text = csvfile.text(self.path)
+                text = self._whole_rows(csvfile.text(self.path))
                 self._lines, text = csvfile.records(self.path, text)
                 table = csvfile.frame(self.path, text)
                 table.columns = [str(x).strip() for x in table.columns]
