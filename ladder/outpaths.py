@@ -46,6 +46,7 @@ def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ..
     plot` drew") finds is no earlier output of this command's: an empty one holds nothing to destroy. Checked
     before anything is written, so a refusal leaves no file half the outputs."""
     p = Path(path)
+    _not_stdout(p, option, "a folder to write into")
     if p.exists() and not p.is_dir():
         raise LadderError(f"{option} {p}: is a file, not a folder; give a folder to write into")
     _parents_are_folders(p, option)
@@ -72,6 +73,7 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
     `ours` (a test of the file's first characters, and what passes it: "a page `ladder report` wrote") finds it is
     an earlier output of this command's: a user's file of the same suffix is not."""
     p = Path(path)
+    _not_stdout(p, option, "the path of the file to write")
     if p.is_dir():
         raise LadderError(f"{option} {p}: is a folder; give the path of the file to write")
     store = _store_at(p.absolute().parent)
@@ -92,6 +94,13 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
                               "one away first (writing over it would destroy it)")
     _parents_are_folders(p, option)
     return p
+
+
+def _not_stdout(p: Path, option: str, give: str) -> None:
+    """`-`, the usual name of standard output, is refused where a command writes files: a file or folder named `-`
+    left in the working folder is not what it asks for."""
+    if str(p) == "-":
+        raise LadderError(f"{option} -: this command writes files, not to standard output; give {give}")
 
 
 def _head(p: Path, size: int = 8192) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -318,6 +319,10 @@ def test_cli_reading_a_missing_store_or_run(tmp_path):
     table = pd.read_csv(io.StringIO(as_csv.stdout))  # the JSON holds every digit the CSV holds, as plain JSON
     assert [r["value"] for r in json.loads(res.stdout)] == table["value"].tolist()
     assert "\\/" not in res.stdout
+    for fmt, same in (([], as_csv), (["--format", "json"], res)):  # --out -: standard output, CSV by default
+        dash = runner.invoke(app, ["history", "rung-2", "--store", str(tmp_path / "s"), "--out", "-", *fmt])
+        assert dash.exit_code == 0 and dash.stdout == same.stdout, dash.output
+    assert not (tmp_path / "-").exists() and not Path("-").exists()
     bad = tmp_path / "coords.yaml"
     bad.write_text("rung-1: [unclosed\n")
     res = runner.invoke(app, ["pull", "local", str(tmp_path), "--coords", str(bad), "--store", str(tmp_path / "s")])

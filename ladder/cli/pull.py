@@ -431,7 +431,7 @@ def history_command(
     run: str = typer.Argument(..., help="Run id or name (see `ladder runs`)."),
     metric: list[str] = typer.Option([], "--metric", help="Metric key (repeatable); default: the fit metric; 'all' for every key."),
     fmt: HistoryFormat | None = typer.Option(None, "--format", help="table (the default without --out), csv or json."),
-    out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout (a .csv or .json suffix names the format when --format is not given)."),
+    out: Path | None = typer.Option(None, "--out", help="Write csv or json to this file instead of stdout (a .csv or .json suffix names the format when --format is not given; - is stdout, csv unless --format json)."),
     nonfinite: bool = typer.Option(False, "--nonfinite", help="Include NaN and ±inf values (left out by default, as fits leave them out). CSV writes them nan, inf, -inf (as `ladder import csv` reads them back); JSON as the strings \"NaN\", \"Infinity\", \"-Infinity\"."),
     tail: int = typer.Option(40, "--tail", help="table format: show the last this many rows."),
     store: Path = typer.Option(Path(DEFAULT_ROOT), "--store", help="Store folder."),
@@ -444,6 +444,8 @@ def history_command(
     cell would read as a value not logged); JSON, which has no such numbers, writes the strings "NaN",
     "Infinity" and "-Infinity" (JavaScript's and Python's names for them).
     """
+    if out is not None and str(out) == "-":  # standard output, as many tools name it: CSV unless asked otherwise
+        out, fmt = None, fmt or HistoryFormat.csv
     if out is not None:
         out = out_file(out, kinds=(".csv", ".json"), ours=(_is_history, "an export of `ladder history`"))
         fmt = _history_format(fmt, out)

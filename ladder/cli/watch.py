@@ -317,13 +317,13 @@ def report_command(
 
     pred = _load(prediction, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
+    out = out_file(out, kinds=(".html", ".htm"), ours=(is_report, "a page `ladder report` wrote"))
     if not out.suffix and not out.exists():  # `--out reports/` reaches here as `reports`
         raise LadderError(f"--out {out}: give the HTML file to write, e.g. {out / 'report.html'} (a name without "
                           ".html would be a page no browser opens as one)")
     if out.suffix.lower() not in (".html", ".htm") and not out.exists():
         raise LadderError(f"--out {out}: give a name ending in .html, e.g. {out.with_suffix('.html')} (a browser "
                           f"opens a {out.suffix} file as something else than a page)")
-    out = out_file(out, kinds=(".html", ".htm"), ours=(is_report, "a page `ladder report` wrote"))
     st = _store(store, target_run)
     if alerts is not None and not alerts.is_file():
         what = "a folder" if alerts.is_dir() else "not a regular file" if alerts.exists() else "no such file"
