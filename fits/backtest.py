@@ -22,7 +22,7 @@ import numpy as np
 from fits import checks
 from fits.curvelaw import Curve, CurveLawFit
 from fits.endpoint import fit_endpoint
-from fits.errors import FitError
+from fits.errors import FitError, GivenValueError
 from fits.perfraction import fit_per_fraction
 from fits.predictor import compute_efolds, floor_sd
 from fits.uncertainty import bootstrap, fit_interval
@@ -130,9 +130,11 @@ def holdouts(order_key: np.ndarray, holdout) -> list[tuple[int, np.ndarray, np.n
 
 def _without(k: int, fit_idx: np.ndarray, fit, *args, **kwargs):
     """`fit(*args, **kwargs)` on the runs left when the `k` largest are held out; where they are too few, the
-    error says so."""
+    error says so (a value the user gave that no law takes is said as it is: more runs would not help)."""
     try:
         return fit(*args, **kwargs)
+    except GivenValueError:
+        raise
     except FitError as exc:
         fewer = "; hold out fewer" if k > 1 else "; the ladder needs more runs for a backtest"
         raise FitError(f"holding out the {k} largest leaves {fit_idx.size} run{'' if fit_idx.size == 1 else 's'} to fit, "

@@ -44,6 +44,14 @@ def test_exact_laws_backtest_to_zero_error():
     assert len(bts.rows) == 4 and max(abs(r.rel_error) for r in bts.rows) < 1e-5
 
 
+def test_a_pinned_asymptote_no_law_takes_is_refused_as_given_not_blamed_on_the_ladders_size():
+    y = 1.7 + 2e3 * COMPUTE**-0.2
+    for E in (5.0, -1.0):
+        with pytest.raises(FitError, match=r"^pinned E = .* \(--E\) must be in \[0, the smallest loss") as err:
+            backtest_endpoint(COMPUTE, y, holdout=(1,), E=E)
+        assert "more runs" not in str(err.value) and "holding out" not in str(err.value)
+
+
 def test_per_fraction_backtest_scores_the_whole_curve():
     G = np.arange(1, 11) / 10
     C = np.geomspace(1e19, 1e21, 6)

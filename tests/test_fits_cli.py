@@ -1121,7 +1121,9 @@ def test_curves_of_several_token_ratios_are_noted():
 
 def test_resamples_and_holdouts_are_checked_before_any_fit(endpoint_csv):
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--bootstrap", "100000000"), "--bootstrap 100000000",
-                   "give 0 (none) or 1 to 10,000 refits")
+                   "give 0 (none) or 2 to 10,000 refits")
+    for command in (("fit", "endpoint"), ("backtest",)):  # one refit is no band: said before any fit, as above
+        one_error_line(run(*command, "--csv", endpoint_csv, "--bootstrap", "1"), "--bootstrap 1: give 0 (none) or 2")
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--bootstrap", "-1"), "--bootstrap -1")
     one_error_line(run("compare", "a", "b", "--bootstrap", "20000"), "--bootstrap 20000")
     one_error_line(run("predict", "--target", endpoint_csv, "--n-boot", "5"), "--n-boot 5", "give 20 to 10,000")

@@ -8,10 +8,12 @@ import re
 from pathlib import Path
 
 import matplotlib.image as mpimg
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from ladder.cli import app
+from ladder.errors import LadderError
 from tests.synthetic_ladder import micro_plan, write_run
 
 runner = CliRunner()
@@ -208,10 +210,38 @@ def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
     table = runner.invoke(app, [*args[:-2], "--run", rung.name])
     assert "warning:" in table.stderr and "is it the run that was predicted?" in table.stderr
     late = runner.invoke(app, [*args, "--run", rung.name, "--from", "0.99"])  # the rung ends before 99% of the hero
-    assert late.exit_code == 2 and plan.hero.name not in late.stderr
+    assert late.exit_code == 2 and plan.hero.name not in late.stderr[late.stderr.index("error:"):]
     assert f"{rung.name}: its " in late.stderr and "before --from 0.99; score from an earlier fraction" in late.stderr
+    assert late.stderr.index("is one of the rungs") < late.stderr.index("error:")  # why, said before the error
+    earlier = re.search(r"\(--from (\d\.\d\d)\)", late.stderr).group(1)
+    assert runner.invoke(app, [*args, "--run", rung.name, "--from", earlier]).exit_code == 0  # the advice holds
     odd = runner.invoke(app, [*args[:-2], "--from", "0.155"])  # the share as given: not rounded to 16%
     assert odd.exit_code == 0 and "from 15.5% of the plan" in " ".join(odd.stdout.split()), odd.output
+
+
+def test_a_run_whose_evals_end_before_the_predictions_first_value_is_told_so_not_sent_to_an_earlier_from():
+    import pandas as pd
+
+    from ladder.predict.prediction import Prediction
+    from ladder.predict.scoring import score_prediction
+
+    steps = np.arange(1_000, 10_001, 1_000)
+    med = np.where(steps >= 3_000, 3.0 - 1e-4 * steps, np.nan)  # nothing before the rungs' first shared eval
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
+                          "hi90": med * 1.03, "in_assumptions": True})
+    pred = Prediction("hero", "eval/loss", table, planned_steps=10_000)
+    early = pd.Series([4.0, 3.5], index=[500, 900])  # a small run, scored against the hero's prediction
+    with pytest.raises(LadderError, match=r"before --from 0.1 and before the prediction has a value \(steps "
+                       r"3,000–10,000: it has none before") as err:
+        score_prediction(pred, early, start=0.1, run="small")
+    with pytest.raises(LadderError, match=r"none of its 2 evals from 1% of the plan on falls where the prediction has a "
+                       r"value \(steps 3,000–10,000"):
+        score_prediction(pred, early, start=0.01, run="small")
+    assert "earlier fraction" not in str(err.value)  # no --from scores it
+    with pytest.raises(LadderError, match=r"before --from 0.5; score from an earlier fraction \(--from 0.40\)"):
+        score_prediction(pred, pd.Series([3.0, 2.8], index=[2_000, 4_000]), start=0.5)
+    assert score_prediction(pred, pd.Series([3.0, 2.8], index=[2_000, 4_000]), start=0.3).n == 1
 
 
 def test_plot_and_report_say_they_read_the_store_without_pulling_into_it():

@@ -57,7 +57,7 @@ def backtest_command(
     every: float = typer.Option(0.05, "--every", help="curve: fractions fitted (every this fraction)."),
     compute: shared.ComputeAxis = shared.COMPUTE,
     E: float | None = shared.E_OPT,
-    bootstrap: int = typer.Option(0, "--bootstrap", help="Bands from N bootstrap refits (0: Student-t bands; at most 10,000)."),
+    bootstrap: int = typer.Option(0, "--bootstrap", help="Bands from N bootstrap refits (0: Student-t bands; else 2 to 10,000)."),
     seed: int = shared.SEED,
     level: float = typer.Option(0.9, "--level", help="Level of the band each held-out run is scored against, with or "
                                 "without --bootstrap: the coverage counts the runs inside it, and should sit near it."),

@@ -48,7 +48,7 @@ def compare_command(
     from ladder.compare import OUTPUT_FILES, compare_groups, draw, to_json, written_here
     from ladder.data.store import DEFAULT_ROOT, Store
 
-    resamples("--bootstrap", n_boot, least=2)  # a band needs two refits at least
+    resamples("--bootstrap", n_boot)
     folder = out_dir(out, files=OUTPUT_FILES, ours=(written_here, "an output of `ladder compare`"))
     cmp = compare_groups(Store(store or DEFAULT_ROOT), group_a, group_b, metric=metric, hero=hero, hero_compute=hero_compute,
                          E=_E(E), n_boot=n_boot, seed=seed)

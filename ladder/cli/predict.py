@@ -228,7 +228,12 @@ def score_command(
                "the rungs' evals end there, and the laws predict no step past them")
         warnings.append(f"{past} eval{'' if past == 1 else 's'} of {name!r} after step {last:,}, where the prediction "
                         f"ends, {'is' if past == 1 else 'are'} not scored ({why})")
-    sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
+    try:
+        sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
+    except LadderError:
+        for w in warnings:  # often why the run has nothing to score (a rung, a run of another plan)
+            warn(w)
+        raise
     if fmt is Format.json:
         print_json({"run": name, **sc.to_json(), "warnings": warnings})
         return

@@ -118,8 +118,9 @@ MAX_RESAMPLES = 10_000
 and time grow with every refit kept."""
 
 
-def resamples(option: str, n: int, least: int = 1, none_ok: bool = True) -> int:
-    """`n` bootstrap refits for `option`: 0 (none, where `none_ok`) or `least` to `MAX_RESAMPLES`."""
+def resamples(option: str, n: int, least: int = 2, none_ok: bool = True) -> int:
+    """`n` bootstrap refits for `option`: 0 (none, where `none_ok`) or `least` to `MAX_RESAMPLES` (a band, or an
+    interval, needs two refits at least)."""
     if n == 0 and none_ok:
         return 0
     if not least <= n <= MAX_RESAMPLES:

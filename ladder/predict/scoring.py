@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -83,13 +84,20 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     median = at["median"].to_numpy()
     use = (steps / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(median)
     if not use.any():
-        last = float(steps.max()) / max(pred.started_with, 1.0)
+        plan = max(pred.started_with, 1.0)
+        last, valued = float(steps.max()) / plan, steps[np.isfinite(median)] / plan
+        has = pred.table.loc[np.isfinite(pred.table["median"].to_numpy(float)), "step"]
+        span = f"steps {int(has.min()):,}–{int(has.max()):,}" if len(has) else "no step"
+        why = f"{span}: it has none before the rungs' first shared eval, nor past their last"
         if last < start - 1e-9:
-            raise LadderError(f"{run}: its {len(y)} evals end at {last:.0%} of the prediction's plan "
-                              f"({pred.started_with:,.0f} steps), before --from {start:g}; "
-                              f"score from an earlier fraction (--from {max(0.0, last - 0.05):.2f}, say)")
+            ends = f"{run}: its {len(y)} evals end at {last:.0%} of the prediction's plan ({pred.started_with:,.0f} steps)"
+            if valued.size:  # an earlier --from that scores the first eval the prediction has a value at
+                raise LadderError(f"{ends}, before --from {start:g}; score from an earlier fraction "
+                                  f"(--from {math.floor(valued.min() * 100) / 100:.2f})")
+            raise LadderError(f"{ends}, before --from {start:g} and before the prediction has a value ({why}); is it "
+                              "the run that was predicted?")
         raise LadderError(f"{run}: none of its {len(y)} evals from {percent(start)} of the plan on falls where "
-                          "the prediction has a value (it has none before the rungs' first shared eval, nor past their last)")
+                          f"the prediction has a value ({why})")
     err = median[use] / y[use] - 1
     band = {k: at[k].to_numpy()[use] for k in ("lo50", "hi50", "lo90", "hi90")}
     last = int(np.flatnonzero(use)[-1])
