@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -430,6 +431,21 @@ def test_a_watch_keeps_a_replan_that_replaced_a_planned_cut_the_run_has_not_reac
                               str(tmp_path / "runs" / PLAN.hero.name), "--once"])
     assert "schedule edited" not in res.output and (tmp_path / "pred" / "prediction.json").read_text() == replanned
     assert int(Prediction.load(tmp_path / "pred").table["step"].iloc[-1]) == edit.new_total_steps - 10
+
+
+def test_watch_says_the_run_passed_the_predictions_edit_without_it_not_that_its_schedule_was_edited(tmp_path, mp_store):
+    (edit,) = PLAN.hero.schedule.edits
+    out = tmp_path / "pred"
+    predict(mp_store, PLAN.hero, FAST).save(out)  # the prediction holds the cut; the run's config does not
+    unedited = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())
+    write_run(tmp_path / "hero", unedited, upto=edit.at_step + 20, state="running")
+    store = shutil.copytree(mp_store.root, tmp_path / "store")  # the module's, as it is: another test's hero in it?
+    res = runner.invoke(app, ["watch", "--prediction", str(out), "--local", str(tmp_path / "hero" / PLAN.hero.name),
+                              "--store", str(store), "--once", "--replace"])
+    said = " ".join(res.stdout.split())
+    assert f"the run passed step {edit.at_step:,} without the edit the prediction holds there" in said, res.output
+    assert "schedule edited" not in said and "predicting again from its own schedule" in said
+    assert json.loads((out / "prediction.json").read_text())["table"][-1]["step"] == unedited.stop_after_steps
 
 
 def test_a_replans_edit_the_run_passes_without_making_it_is_not_the_runs_plan():

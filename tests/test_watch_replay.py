@@ -274,6 +274,19 @@ def test_a_run_stored_from_another_folder_is_refused_until_replace_and_a_quiet_c
     assert f"no new eval since step {last:,}; last verdict: OK" in res.stdout
 
 
+def test_a_planned_run_whose_trainer_has_not_made_its_runs_folder_yet_is_waited_for_and_a_typo_refused(tmp_path):
+    from tests.test_dynamics import hero_prediction
+
+    hero = micro_plan().hero
+    assert runner.invoke(app, ["plan", "micro-cpu", "--out", str(tmp_path / "plan")]).exit_code == 0
+    hero_prediction(hero).save(tmp_path / "pred")
+    watch = ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "store"), "--once", "--local"]
+    res = runner.invoke(app, [*watch, str(tmp_path / "plan" / "runs" / hero.name)])  # plan/runs/ not made yet
+    assert res.exit_code == 3 and "no such directory yet" in " ".join(res.output.split()), res.output
+    res = runner.invoke(app, [*watch, str(tmp_path / "plan" / "runs" / f"{hero.name}-typo")])
+    assert res.exit_code == 2 and "no such folder" in " ".join(res.stderr.split()), res.output
+
+
 # ---- what happens between evals, and runs that stop or resume ------------------------------------------------
 def _started(tmp: Path, replay, upto: int, factor: float = 1.0) -> tuple[Path, list[str]]:
     """The replay's first `upto` evals written (× `factor`), the run running; the watch command for it."""
@@ -471,6 +484,9 @@ def test_evals_logged_again_after_a_resume_are_judged_again(tmp_path, replay):
     assert runner.invoke(app, watch).exit_code == 0
     # resumed from a checkpoint after the 5th eval, which the run then logs again 5% higher
     _started(tmp_path, replay, 5)
+    back = runner.invoke(app, watch)  # before it logs again: where the run stands, not past evals it no longer has
+    assert back.exit_code == 0 and f"the run went back from step {int(steps[7]):,} (resumed from an earlier " \
+        "checkpoint)" in " ".join(back.stdout.split()) and "no new eval since" not in back.stdout, back.output
     with (run_dir / "metrics.jsonl").open("a") as f:
         for s, y in zip(steps[5:8], replay[3][5:8]):
             f.write(json.dumps({"step": int(s), "eval/loss": float(y) * 1.05}) + "\n")
@@ -608,10 +624,11 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
     superseded = {"kind": "shorten", "at_step": 1500, "new_total_steps": 21000}  # the edit the replan replaced
     pred = dataclasses.replace(replay[0], schedule={"peak_lr": 3e-4, "edits": [cut], "replaced": [superseded]})
     pred.save(folder)
-    made = []
+    made, said = [], []
 
-    def repredict(old, config):
+    def repredict(old, config, why):
         made.append(config)
+        said.append(why)
         return dataclasses.replace(old, schedule=config["schedule"])
 
     watcher = Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss"), {},
@@ -624,6 +641,8 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
                            ([{**superseded, "new_total_steps": 20500}], 800)):  # its config edited otherwise since
         watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": edits}}, reached)
         assert made[-1]["schedule"]["edits"] == edits
+        assert said[-1] == ("the run passed step 1,000 without the edit the prediction holds there (a replan it did "
+                            "not follow)" if reached > 1000 else "")  # else its config was edited otherwise
         watcher.prediction, made[:] = pred, []
     other = {"kind": "cooldown", "at_step": 900, "length": 500}  # an edit before the replan's, which it lacks
     watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [other]}}, 800)

@@ -50,8 +50,9 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
         if path.exists():
             raise LadderError(f"{option} {path}: is a file, not a folder; give the run's folder ({path.parent}, "
                               "which holds it?)")
-        # a folder not written yet in one that exists is a run not started (cannot judge, exit 3); else a typo
-        if not path.absolute().parent.is_dir():
+        # a folder not written yet in one that exists is a run not started (cannot judge, exit 3), and so is one a
+        # plan's run config names (its trainer makes the runs/ folder); else a typo
+        if not path.absolute().parent.is_dir() and not (option == "--local" and _planned_run_dir(path)):
             holder = _nearest_holder(path)
             instead = "" if holder is None else f", or a folder that exists and will hold it: {option} {holder}"
             raise LadderError(f"{option} {path}: no such folder; give the run's folder (it, or the folder it will "
@@ -61,6 +62,22 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
     if offline is not None:
         return OfflineSource(offline, running_window_s=quiet_s, step_key=step_key)
     return WandbSource(wandb, step_key=step_key, say=warn)
+
+
+def _planned_run_dir(path: Path) -> bool:
+    """Whether a run config of a plan (`<name>.yaml` in the nearest folder above `path` that exists, `ladder plan
+    --out`'s folder) writes its run to `path`, which its trainer has not made yet."""
+    from ladder.config.yamlio import load_yaml
+
+    holder = next((q for q in path.absolute().parents if q.is_dir()), None)
+    config = None if holder is None else holder / f"{path.name}.yaml"
+    if config is None or not config.is_file():
+        return False
+    try:
+        run_dir = load_yaml(config).get("run_dir") or f"runs/{path.name}"
+    except (LadderError, OSError, AttributeError):
+        return False
+    return (holder / str(run_dir)).resolve() == path.resolve()
 
 
 def _nearest_holder(path: Path) -> Path | None:
@@ -143,15 +160,17 @@ def watch_command(
             warn(f"--store {store} held no store: it holds the watched run alone, so the rules that compare it with "
                  "the rungs (grad norm, MoE drop fraction) are off; give the ladder's store to have them")
 
-    def repredict(old: Prediction, config: dict) -> Prediction:
+    def repredict(old: Prediction, config: dict, why: str) -> Prediction:
         from ladder.data.runview import target_from_store
         from ladder.predict.adapter import PredictSettings, predict  # scipy: only when the schedule changes
 
         target = target_from_store(st, old.run_name, old.metric)
         if target.schedule is None:
             return old
-        console.print(f"[bold]schedule edited[/] ({escape(target.schedule.describe())}): predicting again from the new LR "
-                      "sequence", markup=True)
+        said = (f"{escape(why)}: predicting again from its own schedule ({escape(target.schedule.describe())})" if why
+                else f"[bold]schedule edited[/] ({escape(target.schedule.describe())}): predicting again from the new "
+                     "LR sequence")
+        console.print(said, markup=True)
         # exactly the settings the stored prediction was made with
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
         return predict(st, target, settings)

@@ -51,7 +51,9 @@ from ladder.watch.target import SIZE_AGREE, SIZE_APART, counted_apart, other_run
 EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
 """Exit code of each verdict; 1 (a bug) and 2 (a usage error) belong to the CLI."""
 
-Repredict = Callable[[Prediction, dict], Prediction]
+Repredict = Callable[[Prediction, dict, str], Prediction]
+"""Predicts the run again from its config's schedule: (the prediction, the run's config, why: "" for an edit the
+run's config holds and the prediction lacks, else the replan's edit the run passed without making it)."""
 """Given the stale prediction and the run's config (with its schedule edits), a new prediction."""
 
 
@@ -326,9 +328,13 @@ class Watcher:
         plan = self.prediction.schedule
         if not sched or not plan or self.repredict is None:
             return
-        if _plan_holds(sched.get("edits", []), plan.get("edits", []), plan.get("replaced", []), reached):
+        done, planned = sched.get("edits", []), plan.get("edits", [])
+        if _plan_holds(done, planned, plan.get("replaced", []), reached):
             return
-        self.prediction = self.repredict(self.prediction, config)
+        missed = _missed_edit(done, planned, reached)
+        why = "" if missed is None else (f"the run passed step {missed:,} without the edit the prediction holds there "
+                                         "(a replan it did not follow)")
+        self.prediction = self.repredict(self.prediction, config, why)
         if self.prediction_dir is not None:
             keep_prediction(self.prediction_dir, "earlier-prediction")
             self.prediction.save(self.prediction_dir)
@@ -425,6 +431,9 @@ class Watcher:
             return f"{head}: no eval yet: {verdict.upper()}"
         last = state.verdicts[-1]
         since = f"{head}: no new eval since step {int(last['step']):,}; last verdict"
+        if int(last["step"]) > obs.last_step:  # a run resumed from an earlier checkpoint: the evals past it are gone
+            since = (f"{head}: the run went back from step {int(last['step']):,} (resumed from an earlier checkpoint); "
+                     "its evals are judged again as it logs them; last verdict")
         if last["verdict"] != verdict:  # a live rule (stale telemetry, throughput) made it worse since
             since += f" {str(last['verdict']).upper()}, now"
         return f"{since}: {verdict.upper()}"
@@ -669,14 +678,25 @@ def _reached(run: pd.Series) -> int:
     return -1 if last is None or pd.isna(last) else int(last)
 
 
+def _missed_edit(done: list, planned: list, reached: int) -> int | None:
+    """The step of the first edit of the prediction's (`planned`) that the run's config (`done`) lacks, where the run
+    has passed it (step `reached`); None where it has passed none."""
+    ahead = _lacked(done, planned)
+    return min(ahead) if ahead and reached > min(ahead) else None
+
+
+def _lacked(done: list, planned: list) -> list[int]:
+    """The steps of the prediction's edits (`planned`) that the run's config (`done`) lacks."""
+    return [int(e.get("at_step", 0)) for e in planned if isinstance(e, dict) and e not in done]
+
+
 def _plan_holds(done: list, planned: list, replaced: list, reached: int) -> bool:
     """Whether a prediction's schedule edits (`planned`) hold those of the run's config (`done`): the run's are the
     prediction's first ones, save for the edits a `ladder replan` ahead of the run `replaced` (recorded in the
     prediction) while the run has reached neither them nor passed the replan's own first edit (step `reached`):
     past that, a run whose config still lacks the replan's edit is not following it."""
-    ahead = [int(e.get("at_step", 0)) for e in planned if isinstance(e, dict) and e not in done]
-    if ahead and reached > min(ahead):
+    if _missed_edit(done, planned, reached) is not None:
         return False  # past an edit of the prediction's that the run's config lacks: the run did not make it
-    if ahead:  # at the replan's first edit (where `ladder replan` puts it), not past it
+    if _lacked(done, planned):  # at the replan's first edit (where `ladder replan` puts it), not past it
         done = [e for e in done if not (e in replaced and reached < int(e.get("at_step", 0)))]
     return done == planned[:len(done)]
