@@ -292,10 +292,11 @@ def _warn_unlogged_renames(store: Store, renames: dict[str, str]) -> None:
 
 
 def _warn_damaged(store: Store) -> None:
-    """A warning for each run whose history file cannot be opened (`Store.damaged`), and what to do."""
+    """A warning for each run whose history file cannot be opened or is not named right (`Store.damaged`), and what
+    to do."""
     for run_id, problem in store.damaged():
-        warn(f"run {run_id}: damaged history file ({problem}); `ladder runs --repair --store {store.root}` drops it so "
-             "it can be pulled again")
+        warn(f"run {run_id}: {problem}; `ladder runs --repair --store {store.root}` mends it, or drops the run so it "
+             "can be pulled again")
 
 
 def _print_pull(result: PullResult, store: Store) -> None:

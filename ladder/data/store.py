@@ -110,16 +110,27 @@ class Store:
         return MetricSettings(**data) if data else MetricSettings()
 
     def damaged(self) -> list[tuple[str, str]]:
-        """(run id, problem) for each committed history file that cannot be opened (a cheap check of
-        each file's footer; `repair` reads them whole)."""
+        """(run id, problem) for each committed history file that cannot be opened or holds another run's history (a
+        cheap check of each file's footer; `repair` reads them whole), for each run of the runs table the manifest
+        names no history file for, and for each run the manifest names whose row the runs table lost."""
+        manifest = self._manifest()
+        files = manifest.get("history", {})
         out = []
-        for run_id, name in self._manifest().get("history", {}).items():
+        for run_id, name in files.items():
             try:
-                problem = schema_problem(pq.read_schema(self.root / name))
+                schema = pq.read_schema(self.root / name)
+                problem = schema_problem(schema)
             except (OSError, ValueError) as exc:
                 problem = first_line(exc)
+            owner = None if problem else storerepair.owner_of(schema)
+            if owner is not None and owner != run_id:
+                problem = f"holds run {owner}'s history"
             if problem:
-                out.append((run_id, f"{self.root / name}: {problem}"))
+                out.append((run_id, f"damaged history file ({self.root / name}: {problem})"))
+        listed = set(self._runs_table(manifest)["run_id"])
+        out += [(r, "the store's manifest names no history file for it") for r in sorted(listed) if r not in files]
+        out += [(r, f"its row in the runs table is lost (its history file {files[r]} is kept)") for r in files
+                if r not in listed]
         return out
 
     def runs(self) -> pd.DataFrame:
@@ -173,6 +184,10 @@ class Store:
             manifest = self._manifest()
             files = manifest.get("history", {})
             ids = list(files) if run_ids is None else self._resolve_ids(_as_list(run_ids), manifest)
+            unnamed = [i for i in ids if i not in files]
+            if unnamed:
+                raise LadderError(f"run {unnamed[0]}: the store's manifest names no history file for it; "
+                                  f"{REPAIR.format(root=self.root)} finds it again (or drops the run to be pulled again)")
             try:
                 return _read_histories(self.root, [(i, files[i]) for i in ids], _as_list(metrics), include_nonfinite)
             except DamagedHistory as exc:

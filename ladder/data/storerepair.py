@@ -55,8 +55,35 @@ def repair(store: Store) -> RepairReport:
     except LadderError:
         rows = {}
         rebuilt.append("runs table")
+    whole_table = bool(manifest.get("runs")) and "runs table" not in rebuilt  # read as it is: a row put back is said
+    restored = 0
+    found: dict[str, str] | None = None
+
+    def file_of(run_id: str) -> str | None:
+        """The newest committed history file whose row is `run_id`'s (read once, where one is needed)."""
+        nonlocal found
+        if found is None:
+            found = manifest_from_files(root)["history"]
+        return found.get(run_id)
+
+    entries = dict(manifest.get("history", {}))
+    for run_id in [r for r in rows if r not in entries]:  # a run the manifest names no file for: its file, by its row
+        name = file_of(run_id)
+        if name is not None:
+            entries[run_id] = name
+            rebuilt.append(f"manifest's entry of run {run_id} (its history file {name})")
     history, dropped = {}, []
-    for run_id, name in manifest.get("history", {}).items():
+    dropped += [(r, "the manifest names no history file for it, and no file holds its history") for r in rows
+                if r not in entries]
+    for run_id, name in entries.items():
+        owner = _owner(root / name)
+        if owner is not None and owner != run_id:  # a file of another run's under this run's entry
+            right = file_of(run_id)
+            if right is None or right == name:
+                dropped.append((run_id, f"history file {name} holds run {owner}'s history, and no file holds its own"))
+                continue
+            rebuilt.append(f"manifest's entry of run {run_id} (it named {name}, run {owner}'s file; now {right})")
+            name = right
         try:
             open_history(root / name, run_id).to_pandas()
             meta = pq.read_schema(root / name).metadata or {}
@@ -76,13 +103,32 @@ def repair(store: Store) -> RepairReport:
                 dropped.append((run_id, "its row in the runs table is lost and its history file does not hold it"))
                 continue
             rows[run_id] = row
+            restored += 1
+            if whole_table:
+                rebuilt.append(f"runs table's row of run {run_id} (from its history file)")
         history[run_id] = name
     runs = [rows[r] for r in history]
-    if not rebuilt and not dropped and set(rows) == set(history):
+    if not rebuilt and not dropped and not restored:
         return RepairReport(kept=len(history))
     new, _ = commit(root, manifest, runs, history, manifest.get("settings"))
     collect_garbage(root, new)
     return RepairReport(tuple(rebuilt), tuple(dropped), len(history))
+
+
+def _owner(path: Path) -> str | None:
+    """The run id a history file's own row names (its metadata), or None where it cannot be read."""
+    try:
+        return owner_of(pq.read_schema(path))
+    except (OSError, ValueError):
+        return None
+
+
+def owner_of(schema) -> str | None:
+    """The run id a history file's schema (`pq.read_schema`) names in its row, or None where it names none."""
+    try:
+        return str(json.loads((schema.metadata or {})[ROW_KEY])["run_id"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def manifest_from_files(root: Path) -> dict[str, Any]:
