@@ -443,7 +443,8 @@ def test_watch_says_the_run_passed_the_predictions_edit_without_it_not_that_its_
     res = runner.invoke(app, ["watch", "--prediction", str(out), "--local", str(tmp_path / "hero" / PLAN.hero.name),
                               "--store", str(store), "--once", "--replace"])
     said = " ".join(res.stdout.split())
-    assert f"the run passed step {edit.at_step:,} without the edit the prediction holds there" in said, res.output
+    assert f"the run passed step {edit.at_step:,} without the edit the prediction holds there: predicting again from " \
+        "its own schedule" in said, res.output
     assert "schedule edited" not in said and "predicting again from its own schedule" in said
     assert json.loads((out / "prediction.json").read_text())["table"][-1]["step"] == unedited.stop_after_steps
 

@@ -63,7 +63,8 @@ def test_a_file_of_yours_under_a_figures_name_is_refused_not_drawn_over(predicte
         (folder / "residuals.svg").write_text("<svg>a figure of mine</svg>")
         (folder / "hero_curve.png").write_bytes(b"")  # empty: nothing to destroy
         res = runner.invoke(app, command)
-        assert res.exit_code == 2 and "residuals.svg there is not a figure `ladder plot` drew" in res.output, res.output
+        assert res.exit_code == 2 and "residuals.svg: not a figure `ladder plot` drew, where this draws one" in \
+            " ".join(res.output.split()), res.output
         assert sorted(p.name for p in folder.iterdir()) == ["hero_curve.png", "residuals.svg"]
         assert (folder / "residuals.svg").read_text() == "<svg>a figure of mine</svg>"
     assert not (tmp_path / "r.html").exists()
@@ -77,7 +78,8 @@ def test_an_interrupted_plot_leaves_the_figure_folder_as_it_was(predicted, monke
 
     out = predicted / "figs-interrupted"
     out.mkdir()
-    (out / "residuals.png").write_bytes(b"an earlier figure")
+    earlier = f"an earlier figure ({plots.FIGURE_TAG})".encode()  # tagged as the figures this draws are
+    (out / "residuals.png").write_bytes(earlier)
     save, calls = plots.save, []
 
     def interrupted(fig, out_dir, name):
@@ -91,11 +93,11 @@ def test_an_interrupted_plot_leaves_the_figure_folder_as_it_was(predicted, monke
         draw_all(Store(predicted / "store"), Prediction.load(predicted / "pred"), out)
     assert len(calls) == 3
     assert sorted(p.name for p in out.iterdir()) == ["residuals.png"]  # nothing new, no staging folder left
-    assert (out / "residuals.png").read_bytes() == b"an earlier figure"
+    assert (out / "residuals.png").read_bytes() == earlier
     monkeypatch.setattr(plots, "save", save)
     paths = draw_all(Store(predicted / "store"), Prediction.load(predicted / "pred"), out)
     assert {p.parent for p in paths} == {out} and all(p.is_file() for p in paths)
-    assert (out / "residuals.png").read_bytes() != b"an earlier figure"
+    assert (out / "residuals.png").read_bytes() != earlier
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 

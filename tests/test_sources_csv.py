@@ -548,6 +548,17 @@ def test_a_running_runs_row_still_being_written_is_left_unread_and_a_finished_ru
     res = _import(path, tmp_path / "s2")
     assert res.exit_code == 0 and "no newline" not in res.output
     assert list(Store(tmp_path / "s2").history("b")["value"]) == list(whole["loss"])
+    ended = text.rstrip("\n").rpartition("running")  # its last row says it ended: whole, though without a newline
+    path.write_text(ended[0] + "finished" + ended[2])
+    res = _import(path, tmp_path / "s3")
+    assert res.exit_code == 0 and "no newline" not in res.output
+    assert list(Store(tmp_path / "s3").history("b")["value"]) == list(whole["loss"])
+    assert Store(tmp_path / "s3").run("b")["state"] == "finished"
+    two = pd.concat([whole.iloc[:2], whole.iloc[2:].assign(run="a", state="finished")])  # the last row another run's
+    path.write_text(two.to_csv(index=False).rstrip("\n"))
+    res = _import(path, tmp_path / "s4")
+    assert res.exit_code == 0 and "no newline" not in res.output
+    assert len(Store(tmp_path / "s4").history("a")) == 2 and len(Store(tmp_path / "s4").history("b")) == 2
 
 
 def test_a_loss_of_zero_or_below_is_said_at_import_and_left_out_of_fits_as_a_nan_is(tmp_path):

@@ -641,14 +641,18 @@ def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_pred
                            ([{**superseded, "new_total_steps": 20500}], 800)):  # its config edited otherwise since
         watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": edits}}, reached)
         assert made[-1]["schedule"]["edits"] == edits
-        assert said[-1] == ("the run passed step 1,000 without the edit the prediction holds there (a replan it did "
-                            "not follow)" if reached > 1000 else "")  # else its config was edited otherwise
+        assert said[-1] == ("the run passed step 1,000 without the edit the prediction holds there"
+                            if reached > 1000 else "")  # else its config was edited otherwise
         watcher.prediction, made[:] = pred, []
+    otherwise = {**cut, "new_total_steps": 20500}  # the run edited at the cut's step, otherwise: its own edit
+    watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [otherwise]}}, 1100)
+    assert made[-1]["schedule"]["edits"] == [otherwise] and said[-1] == ""  # "schedule edited", not "without"
+    watcher.prediction, made[:] = pred, []
     other = {"kind": "cooldown", "at_step": 900, "length": 500}  # an edit before the replan's, which it lacks
     watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": [other]}}, 800)
     assert len(made) == 1 and watcher.prediction.schedule["edits"] == [other]
     kept = sorted(folder.glob("earlier-prediction-*"))  # every replaced prediction, though replaced in one second
-    assert Prediction.load(kept[0]).schedule["edits"] == [cut] and len(kept) == 4
+    assert Prediction.load(kept[0]).schedule["edits"] == [cut] and len(kept) == 5
     assert Prediction.load(folder).schedule["edits"] == [other]
 
 

@@ -59,16 +59,21 @@ def repair(store: Store) -> RepairReport:
     restored = 0
     found: dict[str, str] | None = None
 
-    def file_of(run_id: str) -> str | None:
-        """The newest committed history file whose row is `run_id`'s (read once, where one is needed)."""
+    def files() -> dict[str, str]:
+        """Per run, the newest committed history file whose row is the run's (read once, where one is needed)."""
         nonlocal found
         if found is None:
             found = manifest_from_files(root)["history"]
-        return found.get(run_id)
+        return found
 
     entries = dict(manifest.get("history", {}))
-    for run_id in [r for r in rows if r not in entries]:  # a run the manifest names no file for: its file, by its row
-        name = file_of(run_id)
+    # a run the manifest names no file for: its file, found by its row; with the runs table lost, every run a file
+    # holds (the table no longer says which runs the store has)
+    lost = [r for r in rows if r not in entries]
+    if not whole_table:
+        lost += [r for r in files() if r not in entries and r not in lost]
+    for run_id in lost:
+        name = files().get(run_id)
         if name is not None:
             entries[run_id] = name
             rebuilt.append(f"manifest's entry of run {run_id} (its history file {name})")
@@ -78,7 +83,7 @@ def repair(store: Store) -> RepairReport:
     for run_id, name in entries.items():
         owner = _owner(root / name)
         if owner is not None and owner != run_id:  # a file of another run's under this run's entry
-            right = file_of(run_id)
+            right = files().get(run_id)
             if right is None or right == name:
                 dropped.append((run_id, f"history file {name} holds run {owner}'s history, and no file holds its own"))
                 continue
@@ -108,7 +113,9 @@ def repair(store: Store) -> RepairReport:
                 rebuilt.append(f"runs table's row of run {run_id} (from its history file)")
         history[run_id] = name
     runs = [rows[r] for r in history]
-    if not rebuilt and not dropped and not restored:
+    if restored and not rebuilt:  # a manifest that named no runs table, its rows read back from the history files
+        rebuilt.append("runs table (its rows read back from the history files)")
+    if not rebuilt and not dropped:
         return RepairReport(kept=len(history))
     new, _ = commit(root, manifest, runs, history, manifest.get("settings"))
     collect_garbage(root, new)

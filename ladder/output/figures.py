@@ -12,6 +12,7 @@ import fits
 from ladder import metrics as keys
 from ladder.data import fitdata
 from ladder.data.store import Store
+from ladder.errors import LadderError
 from ladder.files import staged_folder
 from ladder.outpaths import out_dir
 from ladder.output import plots
@@ -24,9 +25,8 @@ FIGURE_FILES = tuple(f"{name}.{kind}" for name in FIGURES for kind in ("png", "s
 
 
 def figures_dir(path: str | os.PathLike, option: str = "--out") -> Path:
-    """`path` as the folder to draw the figures into (`outpaths.out_dir`): a file of yours under a figure's name
-    there is refused, not drawn over (a figure an earlier draw wrote is replaced)."""
-    return out_dir(path, option, FIGURE_FILES, (plots.drawn_here, "a figure `ladder plot` drew"))
+    """`path` as the folder to draw the figures into (`outpaths.out_dir`), where no figure's name is a folder."""
+    return out_dir(path, option, FIGURE_FILES)
 
 
 def curves(store: Store, run_ids: list[str], metric: str, runs: pd.DataFrame,
@@ -83,10 +83,16 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     """Draw every figure into `out_dir` (PNG and SVG); return the paths. The figures are drawn aside and
     moved in together, so an interrupted run leaves the folder as it was; a figure of `FIGURES` an earlier
     draw left there and this one does not draw (its ladder had no grad norms, say) is removed with them, and a
-    file of the same name that no draw wrote (`plots.drawn_here`) is left alone."""
+    file of the same name that no draw wrote (`plots.drawn_here`) is left alone: where this draw has a figure of
+    that name, nothing is written, and the error names the file."""
     with staged_folder(out_dir) as stage:
         drawn = _draw(store, pred, stage, group)
         names = {p.name for p in drawn}
+        yours = [n for n in sorted(names) if (Path(out_dir) / n).is_file() and (Path(out_dir) / n).stat().st_size
+                 and not plots.drawn_here(Path(out_dir) / n)]
+        if yours:
+            raise LadderError(f"{Path(out_dir) / yours[0]}: not a figure `ladder plot` drew, where this draws one; move "
+                              "it, or give another folder (writing over it would destroy it)")
         for stale in FIGURE_FILES:  # an earlier ladder's: not this one's
             if stale not in names and plots.drawn_here(Path(out_dir) / stale):
                 (Path(out_dir) / stale).unlink(missing_ok=True)

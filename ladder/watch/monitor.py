@@ -332,8 +332,7 @@ class Watcher:
         if _plan_holds(done, planned, plan.get("replaced", []), reached):
             return
         missed = _missed_edit(done, planned, reached)
-        why = "" if missed is None else (f"the run passed step {missed:,} without the edit the prediction holds there "
-                                         "(a replan it did not follow)")
+        why = "" if missed is None else f"the run passed step {missed:,} without the edit the prediction holds there"
         self.prediction = self.repredict(self.prediction, config, why)
         if self.prediction_dir is not None:
             keep_prediction(self.prediction_dir, "earlier-prediction")
@@ -679,10 +678,12 @@ def _reached(run: pd.Series) -> int:
 
 
 def _missed_edit(done: list, planned: list, reached: int) -> int | None:
-    """The step of the first edit of the prediction's (`planned`) that the run's config (`done`) lacks, where the run
-    has passed it (step `reached`); None where it has passed none."""
-    ahead = _lacked(done, planned)
-    return min(ahead) if ahead and reached > min(ahead) else None
+    """The step of the first edit of the prediction's (`planned`) that the run has passed (step `reached`) with no
+    edit of its own there (`done`, its config's); None where it has passed none (an edit made otherwise at that step
+    is an edit of the run's)."""
+    own = {int(e.get("at_step", 0)) for e in done if isinstance(e, dict)}
+    missed = [at for at in _lacked(done, planned) if at < reached and at not in own]
+    return min(missed) if missed else None
 
 
 def _lacked(done: list, planned: list) -> list[int]:
@@ -695,8 +696,9 @@ def _plan_holds(done: list, planned: list, replaced: list, reached: int) -> bool
     prediction's first ones, save for the edits a `ladder replan` ahead of the run `replaced` (recorded in the
     prediction) while the run has reached neither them nor passed the replan's own first edit (step `reached`):
     past that, a run whose config still lacks the replan's edit is not following it."""
-    if _missed_edit(done, planned, reached) is not None:
+    ahead = _lacked(done, planned)
+    if ahead and reached > min(ahead):
         return False  # past an edit of the prediction's that the run's config lacks: the run did not make it
-    if _lacked(done, planned):  # at the replan's first edit (where `ladder replan` puts it), not past it
+    if ahead:  # at the replan's first edit (where `ladder replan` puts it), not past it
         done = [e for e in done if not (e in replaced and reached < int(e.get("at_step", 0)))]
     return done == planned[:len(done)]

@@ -343,23 +343,34 @@ class TableSource:
         return table[c.run].astype(str) if c.run is not None else pd.Series(self.path.stem, index=table.index)
 
     def _whole_rows(self, text: str) -> str:
-        """`text` without its last line where that line has no newline yet and the row before it says its run is
-        running: the log of a live run, caught while its trainer writes a row (a value cut short, a field not
-        written yet), is read to its last whole row, and the next import reads the rest. A finished run's last
-        line is read as it is (a file saved without a final newline)."""
+        """`text` without its last line where that line has no newline yet and is a row of a running run still
+        being written: the row before it says its run is running, and the last one is cut short (fewer fields) or
+        is the same run's, not saying it ended. The log of a live run caught while its trainer writes a row (a
+        value cut short, a field not written yet) is read to its last whole row, and the next import reads the
+        rest. Another run's last row, or one that says its run finished or crashed, is read as it is (a file saved
+        without a final newline)."""
         cut = max(text.rfind("\n"), text.rfind("\r"))
         if cut < 0 or not text[cut + 1:].strip():
             return text
         head = text[:cut + 1]
-        try:
-            _, body = csvfile.records(self.path, head)
-            last = csvfile.frame(self.path, body, dtype=str, keep_default_na=False).rename(columns=str.strip).iloc[-1:]
-        except (LadderError, ValueError, pd.errors.ParserError):
+        before, last = self._last_row(head), self._last_row(text)
+        if before is None or _state_of(before) != "running":
             return text
-        if not len(last) or STATES.get(str(last.get("state", pd.Series([""])).iloc[0]).strip().lower()) != "running":
+        run = self.columns.run
+        if last is not None and (_state_of(last) in ("finished", "crashed")
+                                 or (run is not None and last.get(run) != before.get(run))):
             return text
         self._unended = len(head.splitlines()) + 1
         return head
+
+    def _last_row(self, text: str) -> dict[str, str] | None:
+        """The last row of the CSV `text`, every cell as written (None where the text is no whole table)."""
+        try:
+            _, body = csvfile.records(self.path, text)
+            rows = csvfile.frame(self.path, body, dtype=str, keep_default_na=False).rename(columns=str.strip)
+        except (LadderError, ValueError, pd.errors.ParserError):
+            return None
+        return {str(k): str(v) for k, v in rows.iloc[-1].items()} if len(rows) else None
 
     def _load(self) -> pd.DataFrame:
         if self._table is not None:
@@ -518,6 +529,11 @@ def _per_run_constants(table: pd.DataFrame, ids: pd.Series, exclude: set[str | N
         str(run): {str(col): _plain(first.at[run, col]) for col in columns if constant.at[run, col]}
         for run in first.index
     }
+
+
+def _state_of(row: dict[str, str]) -> str:
+    """A row's `state` cell as a run state (`STATES`: running, finished, crashed), or "" where it says none."""
+    return STATES.get(row.get("state", "").strip().lower(), "")
 
 
 def _rows(n: int) -> str:
