@@ -278,6 +278,10 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
                               "--deadline", "0.001h", "--tokens-per-second", "1000"])
     assert res.exit_code == 0 and "reaches step" in res.stdout
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
+                              "--deadline", "0.001h", "--tokens-per-second", "1000", "--shorten-to", str(int(0.8 * T))])
+    assert res.exit_code == 0 and f"warning: --shorten-to {int(0.8 * T):,} ends the run at step {int(0.8 * T):,}, " \
+        in res.stderr and "after the deadline" in res.stderr and "new schedule" in res.stdout, res.output
     # refused before any prediction is made: a deadline that has passed, two edits at once, --out a file
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2)]
     for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "--deadline '-3h': give a positive number of hours"),
@@ -316,6 +320,20 @@ def test_replan_says_the_plan_finishes_before_a_deadline_that_allows_more(tmp_pa
     assert res.exit_code == 0, res.output
     assert res.stdout.strip() == (f"at 1,000,000 tokens/s the run finishes its {T:,} planned steps in under a minute, "
                                   "before the deadline (72.0 h left): the plan fits")
+
+
+def test_an_edit_given_with_a_deadline_is_said_to_end_by_it_or_after_it():
+    from ladder.predict.replan import horizon_that_fits
+
+    fit = horizon_that_fits(300_000, 390_251, 16_000, 1e4, 30 * 3600)  # 1e4 tokens/s for 30 h: 67,500 steps more
+    assert fit.reachable_steps == 367_500 and not fit.fits
+    assert fit.edit_ends(367_500, "--shorten-to 367,500") == (True, "--shorten-to 367,500 ends the run at step "
+                                                                     "367,500, by the deadline")
+    on_time, said = fit.edit_ends(380_000, "--shorten-to 380,000")
+    assert not on_time and said == ("--shorten-to 380,000 ends the run at step 380,000, 12,500 steps (5.6 h) after the "
+                                    "deadline, by which it reaches step 367,500")
+    done = horizon_that_fits(380_000, 390_251, 16_000, 1e8, 30 * 3600)  # far more time than the plan needs
+    assert done.fits and done.reachable_steps == 390_251  # the run ends at its plan, not past it
 
 
 def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_store):
@@ -509,6 +527,16 @@ def test_replan_into_a_watched_prediction_folder_moves_the_watch_aside_with_that
     assert sorted(p.name for p in aside.iterdir()) == sorted(WATCH_FILES + PREDICTION_FILES)
     assert (aside / "prediction.json").read_text() == earlier != (folder / "prediction.json").read_text()
     assert not any((folder / name).exists() for name in WATCH_FILES) and f"moved to {aside}/" in " ".join(res.stdout.split())
+    again = runner.invoke(app, [*base[:-5], "--shorten-to", str(int(0.85 * T)), "--n-boot", "50", "--out", str(folder)])
+    assert again.exit_code == 0, again.output  # its own config, beside its own prediction: replaced
+    assert f"new_total_steps: {int(0.85 * T)}" in (folder / cfg.name).read_text()
+    mine = tmp_path / "mine"  # a prediction `ladder predict` wrote, and a copy of the hero's config kept beside it
+    pf_unedited.save(mine)
+    (mine / cfg.name).write_text("# my notes on the hero\n" + written)
+    res = runner.invoke(app, [*base, str(mine)])
+    assert res.exit_code == 2 and f"{mine / cfg.name} exists and is no earlier replan's (the prediction beside it did " \
+        "not write it" in " ".join(res.stderr.split()), res.output
+    assert (mine / cfg.name).read_text().startswith("# my notes")
 
 
 def test_predict_given_a_folder_names_a_yaml_in_it(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from pathlib import Path
@@ -319,6 +320,10 @@ def replan_command(
         rate = throughput or _recent_throughput(st, hero.name)
         fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, seconds_left)
         console.print(fit.message())
+        if shorten_to is not None or cooldown_steps is not None:  # the user's own edit: held to the deadline too
+            edit = f"--shorten-to {shorten_to:,}" if shorten_to is not None else f"--cooldown-steps {cooldown_steps:,}"
+            on_time, said = fit.edit_ends(shorten_to if shorten_to is not None else step + cooldown_steps, edit)
+            (console.print if on_time else warn)(said)
         if shorten_to is None and cooldown_steps is None and not fit.fits:
             if fit.fraction_of_plan >= 1 - MAX_CUT:
                 shorten_to = fit.reachable_steps
@@ -376,9 +381,11 @@ def replan_command(
     if out is not None:
         from ladder.data.runview import save_target
 
-        retired = retire_watch(out, new)
         edited, home = _same_run_dir(edited, config, out)
-        written = save_target(edited, out / f"{file_part(edited.name)}.yaml")
+        name = f"{file_part(edited.name)}.yaml"
+        new = dataclasses.replace(new, schedule={**new.schedule, CONFIG_WRITTEN: name})  # a later replan's to replace
+        retired = retire_watch(out, new)
+        written = save_target(edited, out / name)
         new.save(out)
         console.print(f"Wrote {written} and its prediction to {out}/")
         if home is not None and step >= reached:
@@ -418,18 +425,33 @@ def _prediction_folder(out: Path) -> Path:
     return folder
 
 
+CONFIG_WRITTEN = "config_written"
+"""The key, in a replan's prediction's schedule, of the edited config it wrote beside it: what a later replan into the
+same folder may replace."""
+
+
 def _check_replan_out(written: Path, given: Path | None) -> None:
-    """Refuse to write the edited config over the file the replan edits, or over a YAML that is no earlier
-    replan's (no prediction beside it): a plan's config is what `ladder train --ladder` reads."""
+    """Refuse to write the edited config over the file the replan edits, or over a YAML that is no earlier replan's
+    (the prediction beside it does not name it as the config it wrote): a plan's config is what `ladder train
+    --ladder` reads, and a copy of the hero's config kept beside its prediction is the user's."""
     if not written.exists():
         return
     if given is not None and given.exists() and written.resolve() == given.resolve():
         raise LadderError(f"{written} is the config this replan edits: --out would write over it; give --out another "
                           "folder (e.g. the prediction's own), and copy the edited config into the plan once it is "
                           "chosen (nothing was written)")
-    if not (written.parent / "prediction.json").is_file():
+    beside = written.parent / "prediction.json"
+    if not beside.is_file():
         raise LadderError(f"{written} exists and is no earlier replan's (no prediction beside it); "
                           "give --out another folder (nothing was written)")
+    try:
+        named = (json.loads(beside.read_text(encoding="utf-8")).get("schedule") or {}).get(CONFIG_WRITTEN)
+    except (OSError, ValueError, AttributeError):
+        named = None
+    if named != written.name:
+        raise LadderError(f"{written} exists and is no earlier replan's (the prediction beside it did not write it: "
+                          "`ladder predict` writes no config); give --out another folder, or move that file away "
+                          "first (nothing was written)")
 
 
 def _retired(folder: Path) -> str:

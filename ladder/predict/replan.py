@@ -71,6 +71,15 @@ class HorizonFit:
             f"(`ladder replan --cooldown-steps K --at STEP`) or move the deadline"
         )
 
+    def edit_ends(self, end: int, edit: str) -> tuple[bool, str]:
+        """Whether an edit (`edit`, as given: "--shorten-to 350,000") that ends the run at step `end` ends by the
+        deadline, and that said."""
+        if end <= self.reachable_steps:
+            return True, f"{edit} ends the run at step {end:,}, by the deadline"
+        late = (end - self.reachable_steps) * self.tokens_per_step / self.tokens_per_second / 3600
+        return False, (f"{edit} ends the run at step {end:,}, {end - self.reachable_steps:,} steps ({_hours(late)}) "
+                       f"after the deadline, by which it reaches step {self.reachable_steps:,}")
+
 
 def _hours(hours: float) -> str:
     """A span of time as hours, or minutes below one hour ("0.0 h" says nothing)."""
@@ -84,7 +93,7 @@ def horizon_that_fits(
 ) -> HorizonFit:
     if not (math.isfinite(tokens_per_second) and tokens_per_second > 0):
         raise LadderError(f"throughput {tokens_per_second} tokens/s: must be a positive finite number")
-    more = min(max(0.0, seconds_left) * tokens_per_second / tokens_per_step, float(planned_steps))  # past the plan: done
+    more = min(max(0.0, seconds_left) * tokens_per_second / tokens_per_step, float(max(0, planned_steps - step)))  # done
     return HorizonFit(step, planned_steps, step + int(math.floor(more)), tokens_per_step,
                       tokens_per_second, seconds_left)
 
