@@ -1232,7 +1232,16 @@ def test_a_tables_spelling_of_a_value_a_header_or_a_target_loss_is_met_or_named(
     pd.DataFrame({"params": [1e10, 2e10], "tokens": [2e11, 4e11], "loss": ["abc", 2.1]}).to_csv(targets, index=False)
     out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
     [w] = [w for w in out["warnings"] if "targets' column 'loss'" in w]
-    assert "holds numbers and 'abc', which is not one: it is not read as their actual loss" in w
+    assert "holds 'abc', which is no loss (a positive number): it is not read as their actual loss" in w
+    for cells, said in ((["2.1", "-1"], "holds '-1.0', which is no loss"), (["abc"], "holds 'abc', which is no loss")):
+        pd.DataFrame({"params": [1e10] * len(cells), "tokens": [2e11] * len(cells), "loss": cells}).to_csv(
+            targets, index=False)  # a negative loss, or a lone word: said, as the word among numbers is
+        out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
+        assert [w for w in out["warnings"] if said in w], out["warnings"]
+    pd.DataFrame({"params": [1e10], "tokens": [2e11], "loss": [2.1], "actual": [2.2]}).to_csv(targets, index=False)
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
+    assert "the targets' columns 'loss' and 'actual' both hold losses: 'loss' is read as their actual loss" in \
+        " ".join(out["warnings"])
     clean = pd.DataFrame({"params": [1e10], "tokens": [2e11], "loss": [2.1]})
     clean.to_csv(targets, index=False)
     assert not [w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format",

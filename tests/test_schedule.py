@@ -154,7 +154,9 @@ def test_a_cooldown_length_is_refused_where_the_decay_has_none():
     with pytest.raises(LadderError, match=r"cooldown_steps=100 is read with decay: wsd only \(this schedule's decay is "
                                           r"cosine\); leave it out, or give decay: wsd"):
         sched(decay="cosine", cooldown_steps=100)
-    with pytest.raises(LadderError, match=r"decay: wsd needs cooldown_steps \(the length of its final cooldown, in steps\)"):
-        sched(decay="wsd")
+    for given in ({}, {"cooldown_steps": 0}):  # left out or 0: the range it must be in, either way
+        with pytest.raises(LadderError, match=r"decay: wsd needs cooldown_steps \(the length of its final cooldown, in "
+                                              r"steps: more than 0, at most total_steps - warmup_steps = \d+\)"):
+            sched(decay="wsd", **given)
     with pytest.raises(LadderError, match=r"cooldown_steps=2000 must be in \(0, total_steps - warmup_steps\]"):
         sched(decay="wsd", cooldown_steps=2000)

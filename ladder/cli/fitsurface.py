@@ -327,10 +327,15 @@ SHOWN_LABELS = 2
 """The targets' own columns (a name, a size) the terminal's table shows beside each prediction; --format json
 carries them all."""
 def actual_column(preds: list[dict]) -> str | None:
-    """The targets' column that holds their actual loss (`ACTUAL_NAMES`, positive numbers), or None."""
+    """The targets' column that holds their actual loss (the first of `actual_columns`), or None."""
+    return next(iter(actual_columns(preds)), None)
+
+
+def actual_columns(preds: list[dict]) -> list[str]:
+    """The targets' columns that may hold their actual loss: named so (`ACTUAL_NAMES`), positive numbers."""
     every = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
-    return next((k for k in every if k.strip().lower() in ACTUAL_NAMES and any(p[k] is not None for p in preds)
-                 and all(p[k] is None or (isinstance(p[k], (int, float)) and p[k] > 0) for p in preds)), None)
+    return [k for k in every if k.strip().lower() in ACTUAL_NAMES and any(p[k] is not None for p in preds)
+            and all(p[k] is None or (isinstance(p[k], (int, float)) and p[k] > 0) for p in preds)]
 
 
 def with_errors(preds: list[dict]) -> list[dict]:
@@ -352,18 +357,25 @@ shows it with the prediction's error (predicted ÷ actual − 1)."""
 
 
 def _unread_actual(preds: list[dict]) -> list[str]:
-    """A warning for a targets' column named as an actual loss (`ACTUAL_NAMES`) that holds numbers and a cell
-    that is not one (a typo, a note): it is carried as text, and no error is shown beside the predictions."""
+    """A warning for a targets' column named as an actual loss (`ACTUAL_NAMES`) that is not read as one, since a cell
+    is no loss (a typo, a note, a 0 or a negative number): no error is shown beside the predictions; and one where
+    two such columns are losses, naming the one read."""
     from fits.checks import and_more
 
     out = []
-    for key in dict.fromkeys(k for p in preds for k in p if k.strip().lower() in ACTUAL_NAMES):
-        cells = [str(p[key]).strip() for p in preds if isinstance(p.get(key), str) and str(p[key]).strip()]
-        numbers = [c for c in cells if _is_number(c)]
-        bad = [c for c in cells if not _is_number(c)]
-        if numbers and bad:
-            out.append(f"the targets' column {key!r} holds numbers and {bad[0]!r}{and_more(bad)}, which is not one: it is "
-                       "not read as their actual loss, so no error is shown; leave a cell blank where the loss is unknown")
+    named = list(dict.fromkeys(k for p in preds for k in p if k.strip().lower() in ACTUAL_NAMES))
+    for key in named:
+        cells = [p[key] for p in preds if p.get(key) is not None and str(p[key]).strip()]
+        bad = [str(c).strip() for c in cells if not _is_number(str(c)) or float(c) <= 0]
+        if bad:
+            out.append(f"the targets' column {key!r} holds {bad[0]!r}{and_more(bad)}, which is no loss (a positive "
+                       "number): it is not read as their actual loss, so no error is shown; leave a cell blank where "
+                       "the loss is unknown")
+    read = actual_column(preds)
+    others = [k for k in named if k != read and k in actual_columns(preds)]
+    if read is not None and others:
+        out.append(f"the targets' columns {read!r} and {others[0]!r} both hold losses: {read!r} is read as their actual "
+                   f"loss (the error beside each prediction), {others[0]!r} is shown as it is")
     return out
 
 

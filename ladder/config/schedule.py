@@ -99,8 +99,9 @@ class Schedule:
         if self.decay != "wsd" and self.cooldown_steps:
             raise LadderError(f"cooldown_steps={self.cooldown_steps} is read with decay: wsd only (this schedule's "
                               f"decay is {self.decay}); leave it out, or give decay: wsd")
-        if self.decay == "wsd" and not self.cooldown_steps:
-            raise LadderError("decay: wsd needs cooldown_steps (the length of its final cooldown, in steps)")
+        if self.decay == "wsd" and not self.cooldown_steps:  # left out, or 0: the same to a schedule
+            raise LadderError("decay: wsd needs cooldown_steps (the length of its final cooldown, in steps: more than "
+                              f"0, at most total_steps - warmup_steps = {self.total_steps - self.warmup_steps})")
         if self.decay == "wsd" and not 0 < self.cooldown_steps <= self.total_steps - self.warmup_steps:
             raise LadderError(
                 f"cooldown_steps={self.cooldown_steps} must be in (0, total_steps - warmup_steps] for WSD"
