@@ -1233,7 +1233,9 @@ def test_a_tables_spelling_of_a_value_a_header_or_a_target_loss_is_met_or_named(
     out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
     [w] = [w for w in out["warnings"] if "targets' column 'loss'" in w]
     assert "holds 'abc', which is no loss (a positive number): it is not read as their actual loss" in w
-    for cells, said in ((["2.1", "-1"], "holds '-1.0', which is no loss"), (["abc"], "holds 'abc', which is no loss")):
+    for cells, said in ((["2.1", "-1"], "holds '-1.0', which is no loss"), (["abc"], "holds 'abc', which is no loss"),
+                        (["2.1", "inf"], "holds 'inf', which is no loss (a positive number): it is not read as their "
+                                         "actual loss, so no error is shown")):
         pd.DataFrame({"params": [1e10] * len(cells), "tokens": [2e11] * len(cells), "loss": cells}).to_csv(
             targets, index=False)  # a negative loss, or a lone word: said, as the word among numbers is
         out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
@@ -1242,6 +1244,11 @@ def test_a_tables_spelling_of_a_value_a_header_or_a_target_loss_is_met_or_named(
     out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
     assert "the targets' columns 'loss' and 'actual' both hold losses: 'loss' is read as their actual loss" in \
         " ".join(out["warnings"])
+    pd.DataFrame({"params": [1e10], "tokens": [2e11], "loss": [-1.0], "actual": [2.2]}).to_csv(targets, index=False)
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
+    said = " ".join(out["warnings"])  # 'actual' is read: an error is shown, from it
+    assert "holds '-1.0', which is no loss" in said and "no error is shown" not in said
+    assert out["predictions"][0]["predicted_error"] == pytest.approx(out["predictions"][0]["median"] / 2.2 - 1)
     clean = pd.DataFrame({"params": [1e10], "tokens": [2e11], "loss": [2.1]})
     clean.to_csv(targets, index=False)
     assert not [w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format",

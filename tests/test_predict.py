@@ -334,6 +334,20 @@ def test_an_edit_given_with_a_deadline_is_said_to_end_by_it_or_after_it():
                                     "deadline, by which it reaches step 367,500")
     done = horizon_that_fits(380_000, 390_251, 16_000, 1e8, 30 * 3600)  # far more time than the plan needs
     assert done.fits and done.reachable_steps == 390_251  # the run ends at its plan, not past it
+    assert done.edit_ends(395_000, "--shorten-to 395,000")[0]  # past the plan (a planned cut replaced), in time
+
+
+def test_an_edit_held_to_a_deadline_is_judged_by_its_own_end_and_only_once_it_is_an_edit(tmp_path, mp_store):
+    (cut,) = PLAN.hero.schedule.edits  # the plan cuts 700 steps to 560 at step 350
+    cfg = PLAN.hero.save(tmp_path / "hero.yaml")
+    T = UNEDITED.stop_after_steps
+    base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(cut.at_step - 10), "--deadline", "72h",
+            "--tokens-per-second", "1e6", "--n-boot", "20"]
+    res = runner.invoke(app, [*base, "--shorten-to", str(T - 20)])  # past the planned cut's end, in time all the same
+    assert res.exit_code == 0 and f"--shorten-to {T - 20:,} ends the run at step {T - 20:,}, by the deadline" in \
+        " ".join(res.stdout.split()) and "after the deadline" not in res.stderr, res.output
+    res = runner.invoke(app, [*base, "--shorten-to", str(T // 4)])  # no edit (a 75% cut): refused, nothing said of it
+    assert res.exit_code == 2 and "at most 25%" in res.stderr and "ends the run" not in res.output, res.output
 
 
 def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_store):
@@ -534,8 +548,8 @@ def test_replan_into_a_watched_prediction_folder_moves_the_watch_aside_with_that
     pf_unedited.save(mine)
     (mine / cfg.name).write_text("# my notes on the hero\n" + written)
     res = runner.invoke(app, [*base, str(mine)])
-    assert res.exit_code == 2 and f"{mine / cfg.name} exists and is no earlier replan's (the prediction beside it did " \
-        "not write it" in " ".join(res.stderr.split()), res.output
+    assert res.exit_code == 2 and f"{mine / cfg.name} exists, and the prediction beside it does not record writing it" \
+        in " ".join(res.stderr.split()), res.output
     assert (mine / cfg.name).read_text().startswith("# my notes")
 
 

@@ -3,6 +3,7 @@ backtest, and its predictions at targets and compute-optimal runs."""
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from pathlib import Path
 
@@ -335,7 +336,7 @@ def actual_columns(preds: list[dict]) -> list[str]:
     """The targets' columns that may hold their actual loss: named so (`ACTUAL_NAMES`), positive numbers."""
     every = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
     return [k for k in every if k.strip().lower() in ACTUAL_NAMES and any(p[k] is not None for p in preds)
-            and all(p[k] is None or (isinstance(p[k], (int, float)) and p[k] > 0) for p in preds)]
+            and all(p[k] is None or (isinstance(p[k], (int, float)) and 0 < p[k] < math.inf) for p in preds)]
 
 
 def with_errors(preds: list[dict]) -> list[dict]:
@@ -366,11 +367,13 @@ def _unread_actual(preds: list[dict]) -> list[str]:
     named = list(dict.fromkeys(k for p in preds for k in p if k.strip().lower() in ACTUAL_NAMES))
     for key in named:
         cells = [p[key] for p in preds if p.get(key) is not None and str(p[key]).strip()]
-        bad = [str(c).strip() for c in cells if not _is_number(str(c)) or float(c) <= 0]
+        bad = [str(c).strip() for c in cells if not _is_number(str(c)) or not 0 < float(c) < math.inf]
+        read = actual_column(preds)
         if bad:
+            shown = "" if read is not None else ", so no error is shown"
             out.append(f"the targets' column {key!r} holds {bad[0]!r}{and_more(bad)}, which is no loss (a positive "
-                       "number): it is not read as their actual loss, so no error is shown; leave a cell blank where "
-                       "the loss is unknown")
+                       f"number): it is not read as their actual loss{shown}; leave a cell blank where the loss is "
+                       "unknown")
     read = actual_column(preds)
     others = [k for k in named if k != read and k in actual_columns(preds)]
     if read is not None and others:

@@ -320,10 +320,7 @@ def replan_command(
         rate = throughput or _recent_throughput(st, hero.name)
         fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, seconds_left)
         console.print(fit.message())
-        if shorten_to is not None or cooldown_steps is not None:  # the user's own edit: held to the deadline too
-            edit = f"--shorten-to {shorten_to:,}" if shorten_to is not None else f"--cooldown-steps {cooldown_steps:,}"
-            on_time, said = fit.edit_ends(shorten_to if shorten_to is not None else step + cooldown_steps, edit)
-            (console.print if on_time else warn)(said)
+        given = shorten_to is not None or cooldown_steps is not None  # the user's own edit: held to the deadline too
         if shorten_to is None and cooldown_steps is None and not fit.fits:
             if fit.fraction_of_plan >= 1 - MAX_CUT:
                 shorten_to = fit.reachable_steps
@@ -342,6 +339,10 @@ def replan_command(
         raise LadderError(f"--at {step:,}: the run is at step {reached:,}, past its edit {passed[0].describe()}; a new "
                           f"edit goes at step {passed[-1].at_step:,} or later")
     edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
+    if deadline is not None and given:  # said once the edit is known to be one
+        edit = f"--shorten-to {shorten_to:,}" if shorten_to is not None else f"--cooldown-steps {cooldown_steps:,}"
+        on_time, said = fit.edit_ends(edited.stop_after_steps, edit)
+        (console.print if on_time else warn)(said)
     if step < reached:  # (said once the edit is known to be one: a bad --at is refused, not warned of first)
         warn(f"--at {step:,}: the run is at step {reached:,} already, so this is a what-if: an edited config cannot "
              f"resume it (its learning rates before step {reached:,} would differ from those it trained with)")
@@ -449,9 +450,9 @@ def _check_replan_out(written: Path, given: Path | None) -> None:
     except (OSError, ValueError, AttributeError):
         named = None
     if named != written.name:
-        raise LadderError(f"{written} exists and is no earlier replan's (the prediction beside it did not write it: "
-                          "`ladder predict` writes no config); give --out another folder, or move that file away "
-                          "first (nothing was written)")
+        raise LadderError(f"{written} exists, and the prediction beside it does not record writing it (a replan's "
+                          "records the config it writes; `ladder predict` writes none); give --out another folder, or "
+                          "move that file away first (nothing was written)")
 
 
 def _retired(folder: Path) -> str:

@@ -74,11 +74,12 @@ class HorizonFit:
     def edit_ends(self, end: int, edit: str) -> tuple[bool, str]:
         """Whether an edit (`edit`, as given: "--shorten-to 350,000") that ends the run at step `end` ends by the
         deadline, and that said."""
-        if end <= self.reachable_steps:
+        allowed = self.step + int(math.floor(max(0.0, self.seconds_left) * self.tokens_per_second / self.tokens_per_step))
+        if end <= allowed:  # (not capped at the plan's end: an edit may replace a planned cut with a later end)
             return True, f"{edit} ends the run at step {end:,}, by the deadline"
-        late = (end - self.reachable_steps) * self.tokens_per_step / self.tokens_per_second / 3600
-        return False, (f"{edit} ends the run at step {end:,}, {end - self.reachable_steps:,} steps ({_hours(late)}) "
-                       f"after the deadline, by which it reaches step {self.reachable_steps:,}")
+        late = (end - allowed) * self.tokens_per_step / self.tokens_per_second / 3600
+        return False, (f"{edit} ends the run at step {end:,}, {end - allowed:,} steps ({_hours(late)}) after the "
+                       f"deadline, by which it reaches step {allowed:,}")
 
 
 def _hours(hours: float) -> str:
