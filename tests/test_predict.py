@@ -339,7 +339,7 @@ def test_an_edit_given_with_a_deadline_is_said_to_end_by_it_or_after_it():
 
 def test_an_edit_held_to_a_deadline_is_judged_by_its_own_end_and_only_once_it_is_an_edit(tmp_path, mp_store):
     (cut,) = PLAN.hero.schedule.edits  # the plan cuts 700 steps to 560 at step 350
-    cfg = PLAN.hero.save(tmp_path / "hero.yaml")
+    cfg = PLAN.hero.replace(name="hero-not-started").save(tmp_path / "hero.yaml")  # not in the store: no step reached
     T = UNEDITED.stop_after_steps
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(cut.at_step - 10), "--deadline", "72h",
             "--tokens-per-second", "1e6", "--n-boot", "20"]
