@@ -58,8 +58,7 @@ def out_dir(path: str | os.PathLike, option: str = "--out", files: tuple[str, ..
     if blocked:
         raise LadderError(f"{option} {p}: {blocked[0]} there is a folder, where this writes a file; move it, or give "
                           "another folder")
-    foreign = [name for name in files if ours is not None and (p / name).is_file() and (p / name).stat().st_size
-               and not ours[0](p / name)]
+    foreign = not_ours(p, files, ours[0]) if ours is not None else []
     if foreign:
         raise LadderError(f"{option} {p}: {foreign[0]} there is not {ours[1]}; move it, or give another folder "
                           "(writing over it would destroy it)")
@@ -94,6 +93,12 @@ def out_file(path: str | os.PathLike, option: str = "--out", kinds: tuple[str, .
                               "one away first (writing over it would destroy it)")
     _parents_are_folders(p, option)
     return p
+
+
+def not_ours(folder: Path, names, ours: Callable[[Path], bool]) -> list[str]:
+    """The `names` in `folder` that are files holding something (an empty one holds nothing to destroy) which the
+    test `ours` does not find to be an earlier output of the command's."""
+    return [n for n in names if (folder / n).is_file() and (folder / n).stat().st_size and not ours(folder / n)]
 
 
 def _not_stdout(p: Path, option: str, give: str) -> None:

@@ -365,17 +365,17 @@ def _unread_actual(preds: list[dict]) -> list[str]:
 
     out = []
     named = list(dict.fromkeys(k for p in preds for k in p if k.strip().lower() in ACTUAL_NAMES))
+    losses = actual_columns(preds)
+    read = next(iter(losses), None)
     for key in named:
         cells = [p[key] for p in preds if p.get(key) is not None and str(p[key]).strip()]
         bad = [str(c).strip() for c in cells if not _is_number(str(c)) or not 0 < float(c) < math.inf]
-        read = actual_column(preds)
         if bad:
             shown = "" if read is not None else ", so no error is shown"
             out.append(f"the targets' column {key!r} holds {bad[0]!r}{and_more(bad)}, which is no loss (a positive "
                        f"number): it is not read as their actual loss{shown}; leave a cell blank where the loss is "
                        "unknown")
-    read = actual_column(preds)
-    others = [k for k in named if k != read and k in actual_columns(preds)]
+    others = [k for k in losses if k != read]
     if read is not None and others:
         out.append(f"the targets' columns {read!r} and {others[0]!r} both hold losses: {read!r} is read as their actual "
                    f"loss (the error beside each prediction), {others[0]!r} is shown as it is")

@@ -67,17 +67,18 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
 def _planned_run_dir(path: Path) -> bool:
     """Whether a run config of a plan (`<name>.yaml` in the nearest folder above `path` that exists, `ladder plan
     --out`'s folder) writes its run to `path`, which its trainer has not made yet."""
-    from ladder.config.yamlio import load_yaml
+    from ladder.config.runconfig import RunConfig
+    from ladder.launch import run_dir_of
 
     holder = next((q for q in path.absolute().parents if q.is_dir()), None)
     config = None if holder is None else holder / f"{path.name}.yaml"
     if config is None or not config.is_file():
         return False
     try:
-        run_dir = load_yaml(config).get("run_dir") or f"runs/{path.name}"
-    except (LadderError, OSError, AttributeError):
+        cfg = RunConfig.load(config, check_coordinates=False)
+    except (LadderError, OSError):
         return False
-    return (holder / str(run_dir)).resolve() == path.resolve()
+    return run_dir_of(config, cfg).resolve() == path.resolve()
 
 
 def _nearest_holder(path: Path) -> Path | None:

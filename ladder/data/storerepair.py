@@ -143,11 +143,12 @@ def manifest_from_files(root: Path) -> dict[str, Any]:
     newest: dict[str, tuple[float, str]] = {}
     for path in committed_history(root):
         name = str(path.relative_to(root))
+        run_id = _owner(path)
         try:
-            meta = pq.read_schema(path).metadata or {}
-            run_id = json.loads(meta[ROW_KEY])["run_id"]
             stamp = path.stat().st_mtime
-        except (OSError, ValueError, KeyError, TypeError):
+        except OSError:
+            continue
+        if run_id is None:
             continue
         if run_id not in newest or stamp > newest[run_id][0]:
             newest[run_id] = (stamp, name)

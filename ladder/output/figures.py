@@ -14,7 +14,7 @@ from ladder.data import fitdata
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.files import staged_folder
-from ladder.outpaths import out_dir
+from ladder.outpaths import not_ours, out_dir
 from ladder.output import plots
 from ladder.predict.dynamics import project_dynamics, target_and_rungs
 from ladder.predict.prediction import Prediction
@@ -88,8 +88,7 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     with staged_folder(out_dir) as stage:
         drawn = _draw(store, pred, stage, group)
         names = {p.name for p in drawn}
-        yours = [n for n in sorted(names) if (Path(out_dir) / n).is_file() and (Path(out_dir) / n).stat().st_size
-                 and not plots.drawn_here(Path(out_dir) / n)]
+        yours = not_ours(Path(out_dir), sorted(names), plots.drawn_here)
         if yours:
             raise LadderError(f"{Path(out_dir) / yours[0]}: not a figure `ladder plot` drew, where this draws one; move "
                               "it, or give another folder (writing over it would destroy it)")

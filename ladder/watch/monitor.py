@@ -53,8 +53,7 @@ EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
 
 Repredict = Callable[[Prediction, dict, str], Prediction]
 """Predicts the run again from its config's schedule: (the prediction, the run's config, why: "" for an edit the
-run's config holds and the prediction lacks, else the replan's edit the run passed without making it)."""
-"""Given the stale prediction and the run's config (with its schedule edits), a new prediction."""
+run's config holds and the prediction lacks, else the prediction's edit the run passed without making it)."""
 
 
 @dataclass(frozen=True)

@@ -349,22 +349,23 @@ class TableSource:
         value cut short, a field not written yet) is read to its last whole row, and the next import reads the
         rest. Another run's last row, or one that says its run finished or crashed, is read as it is (a file saved
         without a final newline)."""
-        cut = max(text.rfind("\n"), text.rfind("\r"))
-        if cut < 0 or not text[cut + 1:].strip():
+        lines = text.splitlines(keepends=True)
+        if len(lines) < 3 or lines[-1].endswith(("\n", "\r")) or not lines[-1].strip():
             return text
-        head = text[:cut + 1]
-        before, last = self._last_row(head), self._last_row(text)
+        # the header with each of the last two lines: the file is not read whole twice more
+        before, last = self._last_row(lines[0] + lines[-2]), self._last_row(lines[0] + lines[-1])
         if before is None or _state_of(before) != "running":
             return text
         run = self.columns.run
         if last is not None and (_state_of(last) in ("finished", "crashed")
                                  or (run is not None and last.get(run) != before.get(run))):
             return text
-        self._unended = len(head.splitlines()) + 1
-        return head
+        self._unended = len(lines)
+        return "".join(lines[:-1])
 
     def _last_row(self, text: str) -> dict[str, str] | None:
-        """The last row of the CSV `text`, every cell as written (None where the text is no whole table)."""
+        """The last row of the CSV `text` (a header and a line), every cell as written (None where it is no whole
+        table)."""
         try:
             _, body = csvfile.records(self.path, text)
             rows = csvfile.frame(self.path, body, dtype=str, keep_default_na=False).rename(columns=str.strip)
