@@ -20,7 +20,7 @@ from ladder.data.sources.pull import pull
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.predict.adapter import PredictSettings, predict, prediction_steps
-from ladder.predict.prediction import PREDICTION_FILES, WATCH_FILES, Prediction
+from ladder.predict.prediction import CONFIG_WRITTEN, PREDICTION_FILES, WATCH_FILES, Prediction
 from tests.synthetic_ladder import micro_plan, pf_truth, truth, write_run
 
 PLAN = micro_plan()
@@ -609,3 +609,23 @@ def test_a_wandb_failure_after_the_prediction_says_what_is_written(tmp_path, pf_
     said = " ".join(res.stderr.split())
     assert res.exit_code == 2 and "connection refused; the prediction itself is written:" in said, res.output
     assert str(out / "prediction.json") in said and Prediction.load(out).run_name == PLAN.hero.name
+
+
+def test_a_prediction_saved_over_a_replans_keeps_the_record_of_the_config_the_replan_wrote(tmp_path, mp_store,
+                                                                                            pf_unedited):
+    """A watch's new prediction (or a `ladder predict`) saved into a replan's folder: the edited config there stays
+    the replan's, so a later replan into that folder replaces it rather than refusing it as the user's."""
+    cfg = tmp_path / f"{UNEDITED.name}.yaml"
+    UNEDITED.save(cfg)
+    T = UNEDITED.stop_after_steps
+    base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2), "--n-boot", "50", "--out",
+            str(tmp_path / "pred"), "--shorten-to"]
+    assert runner.invoke(app, [*base, str(int(0.8 * T))]).exit_code == 0
+    pf_unedited.save(tmp_path / "pred")  # what the watch does when it predicts again from the run's own schedule
+    assert Prediction.load(tmp_path / "pred").schedule[CONFIG_WRITTEN] == cfg.name
+    res = runner.invoke(app, [*base, str(int(0.85 * T))])
+    assert res.exit_code == 0, res.output
+    assert f"new_total_steps: {int(0.85 * T)}" in (tmp_path / "pred" / cfg.name).read_text()
+    (tmp_path / "pred" / cfg.name).unlink()  # the config gone: the record goes with it
+    pf_unedited.save(tmp_path / "pred")
+    assert CONFIG_WRITTEN not in Prediction.load(tmp_path / "pred").schedule

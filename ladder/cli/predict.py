@@ -22,7 +22,7 @@ from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.outpaths import file_part, foreign_prediction_file, out_dir
 from ladder.output.display import show_prediction
-from ladder.predict.prediction import retire_watch
+from ladder.predict.prediction import CONFIG_WRITTEN, retire_watch
 from ladder.predict.replan import MAX_CUT, horizon_that_fits, shortened, superseded, with_cooldown
 
 # `ladder.predict.adapter` and `fits` (scipy) load inside the commands that predict, not for `ladder --help`.
@@ -424,11 +424,6 @@ def _prediction_folder(out: Path) -> Path:
         raise LadderError(f"--out {folder}: {foreign.name} there is no prediction's (a prediction replaces only its "
                           "own earlier files); give another folder, or move that file away first")
     return folder
-
-
-CONFIG_WRITTEN = "config_written"
-"""The key, in a replan's prediction's schedule, of the edited config it wrote beside it: what a later replan into the
-same folder may replace."""
 
 
 def _check_replan_out(written: Path, given: Path | None) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,9 @@ PREDICTION_FILES = ("prediction.parquet", "prediction.csv", "prediction.json")
 """What `Prediction.save` writes; ``prediction.json`` holds everything, the others the table."""
 WATCH_FILES = ("watch-state.json", "alerts.jsonl")
 """What `ladder watch` keeps beside the prediction it follows: its state and its alerts."""
+CONFIG_WRITTEN = "config_written"
+"""The key, in the schedule of a prediction saved beside the edited config a `ladder replan --out` wrote, of that
+config's file name: what a later replan into the same folder may replace."""
 
 COLUMNS = ["step", "tokens", "fraction", "fraction_edited", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
 
@@ -158,12 +161,28 @@ class Prediction:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         parquet, csv, js = (out / name for name in PREDICTION_FILES)
+        kept = self.as_saved_in(out)
         with contextlib.ExitStack() as files:  # all three written aside, then renamed in at once: never a mix
             tmp_parquet, tmp_csv, tmp_js = (files.enter_context(atomic_path(p)) for p in (parquet, csv, js))
-            self.table.to_parquet(tmp_parquet, index=False)
-            self.table.to_csv(tmp_csv, index=False)
-            tmp_js.write_text(self.json_text())
+            kept.table.to_parquet(tmp_parquet, index=False)
+            kept.table.to_csv(tmp_csv, index=False)
+            tmp_js.write_text(kept.json_text())
         return [parquet, csv, js]
+
+    def as_saved_in(self, out_dir: str | os.PathLike) -> Prediction:
+        """This prediction as `save` writes it into `out_dir`: where the prediction it replaces there records the
+        config a replan wrote beside it (`CONFIG_WRITTEN`) and that file is still there, the record stays (a watch's
+        new prediction, or a `ladder predict`, does not make the replan's config a user's own)."""
+        if CONFIG_WRITTEN in self.schedule:
+            return self
+        try:
+            old = json.loads((Path(out_dir) / "prediction.json").read_text(encoding="utf-8"))
+            name = old["schedule"][CONFIG_WRITTEN]
+        except (OSError, ValueError, KeyError, TypeError):
+            return self
+        if not isinstance(name, str) or not (Path(out_dir) / name).is_file():
+            return self
+        return replace(self, schedule={**self.schedule, CONFIG_WRITTEN: name})
 
     @classmethod
     def load(cls, path: str | os.PathLike, checked: bool = True) -> Prediction:
@@ -274,7 +293,7 @@ def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
     out = Path(out_dir)
     found = [out / name for name in WATCH_FILES if (out / name).exists()]
     old = out / "prediction.json"
-    if not found or (old.is_file() and old.read_text() == pred.json_text()):
+    if not found or (old.is_file() and old.read_text() == pred.as_saved_in(out).json_text()):
         return None
     aside = keep_prediction(out, "earlier-watch")
     for f in found:
