@@ -350,6 +350,25 @@ def test_an_edit_held_to_a_deadline_is_judged_by_its_own_end_and_only_once_it_is
     assert res.exit_code == 2 and "at most 25%" in res.stderr and "ends the run" not in res.output, res.output
 
 
+def test_replan_to_a_deadline_counts_the_time_left_from_where_the_run_is_not_from_at(tmp_path):
+    store = ladder_store(tmp_path)
+    now = UNEDITED.stop_after_steps // 2
+    write_run(tmp_path / "runs", UNEDITED, upto=now, state="running")
+    pull(store, LocalSource(tmp_path / "runs"))
+    cfg = UNEDITED.save(tmp_path / "hero.yaml")
+    more = int(0.3 * UNEDITED.stop_after_steps)  # the steps an hour holds at this throughput
+    rate = str(more * UNEDITED.tokens_per_step / 3600)
+    base = ["replan", str(cfg), "--store", str(store.root), "--deadline", "1h", "--tokens-per-second", rate,
+            "--n-boot", "20", "--at"]
+    res = runner.invoke(app, [*base, str(now + 20)])  # an edit planned a little ahead of the run
+    said = " ".join(res.stdout.split())
+    assert res.exit_code == 0 and f"the run reaches step {now + more:,} " in said, res.output
+    late = now + more + 10  # past where the run gets by the deadline: no edit there ends by it
+    res = runner.invoke(app, [*base, str(late)])
+    assert res.exit_code == 2 and f"--at {late:,}: the run, at step {now:,}, reaches only step {now + more:,} by the " \
+        "deadline" in " ".join(res.stderr.split()), res.output
+
+
 def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_store):
     cfg = PLAN.hero.save(tmp_path / "hero.yaml")
     T = PLAN.hero.stop_after_steps

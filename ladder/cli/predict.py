@@ -318,9 +318,15 @@ def replan_command(
                           "to edit; give --at STEP to ask what an edit at an earlier step would have done")
     if deadline is not None:
         rate = throughput or _recent_throughput(st, hero.name)
-        fit = horizon_that_fits(step, hero.stop_after_steps, hero.tokens_per_step, rate, seconds_left)
+        now = _reached(st, hero.name)  # the time left counts from where the run is, not from --at
+        fit = horizon_that_fits(step if now is None else now, hero.stop_after_steps, hero.tokens_per_step, rate,
+                                seconds_left)
         console.print(fit.message())
         given = shorten_to is not None or cooldown_steps is not None  # the user's own edit: held to the deadline too
+        if not given and not fit.fits and fit.reachable_steps <= step:  # (a given edit is said to end after it)
+            raise LadderError(f"--at {step:,}: the run, at step {fit.step:,}, reaches only step "
+                              f"{fit.reachable_steps:,} by the deadline, so an edit at step {step:,} comes too late; "
+                              "give an earlier --at, or a later --deadline")
         if shorten_to is None and cooldown_steps is None and not fit.fits:
             if fit.fraction_of_plan >= 1 - MAX_CUT:
                 shorten_to = fit.reachable_steps
