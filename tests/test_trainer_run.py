@@ -607,3 +607,33 @@ def test_the_header_gives_exact_counts_and_the_published_one_apart():
     assert spec.active_params() != spec.active_params_exact()
     assert (f"{spec.total_params_exact():,} parameters, {spec.active_params_exact():,} active per token (exact counts; "
             f"{spec.active_params():,} active by the published count)") in text
+
+
+def test_a_stop_swallowed_while_the_trainer_loads_stops_the_run_before_its_first_step(tmp_path, monkeypatch, capfd):
+    """The first stop's KeyboardInterrupt, raised while JAX loads, can land in a callback that swallows it: the stop
+    is kept all the same, and the run stops before its first step rather than training to its end."""
+    import signal
+    import types
+
+    import trainer_jax.__main__ as entry
+    import trainer_jax.mesh
+
+    cfg = tiny(tmp_path)
+    path = cfg.save(tmp_path / "run.yaml")
+    real = sys.modules["trainer_jax.train"]
+
+    class Collected:  # a callback Python calls and whose exception it swallows, as JAX's gc callback
+        def __del__(self):
+            entry._interrupt(signal.SIGTERM, None)
+
+    def loading_and_swallowed(*args):  # the stop comes while the trainer is half imported
+        monkeypatch.setitem(sys.modules, "trainer_jax.train", types.ModuleType("trainer_jax.train"))
+        Collected()  # (collected at once: its KeyboardInterrupt goes to sys.unraisablehook)
+        monkeypatch.setitem(sys.modules, "trainer_jax.train", real)
+
+    monkeypatch.setattr(trainer_jax.mesh, "init_distributed", loading_and_swallowed)
+    assert entry.main([str(path), "--no-progress"]) == 128 + signal.SIGTERM
+    said = capfd.readouterr().err
+    assert f"{cfg.name}: interrupted:" in said and "starts again from step 0" in said, said
+    assert "Exception ignored" not in said and "Traceback" not in said  # the swallowed stop is no error to print
+    assert not (Path(cfg.run_dir) / runfiles.METRICS_FILE).exists()  # not a step trained

@@ -96,11 +96,14 @@ def main(argv: list[str] | None = None, as_program: bool = False) -> int:
     if threading.current_thread() is threading.main_thread():
         # A scheduler's stop (SIGTERM: timeout, preemption, Ray) ends the run as Ctrl-C does: marked crashed.
         before = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda raised: None if isinstance(raised.exc_value, KeyboardInterrupt) else hook(raised)
+    try:  # (a stop's KeyboardInterrupt a callback swallowed is no error to print: the stop is kept, `_run` takes it)
         with warnings.catch_warnings():
             route_warnings(lambda said: print(f"warning: {said}", file=sys.stderr, flush=True))  # as `ladder` says one
             return _run(args, debug, quiet=as_program and not debug)
     finally:
+        sys.unraisablehook = hook
         for sig, handler in before.items():
             signal.signal(sig, handler)
 
@@ -126,6 +129,8 @@ def _run(args: argparse.Namespace, debug: bool, quiet: bool = False) -> int:
         init_distributed(args.coordinator, args.num_processes, args.process_id)
         from trainer_jax.train import train
 
+        if any(not echo for _, _, echo in _RECEIVED):  # a stop while it loaded, its KeyboardInterrupt swallowed
+            raise KeyboardInterrupt  # (by a callback of JAX's, as it loads): taken here, before a step is trained
         train(cfg, run_dir, resume=args.resume, expert_parallel=args.expert_parallel,
               progress=not args.no_progress)
     except LadderError as exc:
