@@ -290,6 +290,33 @@ def test_a_metric_cell_too_large_for_a_float_names_its_line(tmp_path):
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run", step="step")).runs()
 
 
+@pytest.mark.parametrize("tokens", ["planned_tokens", "tokens"], ids=["coord-column", "tokens-column"])
+def test_a_table_of_final_losses_puts_each_at_its_runs_last_step_as_its_coordinates_give_it(tmp_path, tokens):
+    """One row per run, no step column, the tokens of each run and the tokens per step given: each final loss is
+    stored at steps = tokens ÷ tokens per step and at the run's tokens (it was stored at step 1, at 1,000 tokens, and
+    the fits read compute 20,000× too small for the smallest run, 80,000× for the largest)."""
+    path = tmp_path / "finals.csv"
+    path.write_text("run,loss,N,D\na,3.0,1e6,2e7\nb,2.8,2e6,4e7\nc,2.6,4e6,8e7\n")
+    mapped = ["--coord-column", "planned_tokens=D"] if tokens == "planned_tokens" else ["--tokens", "D"]
+    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--metric", "eval/loss=loss",
+                                   "--coord-column", "active_params=N", *mapped, "--coord", "tokens_per_step=1000",
+                                   "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    store = Store(tmp_path / "s")
+    runs = store.runs().set_index("run_id")
+    D = {"a": 20_000_000, "b": 40_000_000, "c": 80_000_000}
+    for run, d in D.items():
+        assert (runs.at[run, "planned_tokens"], runs.at[run, "tokens_per_step"]) == (d, 1000)
+        assert runs.at[run, "stop_after_steps"] == runs.at[run, "last_step"] == d // 1000
+    h = store.history().set_index("run_id")
+    assert [h.at[r, "tokens"] for r in D] == list(D.values()) and (h["fraction"] == 1.0).all()
+    alone = tmp_path / "alone"  # without the tokens per step, each run is one step of all its tokens, as before
+    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--metric", "eval/loss=loss",
+                                   "--coord-column", "active_params=N", *mapped, "--store", str(alone)])
+    assert res.exit_code == 0, res.output
+    assert Store(alone).history().set_index("run_id").loc[list(D), "tokens"].tolist() == list(D.values())
+
+
 def test_a_run_of_one_row_without_its_tokens_names_its_line(tmp_path):
     path = tmp_path / "finals.csv"
     path.write_text("run_id,params,tokens,loss\na,1e8,2e9,3.1\nb,2e8,,3.0\n")
@@ -816,3 +843,24 @@ def test_one_file_given_by_two_paths_is_read_once(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert sorted(Store(tmp_path / "s").runs()["run_id"]) == ["a", "b"]
 
+
+
+def test_a_parquet_table_with_list_and_struct_columns_keeps_them_as_text_labels(tmp_path):
+    """Tags, histograms or a nested config in a parquet export (list and struct columns no option maps) were a bug
+    (unhashable cells): they are kept as JSON text, a run's label where they hold one value."""
+    rows = pd.DataFrame({"run": ["a"] * 3 + ["b"] * 3, "step": [100, 200, 300] * 2,
+                         "loss": [4.0, 3.5, 3.2, 4.1, 3.6, 3.3]})
+    rows["tags"] = [[1, 2]] * 3 + [[3]] * 3
+    rows["cfg"] = [{"lr": 1e-3, "sizes": [1.5, 2.0]}] * 3 + [{"lr": 1e-3, "sizes": [1.5]}, None, {"lr": 2e-3, "sizes": []}]
+    path = tmp_path / "runs.parquet"
+    rows.to_parquet(path)
+    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step", "--metric",
+                                   "eval/loss=loss", "--coord", "active_params=1e6", "--coord", "stop_after_steps=300",
+                                   "--coord", "tokens_per_step=1000", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    store = Store(tmp_path / "s")
+    config = {r["run_id"]: json.loads(r["config_json"]) for _, r in store.runs().iterrows()}
+    assert config["a"]["tags"] == "[1, 2]" and config["b"]["tags"] == "[3]"
+    assert json.loads(config["a"]["cfg"]) == {"lr": 1e-3, "sizes": [1.5, 2.0]} and "cfg" not in config["b"]  # varies
+    h = store.history().sort_values(["run_id", "step"])
+    np.testing.assert_array_equal(h["value"], rows["loss"])

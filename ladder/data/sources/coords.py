@@ -44,6 +44,9 @@ MAY_BE_UNKNOWN = ("active_params", "total_params", "fit_flops_per_token")
 
 PLAN_FIELDS = ("stop_after_steps", "tokens_per_step", "planned_tokens")
 """Any two of these give the third."""
+ONE_ROW = "one_row_per_run"
+"""In a run's config from a table of one row per run and no step column (final losses): that row is the run's last,
+at its last step, which its coordinates give (1 where they give no steps: its tokens are then its tokens per step)."""
 
 
 class MissingCoordinates(LadderError):
@@ -299,6 +302,9 @@ def resolve_coordinates(
     if "stop_after_steps" not in clean and schedule is not None:
         clean["stop_after_steps"] = schedule.horizon
     derive_tokens(clean)
+    if "stop_after_steps" not in clean and config.get(ONE_ROW):
+        clean["stop_after_steps"] = 1
+        derive_tokens(clean)
     for f in ("planned_tokens", "tokens_per_step", "stop_after_steps"):
         if clean.get(f) is not None and not 0 < clean[f] < 2**63:
             raise LadderError(f"run {run_label}: '{f}' = {clean[f]} (derived from the other two) is out of range")

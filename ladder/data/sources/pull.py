@@ -31,6 +31,7 @@ from ladder import runfiles
 from ladder.data.resolve import HISTORY_COLUMNS, MetricSettings, first_eval_share, resolve
 from ladder.data.sources.coords import (
     FIELDS,
+    ONE_ROW,
     SCHEDULE,
     CoordinateOverrides,
     Coordinates,
@@ -393,12 +394,15 @@ def _pull_run(
     moved = _moved(_coords(prev), coords.values()) if same else ""
     stored_report = None if fresh else writer.stored_report(ref.run_id)
     stored_history = None if fresh else writer.stored_history(ref.run_id)
-    _check_renames(ref, got.rows, stored_history, new_renames)
-    history, report = resolve(got.rows, coords, settings, stored_history, first_eval_share(config))
+    rows = got.rows
+    if config.get(ONE_ROW):  # a table's one row of the run (its final loss): at its last step, known only now
+        rows = rows.assign(step=np.full(len(rows), coords.stop_after_steps, dtype=np.int64))
+    _check_renames(ref, rows, stored_history, new_renames)
+    history, report = resolve(rows, coords, settings, stored_history, first_eval_share(config))
     if labels.get("role") == "prediction":  # a prediction logged to wandb holds bands, never the metric itself
         report = dataclasses.replace(report, missing_fit_metric="")
     if got.whole:
-        _check_plan(source, ref, name, got.rows["step"].to_numpy(), coords)
+        _check_plan(source, ref, name, rows["step"].to_numpy(), coords)
     was = writer.stored_history(ref.run_id) if got.whole and same else None  # a table read again
     if not replace:
         _check_nothing_lost(name, was, history)

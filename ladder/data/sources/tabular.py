@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ladder.data import csvfile
-from ladder.data.sources.coords import FIELDS, LABELS, overridden, same_given
+from ladder.data.sources.coords import FIELDS, LABELS, ONE_ROW, overridden, same_given
 from ladder.data.sources.table import (
     STATES,
     RunRef,
@@ -182,13 +182,13 @@ class TableSource:
                 config[f] = self._run_value(run_id, rows, column, f)
             if c.step is None and len(rows) > 1:
                 rows = self._steps_from_tokens(run_id, rows, config)
-            elif c.step is None:
-                config.setdefault("stop_after_steps", 1)
-                if c.tokens is not None and "tokens_per_step" not in c.coords:
+            elif c.step is None:  # its one row is its last, at the step its coordinates give (`ONE_ROW`)
+                config[ONE_ROW] = True
+                if c.tokens is not None and "planned_tokens" not in c.coords:
                     if pd.isna(rows[c.tokens].iloc[0]):
                         raise LadderError(f"{self._where(int(rows.index[0]))}: run {run_id!r} has no tokens (column "
                                           f"'{c.tokens}' is empty); give the tokens it trained on")
-                    config.setdefault("tokens_per_step", _plain(rows[c.tokens].iloc[0]))
+                    config.setdefault("planned_tokens", _plain(rows[c.tokens].iloc[0]))
             elif c.tokens is not None and "tokens_per_step" not in config:
                 per_step = _constant_ratio(rows[c.tokens], rows[c.step])
                 if per_step is not None:
@@ -381,7 +381,7 @@ class TableSource:
         c = self.columns
         try:
             if self.path.suffix.lower() in (".parquet", ".pq"):
-                table = pd.read_parquet(self.path, engine="pyarrow").reset_index(drop=True)
+                table = _nested_as_text(pd.read_parquet(self.path, engine="pyarrow").reset_index(drop=True))
                 cells = _parquet_cells(self.path, [m for m in dict.fromkeys(c.metrics.values()) if m in table])
             else:
                 text = self._whole_rows(csvfile.text(self.path))
@@ -530,6 +530,23 @@ def _per_run_constants(table: pd.DataFrame, ids: pd.Series, exclude: set[str | N
         str(run): {str(col): _plain(first.at[run, col]) for col in columns if constant.at[run, col]}
         for run in first.index
     }
+
+
+def _nested_as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """A parquet table with its list, struct and map cells (tags, a histogram, a nested config) as JSON text: a
+    column no option maps is read as a run's label where it holds one value (`_per_run_constants`), which needs
+    cells that compare."""
+    import json
+
+    def text(cell: Any) -> Any:
+        if not isinstance(cell, (np.ndarray, list, tuple, dict)):
+            return cell
+        return json.dumps(cell, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v), sort_keys=True)
+
+    for column in table.select_dtypes(include="object").columns:
+        if table[column].map(lambda cell: isinstance(cell, (np.ndarray, list, tuple, dict))).any():
+            table[column] = table[column].map(text)
+    return table
 
 
 def _state_of(row: dict[str, str]) -> str:
