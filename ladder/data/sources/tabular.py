@@ -543,7 +543,7 @@ def _nested_as_text(table: pd.DataFrame) -> pd.DataFrame:
             return cell
         return json.dumps(cell, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v), sort_keys=True)
 
-    for column in table.select_dtypes(include="object").columns:
+    for column in table.columns[[dtype == np.dtype(object) for dtype in table.dtypes]]:
         if table[column].map(lambda cell: isinstance(cell, (np.ndarray, list, tuple, dict))).any():
             table[column] = table[column].map(text)
     return table
