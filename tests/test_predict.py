@@ -500,6 +500,27 @@ def test_watch_says_the_run_passed_the_predictions_edit_without_it_not_that_its_
     assert json.loads((out / "prediction.json").read_text())["table"][-1]["step"] == unedited.stop_after_steps
 
 
+def test_a_watch_takes_the_runs_edit_written_without_its_default_fields_as_the_predictions(tmp_path, mp_store):
+    """A run whose config holds the prediction's cut written by hand (no `length`, no `shape`, as a cut needs neither)
+    made the prediction's edit: the watch keeps the prediction (it said "schedule edited" and predicted again at every
+    check, each time the same)."""
+    import yaml
+
+    (edit,) = PLAN.hero.schedule.edits
+    out = tmp_path / "pred"
+    predict(mp_store, PLAN.hero, FAST).save(out)
+    before = (out / "prediction.json").read_text()
+    run = write_run(tmp_path / "hero", PLAN.hero, upto=edit.at_step + 20, state="running")
+    config = yaml.safe_load((run / "run.yaml").read_text())
+    config["schedule"]["edits"] = [{"kind": "shorten", "at_step": edit.at_step, "new_total_steps": edit.new_total_steps}]
+    (run / "run.yaml").write_text(yaml.safe_dump(config))
+    store = shutil.copytree(mp_store.root, tmp_path / "store")
+    res = runner.invoke(app, ["watch", "--prediction", str(out), "--local", str(run), "--store", str(store), "--once"])
+    assert res.exit_code in (0, 4), res.output
+    assert "schedule edited" not in res.output and "predicting again" not in res.output
+    assert (out / "prediction.json").read_text() == before and not list(out.glob("earlier-prediction-*"))
+
+
 def test_a_replans_edit_the_run_passes_without_making_it_is_not_the_runs_plan():
     """A watch keeps a replan ahead of the run until the run passes the replan's edit; past it, a run whose config
     still lacks the edit is not following it (judged against the shorter plan, its last fifth went unjudged) and is

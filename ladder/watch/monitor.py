@@ -327,8 +327,8 @@ class Watcher:
         plan = self.prediction.schedule
         if not sched or not plan or self.repredict is None:
             return
-        done, planned = sched.get("edits", []), plan.get("edits", [])
-        if _plan_holds(done, planned, plan.get("replaced", []), reached):
+        done, planned = _edits(sched.get("edits")), _edits(plan.get("edits"))
+        if _plan_holds(done, planned, _edits(plan.get("replaced")), reached):
             return
         missed = _missed_edit(done, planned, reached)
         why = "" if missed is None else f"the run passed step {missed:,} without the edit the prediction holds there"
@@ -674,6 +674,20 @@ def _reached(run: pd.Series) -> int:
     """The last step the store holds of the run (-1 before its first row)."""
     last = run.get("last_step")
     return -1 if last is None or pd.isna(last) else int(last)
+
+
+def _edits(items: object) -> list:
+    """Schedule edits as data, each with the fields it leaves out at their defaults (`ScheduleEdit`) and whole numbers
+    as integers: a cut written by hand (no `length`, no `shape`) is the same edit as the one a replan wrote."""
+    from ladder.config.schedule import ScheduleEdit
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ScheduleEdit) if f.default is not dataclasses.MISSING}
+
+    def plain(v: object) -> object:
+        return int(v) if isinstance(v, float) and v.is_integer() else v
+
+    return [{k: plain(v) for k, v in {**defaults, **e}.items()} if isinstance(e, dict) else e
+            for e in (items if isinstance(items, list) else [])]
 
 
 def _missed_edit(done: list, planned: list, reached: int) -> int | None:
