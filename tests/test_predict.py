@@ -218,8 +218,9 @@ def test_watch_predicts_again_after_a_schedule_edit(tmp_path, mp_store):
     out = tmp_path / "pred"
     predict(mp_store, planned, FAST).save(out)
     write_run(tmp_path / "hero", PLAN.hero, upto=400, state="running")  # its run.yaml carries the cut
+    store = shutil.copytree(mp_store.root, tmp_path / "store")  # the module's store stays without a hero
     res = runner.invoke(app, ["watch", "--prediction", str(out), "--local", str(tmp_path / "hero" / PLAN.hero.name),
-                              "--store", str(mp_store.root), "--once"])
+                              "--store", str(store), "--once"])
     assert res.exit_code in (0, 4), res.output  # on track or a warning
     assert "schedule edited" in res.stdout
     again = json.loads((out / "prediction.json").read_text())
@@ -498,6 +499,51 @@ def test_watch_says_the_run_passed_the_predictions_edit_without_it_not_that_its_
         "its own schedule" in said, res.output
     assert "schedule edited" not in said and "predicting again from its own schedule" in said
     assert json.loads((out / "prediction.json").read_text())["table"][-1]["step"] == unedited.stop_after_steps
+
+
+@pytest.mark.parametrize("made_it", [False, True], ids=["kept-its-plan", "made-the-cut"])
+def test_a_watch_holds_a_run_that_logs_its_lr_alone_to_its_planned_steps_and_its_lr(tmp_path, mp_store, made_it):
+    """A hero imported with its LR logged and no schedule declared, a replan's cut ahead of it: past the cut, a run
+    whose coordinates still plan the whole horizon and whose LR did not follow the cut is predicted again from the
+    plan it runs (it was judged against the cut to its end, past it "cannot judge", without a word); one whose LR
+    follows the cut keeps the replan."""
+    from ladder.predict.replan import shortened
+
+    T, at, cut = UNEDITED.stop_after_steps, UNEDITED.stop_after_steps // 4, int(0.85 * UNEDITED.stop_after_steps)
+    cfg = UNEDITED.save(tmp_path / f"{UNEDITED.name}.yaml")
+    ran = shortened(UNEDITED, at, cut) if made_it else UNEDITED
+    store = Store(shutil.copytree(mp_store.root, tmp_path / "store"))
+    n = round(T * UNEDITED.tokens_per_step / UNEDITED.tpp)  # the token ratio the config declares, a store holds none
+
+    def imported(upto: int) -> None:
+        steps = np.arange(1, upto + 1)
+        evals = np.array([s for s in ran.eval_steps() if s <= upto])
+        table = pd.DataFrame({"run": UNEDITED.name, "state": "running", "step": steps, "lr": ran.schedule.lrs(0, upto)})
+        table = table.merge(pd.DataFrame({"step": evals, "loss": truth(ran, evals)}), on="step", how="left")
+        table.to_csv(tmp_path / "hero.csv", index=False)
+        res = runner.invoke(app, ["import", "csv", str(tmp_path / "hero.csv"), "--run", "run", "--step", "step",
+                                  "--metric", "eval/loss=loss", "--metric", "optim/learning_rate=lr", "--coord",
+                                  f"active_params={n}", "--coord",
+                                  f"fit_flops_per_token={UNEDITED.fit_flops_per_token}", "--coord",
+                                  f"stop_after_steps={T}", "--coord", f"tokens_per_step={UNEDITED.tokens_per_step}",
+                                  "--coord", f"group={UNEDITED.group}", "--store", str(store.root)])
+        assert res.exit_code == 0, res.output
+
+    imported(at - 10)
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(store.root), "--at", str(at), "--shorten-to", str(cut),
+                              "--n-boot", "20", "--out", str(tmp_path / "pred")])
+    assert res.exit_code == 0, res.output
+    watch = ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--once"]
+    said = " ".join(runner.invoke(app, watch).output.split())
+    assert "predicting again" not in said  # not at the cut yet: the replan is the plan
+    imported(at + 60)
+    said = " ".join(runner.invoke(app, watch).output.split())
+    last = int(Prediction.load(tmp_path / "pred").table["step"].iloc[-1])
+    if made_it:
+        assert "predicting again" not in said and last == cut, said
+    else:
+        assert f"the run passed step {at:,} without the edit the prediction holds there: predicting again" in said, said
+        assert last == T and len(list((tmp_path / "pred").glob("earlier-prediction-*"))) == 1
 
 
 def test_a_watch_takes_the_runs_edit_written_without_its_default_fields_as_the_predictions(tmp_path, mp_store):

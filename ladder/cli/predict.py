@@ -323,7 +323,8 @@ def replan_command(
                                 seconds_left)
         console.print(fit.message())
         given = shorten_to is not None or cooldown_steps is not None  # the user's own edit: held to the deadline too
-        if not given and not fit.fits and fit.reachable_steps <= step:  # (a given edit is said to end after it)
+        if not given and now is not None and now < step and not fit.fits and fit.reachable_steps <= step:
+            # (an edit given is said to end after the deadline; a run not in the store is taken to be at --at)
             raise LadderError(f"--at {step:,}: the run, at step {fit.step:,}, reaches only step "
                               f"{fit.reachable_steps:,} by the deadline, so an edit at step {step:,} comes too late; "
                               "give an earlier --at, or a later --deadline")

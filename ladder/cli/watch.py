@@ -166,6 +166,10 @@ def watch_command(
         from ladder.predict.adapter import PredictSettings, predict  # scipy: only when the schedule changes
 
         target = target_from_store(st, old.run_name, old.metric)
+        if target.schedule is None and isinstance(config.get("schedule"), dict):  # one that logs its LR alone
+            from ladder.data.sources.coords import schedule_from  # (its plan, `_planned_by`)
+
+            target = dataclasses.replace(target, schedule=schedule_from(config["schedule"], old.run_name))
         if target.schedule is None:
             return old
         said = (f"{escape(why)}: predicting again from its own schedule ({escape(target.schedule.describe())})" if why

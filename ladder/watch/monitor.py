@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ladder import metrics as keys
+from ladder.config.yamlio import to_dict
 from ladder.data.sources.coords import CoordinateOverrides, coordinates_from_config, schedule_plan
 from ladder.data.sources.pull import PullSkipped, Source, pull
 from ladder.data.sources.table import SHORT_OF_PLAN
@@ -139,7 +140,7 @@ class Watcher:
         self._unreadable = None
         config = self.store.config(str(run["run_id"]))
         self._must_be_predicted(run, config)
-        self._maybe_repredict(config, _reached(run))
+        self._maybe_repredict(config, _reached(run), run)
         obs = self._observed(run, config, state, now)
         finished = str(run["state"]) != "running"
         flaw = unusable(self.prediction)
@@ -318,13 +319,17 @@ class Watcher:
                        f"`ladder predict --target-run {name} --store {self.store.root} --out NEW_FOLDER` and watch it "
                        "against that prediction")
 
-    def _maybe_repredict(self, config: dict, reached: int) -> None:
+    def _maybe_repredict(self, config: dict, reached: int, run: pd.Series | None = None) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
         prediction kept in ``earlier-prediction-<time>/``). A prediction that holds the run's edits and more (a
         `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`). The run is the predicted one
-        (`_must_be_predicted`): only its edits may differ."""
+        (`_must_be_predicted`): only its edits may differ. A run whose config declares no schedule (its LR logged
+        alone) is held to its planned steps and its logged LR (`_planned_by`)."""
         sched = schedule_of(config)
         plan = self.prediction.schedule
+        if not sched and plan and run is not None:
+            sched = _planned_by(plan, run.get("stop_after_steps"), lambda: self._logged_lr(run))
+            config = {**config, "schedule": sched}  # the schedule the run is predicted again from
         if not sched or not plan or self.repredict is None:
             return
         done, planned = _edits(sched.get("edits")), _edits(plan.get("edits"))
@@ -337,6 +342,11 @@ class Watcher:
             keep_prediction(self.prediction_dir, "earlier-prediction")
             self.prediction.save(self.prediction_dir)
             self._stamp = _stamp(Path(self.prediction_dir) / "prediction.json")
+
+    def _logged_lr(self, run: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        """The run's logged LR: its steps and values."""
+        h = self.store.history(run_ids=[str(run["run_id"])], metrics=[keys.LEARNING_RATE])
+        return h["step"].to_numpy(np.int64), h["value"].to_numpy(np.float64)
 
     def _verdicts(self, obs: Observed, alerts: list[Alert], state: WatchState,
                   finished: bool = False) -> tuple[list[str], str]:
@@ -674,6 +684,40 @@ def _reached(run: pd.Series) -> int:
     """The last step the store holds of the run (-1 before its first row)."""
     last = run.get("last_step")
     return -1 if last is None or pd.isna(last) else int(last)
+
+
+def _planned_by(plan: dict, steps: object, logged: Callable[[], tuple[np.ndarray, np.ndarray]]) -> dict:
+    """For a run whose config declares no schedule, the schedule of the prediction (`plan`) it runs where its planned
+    `steps` (its stored coordinates) differ from the prediction's: that plan without the prediction's last edit (a
+    replan's) and with the edits that edit replaced, or with none, whichever plans those steps, unless its `logged`
+    LR past that edit follows the prediction's edit more closely; {} where the run is the prediction's, or no plan
+    of the two is its."""
+    from ladder.config.schedule import Schedule
+    from ladder.config.yamlio import build
+
+    known = {f.name for f in dataclasses.fields(Schedule)}
+    base = {k: v for k, v in plan.items() if k in known}
+    edits = _edits(base.get("edits"))
+    if not edits or steps is None or pd.isna(steps):
+        return {}
+    before = sorted([*edits[:-1], *_edits(plan.get("replaced"))], key=lambda e: int(e.get("at_step", 0)))
+    try:
+        predicted, *others = (build(Schedule, c) for c in (base, {**base, "edits": before}, {**base, "edits": []}))
+    except (LadderError, TypeError, ValueError):
+        return {}
+    if predicted.horizon == int(steps):
+        return {}
+    run = next((o for o in others if o.horizon == int(steps)), None)
+    if run is None:
+        return {}
+    at, lr = logged()
+    past = (at > int(edits[-1].get("at_step", 0))) & np.isfinite(lr) & (lr > 0)
+    if past.any():  # its LR says which plan it runs (the LR logged at step s is that of step s - 1)
+        miss = [np.abs(np.log(lr[past] / np.maximum(s.lrs(0, int(at[past].max()))[at[past] - 1], 1e-300))).mean()
+                for s in (predicted, run)]
+        if miss[0] <= miss[1]:
+            return {}
+    return to_dict(run)
 
 
 def _edits(items: object) -> list:
