@@ -422,6 +422,29 @@ def test_planning_again_keeps_a_hand_edit_of_the_plan(tmp_path):
     assert run("plan", "micro-cpu", "--out", str(tmp_path)).exit_code == 0
 
 
+def test_a_config_of_the_users_at_a_plans_name_is_not_written_over_without_the_plans_record(tmp_path):
+    """A YAML at the name of one of the plan's configs that no plan wrote there (a hand-edited plan copied without its
+    hidden record, a file of the user's) is refused, nothing written; a copy that is the plan's, byte for byte, is
+    its own."""
+    planned = tmp_path / "plan"
+    assert run("plan", "micro-cpu", "--out", str(planned)).exit_code == 0
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in planned.glob("*.yaml"):
+        (copy / path.name).write_bytes(path.read_bytes())
+    assert run("plan", "micro-cpu", "--out", str(copy)).exit_code == 0  # the same configs: written again
+    (copy / ".ladder-plan.json").unlink()
+    rung = sorted(copy.glob("*.yaml"))[0]
+    rung.write_text(rung.read_text().replace("peak_lr:", "peak_lr: 0.01 #", 1))
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    res = run("plan", "micro-cpu", "--out", str(copy))
+    assert res.exit_code == 2 and " ".join(res.stderr.split()) == (
+        f"error: {copy}: {rung.name}: not written there by `ladder plan` (not in .ladder-plan.json), and not what this "
+        "plan writes; planning would replace your file: give --out another folder, or move it away (nothing was "
+        "written)"), res.output
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+
+
 def test_spec_of_a_run_config_without_its_spec_says_the_spec_is_missing(tmp_path):
     path = _written(tmp_path)
     data = yaml.safe_load(path.read_text())

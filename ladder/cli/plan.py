@@ -48,8 +48,9 @@ def plan_command(
     (3 × forward FLOPs per token without the output head × tokens); 6·N_act·D is in the JSON.
 
     Planning again into an --out folder replaces the plan's own files there; a config or launch.sh
-    edited since it was written, a config a run was trained from, run configs of another plan and a
-    launch.sh the plan did not write are refused (nothing is written); other files are left alone.
+    edited since it was written, a config a run was trained from, run configs of another plan, a YAML
+    at a config's name that no plan wrote there and a launch.sh the plan did not write are refused
+    (nothing is written); other files are left alone.
     """
     _check_hero_hosts(hero_hosts)
     if out is not None:

@@ -173,9 +173,15 @@ def _refuse_edited(out: Path, staged: Path) -> None:
     try:
         written = json.loads((out / WRITTEN_FILE).read_text())
     except (OSError, ValueError):
-        return  # no record (a folder planned before it, or made by hand): the other checks hold
-    if not isinstance(written, dict):
-        return
+        written = {}  # no record (a folder made by hand, or a plan's configs copied without it)
+    written = written if isinstance(written, dict) else {}
+    mine = [p.name for p in staged.glob("*.yaml") if (out / p.name).is_file() and p.name not in written
+            and _digest(out / p.name) != _digest(p)]
+    if mine:  # a config this plan writes, of that name, that no plan wrote here: the user's (a copy, a hand edit)
+        shown = ", ".join(sorted(mine)[:3]) + (", ..." if len(mine) > 3 else "")
+        raise LadderError(f"{out}: {shown}: not written there by `ladder plan` (not in {WRITTEN_FILE}), and not what "
+                          "this plan writes; planning would replace your file: give --out another folder, or move it "
+                          "away (nothing was written)")
     edited = [name for name, digest in written.items() if isinstance(name, str) and "/" not in name
               and (out / name).is_file() and _digest(out / name) != digest
               and not ((staged / name).is_file() and _digest(staged / name) == _digest(out / name))]
