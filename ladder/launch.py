@@ -34,11 +34,20 @@ def ladder_runs(folder: Path, rungs_only: bool = False) -> list[tuple[Path, RunC
                           f"{folder}`, or its whole ladder with --ladder {folder.parent}")
     if not folder.is_dir():
         raise LadderError(f"--ladder {folder}: no such folder (write one with `ladder plan PRESET --out {folder}`)")
-    runs = [(p, RunConfig.load(p, check_coordinates=False)) for p in sorted(folder.glob("*.yaml"))]
+    runs = [(p, _ladder_config(p)) for p in sorted(folder.glob("*.yaml"))]
     if not runs:
         raise LadderError(f"--ladder {folder}: no run config (*.yaml) in it")
     runs.sort(key=lambda pc: (pc[1].role == "hero", pc[1].fit_flops, pc[1].name))
     return [(p, c) for p, c in runs if not (rungs_only and c.role == "hero")]
+
+
+def _ladder_config(path: Path) -> RunConfig:
+    """One YAML of a ladder folder as a run config; one that is none says that --ladder reads every YAML there."""
+    try:
+        return RunConfig.load(path, check_coordinates=False)
+    except LadderError as exc:
+        raise LadderError(f"{exc}; --ladder trains every YAML in {path.parent} (a YAML that is no run config, notes "
+                          "say, goes in another folder)") from None
 
 
 def run_dir_of(path: Path, cfg: RunConfig) -> Path:

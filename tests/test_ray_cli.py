@@ -139,6 +139,16 @@ def test_a_folder_given_as_the_run_config_points_to_ladder(ladder_folder):
     assert not (ladder_folder / "runs").exists()
 
 
+def test_a_yaml_in_the_ladder_folder_that_is_no_run_config_says_ladder_reads_every_yaml(ladder_folder):
+    (ladder_folder / "my-notes.yaml").write_text("user: notes\n")
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder)])
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and said.startswith(f"error: {ladder_folder / 'my-notes.yaml'}: unknown field 'user'"), said
+    assert said.endswith(f"--ladder trains every YAML in {ladder_folder} (a YAML that is no run config, notes say, goes "
+                         "in another folder)")
+    assert not (ladder_folder / "runs").exists()
+
+
 def test_rays_advice_on_a_cluster_it_cannot_reach_is_in_the_one_line_error(recwarn):
     import warnings
 
