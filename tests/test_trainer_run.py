@@ -637,3 +637,17 @@ def test_a_stop_swallowed_while_the_trainer_loads_stops_the_run_before_its_first
     assert f"{cfg.name}: interrupted:" in said and "starts again from step 0" in said, said
     assert "Exception ignored" not in said and "Traceback" not in said  # the swallowed stop is no error to print
     assert not (Path(cfg.run_dir) / runfiles.METRICS_FILE).exists()  # not a step trained
+
+
+def test_resume_into_a_folder_of_metrics_no_run_of_the_trainers_wrote_keeps_them(tmp_path):
+    """Metrics in the run folder with no status and no checkpoint (a file of the user's): --resume (which `--ladder`
+    and launch.sh always pass) refuses to train over them rather than start "from scratch" and drop them."""
+    cfg = tiny(tmp_path)
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True)
+    mine = '{"step": 1, "my/own": 5}\n{"step": 2, "my/own": 6}\n'
+    (run_dir / runfiles.METRICS_FILE).write_text(mine)
+    with pytest.raises(LadderError, match=r"holds metrics up to step 2 but no status of a run \(status\.json\) and no "
+                                          r"checkpoint: they are not a run this trainer stopped"):
+        train(cfg, resume=True, progress=False)
+    assert (run_dir / runfiles.METRICS_FILE).read_text() == mine and not (run_dir / runfiles.STATUS_FILE).exists()

@@ -475,6 +475,10 @@ def _without_checkpoint(cfg: RunConfig, run_dir: Path, resume: bool) -> int | No
         return None
     reached = run_step(run_dir)
     first_save = min(checkpoint_steps(cfg))
+    if resume and run_state(run_dir) is None:  # metrics with no status of a run: no run this trainer started
+        raise LadderError(f"{run_dir} holds metrics up to step {logged} but no status of a run ({runfiles.STATUS_FILE}) "
+                          "and no checkpoint: they are not a run this trainer stopped, and training would replace "
+                          f"them. Use a fresh run_dir to keep them, or remove {run_dir} to train the run there")
     if resume and reached < first_save:
         return None
     if reached < first_save:
