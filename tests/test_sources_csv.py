@@ -864,3 +864,23 @@ def test_a_parquet_table_with_list_and_struct_columns_keeps_them_as_text_labels(
     assert json.loads(config["a"]["cfg"]) == {"lr": 1e-3, "sizes": [1.5, 2.0]} and "cfg" not in config["b"]  # varies
     h = store.history().sort_values(["run_id", "step"])
     np.testing.assert_array_equal(h["value"], rows["loss"])
+
+
+def test_a_table_imported_again_with_replace_replaces_a_damaged_history_file(tmp_path):
+    """The damaged-history hint names what works for an import (its --replace; --full is pull's), and --replace reads
+    the run anew over the damaged file (it failed on that file as without it)."""
+    path = tmp_path / "t.csv"
+    path.write_text("run,step,loss\na,100,4.0\na,300,3.0\nb,100,4.1\nb,300,3.1\n")
+    args = ["import", "csv", str(path), "--run", "run", "--step", "step", "--metric", "eval/loss=loss", "--coord",
+            "active_params=1e6", "--coord", "stop_after_steps=300", "--coord", "tokens_per_step=1000", "--store",
+            str(tmp_path / "st")]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    (damaged,) = (tmp_path / "st" / "history").glob("a-*")
+    damaged.write_bytes(damaged.read_bytes()[:300])
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "read the run anew (`ladder pull` with --full, `ladder import` with --replace)" in \
+        " ".join(res.stderr.split()), res.output
+    res = CliRunner().invoke(app, [*args, "--replace"])
+    assert res.exit_code == 0, res.output
+    h = Store(tmp_path / "st").history().sort_values(["run_id", "step"])
+    assert h["value"].tolist() == [4.0, 3.0, 4.1, 3.1]

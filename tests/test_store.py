@@ -417,7 +417,7 @@ def test_a_pull_skips_a_run_whose_stored_history_is_damaged_and_full_reads_it_an
     with pytest.raises(PullSkipped) as err:
         pull(store, MemorySource(grown))
     message = str(err.value)
-    assert message.startswith(f"skipped r2: {path}: damaged history file (no column 'value'); pull again with --full")
+    assert message.startswith(f"skipped r2: {path}: damaged history file (no column 'value'); read the run anew (`ladder pull` with --full")
     assert "--repair" in message
     assert _history_path(store, "r2") == path  # left as it was, not replaced by the new rows alone
     assert len(store.history(["r3"])) == 35  # the runs beside it were pulled

@@ -112,8 +112,9 @@ class StoreWriter:
             return open_history(self.root / name, run_id).to_pandas()
         except DamagedHistory as exc:
             raise LadderError(
-                f"{exc.path}: damaged history file ({exc.problem}); pull again with --full (reads every run "
-                f"anew), or {REPAIR.format(root=self.root)} drops it so that the next pull reads it again"
+                f"{exc.path}: damaged history file ({exc.problem}); read the run anew (`ladder pull` with --full, "
+                f"`ladder import` with --replace), or {REPAIR.format(root=self.root)} drops it so that the next pull "
+                "reads it again"
             ) from None
 
     def stored_report(self, run_id: str) -> ResolveReport | None:

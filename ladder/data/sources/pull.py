@@ -403,7 +403,7 @@ def _pull_run(
         report = dataclasses.replace(report, missing_fit_metric="")
     if got.whole:
         _check_plan(source, ref, name, rows["step"].to_numpy(), coords)
-    was = writer.stored_history(ref.run_id) if got.whole and same else None  # a table read again
+    was = _table_before(writer, ref.run_id, replace) if got.whole and same else None  # a table read again
     if not replace:
         _check_nothing_lost(name, was, history)
     total = report.plus(stored_report)
@@ -444,6 +444,17 @@ def _pull_run(
         + tuple(report.messages(stored_report)),
         new=prev is None,
     )
+
+
+def _table_before(writer: StoreWriter, run_id: str, replace: bool) -> pd.DataFrame | None:
+    """The stored history of a run a table holds again, to compare with; with `replace`, a damaged one is None (the
+    table replaces it whole)."""
+    try:
+        return writer.stored_history(run_id)
+    except LadderError:
+        if replace:
+            return None
+        raise
 
 
 def _short_of_plan(source: Source, got: SourceRun, config: dict[str, Any], last_step: int | None,
