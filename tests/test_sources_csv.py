@@ -884,3 +884,15 @@ def test_a_table_imported_again_with_replace_replaces_a_damaged_history_file(tmp
     assert res.exit_code == 0, res.output
     h = Store(tmp_path / "st").history().sort_values(["run_id", "step"])
     assert h["value"].tolist() == [4.0, 3.0, 4.1, 3.1]
+
+
+def test_a_loss_logged_as_perplexity_is_warned_of(tmp_path):
+    path = tmp_path / "ppl.csv"
+    path.write_text("run,step,loss\na,100,800\na,200,120\na,300,30.5\na,500,19.9\n")  # perplexity, then a loss in nats
+    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step", "--metric",
+                                   "eval/loss=loss", "--coord", "active_params=1e6", "--coord", "stop_after_steps=500",
+                                   "--coord", "tokens_per_step=1000", "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    assert "a: eval/loss: 3 values above 20 (first at step 100), more than the cross-entropy in nats of a uniform " \
+           "guess over 400 million tokens: a loss logged as perplexity?" in " ".join(res.stderr.split()), res.output
+    assert Store(tmp_path / "s").history()["value"].tolist() == [800, 120, 30.5, 19.9]  # kept as logged

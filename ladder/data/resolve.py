@@ -87,6 +87,8 @@ class ResolveReport:
     """(metric, NaN/inf values, first step with one)."""
     not_positive: tuple[tuple[str, int, int], ...] = ()
     """(metric, values of 0 or below, first step with one) of the fit metric and the losses: no loss."""
+    above_nats: tuple[tuple[str, int, int], ...] = ()
+    """(metric, values above `MOST_NATS`, first step with one) of the fit metric and the losses: a perplexity?"""
     past_plan: int = 0
     """Values at steps past the plan in force at them."""
     step_like: str = ""
@@ -143,6 +145,13 @@ class ResolveReport:
             if before.get(metric) != count:
                 out.append(f"{metric}: {_n(count, 'value')} of 0 or below (first at step {first}): no loss, kept out "
                            "of fits (a metric logged as log-probability or reward? store the loss)")
+        before = dict((m, c) for m, c, _ in earlier.above_nats) if earlier else {}
+        for metric, count, first in self.above_nats:
+            if before.get(metric) != count:
+                out.append(f"{metric}: {_n(count, 'value')} above {MOST_NATS:g} (first at step {first}), more than the "
+                           "cross-entropy in nats of a uniform guess over 400 million tokens: a loss logged as "
+                           "perplexity? The fits read the loss in nats (ln of the perplexity); a run that diverged "
+                           "logs such values too")
         if self.past_plan and (earlier is None or earlier.past_plan != self.past_plan):
             also = (f", or whether the optimizer step is the logged '{self.step_like}', whose values stay within the "
                     "plan (read the step from it: --step-key for wandb runs, --step for tables)") if self.step_like else ""
@@ -167,7 +176,7 @@ class ResolveReport:
     def from_json(cls, data: dict[str, Any]) -> ResolveReport:
         known = {f.name for f in dataclasses.fields(cls)}
         data = {k: v for k, v in data.items() if k in known}
-        for key in ("rewinds", "renamed", "nonfinite", "not_positive"):
+        for key in ("rewinds", "renamed", "nonfinite", "not_positive", "above_nats"):
             data[key] = tuple(tuple(x) for x in data.get(key, ()))
         data["tokens_off"] = tuple(data.get("tokens_off", ()))
         data["first_relogged"] = tuple(data.get("first_relogged", ()))
@@ -212,6 +221,7 @@ def resolve(
         rename_conflicts=conflicts,
         nonfinite=_nonfinite(history),
         not_positive=_not_positive(history, settings.fit_metric),
+        above_nats=_above_nats(history, settings.fit_metric),
         past_plan=int(past.sum()),
         step_like=_step_like(history, coords) if past.any() else "",
         missing_fit_metric=_missing(history, settings.fit_metric, coords, max(EVALS_BY, evals_by)),
@@ -344,10 +354,25 @@ def _nonfinite(history: pd.DataFrame) -> tuple[tuple[str, int, int], ...]:
     return _counted(history, ~np.isfinite(history["value"].to_numpy()))
 
 
-def _not_positive(history: pd.DataFrame, fit_metric: str) -> tuple[tuple[str, int, int], ...]:
+MOST_NATS = 20.0
+"""A loss above this many nats per token is none a language model logs short of diverging: ln(4e8) is 19.8, the
+loss of a uniform guess over 400 million tokens (a perplexity of 20 is 3.0 nats)."""
+
+
+def _losses(history: pd.DataFrame, fit_metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows are of the fit metric or a loss, and every row's value."""
     losses = history["metric"].astype(str).isin([fit_metric, keys.EVAL_LOSS, keys.TRAIN_LOSS]).to_numpy()
-    values = history["value"].to_numpy()
+    return losses, history["value"].to_numpy()
+
+
+def _not_positive(history: pd.DataFrame, fit_metric: str) -> tuple[tuple[str, int, int], ...]:
+    losses, values = _losses(history, fit_metric)
     return _counted(history, losses & np.isfinite(values) & (values <= 0))  # -inf is told with the NaN/inf values
+
+
+def _above_nats(history: pd.DataFrame, fit_metric: str) -> tuple[tuple[str, int, int], ...]:
+    losses, values = _losses(history, fit_metric)
+    return _counted(history, losses & np.isfinite(values) & (values > MOST_NATS))
 
 
 def _counted(history: pd.DataFrame, bad: np.ndarray) -> tuple[tuple[str, int, int], ...]:
