@@ -875,3 +875,26 @@ def test_the_ladder_figure_shows_a_hero_whose_last_eval_falls_a_few_steps_short_
     figures.draw_all(Store(tmp_path / "store"), Prediction.load(predicted / "pred"), tmp_path / "figs")
     last = figures.hero_actual(Store(tmp_path / "store"), Prediction.load(predicted / "pred"))
     assert last.index[-1] == T - 2 and seen == [pytest.approx(float(last.iloc[-1]))]
+
+
+def test_the_report_says_what_ladder_score_says_with_its_score(predicted, tmp_path):
+    """The page's "score so far (as `ladder score`)" carries the score's warnings: evals past where the prediction
+    ends are not scored (the page gave the score alone, as if every eval were in it)."""
+    from ladder.data.store import Store
+    from ladder.output.figures import hero_actual
+    from ladder.predict.prediction import Prediction
+
+    pred = Prediction.load(predicted / "pred")
+    actual = hero_actual(Store(predicted / "store"), pred)
+    cut = int(actual.index[len(actual) // 2])  # a prediction that ends half way through the run's evals so far
+    dataclasses.replace(pred, table=pred.table[pred.table["step"] <= cut].reset_index(drop=True)).save(tmp_path / "p")
+    res = runner.invoke(app, ["report", "--prediction", str(tmp_path / "p"), "--store", str(predicted / "store"),
+                              "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    past = int((actual.index > cut).sum())
+    said = (f"{past} evals of &#x27;{pred.run_name}&#x27; after step {cut:,}, where the prediction ends, are not "
+            "scored (a prediction of a shorter plan?)")
+    page = (tmp_path / "r.html").read_text()
+    assert "score so far" in page and f'<p class="warning">{said}</p>' in page
+    res = runner.invoke(app, ["score", "--prediction", str(tmp_path / "p"), "--store", str(predicted / "store")])
+    assert said.replace("&#x27;", "'") in " ".join(res.stderr.split())  # the same words as `ladder score`

@@ -208,7 +208,7 @@ def score_command(
     """Score a prediction against the run's actual evals: the final error (predicted / actual − 1), the
     mean and worst error along the curve, and how often the 50% and 90% bands held."""
     from ladder.predict.prediction import Prediction
-    from ladder.predict.scoring import percent, score_prediction
+    from ladder.predict.scoring import percent, score_prediction, score_warnings
 
     if not (np.isfinite(start) and 0 <= start < 1):
         raise LadderError(f"--from {start}: give a fraction in [0, 1), e.g. 0.1")
@@ -216,19 +216,8 @@ def score_command(
     st = _existing_store(store)
     name = run or pred.run_name
     row = st.run(name)  # a clear error when it is not there
-    warnings = _other_plan(row, name, pred) + _other_group(st, row, name, pred)
-    if name != pred.run_name and (name in pred.rungs or str(row["name"]) in pred.rungs):
-        warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
-                           f"{pred.run_name!r}: its evals are held to the target's prediction")
     actual = st.history([name], [pred.metric], include_nonfinite=True)  # a NaN eval counts outside the bands
-    end = int(pred.table["step"].iloc[-1])
-    last = end if pred.last_predicted is None else int(pred.last_predicted["step"])
-    past = int((actual["step"] > last).sum())
-    if past:
-        why = ("a prediction of a shorter plan?" if last == end else
-               "the rungs' evals end there, and the laws predict no step past them")
-        warnings.append(f"{past} eval{'' if past == 1 else 's'} of {name!r} after step {last:,}, where the prediction "
-                        f"ends, {'is' if past == 1 else 'are'} not scored ({why})")
+    warnings = score_warnings(st, row, name, pred, actual["step"].to_numpy())
     try:
         sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
     except LadderError:
@@ -246,27 +235,6 @@ def score_command(
     for label, value in sc.rows():
         t.add_row(label, value)
     console.print(t)
-
-
-def _other_plan(row: pd.Series, name: str, pred) -> list[str]:
-    """A warning when the scored run plans another number of steps than the prediction's target (another size
-    or length: its evals are held to the prediction at the same step all the same)."""
-    planned = row.get("stop_after_steps")
-    if not pred.planned_steps or pd.isna(planned) or abs(planned / pred.planned_steps - 1) <= 0.01:
-        return []
-    return [f"{name!r} plans {int(planned):,} steps and the prediction's target {pred.run_name!r} "
-            f"{pred.planned_steps:,}: is it the run that was predicted? (its evals are scored at their own steps)"]
-
-
-def _other_group(st: Store, row: pd.Series, name: str, pred) -> list[str]:
-    """A warning when the scored run is of another group than the rungs the prediction was made from."""
-    runs = st.runs()
-    groups = set(runs.loc[runs["name"].isin(pred.rungs), "group"].astype(str))
-    group = str(row.get("group") or "")
-    if not groups or group in groups:
-        return []
-    return [f"{name!r} is of group {group!r} and the prediction's rungs of {', '.join(map(repr, sorted(groups)))}: is it "
-            "the run that was predicted?"]
 
 
 @command("replan")

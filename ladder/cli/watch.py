@@ -372,10 +372,21 @@ def report_command(
     _say_what_is_not_drawn(st, pred, prediction)
     figures = draw_all(st, pred, figures_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
     again = out.exists()
-    written = write_report(out, pred, figures, hero_actual(st, pred, nonfinite=True), alert_rows, verdicts,
-                           alerts_note=note)
+    actual = hero_actual(st, pred, nonfinite=True)
+    written = write_report(out, pred, figures, actual, alert_rows, verdicts, alerts_note=note,
+                           score_notes=_score_notes(st, pred, actual))
     console.print(f"Wrote {written}" + (" (it replaces the page written there before; --out NAME.html keeps both)"
                                         if again else ""))
+
+
+def _score_notes(st: Store, pred: Prediction, actual) -> list[str]:
+    """What `ladder score` says with its score of the run (`actual`: its evals by step)."""
+    from ladder.predict.scoring import score_warnings
+
+    row = st.find(pred.run_name)
+    if row is None or not len(actual):
+        return []
+    return score_warnings(st, row, pred.run_name, pred, actual.index.to_numpy())
 
 
 def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> None:

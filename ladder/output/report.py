@@ -244,9 +244,11 @@ def write_report(
     extra_tables: dict[str, pd.DataFrame] | None = None,
     title: str | None = None,
     alerts_note: str | None = None,
+    score_notes: Sequence[str] = (),
 ) -> Path:
     """Write the report to `out` (atomically) and return its path. `alerts_note` is said under the alert history
-    (why it holds none of the run's, where the watch beside the prediction followed another run)."""
+    (why it holds none of the run's, where the watch beside the prediction followed another run); `score_notes`
+    under the score (`ladder.predict.scoring.score_warnings`)."""
     parts = [f"<h1>{html.escape(title or f'{pred.run_name}: prediction and progress')}</h1>",
              f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metric: <b>{html.escape(pred.metric)}</b> "
              "(nats per token).</p>"]
@@ -266,6 +268,7 @@ def write_report(
         where = where if "plan" in where else f"{where} of the plan"
         parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} ({html.escape(where)}).</p>")
         parts.append(_score(pred, logged))
+        parts += [f'<p class="warning">{html.escape(w)}</p>' for w in score_notes]  # as `ladder score` warns
     if verdicts:
         last = verdicts[-1]
         parts.append(f'<p>Latest verdict: <span class="{last["verdict"]}">{last["verdict"].upper()}</span> '

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ladder.errors import LadderError
 from ladder.predict.prediction import Prediction
+
+if TYPE_CHECKING:
+    from ladder.data.store import Store
 
 
 @dataclass(frozen=True)
@@ -110,3 +114,43 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
         n=int(use.sum()) + int(odd.size), not_finite=int(odd.size),
         last_not_finite=int(odd.max()) if odd.size else None,
     )
+
+
+def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, steps: np.ndarray) -> list[str]:
+    """What to say with the score of run `name` (its runs-table `row`, its evals at `steps`) against `pred`: that it
+    is one of the prediction's rungs, plans other steps or is of another group than the rungs (is it the run that
+    was predicted?), and how many of its evals lie past where the prediction ends (not scored)."""
+    warnings = _other_plan(row, name, pred) + _other_group(store, row, name, pred)
+    if name != pred.run_name and (name in pred.rungs or str(row["name"]) in pred.rungs):
+        warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
+                           f"{pred.run_name!r}: its evals are held to the target's prediction")
+    end = int(pred.table["step"].iloc[-1])
+    last = end if pred.last_predicted is None else int(pred.last_predicted["step"])
+    past = int((np.asarray(steps) > last).sum())
+    if past:
+        why = ("a prediction of a shorter plan?" if last == end else
+               "the rungs' evals end there, and the laws predict no step past them")
+        warnings.append(f"{past} eval{'' if past == 1 else 's'} of {name!r} after step {last:,}, where the prediction "
+                        f"ends, {'is' if past == 1 else 'are'} not scored ({why})")
+    return warnings
+
+
+def _other_plan(row: pd.Series, name: str, pred: Prediction) -> list[str]:
+    """A warning when the scored run plans another number of steps than the prediction's target (another size
+    or length: its evals are held to the prediction at the same step all the same)."""
+    planned = row.get("stop_after_steps")
+    if not pred.planned_steps or pd.isna(planned) or abs(planned / pred.planned_steps - 1) <= 0.01:
+        return []
+    return [f"{name!r} plans {int(planned):,} steps and the prediction's target {pred.run_name!r} "
+            f"{pred.planned_steps:,}: is it the run that was predicted? (its evals are scored at their own steps)"]
+
+
+def _other_group(store: Store, row: pd.Series, name: str, pred: Prediction) -> list[str]:
+    """A warning when the scored run is of another group than the rungs the prediction was made from."""
+    runs = store.runs()
+    groups = set(runs.loc[runs["name"].isin(pred.rungs), "group"].astype(str))
+    group = str(row.get("group") or "")
+    if not groups or group in groups:
+        return []
+    return [f"{name!r} is of group {group!r} and the prediction's rungs of {', '.join(map(repr, sorted(groups)))}: is it "
+            "the run that was predicted?"]
