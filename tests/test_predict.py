@@ -544,6 +544,8 @@ def test_a_watch_holds_a_run_that_logs_its_lr_alone_to_its_planned_steps_and_its
     else:
         assert f"the run passed step {at:,} without the edit the prediction holds there: predicting again" in said, said
         assert last == T and len(list((tmp_path / "pred").glob("earlier-prediction-*"))) == 1
+        assert f"{tmp_path / 'pred' / cfg.name} is the edited config an earlier `ladder replan` wrote there, not this " \
+            "prediction's plan" in said  # the replan's config, still there, is said not to be the run's
 
 
 def test_a_watch_takes_the_runs_edit_written_without_its_default_fields_as_the_predictions(tmp_path, mp_store):
@@ -707,6 +709,10 @@ def test_a_prediction_saved_over_a_replans_keeps_the_record_of_the_config_the_re
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2), "--n-boot", "50", "--out",
             str(tmp_path / "pred"), "--shorten-to"]
     assert runner.invoke(app, [*base, str(int(0.8 * T))]).exit_code == 0
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(mp_store.root), "--n-boot", "50", "--out",
+                              str(tmp_path / "pred")])
+    assert res.exit_code == 0 and f"{tmp_path / 'pred' / cfg.name} is the edited config an earlier `ladder replan` " \
+        "wrote there, not this prediction's plan" in " ".join(res.stdout.split()), res.output
     pf_unedited.save(tmp_path / "pred")  # what the watch does when it predicts again from the run's own schedule
     assert Prediction.load(tmp_path / "pred").schedule[CONFIG_WRITTEN] == cfg.name
     res = runner.invoke(app, [*base, str(int(0.85 * T))])

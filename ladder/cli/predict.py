@@ -168,6 +168,7 @@ def predict_command(
         # shown on a terminal only: the backtest of a large ladder takes a while
         pred = predict(_existing_store(store), target, settings)
     retired = retire_watch(folder, pred)
+    beside = pred.beside_replan_config(folder)
     written = pred.save(folder)
     logged = None
     if to_wandb is not None:
@@ -185,7 +186,8 @@ def predict_command(
             logged = log_prediction(pred, to_wandb, group=target.group or None, root=folder, coords=coords)
         except LadderError as exc:  # the network, say: what was written stays, and is said
             raise LadderError(f"{exc}; the prediction itself is written: {', '.join(str(p) for p in written)}") from None
-    said = [f"Wrote {', '.join(str(p) for p in written)}", *([_retired(retired)] if retired else []),
+    said = [f"Wrote {', '.join(str(p) for p in written)}", *([beside] if beside else []),
+            *([_retired(retired)] if retired else []),
             *([f"Logged the prediction to wandb: {logged}"] if logged else [])]
     if fmt is Format.json:  # standard output holds the JSON alone; what was written is said beside it
         print_json(pred.to_json())

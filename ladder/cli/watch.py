@@ -174,7 +174,7 @@ def watch_command(
             return old
         said = (f"{escape(why)}: predicting again from its own schedule ({escape(target.schedule.describe())})" if why
                 else f"[bold]schedule edited[/] ({escape(target.schedule.describe())}): predicting again from the new "
-                     "LR sequence")
+                     "LR sequence") + " (the prediction it replaces is kept in earlier-prediction-<UTC time>/ beside it)"
         console.print(said, markup=True)
         # exactly the settings the stored prediction was made with
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)

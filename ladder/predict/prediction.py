@@ -184,6 +184,15 @@ class Prediction:
             return self
         return replace(self, schedule={**self.schedule, CONFIG_WRITTEN: name})
 
+    def beside_replan_config(self, out_dir: str | os.PathLike) -> str:
+        """Where saving this prediction into `out_dir` keeps the record of the config an earlier replan wrote there
+        (`as_saved_in`), that said: the config is not this prediction's plan; else ""."""
+        name = self.as_saved_in(out_dir).schedule.get(CONFIG_WRITTEN)
+        if name is None or CONFIG_WRITTEN in self.schedule:
+            return ""
+        return (f"{Path(out_dir) / name} is the edited config an earlier `ladder replan` wrote there, not this "
+                "prediction's plan (a replan into that folder replaces it)")
+
     @classmethod
     def load(cls, path: str | os.PathLike, checked: bool = True) -> Prediction:
         """From a prediction directory or its ``prediction.json``; a table that is no prediction's (no rows, a

@@ -340,7 +340,10 @@ class Watcher:
         self.prediction = self.repredict(self.prediction, config, why)
         if self.prediction_dir is not None:
             keep_prediction(self.prediction_dir, "earlier-prediction")
+            beside = self.prediction.beside_replan_config(self.prediction_dir)
             self.prediction.save(self.prediction_dir)
+            if beside and self.warn is not None:
+                self.warn(beside)
             self._stamp = _stamp(Path(self.prediction_dir) / "prediction.json")
 
     def _logged_lr(self, run: pd.Series) -> tuple[np.ndarray, np.ndarray]:
