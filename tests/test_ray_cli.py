@@ -149,6 +149,23 @@ def test_a_yaml_in_the_ladder_folder_that_is_no_run_config_says_ladder_reads_eve
     assert not (ladder_folder / "runs").exists()
 
 
+def test_a_hero_of_several_hosts_trained_without_ray_is_said_to_train_as_one_process(tmp_path, monkeypatch):
+    import ladder.cli.train as cli_train
+    from ladder.config.plan import with_resources
+
+    planned = plan(load_recipe("micro-cpu"))
+    with_resources(planned, ResourcesConfig(cpus=1), 3).write(tmp_path)
+    started = []
+    monkeypatch.setattr(cli_train, "_run", lambda path, cfg, *args, **kwargs: started.append(cfg.name))
+    hero = tmp_path / f"{planned.hero.name}.yaml"
+    res = runner.invoke(app, ["train", str(hero)])
+    assert res.exit_code == 0 and started == [planned.hero.name], res.output
+    assert f"warning: {hero}: asks for 3 hosts (resources.hosts); without --ray it trains as one process on this " \
+        "machine" in " ".join(res.stderr.split())
+    res = runner.invoke(app, ["train", str(tmp_path / f"{planned.rungs[0].name}.yaml")])
+    assert res.exit_code == 0 and "hosts" not in res.stderr  # a rung of one host
+
+
 def test_rays_advice_on_a_cluster_it_cannot_reach_is_in_the_one_line_error(recwarn):
     import warnings
 

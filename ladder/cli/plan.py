@@ -39,7 +39,7 @@ def plan_command(
     gpus_per_run: float = typer.Option(0.0, "--gpus-per-run", help="GPUs each trainer process asks of a cluster (per host for the hero)."),
     resource_per_run: list[str] = typer.Option(
         [], "--resource-per-run", help="Another cluster resource per process, NAME=AMOUNT, e.g. TPU=4 (repeatable)."),
-    hero_hosts: int = typer.Option(1, "--hero-hosts", help="Hosts the hero trains on: one trainer process per host, joined by jax.distributed."),
+    hero_hosts: int = typer.Option(1, "--hero-hosts", help="Hosts the hero trains on: one trainer process per host, joined by jax.distributed, when `ladder train --ladder DIR --ray` starts it (launch.sh and a plain `ladder train` start one process)."),
 ) -> None:
     """Plan a ladder: rung and hero run configs from a recipe, with sizes, tokens, LR and compute.
 

@@ -16,7 +16,7 @@ from rich.markup import escape
 from typer.core import TyperCommand
 
 from ladder import runfiles
-from ladder.cli.app import Format, command, console, err_console, given
+from ladder.cli.app import Format, command, console, err_console, given, warn
 from ladder.config.runconfig import RunConfig
 from ladder.errors import LadderError
 from ladder.launch import (
@@ -95,6 +95,11 @@ def train_command(
     else:
         runs = ladder_runs(ladder, rungs_only)
     skipped, edited = 0, _finished_but_edited(runs)
+    if ray is None:  # its hosts are Ray's to start: here the run trains as one process
+        for path, cfg in runs:
+            if cfg.resources.hosts > 1:
+                warn(f"{path}: asks for {cfg.resources.hosts} hosts (resources.hosts); without --ray it trains as one "
+                     "process on this machine (`ladder train --ladder DIR --ray ADDRESS` starts one on each host)")
     if ray is not None:
         skipped = _train_on_ray(runs, ray, retries, resume or ladder is not None, ray_cpus, fmt) + _found_done(edited)
     elif config is not None:
