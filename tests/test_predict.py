@@ -258,6 +258,17 @@ def test_replan_of_a_finished_run_asks_for_a_step_and_one_before_the_run_is_a_wh
     assert res.exit_code == 2 and f"is done (step {T:,} of {T:,})" in res.stderr and "give --at STEP" in res.stderr
 
 
+def test_replan_shows_the_new_plans_last_step_where_it_falls_between_the_old_plans(tmp_path, mp_store):
+    cfg = UNEDITED.save(tmp_path / "hero.yaml")
+    T = UNEDITED.stop_after_steps
+    cut = int(0.8 * T) + 3  # no eval step of the old plan
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2), "--shorten-to",
+                              str(cut), "--n-boot", "20"])
+    assert res.exit_code == 0, res.output
+    new = [line for line in res.stdout.splitlines() if line.strip("│ ").startswith(f"{cut} ")]
+    assert len(new) == 1 and "–" in new[0], res.stdout  # the new plan's final, where the old plan has no value
+
+
 def test_replan_prints_old_and_new(tmp_path, mp_store):
     cfg = tmp_path / "hero.yaml"
     hero = PLAN.hero.replace(schedule=PLAN.hero.schedule.without_edits())

@@ -340,8 +340,9 @@ def replan_command(
     merged = old.table.set_index("step")["median"].to_frame("old").join(
         new.table.set_index("step")["median"].rename("new"), how="outer")
     show = merged.iloc[:: max(1, len(merged) // 20)]
-    if merged.index[-1] not in show.index:
-        show = pd.concat([show, merged.iloc[[-1]]])
+    ends = [s for s in dict.fromkeys([int(new.table["step"].iloc[-1]), merged.index[-1]]) if s not in show.index]
+    if ends:  # each plan's last step shown (the new plan's, where it is cut short, between two of the old's)
+        show = pd.concat([show, merged.loc[ends]]).sort_index()
     for s, row in show.iterrows():
         diff = row["new"] - row["old"] if np.isfinite(row["new"]) and np.isfinite(row["old"]) else float("nan")
         t.add_row(f"{s:,}", _fmt(row["old"]), _fmt(row["new"]), _fmt(diff, signed=True))
