@@ -259,7 +259,9 @@ def test_replan_of_a_finished_run_asks_for_a_step_and_one_before_the_run_is_a_wh
 
 
 def test_replan_shows_the_new_plans_last_step_where_it_falls_between_the_old_plans(tmp_path, mp_store):
-    cfg = UNEDITED.save(tmp_path / "hero.yaml")
+    from ladder.config.runconfig import EvalConfig
+
+    cfg = UNEDITED.replace(eval=EvalConfig(every_fraction=0.01)).save(tmp_path / "hero.yaml")  # a table of 1 row in 5
     T = UNEDITED.stop_after_steps
     cut = int(0.8 * T) + 3  # no eval step of the old plan
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2), "--shorten-to",
