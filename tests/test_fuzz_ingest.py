@@ -771,7 +771,8 @@ def test_import_killed_after_100_of_305_then_rerun_with_corrected_coordinates(tm
     monkeypatch.undo()
     result = pull(store, TableSource(path, COLUMNS), overrides=new, full=True)
     assert result.resumed == 0 and len(result.pulled) == 305
-    assert any("100 runs staged by an interrupted pull with other flags discarded" in m for m in result.messages)
+    assert any("100 runs staged by an interrupted pull discarded (its flags differ from these" in m
+               for m in result.messages)
     runs = store.runs()
     assert len(runs) == 305 and set(runs["active_params"]) == {2000}
     assert len(store.history()) == 610

@@ -351,7 +351,8 @@ def test_an_interrupted_import_of_a_file_edited_since_reads_it_again(tmp_path, m
     monkeypatch.setattr(TableSource, "read", real)
     small_table().assign(loss=lambda t: t["loss"] + 1).to_csv(path, index=False)  # edited before the rerun
     result = pull(store, TableSource(path, COLUMNS), overrides=_overrides())
-    assert result.resumed == 0 and any("discarded" in n for n in result.notes)
+    assert result.resumed == 0 and any("discarded (its flags differ from these, or its source changed since: a file "
+                                       "edited)" in n for n in result.notes), result.notes
     a = store.history("a", ["eval/loss"])
     np.testing.assert_allclose(a["value"], small_table().query("run == 'a'")["loss"] + 1)
 

@@ -62,7 +62,8 @@ class StoreWriter:
             self._drop_pending()
             if staged:
                 self.notes.append(
-                    f"{_n_runs(len(staged))} staged by an interrupted pull with other flags discarded; read again with these flags"
+                    f"{_n_runs(len(staged))} staged by an interrupted pull discarded (its flags differ from these, "
+                    "or its source changed since: a file edited); read again now"
                 )
             return
         bad = 0
