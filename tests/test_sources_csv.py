@@ -294,27 +294,27 @@ def test_a_metric_cell_too_large_for_a_float_names_its_line(tmp_path):
 def test_a_table_of_final_losses_puts_each_at_its_runs_last_step_as_its_coordinates_give_it(tmp_path, tokens):
     """One row per run, no step column, the tokens of each run and the tokens per step given: each final loss is
     stored at steps = tokens ÷ tokens per step and at the run's tokens (it was stored at step 1, at 1,000 tokens, and
-    the fits read compute 20,000× too small for the smallest run, 80,000× for the largest)."""
+    the fits read compute 20,000× too small for the smallest run, 80,000× for the largest). Without the tokens per
+    step, each run is one step of all its tokens, as before; the tokens per step given in a later import replace
+    that (the steps, tokens per step and tokens an earlier import stored are derived anew)."""
     path = tmp_path / "finals.csv"
     path.write_text("run,loss,N,D\na,3.0,1e6,2e7\nb,2.8,2e6,4e7\nc,2.6,4e6,8e7\n")
     mapped = ["--coord-column", "planned_tokens=D"] if tokens == "planned_tokens" else ["--tokens", "D"]
-    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--metric", "eval/loss=loss",
-                                   "--coord-column", "active_params=N", *mapped, "--coord", "tokens_per_step=1000",
-                                   "--store", str(tmp_path / "s")])
-    assert res.exit_code == 0, res.output
-    store = Store(tmp_path / "s")
-    runs = store.runs().set_index("run_id")
+    args = ["import", "csv", str(path), "--run", "run", "--metric", "eval/loss=loss", "--coord-column",
+            "active_params=N", *mapped, "--store", str(tmp_path / "s")]
     D = {"a": 20_000_000, "b": 40_000_000, "c": 80_000_000}
-    for run, d in D.items():
-        assert (runs.at[run, "planned_tokens"], runs.at[run, "tokens_per_step"]) == (d, 1000)
-        assert runs.at[run, "stop_after_steps"] == runs.at[run, "last_step"] == d // 1000
-    h = store.history().set_index("run_id")
-    assert [h.at[r, "tokens"] for r in D] == list(D.values()) and (h["fraction"] == 1.0).all()
-    alone = tmp_path / "alone"  # without the tokens per step, each run is one step of all its tokens, as before
-    res = CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--metric", "eval/loss=loss",
-                                   "--coord-column", "active_params=N", *mapped, "--store", str(alone)])
-    assert res.exit_code == 0, res.output
-    assert Store(alone).history().set_index("run_id").loc[list(D), "tokens"].tolist() == list(D.values())
+    for per_step in (None, 1000, 2000):  # first without the tokens per step, then given, then corrected
+        more = [] if per_step is None else ["--coord", f"tokens_per_step={per_step}", "--replace"]
+        res = CliRunner().invoke(app, [*args, *more])
+        assert res.exit_code == 0, res.output
+        store = Store(tmp_path / "s")
+        runs = store.runs().set_index("run_id")
+        for run, d in D.items():
+            steps = 1 if per_step is None else d // per_step
+            assert (runs.at[run, "planned_tokens"], runs.at[run, "tokens_per_step"]) == (d, per_step or d)
+            assert runs.at[run, "stop_after_steps"] == runs.at[run, "last_step"] == steps
+        h = store.history().set_index("run_id")
+        assert [h.at[r, "tokens"] for r in D] == list(D.values()) and (h["fraction"] == 1.0).all()
 
 
 def test_a_run_of_one_row_without_its_tokens_names_its_line(tmp_path):

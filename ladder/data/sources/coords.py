@@ -46,7 +46,9 @@ PLAN_FIELDS = ("stop_after_steps", "tokens_per_step", "planned_tokens")
 """Any two of these give the third."""
 ONE_ROW = "one_row_per_run"
 """In a run's config from a table of one row per run and no step column (final losses): that row is the run's last,
-at its last step, which its coordinates give (1 where they give no steps: its tokens are then its tokens per step)."""
+at its last step, which its coordinates give. The value is the row's tokens (True where the table has no tokens
+column): its planned tokens where the coordinates give no two of steps, tokens per step and tokens; its steps are 1
+where they give none. These three are derived anew at every read, never taken from what a pull stored."""
 
 
 class MissingCoordinates(LadderError):
@@ -287,8 +289,9 @@ def resolve_coordinates(
     if given.get(SCHEDULE) is not None:
         schedule = schedule_from(given[SCHEDULE], f"run {run_label}")
     values: dict[str, Any] = {}
+    one_row = config.get(ONE_ROW)
     for f in FIELDS:
-        for place in (given, from_config, stored):
+        for place in (given, from_config) if one_row and f in PLAN_FIELDS else (given, from_config, stored):
             v = place.get(f)
             if v is not None and not (isinstance(v, float) and math.isnan(v)):
                 values[f] = v
@@ -302,9 +305,13 @@ def resolve_coordinates(
     if "stop_after_steps" not in clean and schedule is not None:
         clean["stop_after_steps"] = schedule.horizon
     derive_tokens(clean)
-    if "stop_after_steps" not in clean and config.get(ONE_ROW):
-        clean["stop_after_steps"] = 1
-        derive_tokens(clean)
+    if one_row and "stop_after_steps" not in clean:  # a table's one row of the run: its tokens, else one step
+        if "planned_tokens" not in clean and not isinstance(one_row, bool):
+            clean["planned_tokens"] = coordinate_number(f"run {run_label}", "planned_tokens", one_row)
+            derive_tokens(clean)
+        if "stop_after_steps" not in clean:
+            clean["stop_after_steps"] = 1
+            derive_tokens(clean)
     for f in ("planned_tokens", "tokens_per_step", "stop_after_steps"):
         if clean.get(f) is not None and not 0 < clean[f] < 2**63:
             raise LadderError(f"run {run_label}: '{f}' = {clean[f]} (derived from the other two) is out of range")

@@ -188,7 +188,7 @@ class TableSource:
                     if pd.isna(rows[c.tokens].iloc[0]):
                         raise LadderError(f"{self._where(int(rows.index[0]))}: run {run_id!r} has no tokens (column "
                                           f"'{c.tokens}' is empty); give the tokens it trained on")
-                    config.setdefault("planned_tokens", _plain(rows[c.tokens].iloc[0]))
+                    config[ONE_ROW] = _plain(rows[c.tokens].iloc[0])
             elif c.tokens is not None and "tokens_per_step" not in config:
                 per_step = _constant_ratio(rows[c.tokens], rows[c.step])
                 if per_step is not None:
