@@ -514,12 +514,15 @@ def test_watch_says_the_run_passed_the_predictions_edit_without_it_not_that_its_
     assert json.loads((out / "prediction.json").read_text())["table"][-1]["step"] == unedited.stop_after_steps
 
 
-@pytest.mark.parametrize("made_it", [False, True], ids=["kept-its-plan", "made-the-cut"])
-def test_a_watch_holds_a_run_that_logs_its_lr_alone_to_its_planned_steps_and_its_lr(tmp_path, mp_store, made_it):
+@pytest.mark.parametrize("made_it, lr_every", [(False, 1), (True, 1), (False, 120), (True, 120)],
+                         ids=["kept-its-plan", "made-the-cut", "kept-its-plan-lr-sparse", "made-the-cut-lr-sparse"])
+def test_a_watch_holds_a_run_that_logs_its_lr_alone_to_its_planned_steps_and_its_lr(tmp_path, mp_store, made_it,
+                                                                                     lr_every):
     """A hero imported with its LR logged and no schedule declared, a replan's cut ahead of it: past the cut, a run
     whose coordinates still plan the whole horizon and whose LR did not follow the cut is predicted again from the
     plan it runs (it was judged against the cut to its end, past it "cannot judge", without a word); one whose LR
-    follows the cut keeps the replan."""
+    follows the cut keeps the replan. Where its LR is logged more seldom than its evals, the replan holds until an LR
+    logged past the cut tells."""
     from ladder.predict.replan import shortened
 
     T, at, cut = UNEDITED.stop_after_steps, UNEDITED.stop_after_steps // 4, int(0.85 * UNEDITED.stop_after_steps)
@@ -531,7 +534,8 @@ def test_a_watch_holds_a_run_that_logs_its_lr_alone_to_its_planned_steps_and_its
     def imported(upto: int) -> None:
         steps = np.arange(1, upto + 1)
         evals = np.array([s for s in ran.eval_steps() if s <= upto])
-        table = pd.DataFrame({"run": UNEDITED.name, "state": "running", "step": steps, "lr": ran.schedule.lrs(0, upto)})
+        lr = np.where(steps % lr_every == 0, ran.schedule.lrs(0, upto), np.nan)
+        table = pd.DataFrame({"run": UNEDITED.name, "state": "running", "step": steps, "lr": lr})
         table = table.merge(pd.DataFrame({"step": evals, "loss": truth(ran, evals)}), on="step", how="left")
         table.to_csv(tmp_path / "hero.csv", index=False)
         res = runner.invoke(app, ["import", "csv", str(tmp_path / "hero.csv"), "--run", "run", "--step", "step",
@@ -551,6 +555,10 @@ def test_a_watch_holds_a_run_that_logs_its_lr_alone_to_its_planned_steps_and_its
     assert "predicting again" not in said  # not at the cut yet: the replan is the plan
     imported(at + 60)
     said = " ".join(runner.invoke(app, watch).output.split())
+    if lr_every > 60:  # no LR past the cut yet: the replan holds
+        assert "predicting again" not in said and int(Prediction.load(tmp_path / "pred").table["step"].iloc[-1]) == cut
+        imported(at + 60 + lr_every)
+        said = " ".join(runner.invoke(app, watch).output.split())
     last = int(Prediction.load(tmp_path / "pred").table["step"].iloc[-1])
     if made_it:
         assert "predicting again" not in said and last == cut, said
@@ -596,6 +604,17 @@ def test_a_replans_edit_the_run_passes_without_making_it_is_not_the_runs_plan():
     assert _plan_holds([planned_cut], [cut], [planned_cut], 15_000)  # the replan replaced the run's planned cut
     assert not _plan_holds([planned_cut], [cut], [planned_cut], 16_500)
     assert not _plan_holds([planned_cut], [], [], 15_000)  # an edit the prediction never knew of
+
+
+def test_a_prediction_json_edited_by_hand_with_an_edit_of_no_step_is_no_plan_to_hold_a_run_to():
+    from ladder.watch.monitor import _planned_by
+
+    plan = {"peak_lr": 1e-3, "total_steps": 20_000, "warmup_steps": 100, "decay": "cosine", "min_lr_ratio": 0.1}
+    cut = {"kind": "shorten", "at_step": 8_000, "new_total_steps": 18_000}
+    no_lr = lambda: (np.zeros(0, np.int64), np.zeros(0))  # noqa: E731
+    assert _planned_by({**plan, "edits": [cut]}, 20_000, no_lr)["edits"] == []  # the plan without the cut
+    for bad in ({**cut, "at_step": None}, "shorten at 8000", {**cut, "at_step": "8000"}):
+        assert _planned_by({**plan, "edits": [bad]}, 20_000, no_lr) == {}
 
 
 def test_a_replan_that_replaces_a_planned_cut_is_held_to_the_horizon_without_it():
@@ -731,6 +750,8 @@ def test_a_prediction_saved_over_a_replans_keeps_the_record_of_the_config_the_re
     res = runner.invoke(app, [*base, str(int(0.85 * T))])
     assert res.exit_code == 0, res.output
     assert f"new_total_steps: {int(0.85 * T)}" in (tmp_path / "pred" / cfg.name).read_text()
+    dataclasses.replace(pf_unedited, schedule={}).save(tmp_path / "pred")  # a target of no schedule: none made up
+    assert Prediction.load(tmp_path / "pred").schedule == {}
     (tmp_path / "pred" / cfg.name).unlink()  # the config gone: the record goes with it
     pf_unedited.save(tmp_path / "pred")
     assert CONFIG_WRITTEN not in Prediction.load(tmp_path / "pred").schedule

@@ -173,7 +173,7 @@ class Prediction:
         """This prediction as `save` writes it into `out_dir`: where the prediction it replaces there records the
         config a replan wrote beside it (`CONFIG_WRITTEN`) and that file is still there, the record stays (a watch's
         new prediction, or a `ladder predict`, does not make the replan's config a user's own)."""
-        if CONFIG_WRITTEN in self.schedule:
+        if CONFIG_WRITTEN in self.schedule or not self.schedule:  # (a target of no schedule has none to keep it in)
             return self
         try:
             old = json.loads((Path(out_dir) / "prediction.json").read_text(encoding="utf-8"))

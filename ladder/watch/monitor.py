@@ -693,17 +693,17 @@ def _planned_by(plan: dict, steps: object, logged: Callable[[], tuple[np.ndarray
     """For a run whose config declares no schedule, the schedule of the prediction (`plan`) it runs where its planned
     `steps` (its stored coordinates) differ from the prediction's: that plan without the prediction's last edit (a
     replan's) and with the edits that edit replaced, or with none, whichever plans those steps, unless its `logged`
-    LR past that edit follows the prediction's edit more closely; {} where the run is the prediction's, or no plan
-    of the two is its."""
+    LR past that edit follows the prediction's edit more closely; {} where the run is the prediction's, where no plan
+    of the two is its, and where it logs an LR but none past that edit yet (the LR will tell)."""
     from ladder.config.schedule import Schedule
     from ladder.config.yamlio import build
 
     known = {f.name for f in dataclasses.fields(Schedule)}
     base = {k: v for k, v in plan.items() if k in known}
-    edits = _edits(base.get("edits"))
-    if not edits or steps is None or pd.isna(steps):
+    edits, replaced = _edits(base.get("edits")), _edits(plan.get("replaced"))
+    if not edits or steps is None or pd.isna(steps) or not all(_placed(e) for e in (*edits, *replaced)):
         return {}
-    before = sorted([*edits[:-1], *_edits(plan.get("replaced"))], key=lambda e: int(e.get("at_step", 0)))
+    before = sorted([*edits[:-1], *replaced], key=lambda e: e["at_step"])
     try:
         predicted, *others = (build(Schedule, c) for c in (base, {**base, "edits": before}, {**base, "edits": []}))
     except (LadderError, TypeError, ValueError):
@@ -714,13 +714,20 @@ def _planned_by(plan: dict, steps: object, logged: Callable[[], tuple[np.ndarray
     if run is None:
         return {}
     at, lr = logged()
-    past = (at > int(edits[-1].get("at_step", 0))) & np.isfinite(lr) & (lr > 0)
+    past = (at > edits[-1]["at_step"]) & np.isfinite(lr) & (lr > 0)
     if past.any():  # its LR says which plan it runs (the LR logged at step s is that of step s - 1)
         miss = [np.abs(np.log(lr[past] / np.maximum(s.lrs(0, int(at[past].max()))[at[past] - 1], 1e-300))).mean()
                 for s in (predicted, run)]
         if miss[0] <= miss[1]:
             return {}
+    elif np.isfinite(lr).any():  # an LR logged, none past the edit yet: the plan holds until the LR can tell
+        return {}
     return to_dict(run)
+
+
+def _placed(edit: object) -> bool:
+    """An edit (`_edits`) with its step as a whole number (a prediction.json edited by hand may have none)."""
+    return isinstance(edit, dict) and isinstance(edit.get("at_step"), int) and not isinstance(edit["at_step"], bool)
 
 
 def _edits(items: object) -> list:
