@@ -439,8 +439,9 @@ def test_a_config_of_the_users_at_a_plans_name_is_not_written_over_without_the_p
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
     res = run("plan", "micro-cpu", "--out", str(copy))
     assert res.exit_code == 2 and " ".join(res.stderr.split()) == (
-        f"error: {copy}: {rung.name}: not written there by `ladder plan` (not in .ladder-plan.json), and not what this "
-        "plan writes; planning would replace your file: give --out another folder, or move it away (nothing was "
+        f"error: {copy}: {rung.name}: no record that `ladder plan` wrote it there (.ladder-plan.json is missing or "
+        "does not list it: configs copied without it, or a folder planned by an earlier version), and it differs from "
+        "what this plan writes; planning would replace it: give --out another folder, or move it away (nothing was "
         "written)"), res.output
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
 

@@ -741,6 +741,9 @@ def test_a_prediction_saved_over_a_replans_keeps_the_record_of_the_config_the_re
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2), "--n-boot", "50", "--out",
             str(tmp_path / "pred"), "--shorten-to"]
     assert runner.invoke(app, [*base, str(int(0.8 * T))]).exit_code == 0
+    res = runner.invoke(app, ["predict", str(tmp_path / "pred" / cfg.name), "--store", str(mp_store.root), "--n-boot",
+                              "50", "--out", str(tmp_path / "pred")])  # the replan's own config predicted again
+    assert res.exit_code == 0 and "not this prediction's plan" not in res.output, res.output
     res = runner.invoke(app, ["predict", str(cfg), "--store", str(mp_store.root), "--n-boot", "50", "--out",
                               str(tmp_path / "pred")])
     assert res.exit_code == 0 and f"{tmp_path / 'pred' / cfg.name} is the edited config an earlier `ladder replan` " \

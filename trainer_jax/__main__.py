@@ -69,10 +69,11 @@ def _mark_crashed(run_dir: Path | None) -> str:
     run's status says now, in words."""
     from ladder.launch import mark_crashed, run_state
 
-    if run_dir is not None:
-        mark_crashed(run_dir)
-        if run_state(run_dir) == "running":  # not even an overwrite in place could be written: a full disk
-            return f"the run could not be marked crashed ({run_dir / runfiles.STATUS_FILE} still says running)"
+    if run_dir is None or run_state(run_dir) is None:  # stopped before the run wrote its status: nothing to mark
+        return "it had not started"
+    mark_crashed(run_dir)
+    if run_state(run_dir) == "running":  # not even an overwrite in place could be written: a full disk
+        return f"the run could not be marked crashed ({run_dir / runfiles.STATUS_FILE} still says running)"
     return "the run is marked crashed"
 
 

@@ -168,7 +168,7 @@ def predict_command(
         # shown on a terminal only: the backtest of a large ladder takes a while
         pred = predict(_existing_store(store), target, settings)
     retired = retire_watch(folder, pred)
-    beside = pred.beside_replan_config(folder)
+    beside = pred.beside_replan_config(folder, config or target_file)
     written = pred.save(folder)
     logged = None
     if to_wandb is not None:

@@ -179,9 +179,12 @@ def _refuse_edited(out: Path, staged: Path) -> None:
             and _digest(out / p.name) != _digest(p)]
     if mine:  # a config this plan writes, of that name, that no plan wrote here: the user's (a copy, a hand edit)
         shown = ", ".join(sorted(mine)[:3]) + (", ..." if len(mine) > 3 else "")
-        raise LadderError(f"{out}: {shown}: not written there by `ladder plan` (not in {WRITTEN_FILE}), and not what "
-                          "this plan writes; planning would replace your file: give --out another folder, or move it "
-                          "away (nothing was written)")
+        one = len(mine) == 1
+        it, they = ("it", "it differs") if one else ("them", "they differ")
+        raise LadderError(f"{out}: {shown}: no record that `ladder plan` wrote {it} there ({WRITTEN_FILE} is missing "
+                          f"or does not list {it}: configs copied without it, or a folder planned by an earlier "
+                          f"version), and {they} from what this plan writes; planning would replace {it}: give --out "
+                          f"another folder, or move {it} away (nothing was written)")
     edited = [name for name, digest in written.items() if isinstance(name, str) and "/" not in name
               and (out / name).is_file() and _digest(out / name) != digest
               and not ((staged / name).is_file() and _digest(staged / name) == _digest(out / name))]

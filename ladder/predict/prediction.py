@@ -184,11 +184,14 @@ class Prediction:
             return self
         return replace(self, schedule={**self.schedule, CONFIG_WRITTEN: name})
 
-    def beside_replan_config(self, out_dir: str | os.PathLike) -> str:
+    def beside_replan_config(self, out_dir: str | os.PathLike, made_from: str | os.PathLike | None = None) -> str:
         """Where saving this prediction into `out_dir` keeps the record of the config an earlier replan wrote there
-        (`as_saved_in`), that said: the config is not this prediction's plan; else ""."""
+        (`as_saved_in`), and this prediction was not made from that config (`made_from`: the config it was made
+        from, if any), that said: the config is not this prediction's plan; else ""."""
         name = self.as_saved_in(out_dir).schedule.get(CONFIG_WRITTEN)
         if name is None or CONFIG_WRITTEN in self.schedule:
+            return ""
+        if made_from is not None and Path(made_from).resolve() == (Path(out_dir) / name).resolve():
             return ""
         return (f"{Path(out_dir) / name} is the edited config an earlier `ladder replan` wrote there, not this "
                 "prediction's plan (a replan into that folder replaces it)")
