@@ -140,8 +140,9 @@ class Watcher:
         self._unreadable = None
         config = self.store.config(str(run["run_id"]))
         self._must_be_predicted(run, config)
-        self._maybe_repredict(config, _reached(run), run)
-        obs = self._observed(run, config, state, now)
+        hist = self.store.history(run_ids=[str(run["run_id"])], include_nonfinite=True)  # read once a check
+        self._maybe_repredict(config, _reached(run), run, hist)
+        obs = self._observed(run, config, state, now, hist)
         finished = str(run["state"]) != "running"
         flaw = unusable(self.prediction)
         if flaw is not None:  # the rules that need no prediction still run: a NaN loss is still an alarm
@@ -221,8 +222,8 @@ class Watcher:
         for message in result.messages if self.warn is not None else ():
             self.warn(message)
 
-    def _observed(self, run: pd.Series, config: dict, state: WatchState, now: float) -> Observed:
-        hist = self.store.history(run_ids=[str(run["run_id"])], include_nonfinite=True)
+    def _observed(self, run: pd.Series, config: dict, state: WatchState, now: float, hist: pd.DataFrame) -> Observed:
+        """What the run has logged (`hist`: its history, NaN and inf included), as the rules read it."""
         # The last value logged at each step, NaN included (a pivot table's "last" would skip a NaN
         # and the NaN rule would never see it).
         hist = hist.assign(metric=hist["metric"].astype(str)).drop_duplicates(["step", "metric"], keep="last")
@@ -319,16 +320,17 @@ class Watcher:
                        f"`ladder predict --target-run {name} --store {self.store.root} --out NEW_FOLDER` and watch it "
                        "against that prediction")
 
-    def _maybe_repredict(self, config: dict, reached: int, run: pd.Series | None = None) -> None:
+    def _maybe_repredict(self, config: dict, reached: int, run: pd.Series | None = None,
+                         hist: pd.DataFrame | None = None) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
         prediction kept in ``earlier-prediction-<time>/``). A prediction that holds the run's edits and more (a
         `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`). The run is the predicted one
         (`_must_be_predicted`): only its edits may differ. A run whose config declares no schedule (its LR logged
-        alone) is held to its planned steps and its logged LR (`_planned_by`)."""
+        alone) is held to its planned steps and its logged LR (`_planned_by`; `hist`: its history)."""
         sched = schedule_of(config)
         plan = self.prediction.schedule
-        if not sched and plan and run is not None:
-            sched = _planned_by(plan, run.get("stop_after_steps"), lambda: self._logged_lr(run))
+        if not sched and plan and run is not None and hist is not None:
+            sched = _planned_by(plan, run.get("stop_after_steps"), lambda: _logged_lr(hist))
             config = {**config, "schedule": sched}  # the schedule the run is predicted again from
         if not sched or not plan or self.repredict is None:
             return
@@ -345,11 +347,6 @@ class Watcher:
             if beside and self.warn is not None:
                 self.warn(beside)
             self._stamp = _stamp(Path(self.prediction_dir) / "prediction.json")
-
-    def _logged_lr(self, run: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-        """The run's logged LR: its steps and values."""
-        h = self.store.history(run_ids=[str(run["run_id"])], metrics=[keys.LEARNING_RATE])
-        return h["step"].to_numpy(np.int64), h["value"].to_numpy(np.float64)
 
     def _verdicts(self, obs: Observed, alerts: list[Alert], state: WatchState,
                   finished: bool = False) -> tuple[list[str], str]:
@@ -723,6 +720,12 @@ def _planned_by(plan: dict, steps: object, logged: Callable[[], tuple[np.ndarray
     elif np.isfinite(lr).any():  # an LR logged, none past the edit yet: the plan holds until the LR can tell
         return {}
     return to_dict(run)
+
+
+def _logged_lr(hist: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The LR a run's history (`hist`) logs: its steps and values."""
+    h = hist[hist["metric"].astype(str) == keys.LEARNING_RATE]
+    return h["step"].to_numpy(np.int64), h["value"].to_numpy(np.float64)
 
 
 def _placed(edit: object) -> bool:
