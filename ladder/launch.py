@@ -20,6 +20,7 @@ from pathlib import Path
 from ladder import metrics as keys
 from ladder import runfiles
 from ladder.config.runconfig import RunConfig
+from ladder.config.yamlio import load_yaml
 from ladder.errors import LadderError
 
 
@@ -42,10 +43,17 @@ def ladder_runs(folder: Path, rungs_only: bool = False) -> list[tuple[Path, RunC
 
 
 def _ladder_config(path: Path) -> RunConfig:
-    """One YAML of a ladder folder as a run config; one that is none says that --ladder reads every YAML there."""
+    """One YAML of a ladder folder as a run config; one that is none (no ``spec``) says that --ladder reads every
+    YAML there, where a run config's own error (a typo in a field) is left as it is."""
     try:
         return RunConfig.load(path, check_coordinates=False)
     except LadderError as exc:
+        try:
+            is_run_config = "spec" in load_yaml(path)
+        except LadderError:
+            is_run_config = False
+        if is_run_config:
+            raise
         raise LadderError(f"{exc}; --ladder trains every YAML in {path.parent} (a YAML that is no run config, notes "
                           "say, goes in another folder)") from None
 

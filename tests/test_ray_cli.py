@@ -149,6 +149,16 @@ def test_a_yaml_in_the_ladder_folder_that_is_no_run_config_says_ladder_reads_eve
     assert not (ladder_folder / "runs").exists()
 
 
+def test_a_typo_in_a_run_config_of_the_ladder_is_named_without_the_hint_for_notes(ladder_folder):
+    config = sorted(ladder_folder.glob("*.yaml"))[0]
+    config.write_text(config.read_text().replace("seed:", "sead:", 1))
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder)])
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and said.startswith(f"error: {config}:") and "'sead'" in said, said
+    assert "trains every YAML" not in said
+    assert not (ladder_folder / "runs").exists()
+
+
 def test_a_hero_of_several_hosts_trained_without_ray_is_said_to_train_as_one_process(tmp_path, monkeypatch):
     import ladder.cli.train as cli_train
     from ladder.config.plan import with_resources
