@@ -224,24 +224,34 @@ def trainer_stops_with(proc: subprocess.Popen) -> Iterator[None]:
     waited for, so it stops at a step, marks its run crashed and says how to resume; a second stop is passed on too
     (the trainer stops at once), and past the grace times it is killed. Then the KeyboardInterrupt goes on. Any
     other error that leaves the block stops the trainer the same way (as SIGTERM), so none is left training alone."""
+    with stops_as_interrupts():
+        try:
+            yield
+        except BaseException as exc:
+            signum = getattr(exc, "signum", signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM)
+            for grace in (INTERRUPT_GRACE_S, SECOND_GRACE_S):
+                try:
+                    if proc.poll() is None:  # the trainer takes SIGTERM for every stop but Ctrl-C
+                        proc.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+                    proc.wait(timeout=grace)
+                    break
+                except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                    continue
+            else:
+                proc.kill()
+                proc.wait()
+            raise
+
+
+@contextlib.contextmanager
+def stops_as_interrupts() -> Iterator[None]:
+    """While the block runs, a SIGTERM or SIGHUP (`PASSED_ON`) raises `Stopped` where the default would end the
+    process on the spot: the work stops as at a Ctrl-C, with its files left whole and its locks let go, and the
+    command can say how to go on. Only the main thread can take signals; elsewhere this does nothing."""
     main = threading.current_thread() is threading.main_thread()
     before = {sig: signal.signal(sig, _stopped) for sig in PASSED_ON} if main else {}
     try:
         yield
-    except BaseException as exc:
-        signum = getattr(exc, "signum", signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM)
-        for grace in (INTERRUPT_GRACE_S, SECOND_GRACE_S):
-            try:
-                if proc.poll() is None:  # the trainer takes SIGTERM for every stop but Ctrl-C
-                    proc.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
-                proc.wait(timeout=grace)
-                break
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                continue
-        else:
-            proc.kill()
-            proc.wait()
-        raise
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)

@@ -817,6 +817,30 @@ def test_ctrl_c_says_how_to_go_on_and_exits_130(tmp_path):
     assert err.strip().startswith("interrupted; run the same command again") and "Traceback" not in err
 
 
+@pytest.mark.parametrize("signame, code", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_scheduler_s_stop_says_how_to_go_on_and_exits_as_the_shell_would(tmp_path, signame, code):
+    # SIGTERM (a scheduler, `kill`) or SIGHUP (a closed terminal) mid-command stops it as Ctrl-C does: the finally
+    # blocks run (a store's lock let go), one line on stderr, 128 + the signal's number
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import time\nimport ladder.predict.prediction as p\n"
+              "def slow(*a, **k):\n    print('loading', flush=True)\n"
+              "    try:\n        time.sleep(60)\n    finally:\n        print('let go', flush=True)\n"
+              "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
+    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "loading"
+    time.sleep(0.2)
+    proc.send_signal(getattr(signal, signame))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert out.strip() == "let go"
+    assert err.strip().startswith(f"stopped ({signame}); run the same command again") and "Traceback" not in err
+
+
 def test_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback():
     # the entry point the `ladder` script runs, stopped by a real SIGINT while it imports the command line
     import signal

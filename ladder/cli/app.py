@@ -10,12 +10,14 @@ message.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import json
 import math
 import os
 import select
+import signal
 import sys
 import time
 import warnings
@@ -31,6 +33,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ladder.errors import DEBUG_ENV, LadderError, debug_env, route_warnings
+from ladder.launch import stops_as_interrupts
 
 
 def _close_options_only(exc: Exception) -> None:
@@ -254,7 +257,7 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
         @functools.wraps(fn)
         def wrapper(*args: Any, **kw: Any) -> Any:
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), stops_as_interrupts():
                     if not _debugging():  # numerical warnings (an overflow on the way to a checked result) are noise
                         warnings.simplefilter("ignore", RuntimeWarning)
                     route_warnings(warn)
@@ -265,12 +268,15 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
                 raise
             except BrokenPipeError:  # the reader of stdout left (`| head`): stop quietly, as `cat` would
                 raise _reader_gone() from None
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 if _debugging():
                     raise
-                err_console.print("interrupted; run the same command again to finish it (pulls, imports and "
-                                  "training go on from where they stopped)", highlight=False, soft_wrap=True)
-                raise typer.Exit(INTERRUPTED) from None
+                signum = getattr(exc, "signum", None)  # a SIGTERM or SIGHUP (`Stopped`), else a Ctrl-C
+                said = "interrupted" if signum is None else f"stopped ({signal.Signals(signum).name})"
+                with contextlib.suppress(OSError):  # a terminal closed (SIGHUP) takes no more lines
+                    err_console.print(f"{said}; run the same command again to finish it (pulls, imports and "
+                                      "training go on from where they stopped)", highlight=False, soft_wrap=True)
+                raise typer.Exit(INTERRUPTED if signum is None else 128 + signum) from None
             except OSError as exc:  # the disk or the network said no: not a bug in the program
                 if _debugging():
                     raise
