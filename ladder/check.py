@@ -32,7 +32,7 @@ import pandas as pd
 from fits import trends
 from ladder import metrics as keys
 from ladder.config.recipe import Recipe, load_recipe, preset_names
-from ladder.data.runview import SIX_N, active_params, flops_per_token, ran_its_plan, six_n_note
+from ladder.data.runview import SIX_N, active_params, flops_per_token, ran_its_plan, role_hint, six_n_note
 from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.watch.rules import AlertRules
@@ -165,7 +165,8 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     group = str(runs["group"].iloc[0])
     rung_rows = runs[runs["role"] == "rung"]
     if rung_rows.empty:
-        raise LadderError(f"{store.root}: group {group!r} has no runs with role 'rung'; pull the rungs first")
+        raise LadderError(f"{store.root}: group {group!r} has no runs with role 'rung'; pull the rungs first"
+                          + role_hint(runs, "rung", role_option=False))
     hist = store.history(list(rung_rows["run_id"]), [keys.GRAD_NORM, keys.TRAIN_LOSS, keys.DROP_FRACTION,
                                                      keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
     if not (hist["metric"].astype(str) == settings.metric).any():
@@ -346,6 +347,11 @@ def _not_checked(name: str, why: str, **values: Any) -> Finding:
     return Finding(name, "not checked", f"not checked: {why}", values=values)
 
 
+def _left_out(left: list[str]) -> str:
+    """The rungs a trend leaves out, and why, for its evidence ("" where it leaves none out)."""
+    return f"; left out: {', '.join(left)}" if left else ""
+
+
 def _too_few(name: str, metric: str, rungs: list[_Rung], usable: list[_Rung], left: list[str],
              need: int = 3) -> Finding | None:
     if len(usable) >= need:
@@ -386,7 +392,7 @@ def _grad_norm(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) 
     lo_b, hi_b = trend.slope_interval(st.level)
     per_rung = ", ".join(f"{r.name} {p.height:.3g} at {p.fraction:.0%}" for r, p in zip(usable, peaks))
     evidence = (f"peak (rolling median over {st.peak_window:.0%} of the run, after the first {st.skip_fraction:.0%}): "
-                f"{per_rung}; ∝ C^{trend.b:.2f} [{lo_b:.2f}, {hi_b:.2f}]")
+                f"{per_rung}; ∝ C^{trend.b:.2f} [{lo_b:.2f}, {hi_b:.2f}]{_left_out(left)}")
     values = {"rungs": [r.name for r in usable], "compute": compute, "peak": height,
               "peak_fraction": [p.fraction for p in peaks], "exponent": trend.b, "exponent_band": [lo_b, hi_b],
               "limit": st.grad_limit}
@@ -432,13 +438,13 @@ def _spikes(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) -> 
     rate = 1000.0 * counts_a / steps_a
     per_rung = ", ".join(f"{r.name} {c:.0f} ({x:.2g}/1k steps)" for r, c, x in zip(usable, counts_a, rate))
     evidence = (f"spikes (train loss {st.spike_z:g} robust SDs above its rolling median, after the first "
-                f"{st.skip_fraction:.0%}): {per_rung}")
+                f"{st.skip_fraction:.0%}): {per_rung}{_left_out(left)}")
     values = {"rungs": [r.name for r in usable], "compute": compute, "spikes": counts_a, "steps": steps_a,
               "per_1k_steps": rate, "limit_per_1k_steps": st.spike_limit}
     remedy = ("find what the spikes share (data shards, LR at the time, grad norm); lower the peak LR, "
               "tighten grad clipping or add a z-loss before the hero starts")
     if counts_a.sum() == 0:
-        return Finding(name, "ok", f"{evidence}: no spikes in any rung", "0 expected" if hero else "", values=values)
+        return Finding(name, "ok", f"{evidence}; no spikes in any rung", "0 expected" if hero else "", values=values)
     fit = trends.fit_rate_trend(compute, counts_a, steps_a)
     lo_b, hi_b = fit.slope_interval(st.level)
     evidence += f"; rate ∝ C^{fit.b:.2f} [{lo_b:.2f}, {hi_b:.2f}]"
@@ -484,7 +490,8 @@ def _drops(store: Store, rungs: list[_Rung], hero: HeroCompute | None, st: Check
     lo_b, hi_b = trend.slope_interval(st.level)
     per_rung = ", ".join(f"{r.name} {d:.1%}" for r, d in zip(usable, drop))
     evidence = (f"mean drop fraction after the first {st.skip_fraction:.0%}: {per_rung}; "
-                f"{trend.b * math.log(10):+.2%} per decade of C [{lo_b * math.log(10):+.2%}, {hi_b * math.log(10):+.2%}]")
+                f"{trend.b * math.log(10):+.2%} per decade of C [{lo_b * math.log(10):+.2%}, {hi_b * math.log(10):+.2%}]"
+                f"{_left_out(left)}")
     values = {"rungs": [r.name for r in usable], "compute": compute, "drop_fraction": drop,
               "per_decade": trend.b * math.log(10)}
     remedy = ("raise the capacity factor or the load-balancing loss weight, or check the router "
@@ -527,6 +534,14 @@ def _run_config(store: Store, run_id: str):
 def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     name = "off-trend"
     usable, left = _usable(rungs, st.metric)
+    ended = []  # a rung's final is its eval at the end of its plan: one that is NaN or missing leaves no final
+    for r in usable:
+        last = int(r.series[st.metric]["step"].iloc[-1])
+        if ran_its_plan("finished", last, r.planned_steps):
+            ended.append(r)
+        else:
+            left.append(f"{r.name} (its last finite {st.metric} at step {last:,} of {r.planned_steps:,})")
+    usable, left_out = ended, _left_out(left)
     usable, other_ratios = _one_ratio(usable)
     left += [f"{r.name} (at {r.ratio:.3g} tokens per parameter, not the ladder's {usable[0].ratio:.3g})"
              for r in other_ratios]
@@ -541,6 +556,7 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
               "expected": [h.expected for h in loo.held], "rel_error": [h.rel_error for h in loo.held],
               "score": [h.score for h in loo.held], "limit": loo.held[0].limit, "dof": loo.dof}
     caveat = "" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)"
+    caveat += left_out
     if other_ratios:
         caveat += (f"; {len(other_ratios)} rung{'s' if len(other_ratios) > 1 else ''} at other token ratios left out "
                    "(a trend in compute holds at one ratio)")
@@ -554,7 +570,7 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
              f"score {h.score:.1f}, limit ±{h.limit:.1f})" for h in flagged]
     largest_worse = any(h.index == len(usable) - 1 and h.rel_error > 0 for h in flagged)
     status: Status = "alarm" if largest_worse else "warning"
-    evidence = "off the others' endpoint trend: " + "; ".join(parts)
+    evidence = "off the others' endpoint trend: " + "; ".join(parts) + left_out
     if largest_worse:
         evidence += "; the largest rung is worse than the trend: the recipe may stop scaling"
     remedy = ("look for what sets the rung apart (shape: depth for its width, batch, LR, data); rerun it, "

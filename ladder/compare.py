@@ -18,7 +18,7 @@ import numpy as np
 from fits.compare import Comparison, compare_ladders
 from ladder.check import HeroCompute, below_smallest, hero_from_config
 from ladder.config.limits import hero_flops
-from ladder.data.runview import SIX_N, flops_per_token, ran_its_plan, six_n_note
+from ladder.data.runview import SIX_N, flops_per_token, ran_its_plan, role_hint, six_n_note
 from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 
@@ -57,7 +57,8 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
     known = sorted(set(runs["group"].dropna()))
     if group not in known:
         raise LadderError(f"no group {group!r} in {store.root}; groups there: {', '.join(known) or 'none'}")
-    runs = runs[(runs["group"] == group) & (runs["role"] == "rung")]
+    in_group = runs[runs["group"] == group]
+    runs = in_group[in_group["role"] == "rung"]
     hist = store.history(list(runs["run_id"]), [metric]) if len(runs) else None
     names, compute, loss, left_out, six_n = [], [], [], [], []
     for row in runs.to_dict("records"):
@@ -74,7 +75,7 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
     if len(names) < MIN_RUNGS:
         extra = f" ({'; '.join(left_out)})" if left_out else ""
         raise LadderError(f"group {group!r} has {len(names)} finished rung{'' if len(names) == 1 else 's'} with a final {metric!r}, "
-                          f"a comparison needs at least {MIN_RUNGS}{extra}")
+                          f"a comparison needs at least {MIN_RUNGS}{extra}" + role_hint(in_group, "rung", role_option=False))
     order = np.argsort(compute, kind="stable")
     return GroupFinals(group, [names[i] for i in order], np.asarray(compute)[order], np.asarray(loss)[order],
                        tuple(left_out), tuple(six_n))
@@ -127,8 +128,9 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     metric = metric or store.settings().fit_metric
     a, b = group_finals(store, group_a, metric), group_finals(store, group_b, metric)
     if a.loss.size != b.loss.size:
+        left = "".join(f"; {g.group!r} leaves out {'; '.join(g.left_out)}" for g in (a, b) if g.left_out)
         raise LadderError(f"group {group_a!r} has {a.loss.size} usable rungs and {group_b!r} has {b.loss.size}; "
-                          "rungs are paired by size, so both need the same sizes")
+                          f"rungs are paired by size, so both need the same sizes{left}")
     by_params = len(a.six_n) == len(a.names) and len(b.six_n) == len(b.names)
     target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params)
     least = min((a, b), key=lambda g: g.compute.min())

@@ -35,8 +35,10 @@ def final_loss(cfg: RunConfig) -> float:
 
 
 def write_run(root: Path, cfg: RunConfig, seed: int, *, grad_growth: float = 0.0, spikes: int = 0,
-              off_trend: float = 0.0, upto: int | None = None, state: str = "finished") -> None:
-    """A run folder: train loss, grad norm, drop fraction and LR every step, eval loss at the evals."""
+              off_trend: float = 0.0, upto: int | None = None, state: str = "finished", last_eval: float | None = None,
+              unlogged: tuple[str, ...] = ()) -> None:
+    """A run folder: train loss, grad norm, drop fraction and LR every step, eval loss at the evals (the last one
+    `last_eval` where given); the metrics in `unlogged` left out."""
     run = root / cfg.name
     run.mkdir(parents=True)
     cfg.save(run / "run.yaml")
@@ -59,9 +61,14 @@ def write_run(root: Path, cfg: RunConfig, seed: int, *, grad_growth: float = 0.0
               "optim/learning_rate": float(cfg.schedule.lr(int(s) - 1))}
              for s, v, gn, d in zip(steps, train, grad, drop)]
     for s in cfg.eval_steps():
+        if state == "finished":  # a run that counts steps from 0 evaluates at the end of its plan at plan − 1
+            s = min(s, last)
         if s <= last:
             value = final_loss(cfg) * (1 + 2.0 * np.exp(-5 * s / T)) * (1 + off_trend + 0.0005 * rng.standard_normal())
             lines.append({"step": int(s), "eval/loss": float(value)})
+    if last_eval is not None:
+        lines[-1]["eval/loss"] = last_eval
+    lines = [{k: v for k, v in line.items() if k not in unlogged} for line in lines]
     lines.sort(key=lambda x: x["step"])
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     (run / "status.json").write_text(json.dumps({"state": state, "step": int(last), "updated": 0.0}))
@@ -307,6 +314,30 @@ def test_a_rung_logged_to_its_plan_minus_one_step_is_complete(tmp_path):
     code, report = check(store)
     assert code == 0, [(f["name"], f["evidence"]) for f in report["findings"] if f["status"] != "ok"]
     assert finding(report, "crashed")["status"] == "ok" and last.name in finding(report, "off-trend")["values"]["rungs"]
+
+
+def test_a_rung_without_a_final_eval_or_a_metric_is_left_out_of_the_trend_by_name(tmp_path):
+    # its last eval NaN: the eval before it is no final loss (0.2% of the run before its end, 1.6% above the final)
+    nan_final, no_grad = PLAN.rungs[1], PLAN.rungs[3]
+    store = ladder_store(tmp_path, **{nan_final.name: {"last_eval": float("nan")},
+                                      no_grad.name: {"unlogged": ("grad/norm/total",)}})
+    _, report = check(store)
+    trend = finding(report, "off-trend")
+    before = nan_final.eval_steps()[-2]
+    assert trend["values"]["rungs"] == [c.name for c in PLAN.rungs if c is not nan_final]
+    assert trend["status"] == "ok" and trend["evidence"].endswith(
+        f"; left out: {nan_final.name} (its last finite eval/loss at step {before:,} of {nan_final.stop_after_steps:,})")
+    grad = finding(report, "grad-norm")
+    assert grad["values"]["rungs"] == [c.name for c in PLAN.rungs if c is not no_grad]
+    assert f"; left out: {no_grad.name} (no grad/norm/total);" in grad["evidence"]
+
+
+def test_rungs_pulled_without_their_role_are_told_how_to_give_it(tmp_path):
+    store = ladder_store(tmp_path, [c.replace(role="single") for c in PLAN.rungs], hero=False)
+    res = runner.invoke(app, ["check", "--store", str(store)])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "has no runs with role 'rung'; pull the rungs first; the store's runs have role " in said
+    assert "'single': give the rungs theirs when you pull or import them: --coord role=rung" in said, said
 
 
 def test_rungs_at_other_token_ratios_are_left_out_of_the_trend(tmp_path):

@@ -50,6 +50,7 @@ class LadderSource:
                          name=ref.config and self.data[ref.run_id][0], replace=cursor is None)
 
 
+NO_ROLE = "no-role"
 N_ONLY, N_ONLY_REF = "n-only", "n-only-ref"
 """Groups whose coordinates give N (exactly fit FLOPs per token ÷ 6) but no fit FLOPs."""
 FROM_ZERO, ENDS_EARLY = "from-zero", "ends-early"
@@ -63,6 +64,8 @@ def _coords(group: str, fpt: float, steps: int) -> dict:
            "tokens_per_step": TOKENS_PER_STEP, "active_params": int(fpt / 6), "total_params": int(fpt / 2)}
     if group in (N_ONLY, N_ONLY_REF):
         del out["fit_flops_per_token"]
+    if group == NO_ROLE:  # imported without a role for its runs
+        del out["role"]
     return out
 
 
@@ -81,7 +84,8 @@ def store(tmp_path_factory):
     runs = {**rungs("zloss-on", 1.0), **rungs("zloss-off", M), **rungs("four", 1.0, range(4)),
             **rungs("broken", 1.0, range(4), crashed=(1, 2)), **rungs("same", 1.0),
             **rungs("partial", M), "partial/r9": ("r9", "partial", FLOPS_PER_TOKEN[4], STEPS[4], 3.0, "running"),
-            **rungs(N_ONLY, M), **rungs(N_ONLY_REF, 1.0), **rungs(FROM_ZERO, M), **rungs(ENDS_EARLY, M)}
+            **rungs(N_ONLY, M), **rungs(N_ONLY_REF, 1.0), **rungs(FROM_ZERO, M), **rungs(ENDS_EARLY, M),
+            **rungs("one-crashed", M, crashed=(2,)), **rungs(NO_ROLE, M)}
     pull(Store(root), LadderSource(runs))
     return root
 
@@ -210,6 +214,9 @@ def test_hero_config_gives_the_target(store, tmp_path):
         (("zloss-on", "zloss-on"), ("both groups are 'zloss-on'", "two different ladders")),
         (("zloss-on", "broken"), ("group 'broken' has 2 finished rungs", "at least 3", "state crashed")),
         (("zloss-on", "four"), ("'zloss-on' has 5", "'four' has 4", "same sizes")),
+        (("zloss-on", "one-crashed"), ("'one-crashed' has 4", "same sizes; 'one-crashed' leaves out r2: state crashed")),
+        (("zloss-on", NO_ROLE), (f"group '{NO_ROLE}' has 0 finished rungs", "the store's runs have role none",
+                                 "--coord role=rung")),
         (("zloss-on", "zloss-off", "--hero-compute", "1e16", "--hero", "x.yaml"), ("not both",)),
         (("zloss-on", "zloss-off", "--hero-compute", "-3"), ("--hero-compute",)),
         (("zloss-on", "zloss-off", "--hero-compute", "1e300"), ("--hero-compute", "too large", "1e+40")),
