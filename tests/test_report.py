@@ -275,6 +275,33 @@ def test_residuals_figure_plots_the_error_as_score_gives_it_and_the_band_on_that
     assert band90.min() == pytest.approx(100 * (1 / 1.05 - 1)) and band90.max() == pytest.approx(100 * (1 / 0.96 - 1))
     assert "predicted / actual" in ax.get_ylabel()
     plt.close(fig)
+    # a run that trains on past the prediction's end (another run followed, a longer plan): no error drawn there,
+    # where the last median held flat made one up; `ladder score` scores none of those evals either
+    went_on = np.r_[steps, 1_200, 2_000]
+    fig = residuals(pred, Curve("hero", went_on / 1_000, np.full(went_on.size, 2.0 / 1.02)))
+    y = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "hero").get_ydata()
+    assert np.allclose(y[:steps.size], 2.0) and np.isnan(y[steps.size:]).all()
+    plt.close(fig)
+
+
+def test_the_curve_tells_steps_not_predicted_from_steps_outside_the_assumptions():
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from ladder.output.plots import hero_curve
+    from ladder.predict.prediction import Prediction
+
+    steps = np.arange(100, 1_001, 100)
+    med = np.r_[np.nan, np.nan, np.full(steps.size - 2, 2.0)]  # none at the first two steps, as predict writes them
+    table = pd.DataFrame({"step": steps, "tokens": steps, "fraction": steps / 1_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.96,
+                          "hi90": med * 1.05, "in_assumptions": np.r_[[False] * 2, [True] * 5, [False] * 3]})
+    fig = hero_curve(Prediction("hero", "eval/loss", table, planned_steps=1_000))
+    spans = {p.get_label(): p.get_x() for p in fig.axes[0].patches}
+    assert spans == {"not predicted (outside the rungs' evals)": 0.0,
+                     "outside assumptions (a change no law models)": pytest.approx(0.7)}
+    plt.close(fig)
 
 
 def test_diagnostics_name_their_quantities_and_a_running_hero_collapses_by_its_predicted_final():
@@ -404,6 +431,10 @@ def test_a_report_of_another_run_leaves_out_the_watched_runs_verdicts_and_alerts
     page = (tmp_path / "rung.html").read_text()
     assert "the rung&#x27;s own" in page and "the hero&#x27;s own" not in page and "Latest verdict" not in page
     assert f"followed &#x27;{hero}&#x27;, not &#x27;{rung}&#x27;" in page
+    # the page names the run predicted beside the run followed, and says as `ladder score` does that it is a rung
+    assert f"<h1>{rung}: progress against the prediction of {hero}</h1>" in page
+    assert (f"&#x27;{rung}&#x27; is one of the rungs the prediction was made from, not its target "
+            f"&#x27;{hero}&#x27;") in page
     own = runner.invoke(app, [*report, "--out", str(tmp_path / "hero.html")])
     assert own.exit_code == 0, own.output
     page = (tmp_path / "hero.html").read_text()
@@ -875,6 +906,68 @@ def test_the_ladder_figure_shows_a_hero_whose_last_eval_falls_a_few_steps_short_
     figures.draw_all(Store(tmp_path / "store"), Prediction.load(predicted / "pred"), tmp_path / "figs")
     last = figures.hero_actual(Store(tmp_path / "store"), Prediction.load(predicted / "pred"))
     assert last.index[-1] == T - 2 and seen == [pytest.approx(float(last.iloc[-1]))]
+
+
+def test_figures_of_the_ladder_left_out_for_rungs_still_training_are_said_to_be(predicted, tmp_path):
+    import json
+    import shutil
+
+    runs = tmp_path / "runs"
+    shutil.copytree(predicted / "runs", runs)
+    rungs = [r.name for r in micro_plan().rungs]
+    for name in rungs[1:]:  # one rung finished; the others still train (as far as their status says)
+        status = json.loads((runs / name / "status.json").read_text())
+        (runs / name / "status.json").write_text(json.dumps({**status, "state": "running"}))
+    assert runner.invoke(app, ["pull", "local", str(runs), "--store", str(tmp_path / "store")]).exit_code == 0
+    res = runner.invoke(app, ["plot", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "store"),
+                              "--out", str(tmp_path / "figs")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and not (tmp_path / "figs" / "ladder_fit.png").exists(), res.output
+    assert (f"warning: the ladder fit and the collapsed curves are not drawn: they need 3 rungs that finished their "
+            f"plans, and 1 of the {len(rungs)} rungs in the store did") in said
+
+
+def test_the_ladder_figure_shows_the_eval_at_the_prediction_s_end_of_a_run_that_trained_on(predicted, tmp_path,
+                                                                                          monkeypatch):
+    """A run followed past the end of the prediction (a longer plan, another run): the ladder figure's "actual" is
+    its eval at the prediction's last step, where `ladder score` ends, not its last eval, twice the tokens on."""
+    from ladder.data.store import Store
+    from ladder.output import figures
+    from ladder.predict.prediction import Prediction
+
+    pred = Prediction.load(predicted / "pred")
+    store = Store(predicted / "store")
+    actual = figures.hero_actual(store, pred)
+    cut = int(actual.index[len(actual) // 2])
+    short = dataclasses.replace(pred, table=pred.table[pred.table["step"] <= cut].reset_index(drop=True))
+    seen = []
+    drawn = figures.plots.ladder_fit
+    monkeypatch.setattr(figures.plots, "ladder_fit", lambda *a, **k: seen.append(a[4]) or drawn(*a, **k))
+    figures.draw_all(store, short, tmp_path / "figs")
+    assert seen == [pytest.approx(float(actual[cut]))] and float(actual[cut]) != float(actual.iloc[-1])
+
+
+def test_score_from_0_says_the_evals_before_the_prediction_starts_are_not_scored(predicted, tmp_path):
+    import json
+
+    from ladder.data.store import Store
+    from ladder.output.figures import hero_actual
+    from ladder.predict.prediction import Prediction
+
+    pred = Prediction.load(predicted / "pred")
+    actual = hero_actual(Store(predicted / "store"), pred)
+    first = int(actual.index[3])  # a prediction with no value before the run's fourth eval (the rungs' first shared)
+    table = pred.table.copy()
+    table.loc[table["step"] < first, ["median", "lo50", "hi50", "lo90", "hi90"]] = np.nan
+    dataclasses.replace(pred, table=table).save(tmp_path / "p")
+    score = ["score", "--prediction", str(tmp_path / "p"), "--store", str(predicted / "store"), "--format", "json"]
+    res = runner.invoke(app, [*score, "--from", "0"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["warnings"] == [
+        f"3 evals of '{pred.run_name}' before step {first:,}, where the prediction starts, are not scored (the laws "
+        "predict no step before the rungs' first shared eval)"]
+    late = runner.invoke(app, [*score, "--from", f"{first / pred.started_with:.6f}"])  # from there on: none left out
+    assert late.exit_code == 0 and json.loads(late.stdout)["warnings"] == [], late.output
 
 
 def test_the_report_says_what_ladder_score_says_with_its_score(predicted, tmp_path):

@@ -219,7 +219,7 @@ def score_command(
     name = run or pred.run_name
     row = st.run(name)  # a clear error when it is not there
     actual = st.history([name], [pred.metric], include_nonfinite=True)  # a NaN eval counts outside the bands
-    warnings = score_warnings(st, row, name, pred, actual["step"].to_numpy())
+    warnings = score_warnings(st, row, name, pred, actual["step"].to_numpy(), start)
     try:
         sc = score_prediction(pred, actual.set_index("step")["value"].sort_index(), start, name)
     except LadderError:

@@ -385,8 +385,8 @@ def runs_command(
         return
     settings = target.settings()
     t = Table(title=f"Runs in {target.root}/ (fit metric {settings.fit_metric})")
-    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token (FLOPs)", "steps", "fraction", "values", "source"):
-        t.add_column(col, justify="right" if col in ("active", "total", "C/token (FLOPs)", "steps", "fraction", "values") else "left",
+    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token (FLOPs)", "steps", "fraction", VALUES, "source"):
+        t.add_column(col, justify="right" if col in ("active", "total", "C/token (FLOPs)", "steps", "fraction", VALUES) else "left",
                      overflow="fold")  # a name or id cut short with "…" cannot be pasted into the next command
     for r in runs.to_dict("records"):
         t.add_row(
@@ -406,6 +406,10 @@ def runs_command(
     console.print(t)
     if settings.renames:
         console.print("Renames: " + ", ".join(f"{a} → {b}" for a, b in settings.renames.items()), highlight=False)
+
+
+VALUES = "values (all metrics)"
+"""The runs table's column of the values a run holds: of every metric it logs, not the fit metric's alone."""
 
 
 def _fraction_cell(run: dict) -> str:

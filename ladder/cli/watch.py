@@ -339,7 +339,8 @@ def report_command(
     """One self-contained HTML page: figures, the prediction every 5%, the forms and assumptions, alerts."""
     from ladder.output.figures import draw_all, figures_dir, hero_actual
 
-    pred = _load(prediction, target_run)
+    predicted = Prediction.load(prediction)
+    pred = _following(predicted, target_run)
     folder = prediction if prediction.is_dir() else prediction.parent
     out = out_file(out, kinds=(".html", ".htm"), ours=(is_report, "a page `ladder report` wrote"))
     if not out.suffix and not out.exists():  # `--out reports/` reaches here as `reports`
@@ -373,20 +374,22 @@ def report_command(
     figures = draw_all(st, pred, figures_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
     again = out.exists()
     actual = hero_actual(st, pred, nonfinite=True)
-    written = write_report(out, pred, figures, actual, alert_rows, verdicts, alerts_note=note,
-                           score_notes=_score_notes(st, pred, actual))
+    title = (None if pred.run_name == predicted.run_name else
+             f"{pred.run_name}: progress against the prediction of {predicted.run_name}")
+    written = write_report(out, pred, figures, actual, alert_rows, verdicts, title=title, alerts_note=note,
+                           score_notes=_score_notes(st, predicted, pred.run_name, actual))
     console.print(f"Wrote {written}" + (" (it replaces the page written there before; --out NAME.html keeps both)"
                                         if again else ""))
 
 
-def _score_notes(st: Store, pred: Prediction, actual) -> list[str]:
-    """What `ladder score` says with its score of the run (`actual`: its evals by step)."""
+def _score_notes(st: Store, pred: Prediction, run: str, actual) -> list[str]:
+    """What `ladder score` says with its score of `run` against `pred` (`actual`: its evals by step)."""
     from ladder.predict.scoring import score_warnings
 
-    row = st.find(pred.run_name)
+    row = st.find(run)
     if row is None or not len(actual):
         return []
-    return score_warnings(st, row, pred.run_name, pred, actual.index.to_numpy())
+    return score_warnings(st, row, run, pred, actual.index.to_numpy())
 
 
 def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> None:
@@ -419,7 +422,11 @@ def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> Non
 
 def _load(prediction: Path, target_run: str | None, checked: bool = True) -> Prediction:
     """The prediction, following `target_run` where given (as `ladder watch --target-run` did)."""
-    pred = Prediction.load(prediction, checked)
+    return _following(Prediction.load(prediction, checked), target_run)
+
+
+def _following(pred: Prediction, target_run: str | None) -> Prediction:
+    """The prediction `pred` held to the run `target_run` where one is given (its `run_name` is the run followed)."""
     if target_run is None:
         return pred
     if not target_run.strip():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import fits
 from ladder import metrics as keys
 from ladder.data import fitdata
 from ladder.data.store import Store
-from ladder.errors import LadderError
+from ladder.errors import LadderError, LadderWarning
 from ladder.files import staged_folder
 from ladder.outpaths import not_ours, out_dir
 from ladder.output import plots
@@ -98,6 +99,14 @@ def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: 
     return [Path(out_dir) / p.name for p in drawn]
 
 
+def _upto(curve: plots.Curve, end: float) -> plots.Curve:
+    """`curve` up to the fraction `end` (the last of a prediction's table)."""
+    keep = np.asarray(curve.fraction) <= end * (1 + 1e-9)
+    tokens = None if curve.tokens is None else np.asarray(curve.tokens)[keep]
+    return dataclasses.replace(curve, fraction=np.asarray(curve.fraction)[keep], value=np.asarray(curve.value)[keep],
+                               tokens=tokens)
+
+
 def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> list[Path]:
     runs, target, rungs = target_and_rungs(store, pred, group, "to draw")
     rung_ids = list(rungs["run_id"])
@@ -114,14 +123,25 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
     # the endpoint law through the rungs' final losses, and the curves collapsed by it, need 3 finished rungs
     endpoint = (fits.fit_endpoint(np.array([c.compute for c in finished]), np.array([c.final for c in finished]))
                 if len(finished) >= 3 else None)
+    if endpoint is None and rung_curves:
+        import warnings
+
+        warnings.warn(f"the ladder fit and the collapsed curves are not drawn: they need 3 rungs that finished their "
+                      f"plans, and {len(finished)} of the {len(rung_curves)} rungs in the store did (the others still "
+                      "train, or stopped short)", LadderWarning, stacklevel=2)
     # the hero's final: its last eval where no later one was due before the prediction's last step (step 71,936 of
     # 72,000 for evals every 128), as `ladder score` counts it
+    # of a run that trained on past the prediction's last step (another run followed, a longer plan), the eval at
+    # that step: `ladder score` scores none after it
     hero_finished = str(target["state"].iloc[0]) == "finished" if len(target) and "state" in target else None
-    done = hero is not None and len(hero.fraction) > 0 and fitdata.reached_end(
-        np.asarray(hero.fraction) / float(pred.table["fraction"].iloc[-1]), hero_finished)
+    end = float(pred.table["fraction"].iloc[-1])
+    judged = _upto(hero, end) if hero is not None else None
+    went_on = judged is not None and len(judged.fraction) < len(hero.fraction)
+    done = judged is not None and len(judged.fraction) > 0 and fitdata.reached_end(
+        np.asarray(judged.fraction) / end, True if went_on else hero_finished)
     if endpoint is not None:
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
-                                             hero.final if done else None, pred.metric, axis), out, "ladder_fit")
+                                             judged.final if done else None, pred.metric, axis), out, "ladder_fit")
     failed = failed_steps(hero_actual(store, pred, nonfinite=True)) / _started_with(pred)
     paths += plots.save(plots.hero_curve(pred, hero, rung_curves, failed), out, "hero_curve")
     if endpoint is not None:

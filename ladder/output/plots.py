@@ -125,11 +125,14 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.fill_between(f, t["lo90"], t["hi90"], color=BAND, alpha=0.18, lw=0, label="90% band")
     ax.fill_between(f, t["lo50"], t["hi50"], color=BAND, alpha=0.35, lw=0, label="50% band")
     ax.plot(f, t["median"], color=BAND, lw=1.5, label="predicted median")
-    out = ~t["in_assumptions"].to_numpy(bool)
-    for i, (a, b) in enumerate(_spans(out)):  # each stretch of its own: early steps not predicted, a late change
-        # from the last eval inside the assumptions (the run's start) to the next one (its last eval)
-        left, right = f[a - 1] if a else 0.0, f[min(b + 1, len(f) - 1)]
-        ax.axvspan(left, right, color="0.85", alpha=0.6, label="outside assumptions" if not i else None)
+    unpredicted = ~np.isfinite(t["median"].to_numpy(float))
+    out = ~t["in_assumptions"].to_numpy(bool) & ~unpredicted
+    for flags, colour, label in ((unpredicted, "0.93", "not predicted (outside the rungs' evals)"),
+                                 (out, "0.85", "outside assumptions (a change no law models)")):
+        for i, (a, b) in enumerate(_spans(flags)):  # each stretch of its own: early steps, a late change
+            # from the last eval before it (the run's start) to the next one (its last eval)
+            left, right = f[a - 1] if a else 0.0, f[min(b + 1, len(f) - 1)]
+            ax.axvspan(left, right, color=colour, alpha=0.6, label=None if i else label)
     for r, col, label in zip(rungs, _colors(len(rungs)), _labels(rungs)):
         ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=label)
     if actual is not None and len(actual.value):
@@ -203,8 +206,9 @@ def residuals(prediction: Prediction, actual: Curve) -> Figure:
     for lo, hi, alpha, label in (("lo90", "hi90", 0.18, "90% band"), ("lo50", "hi50", 0.35, "50% band")):
         ax.fill_between(f, 100 * (med / t[hi] - 1), 100 * (med / t[lo] - 1), color=BAND, alpha=alpha, lw=0,
                         label=label)
-    if len(actual.value):
-        pred_at = np.interp(actual.fraction, f, med)
+    known = np.isfinite(med)  # the evals the prediction covers, as `ladder score` scores them: none past its end
+    if len(actual.value) and known.any():
+        pred_at = np.interp(actual.fraction, f[known], med[known], left=np.nan, right=np.nan)
         ax.plot(actual.fraction, 100 * (pred_at / actual.value - 1), "o-", color=HERO, ms=3, lw=1,
                 label=actual.label)
     ax.axhline(0, color="k", lw=0.8)

@@ -116,14 +116,24 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     )
 
 
-def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, steps: np.ndarray) -> list[str]:
-    """What to say with the score of run `name` (its runs-table `row`, its evals at `steps`) against `pred`: that it
-    is one of the prediction's rungs, plans other steps or is of another group than the rungs (is it the run that
-    was predicted?), and how many of its evals lie past where the prediction ends (not scored)."""
+def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, steps: np.ndarray,
+                   start: float = 0.1) -> list[str]:
+    """What to say with the score of run `name` (its runs-table `row`, its evals at `steps`) against `pred` from
+    `start` of the plan on: that it is one of the prediction's rungs, plans other steps or is of another group than
+    the rungs (is it the run that was predicted?), and how many of its evals from `start` on lie before where the
+    prediction starts or past where it ends (not scored)."""
     warnings = _other_plan(row, name, pred) + _other_group(store, row, name, pred)
     if name != pred.run_name and (name in pred.rungs or str(row["name"]) in pred.rungs):
         warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
                            f"{pred.run_name!r}: its evals are held to the target's prediction")
+    valued = pred.table.loc[np.isfinite(pred.table["median"].to_numpy(float)), "step"]
+    steps = np.asarray(steps)
+    early = int(((steps / max(pred.started_with, 1.0) >= start - 1e-9) & (steps < valued.min())).sum()) \
+        if len(valued) else 0
+    if early:
+        warnings.append(f"{early} eval{'' if early == 1 else 's'} of {name!r} before step {int(valued.min()):,}, where "
+                        f"the prediction starts, {'is' if early == 1 else 'are'} not scored (the laws predict no step "
+                        "before the rungs' first shared eval)")
     end = int(pred.table["step"].iloc[-1])
     last = end if pred.last_predicted is None else int(pred.last_predicted["step"])
     past = int((np.asarray(steps) > last).sum())
