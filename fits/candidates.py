@@ -296,17 +296,17 @@ class PerFraction:
         return band, ens
 
 
-def reach(runs: list[Run], slack_steps: float = 2.0) -> float:
+def reach(runs: list[Run], slack_steps: float = 2.0, most: float = 0.005) -> float:
     """The last fraction of a run the per-fraction law predicts from `runs`: the end of the plan where a run
     `reached_end` (no later eval was due), else the last fraction any run logged, and `slack_steps` of that run for
-    eval steps that round (a trainer that counts steps from 0 evaluates at 60% at step 0.6·T − 1). Past it no run
-    shows how the loss falls on (faster as the LR decays): a fraction further on would be the last one's value
-    held flat."""
+    eval steps that round (a trainer that counts steps from 0 evaluates at 60% at step 0.6·T − 1), at `most` of
+    the plan for a run of a few hundred steps. Past it no run shows how the loss falls on (faster as the LR
+    decays): a fraction further on would be the last one's value held flat."""
     out = 0.0
     for r in runs:
         f = np.sort(r.fractions[r.fractions > 0])
         if f.size:
-            out = max(out, 1.0 if reached_end(f, r.finished) else f[-1] + slack_steps / r.planned_steps)
+            out = max(out, 1.0 if reached_end(f, r.finished) else f[-1] + min(slack_steps / r.planned_steps, most))
     return out
 
 

@@ -362,10 +362,14 @@ def test_the_per_fraction_law_predicts_no_step_past_the_last_fraction_the_rungs_
     assert cand.reach(near) == 1.0
     short = [dataclasses.replace(r, steps=r.steps[:-1], values=r.values[:-1], finished=False) for r in whole_runs]
     assert max(r.fractions[-1] for r in short) == pytest.approx(0.95, abs=0.01)
-    # eval steps that round: 2 steps of a run past its last eval (one that counts steps from 0 logs 60% at 0.6·T − 1)
-    assert cand.reach(short) == pytest.approx(max(r.fractions[-1] + 2 / r.planned_steps for r in short))
+    # eval steps that round: 2 steps of a run past its last eval (one that counts steps from 0 logs 60% at 0.6·T − 1),
+    # at most 0.5% of its plan
+    assert cand.reach(short) == pytest.approx(max(r.fractions[-1] + min(2 / r.planned_steps, 0.005) for r in short))
     assert cand.reach([dataclasses.replace(r, finished=True) for r in short]) == 1.0  # said finished: its final
-    assert cand.reach(runs) == pytest.approx(max(r.fractions[-1] + 2 / r.planned_steps for r in runs))
+    assert cand.reach(runs) == pytest.approx(max(r.fractions[-1] + min(2 / r.planned_steps, 0.005) for r in runs))
+    tiny = [dataclasses.replace(r, planned_steps=100, steps=np.arange(1, 81), values=np.linspace(4, 3, 80))
+            for r in runs]  # 2 steps of 100 would be 2% of the plan: at most 0.5%
+    assert cand.reach(tiny) == pytest.approx(0.805)
 
 
 def test_the_backtest_scores_a_final_only_where_every_law_reached_it():
