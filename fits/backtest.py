@@ -25,7 +25,7 @@ from fits.endpoint import fit_endpoint
 from fits.errors import FitError, GivenValueError
 from fits.perfraction import fit_per_fraction
 from fits.predictor import compute_efolds, floor_sd
-from fits.uncertainty import bootstrap, fit_interval
+from fits.uncertainty import bootstrap, fit_interval, resampled_params
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,9 @@ def holdouts(order_key: np.ndarray, holdout) -> list[tuple[int, np.ndarray, np.n
     """For each k: (k, indices fitted, indices held out), holding out the k largest distinct keys."""
     distinct = np.unique(order_key)
     out = []
+    if distinct.size < 2:
+        raise FitError("every run is of one size (or compute, for a law in compute): a backtest holds out the "
+                       "largest and predicts them from the smaller ones, and there are none; give runs of several sizes")
     for k in holdout:
         if not 1 <= k < distinct.size:
             raise FitError(f"cannot hold out {k} of {distinct.size} distinct sizes (or computes, for a law in compute): "
@@ -151,7 +154,12 @@ def _bands(fit, args, level, ens, extra_sd):
 
 
 def _refits(fit, n_boot, seed):
-    return bootstrap(fit, n_boot, seed) if n_boot else None
+    """The bootstrap's refits of `fit`, none where it has no more runs than the parameters a resample pins: each
+    refit would be the fit itself, a band of no width, which `ladder fit --bootstrap` refuses; the Student-t band,
+    of no finite width there either, leaves the row out of the coverage."""
+    if not n_boot or fit.n_runs <= resampled_params(fit):
+        return None
+    return bootstrap(fit, n_boot, seed)
 
 
 def backtest_endpoint(compute, loss, names=None, holdout=(1,), *, E=None, level=0.9, n_boot=0, seed=0) -> Backtest:

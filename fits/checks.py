@@ -40,9 +40,11 @@ def same_length(**arrays: np.ndarray) -> int:
     return next(iter(sizes.values()))
 
 
-def need_runs(n: int, needed: int, form: str, what: str = "runs of distinct compute") -> None:
+def need_runs(n: int, needed: int, form: str, what: str = "runs of distinct compute", free_E: bool = False) -> None:
+    """Refuse fewer than `needed` runs; `free_E`: the fit leaves E free, and one with E pinned needs a run less."""
     if n < needed:
-        raise FitError(f"the {form} needs at least {needed} {what}, got {n}")
+        pin = f" (or {needed - 1} with E pinned, --E)" if free_E else ""
+        raise FitError(f"the {form} needs at least {needed} {what}{pin}, got {n}")
 
 
 def resample_need(n_distinct: int, p: int) -> int:
@@ -183,14 +185,18 @@ def rises_with_tokens(n_params: np.ndarray, tokens: np.ndarray, loss: np.ndarray
         return []
     rise, n, d, d0 = max(found)
     more = and_more(found, "runs")
-    return [f"at N = {n:.3g} the run on {d:.3g} tokens ends {_above(rise)} the one on {d0:.3g}{more}: more tokens "
+    digits = 3
+    while f"{d:.{digits}g}" == f"{d0:.{digits}g}" and digits < 17:  # token counts that differ past 3 digits
+        digits += 1
+    return [f"at N = {n:.3g} the run on {d:.{digits}g} tokens ends {_above(rise)} the one on {d0:.{digits}g}{more}: more tokens "
             "should not raise the final loss of one size; check those runs (another checkpoint, learning rate, recipe or eval?)"]
 
 
 MOST_NATS = 14.0
 """Above this, a final loss is no cross-entropy in nats: ln of a vocabulary of a million tokens is 13.8."""
-LEAST_FLOPS = 1e6
-"""Below this, a run's compute is in other units (PF-days, exaFLOPs): the smallest runs take billions of FLOPs."""
+LEAST_FLOPS = 1e10
+"""Below this, a run's compute is in other units (GFLOPs, PF-days, exaFLOPs): a 10k-parameter model on 200k tokens
+takes 1.2e10 FLOPs, and a ladder's smallest rung many times more."""
 RISE_CORR = 0.5
 """A rank correlation of final loss with compute above this (over 4 runs or more) is no scaling ladder."""
 
@@ -208,8 +214,8 @@ def units_warnings(loss: np.ndarray, compute: np.ndarray | None = None, n_params
         out.append(f"losses run up to {loss.max():.4g}: no cross-entropy in nats is that high (ln of a million-token "
                    f"vocabulary is {np.log(1e6):.1f}); is it a perplexity (fit its log) or another column?")
     if compute is not None and not counted and np.min(compute) < LEAST_FLOPS:
-        out.append(f"compute as small as {np.min(compute):.3g}: compute is counted in FLOPs (a run takes billions or "
-                   "more); in PF-days, multiply by 8.64e19")
+        out.append(f"compute as small as {np.min(compute):.3g}: compute is counted in FLOPs (a 10k-parameter model on "
+                   f"200k tokens takes 1.2e10); in GFLOPs, multiply by 1e9, in PF-days, multiply by 8.64e19")
     if compute is not None and loss.size >= 4 and np.unique(compute).size >= 4:
         rho = float(spearmanr(compute, loss).statistic)
         if rho > RISE_CORR:

@@ -125,7 +125,7 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL) -> 
     y = checks.as_array("loss", loss)
     checks.same_length(compute=c, loss=y)
     n_distinct = np.unique(c).size
-    checks.need_runs(n_distinct, 2 if E is not None else 3, FORM)
+    checks.need_runs(n_distinct, 2 if E is not None else 3, FORM, free_E=E is None)
     c_ref = float(np.exp(np.mean(np.log(c))))
     sol: OffsetPower = fit_offset_power(np.log(c / c_ref), y, E=E, tol=tol)
     p = 2 if E is not None else 3

@@ -392,7 +392,7 @@ def fit_per_fraction(
     present = np.isfinite(Y)
     per_col = sizes_present(C, present)
     need = 2 if E is not None else 3
-    checks.need_runs(int(np.unique(C).size), need, FORM.split(" L")[0])
+    checks.need_runs(int(np.unique(C).size), need, FORM.split(" L")[0], free_E=E is None)
     if smooth is not None:
         if int(smooth) != smooth or smooth < 1:
             raise FitError(f"smooth must be a whole number of basis functions ≥ 1, got {smooth!r}")

@@ -260,7 +260,7 @@ def fit_surface(
     p = 5 - (E is not None) - shared_exponent + kaplan
     form = KAPLAN_FORM if kaplan else FORM
     n_distinct = len({(a, b) for a, b in zip(N, D)})
-    checks.need_runs(n_distinct, p, form, "runs of distinct (N, D)")
+    checks.need_runs(n_distinct, p, form, "runs of distinct (N, D)", free_E=E is None)
     if np.unique(N).size < 2 or np.unique(D).size < 2:
         raise FitError(f"the {form.split(' L(')[0]} needs runs that differ in both size and tokens")
     if E is not None:

@@ -107,9 +107,13 @@ def test_the_band_scored_is_the_one_fit_gives_with_the_law_s_own_beside_it():
 
 def test_a_band_of_no_width_is_not_counted_and_a_stopped_run_is_scored_where_it_stopped():
     C4 = COMPUTE[:4]
-    bt = backtest_endpoint(C4, 1.7 + 2e3 * C4**-0.2 * (1 + np.array([0, 0.01, -0.01, 0.02])), holdout=(1,))
+    y4 = 1.7 + 2e3 * C4**-0.2 * (1 + np.array([0, 0.01, -0.01, 0.02]))
+    bt = backtest_endpoint(C4, y4, holdout=(1,))
     (row,) = bt.rows  # three runs, three parameters: a Student-t band of 0 dof
     assert row.covered is None and np.isnan(bt.coverage) and "no row has a band" in bt.summary()
+    # nor with a bootstrap: each refit of every run is the fit itself (`ladder fit --bootstrap` refuses it)
+    boot = backtest_endpoint(C4, y4, holdout=(1,), n_boot=50)
+    assert boot.rows[0].covered is None and np.isnan(boot.coverage) and "no row has a band" in boot.summary()
     assert "none (as many parameters as runs)" in bt.summary() and "inf" not in bt.summary()
     (rec,) = bt.records()  # no bounds, not a lower one at 0 beside none above
     assert (rec["lo"], rec["hi"], rec["own_lo"], rec["own_hi"]) == (None, None, None, None)
@@ -149,3 +153,9 @@ def test_the_surface_holds_out_sizes_within_one_percent_of_the_largest_together_
     bt = backtest_surface(N, D, y, [f"r{i}" for i in range(N.size)], holdout=(1,))
     assert sorted(r.target for r in bt.rows) == sorted(f"r{i}" for i in (20, 21, 22, 23, 24))
     assert all(r.n_fit == 20 for r in bt.rows)
+
+
+def test_runs_all_of_one_size_are_said_to_leave_nothing_to_backtest_from():
+    with pytest.raises(FitError, match="every run is of one size .*give runs of several sizes") as refused:
+        backtest_endpoint(np.full(4, 1e20), np.array([3.0, 2.9, 2.95, 2.92]))
+    assert "hold out 1 to 0" not in str(refused.value)

@@ -948,7 +948,7 @@ def test_a_stored_run_whose_final_loss_is_not_positive_is_named(tmp_path):
     removed = run("runs", "--remove", "r2", "--store", tmp_path / "s", "--yes")
     assert removed.exit_code == 0, removed.output
     res = run("fit", "surface", "--store", tmp_path / "s")
-    one_error_line(res, "needs at least 5 runs of distinct (N, D), got 3")  # r2 left out, the three others in
+    one_error_line(res, "needs at least 5 runs of distinct (N, D) (or 4 with E pinned, --E), got 3")  # r2 left out, the three others in
 
 
 def test_a_fit_refused_for_too_few_finished_runs_names_the_runs_left_out(tmp_path):

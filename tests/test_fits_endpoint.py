@@ -112,7 +112,7 @@ def test_too_few_runs_and_bounds_are_flagged():
         ([1e18, 0.0, 3e18], [3.0, 2.9, 2.8], "compute must be positive"),
         ([1e18, 2e18, 3e18], [3.0, np.nan, 2.8], "non-finite"),
         ([1e18, 2e18, 3e18], [3.0, 2.9], "differ in length"),
-        ([1e18, 1e18, 1e18, 1e18], [3.0, 2.9, 2.8, 2.7], "runs of distinct compute, got 1"),
+        ([1e18, 1e18, 1e18, 1e18], [3.0, 2.9, 2.8, 2.7], r"runs of distinct compute \(or 2 with E pinned, --E\), got 1"),
     ],
 )
 def test_bad_input_raises_a_fit_error_that_says_why(compute, loss, message):
@@ -152,6 +152,7 @@ def test_a_perplexity_compute_in_pf_days_and_a_rising_loss_are_warned_and_a_soun
     assert not [w for w in fit_endpoint(c, y).warnings if "perplexity" in w or "FLOPs" in w or "rises" in w]
     assert "is it a perplexity" in " ".join(fit_endpoint(c, np.exp(y + 1.5)).warnings)  # perplexity 18–41
     assert "in PF-days, multiply by 8.64e19" in " ".join(fit_endpoint(c / 8.64e19, y).warnings)
+    assert "in GFLOPs, multiply by 1e9" in " ".join(fit_endpoint(np.geomspace(4e9, 2e11, c.size), y).warnings)
     assert "the loss rises with compute (rank correlation +1.00)" in " ".join(fit_endpoint(c, y[::-1]).warnings)
     n = np.array([1e8, 2e8, 4e8, 8e8])
     (swapped,) = units_warnings(np.array([3.0, 2.9, 2.8, 2.7]), None, 20 * n, n)

@@ -146,3 +146,12 @@ def test_a_run_that_ends_above_a_shorter_run_of_its_size_is_flagged():
     bad[i] = y[i - 1] * 1.012
     (w,) = [w for w in fit_surface(N, D, bad).warnings if "more tokens" in w]
     assert f"{N[i]:.3g}" in w and f"{D[i]:.3g} tokens" in w and f"{D[i - 1]:.3g}" in w and "1.20%" in w
+
+
+def test_token_counts_that_print_alike_at_3_digits_are_told_apart_in_the_warning():
+    from fits.checks import rises_with_tokens
+
+    N = np.full(3, 1.43e9)
+    D = np.array([1.0e10, 1.9601e10, 1.9648e10])  # a checkpoint 0.24% later
+    (w,) = rises_with_tokens(N, D, np.array([2.5, 2.3, 2.33]))
+    assert "the run on 1.965e+10 tokens ends 1.30% above the one on 1.96e+10" in w

@@ -220,10 +220,11 @@ def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
         counts = ids.value_counts()
         if counts.iloc[0] > 1:
             run = counts.index[0]
-            lines = ", ".join(map(str, df.index[ids == run][:3]))
+            lines = ", ".join(map(str, df.index[ids == run][:3])) + (", ..." if counts.iloc[0] > 3 else "")
             raise LadderError(
-                f"{where}: run {run!r} has {counts.iloc[0]} rows (lines {lines}, ...) and the CSV has no step column "
-                f"{cols.step!r} to tell its last; name it with --step-col, or --run-col COLUMN if each row is its own run"
+                f"{where}: run {run!r} has {counts.iloc[0]} rows (lines {lines}) and the CSV has no step column "
+                f"{cols.step!r} to tell its last; name it with --step-col, --run-col COLUMN if each row is its own run, "
+                "or delete the rows repeated by mistake"
             )
     return df.groupby(cols.run, sort=False).tail(1)
 
