@@ -165,7 +165,9 @@ class CorePrediction:
     def parts(self) -> dict[str, float]:
         """What sets the 90% band at the last step the band covers, each as a half-width relative to the median:
         "band" the band itself ("below" and "above": its reach on either side); "own" the method's own statistics;
-        "carried" the backtest's error carried to the target; "floor" `UNTESTED_ERROR` per e-fold; "laws" the reach to the farthest other law's median."""
+        "carried" the backtest's error carried to the target; "floor" `UNTESTED_ERROR` per e-fold; "laws" the reach to the farthest other law's median;
+        "gap" where no other law predicts the target, how far the laws that could not lay from the method in the
+        backtest, carried to the target (`carried_gap`)."""
         ok = np.flatnonzero(np.isfinite(self.band.median) & np.isfinite(self.band.lo90) & np.isfinite(self.band.hi90))
         if not ok.size:
             return {}
@@ -178,7 +180,13 @@ class CorePrediction:
                 "own": half(own),
                 "carried": float(carried_error(self.backtest, self.method, self.distance, self.fractions[i:i + 1])[0]),
                 "floor": float(UNTESTED_ERROR * max(self.distance, 0.0) * Z90),
-                "laws": max((float(abs(o / own.median[i] - 1)) for o in others if np.isfinite(o)), default=0.0)}
+                "laws": max((float(abs(o / own.median[i] - 1)) for o in others if np.isfinite(o)), default=0.0),
+                "gap": float(carried_gap(self.backtest, self.method, self.absent(), self.distance,
+                                         self.fractions[i:i + 1])[0]) if not others else 0.0}
+
+    def absent(self) -> list[str]:
+        """The candidate laws that could not predict the target."""
+        return [k for k in self.settings.candidates if k not in self.outcomes and k in self.failed]
 
 
 def method_scores(backtest) -> dict[str, float]:
@@ -430,15 +438,50 @@ def carried_error(backtest_rows, method: str, distance: float, fractions: np.nda
     held-out curve's errors at neighbouring evals are one draw, not a profile to trust point by point)."""
     out = np.zeros(fractions.shape)
     for s in backtest_rows:
-        if s.method != method or s.failed or not s.errors.size or s.distance <= 0:
-            continue
-        order = np.argsort(s.fractions, kind="stable")
-        g, e = s.fractions[order], np.abs(s.errors[order])
-        grid = np.unique(np.round(g, 6))
-        worst = np.array([e[np.isclose(np.round(g, 6), x)].max() for x in grid])
-        level = np.maximum(np.interp(fractions, grid, worst), float(np.sqrt(np.mean(e * e))))
-        out = np.maximum(out, level * max(distance, 0.0) / s.distance)
+        if s.method == method and _usable(s):
+            out = np.maximum(out, _carry(s.fractions, np.abs(s.errors), s.distance, distance, fractions))
     return out
+
+
+def carried_gap(backtest_rows, method: str, absent: list[str], distance: float, fractions: np.ndarray) -> np.ndarray:
+    """How far the backtest's predictions of `method` and of the laws `absent` (laws that cannot predict the target)
+    lay apart at each fraction, relative, carried to `distance` as `carried_error` carries errors (largest over
+    held-out sizes and laws): the disagreement `spread` holds in the band where every law predicts the target."""
+    out = np.zeros(fractions.shape)
+    rows = {(s.method, s.distance): s for s in backtest_rows if _usable(s)}
+    for (name, at), s in rows.items():
+        other = rows.get((method, at))
+        if name not in absent or other is None:
+            continue
+        (g, e), (g0, e0) = _mean_errors(s), _mean_errors(other)
+        both = np.intersect1d(g, g0)
+        if both.size:
+            gap = np.abs(e[np.isin(g, both)] - e0[np.isin(g0, both)])  # predicted/actual − 1 apart: the medians apart
+            out = np.maximum(out, _carry(both, gap, at, distance, fractions))
+    return out
+
+
+def _usable(s: Score) -> bool:
+    return not s.failed and s.errors.size > 0 and s.distance > 0
+
+
+def _mean_errors(s: Score) -> tuple[np.ndarray, np.ndarray]:
+    """A backtest row's errors by fraction (rounded to 1e-6): the fractions, and the mean error at each."""
+    g = np.round(s.fractions, 6)
+    grid = np.unique(g)
+    return grid, np.array([s.errors[g == x].mean() for x in grid])
+
+
+def _carry(g: np.ndarray, e: np.ndarray, seen_at: float, distance: float, fractions: np.ndarray) -> np.ndarray:
+    """|errors| `e` at fractions `g` (of held-out runs `seen_at` e-folds beyond the fitted ones) carried to `distance`
+    at `fractions`: at each, the larger of the error seen nearest it and their RMS (one held-out curve's errors at
+    neighbouring evals are one draw, not a profile to trust point by point), growing in proportion to distance."""
+    order = np.argsort(g, kind="stable")
+    g, e = g[order], e[order]
+    grid = np.unique(np.round(g, 6))
+    worst = np.array([e[np.isclose(np.round(g, 6), x)].max() for x in grid])
+    level = np.maximum(np.interp(fractions, grid, worst), float(np.sqrt(np.mean(e * e))))
+    return level * max(distance, 0.0) / seen_at
 
 
 # ---- the prediction ------------------------------------------------------------------------------------------
@@ -492,6 +535,13 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     if method in outcomes and others:
         band = spread(band, [bands[k] for k in others])
         why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
+    absent = [k for k in settings.candidates if k not in outcomes and k in failed]  # as `CorePrediction.absent`
+    gap = carried_gap(rows, method, absent, distance, g) if method in outcomes and not others and absent else None
+    if gap is not None and np.any(gap > 0):  # a law the target gives too little for still says how far laws disagree
+        band = cand.widen(band, gap * np.abs(band.median) / Z90)
+        why += (f"; and by how far {laws(absent)} lay from it on the backtest's held-out sizes, carried to the target's "
+                f"distance ({laws(absent)} cannot predict the target: knowing less of it is no reason for a narrower "
+                "band)")
     if method == "ensemble":
         why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
     carried = carried if method == "ensemble" else None
@@ -515,6 +565,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
                  (f"the larger of the backtest's error carried (±{p['carried']:.1%}) and the floor (±{p['floor']:.1%})"
                   if tested(rows, method) else f"the floor ±{p['floor']:.1%}")]
         parts += [f"the farthest other law's median, {p['laws']:.1%} away"] if others else []
+        parts += [f"how far {laws(absent)} lay from it in the backtest, carried (±{p['gap']:.1%})"] if p["gap"] > 0 else []
         why += (f". At the end the 90% band reaches {reach}: {', '.join(parts[:-1])} and {parts[-1]}, added in "
                 "quadrature")
         res = dataclasses.replace(res, why=why)
@@ -552,6 +603,7 @@ def _ladder_warnings(runs: list[Run], target: Run, outcomes: dict) -> list[str]:
     warnings += rise_warnings(runs)
     warnings += size_order_warnings(runs)
     warnings += copies_warning(runs)
+    warnings += target_among_rungs(runs, target)
     warnings += unit_warning(runs)
     few = [r.name for r in runs if r.steps.size < 3]
     if few:
@@ -699,6 +751,18 @@ def copies_warning(runs: list[Run]) -> list[str]:
              else f"the rungs {a!r} and {b!r}{and_more(pairs, 'pairs')} log")
     return [f"{which} the very same evals at one size and plan: one run imported or pulled twice? The laws count "
             "each copy as another run, which narrows the band; leave one out"]
+
+
+def target_among_rungs(runs: list[Run], target: Run) -> list[str]:
+    """A warning where a rung has the target's size, batch and plan: the target itself under another name (a hero
+    imported as a rung), whose own evals the laws then fit, so that the prediction predicts what it was given."""
+    same = [r.name for r in runs if same_size(r, target.flops_per_token) and r.planned_steps == target.planned_steps
+            and abs(r.tokens_per_step / target.tokens_per_step - 1) <= 1e-3]
+    if not same:
+        return []
+    return [f"the rung {same[0]!r}{and_more(same, 'rungs')} has the target's size, batch and planned steps: is it the "
+            f"target {target.name!r} under another name? Its evals are fitted, so the prediction repeats them (give "
+            "the target's run role hero, or leave it out of the rungs)"]
 
 
 def size_order_warnings(runs: list[Run]) -> list[str]:

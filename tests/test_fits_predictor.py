@@ -682,3 +682,37 @@ def test_a_floor_setting_no_law_uses_is_said():
     np.testing.assert_array_equal(plain.band.median, res.band.median)
     both = core.predict(runs, blank, hero.steps, core.Settings(options=Options(n_boot=20, floor="zero")))
     assert not [w for w in both.warnings if "(--floor)" in w]  # the curve laws predict: the floor is used
+
+
+def test_a_target_too_little_known_for_a_law_keeps_how_far_that_law_lay_in_the_backtest():
+    """A target that declares no LR schedule: the multi-power law cannot predict it, and the per-fraction law
+    predicts alone. The band keeps how far the two laws' predictions of the held-out size lay apart, carried to the
+    target as the backtest's errors are: knowing less of the target gives no narrower band."""
+    rng = np.random.default_rng(7)
+    ns = 1e5 * 2.0 ** np.arange(4)
+    runs = [ladder_run(f"r{i}{tag}", n, mp_law, rng, ratio=ratio) for i, n in enumerate(ns)
+            for tag, ratio in (("", TPP), ("-2x", 2 * TPP))]
+    hero = dataclasses.replace(ladder_run("hero", ns[-1] * 4, mp_law, rng, noise=0.0), lrs=None)
+    res = core.predict(runs, hero, hero.steps, FAST)
+    assert res.method == "per-fraction" and "multipower" in res.failed and res.absent() == ["multipower"]
+    alone = core.predict(runs, hero, hero.steps, dataclasses.replace(FAST, candidates=("per-fraction",)))
+    held = {(s.method, s.distance): s for s in res.backtest if not s.failed}
+    gaps = [core.carried_gap(res.backtest, "per-fraction", ["multipower"], res.distance, res.fractions[-1:])[0]]
+    assert gaps[0] > 0 and any(m == "multipower" for m, _ in held)
+    p, q = res.parts(), alone.parts()
+    assert p["gap"] == pytest.approx(gaps[0]) and q["gap"] == 0.0
+    assert p["band"] == pytest.approx(np.hypot(q["band"], p["gap"]), rel=1e-3)  # added in quadrature, at 90%
+    assert "cannot predict the target: knowing less of it is no reason for a narrower band" in res.why
+    assert f"how far the multipower law lay from it in the backtest, carried (±{p['gap']:.1%})" in res.why
+
+
+def test_a_rung_that_is_the_target_under_another_name_is_warned_of():
+    rng = np.random.default_rng(8)
+    runs = [ladder_run(f"r{i}", n, pf_law, rng) for i, n in enumerate(1e5 * 2.0 ** np.arange(4))]
+    settings = dataclasses.replace(FAST, candidates=("per-fraction",), backtest=False)
+    itself = dataclasses.replace(runs[-1], name="hero-planned")
+    (said,) = [w for w in core.predict(runs, itself, itself.steps, settings).warnings if "under another name" in w]
+    assert said.startswith("the rung 'r3' has the target's size, batch and planned steps: is it the target "
+                           "'hero-planned' under another name?")
+    larger = dataclasses.replace(itself, flops_per_token=1.5 * itself.flops_per_token)  # a larger run of that plan
+    assert not [w for w in core.predict(runs, larger, larger.steps, settings).warnings if "under another name" in w]
