@@ -554,6 +554,11 @@ def test_a_run_that_ends_short_of_its_plan_without_a_state_is_said_to_be_stored_
     res = _import(path, tmp_path / "s2")
     assert res.exit_code == 0 and "gives no state" not in res.output
     assert Store(tmp_path / "s2").runs().set_index("run_id").at["b", "state"] == "running"
+    # a logger's own name for the column, named with --coord-column state=COLUMN
+    small_table().query("run == 'a' or step <= 20").assign(status="RUNNING").to_csv(path, index=False)
+    res = _import(path, tmp_path / "s3", "--coord-column", "state=status")
+    assert res.exit_code == 0 and "gives no state" not in res.output, res.output
+    assert Store(tmp_path / "s3").runs().set_index("run_id").at["b", "state"] == "running"
 
 
 def test_a_running_runs_row_still_being_written_is_left_unread_and_a_finished_runs_last_line_read(tmp_path):

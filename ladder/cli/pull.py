@@ -162,7 +162,7 @@ def import_csv(
     run: str | None = typer.Option(None, "--run", help="Column of run ids (default: each file is one run, named by the file)."),
     step: str | None = typer.Option(None, "--step", help="Column of optimizer steps (default: each row is its run's final value, fraction 1)."),
     tokens: str | None = typer.Option(None, "--tokens", help="Column of tokens seen. Without --step, a run's steps are its tokens ÷ its tokens_per_step (from --coord, --coords or a column)."),
-    coord_column: list[str] = typer.Option([], "--coord-column", help="FIELD=COLUMN: read a coordinate per run from a column, e.g. active_params=params_nonembed (repeatable)."),
+    coord_column: list[str] = typer.Option([], "--coord-column", help="FIELD=COLUMN: read a coordinate per run from a column, e.g. active_params=params_nonembed (repeatable); state=COLUMN reads each run's state (running, finished, crashed) from a column not named state."),
     store: Path = STORE,
     coord: list[str] = COORD,
     coords: Path | None = COORDS,

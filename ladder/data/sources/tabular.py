@@ -59,14 +59,15 @@ class ColumnMap:
     tokens: str | None = None
     """Column of tokens seen at that step."""
     coords: dict[str, str] = field(default_factory=dict)
-    """Coordinate field (active_params, stop_after_steps, ..., name, group, role) -> column."""
+    """Coordinate field (active_params, stop_after_steps, ..., name, group, role, and `STATE`) -> column."""
 
     def __post_init__(self) -> None:
         if not self.metrics:
             raise LadderError("map at least one metric column, e.g. --metric eval/loss=loss")
         for f in self.coords:
-            if f not in FIELDS and f not in LABELS:
-                raise LadderError(f"--coord-column {f}: unknown coordinate (known: {', '.join(FIELDS + LABELS)})")
+            if f not in FIELDS and f not in LABELS and f != STATE:
+                raise LadderError(f"--coord-column {f}: unknown coordinate (known: {', '.join(FIELDS + LABELS)}, "
+                                  f"and {STATE} for a run's state)")
 
     @staticmethod
     def parse_pairs(items: list[str], option: str) -> dict[str, str]:
@@ -80,6 +81,9 @@ class ColumnMap:
             out[name] = column
         return out
 
+
+STATE = "state"
+"""The column of a run's state (running, finished, crashed) by default; --coord-column state=COLUMN names another."""
 
 COORD_COLUMNS = {
     "active_params": ("params", *csvfile.ALIASES["params"]),
