@@ -367,6 +367,30 @@ def test_a_run_is_read_on_only_with_the_step_key_it_was_pulled_with(tmp_path):
     assert _pairs(store.history("hero")) == {k: v for k, v in hero.expected().items() if k[1] <= 40}  # nothing mixed in
 
 
+def test_a_run_of_its_own_step_key_is_read_on_from_wandb_s_own_step(tmp_path):
+    """wandb's `min_step` counts `_step`, whatever --step-key is: a later pull reads on from the `_step` of the last
+    row read. Read on from the step key's value instead, it skipped the evals logged since (a run that logs every 10
+    steps of its own), or read the whole run again at every pull (a key ahead of `_step`)."""
+    run = FakeRun("r1", "rung-1", state="running", steps=-1)
+    run.rows = []
+
+    def log(*trainer_steps):
+        for s in trainer_steps:
+            run.rows.append({"_step": len(run.rows), "trainer/step": s, "eval/loss": 4.0 + 1.0 / (s + 1)})
+
+    log(*range(0, 101, 10))  # `_step` 0–10
+    store, api = Store(tmp_path), FakeApi({"team/ladder": [run]})
+    pull(store, _source(api, step_key="trainer/step"))
+    log(*range(110, 201, 10))  # `_step` 11–20, then rows of other keys
+    for _ in range(30):
+        run.rows.append({"_step": len(run.rows), "media/x": 1.0})
+    pull(store, _source(api, step_key="trainer/step"))
+    log(210)
+    pull(store, _source(api, step_key="trainer/step"))
+    assert run.scans == [(None, 0), (None, 10), (None, 50)], run.scans  # each pull reads on from the last row read (`_step`)
+    assert _pairs(store.history("rung-1")) == {("eval/loss", s): 4.0 + 1.0 / (s + 1) for s in range(0, 211, 10)}
+
+
 def _own_step_key(run: FakeRun) -> FakeRun:
     """The optimizer step logged as 'trainer/step' on the train rows; each eval logged in a row of its own without it,
     and one train row with a note in text."""

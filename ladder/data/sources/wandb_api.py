@@ -132,18 +132,26 @@ class WandbSource:
         cursor = dict(cursor or {})
         if cursor:
             same_step_key(cursor, self.step_key)
-        done: dict[str, int] = dict(cursor.get("steps", {}))
-        replace = not cursor
-        if done and last is not None and max(done.values()) > last:
-            replace, done = True, {}  # the run was rewound on the server (resume_from): read it again
+        done: dict[str, int] = dict(cursor.get("steps", {}))  # per key group: the last step read, on the step key
+        # per key group: the `_step` of the last row read, where the next read starts (wandb's `min_step` counts its
+        # own step, whatever --step-key is; that row may have gained keys since); a cursor written before it was kept
+        # holds the last step read there, on `_step` alike
+        after: dict[str, int] = dict(cursor.get("from", done if self.step_key == "_step" else {}))
+        replace = not cursor or (bool(done) and not after)  # a --step-key run's cursor that gives no `_step`: read again
+        if after and last is not None and max(after.values()) > last:
+            replace = True  # the run was rewound on the server (resume_from): read it again
+        if replace:
+            done, after = {}, {}
         unchanged = not replace and state == "finished" == cursor.get("state") and last == cursor.get("last")
         groups = [_ALL] if self.keys is None else self.keys
         rows, warnings, skipped = RowBuilder(), [], Skipped(self.step_key)
         if not unchanged:
             for group in groups:
-                got = self._scan(run, ref.label, None if group == _ALL else group, done.get(group, 0), rows, skipped)
+                got = self._scan(run, ref.label, None if group == _ALL else group, after.get(group, 0), rows, skipped)
                 if got is not None:
-                    done[group] = got
+                    after[group], step = got
+                    if step is not None:
+                        done[group] = step
                 elif group != _ALL and group not in done:
                     also = f" in rows that log '{self.step_key}' (--step-key)" if self.step_key != "_step" else ""
                     warnings.append(f"no values logged for '{group}'{also}")
@@ -160,7 +168,7 @@ class WandbSource:
             run_id=ref.run_id,
             source=self.key,
             rows=frame,
-            cursor={"steps": done, "state": state, "last": last, "step_key": self.step_key},
+            cursor={"steps": done, "from": after, "state": state, "last": last, "step_key": self.step_key},
             state=state,
             config=ref.config or {},
             name=run.name or None,
@@ -170,22 +178,29 @@ class WandbSource:
             last_write=heartbeat(run),
         )
 
-    def _scan(self, run: Any, label: str, key: str | None, start: int, rows: RowBuilder, skipped: Skipped) -> int | None:
-        """Append rows from `start` on, counting in `skipped` what is left out; returns the last step read (None: no
-        rows at all)."""
-        keys = None if key is None else [key, self.step_key] if key != self.step_key else [key]
-        next_step, last, attempt = start, None, 0
+    def _scan(self, run: Any, label: str, key: str | None, start: int, rows: RowBuilder,
+              skipped: Skipped) -> tuple[int, int | None] | None:
+        """Append rows from wandb's own step `start` on, counting in `skipped` what is left out; returns the `_step`
+        of the last row read and the last step read on the step key (None: no row of it read this time), or None
+        where no row was read, ever."""
+        keys = None if key is None else list(dict.fromkeys([key, self.step_key, "_step"]))
+        seen, last, attempt = start, None, 0  # `seen`: the `_step` of the last row read
+        next_step = start
         while True:
             try:
                 for row in run.scan_history(keys=keys, page_size=self.page_size, min_step=next_step):
                     raw = row.get(self.step_key)
                     if as_number(raw) is None:
                         skipped.row_without_step(row)
+                        seen = _int(row.get("_step")) if _int(row.get("_step")) is not None else seen
+                        next_step = seen + 1
                         continue
                     step = whole_count(raw, f"step ('{self.step_key}')", f"wandb run {label}")
                     self._add(row, step, rows, label, skipped)
-                    last, next_step = step, step + 1
-                return last if last is not None else (start if start else None)
+                    own = _int(row.get("_step"))
+                    last, seen = step, own if own is not None else step
+                    next_step = seen + 1  # a read that fails goes on after the rows it added
+                return (seen, last) if last is not None or start else None
             except LadderError:
                 raise
             except Exception as exc:  # noqa: BLE001 - sorted into retry / user error / bug below
