@@ -255,3 +255,18 @@ def test_a_prediction_read_back_from_wandb_has_the_prediction_s_fractions(wandb_
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "is a prediction read back from wandb (role: prediction), not a run that trains" \
         in said, res.output
+    # predicted and logged again into the same folder: the earlier run's files move aside with that prediction, and
+    # the folder's wandb/ reads back one run of the name, not two the name cannot tell apart
+    first = next((tmp_path / "pred" / "wandb").glob("offline-run-*")).name
+    res = runner.invoke(app, ["predict", str(cfg), "--store", str(tmp_path / "rungs"), "--out", str(tmp_path / "pred"),
+                              "--n-boot", "20", "--to-wandb", "team/ladder"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "The wandb files of the prediction this one replaces (its logged run) moved to " \
+        in said, res.output
+    (kept,) = (tmp_path / "pred").glob(f"earlier-*/wandb/{first}")
+    assert (kept.parent.parent / "prediction.json").is_file()
+    assert [p.name for p in (tmp_path / "pred" / "wandb").glob("offline-run-*")] != [first]
+    assert len(list((tmp_path / "pred" / "wandb").glob("offline-run-*"))) == 1
+    again = Store(tmp_path / "again")
+    res = runner.invoke(app, ["pull", "offline", str(tmp_path / "pred" / "wandb"), "--store", str(again.root)])
+    assert res.exit_code == 0 and list(again.runs()["name"]) == [f"{hero.name}-predicted"], res.output

@@ -22,7 +22,7 @@ from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.outpaths import file_part, foreign_prediction_file, out_dir
 from ladder.output.display import show_prediction
-from ladder.predict.prediction import CONFIG_WRITTEN, retire_watch
+from ladder.predict.prediction import CONFIG_WRITTEN, keep_prediction, retire_watch
 from ladder.predict.replan import MAX_CUT, horizon_that_fits, shortened, superseded, with_cooldown
 
 # `ladder.predict.adapter` and `fits` (scipy) load inside the commands that predict, not for `ladder --help`.
@@ -168,6 +168,7 @@ def predict_command(
         # shown on a terminal only: the backtest of a large ladder takes a while
         pred = predict(_existing_store(store), target, settings)
     retired = retire_watch(folder, pred)
+    moved = _retire_wandb(folder, retired) if to_wandb is not None else None
     beside = pred.beside_replan_config(folder, config or target_file)
     written = pred.save(folder)
     logged = None
@@ -188,6 +189,8 @@ def predict_command(
             raise LadderError(f"{exc}; the prediction itself is written: {', '.join(str(p) for p in written)}") from None
     said = [f"Wrote {', '.join(str(p) for p in written)}", *([beside] if beside else []),
             *([_retired(retired)] if retired else []),
+            *([f"The wandb files of the prediction this one replaces (its logged run) moved to {moved / 'wandb'}/: "
+               f"`ladder pull offline {folder / 'wandb'}` reads this one's run alone"] if moved else []),
             *([f"Logged the prediction to wandb: {logged}"] if logged else [])]
     if fmt is Format.json:  # standard output holds the JSON alone; what was written is said beside it
         print_json(pred.to_json())
@@ -426,6 +429,18 @@ def _check_replan_out(written: Path, given: Path | None) -> None:
         raise LadderError(f"{written} exists, and the prediction beside it does not record writing it (a replan's "
                           "records the config it writes; `ladder predict` writes none); give --out another folder, or "
                           "move that file away first (nothing was written)")
+
+
+def _retire_wandb(folder: Path, aside: Path | None) -> Path | None:
+    """Before a prediction is logged to wandb from `folder` again: the wandb files an earlier one left there (its
+    run, offline or online) moved beside a copy of that prediction (into `aside` where the watch's were moved), so
+    that the folder's wandb/ holds the new run alone and reads back by its name. Returns where they went."""
+    old = folder / "wandb"
+    if not old.is_dir() or not any(old.glob("*run-*")):
+        return None
+    aside = aside or keep_prediction(folder, "earlier-wandb")
+    old.replace(aside / "wandb")
+    return aside
 
 
 def _retired(folder: Path) -> str:
