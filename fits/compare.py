@@ -399,6 +399,11 @@ def _band(draws: np.ndarray, point: np.ndarray) -> Band:
 
 
 # ---- warnings ---------------------------------------------------------------------------------------
+PINNED_MISS = 0.01
+"""How far (relative) a law with E pinned may miss a rung before it is warned of: several times the seed-to-seed
+spread of final losses (0.1–0.3% on public ladders)."""
+
+
 def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot, ok_fit) -> list[str]:
     out = [] if ok_fit else ["the solver did not converge on the full fit"]
     if n == need:
@@ -416,6 +421,14 @@ def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot,
             out += [w.replace("E at", f"E_{name} at", 1) for w in checks.E_at_bound(law.E, float(y.min()), False)]
     if not np.isfinite(mult[-1]):
         out.append("ladder B never reaches A's loss at the target under the fitted laws (E_B above it)")
+    if mode == "pinned":  # a pinned E the ladders do not bear out: the laws bend to it, the multiplier with them
+        misses = [(abs(law.predict(c) / y - 1), name, c, law.predict(c) / y - 1)
+                  for name, law, cs, ys in (("A", laws[0], ca, ya), ("B", laws[1], cb, yb)) for c, y in zip(cs, ys)]
+        worst, name, c, signed = max(misses)
+        if worst > PINNED_MISS:
+            out.append(f"with E pinned at {laws[0].E:.4g} the law misses ladder {name}'s rung at C = {c:.3g} by "
+                       f"{signed:+.2%}: the ladders do not bear that E out, and the multiplier follows the bent law; "
+                       "share E (the default) or pin another")
     if n_boot and failed > 0.1 * n_boot:
         out.append(f"{failed} of {n_boot} resamples could not be refitted")
     if np.any(np.abs(np.log(cb / ca)) > np.log(1.5)):

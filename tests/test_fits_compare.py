@@ -121,3 +121,16 @@ def test_bad_input_says_what_is_wrong(change, message):
 def test_bad_E_says_what_to_give(E, message):
     with pytest.raises(FitError, match=message):
         compare_ladders(*ladders(5, 1.2, 0.0, 0), target=1e21, E=E, n_boot=10)
+
+
+def test_a_pinned_E_the_ladders_do_not_bear_out_is_warned_of_and_the_true_one_is_not():
+    ca, ya, cb, yb = ladders(6, 2.0, 0.0, 0)
+    right = compare_ladders(ca, ya, cb, yb, target=ca.max() * 10, E=E_TRUE, n_boot=0)
+    assert not [w for w in right.warnings if "E pinned" in w]
+    wrong = compare_ladders(ca, ya, cb, yb, target=ca.max() * 10, E=0.99 * min(ya.min(), yb.min()), n_boot=0)
+    (said,) = [w for w in wrong.warnings if "E pinned" in w]
+    misses = [(abs(float(law.predict(c)) / v - 1), name, c, float(law.predict(c)) / v - 1)
+              for name, law, ys in (("A", wrong.law_a, ya), ("B", wrong.law_b, yb)) for c, v in zip(ca, ys)]
+    worst, name, c, signed = max(misses)
+    assert worst > 0.01 and said.startswith(f"with E pinned at {wrong.law_a.E:.4g} the law misses ladder {name}'s rung "
+                                            f"at C = {c:.3g} by {signed:+.2%}: the ladders do not bear that E out")
