@@ -179,7 +179,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     notes = ()
     if hero_config is not None:
         hero = hero_from_config(hero_config, by_params=len(six_n) == len(rungs))
-        notes = _other_group(hero_config, group)
+        notes = other_group(hero_config, (group,), f"the rungs checked of {group!r}")
     hero = hero or _stored_hero(store, runs)
     checks = {
         "grad-norm": lambda: _grad_norm(rungs, hero, settings),
@@ -214,14 +214,14 @@ def _hero_reach(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]
     return not_above(hero, top.name, top.compute)
 
 
-def _other_group(path: Path, group: str) -> tuple[str, ...]:
-    """A warning where the hero config given belongs to another group than the rungs checked."""
+def other_group(path: Path, groups: tuple[str, ...], whose: str) -> tuple[str, ...]:
+    """A warning where the hero config given belongs to none of `groups` (`whose`: the runs of them, said)."""
     run, kind = hero_run(path)
     theirs = run.group
-    if not theirs or theirs == group:
+    if not theirs or theirs in groups:
         return ()
-    return (f"the {kind} {path} is of group {theirs!r}, the rungs checked of {group!r}: is it this ladder's "
-            "hero? (--group picks the rungs)",)
+    return (f"the {kind} {path} is of group {theirs!r}, {whose}: is it this ladder's hero? (--group picks the "
+            "rungs)" if len(groups) == 1 else f"the {kind} {path} is of group {theirs!r}, {whose}: is it their hero?",)
 
 
 def below_smallest(hero: HeroCompute, name: str, compute: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fits.compare import Comparison, compare_ladders
-from ladder.check import HeroCompute, below_smallest, hero_from_config
+from ladder.check import HeroCompute, below_smallest, hero_from_config, other_group
 from ladder.config.limits import hero_flops
 from ladder.data.runview import SIX_N, flops_per_token, ran_its_plan, role_hint, six_n_note
 from ladder.data.store import PULL_FIRST, Store
@@ -49,6 +49,8 @@ class GroupComparison:
     metric: str
     target: HeroCompute
     result: Comparison
+    notes: tuple[str, ...] = ()
+    """Warnings of the comparison's inputs (a hero of another group)."""
 
 
 def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
@@ -139,7 +141,9 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     if n_boot < 0:
         raise LadderError(f"--bootstrap {n_boot}: must be 0 or more")
     result = compare_ladders(a.compute, a.loss, b.compute, b.loss, target.flops, E=E, n_boot=n_boot, seed=seed)
-    return GroupComparison(a, b, metric, target, result)
+    notes = () if hero is None else other_group(hero, (group_a, group_b), f"the ladders compared of {group_a!r} and "
+                                                                           f"{group_b!r}")
+    return GroupComparison(a, b, metric, target, result, notes)
 
 
 def _not_above(cmp: GroupComparison) -> tuple[str, ...]:
@@ -200,7 +204,8 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
         },
         "bootstrap": {"method": "paired over sizes: size indices drawn with replacement, both laws refitted",
                       "n": r.n_boot, "failed": r.failed, "seed": r.seed, **({"no_bands": r.no_bands} if r.no_bands else {})},
-        "warnings": list(r.warnings) + six_n_note(list(cmp.a.six_n + cmp.b.six_n)) + list(_not_above(cmp)),
+        "warnings": list(cmp.notes) + list(r.warnings) + six_n_note(list(cmp.a.six_n + cmp.b.six_n))
+        + list(_not_above(cmp)),
     }
 
 

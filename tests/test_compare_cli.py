@@ -199,6 +199,12 @@ def test_hero_config_gives_the_target(store, tmp_path):
     target = json.loads(res.stdout)["multiplier"]["target"]
     assert target["compute"] == pytest.approx(hero.fit_flops_per_token * hero.tokens_per_step * hero.schedule.total_steps)
     assert "hero config" in target["source"]
+    assert f"the hero config {path} is of group 'micro-cpu', the ladders compared of 'zloss-on' and 'zloss-off': is " \
+        "it their hero?" in json.loads(res.stdout)["warnings"]
+    ours = hero.replace(group="zloss-on").save(tmp_path / "ours.yaml")  # the baseline's own hero: nothing to say
+    res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--hero", ours,
+              "--bootstrap", "0")
+    assert res.exit_code == 0 and not [w for w in json.loads(res.stdout)["warnings"] if "is of group" in w]
     # Rungs whose compute is 6·N·D put the hero there too
     res = run(N_ONLY_REF, N_ONLY, "--store", store, "--out", tmp_path, "--format", "json", "--hero", path, "--bootstrap", "0")
     assert res.exit_code == 0, res.output
