@@ -357,7 +357,8 @@ def _too_few(name: str, metric: str, rungs: list[_Rung], usable: list[_Rung], le
     if len(usable) >= need:
         return None
     if not any(metric in r.series for r in rungs):
-        return _not_checked(name, f"no rung logs {metric}")
+        dense = " (a dense model has none: --skip drops)" if metric == keys.DROP_FRACTION else ""
+        return _not_checked(name, f"no rung logs {metric}{dense}")
     why = f"needs {need} complete rungs with {metric}, has {len(usable)}"
     return _not_checked(name, why + ("; left out: " + ", ".join(left) if left else ""))
 

@@ -332,6 +332,16 @@ def test_a_rung_without_a_final_eval_or_a_metric_is_left_out_of_the_trend_by_nam
     assert f"; left out: {no_grad.name} (no grad/norm/total);" in grad["evidence"]
 
 
+def test_a_ladder_that_logs_no_drop_fraction_and_has_no_config_is_told_how_to_skip_the_check(tmp_path):
+    # a ladder read from a table or wandb, which has no run config to say it is dense: nothing tells it from a MoE
+    # ladder whose drop fraction went unlogged
+    store = ladder_store(tmp_path, **{c.name: {"unlogged": ("moe/drop_fraction",)} for c in PLAN.rungs})
+    _, report = check(store)
+    drops = finding(report, "drops")
+    assert drops["status"] == "not checked"
+    assert drops["evidence"] == "not checked: no rung logs moe/drop_fraction (a dense model has none: --skip drops)"
+
+
 def test_rungs_pulled_without_their_role_are_told_how_to_give_it(tmp_path):
     store = ladder_store(tmp_path, [c.replace(role="single") for c in PLAN.rungs], hero=False)
     res = runner.invoke(app, ["check", "--store", str(store)])
