@@ -313,7 +313,9 @@ def test_a_declared_target_predicts_what_its_planner_config_predicts(tmp_path):
         schedule={**to_dict(HERO.schedule), "seq_phases": switches})), settings)
     inside, before = switched.table["in_assumptions"].to_numpy(bool), from_file.table["in_assumptions"].to_numpy(bool)
     assert np.array_equal(inside, before & (switched.table["fraction"].to_numpy() < 0.5)) and inside.any()
-    assert "steps from 50% on are outside the assumptions" in switched.assumptions["sequence length"]
+    assert switched.assumptions["sequence length"] == (
+        "target its first length switching to 256 at 50% and 1,024 at 95%, rungs 128 with no switch: "
+        "steps from 50% on are outside the assumptions")
     assert "sequence length" not in from_file.assumptions  # nothing declared: nothing said
 
 

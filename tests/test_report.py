@@ -119,7 +119,7 @@ def test_report_is_one_self_contained_page(predicted):
     assert all(base64.b64decode(x)[:8] == b"\x89PNG\r\n\x1a\n" for x in images)
     assert 'src="http' not in page and "<link" not in page
     for text in ("Prediction every 5% of the run", "per-fraction law", "Assumptions", "Alert history",
-                 "Actual so far", "Training dynamics projected to the hero", 'alt="dynamics"'):
+                 "Actual at its latest eval: ", "Training dynamics projected to the hero", 'alt="dynamics"'):
         assert text in page
     fresh = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(predicted / "store"),
                                 "--out", str(predicted / "fresh.html")])

@@ -266,7 +266,8 @@ def write_report(
         last_step = int(actual.index.max())
         where = pred.fraction_label(last_step, pred.planned_steps)  # of the plan it started with, as the tables
         where = where if "plan" in where else f"{where} of the plan"
-        parts.append(f"<p>Actual so far: {actual.loc[last_step]:.4f} at step {last_step:,} ({html.escape(where)}).</p>")
+        parts.append(f"<p>Actual at its latest eval: {actual.loc[last_step]:.4f} at step {last_step:,} "
+                     f"({html.escape(where)}).</p>")
         parts.append(_score(pred, logged))
         parts += [f'<p class="warning">{html.escape(w)}</p>' for w in score_notes]  # as `ladder score` warns
     if verdicts:

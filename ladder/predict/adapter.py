@@ -250,11 +250,11 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
     if target_phases != rung_phases or None not in (rung_len, target_len) and rung_len != target_len:
         first = min([f for f, _ in target_phases if (f, _) not in rung_phases] or [0.0])
         ok &= steps / target.planned_steps < first
-        out["sequence length"] = (f"target {target_len or 'its first length'} with switches {target_phases}, rungs "
-                                  f"{rung_len or 'their first length'} with {rung_phases}: steps from {first:.0%} on "
-                                  "are outside the assumptions")
+        out["sequence length"] = (f"target {target_len or 'its first length'} {_switches(target_phases)}, rungs "
+                                  f"{rung_len or 'their first length'} {_switches(rung_phases)}: steps from {first:.0%} "
+                                  "on are outside the assumptions")
     elif cfg is not None:
-        out["sequence length"] = f"{cfg.seq_len} tokens" + (f", switches {target_phases}" if target_phases else "")
+        out["sequence length"] = f"{cfg.seq_len} tokens" + (f", {_switches(target_phases)}" if target_phases else "")
     if rung is not None and cfg is not None:
         if cfg.data != rung.data:
             ok[:] = False
@@ -267,6 +267,13 @@ def _assumptions(rungs: list[LadderRun], target: LadderRun, steps: np.ndarray, r
 
 def _valid_up_to(steps: np.ndarray, ok: np.ndarray) -> str:
     return f"step {int(steps[ok].max()):,}" if ok.any() else "nowhere: see above"
+
+
+def _switches(phases) -> str:
+    """Switches of sequence length as a reader says them: "switching to 8,192 at 50% and 65,536 at 95%"."""
+    if not phases:
+        return "with no switch"
+    return "switching to " + " and ".join(f"{int(n):,} at {f:.0%}" for f, n in phases)
 
 
 def _seq_phases(run: LadderRun) -> list[tuple[float, int]]:
