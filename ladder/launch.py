@@ -247,9 +247,12 @@ def trainer_stops_with(proc: subprocess.Popen) -> Iterator[None]:
 def stops_as_interrupts() -> Iterator[None]:
     """While the block runs, a SIGTERM or SIGHUP (`PASSED_ON`) raises `Stopped` where the default would end the
     process on the spot: the work stops as at a Ctrl-C, with its files left whole and its locks let go, and the
-    command can say how to go on. Only the main thread can take signals; elsewhere this does nothing."""
+    command can say how to go on. A signal the process ignores stays ignored (`nohup ladder ...` goes on when its
+    terminal closes), and one another handler takes stays with it. Only the main thread can take signals; elsewhere
+    this does nothing."""
     main = threading.current_thread() is threading.main_thread()
-    before = {sig: signal.signal(sig, _stopped) for sig in PASSED_ON} if main else {}
+    before = {sig: signal.signal(sig, _stopped) for sig in PASSED_ON
+              if main and signal.getsignal(sig) in (signal.SIG_DFL, _stopped)}
     try:
         yield
     finally:

@@ -841,6 +841,27 @@ def test_a_scheduler_s_stop_says_how_to_go_on_and_exits_as_the_shell_would(tmp_p
     assert err.strip().startswith(f"stopped ({signame}); run the same command again") and "Traceback" not in err
 
 
+def test_a_stop_the_process_ignores_stays_ignored(tmp_path):
+    # `nohup ladder pull ...`: SIGHUP ignored from the start, so a terminal that closes does not stop the command
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import time\nimport ladder.predict.prediction as p\n"
+              "def slow(*a, **k):\n    print('loading', flush=True)\n    time.sleep(1.5)\n    print('done', flush=True)\n"
+              "    raise SystemExit(0)\n"
+              "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
+    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert proc.stdout.readline().strip() == "loading"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out.strip() == "done" and "stopped" not in err, (out, err)
+
+
 def test_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback():
     # the entry point the `ladder` script runs, stopped by a real SIGINT while it imports the command line
     import signal

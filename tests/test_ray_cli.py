@@ -4,6 +4,7 @@ its message without Ray installed, and the live table read from run folders."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import pytest
@@ -17,7 +18,7 @@ from ladder.cluster import Board, Job
 from ladder.config.plan import plan
 from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
-from ladder.launch import run_state
+from ladder.launch import Stopped, run_state
 
 runner = CliRunner()
 
@@ -236,15 +237,19 @@ def test_a_head_node_address_where_nothing_listens_is_refused_at_once(ladder_fol
     assert not (ladder_folder / "runs").exists()
 
 
-def test_ctrl_c_while_ray_starts_says_nothing_was_trained(ladder_folder, monkeypatch):
+@pytest.mark.parametrize("stop, code, said_first", [
+    (KeyboardInterrupt(), 130, "interrupted"),  # Ctrl-C
+    (Stopped(signal.SIGHUP), 129, "stopped (SIGHUP)"),  # the terminal closed
+])
+def test_ctrl_c_while_ray_starts_says_nothing_was_trained(ladder_folder, monkeypatch, stop, code, said_first):
     import ladder.cluster.ray_runs as ray_runs
 
-    class Starting:  # Ctrl-C while a local Ray instance starts
+    class Starting:  # a stop while a local Ray instance starts
         down = False
 
         @staticmethod
         def init(**kwargs):
-            raise KeyboardInterrupt
+            raise stop
 
         @classmethod
         def shutdown(cls):
@@ -253,9 +258,40 @@ def test_ctrl_c_while_ray_starts_says_nothing_was_trained(ladder_folder, monkeyp
     monkeypatch.setattr(ray_runs, "import_ray", lambda: Starting)
     res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
     said = " ".join(res.output.split())
-    assert res.exit_code == 130, res.output
-    assert "interrupted before any run started: nothing was trained; run the same command again to start" in said
+    assert res.exit_code == code, res.output
+    assert f"{said_first} before any run started: nothing was trained; run the same command again to start" in said
     assert "last checkpoint" not in said and Starting.down
+
+
+def test_a_sigterm_after_ray_started_is_ladder_s_to_take_not_ray_s(ladder_folder, monkeypatch):
+    """`ray.init` installs a SIGTERM handler of its own that calls sys.exit: the stop then skipped the cancel, said
+    nothing and exited 15. The handler `ladder` had is given back once Ray has started."""
+    import os
+
+    import ladder.cluster.ray_runs as ray_runs
+
+    class Started:
+        @staticmethod
+        def init(**kwargs):
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(signal.SIGTERM))  # as Ray's driver does
+
+        @staticmethod
+        def cluster_resources():
+            os.kill(os.getpid(), signal.SIGTERM)  # a scheduler's stop, once Ray has started
+            return {"CPU": 2.0}
+
+        down = False
+
+        @classmethod
+        def shutdown(cls):
+            cls.down = True
+
+    monkeypatch.setattr(ray_runs, "import_ray", lambda: Started)
+    before = signal.getsignal(signal.SIGTERM)
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 143 and "stopped (SIGTERM) before any run started: nothing was trained" in said, said
+    assert signal.getsignal(signal.SIGTERM) == before and Started.down
 
 
 @pytest.mark.parametrize("args, message", [

@@ -195,13 +195,14 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
             jobs = train_on_ray(runs, address=address, retries=retries, resume=resume, board_factory=board,
                                 local_cpus=ray_cpus, again=again)
     except Interrupted as exc:
+        said = "interrupted" if exc.signum == signal.SIGINT else f"stopped ({signal.Signals(exc.signum).name})"
         if exc.started:
-            err_console.print(f"interrupted: every run was stopped at or after its last checkpoint; {again} to "
+            err_console.print(f"{said}: every run was stopped at or after its last checkpoint; {again} to "
                               "resume them", highlight=False)
         else:
-            err_console.print("interrupted before any run started: nothing was trained; run the same command again "
+            err_console.print(f"{said} before any run started: nothing was trained; run the same command again "
                               "to start", highlight=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(128 + exc.signum) from None
     bad = [j for j in jobs.values() if j.state in ("failed", "cancelled")]
     for job in bad:
         err_console.print(f"{job.name}: {job.state} after {job.attempts} attempt(s): {attempt_ended(job.codes)}; its "

@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import signal
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +64,9 @@ def connect(ray: Any, address: str, local_cpus: int | None) -> bool:
     local = address == "local"
     if not local and address != "auto" and not address.startswith("ray://"):
         _head_answers(address)
+    main = threading.current_thread() is threading.main_thread()
+    term = signal.getsignal(signal.SIGTERM) if main else None  # Ray takes SIGTERM for a sys.exit: a handler of
+    kept = callable(term)  # ladder's (a stop: cancelled runs, one line, 143) or the caller's is given back below
     with warnings.catch_warnings(record=True) as said:  # Ray's own advice comes as warnings: it goes in the error
         try:
             if local:
@@ -74,6 +79,9 @@ def connect(ray: Any, address: str, local_cpus: int | None) -> bool:
             where = "a local Ray instance" if local else f"the Ray cluster at {address}"
             advice = "".join(f" ({w.message})" for w in said[:1])
             raise LadderError(f"could not start or reach {where}: {first}{advice}") from None
+        finally:
+            if kept:
+                signal.signal(signal.SIGTERM, term)
     for w in said:  # a warning of a connection that worked: shown as it would have been
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return local
@@ -93,11 +101,12 @@ def _head_answers(address: str, timeout_s: float = 10.0) -> None:
 
 
 class Interrupted(KeyboardInterrupt):
-    """A stop (Ctrl-C) of `train_on_ray`, after cancelling what ran; `started`: the runs handed to Ray by then."""
+    """A stop (Ctrl-C, or a SIGTERM or SIGHUP: `signum`) of `train_on_ray`, after cancelling what ran; `started`: the
+    runs handed to Ray by then."""
 
-    def __init__(self, started: int) -> None:
+    def __init__(self, started: int, signum: int = signal.SIGINT) -> None:
         super().__init__(started)
-        self.started = started
+        self.started, self.signum = started, signum
 
 
 @dataclass
@@ -343,26 +352,29 @@ def train_on_ray(
     check_placeable([j for j in jobs if j.state != "skipped"])
     try:
         started_here = connect(ray, address, local_cpus)
-    except KeyboardInterrupt:  # while Ray starts or connects: no run was handed to it
+    except KeyboardInterrupt as exc:  # while Ray starts or connects: no run was handed to it
         with contextlib.suppress(Exception):
             ray.shutdown()
-        raise Interrupted(0) from None
+        raise Interrupted(0, getattr(exc, "signum", signal.SIGINT)) from None
     try:
         if started_here:  # nothing joins a local instance later: a run that cannot fit would wait forever
             check_fits([j for j in jobs if j.state != "skipped"], ray.cluster_resources())
     except LadderError:
         ray.shutdown()
         raise
+    except KeyboardInterrupt as exc:  # before any run was handed to Ray
+        ray.shutdown()
+        raise Interrupted(0, getattr(exc, "signum", signal.SIGINT)) from None
     launcher = RayLauncher(ray, jobs, retries, resume, again)
     board = board_factory([(j.name, j.run_dir, j.cfg.stop_after_steps, j.cfg.tokens_per_step, j.hosts) for j in jobs])
     try:
         with board:
             try:
                 launcher.run(board)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 launcher.cancel()
                 board.update(launcher.states())
-                raise Interrupted(sum(j.attempts > 0 for j in jobs)) from None
+                raise Interrupted(sum(j.attempts > 0 for j in jobs), getattr(exc, "signum", signal.SIGINT)) from None
     finally:
         if started_here:
             ray.shutdown()
