@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from fits import trends
+from fits.runs import reached_end
 from ladder import metrics as keys
 from ladder.config.recipe import Recipe, load_recipe, preset_names
 from ladder.data.runview import SIX_N, active_params, flops_per_token, ran_its_plan, role_hint, six_n_note
@@ -150,6 +151,8 @@ class _Rung:
     """Its compute is 6·N·D: only N is known."""
     ratio: float = float("nan")
     """Planned tokens per active parameter (NaN when either is unknown)."""
+    last_logged: dict[str, int] = field(default_factory=dict)
+    """metric → the step of its last value, NaN and inf included."""
 
 
 # ---- entry point ----------------------------------------------------------------------------------
@@ -319,13 +322,15 @@ def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:
     tokens = row["planned_tokens"]
     compute = flops * float(tokens) if not pd.isna(tokens) else float("nan")
     complete = ran_its_plan(str(row["state"]), last, planned)
-    h = hist[(hist["run_id"] == row["run_id"]) & np.isfinite(hist["value"].to_numpy(dtype=float))]
+    own = hist[hist["run_id"] == row["run_id"]]
+    last_logged = {str(m): int(g["step"].max()) for m, g in own.groupby("metric", observed=True)}
+    h = own[np.isfinite(own["value"].to_numpy(dtype=float))]
     series = {str(m): g.sort_values("step")[["step", "fraction", "value"]].reset_index(drop=True)
               for m, g in h.groupby("metric", observed=True)}
     n = active_params(row)
     ratio = float(tokens) / n if n and not pd.isna(tokens) else float("nan")
     return _Rung(str(row["run_id"]), str(row["name"]), compute, planned, bool(complete), series, flops_from == SIX_N,
-                 ratio)
+                 ratio, last_logged)
 
 
 def _usable(rungs: list[_Rung], metric: str) -> tuple[list[_Rung], list[str]]:
@@ -535,13 +540,16 @@ def _run_config(store: Store, run_id: str):
 def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     name = "off-trend"
     usable, left = _usable(rungs, st.metric)
-    ended = []  # a rung's final is its eval at the end of its plan: one that is NaN or missing leaves no final
+    ended = []  # a rung's final is its last eval, where that is its plan's end (as predict and fit take it) and finite
     for r in usable:
-        last = int(r.series[st.metric]["step"].iloc[-1])
-        if ran_its_plan("finished", last, r.planned_steps):
-            ended.append(r)
+        s = r.series[st.metric]
+        last = int(s["step"].iloc[-1])
+        if r.last_logged.get(st.metric, last) > last:
+            left.append(f"{r.name} (its last {st.metric}, at step {r.last_logged[st.metric]:,}, is not finite)")
+        elif not reached_end(s["fraction"].to_numpy(dtype=float), finished=True):
+            left.append(f"{r.name} (its last {st.metric} at step {last:,} of {r.planned_steps:,})")
         else:
-            left.append(f"{r.name} (its last finite {st.metric} at step {last:,} of {r.planned_steps:,})")
+            ended.append(r)
     usable, left_out = ended, _left_out(left)
     usable, other_ratios = _one_ratio(usable)
     left += [f"{r.name} (at {r.ratio:.3g} tokens per parameter, not the ladder's {usable[0].ratio:.3g})"

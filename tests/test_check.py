@@ -61,8 +61,6 @@ def write_run(root: Path, cfg: RunConfig, seed: int, *, grad_growth: float = 0.0
               "optim/learning_rate": float(cfg.schedule.lr(int(s) - 1))}
              for s, v, gn, d in zip(steps, train, grad, drop)]
     for s in cfg.eval_steps():
-        if state == "finished":  # a run that counts steps from 0 evaluates at the end of its plan at plan − 1
-            s = min(s, last)
         if s <= last:
             value = final_loss(cfg) * (1 + 2.0 * np.exp(-5 * s / T)) * (1 + off_trend + 0.0005 * rng.standard_normal())
             lines.append({"step": int(s), "eval/loss": float(value)})
@@ -317,16 +315,15 @@ def test_a_rung_logged_to_its_plan_minus_one_step_is_complete(tmp_path):
 
 
 def test_a_rung_without_a_final_eval_or_a_metric_is_left_out_of_the_trend_by_name(tmp_path):
-    # its last eval NaN: the eval before it is no final loss (0.2% of the run before its end, 1.6% above the final)
+    # its last eval NaN: the eval before it is no final loss (an eval interval before its end, 1.6% above the final)
     nan_final, no_grad = PLAN.rungs[1], PLAN.rungs[3]
     store = ladder_store(tmp_path, **{nan_final.name: {"last_eval": float("nan")},
                                       no_grad.name: {"unlogged": ("grad/norm/total",)}})
     _, report = check(store)
     trend = finding(report, "off-trend")
-    before = nan_final.eval_steps()[-2]
     assert trend["values"]["rungs"] == [c.name for c in PLAN.rungs if c is not nan_final]
     assert trend["status"] == "ok" and trend["evidence"].endswith(
-        f"; left out: {nan_final.name} (its last finite eval/loss at step {before:,} of {nan_final.stop_after_steps:,})")
+        f"; left out: {nan_final.name} (its last eval/loss, at step {nan_final.stop_after_steps:,}, is not finite)")
     grad = finding(report, "grad-norm")
     assert grad["values"]["rungs"] == [c.name for c in PLAN.rungs if c is not no_grad]
     assert f"; left out: {no_grad.name} (no grad/norm/total);" in grad["evidence"]
@@ -340,6 +337,25 @@ def test_a_ladder_that_logs_no_drop_fraction_and_has_no_config_is_told_how_to_sk
     drops = finding(report, "drops")
     assert drops["status"] == "not checked"
     assert drops["evidence"] == "not checked: no rung logs moe/drop_fraction (a dense model has none: --skip drops)"
+
+
+def test_a_rung_whose_evals_end_well_before_its_plan_is_left_out_of_the_trend(tmp_path):
+    # finished, but its evals end at half its plan (the train loss goes on): its last eval is no final loss
+    short = PLAN.rungs[2]
+    store = ladder_store(tmp_path, hero=False)
+    hist = Store(store).history(short.name, ["eval/loss"])
+    half = int(hist["step"].iloc[len(hist) // 2])
+    Store(store).remove(short.name)
+    write_run(tmp_path / "cut", short, seed=2)
+    lines = [json.loads(x) for x in (tmp_path / "cut" / short.name / "metrics.jsonl").read_text().splitlines()]
+    kept = [x for x in lines if "eval/loss" not in x or x["step"] <= half]
+    (tmp_path / "cut" / short.name / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in kept) + "\n")
+    pull(Store(store), LocalSource(tmp_path / "cut"))
+    _, report = check(store)
+    trend = finding(report, "off-trend")
+    assert short.name not in trend["values"]["rungs"]
+    assert f"left out: {short.name} (its last eval/loss at step {half:,} of {short.stop_after_steps:,})" in \
+        trend["evidence"]
 
 
 def test_rungs_pulled_without_their_role_are_told_how_to_give_it(tmp_path):
