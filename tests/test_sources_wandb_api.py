@@ -423,3 +423,19 @@ def test_rows_without_the_step_key_are_said_and_a_key_no_row_logs_is_refused(tmp
     young = FakeRun("r3", "rung-3", steps=20, state="running")  # still running: its keyed rows may yet come
     (got,) = pull(Store(tmp_path / "c"), _source(FakeApi({"team/ladder": [young]}), step_key="trainer/stp")).pulled
     assert got.rows == 0 and any(m.startswith("21 history rows have no 'trainer/stp'") for m in got.messages)
+
+
+def test_a_cursor_of_the_version_before_reads_a_finished_run_no_more_and_a_running_one_anew():
+    """A --step-key cursor written before the `_step` of the last row read was kept: a finished run it read to its
+    end is not read again (an upgrade does not download every such run anew); one still running is read whole."""
+    from ladder.data.sources.wandb_api import _ALL
+
+    done = _own_step_key(FakeRun("r1", "rung-1", steps=20))
+    live = _own_step_key(FakeRun("r2", "rung-2", steps=20, state="running"))
+    source = _source(FakeApi({"team/ladder": [done, live]}), step_key="trainer/step")
+    refs = {ref.run_id: ref for ref in source.runs()}
+    for run in (done, live):
+        old = {"steps": {_ALL: 20}, "state": run.state, "last": run.summary["_step"], "step_key": "trainer/step"}
+        got = source.read(refs[run.id], old)
+        assert (run.scans, got.replace) == (([], False) if run is done else ([(None, 0)], True))
+        assert len(got.rows) == (0 if run is done else 21)  # every train row (its evals log no step key)

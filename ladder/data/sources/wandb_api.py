@@ -137,12 +137,14 @@ class WandbSource:
         # own step, whatever --step-key is; that row may have gained keys since); a cursor written before it was kept
         # holds the last step read there, on `_step` alike
         after: dict[str, int] = dict(cursor.get("from", done if self.step_key == "_step" else {}))
-        replace = not cursor or (bool(done) and not after)  # a --step-key run's cursor that gives no `_step`: read again
+        replace = not cursor
         if after and last is not None and max(after.values()) > last:
             replace = True  # the run was rewound on the server (resume_from): read it again
+        unchanged = not replace and state == "finished" == cursor.get("state") and last == cursor.get("last")
+        if not unchanged and done and not after:  # a --step-key run's cursor that gives no `_step`: read it again
+            replace = True
         if replace:
             done, after = {}, {}
-        unchanged = not replace and state == "finished" == cursor.get("state") and last == cursor.get("last")
         groups = [_ALL] if self.keys is None else self.keys
         rows, warnings, skipped = RowBuilder(), [], Skipped(self.step_key)
         if not unchanged:
