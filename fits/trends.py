@@ -315,13 +315,13 @@ def count_spikes(values, *, window: int = 21, k: float = 6.0, start: int = 0) ->
     points (so a quieter late phase is judged by its own noise, and a steep trend is not taken for
     noise). A point is in a spike when its residual exceeds `k` scales; exceedances closer than
     `window` / 2 to each other are one spike. Points before index `start` (e.g. the warmup, where
-    the loss falls faster than any window follows) are not examined, nor are the first `window` / 2:
-    their centred window reaches before the series, and the median of one reflected there sits below
-    a falling loss, which would make the fall a spike (a series of a few dozen points, logged sparsely,
-    would show one in every run)."""
+    the loss falls faster than any window follows) are not examined. Near either end the window is
+    filled with the end's own value: there the median of a falling loss is the point itself, where a
+    window reflected about the end sat below it near the start and made the fall a spike (a series of a
+    few dozen points, logged sparsely, showed one in every run)."""
     v = checks.as_array("values", values, positive=False)
     w = _window(window, 5)
-    base = ndimage.median_filter(v, size=w, mode="reflect")
+    base = ndimage.median_filter(v, size=w, mode="nearest")
     resid = v - base
     # The noise scale comes from step-to-step differences, which a steep but smooth trend only
     # shifts: where the trend dominates the noise, a window's median is its middle value and the
@@ -331,7 +331,6 @@ def count_spikes(values, *, window: int = 21, k: float = 6.0, start: int = 0) ->
     spread = 1.4826 / np.sqrt(2) * ndimage.median_filter(np.abs(centred), size=_window(5 * w, 5), mode="reflect")
     floor = 1e-12 * max(float(np.median(np.abs(v))), 1e-300)
     z = resid / np.maximum(spread, floor)
-    start = max(start, w // 2)
     idx = np.flatnonzero(z > k)
     idx = idx[idx >= start]
     starts: list[int] = []
@@ -362,12 +361,10 @@ def spikes_in_run(fraction, values, steps, *, skip: float = SPIKE_SKIP, window: 
     few steps counts the steps it spans (0 when nothing is past `skip`)."""
     fraction = np.asarray(fraction, dtype=np.float64)
     steps = np.asarray(steps, dtype=np.float64)
-    n = len(fraction)
-    w = _window(max(21, window * n), 5)
-    start = max(int(np.searchsorted(fraction, skip)), w // 2)  # as `count_spikes` examines them
+    start, n = int(np.searchsorted(fraction, skip)), len(fraction)
     if n == 0 or start >= n:
         return 0, 0.0
-    sp = count_spikes(values, window=w, k=k, start=start)
+    sp = count_spikes(values, window=max(21, window * n), k=k, start=start)
     return sp.count, float(steps[-1] - steps[start]) + 1.0
 
 
