@@ -291,7 +291,7 @@ class PerFraction:
                 lo[level] = np.hypot(lo[level], point - preds.min(axis=0))
                 hi[level] = np.hypot(hi[level], preds.max(axis=0) - point)
         band = Band(point, point - lo[50], point + hi[50], point - lo[90], point + hi[90])
-        outside = (g < grid.min() * 0.98) | (g > last)  # eval steps round: 2% of slack before the first
+        outside = (g < grid.min() * 0.98) | (g > last + 1e-9)  # eval steps round: 2% of slack before the first
         band = Band(*(np.where(outside, np.nan, x) for x in (band.median, band.lo50, band.hi50, band.lo90, band.hi90)))
         return band, ens
 
@@ -300,13 +300,14 @@ def reach(runs: list[Run], slack_steps: float = 2.0, most: float = 0.005) -> flo
     """The last fraction of a run the per-fraction law predicts from `runs`: the end of the plan where a run
     `reached_end` (no later eval was due), else the last fraction any run logged, and `slack_steps` of that run for
     eval steps that round (a trainer that counts steps from 0 evaluates at 60% at step 0.6·T − 1), at `most` of
-    the plan for a run of a few hundred steps. Past it no run shows how the loss falls on (faster as the LR
-    decays): a fraction further on would be the last one's value held flat."""
+    the plan for a run of a few hundred steps but never under one step. Past it no run shows how the loss falls
+    on (faster as the LR decays): a fraction further on would be the last one's value held flat."""
     out = 0.0
     for r in runs:
         f = np.sort(r.fractions[r.fractions > 0])
         if f.size:
-            out = max(out, 1.0 if reached_end(f, r.finished) else f[-1] + min(slack_steps / r.planned_steps, most))
+            slack = min(slack_steps / r.planned_steps, max(most, 1.0 / r.planned_steps))
+            out = max(out, 1.0 if reached_end(f, r.finished) else f[-1] + slack)
     return out
 
 

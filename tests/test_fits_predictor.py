@@ -363,13 +363,14 @@ def test_the_per_fraction_law_predicts_no_step_past_the_last_fraction_the_rungs_
     short = [dataclasses.replace(r, steps=r.steps[:-1], values=r.values[:-1], finished=False) for r in whole_runs]
     assert max(r.fractions[-1] for r in short) == pytest.approx(0.95, abs=0.01)
     # eval steps that round: 2 steps of a run past its last eval (one that counts steps from 0 logs 60% at 0.6·T − 1),
-    # at most 0.5% of its plan
+    # at most 0.5% of its plan (never under one step)
     assert cand.reach(short) == pytest.approx(max(r.fractions[-1] + min(2 / r.planned_steps, 0.005) for r in short))
+    assert all(r.planned_steps > 400 for r in short)  # 2 steps under 0.5% of the plan: the 2 steps
     assert cand.reach([dataclasses.replace(r, finished=True) for r in short]) == 1.0  # said finished: its final
     assert cand.reach(runs) == pytest.approx(max(r.fractions[-1] + min(2 / r.planned_steps, 0.005) for r in runs))
     tiny = [dataclasses.replace(r, planned_steps=100, steps=np.arange(1, 81), values=np.linspace(4, 3, 80))
-            for r in runs]  # 2 steps of 100 would be 2% of the plan: at most 0.5%
-    assert cand.reach(tiny) == pytest.approx(0.805)
+            for r in runs]  # 2 steps of 100 would be 2% of the plan: at most 0.5%, but never under one step
+    assert cand.reach(tiny) == pytest.approx(0.81)
 
 
 def test_the_backtest_scores_a_final_only_where_every_law_reached_it():
@@ -702,7 +703,7 @@ def test_a_target_too_little_known_for_a_law_keeps_how_far_that_law_lay_in_the_b
     p, q = res.parts(), alone.parts()
     assert p["gap"] == pytest.approx(gaps[0]) and q["gap"] == 0.0
     assert p["band"] == pytest.approx(np.hypot(q["band"], p["gap"]), rel=1e-3)  # added in quadrature, at 90%
-    assert "cannot predict the target: knowing less of it is no reason for a narrower band" in res.why
+    assert "(the multipower law could not predict the target, which is no reason for a narrower band)" in res.why
     assert f"how far the multipower law lay from it in the backtest, carried (±{p['gap']:.1%})" in res.why
 
 
