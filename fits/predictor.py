@@ -540,8 +540,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     if gap is not None and np.any(gap > 0):  # a law the target gives too little for still says how far laws disagree
         band = cand.widen(band, gap * np.abs(band.median) / Z90)
         why += (f"; and by how far {laws(absent)} lay from it on the backtest's held-out sizes, carried to the target's "
-                f"distance ({laws(absent)} cannot predict the target: knowing less of it is no reason for a narrower "
-                "band)")
+                f"distance ({laws(absent)} could not predict the target, which is no reason for a narrower band)")
     if method == "ensemble":
         why += f" (the mean of {' and '.join(weights)}, equal weights; its 90% band holds each one's median)"
     carried = carried if method == "ensemble" else None

@@ -577,6 +577,11 @@ def test_a_running_runs_row_still_being_written_is_left_unread_and_a_finished_ru
     path.write_text(text)
     assert _import(path, tmp_path / "s", "--replace").exit_code == 0
     assert list(Store(tmp_path / "s").history("b")["value"]) == list(whole["loss"])
+    own = text.replace("state", "status")  # the state in a column of the logger's own name (--coord-column state=)
+    path.write_text(own.rstrip("\n")[:-4])
+    res = _import(path, tmp_path / "own", "--coord-column", "state=status")
+    assert res.exit_code == 0 and "t.csv: line 5 has no newline yet" in " ".join(res.output.split()), res.output
+    assert list(Store(tmp_path / "own").history("b")["step"]) == [10, 20, 30]
     path.write_text(text.replace("running", "finished").rstrip("\n"))  # a finished run's file saved without one
     res = _import(path, tmp_path / "s2")
     assert res.exit_code == 0 and "no newline" not in res.output

@@ -128,7 +128,9 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
 
         warnings.warn(f"the ladder fit and the collapsed curves are not drawn: they need 3 rungs that finished their "
                       f"plans, and {len(finished)} of the {len(rung_curves)} rungs in the store did (the others still "
-                      "train, or stopped short)", LadderWarning, stacklevel=2)
+                      "train, or stopped short)" + (f"; the store holds {len(rung_curves)} rungs of the prediction's "
+                                                     f"{len(pred.rungs)}" if len(rung_curves) < len(pred.rungs) else ""),
+                      LadderWarning, stacklevel=2)
     # the hero's final: its last eval where no later one was due before the prediction's last step (step 71,936 of
     # 72,000 for evals every 128), as `ladder score` counts it
     # of a run that trained on past the prediction's last step (another run followed, a longer plan), the eval at

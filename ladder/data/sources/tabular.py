@@ -358,10 +358,11 @@ class TableSource:
             return text
         # the header with each of the last two lines: the file is not read whole twice more
         before, last = self._last_row(lines[0] + lines[-2]), self._last_row(lines[0] + lines[-1])
-        if before is None or _state_of(before) != "running":
+        column = self.columns.coords.get(STATE, STATE)
+        if before is None or _state_of(before, column) != "running":
             return text
         run = self.columns.run
-        if last is not None and (_state_of(last) in ("finished", "crashed")
+        if last is not None and (_state_of(last, column) in ("finished", "crashed")
                                  or (run is not None and last.get(run) != before.get(run))):
             return text
         self._unended = len(lines)
@@ -553,9 +554,10 @@ def _nested_as_text(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _state_of(row: dict[str, str]) -> str:
-    """A row's `state` cell as a run state (`STATES`: running, finished, crashed), or "" where it says none."""
-    return STATES.get(row.get("state", "").strip().lower(), "")
+def _state_of(row: dict[str, str], column: str = STATE) -> str:
+    """A row's cell of the state `column` as a run state (`STATES`: running, finished, crashed), or "" where it says
+    none."""
+    return STATES.get(row.get(column, "").strip().lower(), "")
 
 
 def _rows(n: int) -> str:
