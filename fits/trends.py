@@ -315,13 +315,15 @@ def count_spikes(values, *, window: int = 21, k: float = 6.0, start: int = 0) ->
     points (so a quieter late phase is judged by its own noise, and a steep trend is not taken for
     noise). A point is in a spike when its residual exceeds `k` scales; exceedances closer than
     `window` / 2 to each other are one spike. Points before index `start` (e.g. the warmup, where
-    the loss falls faster than any window follows) are not examined. Near either end the window is
-    filled with the end's own value: there the median of a falling loss is the point itself, where a
-    window reflected about the end sat below it near the start and made the fall a spike (a series of a
-    few dozen points, logged sparsely, showed one in every run)."""
+    the loss falls faster than any window follows) are not examined. Near the start the window is
+    filled with the first value: there the median of a falling loss is the point itself, where a window
+    reflected about the start sat below it and made the fall a spike (a series of a few dozen points,
+    logged sparsely, showed one in every run). Near the end it is reflected, which keeps the last point
+    judged by its neighbours (filled with its own value, a spike there would be its own median)."""
     v = checks.as_array("values", values, positive=False)
     w = _window(window, 5)
-    base = ndimage.median_filter(v, size=w, mode="nearest")
+    base = ndimage.median_filter(v, size=w, mode="reflect")
+    base[:w // 2] = ndimage.median_filter(v[:w], size=w, mode="nearest")[:w // 2]
     resid = v - base
     # The noise scale comes from step-to-step differences, which a steep but smooth trend only
     # shifts: where the trend dominates the noise, a window's median is its middle value and the

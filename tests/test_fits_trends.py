@@ -321,3 +321,12 @@ def test_rate_projection_flat_without_trend_and_with_trend_when_growing():
     assert not growing.flat and growing.median > growing.rates.max()
     none = project_rate(X, np.zeros(X.size), exposure, X_HERO)
     assert none.median == 0.0 and none.interval(0.9) == (0.0, pytest.approx(-np.log(0.05) / exposure.sum()))
+
+
+def test_a_spike_at_either_end_of_a_series_is_counted_and_a_clean_falling_one_has_none():
+    loss = decaying_loss(200, 3, noise=0.003)
+    assert count_spikes(loss, window=21).count == 0
+    for at in (1, 3, 198, 199):  # near the start its window is filled with the first value; the last is reflected
+        spiked = loss.copy()
+        spiked[at] += 0.5
+        assert list(count_spikes(spiked, window=21).starts) == [at], at

@@ -797,69 +797,54 @@ def test_a_non_blocking_pipe_that_is_full_is_waited_for_not_taken_for_a_reader_t
     assert Stdout.buffer.got == b"step,loss\n1,2.5\n" and Stdout.buffer.flushed
 
 
+def _signalled_mid_command(tmp_path, signum: int, slow_body: str, **popen) -> tuple[int, str, str]:
+    """`ladder score` with the prediction's load replaced by `slow_body` (after it prints "loading"), sent a real
+    `signum` once it loads: its exit code, stdout and stderr."""
+    import subprocess
+    import sys
+    import time
+
+    script = ("import time\nimport ladder.predict.prediction as p\n"
+              "def slow(*a, **k):\n    print('loading', flush=True)\n" + slow_body +
+              "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
+    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    assert proc.stdout.readline().strip() == "loading"
+    time.sleep(0.2)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
 def test_ctrl_c_says_how_to_go_on_and_exits_130(tmp_path):
     # a real SIGINT in the middle of a command: one line on stderr, the shell's code, no traceback
     import signal
-    import subprocess
-    import sys
-    import time
 
-    script = ("import time\nimport ladder.predict.prediction as p\n"
-              "def slow(*a, **k):\n    print('loading', flush=True)\n    time.sleep(60)\n"
-              "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
-    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "loading"
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    code, _, err = _signalled_mid_command(tmp_path, signal.SIGINT, "    time.sleep(60)\n")
+    assert code == 130, err
     assert err.strip().startswith("interrupted; run the same command again") and "Traceback" not in err
 
 
-@pytest.mark.parametrize("signame, code", [("SIGTERM", 143), ("SIGHUP", 129)])
-def test_a_scheduler_s_stop_says_how_to_go_on_and_exits_as_the_shell_would(tmp_path, signame, code):
+@pytest.mark.parametrize("signame, want", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_scheduler_s_stop_says_how_to_go_on_and_exits_as_the_shell_would(tmp_path, signame, want):
     # SIGTERM (a scheduler, `kill`) or SIGHUP (a closed terminal) mid-command stops it as Ctrl-C does: the finally
     # blocks run (a store's lock let go), one line on stderr, 128 + the signal's number
     import signal
-    import subprocess
-    import sys
-    import time
 
-    script = ("import time\nimport ladder.predict.prediction as p\n"
-              "def slow(*a, **k):\n    print('loading', flush=True)\n"
-              "    try:\n        time.sleep(60)\n    finally:\n        print('let go', flush=True)\n"
-              "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
-    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "loading"
-    time.sleep(0.2)
-    proc.send_signal(getattr(signal, signame))
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == code, err
-    assert out.strip() == "let go"
+    code, out, err = _signalled_mid_command(tmp_path, getattr(signal, signame), "    try:\n        time.sleep(60)\n"
+                                            "    finally:\n        print('let go', flush=True)\n")
+    assert code == want and out.strip() == "let go", err
     assert err.strip().startswith(f"stopped ({signame}); run the same command again") and "Traceback" not in err
 
 
 def test_a_stop_the_process_ignores_stays_ignored(tmp_path):
     # `nohup ladder pull ...`: SIGHUP ignored from the start, so a terminal that closes does not stop the command
     import signal
-    import subprocess
-    import sys
-    import time
 
-    script = ("import time\nimport ladder.predict.prediction as p\n"
-              "def slow(*a, **k):\n    print('loading', flush=True)\n    time.sleep(1.5)\n    print('done', flush=True)\n"
-              "    raise SystemExit(0)\n"
-              "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
-    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    assert proc.stdout.readline().strip() == "loading"
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGHUP)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and out.strip() == "done" and "stopped" not in err, (out, err)
+    code, out, err = _signalled_mid_command(tmp_path, signal.SIGHUP, "    time.sleep(1.5)\n    print('done', flush=True)\n"
+                                            "    raise SystemExit(0)\n",
+                                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert code == 0 and out.strip() == "done" and "stopped" not in err, (out, err)
 
 
 def test_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback():
