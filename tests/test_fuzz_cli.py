@@ -797,9 +797,10 @@ def test_a_non_blocking_pipe_that_is_full_is_waited_for_not_taken_for_a_reader_t
     assert Stdout.buffer.got == b"step,loss\n1,2.5\n" and Stdout.buffer.flushed
 
 
-def _signalled_mid_command(tmp_path, signum: int, slow_body: str, **popen) -> tuple[int, str, str]:
+def _signalled_mid_command(tmp_path, signum: int, slow_body: str, ignoring: str = "") -> tuple[int, str, str]:
     """`ladder score` with the prediction's load replaced by `slow_body` (after it prints "loading"), sent a real
-    `signum` once it loads: its exit code, stdout and stderr."""
+    `signum` once it loads: its exit code, stdout and stderr. `ignoring`: a signal (HUP) it is started ignoring, as
+    `nohup` starts a command (by a shell's trap: a `preexec_fn` would fork the JAX-loaded test process)."""
     import subprocess
     import sys
     import time
@@ -807,8 +808,10 @@ def _signalled_mid_command(tmp_path, signum: int, slow_body: str, **popen) -> tu
     script = ("import time\nimport ladder.predict.prediction as p\n"
               "def slow(*a, **k):\n    print('loading', flush=True)\n" + slow_body +
               "p.Prediction.load = staticmethod(slow)\nfrom ladder.cli import main\nmain()")
-    proc = subprocess.Popen([sys.executable, "-c", script, "score", "--prediction", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    command = [sys.executable, "-c", script, "score", "--prediction", str(tmp_path)]
+    if ignoring:
+        command = ["sh", "-c", f'trap "" {ignoring}; exec "$@"', "sh", *command]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "loading"
     time.sleep(0.2)
     proc.send_signal(signum)
@@ -842,8 +845,7 @@ def test_a_stop_the_process_ignores_stays_ignored(tmp_path):
     import signal
 
     code, out, err = _signalled_mid_command(tmp_path, signal.SIGHUP, "    time.sleep(1.5)\n    print('done', flush=True)\n"
-                                            "    raise SystemExit(0)\n",
-                                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+                                            "    raise SystemExit(0)\n", ignoring="HUP")
     assert code == 0 and out.strip() == "done" and "stopped" not in err, (out, err)
 
 
