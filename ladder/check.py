@@ -169,7 +169,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     rung_rows = runs[runs["role"] == "rung"]
     if rung_rows.empty:
         raise LadderError(f"{store.root}: group {group!r} has no runs with role 'rung'; pull the rungs first"
-                          + role_hint(runs, "rung", role_option=False))
+                          + role_hint(runs, "rung", role_option=False, whose=f"the runs of group {group!r}"))
     hist = store.history(list(rung_rows["run_id"]), [keys.GRAD_NORM, keys.TRAIN_LOSS, keys.DROP_FRACTION,
                                                      keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
     if not (hist["metric"].astype(str) == settings.metric).any():

@@ -77,7 +77,8 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
     if len(names) < MIN_RUNGS:
         extra = f" ({'; '.join(left_out)})" if left_out else ""
         raise LadderError(f"group {group!r} has {len(names)} finished rung{'' if len(names) == 1 else 's'} with a final {metric!r}, "
-                          f"a comparison needs at least {MIN_RUNGS}{extra}" + role_hint(in_group, "rung", role_option=False))
+                          f"a comparison needs at least {MIN_RUNGS}{extra}" + role_hint(in_group, "rung", role_option=False,
+                                                                      whose=f"the runs of group {group!r}"))
     order = np.argsort(compute, kind="stable")
     return GroupFinals(group, [names[i] for i in order], np.asarray(compute)[order], np.asarray(loss)[order],
                        tuple(left_out), tuple(six_n))

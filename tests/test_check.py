@@ -362,7 +362,8 @@ def test_rungs_pulled_without_their_role_are_told_how_to_give_it(tmp_path):
     store = ladder_store(tmp_path, [c.replace(role="single") for c in PLAN.rungs], hero=False)
     res = runner.invoke(app, ["check", "--store", str(store)])
     said = " ".join(res.output.split())
-    assert res.exit_code == 2 and "has no runs with role 'rung'; pull the rungs first; the store's runs have role " in said
+    assert res.exit_code == 2 and "has no runs with role 'rung'; pull the rungs first; the runs of group 'micro-cpu' " \
+        "have role " in said
     assert "'single': give the rungs theirs when you pull or import them: --coord role=rung" in said, said
 
 

@@ -221,7 +221,7 @@ def test_hero_config_gives_the_target(store, tmp_path):
         (("zloss-on", "broken"), ("group 'broken' has 2 finished rungs", "at least 3", "state crashed")),
         (("zloss-on", "four"), ("'zloss-on' has 5", "'four' has 4", "same sizes")),
         (("zloss-on", "one-crashed"), ("'one-crashed' has 4", "same sizes; 'one-crashed' leaves out r2: state crashed")),
-        (("zloss-on", NO_ROLE), (f"group '{NO_ROLE}' has 0 finished rungs", "the store's runs have role none",
+        (("zloss-on", NO_ROLE), (f"group '{NO_ROLE}' has 0 finished rungs", f"the runs of group '{NO_ROLE}' have role none",
                                  "--coord role=rung")),
         (("zloss-on", "zloss-off", "--hero-compute", "1e16", "--hero", "x.yaml"), ("not both",)),
         (("zloss-on", "zloss-off", "--hero-compute", "-3"), ("--hero-compute",)),

@@ -970,6 +970,25 @@ def test_score_from_0_says_the_evals_before_the_prediction_starts_are_not_scored
     assert late.exit_code == 0 and json.loads(late.stdout)["warnings"] == [], late.output
 
 
+def test_score_says_a_run_that_ended_before_the_prediction_does_is_scored_only_so_far(predicted, tmp_path):
+    import json
+    import shutil
+
+    hero = micro_plan().hero.name
+    runs = tmp_path / "runs"
+    shutil.copytree(predicted / "runs", runs)
+    status = json.loads((runs / hero / "status.json").read_text())  # its evals end half way, and it says finished
+    (runs / hero / "status.json").write_text(json.dumps({**status, "state": "finished"}))
+    assert runner.invoke(app, ["pull", "local", str(runs), "--store", str(tmp_path / "store")]).exit_code == 0
+    score = ["score", "--prediction", str(predicted / "pred"), "--format", "json"]
+    res = runner.invoke(app, [*score, "--store", str(tmp_path / "store")])
+    said = json.loads(res.stdout)["warnings"]
+    assert res.exit_code == 0 and [w for w in said if w.startswith(f"'{hero}' is finished and its evals end at step ")]
+    assert "its score stops there and says nothing of its final" in said[-1]
+    running = runner.invoke(app, [*score, "--store", str(predicted / "store")])  # still running: nothing to say
+    assert running.exit_code == 0 and not [w for w in json.loads(running.stdout)["warnings"] if "says nothing" in w]
+
+
 def test_the_report_says_what_ladder_score_says_with_its_score(predicted, tmp_path):
     """The page's "score so far (as `ladder score`)" carries the score's warnings: evals past where the prediction
     ends are not scored (the page gave the score alone, as if every eval were in it)."""

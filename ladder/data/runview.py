@@ -256,14 +256,15 @@ def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> Read:
     return Read(read_steps, read_values, len(steps), float(np.median(errors / read_values)))
 
 
-def role_hint(runs, role: str, role_option: bool = True) -> str:
-    """Where no run of the store `runs` has `role`: what roles they have, and how to give the rungs theirs (and,
-    where the command has --role, how to take every role); "" where some run has it, or the store has none."""
+def role_hint(runs, role: str, role_option: bool = True, whose: str = "the store's runs") -> str:
+    """Where no run of `runs` (`whose`: the store's, or a group's) has `role`: what roles they have, and how to give
+    the rungs theirs (and, where the command has --role, how to take every role); "" where some run has it, or
+    there is none."""
     roles = sorted(set(runs["role"].astype(str)))
     if not role or role in roles or not len(runs):
         return ""
     give = "give the rungs theirs when you pull or import them: --coord role=rung"
-    return (f"; the store's runs have role {', '.join(repr(r) if r else 'none' for r in roles)}: "
+    return (f"; {whose} have role {', '.join(repr(r) if r else 'none' for r in roles)}: "
             + (f"--role '' takes every role (or {give})" if role_option else give))
 
 

@@ -120,9 +120,11 @@ def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, st
                    start: float = 0.1) -> list[str]:
     """What to say with the score of run `name` (its runs-table `row`, its evals at `steps`) against `pred` from
     `start` of the plan on: that it is one of the prediction's rungs, plans other steps or is of another group than
-    the rungs (is it the run that was predicted?), and how many of its evals from `start` on lie before where the
-    prediction starts or past where it ends (not scored)."""
-    warnings = _other_plan(row, name, pred) + _other_group(store, row, name, pred)
+    the rungs (is it the run that was predicted?), how many of its evals from `start` on lie before where the
+    prediction starts or past where it ends (not scored), and that a run of the prediction's plan that ended
+    (finished or crashed) before the prediction's last step is scored only as far as it got."""
+    other_plan = _other_plan(row, name, pred)
+    warnings = other_plan + _other_group(store, row, name, pred)
     if name != pred.run_name and (name in pred.rungs or str(row["name"]) in pred.rungs):
         warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
                            f"{pred.run_name!r}: its evals are held to the target's prediction")
@@ -142,6 +144,14 @@ def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, st
                "the rungs' evals end there, and the laws predict no step past them")
         warnings.append(f"{past} eval{'' if past == 1 else 's'} of {name!r} after step {last:,}, where the prediction "
                         f"ends, {'is' if past == 1 else 'are'} not scored ({why})")
+    from fits.runs import reached_end  # here: the command line loads this module, and fits loads scipy
+
+    state = str(row.get("state") or "")
+    if state in ("finished", "crashed") and steps.size and not past and not other_plan and not reached_end(
+            np.sort(steps.astype(float)) / last, finished=True):
+        ends = int(steps.max())
+        warnings.append(f"{name!r} is {state} and its evals end at step {ends:,} ({ends / last:.0%} of the "
+                        f"prediction's last step, {last:,}): its score stops there and says nothing of its final")
     return warnings
 
 
