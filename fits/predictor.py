@@ -186,7 +186,7 @@ class CorePrediction:
 
     def absent(self) -> list[str]:
         """The candidate laws that could not predict the target."""
-        return [k for k in self.settings.candidates if k not in self.outcomes and k in self.failed]
+        return _absent(self.settings.candidates, self.outcomes, self.failed)
 
 
 def method_scores(backtest) -> dict[str, float]:
@@ -461,6 +461,11 @@ def carried_gap(backtest_rows, method: str, absent: list[str], distance: float, 
     return out
 
 
+def _absent(candidates, outcomes: dict, failed: dict) -> list[str]:
+    """The `candidates` that could not predict the target (in `failed`, not in `outcomes`)."""
+    return [k for k in candidates if k not in outcomes and k in failed]
+
+
 def _usable(s: Score) -> bool:
     return not s.failed and s.errors.size > 0 and s.distance > 0
 
@@ -535,7 +540,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     if method in outcomes and others:
         band = spread(band, [bands[k] for k in others])
         why += "; and so that its 90% band holds the other laws' medians (" + ", ".join(others) + ")"
-    absent = [k for k in settings.candidates if k not in outcomes and k in failed]  # as `CorePrediction.absent`
+    absent = _absent(settings.candidates, outcomes, failed)
     gap = carried_gap(rows, method, absent, distance, g) if method in outcomes and not others and absent else None
     if gap is not None and np.any(gap > 0):  # a law the target gives too little for still says how far laws disagree
         band = cand.widen(band, gap * np.abs(band.median) / Z90)

@@ -223,8 +223,8 @@ def other_group(path: Path, groups: tuple[str, ...], whose: str) -> tuple[str, .
     theirs = run.group
     if not theirs or theirs in groups:
         return ()
-    return (f"the {kind} {path} is of group {theirs!r}, {whose}: is it this ladder's hero? (--group picks the "
-            "rungs)" if len(groups) == 1 else f"the {kind} {path} is of group {theirs!r}, {whose}: is it their hero?",)
+    ask = "is it this ladder's hero? (--group picks the rungs)" if len(groups) == 1 else "is it their hero?"
+    return (f"the {kind} {path} is of group {theirs!r}, {whose}: {ask}",)
 
 
 def below_smallest(hero: HeroCompute, name: str, compute: float) -> None:
@@ -365,7 +365,7 @@ def _too_few(name: str, metric: str, rungs: list[_Rung], usable: list[_Rung], le
         dense = " (a dense model has none: --skip drops)" if metric == keys.DROP_FRACTION else ""
         return _not_checked(name, f"no rung logs {metric}{dense}")
     why = f"needs {need} complete rungs with {metric}, has {len(usable)}"
-    return _not_checked(name, why + ("; left out: " + ", ".join(left) if left else ""))
+    return _not_checked(name, why + _left_out(left))
 
 
 def _band(value: float, lo: float, hi: float, fmt: str, level: float) -> str:

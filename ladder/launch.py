@@ -200,6 +200,16 @@ def _stopped(signum, frame) -> None:
     raise Stopped(signum)
 
 
+def stop_signal(exc: KeyboardInterrupt) -> int:
+    """The signal that stopped the work: a `Stopped`'s (or `Interrupted`'s) own, else Ctrl-C's."""
+    return getattr(exc, "signum", signal.SIGINT)
+
+
+def stop_said(signum: int) -> str:
+    """How a stop is said to the user: "interrupted" (Ctrl-C), "stopped (SIGTERM)" and so on."""
+    return "interrupted" if signum == signal.SIGINT else f"stopped ({signal.Signals(signum).name})"
+
+
 def train(config: Path, resume: bool, progress: bool, again: str | None = None) -> int:
     """Train one run to the end in its own process; its exit code (the trainer prints its own errors).
 

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import select
-import signal
 import sys
 import time
 import warnings
@@ -33,7 +32,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ladder.errors import DEBUG_ENV, LadderError, debug_env, route_warnings
-from ladder.launch import stops_as_interrupts
+from ladder.launch import stop_said, stop_signal, stops_as_interrupts
 
 
 def _close_options_only(exc: Exception) -> None:
@@ -166,8 +165,6 @@ app = typer.Typer(
 READER_GONE = 128 + 13
 """Exit code when the reader of stdout closed the pipe (`ladder ... | head`): 128 + SIGPIPE, what the shell
 reports for `cat` there; not 1, which says the program has a bug."""
-INTERRUPTED = 128 + 2
-"""Exit code after Ctrl-C: 128 + SIGINT, as the shell reports it."""
 
 
 class _Console(Console):
@@ -271,12 +268,11 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
             except KeyboardInterrupt as exc:
                 if _debugging():
                     raise
-                signum = getattr(exc, "signum", None)  # a SIGTERM or SIGHUP (`Stopped`), else a Ctrl-C
-                said = "interrupted" if signum is None else f"stopped ({signal.Signals(signum).name})"
+                signum = stop_signal(exc)  # a SIGTERM or SIGHUP (`Stopped`), else a Ctrl-C
                 with contextlib.suppress(OSError):  # a terminal closed (SIGHUP) takes no more lines
-                    err_console.print(f"{said}; run the same command again to finish it (pulls, imports and "
-                                      "training go on from where they stopped)", highlight=False, soft_wrap=True)
-                raise typer.Exit(INTERRUPTED if signum is None else 128 + signum) from None
+                    err_console.print(f"{stop_said(signum)}; run the same command again to finish it (pulls, imports "
+                                      "and training go on from where they stopped)", highlight=False, soft_wrap=True)
+                raise typer.Exit(128 + signum) from None
             except OSError as exc:  # the disk or the network said no: not a bug in the program
                 if _debugging():
                     raise

@@ -4,7 +4,6 @@ on this machine (see `ladder.launch`) or all at once on Ray (see `ladder.cluster
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,8 @@ from ladder.launch import (
     mark_crashed,
     run_dir_of,
     run_state,
+    stop_said,
+    stop_signal,
     train,
 )
 
@@ -156,7 +157,7 @@ def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, summary: Ca
     try:
         code = train(config, resume, progress, again)
     except KeyboardInterrupt as exc:  # the trainer got the same signal and has said how to resume
-        raise typer.Exit(128 + getattr(exc, "signum", signal.SIGINT)) from None
+        raise typer.Exit(128 + stop_signal(exc)) from None
     if code < 0:  # killed by a signal (SIGKILL: the out-of-memory killer, say): the trainer could say nothing
         _killed(config, cfg, -code, again=again)
         if summary is not None:
@@ -195,7 +196,7 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
             jobs = train_on_ray(runs, address=address, retries=retries, resume=resume, board_factory=board,
                                 local_cpus=ray_cpus, again=again)
     except Interrupted as exc:
-        said = "interrupted" if exc.signum == signal.SIGINT else f"stopped ({signal.Signals(exc.signum).name})"
+        said = stop_said(exc.signum)
         if exc.started:
             err_console.print(f"{said}: every run was stopped at or after its last checkpoint; {again} to "
                               "resume them", highlight=False)

@@ -29,7 +29,7 @@ from ladder.cluster.board import Board, log_file
 from ladder.cluster.worker import GRACE_SECONDS, INTERRUPTED, coordinator_address, run_trainer, trainer_args
 from ladder.config.runconfig import ResourcesConfig, RunConfig
 from ladder.errors import LadderError
-from ladder.launch import how_it_ended, is_done, mark_crashed, run_dir_of
+from ladder.launch import how_it_ended, is_done, mark_crashed, run_dir_of, stop_signal
 
 INSTALL = "pip install 'scaling-ladder[ray]'"
 USER_ERROR = 2
@@ -355,7 +355,7 @@ def train_on_ray(
     except KeyboardInterrupt as exc:  # while Ray starts or connects: no run was handed to it
         with contextlib.suppress(Exception):
             ray.shutdown()
-        raise Interrupted(0, getattr(exc, "signum", signal.SIGINT)) from None
+        raise Interrupted(0, stop_signal(exc)) from None
     try:
         if started_here:  # nothing joins a local instance later: a run that cannot fit would wait forever
             check_fits([j for j in jobs if j.state != "skipped"], ray.cluster_resources())
@@ -364,7 +364,7 @@ def train_on_ray(
         raise
     except KeyboardInterrupt as exc:  # before any run was handed to Ray
         ray.shutdown()
-        raise Interrupted(0, getattr(exc, "signum", signal.SIGINT)) from None
+        raise Interrupted(0, stop_signal(exc)) from None
     launcher = RayLauncher(ray, jobs, retries, resume, again)
     board = board_factory([(j.name, j.run_dir, j.cfg.stop_after_steps, j.cfg.tokens_per_step, j.hosts) for j in jobs])
     try:
@@ -374,7 +374,7 @@ def train_on_ray(
             except KeyboardInterrupt as exc:
                 launcher.cancel()
                 board.update(launcher.states())
-                raise Interrupted(sum(j.attempts > 0 for j in jobs), getattr(exc, "signum", signal.SIGINT)) from None
+                raise Interrupted(sum(j.attempts > 0 for j in jobs), stop_signal(exc)) from None
     finally:
         if started_here:
             ray.shutdown()

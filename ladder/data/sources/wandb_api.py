@@ -191,17 +191,15 @@ class WandbSource:
         while True:
             try:
                 for row in run.scan_history(keys=keys, page_size=self.page_size, min_step=next_step):
-                    raw = row.get(self.step_key)
+                    raw, own = row.get(self.step_key), _int(row.get("_step"))
                     if as_number(raw) is None:
                         skipped.row_without_step(row)
-                        seen = _int(row.get("_step")) if _int(row.get("_step")) is not None else seen
-                        next_step = seen + 1
-                        continue
-                    step = whole_count(raw, f"step ('{self.step_key}')", f"wandb run {label}")
-                    self._add(row, step, rows, label, skipped)
-                    own = _int(row.get("_step"))
-                    last, seen = step, own if own is not None else step
-                    next_step = seen + 1  # a read that fails goes on after the rows it added
+                        seen = own if own is not None else seen
+                    else:
+                        last = whole_count(raw, f"step ('{self.step_key}')", f"wandb run {label}")
+                        self._add(row, last, rows, label, skipped)
+                        seen = own if own is not None else last
+                    next_step = seen + 1  # a read that fails goes on after the rows it read
                 return (seen, last) if last is not None or start else None
             except LadderError:
                 raise
