@@ -65,3 +65,23 @@ def test_plotting_modules_draw_headless_outside_a_kernel():
                          env={**os.environ, "MPLBACKEND": "svg"}, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().lower() == "agg"
+
+
+def _first_code_cell(stem: str) -> str:
+    nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("where", ["outside the repository", "data elsewhere"])
+def test_fit_notebook_says_where_it_looks_for_what_it_needs(where, tmp_path):
+    """Notebook 02 started outside a clone, or pointed at a folder without the public data, stops at its
+    first cell with a line saying what to do (before: a bare StopIteration, or a FileNotFoundError cells later)."""
+    env = {**os.environ, "LADDER_DATA_DIR": str(tmp_path)} if where == "data elsewhere" else os.environ
+    res = subprocess.run([sys.executable, "-c", _first_code_cell("02_fit_public_ladders")], capture_output=True,
+                         text=True, timeout=120, env=env, cwd=ROOT if where == "data elsewhere" else tmp_path)
+    assert res.returncode != 0
+    said = res.stderr.strip().splitlines()[-1]
+    if where == "data elsewhere":
+        assert str(tmp_path) in said and "LADDER_DATA_DIR" in said
+    else:
+        assert "inside a clone of scaling-ladder" in said
