@@ -907,3 +907,43 @@ def test_a_loss_logged_as_perplexity_is_warned_of(tmp_path):
     assert "a: eval/loss: 3 values above 20 (first at step 100), more than the cross-entropy in nats of a uniform " \
            "guess over 400 million tokens: a loss logged as perplexity?" in " ".join(res.stderr.split()), res.output
     assert Store(tmp_path / "s").history()["value"].tolist() == [800, 120, 30.5, 19.9]  # kept as logged
+
+
+def _stored_losses(store) -> pd.DataFrame:
+    h = Store(store).history()
+    return h[h["metric"] == "eval/loss"].sort_values(["run_id", "step"])[["run_id", "step", "value"]].reset_index(drop=True)
+
+
+def test_a_long_table_is_refused_with_the_pivot_that_imports_it_as_the_wide_one(tmp_path):
+    """One row per run, step and metric (the metric named in a column): read as it was, the rows of a step were
+    taken for a resumed run's and merged, the last metric's value stored as the loss, with exit 0."""
+    wide = small_table().drop(columns="bpb")
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    assert _import(tmp_path / "wide.csv", tmp_path / "wide").exit_code == 0
+    long = wide.melt(id_vars=["run", "step", "tok", "params", "T"], value_vars=["loss", "lr"], var_name="metric")
+    long.sort_values(["run", "step", "metric"]).to_csv(tmp_path / "long.csv", index=False)
+    res = CliRunner().invoke(app, ["import", "csv", str(tmp_path / "long.csv"), "--run", "run", "--step", "step",
+                                   "--tokens", "tok", "--metric", "eval/loss=value", "--coord-column", "active_params=params",
+                                   "--coord-column", "stop_after_steps=T", "--coord", "total_params=unknown",
+                                   "--coord", "fit_flops_per_token=unknown", "--store", str(tmp_path / "long")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and not (tmp_path / "long").exists()
+    assert "long.csv: line 2: run 'a' has 2 rows at step 10 that differ in column 'metric' ('loss', 'lr')" in said
+    pivot = re.search(r"df\.(pivot_table\(.*?\))\.reset_index\(\)", said).group(1)
+    df = pd.read_csv(tmp_path / "long.csv")
+    back = eval("df." + pivot, {"df": df}).reset_index()  # the pivot the message gives, as a user would paste it
+    back.merge(wide[["run", "params", "T"]].drop_duplicates(), on="run").to_csv(tmp_path / "pivoted.csv", index=False)
+    assert _import(tmp_path / "pivoted.csv", tmp_path / "pivoted").exit_code == 0
+    pd.testing.assert_frame_equal(_stored_losses(tmp_path / "pivoted"), _stored_losses(tmp_path / "wide"))
+
+
+def test_a_steps_train_and_eval_rows_named_in_a_column_are_merged_cell_by_cell(tmp_path):
+    """A text column that tells a step's rows apart is no long table where each row fills its own metrics."""
+    wide = small_table().drop(columns="bpb")
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    assert _import(tmp_path / "wide.csv", tmp_path / "wide").exit_code == 0
+    split = pd.concat([wide.assign(split="eval", lr=np.nan), wide.assign(split="train", loss=np.nan)])
+    split.sort_values(["run", "step"], kind="stable").to_csv(tmp_path / "split.csv", index=False)
+    res = _import(tmp_path / "split.csv", tmp_path / "split")
+    assert res.exit_code == 0, res.output
+    pd.testing.assert_frame_equal(_stored_losses(tmp_path / "split"), _stored_losses(tmp_path / "wide"))

@@ -443,7 +443,44 @@ class TableSource:
             table[c.tokens] = self._counts(table[c.tokens], f"tokens (column '{c.tokens}')", empty_ok=True, whole=False)
         for column in dict.fromkeys(c.metrics.values()):
             self._values[column], self._logged[column] = self._metric(table[column], cells[column], f"value (column '{column}')")
+        if c.step is not None:
+            self._one_row_per_step(table)
         return table
+
+    def _one_row_per_step(self, table: pd.DataFrame) -> None:
+        """A long table (one row per run, step and metric, the metric named in a text column) is a `LadderError`
+        that says how to give it one column per metric: read as it is, the rows of a step would be taken for a
+        resumed run's and merged, each metric's value overwriting the one before."""
+        c = self.columns
+        key = [c.step] if c.run is None else [c.run, c.step]
+        size = table.groupby(key, sort=False)[c.step].transform("size")
+        repeated = table[(size > 1).to_numpy()]
+        if len(repeated) <= len(table) / 2:  # some steps logged twice: a resumed run, merged with a warning
+            return
+        groups = repeated.groupby(key, sort=False)
+        metrics = list(dict.fromkeys(c.metrics.values()))
+        logged = pd.DataFrame({m: np.where(self._logged[m], self._values[m], np.nan)[repeated.index] for m in metrics},
+                              index=repeated.index)
+        if ((logged.groupby([repeated[k] for k in key], sort=False).nunique() > 1).any(axis=1)).mean() <= 0.5:
+            return  # a step's train and eval rows, each filling its own cells: merged cell by cell
+        read = {c.run, c.step, c.tokens, *metrics, *c.coords.values()}
+        for column in table.columns:
+            if column in read or pd.api.types.is_numeric_dtype(table[column]):
+                continue
+            apart = groups[column].nunique(dropna=False) == groups[column].size()
+            if apart.mean() <= 0.5:
+                continue
+            first = repeated.index[0]
+            at = repeated[(repeated[key] == repeated.loc[first, key]).all(axis=1)]
+            names = ", ".join(repr(str(v)) for v in at[column].drop_duplicates()[:4])
+            run = f"run {table.at[first, c.run]!r} " if c.run is not None else ""
+            index = "[" + ", ".join(repr(k) for k in (c.run, c.step, c.tokens) if k is not None) + "]"
+            value = next(iter(c.metrics.values()))
+            raise LadderError(
+                f"{self._where(int(first))}: {run}has {len(at)} rows at step {table.at[first, c.step]:,} that differ in "
+                f"column {column!r} ({names}): the table holds one row per {column} (a long table); give it one column "
+                f"per metric, e.g. in pandas df.pivot_table(index={index}, columns={column!r}, values={value!r})"
+                ".reset_index(), and map the loss's column: --metric eval/loss=NAME")
 
     def _metric(self, column: pd.Series, written: pd.Series, what: str) -> tuple[np.ndarray, np.ndarray]:
         """A metric's values and which of them the run logged: an empty cell (`_NOT_LOGGED`) was not
