@@ -4,8 +4,8 @@
 
 The OLMo ladder's four smaller sizes are the rungs (logged LR, as the README's walkthrough imports them). The
 3.2B at 1×C is the hero, still running, with its evals and LR logged to half its plan. It is predicted
-three ways through the CLI: from the store alone (the LR logged to half way, its last value held to the end:
-the prediction warns); with its cosine schedule declared in a coordinates file (the run as planned);
+three ways through the CLI: from the store alone (the LR logged to half way, carried on in the shape of the
+rungs at its token ratio: the prediction says so in a warning); with its cosine schedule declared in a coordinates file (the run as planned);
 and from a target file with that schedule (`--target`, the walkthrough's route). Printed beside the
 3.2B's actual final loss.
 """

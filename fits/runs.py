@@ -164,6 +164,10 @@ def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.nd
     return np.interp(np.arange(int(last_step) + 1, dtype=np.float64), steps, lrs)
 
 
+MIN_SHAPE_KNOWN = 0.2
+"""The least part of a plan an LR must be known over for its shape to be compared (`same_shape`) or carried on."""
+
+
 def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 181, upto: float = 1.0) -> np.ndarray:
     """The LR at 10% … `upto` of the plan as a fraction of its largest value there (the first 10% left out: warmups
     round differently at different lengths, and an LR logged every few % of the run blurs their end)."""
@@ -180,10 +184,49 @@ def same_shape(a: Run, b: Run, tol: float = 0.03) -> bool:
     if la is None or lb is None:
         return True
     upto = min(1.0, len(la) / a.planned_steps, len(lb) / b.planned_steps)
-    if upto < 0.2:
+    if upto < MIN_SHAPE_KNOWN:
         return True
     return float(np.max(np.abs(shape_signature(la, a.planned_steps, upto=upto)
                                - shape_signature(lb, b.planned_steps, upto=upto)))) <= tol
+
+
+def lrs_carried_in_shape(lrs: np.ndarray, logged_to: int, planned_steps: int, like: Run,
+                         tol: float = 0.03) -> np.ndarray | None:
+    """A run's LR known to step `logged_to` of `lrs` (its planned steps `planned_steps`) carried on past it in the
+    shape of `like`'s plan in fraction of the run, scaled to the known part by least squares past its first 10%
+    (a larger run's peak LR is often lower). None where the known part covers under `MIN_SHAPE_KNOWN` of the plan,
+    `like`'s LR does not cover its own plan, or the known part departs from `like`'s shape by more than `tol` (as
+    `same_shape` compares): a schedule that is not the ladder's is not guessed at."""
+    ref = like.plan_lrs
+    upto = logged_to / planned_steps
+    if ref is None or len(ref) < like.planned_steps or upto < MIN_SHAPE_KNOWN or logged_to + 1 >= len(lrs):
+        return None
+    known = np.asarray(lrs[:logged_to + 1], dtype=np.float64)
+    off = np.abs(shape_signature(known, planned_steps, upto=upto) - shape_signature(ref, like.planned_steps, upto=upto))
+    if float(np.max(off)) > tol:
+        return None
+    step = np.arange(len(lrs))
+    theirs = np.interp(step / planned_steps * like.planned_steps, np.arange(len(ref)), ref)
+    fit = (step <= logged_to) & (step >= 0.1 * planned_steps)
+    scale = float(np.dot(known[fit[:logged_to + 1]], theirs[fit]) / (np.dot(theirs[fit], theirs[fit]) or 1.0))
+    return np.concatenate([known, scale * theirs[logged_to + 1:]])
+
+
+def lrs_in_the_ladders_shape(target: Run, logged_to: int, rungs: list[Run],
+                             ratio_tol: float = 0.01) -> tuple[np.ndarray, str] | None:
+    """The LR of a `target` logged to step `logged_to` of its plan (a run still training that declares no schedule)
+    carried on in the schedule shape of the rungs at its token ratio (of every rung where none is at it), and the
+    rung whose shape it takes (the largest whose LR covers its plan): `lrs_carried_in_shape`. None where those
+    rungs do not share one shape (a rung still training compared as far as it logged), or the target's logged LR
+    has not kept to it."""
+    known = [r for r in rungs if r.lrs is not None]
+    peers = [r for r in known if same_ratio(r, target, ratio_tol)] or known
+    whole = [r for r in peers if len(r.plan_lrs) >= r.planned_steps]
+    if target.lrs is None or not whole or not all(same_shape(whole[0], r) for r in peers):
+        return None
+    like = max(whole, key=lambda r: r.compute)
+    lrs = lrs_carried_in_shape(target.lrs, logged_to, target.planned_steps, like)
+    return None if lrs is None else (lrs, like.name)
 
 
 def law_compute(runs: list[Run]) -> tuple[np.ndarray, str]:

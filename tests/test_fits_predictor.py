@@ -717,3 +717,51 @@ def test_a_rung_that_is_the_target_under_another_name_is_warned_of():
                            "'hero-planned' under another name?")
     larger = dataclasses.replace(itself, flops_per_token=1.5 * itself.flops_per_token)  # a larger run of that plan
     assert not [w for w in core.predict(runs, larger, larger.steps, settings).warnings if "under another name" in w]
+
+
+def _cosine(total: int, peak: float, warmup: float = 0.05, floor: float = 0.1) -> np.ndarray:
+    s = np.arange(total + 1, dtype=np.float64)
+    w = max(1, round(warmup * total))
+    decay = floor + (1 - floor) * 0.5 * (1 + np.cos(np.pi * np.clip((s - w) / (total - w), 0, 1)))
+    return peak * np.where(s < w, s / w, decay)
+
+
+def _wsd(total: int, peak: float, cooldown: float = 0.2) -> np.ndarray:
+    s = np.arange(total + 1, dtype=np.float64)
+    start = (1 - cooldown) * total
+    return peak * np.where(s < 0.05 * total, s / (0.05 * total), np.clip((total - s) / (total - start), 0, 1))
+
+
+def _lr_run(name: str, total: int, lrs: np.ndarray, ratio: float = 20.0) -> Run:
+    """A run of `total` steps of 1,000 tokens at `ratio` tokens per parameter, with the LR `lrs`."""
+    n = 1000.0 * total / ratio
+    return Run(name, 6 * n, 1000, total, np.array([total]), np.array([3.0]), lrs=lrs, n_params=n)
+
+
+def test_an_lr_logged_part_way_is_carried_on_in_the_shape_of_the_rungs_at_its_ratio():
+    from fits.runs import lrs_in_the_ladders_shape
+
+    rungs = [_lr_run(f"c{t}", t, _cosine(t, 0.004)) for t in (400, 800, 1600)]
+    rungs += [_lr_run(f"w{t}", t, _wsd(t, 0.004), ratio=100.0) for t in (2000, 4000)]  # another ratio, another shape
+    truth = _cosine(5000, 0.002)  # a larger run's lower peak
+    held = np.r_[truth[:2501], np.full(2500, truth[2500])]
+    target = _lr_run("hero", 5000, held)
+    lrs, like = lrs_in_the_ladders_shape(target, 2500, rungs)
+    assert like == "c1600" and len(lrs) == len(held)
+    np.testing.assert_array_equal(lrs[:2501], truth[:2501])  # what it logged stays as logged
+    np.testing.assert_allclose(lrs[500:], truth[500:], rtol=2e-3)
+    # a target whose LR left the rungs' shape (held at its peak where theirs decayed), or known over under 20%
+    flat = np.r_[truth[:251], np.full(4750, 0.002)]
+    assert lrs_in_the_ladders_shape(_lr_run("hero", 5000, flat), 2500, rungs) is None
+    assert lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[truth[:901], np.full(4100, truth[900])]), 900,
+                                    rungs) is None
+    # rungs at its ratio that do not share one shape: none is guessed
+    mixed = rungs[:2] + [_lr_run("w1600", 1600, _wsd(1600, 0.004))]
+    assert lrs_in_the_ladders_shape(target, 2500, mixed) is None
+    # none at its ratio: every rung's, which here share no shape with it
+    assert lrs_in_the_ladders_shape(target, 2500, rungs[3:]) is None
+    wsd = _wsd(5000, 0.002)
+    lrs, like = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[wsd[:2501], np.full(2500, wsd[2500])]), 2500,
+                                         rungs[3:])
+    assert like == "w4000"
+    np.testing.assert_allclose(lrs, wsd, rtol=2e-3, atol=1e-9)

@@ -73,7 +73,11 @@ class LadderRun:
     logged_lrs: np.ndarray | None = None
     """The LR of every step, from a logged series (used when no schedule is declared)."""
     lr_logged_to: int = 0
-    """The last step of that series: its last value is held from there on (0: no logged LR)."""
+    """The last step of that series: its last value is held from there on (0: no logged LR), unless
+    `lr_shape_from` says whose schedule shape it follows."""
+    lr_shape_from: str = ""
+    """The rung whose schedule shape the LR past `lr_logged_to` follows (`fits.runs.lrs_carried_in_shape`: a target
+    whose LR was logged in the ladder's shape so far); "": none."""
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     state: str = "finished"
@@ -91,7 +95,7 @@ class LadderRun:
     @property
     def lr_held(self) -> bool:
         """Its LR comes from a series logged to well short of its plan (by over 1%), its last value held after."""
-        return (self.schedule is None and self.logged_lrs is not None
+        return (self.schedule is None and self.logged_lrs is not None and not self.lr_shape_from
                 and self.stop_after_steps - self.lr_logged_to > 0.01 * self.stop_after_steps)
 
     @property

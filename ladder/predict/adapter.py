@@ -20,7 +20,7 @@ import pandas as pd
 import fits
 from fits import predictor as core
 from fits.candidates import PUBLISHED_SHAPE, Options
-from fits.runs import batch_off_trend, batch_trend
+from fits.runs import batch_off_trend, batch_trend, lrs_in_the_ladders_shape
 from ladder import metrics as keys
 from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule
@@ -116,6 +116,7 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
             "it was planned for; the rungs never trained past their plan, so no fit covers it. "
             "Plan the run with the longer horizon instead"
         )
+    target = _lr_in_the_ladders_shape(target, rungs, settings.ratio_tol)
     steps = target.prediction_steps()
     try:
         result = core.predict([r.as_run() for r in rungs], target.as_run(with_evals=False), steps, settings.core())
@@ -123,6 +124,23 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
         raise LadderError(f"{target.name}: {exc}" + (f"; {_held_lr(target)}" if target.lr_held else "")) from None
     pred = to_prediction(result, target, rungs, steps, settings)
     return dataclasses.replace(pred, warnings=(*left_out, *pred.warnings)) if left_out else pred
+
+
+def _lr_in_the_ladders_shape(target: LadderRun, rungs: list[LadderRun], ratio_tol: float) -> LadderRun:
+    """A target whose LR is logged to part of its plan with its LR carried on in the rungs' schedule shape where
+    its logged LR has kept to it (`fits.runs.lrs_in_the_ladders_shape`); else as it was (its last value held)."""
+    found = (lrs_in_the_ladders_shape(target.as_run(with_evals=False), target.lr_logged_to,
+                                      [r.as_run() for r in rungs], ratio_tol) if target.lr_held else None)
+    return target if found is None else dataclasses.replace(target, logged_lrs=found[0], lr_shape_from=found[1])
+
+
+def _lr_shape_note(target: LadderRun) -> str:
+    """What the LR of a target whose LR was carried on in the rungs' shape is, and how to say otherwise."""
+    to, stop = target.lr_logged_to, target.stop_after_steps
+    return (f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps), in the rungs' schedule shape so "
+            f"far; past it the laws take that shape (as {target.lr_shape_from}'s, scaled to its logged LR) to step "
+            f"{stop:,}; declare its schedule (schedule: in the --coords file, or a target file with --target) if it "
+            "departs from the rungs'")
 
 
 def _held_lr(target: LadderRun) -> str:
@@ -160,6 +178,8 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
     warnings += _short_rungs(rungs)
     if target.lr_held:
         warnings.append(f"{target.name}: {_held_lr(target)}")
+    elif target.lr_shape_from:
+        warnings.append(f"{target.name}: {_lr_shape_note(target)}")
     in_assumptions, assumptions = _assumptions(rungs, target, steps, settings.ratio_tol)
     read = [r for r in rungs if r.read_from]
     if read:
@@ -296,6 +316,9 @@ def _describe(run: LadderRun, edited: bool = False) -> str:
         return (run.schedule if edited else run.schedule.without_edits()).describe()
     if run.lr_held:
         return f"its logged LR to step {run.lr_logged_to:,}, its last value held to step {run.stop_after_steps:,}"
+    if run.lr_shape_from:
+        return (f"its logged LR to step {run.lr_logged_to:,}, then the rungs' shape ({run.lr_shape_from}'s) to step "
+                f"{run.stop_after_steps:,}")
     if run.logged_lrs is not None:
         return f"its logged LR over {run.planned_steps:,} steps"
     return f"{run.planned_steps:,} steps, LR not given"
