@@ -116,11 +116,15 @@ def per_fraction_runs(runs: list[Run], target: Run, tol: float) -> list[Run]:
     return sorted(chosen, key=lambda r: r.compute)
 
 
-def other_shape(runs: list[Run], target: Run, tol: float) -> list[str]:
+def other_shape(runs: list[Run], target: Run, tol: float) -> list[Run]:
     """The runs that share the target's token ratio (or tokens) but not its schedule shape: the per-fraction law
     leaves them out."""
-    return [r.name for r in runs if (same_ratio(r, target, tol) or same_tokens(r, target, tol))
-            and not same_shape(r, target)]
+    return [r for r in runs if (same_ratio(r, target, tol) or same_tokens(r, target, tol)) and not same_shape(r, target)]
+
+
+SHORT_RUN = 200
+"""Planned steps under which one step of warmup or decay moves a schedule's shape in fraction of the run by 0.5% or
+more: said as the likely cause where such a run's shape is not the target's."""
 
 
 def _wider_note(runs: list[Run], target: Run) -> str:
@@ -146,11 +150,17 @@ def _few_evals_note(runs: list[Run]) -> str:
             "at one token ratio, `ladder fit surface` at several)")
 
 
-def _left_out_note(names: list[str]) -> str:
+def _left_out_note(runs: list[Run]) -> str:
+    names = [r.name for r in runs]
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    short = [r for r in runs if r.planned_steps < SHORT_RUN]
+    steps = ", ".join(f"{r.planned_steps:,}" for r in short[:4])
     return (f"{len(names)} rung{'s' if len(names) > 1 else ''} ({shown}) share{'' if len(names) > 1 else 's'} the "
             "target's token ratio or tokens but not its schedule shape (its warmup, decay or floor as fractions of "
-            "the run), so the per-fraction law leaves them out")
+            "the run), so the per-fraction law leaves them out"
+            + (f"; {'it trains' if len(short) == 1 else f'{len(short)} of them train'} {steps} steps, where a step of "
+               "warmup or decay is a large part of the run: train such rungs longer (a larger token ratio, or a "
+               "smaller batch)" if short else ""))
 
 
 def shared_axis(runs: list[Run], target: Run, tol: float) -> str:

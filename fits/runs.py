@@ -177,21 +177,32 @@ def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 181, upto: flo
     return sig / (float(np.max(sig)) or 1.0)  # not the warmup's peak: an LR logged every few steps can miss it
 
 
-def same_shape(a: Run, b: Run, tol: float = 0.03) -> bool:
-    """Both plans have the same LR shape in fraction of the run, over the part both LR sequences cover (a crashed
-    run's logged LR stops where it stopped); True when either has no LRs, or they share less than 20% of it."""
+SHAPE_TOL = 0.03
+"""How far two plans' LRs (each as a fraction of its largest past 10% of the run) may lie apart at the same fraction
+of the run and count as one schedule shape."""
+
+
+def shape_distance(a: Run, b: Run) -> float:
+    """How far apart the two plans' LR shapes lie at the same fraction of the run (`shape_signature`), over the part
+    both LR sequences cover (a crashed run's logged LR stops where it stopped); 0 when either has no LRs, or they
+    share less than `MIN_SHAPE_KNOWN` of it."""
     la, lb = a.plan_lrs, b.plan_lrs
     if la is None or lb is None:
-        return True
+        return 0.0
     upto = min(1.0, len(la) / a.planned_steps, len(lb) / b.planned_steps)
     if upto < MIN_SHAPE_KNOWN:
-        return True
+        return 0.0
     return float(np.max(np.abs(shape_signature(la, a.planned_steps, upto=upto)
-                               - shape_signature(lb, b.planned_steps, upto=upto)))) <= tol
+                               - shape_signature(lb, b.planned_steps, upto=upto))))
+
+
+def same_shape(a: Run, b: Run, tol: float = SHAPE_TOL) -> bool:
+    """Both plans have the same LR shape in fraction of the run (`shape_distance` within `tol`)."""
+    return shape_distance(a, b) <= tol
 
 
 def lrs_carried_in_shape(lrs: np.ndarray, logged_to: int, planned_steps: int, like: Run,
-                         tol: float = 0.03) -> np.ndarray | None:
+                         tol: float = SHAPE_TOL) -> np.ndarray | None:
     """A run's LR known to step `logged_to` of `lrs` (its planned steps `planned_steps`) carried on past it in the
     shape of `like`'s plan in fraction of the run, scaled to the known part by least squares past its first 10%
     (a larger run's peak LR is often lower). None where the known part covers under `MIN_SHAPE_KNOWN` of the plan,

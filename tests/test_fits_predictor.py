@@ -631,13 +631,18 @@ def test_losses_beyond_any_nats_a_rising_prediction_and_rungs_of_another_shape_a
     assert "rises 3.3% above its earlier lowest by 100%" in warning
     # a rung with another warmup shares the hero's token ratio but is left out, by name
     other = dataclasses.replace(runs[0], lrs=linear_lrs(runs[0].planned_steps, 0.01, warmup=0.3))
-    assert cand.other_shape([other, *runs[1:]], hero, 0.01) == [other.name]
+    assert [r.name for r in cand.other_shape([other, *runs[1:]], hero, 0.01)] == [other.name]
     # and the per-fraction law that predicts without it says so, where more than 3 runs are left
     blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
     res = core.predict([other, *runs[1:]], blank, hero.steps,
                        core.Settings(method="per-fraction", options=Options(n_boot=20), backtest=False))
-    assert f"1 rung ({other.name}) shares the target's token ratio or tokens but not its schedule shape" in \
-        res.outcomes["per-fraction"].why
+    why = res.outcomes["per-fraction"].why
+    assert f"1 rung ({other.name}) shares the target's token ratio or tokens but not its schedule shape" in why
+    assert other.planned_steps >= cand.SHORT_RUN and "train such rungs longer" not in why
+    # a rung of a few dozen steps: the likely cause, and what to do, are said
+    short = cand._left_out_note([dataclasses.replace(other, planned_steps=26)])
+    assert "; it trains 26 steps, where a step of warmup or decay is a large part of the run: train such rungs " \
+           "longer" in short
 
 
 def test_a_pinned_asymptote_no_law_can_take_is_refused_whichever_method_predicts():

@@ -265,6 +265,8 @@ def test_a_vocabulary_too_small_for_the_data_is_refused_in_any_order_of_sets(tmp
     [
         ("name: x\narch: {vocab_size: 10\n", "malformed YAML"),
         ("- just\n- a list\n", "expected a YAML mapping"),
+        ("#!/usr/bin/env bash\nset -e\nladder train a.yaml &\nwait\n",  # the plan's launch.sh given for its YAML
+         "a script (#!/usr/bin/env bash), not a YAML file; give a YAML file, or run the script itself"),
         ("name: x\ntpp: 20\narch: {d_model: 8}\ntpp: 30\n",
          "line 4, column 1: the key 'tpp' is given twice (first at line 2): keep one"),
         ("name: x\narch:\n  d_model: 8\n  n_layers: 2\n  d_model: 16\n",
@@ -292,6 +294,9 @@ def test_a_bad_value_in_a_recipe_file_names_the_file_then_the_field(tmp_path):
     assert res.exit_code == 2 and res.stderr.startswith(f"error: {path}: recipe 'micro-cpu', rungs[0] (d_model 33, ")
     res = run("plan", "micro-cpu", "--widths", "33,48,64,96")  # a preset: no file of the user's to name
     assert res.exit_code == 2 and res.stderr.startswith("error: recipe 'micro-cpu', rungs[0] (d_model 33, ")
+    path.write_text(base.replace("name: micro-cpu", 'name: " "'))  # no group: its runs would read as of none
+    res = run("plan", str(path))
+    assert res.exit_code == 2 and f"{path}: name: empty; the recipe's name is its runs' group: give one" in res.stderr
 
 
 def test_a_merge_may_give_its_keys_again(tmp_path):
@@ -566,3 +571,21 @@ def test_a_plan_whose_write_fails_leaves_the_plan_before_and_names_the_file(tmp_
     res = run("plan", "micro-cpu", "--set", "tpp=9", "--out", str(tmp_path))
     assert res.exit_code == 0, res.output
     assert all(load_yaml(p)["tpp"] == 9 for p in tmp_path.glob("*.yaml"))
+
+
+def test_too_few_rungs_and_rungs_too_short_for_the_heros_schedule_shape_are_warned_about():
+    """A rung of a few dozen steps, whose one step of warmup and decay moves its LR shape off the hero's: the
+    per-fraction law leaves it out, which `ladder predict` said only after the ladder was trained."""
+    res = run("plan", "micro-cpu", "--tpp", "3", "--seq-len", "32", "--set", "batch_sequences=8", "--set",
+              "step_multiple=1", "--widths", "16,32,32", "--depths", "1,1,2", "--set", "hero.d_model=48",
+              "--set", "hero.n_layers=2", "--set", "hero_edits=[]", "--format", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    steps = {r["name"]: r["steps"] for r in data["rungs"]}
+    short = [w for w in data["warnings"] if w.startswith("the LR schedule of rung")]
+    assert len(short) == 1 and f"12K-A2.2K ({steps['12K-A2.2K']} steps: " in short[0]
+    assert "will leave it out; give the short rungs more steps" in short[0]
+    assert not any(name in short[0] for name in steps if name != "12K-A2.2K")
+    assert any(w.startswith("3 rungs: predict chooses its law by holding out the largest") for w in data["warnings"])
+    normal = json.loads(run("plan", "micro-cpu", "--format", "json").stdout)
+    assert len(normal["rungs"]) == 4 and normal["warnings"] == []

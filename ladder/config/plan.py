@@ -26,6 +26,8 @@ from ladder.config.yamlio import replace_paths
 from ladder.errors import LadderError
 from ladder.files import atomic_path, staged_folder, write_text_atomic
 
+MIN_RUNGS = 4
+"""The fewest rungs a plan warns below: 3 sizes for the per-fraction law, one more for its backtest."""
 TPP_TOL = 0.05
 """How far (relative) rounding a run's steps may move its tokens per parameter from the recipe's unremarked."""
 LAUNCH_FILE = "launch.sh"
@@ -99,12 +101,43 @@ class Plan:
                        f"{'s' if len(off) > 1 else ''} more than {TPP_TOL:.0%} off tpp={self.recipe.tpp:g} ({shown} "
                        "tokens per active parameter): the per-fraction law compares runs at one ratio; lower "
                        "step_multiple, or the batch")
+        out += self._shape_warnings()
         top = max(self.rungs, key=lambda r: r.fit_flops, default=None)
         if top is None or self.hero.fit_flops > top.fit_flops:
             return out
         return out + [f"the hero {self.hero.name} ({self.hero.fit_flops:.3g} FLOPs) is not above the largest rung "
                       f"{top.name} ({top.fit_flops:.3g} FLOPs): a ladder predicts a run larger than its rungs; check "
                       "the hero's size"]
+
+    def _shape_warnings(self) -> list[str]:
+        """Too few rungs for any law; rungs whose LR schedule, in fraction of the run, is not the hero's (a run of a
+        few dozen steps, whose warmup and decay land a step apart): the per-fraction law leaves those out."""
+        from fits.runs import SHAPE_TOL, Run, shape_distance
+
+        out = []
+        if len(self.rungs) < MIN_RUNGS:
+            out.append(f"{len(self.rungs)} rung{'s' if len(self.rungs) != 1 else ''}: predict chooses its law by "
+                       "holding out the largest rung and predicting it from the rest, and the per-fraction law needs 3 "
+                       f"sizes, so a ladder needs {MIN_RUNGS} rungs or more; add sizes with --widths and --depths, or "
+                       "the recipe's shapes")
+
+        def run(c: RunConfig) -> Run:
+            steps = c.schedule.total_steps
+            return Run(c.name, c.fit_flops_per_token, c.tokens_per_step, steps,
+                       lrs=c.schedule.without_edits().lrs(0, steps + 1))
+
+        hero = run(self.hero)
+        off = [(r, shape_distance(run(r), hero)) for r in self.rungs]
+        off = [(r, d) for r, d in off if d > SHAPE_TOL]
+        if off:
+            one = len(off) == 1
+            shown = ", ".join(f"{r.name} ({r.schedule.total_steps:,} steps: {d:.1%})" for r, d in off[:4])
+            out.append(f"the LR schedule of {'rung' if one else f'{len(off)} rungs'} {shown}{' ...' if len(off) > 4 else ''} "
+                       f"lies further from the hero's at the same fraction of the run than the {SHAPE_TOL:.0%} the "
+                       "per-fraction law allows (a step of warmup or decay is a large part of a short run): that law "
+                       f"will leave {'it' if one else 'them'} out; give the short rungs more steps (a larger tpp, or "
+                       "a smaller batch_sequences)")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {

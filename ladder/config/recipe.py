@@ -252,6 +252,8 @@ class Recipe:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if not str(self.name).strip():  # "" is the group of runs that have none (--group '')
+            raise LadderError("name: empty; the recipe's name is its runs' group: give one, e.g. name: my-ladder")
         positive("tpp", self.tpp, 1e9, "tokens per active parameter, e.g. 791")
         if not self.rungs:
             raise LadderError("a recipe needs at least one rung")

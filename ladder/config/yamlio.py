@@ -107,6 +107,9 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
         raise LadderError(f"{p}: not a text file") from None
     except OSError as exc:  # a device or a file system that will not be read: name the file
         raise LadderError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    if text.startswith("#!"):  # a script (the plan's launch.sh) given where a config goes
+        raise LadderError(f"{p}: a script ({text.splitlines()[0]}), not a YAML file; give a YAML file, or run the "
+                          "script itself")
     try:
         data = yaml.load(text, Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
     except (RecursionError, _TooDeep):
