@@ -115,11 +115,12 @@ class EndpointFit:
         return "\n".join(lines)
 
 
-def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL) -> EndpointFit:
+def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL, counted: bool = False) -> EndpointFit:
     """Fit L(C) = E + A·C^−α to final losses `loss` (nats) at fit compute `compute` (FLOPs).
 
     `E` pins the irreducible loss; otherwise it is fitted by a profile over E in [0, min loss).
-    `tol` is the solver's stopping tolerance.
+    `tol` is the solver's stopping tolerance. `counted`: the computes were counted in FLOPs from the runs' sizes
+    and tokens, not given (a tiny compute is then no sign of other units).
     """
     c = checks.as_array("compute", compute)
     y = checks.as_array("loss", loss)
@@ -134,7 +135,7 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL) -> 
         + checks.not_converged(sol.converged, sol.message)
         + checks.E_at_bound(sol.E, float(y.min()), E is not None)
         + checks.at_bound("alpha", float(sol.alpha[0]), 0.0, 10.0)
-        + checks.units_warnings(y, compute=c)
+        + checks.units_warnings(y, compute=c, counted=counted)
     )
     fit = EndpointFit(
         E=sol.E,

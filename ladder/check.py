@@ -175,6 +175,11 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     if not (hist["metric"].astype(str) == settings.metric).any():
         logged = sorted(set(store.history(list(rung_rows["run_id"]))["metric"].astype(str)))
         shown = ", ".join(logged[:8]) + (", ..." if len(logged) > 8 else "") or "nothing"
+        if not logged:
+            states = ", ".join(sorted(set(rung_rows["state"].astype(str))))
+            raise LadderError(f"no rung of group {group!r} has logged anything yet ({len(rung_rows)} rung"
+                              f"{'s' if len(rung_rows) != 1 else ''}, {states}): pull them again once they have "
+                              "trained, or see why they stopped (ladder runs)")
         raise LadderError(f"--metric {settings.metric}: no rung of group {group!r} logs it (they log {shown}); "
                           "name one they log")
     rungs = [_rung(row, hist) for _, row in rung_rows.iterrows()]
@@ -268,17 +273,17 @@ def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
     found = []
     for _, row in runs[runs["role"] == "hero"].iterrows():
         try:
-            compute = from_store(store, row, keys.EVAL_LOSS, need_evals=0).compute
+            run = from_store(store, row, keys.EVAL_LOSS, need_evals=0)
         except LadderError:
             continue
-        if np.isfinite(compute) and compute > 0:
-            found.append((float(compute), str(row["name"])))
+        if np.isfinite(run.compute) and run.compute > 0:
+            found.append((float(run.compute), str(row["name"]), run))
     if not found:
         return None
-    compute, name = max(found)
-    source = f"the hero run {name!r} in the store"
+    compute, name, run = max(found, key=lambda x: x[:2])
+    source = f"the hero run {name!r} in the store{_steps_as_planned(run)}"
     if len(found) > 1:
-        others = ", ".join(repr(n) for _, n in sorted(found, reverse=True)[1:4])
+        others = ", ".join(repr(n) for _, n, _ in sorted(found, key=lambda x: x[:2], reverse=True)[1:4])
         source += (f", the largest of the group's {len(found)} heroes (also {others}"
                    f"{', ...' if len(found) > 4 else ''}; --hero CONFIG checks another)")
     return HeroCompute(compute, source)
@@ -300,9 +305,7 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
     per token × tokens of the plan it starts with; with `by_params`, 6·N × those tokens (for rungs whose compute
     is 6·N·D)."""
     run, kind = hero_run(path)
-    where = f"{kind} {path} ({run.planned_steps:,} steps"
-    if run.stop_after_steps != run.planned_steps:  # `ladder plan` and `spec` count the edited run's
-        where += f" as planned at its start, {run.stop_after_steps:,} with its schedule's edits"
+    where = f"{kind} {path} ({run.planned_steps:,} steps" + _steps_as_planned(run, "")
     if not by_params:
         return HeroCompute(run.compute, where + ")")
     if not run.active_params:
@@ -310,6 +313,15 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
                           "token); add the hero's active_params, or give --hero-compute")
     return HeroCompute(6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps,
                        where + ", 6·N·D as the rungs')")
+
+
+def _steps_as_planned(run, opening: str = " (") -> str:
+    """Where the hero's schedule edits change its steps: that its compute counts the plan it started with, as
+    `ladder predict` does (`ladder plan` and `spec` count the edited run's): "" where no edit does."""
+    if run.stop_after_steps == run.planned_steps:
+        return ""
+    lead = f"{opening}{run.planned_steps:,} steps" if opening else ""
+    return f"{lead} as planned at its start, {run.stop_after_steps:,} with its schedule's edits" + (")" if opening else "")
 
 
 def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:

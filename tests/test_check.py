@@ -104,6 +104,10 @@ def test_clean_ladder_raises_nothing(clean):
     assert {f["name"]: f["status"] for f in report["findings"]} == dict.fromkeys(CHECKS, "ok")
     assert report["hero"]["flops"] == pytest.approx(  # the plan it starts with, as predict and compare count it
         PLAN.hero.fit_flops_per_token * PLAN.hero.tokens_per_step * PLAN.hero.schedule.total_steps)
+    # `ladder plan` counts the edited run's: the hero found in the store says which it is, as a --hero config does
+    assert report["hero"]["source"] == (
+        f"the hero run {PLAN.hero.name!r} in the store ({PLAN.hero.schedule.total_steps:,} steps as planned at its "
+        f"start, {PLAN.hero.stop_after_steps:,} with its schedule's edits)")
     grad = finding(report, "grad-norm")["values"]
     assert grad["hero"] < 4.0 and grad["hero_band"][0] < grad["hero"] < grad["hero_band"][1]
     assert min(grad["peak_fraction"]) > 0.05  # the first steps' large norm is not the peak
@@ -390,3 +394,18 @@ def test_a_hero_of_another_ladder_is_named(tmp_path):
 def test_a_metric_no_rung_logs_is_a_usage_error_that_lists_theirs(clean):
     res = runner.invoke(app, ["check", "--store", str(clean), "--metric", "eval/los"])
     assert res.exit_code == 2 and "--metric eval/los: no rung of group" in res.output and "eval/loss" in res.output
+
+
+def test_rungs_that_logged_nothing_are_said_to_have_logged_nothing_not_to_lack_a_metric(tmp_path):
+    """Rungs that crashed at their start: no --metric was given, so the error is not about one."""
+    for cfg in PLAN.rungs[:3]:
+        d = tmp_path / "runs" / cfg.name
+        d.mkdir(parents=True)
+        cfg.save(d / "run.yaml")
+        (d / "metrics.jsonl").write_text("")
+        (d / "status.json").write_text(json.dumps({"state": "crashed", "step": 0, "updated": 0.0}))
+    pull(Store(tmp_path / "store"), LocalSource(tmp_path / "runs"))
+    res = runner.invoke(app, ["check", "--store", str(tmp_path / "store")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "--metric" not in said
+    assert f"no rung of group {PLAN.rungs[0].group!r} has logged anything yet (3 rungs, crashed)" in said

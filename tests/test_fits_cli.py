@@ -1613,3 +1613,24 @@ def test_a_band_without_spare_runs_has_no_edges_and_a_huge_edge_prints_in_digits
     typo.write_text("compute,loss\n1e18,3.0\n1e19,2.7\n1e20,2.5\n1e21,2.35\n1e22,1e-9\n")  # a loss typed wrong
     said = " ".join(run("fit", "endpoint", "--csv", typo, "--at", "1e23").stdout.split())
     assert "e+" in said.split("90% [")[1].split("]")[0] and len(said.split("90% [")[1].split("]")[0]) < 30
+
+
+def test_a_ladder_of_tiny_runs_in_the_store_is_not_told_its_compute_is_in_other_units(tmp_path):
+    """The store's computes are counted (FLOPs per token × tokens, or 6·N·D): tiny runs the tool trained itself
+    are small, not in GFLOPs. The same numbers given as a CSV's compute column are still questioned."""
+    table = tmp_path / "finals.csv"
+    sizes = (2e3, 4e3, 8e3, 1.6e4, 3.2e4)
+    table.write_text("run_id,params,tokens,loss\n" + "\n".join(
+        f"r{i},{n:g},{20 * n:g},{2.0 + 40 * (120 * n * n) ** -0.2:.5f}" for i, n in enumerate(sizes)))
+    res = run("import", "csv", table, "--store", tmp_path / "s", "--run", "run_id", "--tokens", "tokens",
+              "--metric", "eval/loss=loss", "--coord-column", "active_params=params", "--coord", "role=rung")
+    assert res.exit_code == 0, res.output
+    res = run("fit", "endpoint", "--store", tmp_path / "s", "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert not [w for w in json.loads(res.stdout)["warnings"] if "GFLOPs" in w]
+    given = tmp_path / "given.csv"
+    given.write_text("compute,loss\n" + "\n".join(f"{120 * n * n:g},{2.0 + 40 * (120 * n * n) ** -0.2:.5f}"
+                                                  for n in sizes))
+    res = run("fit", "endpoint", "--csv", given, "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert [w for w in json.loads(res.stdout)["warnings"] if "in GFLOPs, multiply by 1e9" in w]

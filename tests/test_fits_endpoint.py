@@ -153,6 +153,7 @@ def test_a_perplexity_compute_in_pf_days_and_a_rising_loss_are_warned_and_a_soun
     assert "is it a perplexity" in " ".join(fit_endpoint(c, np.exp(y + 1.5)).warnings)  # perplexity 18–41
     assert "in PF-days, multiply by 8.64e19" in " ".join(fit_endpoint(c / 8.64e19, y).warnings)
     assert "in GFLOPs, multiply by 1e9" in " ".join(fit_endpoint(np.geomspace(4e9, 2e11, c.size), y).warnings)
+    assert "GFLOPs" not in " ".join(fit_endpoint(np.geomspace(4e9, 2e11, c.size), y, counted=True).warnings)
     assert "the loss rises with compute (rank correlation +1.00)" in " ".join(fit_endpoint(c, y[::-1]).warnings)
     n = np.array([1e8, 2e8, 4e8, 8e8])
     (swapped,) = units_warnings(np.array([3.0, 2.9, 2.8, 2.7]), None, 20 * n, n)
