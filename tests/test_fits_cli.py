@@ -553,8 +553,11 @@ def test_a_rung_whose_plan_was_extended_is_read_along_the_plan_it_ran():
     np.testing.assert_allclose(curves.losses[0], [3.0, 2.5, 2.2])
     assert fitdata.finals_from_store(edited, "eval/loss", compute="fit").loss[0] == 2.2
     runs.loc[0, "stop_after_steps"] = 300  # stopped half way through a plan extended to 300: no final loss
-    with pytest.raises(LadderError, match="rung0.* ends before its planned last step"):
+    with pytest.raises(LadderError, match="rung0.* ends before its planned last step") as refused:
         fitdata.finals_from_store(FakeStore(runs, edited.history()), "eval/loss", compute="fit")
+    assert "or where it stopped for good, say so (a table imported with a state column, or --coord-column " \
+           "state=COLUMN, of crashed: the laws leave it out), or take it out with `ladder runs --remove id0" \
+           in str(refused.value)
 
 
 def test_a_finished_run_whose_last_loss_is_nan_is_named_for_its_value_not_as_short_of_its_plan(tmp_path):

@@ -659,8 +659,10 @@ def _short_message(store, run: pd.Series, metric: str, usable: int) -> str:
         return (f"run {run['name']!r} reached its planned last step, but its {metric} there is no loss (NaN, inf, 0 or "
                 f"below: {bad['value'].iloc[-1]:g} at step {int(bad['step'].iloc[-1]):,}); its last usable value is at "
                 f"step {usable:,}: {_fix_or_remove(store, run)}")
-    return (f"run {run['name']!r} ends before its planned last step; its last value is not a final loss (finish "
-            "it, or mark it crashed and leave it out)")
+    return (f"run {run['name']!r} ends before its planned last step; its last value is not a final loss: finish it, "
+            "or where it stopped for good, say so (a table imported with a state column, or --coord-column "
+            f"state=COLUMN, of crashed: the laws leave it out), or take it out with `ladder runs --remove "
+            f"{run['run_id']} --store {store.root}`")
 
 
 def _fix_or_remove(store, run: pd.Series) -> str:
