@@ -154,13 +154,13 @@ def _left_out_note(runs: list[Run]) -> str:
     names = [r.name for r in runs]
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
     short = [r for r in runs if r.planned_steps < SHORT_RUN]
-    steps = ", ".join(f"{r.planned_steps:,}" for r in short[:4])
+    steps = ", ".join(f"{r.name} {r.planned_steps:,} steps" for r in short[:4]) + (", ..." if len(short) > 4 else "")
     return (f"{len(names)} rung{'s' if len(names) > 1 else ''} ({shown}) share{'' if len(names) > 1 else 's'} the "
             "target's token ratio or tokens but not its schedule shape (its warmup, decay or floor as fractions of "
             "the run), so the per-fraction law leaves them out"
-            + (f"; {'it trains' if len(short) == 1 else f'{len(short)} of them train'} {steps} steps, where a step of "
-               "warmup or decay is a large part of the run: train such rungs longer (a larger token ratio, or a "
-               "smaller batch)" if short else ""))
+            + (f"; {'it trains' if len(short) == 1 else 'they train'} few steps ({steps}), where a step of warmup or "
+               "decay is a large part of the run: train such rungs longer (a larger token ratio, or a smaller batch)"
+               if short else ""))
 
 
 def shared_axis(runs: list[Run], target: Run, tol: float) -> str:

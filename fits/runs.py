@@ -192,8 +192,12 @@ def shape_distance(a: Run, b: Run) -> float:
     upto = min(1.0, len(la) / a.planned_steps, len(lb) / b.planned_steps)
     if upto < MIN_SHAPE_KNOWN:
         return 0.0
-    return float(np.max(np.abs(shape_signature(la, a.planned_steps, upto=upto)
-                               - shape_signature(lb, b.planned_steps, upto=upto))))
+    return _signature_distance(la, a.planned_steps, lb, b.planned_steps, upto)
+
+
+def _signature_distance(la: np.ndarray, planned_a: int, lb: np.ndarray, planned_b: int, upto: float) -> float:
+    """The largest gap between two LR sequences' `shape_signature`s from 10% to `upto` of their plans."""
+    return float(np.max(np.abs(shape_signature(la, planned_a, upto=upto) - shape_signature(lb, planned_b, upto=upto))))
 
 
 def same_shape(a: Run, b: Run, tol: float = SHAPE_TOL) -> bool:
@@ -213,8 +217,7 @@ def lrs_carried_in_shape(lrs: np.ndarray, logged_to: int, planned_steps: int, li
     if ref is None or len(ref) < like.planned_steps or upto < MIN_SHAPE_KNOWN or logged_to + 1 >= len(lrs):
         return None
     known = np.asarray(lrs[:logged_to + 1], dtype=np.float64)
-    off = np.abs(shape_signature(known, planned_steps, upto=upto) - shape_signature(ref, like.planned_steps, upto=upto))
-    if float(np.max(off)) > tol:
+    if _signature_distance(known, planned_steps, ref, like.planned_steps, upto) > tol:
         return None
     step = np.arange(len(lrs))
     theirs = np.interp(step / planned_steps * like.planned_steps, np.arange(len(ref)), ref)

@@ -641,8 +641,8 @@ def test_losses_beyond_any_nats_a_rising_prediction_and_rungs_of_another_shape_a
     assert other.planned_steps >= cand.SHORT_RUN and "train such rungs longer" not in why
     # a rung of a few dozen steps: the likely cause, and what to do, are said
     short = cand._left_out_note([dataclasses.replace(other, planned_steps=26)])
-    assert "; it trains 26 steps, where a step of warmup or decay is a large part of the run: train such rungs " \
-           "longer" in short
+    assert f"; it trains few steps ({other.name} 26 steps), where a step of warmup or decay is a large part of the " \
+           "run: train such rungs longer" in short
 
 
 def test_a_pinned_asymptote_no_law_can_take_is_refused_whichever_method_predicts():

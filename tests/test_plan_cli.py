@@ -267,6 +267,7 @@ def test_a_vocabulary_too_small_for_the_data_is_refused_in_any_order_of_sets(tmp
         ("- just\n- a list\n", "expected a YAML mapping"),
         ("#!/usr/bin/env bash\nset -e\nladder train a.yaml &\nwait\n",  # the plan's launch.sh given for its YAML
          "a script (#!/usr/bin/env bash), not a YAML file; give a YAML file, or run the script itself"),
+        ("\ufeff#!/bin/sh\nset -e\nladder train a.yaml\n", "a script (#!/bin/sh), not a YAML file"),  # saved with a BOM
         ("name: x\ntpp: 20\narch: {d_model: 8}\ntpp: 30\n",
          "line 4, column 1: the key 'tpp' is given twice (first at line 2): keep one"),
         ("name: x\narch:\n  d_model: 8\n  n_layers: 2\n  d_model: 16\n",
@@ -294,6 +295,8 @@ def test_a_bad_value_in_a_recipe_file_names_the_file_then_the_field(tmp_path):
     assert res.exit_code == 2 and res.stderr.startswith(f"error: {path}: recipe 'micro-cpu', rungs[0] (d_model 33, ")
     res = run("plan", "micro-cpu", "--widths", "33,48,64,96")  # a preset: no file of the user's to name
     assert res.exit_code == 2 and res.stderr.startswith("error: recipe 'micro-cpu', rungs[0] (d_model 33, ")
+    path.write_text("#!ladder plan: a comment on the first line\n" + base)  # a YAML file all the same
+    assert run("plan", str(path)).exit_code == 0
     path.write_text(base.replace("name: micro-cpu", 'name: " "'))  # no group: its runs would read as of none
     res = run("plan", str(path))
     assert res.exit_code == 2 and f"{path}: name: empty; the recipe's name is its runs' group: give one" in res.stderr

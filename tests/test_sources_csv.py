@@ -914,27 +914,62 @@ def _stored_losses(store) -> pd.DataFrame:
     return h[h["metric"] == "eval/loss"].sort_values(["run_id", "step"])[["run_id", "step", "value"]].reset_index(drop=True)
 
 
-def test_a_long_table_is_refused_with_the_pivot_that_imports_it_as_the_wide_one(tmp_path):
+def _import_long(path, store, *extra: str):
+    return CliRunner().invoke(app, ["import", "csv", str(path), "--step", "step", "--tokens", "tok",
+                                    "--metric", "eval/loss=value", "--coord-column", "active_params=params",
+                                    "--coord-column", "stop_after_steps=T", "--coord", "total_params=unknown",
+                                    "--coord", "fit_flops_per_token=unknown", "--store", str(store), *extra])
+
+
+@pytest.mark.parametrize("every", [1, 2], ids=["every metric at every step", "the loss at every other step"])
+def test_a_long_table_is_refused_with_the_pivot_that_imports_it_as_the_wide_one(tmp_path, every):
     """One row per run, step and metric (the metric named in a column): read as it was, the rows of a step were
     taken for a resumed run's and merged, the last metric's value stored as the loss, with exit 0."""
     wide = small_table().drop(columns="bpb")
     wide.to_csv(tmp_path / "wide.csv", index=False)
     assert _import(tmp_path / "wide.csv", tmp_path / "wide").exit_code == 0
     long = wide.melt(id_vars=["run", "step", "tok", "params", "T"], value_vars=["loss", "lr"], var_name="metric")
+    long = long[(long["metric"] == "lr") | (long["step"] % (10 * every) == 0)]  # a loss logged less often than the LR
     long.sort_values(["run", "step", "metric"]).to_csv(tmp_path / "long.csv", index=False)
-    res = CliRunner().invoke(app, ["import", "csv", str(tmp_path / "long.csv"), "--run", "run", "--step", "step",
-                                   "--tokens", "tok", "--metric", "eval/loss=value", "--coord-column", "active_params=params",
-                                   "--coord-column", "stop_after_steps=T", "--coord", "total_params=unknown",
-                                   "--coord", "fit_flops_per_token=unknown", "--store", str(tmp_path / "long")])
+    res = _import_long(tmp_path / "long.csv", tmp_path / "long", "--run", "run")
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and not (tmp_path / "long").exists()
-    assert "long.csv: line 2: run 'a' has 2 rows at step 10 that differ in column 'metric' ('loss', 'lr')" in said
-    pivot = re.search(r"df\.(pivot_table\(.*?\))\.reset_index\(\)", said).group(1)
+    first = 10 * every
+    assert f"run 'a' has 2 rows at step {first} whose values differ, told apart by column 'metric' ('loss', 'lr')" in said
+    pivot = re.search(r"df\.(pivot\(.*?\))\.reset_index\(\)", said).group(1)
     df = pd.read_csv(tmp_path / "long.csv")
-    back = eval("df." + pivot, {"df": df}).reset_index()  # the pivot the message gives, as a user would paste it
-    back.merge(wide[["run", "params", "T"]].drop_duplicates(), on="run").to_csv(tmp_path / "pivoted.csv", index=False)
+    eval("df." + pivot, {"df": df}).reset_index().to_csv(tmp_path / "pivoted.csv", index=False)  # as a user pastes it
     assert _import(tmp_path / "pivoted.csv", tmp_path / "pivoted").exit_code == 0
-    pd.testing.assert_frame_equal(_stored_losses(tmp_path / "pivoted"), _stored_losses(tmp_path / "wide"))
+    losses = _stored_losses(tmp_path / "wide")
+    pd.testing.assert_frame_equal(_stored_losses(tmp_path / "pivoted"),
+                                  losses[losses["step"] % first == 0].reset_index(drop=True))
+
+
+def test_a_table_of_several_runs_imported_without_its_run_column_is_pointed_to_it(tmp_path):
+    wide = small_table().drop(columns="bpb").rename(columns={"loss": "value"})
+    wide.to_csv(tmp_path / "runs.csv", index=False)
+    res = _import_long(tmp_path / "runs.csv", tmp_path / "s")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "told apart by column 'run' ('a', 'b')" in said
+    assert said.endswith("or, where each run is a run of its own, map it with --run run")
+
+
+@pytest.mark.parametrize("apart", ["time", "commit"])
+def test_a_resumed_run_whose_rows_a_time_or_commit_tells_apart_is_merged_not_taken_for_a_long_table(tmp_path, apart):
+    """A run restarted from an earlier checkpoint logs a third of its steps again, other values, each row with the
+    time or the commit that logged it: its steps logged again are merged (the later value kept), as before."""
+    steps = np.arange(10, 1010, 10)
+    again = np.arange(300, 2010, 10)
+    cells = {"time": [f"2026-01-0{d}T{s // 60:02d}:{s % 60:02d}:00" for d, ss in ((1, steps), (2, again)) for s in ss],
+             "commit": ["a1b2c3"] * len(steps) + ["d4e5f6"] * len(again)}[apart]
+    pd.DataFrame({"step": np.r_[steps, again], "value": np.r_[3 - steps / 1e4, 3.01 - again / 1e4], apart: cells,
+                  "tok": np.r_[steps, again] * 50, "params": 1000, "T": 2000}).to_csv(tmp_path / "hero.csv", index=False)
+    res = _import_long(tmp_path / "hero.csv", tmp_path / "s")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert "71 values logged again at steps already logged with another value (a resumed run); the later value kept" in said
+    h = Store(tmp_path / "s").history()
+    assert h.loc[h["step"] == 500, "value"].item() == pytest.approx(3.01 - 0.05)
 
 
 def test_a_steps_train_and_eval_rows_named_in_a_column_are_merged_cell_by_cell(tmp_path):

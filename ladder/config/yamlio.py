@@ -92,6 +92,14 @@ _SafeLineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 yaml.SafeDumper.add_representer(_Lines, yaml.SafeDumper.represent_dict)  # what was read can be written back
 
 
+def _not_a_script(p: Path, text: str) -> None:
+    """A file that is no YAML mapping and starts with #! is a script (the plan's launch.sh) given for a YAML file:
+    a `LadderError` that says so."""
+    first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
+    if first.startswith("#!"):
+        raise LadderError(f"{p}: a script ({first}), not a YAML file; give a YAML file, or run the script itself")
+
+
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     """Read a YAML mapping from `path` with a safe loader; any problem is a `LadderError`.
 
@@ -107,9 +115,6 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
         raise LadderError(f"{p}: not a text file") from None
     except OSError as exc:  # a device or a file system that will not be read: name the file
         raise LadderError(f"{p}: cannot read it ({exc.strerror or exc})") from None
-    if text.startswith("#!"):  # a script (the plan's launch.sh) given where a config goes
-        raise LadderError(f"{p}: a script ({text.splitlines()[0]}), not a YAML file; give a YAML file, or run the "
-                          "script itself")
     try:
         data = yaml.load(text, Loader=_SafeLineLoader)  # noqa: S506 - a SafeLoader subclass
     except (RecursionError, _TooDeep):
@@ -121,7 +126,10 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
         if "could not determine a constructor for the tag" in problem:
             raise LadderError(f"{p}: tag not allowed{where}: {problem.split('tag ', 1)[1]} (config files are read as "
                               "plain YAML, with no tags that build objects); remove it") from None
+        _not_a_script(p, text)
         raise LadderError(f"{p}: malformed YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        _not_a_script(p, text)
     if data is None:
         raise LadderError(f"{p}: the file is empty (or only comments); expected a YAML mapping of fields")
     if not isinstance(data, dict):

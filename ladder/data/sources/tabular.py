@@ -448,39 +448,35 @@ class TableSource:
         return table
 
     def _one_row_per_step(self, table: pd.DataFrame) -> None:
-        """A long table (one row per run, step and metric, the metric named in a text column) is a `LadderError`
-        that says how to give it one column per metric: read as it is, the rows of a step would be taken for a
-        resumed run's and merged, each metric's value overwriting the one before."""
+        """A long table (one row per run, step and metric, the metric named in a column) is a `LadderError` that says
+        how to give it one column per metric: read as it is, the rows of a step would be taken for a resumed run's
+        and merged, each metric's value overwriting the one before. Told from a resumed run's steps logged again by
+        a column (`_names_series`) that tells apart the rows whose values clash at a step, and whose values each run
+        all through the run (a metric's name); a resumed run's attempt, commit or time runs over a part of it."""
         c = self.columns
         key = [c.step] if c.run is None else [c.run, c.step]
-        size = table.groupby(key, sort=False)[c.step].transform("size")
-        repeated = table[(size > 1).to_numpy()]
-        if len(repeated) <= len(table) / 2:  # some steps logged twice: a resumed run, merged with a warning
-            return
-        groups = repeated.groupby(key, sort=False)
         metrics = list(dict.fromkeys(c.metrics.values()))
-        logged = pd.DataFrame({m: np.where(self._logged[m], self._values[m], np.nan)[repeated.index] for m in metrics},
-                              index=repeated.index)
-        if ((logged.groupby([repeated[k] for k in key], sort=False).nunique() > 1).any(axis=1)).mean() <= 0.5:
-            return  # a step's train and eval rows, each filling its own cells: merged cell by cell
+        logged = pd.DataFrame({m: np.where(self._logged[m], self._values[m], np.nan) for m in metrics}, index=table.index)
+        clash = (logged.groupby([table[k] for k in key], sort=False).transform("nunique") > 1).any(axis=1).to_numpy()
+        if not clash.any():  # a step's train and eval rows, each filling its own cells: merged cell by cell
+            return
+        clashing = table[clash]
         read = {c.run, c.step, c.tokens, *metrics, *c.coords.values()}
         for column in table.columns:
-            if column in read or pd.api.types.is_numeric_dtype(table[column]):
+            if column in read or not _names_series(table, clashing, column, key):
                 continue
-            apart = groups[column].nunique(dropna=False) == groups[column].size()
-            if apart.mean() <= 0.5:
-                continue
-            first = repeated.index[0]
-            at = repeated[(repeated[key] == repeated.loc[first, key]).all(axis=1)]
+            first = clashing.index[0]
+            at = clashing[(clashing[key] == clashing.loc[first, key]).all(axis=1)]
             names = ", ".join(repr(str(v)) for v in at[column].drop_duplicates()[:4])
             run = f"run {table.at[first, c.run]!r} " if c.run is not None else ""
-            index = "[" + ", ".join(repr(k) for k in (c.run, c.step, c.tokens) if k is not None) + "]"
-            value = next(iter(c.metrics.values()))
+            named = [c.run, c.step, c.tokens, *c.coords.values(), *(f for f in (*FIELDS, *LABELS, STATE) if f in table)]
+            index = "[" + ", ".join(repr(k) for k in dict.fromkeys(named) if k not in (None, column)) + "]"
             raise LadderError(
-                f"{self._where(int(first))}: {run}has {len(at)} rows at step {table.at[first, c.step]:,} that differ in "
-                f"column {column!r} ({names}): the table holds one row per {column} (a long table); give it one column "
-                f"per metric, e.g. in pandas df.pivot_table(index={index}, columns={column!r}, values={value!r})"
-                ".reset_index(), and map the loss's column: --metric eval/loss=NAME")
+                f"{self._where(int(first))}: {run}has {len(at)} rows at step {table.at[first, c.step]:,} whose values "
+                f"differ, told apart by column {column!r} ({names}): the table holds one row per {column} (a long "
+                f"table); give it one column per metric, e.g. in pandas df.pivot(index={index}, columns={column!r}, "
+                f"values={metrics[0]!r}).reset_index(), and map the loss's column: --metric eval/loss=NAME"
+                + (f"; or, where each {column} is a run of its own, map it with --run {column}" if c.run is None else ""))
 
     def _metric(self, column: pd.Series, written: pd.Series, what: str) -> tuple[np.ndarray, np.ndarray]:
         """A metric's values and which of them the run logged: an empty cell (`_NOT_LOGGED`) was not
@@ -534,6 +530,28 @@ class TableSource:
         if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
             return column.to_numpy()  # exact: an int64 above 2^53 does not survive a float
         return values
+
+
+def _names_series(table: pd.DataFrame, clashing: pd.DataFrame, column: str, key: list[str]) -> bool:
+    """Whether `column` names the series a long table's rows belong to: not a float or a time; it tells apart the
+    rows of nearly every step whose values clash (`clashing`, grouped by `key`); in the run of the first clash,
+    each of its values comes back on several rows, and two of them span at least half of the run's steps together
+    (each a metric logged all through the run, not a resumed run's attempt, commit or time)."""
+    cells = table[column]
+    if pd.api.types.is_float_dtype(cells) or pd.api.types.is_datetime64_any_dtype(cells):
+        return False
+    by_step = clashing.groupby([clashing[k] for k in key], sort=False)[column]
+    if (by_step.nunique(dropna=False) == by_step.size()).mean() < 0.9:
+        return False
+    run = table if len(key) == 1 else table[table[key[0]] == clashing[key[0]].iloc[0]]
+    steps = run[key[-1]]
+    spans = steps.groupby(run[column], sort=False).agg(["min", "max", "size"])
+    spans = spans[spans["size"] >= 2].sort_values("size", ascending=False)
+    if len(spans) < 2 or spans["size"].sum() < 2 * len(spans) or len(spans) > len(run) / 2:
+        return False
+    (lo_a, hi_a), (lo_b, hi_b) = spans[["min", "max"]].to_numpy()[:2]
+    whole = float(steps.max() - steps.min()) or 1.0
+    return (min(hi_a, hi_b) - max(lo_a, lo_b)) >= 0.5 * whole
 
 
 def _booleans(column: pd.Series) -> np.ndarray:
