@@ -83,8 +83,24 @@ def test_a_metric_logged_at_the_prediction_s_steps_or_less_often_is_judged_at_ea
             assert judged_steps(y, grid).tolist() == steps.tolist()
     # the first two evals, at the prediction's first two steps, already say so
     assert (point_of(GRID[:2], GRID) == GRID[:2]).all()
-    # an eval every 40 steps against a prediction every 100 is averaged (2 or 3 to a point)
-    assert point_of(np.arange(40, 401, 40), GRID).tolist() == [100, 100, 200, 200, 200, 300, 300, 400, 400, 400]
+    # an eval every 40 steps against a prediction every 100 (2 or 3 to a point) is judged at each eval too; one
+    # every 20 (5 to a point, as often as the laws read a rung's metric at its evals) is averaged
+    assert (point_of(np.arange(40, 401, 40), GRID) == np.arange(40, 401, 40)).all()
+    assert point_of(np.arange(20, 401, 20), GRID).tolist() == [s for s in (100, 200, 300, 400) for _ in range(5)]
+
+
+def test_evals_judged_once_are_not_judged_again_at_other_steps_as_the_run_goes_on():
+    """A live hero's prediction made at its evals so far (every 200 steps to 10% of its 40,000) and every 1% after:
+    its evals every 200 steps were averaged two to a point once most of them fell past 10% (a median of 2), and
+    the evals judged before were judged again at other steps, their alerts sent twice."""
+    plan = 40_000
+    grid = np.r_[np.arange(200, 4001, 200), np.arange(4400, plan + 1, 400)]
+    evals = np.arange(200, plan + 1, 200)
+    judged = [judged_steps(pd.Series(curve(evals[evals <= upto]), index=evals[evals <= upto]), grid).tolist()
+              for upto in (4_000, 10_000, 20_000, 30_000, plan)]
+    for before, after in zip(judged, judged[1:]):
+        assert after[:len(before)] == before
+    assert judged[-1] == evals.tolist()
 
 
 def test_steps_past_the_prediction_make_points_of_its_last_spacing_that_cannot_be_judged():

@@ -566,3 +566,33 @@ def test_drops_of_an_untrained_router_in_warmup_are_not_a_warning():
     late = np.r_[np.full(100, 0.02), np.full(60, 0.4)]  # 5% of 2,000 steps is step 100
     [a] = R.drop_fraction(with_series(keys.DROP_FRACTION, late), None, AlertRules())
     assert a.level == "warning" and a.step > 100
+
+
+def test_evals_in_the_first_five_percent_neither_make_the_drift_baseline_nor_alarm():
+    """A hero's evals at 0.5–1.5% of its run, in warmup, 3% below its prediction, then 1–2% below it to the end (doing
+    better than predicted): the drift rule measured from the early evals' level and alarmed on a rise back toward
+    the prediction. In the first 5% a deviation past the 90% band warns; from there it alarms as before."""
+    steps = np.r_[10, 20, 30, EVALS]
+    f = steps / STEPS
+    med = 2.0 + 1.2 * f**-0.25
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": f, "compute": steps * 1e9, "median": med,
+                          "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.975, "hi90": med * 1.025,
+                          "in_assumptions": True})
+    pred = Prediction(run_name="hero", metric=keys.EVAL_LOSS, table=table, planned_steps=STEPS)
+
+    def obs(values):
+        return Observed(pd.DataFrame({keys.EVAL_LOSS: pd.Series(values, index=steps)}), planned_steps=STEPS,
+                        tokens_per_step=1000)
+
+    better = med * np.where(f < 0.02, 0.972, 0.985 + 0.005 * np.sin(np.arange(len(f))))
+    assert R.drift(obs(better), pred, AlertRules()) == []
+    assert {a.level for a in R.deviation(obs(better), pred, AlertRules())} == {"warning"}  # below: never an alarm
+    high = med.copy()
+    high[1] *= 1.07  # at 1%, in warmup
+    (early,) = R.deviation(obs(high), pred, AlertRules())
+    assert early.level == "warning" and early.step == 20
+    assert "in the first 5% of the run, where the prediction is weakest, a deviation warns, never alarms" in early.message
+    high = med.copy()
+    high[7] *= 1.07  # at 20%
+    (late,) = R.deviation(obs(high), pred, AlertRules())
+    assert late.level == "alarm" and "first 5%" not in late.message

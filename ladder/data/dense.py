@@ -38,7 +38,7 @@ def interval_end(i: np.ndarray, grid: np.ndarray) -> np.ndarray:
                     np.where(i >= len(grid), grid[-1] + (i - len(grid) + 1) * (grid[-1] - grid[-2]), grid[inside]))
 
 
-def is_dense(steps: np.ndarray, grid: np.ndarray | None, per: int = 2) -> bool:
+def is_dense(steps: np.ndarray, grid: np.ndarray | None, per: int = READ_PER) -> bool:
     """Whether most of the grid's intervals that `steps` fall in hold `per` or more of them (step 0, an
     eval before training, left out). An eval logged at the grid's steps, now and then one between, is not."""
     if grid is None or len(grid) < 2:

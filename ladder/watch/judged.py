@@ -1,11 +1,14 @@
 """The points at which a run's eval metric is judged, and the prediction beside each.
 
-A metric logged at the prediction's steps, or less often, is judged at every step it is logged. One
-logged more often (a per-step train loss, or evals every few steps against a prediction made at the
-planned evals: most intervals between the prediction's steps hold two or more) is judged once per step
-of the prediction: the mean of the values logged since the prediction's step before, against the
-prediction's mean over the same steps. Per-step noise then neither passes for a deviation nor floods
-the terminal with a verdict a step.
+A metric logged at the prediction's steps, or a few times as often, is judged at every step it is logged.
+One logged far more often (a per-step train loss, or evals every few steps against a prediction made at
+the planned evals: most intervals between the prediction's steps hold `dense.READ_PER` or more, as the
+laws read a rung's metric) is judged once per step of the prediction: the mean of the values logged
+since the prediction's step before, against the prediction's mean over the same steps. Per-step noise
+then neither passes for a deviation nor floods the terminal with a verdict a step. Evals twice as
+dense as the prediction's steps are judged each on its own: were they averaged, the judged points would
+move as the run went on past a prediction made at its own evals so far (every eval to there, 1% of its
+plan after), and evals judged before would be judged again at other steps.
 """
 
 from __future__ import annotations
