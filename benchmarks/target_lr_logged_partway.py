@@ -4,7 +4,7 @@
 
 The leaderboard's OLMo tasks (`benchmarks/leaderboard.py`): the 3.2B run's whole curve predicted from the four
 smaller sizes, its LR as `ladder import csv` stores it from the run's own logged learning rate, cut where a hero
-still training would be (25, 50 and 75% of its plan). Side by side, in one run:
+still training would be (10, 25, 50 and 75% of its plan). Side by side, in one run:
 
 - held: its last logged LR held to the end, as `ladder predict --target-run` read such a hero before;
 - ladder's shape: carried on in the shape of the rungs at its token ratio (`fits.runs.lrs_in_the_ladders_shape`),
@@ -33,7 +33,7 @@ from fits import predictor as core  # noqa: E402
 from fits.candidates import Options  # noqa: E402
 from fits.runs import lrs_from_logged, lrs_in_the_ladders_shape  # noqa: E402
 
-LOGGED_TO = (0.25, 0.5, 0.75)
+LOGGED_TO = (0.1, 0.25, 0.5, 0.75)
 
 
 def main() -> None:
@@ -54,12 +54,12 @@ def main() -> None:
                                                          declared.planned_steps))
             k = int(upto["step"].max())
             found = lrs_in_the_ladders_shape(held, k, task.runs)
-            cases = [("held", held), ("ladder's shape", replace(held, lrs=found[0]) if found else None)]
+            cases = [("held", held), ("ladder's shape", None if found.lrs is None else replace(held, lrs=found.lrs))]
             if part == LOGGED_TO[-1]:
                 cases.append(("declared", declared))
             for label, target in cases:
                 if target is None:
-                    print(f"{task.name:16}  {part:12.0%}  {label:15}  not carried: the logged LR left the rungs' shape")
+                    print(f"{task.name:16}  {part:12.0%}  {label:15}  not carried: {found.why_not}")
                     continue
                 _row(task.name, part, label, target, task.runs, settings)
 

@@ -14,6 +14,7 @@ No model spec, config file or store: a ladder trained by any trainer enters with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -165,13 +166,14 @@ def lrs_from_logged(steps: np.ndarray, lrs: np.ndarray, last_step: int) -> np.nd
 
 
 MIN_SHAPE_KNOWN = 0.2
-"""The least part of a plan an LR must be known over for its shape to be compared (`same_shape`) or carried on."""
+"""The least part of a plan two LRs must both be known over for their shapes to be compared (`same_shape`)."""
 
 
-def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 181, upto: float = 1.0) -> np.ndarray:
-    """The LR at 10% … `upto` of the plan as a fraction of its largest value there (the first 10% left out: warmups
-    round differently at different lengths, and an LR logged every few % of the run blurs their end)."""
-    at = np.round(np.linspace(0.10, upto, n) * (planned_steps - 1)).astype(int)
+def shape_signature(lrs: np.ndarray, planned_steps: int, n: int = 181, upto: float = 1.0,
+                    start: float = 0.10) -> np.ndarray:
+    """The LR at `start` (10%) … `upto` of the plan as a fraction of its largest value there (the first 10% left
+    out: warmups round differently at different lengths, and an LR logged every few % of the run blurs their end)."""
+    at = np.round(np.linspace(start, upto, n) * (planned_steps - 1)).astype(int)
     at = np.minimum(at, len(lrs) - 1)
     sig = lrs[at]
     return sig / (float(np.max(sig)) or 1.0)  # not the warmup's peak: an LR logged every few steps can miss it
@@ -195,9 +197,11 @@ def shape_distance(a: Run, b: Run) -> float:
     return _signature_distance(la, a.planned_steps, lb, b.planned_steps, upto)
 
 
-def _signature_distance(la: np.ndarray, planned_a: int, lb: np.ndarray, planned_b: int, upto: float) -> float:
-    """The largest gap between two LR sequences' `shape_signature`s from 10% to `upto` of their plans."""
-    return float(np.max(np.abs(shape_signature(la, planned_a, upto=upto) - shape_signature(lb, planned_b, upto=upto))))
+def _signature_distance(la: np.ndarray, planned_a: int, lb: np.ndarray, planned_b: int, upto: float,
+                        start: float = 0.10) -> float:
+    """The largest gap between two LR sequences' `shape_signature`s from `start` to `upto` of their plans."""
+    return float(np.max(np.abs(shape_signature(la, planned_a, upto=upto, start=start)
+                               - shape_signature(lb, planned_b, upto=upto, start=start))))
 
 
 def same_shape(a: Run, b: Run, tol: float = SHAPE_TOL) -> bool:
@@ -205,42 +209,67 @@ def same_shape(a: Run, b: Run, tol: float = SHAPE_TOL) -> bool:
     return shape_distance(a, b) <= tol
 
 
+MIN_CARRY_KNOWN = 0.08
+"""The least part of its plan a run's LR must be logged over to be carried on in the rungs' shape: compared from half
+of it on (past most warmups), a logged LR shorter than this is mostly warmup (8%: a run evaluated every 1% of its
+plan and caught at about a tenth of it has its LR logged to 9%)."""
+
+
 def lrs_carried_in_shape(lrs: np.ndarray, logged_to: int, planned_steps: int, like: Run,
-                         tol: float = SHAPE_TOL) -> np.ndarray | None:
+                         tol: float = SHAPE_TOL) -> tuple[np.ndarray | None, str]:
     """A run's LR known to step `logged_to` of `lrs` (its planned steps `planned_steps`) carried on past it in the
-    shape of `like`'s plan in fraction of the run, scaled to the known part by least squares past its first 10%
-    (a larger run's peak LR is often lower). None where the known part covers under `MIN_SHAPE_KNOWN` of the plan,
-    `like`'s LR does not cover its own plan, or the known part departs from `like`'s shape by more than `tol` (as
-    `same_shape` compares): a schedule that is not the ladder's is not guessed at."""
+    shape of `like`'s plan in fraction of the run, scaled to the known part by least squares (a larger run's peak
+    LR is often lower), and ""; or None, and why not: the known part covers under `MIN_CARRY_KNOWN` of the plan, or
+    departs from `like`'s shape by more than `tol` (as `same_shape` compares, from 10% of the plan, or from half the
+    known part where that is shorter than 20%): a schedule that is not the ladder's is not guessed at."""
     ref = like.plan_lrs
     upto = logged_to / planned_steps
-    if ref is None or len(ref) < like.planned_steps or upto < MIN_SHAPE_KNOWN or logged_to + 1 >= len(lrs):
-        return None
+    if upto < MIN_CARRY_KNOWN:
+        return None, f"its LR is logged over under {MIN_CARRY_KNOWN:.0%} of its plan, mostly warmup"
+    if ref is None or len(ref) < like.planned_steps or logged_to + 1 >= len(lrs):
+        return None, f"{like.name}'s LR does not cover its plan"
     known = np.asarray(lrs[:logged_to + 1], dtype=np.float64)
-    if _signature_distance(known, planned_steps, ref, like.planned_steps, upto) > tol:
-        return None
+    start = min(0.10, upto / 2)
+    off = _signature_distance(known, planned_steps, ref, like.planned_steps, upto, start)
+    if off > tol:
+        return None, (f"its logged LR lies {off:.1%} from the rungs' schedule shape ({like.name}'s) at the same "
+                      f"fraction of the run, over the {tol:.0%} that counts as one shape")
     step = np.arange(len(lrs))
     theirs = np.interp(step / planned_steps * like.planned_steps, np.arange(len(ref)), ref)
-    fit = (step <= logged_to) & (step >= 0.1 * planned_steps)
+    fit = (step <= logged_to) & (step >= start * planned_steps)
     scale = float(np.dot(known[fit[:logged_to + 1]], theirs[fit]) / (np.dot(theirs[fit], theirs[fit]) or 1.0))
-    return np.concatenate([known, scale * theirs[logged_to + 1:]])
+    return np.concatenate([known, scale * theirs[logged_to + 1:]]), ""
 
 
-def lrs_in_the_ladders_shape(target: Run, logged_to: int, rungs: list[Run],
-                             ratio_tol: float = 0.01) -> tuple[np.ndarray, str] | None:
+class Carried(NamedTuple):
+    """A target's LR logged to part of its plan, carried on in the ladder's shape (`lrs_in_the_ladders_shape`)."""
+
+    lrs: np.ndarray | None
+    """Its LR at every step; None where it could not be carried on."""
+    like: str = ""
+    """The rung whose schedule shape it follows."""
+    why_not: str = ""
+    """Why it could not be carried on ("" where it was)."""
+
+
+def lrs_in_the_ladders_shape(target: Run, logged_to: int, rungs: list[Run], ratio_tol: float = 0.01) -> Carried:
     """The LR of a `target` logged to step `logged_to` of its plan (a run still training that declares no schedule)
-    carried on in the schedule shape of the rungs at its token ratio (of every rung where none is at it), and the
-    rung whose shape it takes (the largest whose LR covers its plan): `lrs_carried_in_shape`. None where those
-    rungs do not share one shape (a rung still training compared as far as it logged), or the target's logged LR
-    has not kept to it."""
+    carried on in the schedule shape of the rungs at its token ratio (of every rung where none is at it), with the
+    rung whose shape it takes (the largest whose LR covers its plan): `lrs_carried_in_shape`. Not carried (and why)
+    where those rungs do not share one shape (a rung still training compared as far as it logged), or the target's
+    logged LR has not kept to it."""
     known = [r for r in rungs if r.lrs is not None]
     peers = [r for r in known if same_ratio(r, target, ratio_tol)] or known
     whole = [r for r in peers if len(r.plan_lrs) >= r.planned_steps]
-    if target.lrs is None or not whole or not all(same_shape(whole[0], r) for r in peers):
-        return None
+    if target.lrs is None:
+        return Carried(None, why_not="it logs no LR")
+    if not whole:
+        return Carried(None, why_not="no rung gives its LR over its whole plan")
+    if not all(same_shape(whole[0], r) for r in peers):
+        return Carried(None, why_not="the rungs at its token ratio do not share one schedule shape")
     like = max(whole, key=lambda r: r.compute)
-    lrs = lrs_carried_in_shape(target.lrs, logged_to, target.planned_steps, like)
-    return None if lrs is None else (lrs, like.name)
+    lrs, why = lrs_carried_in_shape(target.lrs, logged_to, target.planned_steps, like)
+    return Carried(lrs, like.name if lrs is not None else "", why)
 
 
 def law_compute(runs: list[Run]) -> tuple[np.ndarray, str]:

@@ -751,22 +751,30 @@ def test_an_lr_logged_part_way_is_carried_on_in_the_shape_of_the_rungs_at_its_ra
     truth = _cosine(5000, 0.002)  # a larger run's lower peak
     held = np.r_[truth[:2501], np.full(2500, truth[2500])]
     target = _lr_run("hero", 5000, held)
-    lrs, like = lrs_in_the_ladders_shape(target, 2500, rungs)
-    assert like == "c1600" and len(lrs) == len(held)
+    lrs, like, why = lrs_in_the_ladders_shape(target, 2500, rungs)
+    assert like == "c1600" and len(lrs) == len(held) and why == ""
     np.testing.assert_array_equal(lrs[:2501], truth[:2501])  # what it logged stays as logged
     np.testing.assert_allclose(lrs[500:], truth[500:], rtol=2e-3)
-    # a target whose LR left the rungs' shape (held at its peak where theirs decayed), or known over under 20%
+    # logged to 10% of the plan (compared from 5% on, past its warmup): carried on as well
+    lrs, like, _ = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[truth[:501], np.full(4500, truth[500])]),
+                                            500, rungs)
+    assert like == "c1600"
+    np.testing.assert_allclose(lrs[500:], truth[500:], rtol=2e-3)
+    # a target whose LR left the rungs' shape (held at its peak where theirs decayed), or logged over under 8%
     flat = np.r_[truth[:251], np.full(4750, 0.002)]
-    assert lrs_in_the_ladders_shape(_lr_run("hero", 5000, flat), 2500, rungs) is None
-    assert lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[truth[:901], np.full(4100, truth[900])]), 900,
-                                    rungs) is None
+    left = lrs_in_the_ladders_shape(_lr_run("hero", 5000, flat), 2500, rungs)
+    assert left.lrs is None and left.why_not.startswith("its logged LR lies ") and "from the rungs' schedule shape " \
+        "(c1600's) at the same fraction of the run, over the 3% that counts as one shape" in left.why_not
+    short = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[truth[:351], np.full(4650, truth[350])]), 350, rungs)
+    assert short.lrs is None and short.why_not == "its LR is logged over under 8% of its plan, mostly warmup"
     # rungs at its ratio that do not share one shape: none is guessed
     mixed = rungs[:2] + [_lr_run("w1600", 1600, _wsd(1600, 0.004))]
-    assert lrs_in_the_ladders_shape(target, 2500, mixed) is None
+    assert lrs_in_the_ladders_shape(target, 2500, mixed).why_not == \
+        "the rungs at its token ratio do not share one schedule shape"
     # none at its ratio: every rung's, which here share no shape with it
-    assert lrs_in_the_ladders_shape(target, 2500, rungs[3:]) is None
+    assert lrs_in_the_ladders_shape(target, 2500, rungs[3:]).lrs is None
     wsd = _wsd(5000, 0.002)
-    lrs, like = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[wsd[:2501], np.full(2500, wsd[2500])]), 2500,
-                                         rungs[3:])
+    lrs, like, _ = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[wsd[:2501], np.full(2500, wsd[2500])]), 2500,
+                                            rungs[3:])
     assert like == "w4000"
     np.testing.assert_allclose(lrs, wsd, rtol=2e-3, atol=1e-9)

@@ -719,6 +719,11 @@ def test_a_live_target_whose_lr_kept_to_the_rungs_shape_is_predicted_as_if_it_de
     whole = _predict_json(tmp_path, "--target-run", "big-lr")
     assert out["method"] == whole["method"] == "ensemble"
     np.testing.assert_allclose(out["final"]["median"], whole["final"]["median"], rtol=1e-3)
+    # a what-if edits a declared schedule: said, with the two ways to declare one (--target-run has no target file)
+    res = invoke("replan", "--target-run", "big", "--store", str(tmp_path / "store"), "--shorten-to", "600")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "no LR schedule is declared for it (a logged LR is no schedule to edit)" in said
+    assert "in a target file (--target FILE), or in the run's entry of a --coords file and import it again" in said
 
 
 def test_a_live_target_whose_lr_left_the_rungs_shape_is_predicted_with_its_last_lr_held_and_a_warning(tmp_path):
@@ -737,6 +742,7 @@ def test_a_live_target_whose_lr_left_the_rungs_shape_is_predicted_with_its_last_
         f"target: its logged LR to step {last:,}, its last value held to step {HERO.stop_after_steps:,}")
     held = [w for w in out["warnings"] if w.startswith(f"big: its LR is logged to step {last:,}")]
     assert len(held) == 1 and "declare its schedule" in held[0] and "its last value" in held[0]
+    assert "as a run whose LR no longer decays (its logged LR lies " in held[0]  # why it was not carried on
     # held for no more than 1% of the plan (an LR logged every few steps), or with a schedule declared: no warning
     from ladder.data.runview import LadderRun
 

@@ -376,6 +376,9 @@ def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():
     short = pd.Series([3.0, 3.0], index=[20, 40])  # another run's evals, on its own shorter plan
     with pytest.raises(LadderError, match=r"its 2 evals end at 4% of the prediction's plan \(1,000 steps\), before --from"):
         score_prediction(pred, short, start=0.1)
+    just = pd.Series([3.0, 3.0], index=[50, 99])  # 9.9%: not "at 10% ..., before --from 0.1"
+    with pytest.raises(LadderError, match=r"its 2 evals end at 9.9% of the prediction's plan \(1,000 steps\), before --from"):
+        score_prediction(pred, just, start=0.1)
 
 
 def test_report_and_plot_follow_the_run_watch_followed(predicted, tmp_path):

@@ -129,9 +129,13 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
 def _lr_in_the_ladders_shape(target: LadderRun, rungs: list[LadderRun], ratio_tol: float) -> LadderRun:
     """A target whose LR is logged to part of its plan with its LR carried on in the rungs' schedule shape where
     its logged LR has kept to it (`fits.runs.lrs_in_the_ladders_shape`); else as it was (its last value held)."""
-    found = (lrs_in_the_ladders_shape(target.as_run(with_evals=False), target.lr_logged_to,
-                                      [r.as_run() for r in rungs], ratio_tol) if target.lr_held else None)
-    return target if found is None else dataclasses.replace(target, logged_lrs=found[0], lr_shape_from=found[1])
+    if not target.lr_held:
+        return target
+    found = lrs_in_the_ladders_shape(target.as_run(with_evals=False), target.lr_logged_to, [r.as_run() for r in rungs],
+                                     ratio_tol)
+    if found.lrs is None:
+        return dataclasses.replace(target, lr_not_carried=found.why_not)
+    return dataclasses.replace(target, logged_lrs=found.lrs, lr_shape_from=found.like)
 
 
 def _lr_shape_note(target: LadderRun) -> str:
@@ -146,9 +150,11 @@ def _lr_shape_note(target: LadderRun) -> str:
 def _held_lr(target: LadderRun) -> str:
     """What a target whose LR is logged to part of its plan is predicted with, and how to give the rest."""
     to, stop = target.lr_logged_to, target.stop_after_steps
+    why = f" ({target.lr_not_carried})" if target.lr_not_carried else ""
     return (f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps), and the laws hold its last "
-            f"value, {target.logged_lrs[to]:.3g}, to the end, as a run whose LR no longer decays; declare its schedule "
-            "(schedule: in the --coords file, or a target file with --target) to predict the run as planned")
+            f"value, {target.logged_lrs[to]:.3g}, to the end, as a run whose LR no longer decays{why}; declare its "
+            "schedule (schedule: in the --coords file, or a target file with --target) to predict the run as it will "
+            "train")
 
 
 def _short_rungs(rungs: list[LadderRun]) -> list[str]:

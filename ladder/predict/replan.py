@@ -146,8 +146,10 @@ def _at(run: Target, at_step: int, base: Schedule) -> int:
 def _schedule(run: Target, at_step: int) -> Schedule:
     """The run's schedule without the planned edits an edit at `at_step` replaces (`superseded`)."""
     if run.schedule is None:
-        raise LadderError(f"{run.name}: no LR schedule is known for it; a what-if needs one (give `schedule:` "
-                          "in its target file: peak_lr, total_steps, warmup_steps, decay, min_lr_ratio)")
+        raise LadderError(f"{run.name}: no LR schedule is declared for it (a logged LR is no schedule to edit); a "
+                          "what-if needs one: give `schedule:` (peak_lr, total_steps, warmup_steps, decay, min_lr_ratio) "
+                          "in a target file (--target FILE), or in the run's entry of a --coords file and import it "
+                          "again")
     return dataclasses.replace(run.schedule, edits=tuple(e for e in run.schedule.edits if e.at_step < at_step))
 
 

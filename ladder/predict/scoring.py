@@ -94,7 +94,8 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
         span = f"steps {int(has.min()):,}–{int(has.max()):,}" if len(has) else "no step"
         why = f"{span}: it has none before the rungs' first shared eval, nor past their last"
         if last < start - 1e-9:
-            ends = f"{run}: its {len(y)} evals end at {last:.0%} of the prediction's plan ({pred.started_with:,.0f} steps)"
+            ends = (f"{run}: its {len(y)} evals end at {percent(last)} of the prediction's plan "
+                    f"({pred.started_with:,.0f} steps)")
             if valued.size:  # an earlier --from that scores the first eval the prediction has a value at
                 raise LadderError(f"{ends}, before --from {start:g}; score from an earlier fraction "
                                   f"(--from {math.floor(valued.min() * 100) / 100:.2f})")
