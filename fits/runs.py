@@ -215,32 +215,6 @@ of it on (past most warmups), a logged LR shorter than this is mostly warmup (8%
 plan and caught at about a tenth of it has its LR logged to 9%)."""
 
 
-def lrs_carried_in_shape(lrs: np.ndarray, logged_to: int, planned_steps: int, like: Run,
-                         tol: float = SHAPE_TOL) -> tuple[np.ndarray | None, str]:
-    """A run's LR known to step `logged_to` of `lrs` (its planned steps `planned_steps`) carried on past it in the
-    shape of `like`'s plan in fraction of the run, scaled to the known part by least squares (a larger run's peak
-    LR is often lower), and ""; or None, and why not: the known part covers under `MIN_CARRY_KNOWN` of the plan, or
-    departs from `like`'s shape by more than `tol` (as `same_shape` compares, from 10% of the plan, or from half the
-    known part where that is shorter than 20%): a schedule that is not the ladder's is not guessed at."""
-    ref = like.plan_lrs
-    upto = logged_to / planned_steps
-    if upto < MIN_CARRY_KNOWN:
-        return None, f"its LR is logged over under {MIN_CARRY_KNOWN:.0%} of its plan, mostly warmup"
-    if ref is None or len(ref) < like.planned_steps or logged_to + 1 >= len(lrs):
-        return None, f"{like.name}'s LR does not cover its plan"
-    known = np.asarray(lrs[:logged_to + 1], dtype=np.float64)
-    start = min(0.10, upto / 2)
-    off = _signature_distance(known, planned_steps, ref, like.planned_steps, upto, start)
-    if off > tol:
-        return None, (f"its logged LR lies {off:.1%} from the rungs' schedule shape ({like.name}'s) at the same "
-                      f"fraction of the run, over the {tol:.0%} that counts as one shape")
-    step = np.arange(len(lrs))
-    theirs = np.interp(step / planned_steps * like.planned_steps, np.arange(len(ref)), ref)
-    fit = (step <= logged_to) & (step >= start * planned_steps)
-    scale = float(np.dot(known[fit[:logged_to + 1]], theirs[fit]) / (np.dot(theirs[fit], theirs[fit]) or 1.0))
-    return np.concatenate([known, scale * theirs[logged_to + 1:]]), ""
-
-
 class Carried(NamedTuple):
     """A target's LR logged to part of its plan, carried on in the ladder's shape (`lrs_in_the_ladders_shape`)."""
 
@@ -250,6 +224,38 @@ class Carried(NamedTuple):
     """The rung whose schedule shape it follows."""
     why_not: str = ""
     """Why it could not be carried on ("" where it was)."""
+    told: bool = True
+    """The logged part could tell the rungs' shape from a constant LR (the rungs' LR changes over it by more than
+    the tolerance); where not, that shape is assumed for a run that agrees with it so far, as a constant LR would."""
+
+
+def lrs_carried_in_shape(lrs: np.ndarray, logged_to: int, planned_steps: int, like: Run,
+                         tol: float = SHAPE_TOL) -> Carried:
+    """A run's LR known to step `logged_to` of `lrs` (its planned steps `planned_steps`) carried on past it in the
+    shape of `like`'s plan in fraction of the run, scaled to the known part by least squares (a larger run's peak
+    LR is often lower). Not carried (and why) where the known part covers under `MIN_CARRY_KNOWN` of the plan, or
+    departs from `like`'s shape by more than `tol` (as `same_shape` compares, from 10% of the plan, or from half the
+    known part where that is shorter than 20%): a schedule that is not the ladder's is not guessed at. Where the
+    known part cannot tell (`Carried.told`), the ladder's shape is assumed, and said."""
+    ref = like.plan_lrs
+    upto = logged_to / planned_steps
+    if upto < MIN_CARRY_KNOWN:
+        return Carried(None, why_not=f"its LR is logged over under {MIN_CARRY_KNOWN:.0%} of its plan, mostly warmup")
+    if ref is None or len(ref) < like.planned_steps:
+        return Carried(None, why_not=f"{like.name}'s LR does not cover its plan")
+    known = np.asarray(lrs[:logged_to + 1], dtype=np.float64)
+    start = min(0.10, upto / 2)
+    off = _signature_distance(known, planned_steps, ref, like.planned_steps, upto, start)
+    if off > tol:
+        return Carried(None, why_not=f"its logged LR lies {off:.1%} from the rungs' schedule shape ({like.name}'s) at "
+                                     f"the same fraction of the run, over the {tol:.0%} that counts as one shape")
+    theirs_known = shape_signature(ref, like.planned_steps, upto=upto, start=start)
+    step = np.arange(len(lrs))
+    theirs = np.interp(step / planned_steps * like.planned_steps, np.arange(len(ref)), ref)
+    fit = (step <= logged_to) & (step >= start * planned_steps)
+    scale = float(np.dot(known[fit[:logged_to + 1]], theirs[fit]) / (np.dot(theirs[fit], theirs[fit]) or 1.0))
+    return Carried(np.concatenate([known, scale * theirs[logged_to + 1:]]), like.name,
+                   told=float(np.ptp(theirs_known)) > tol)
 
 
 def lrs_in_the_ladders_shape(target: Run, logged_to: int, rungs: list[Run], ratio_tol: float = 0.01) -> Carried:
@@ -267,9 +273,7 @@ def lrs_in_the_ladders_shape(target: Run, logged_to: int, rungs: list[Run], rati
         return Carried(None, why_not="no rung gives its LR over its whole plan")
     if not all(same_shape(whole[0], r) for r in peers):
         return Carried(None, why_not="the rungs at its token ratio do not share one schedule shape")
-    like = max(whole, key=lambda r: r.compute)
-    lrs, why = lrs_carried_in_shape(target.lrs, logged_to, target.planned_steps, like)
-    return Carried(lrs, like.name if lrs is not None else "", why)
+    return lrs_carried_in_shape(target.lrs, logged_to, target.planned_steps, max(whole, key=lambda r: r.compute))
 
 
 def law_compute(runs: list[Run]) -> tuple[np.ndarray, str]:

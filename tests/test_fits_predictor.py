@@ -751,14 +751,14 @@ def test_an_lr_logged_part_way_is_carried_on_in_the_shape_of_the_rungs_at_its_ra
     truth = _cosine(5000, 0.002)  # a larger run's lower peak
     held = np.r_[truth[:2501], np.full(2500, truth[2500])]
     target = _lr_run("hero", 5000, held)
-    lrs, like, why = lrs_in_the_ladders_shape(target, 2500, rungs)
-    assert like == "c1600" and len(lrs) == len(held) and why == ""
+    lrs, like, why, told = lrs_in_the_ladders_shape(target, 2500, rungs)
+    assert like == "c1600" and len(lrs) == len(held) and why == "" and told
     np.testing.assert_array_equal(lrs[:2501], truth[:2501])  # what it logged stays as logged
     np.testing.assert_allclose(lrs[500:], truth[500:], rtol=2e-3)
     # logged to 10% of the plan (compared from 5% on, past its warmup): carried on as well
-    lrs, like, _ = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[truth[:501], np.full(4500, truth[500])]),
-                                            500, rungs)
-    assert like == "c1600"
+    lrs, like, _, told = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[truth[:501], np.full(4500, truth[500])]),
+                                                  500, rungs)
+    assert like == "c1600" and not told  # a cosine hardly falls from 5% to 10%: a constant LR would agree as well
     np.testing.assert_allclose(lrs[500:], truth[500:], rtol=2e-3)
     # a target whose LR left the rungs' shape (held at its peak where theirs decayed), or logged over under 8%
     flat = np.r_[truth[:251], np.full(4750, 0.002)]
@@ -774,7 +774,7 @@ def test_an_lr_logged_part_way_is_carried_on_in_the_shape_of_the_rungs_at_its_ra
     # none at its ratio: every rung's, which here share no shape with it
     assert lrs_in_the_ladders_shape(target, 2500, rungs[3:]).lrs is None
     wsd = _wsd(5000, 0.002)
-    lrs, like, _ = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[wsd[:2501], np.full(2500, wsd[2500])]), 2500,
-                                            rungs[3:])
-    assert like == "w4000"
+    lrs, like, _, told = lrs_in_the_ladders_shape(_lr_run("hero", 5000, np.r_[wsd[:2501], np.full(2500, wsd[2500])]),
+                                                  2500, rungs[3:])
+    assert like == "w4000" and not told  # in its stable phase: the cooldown to come is the rungs', assumed
     np.testing.assert_allclose(lrs, wsd, rtol=2e-3, atol=1e-9)

@@ -951,17 +951,20 @@ def test_a_table_of_several_runs_imported_without_its_run_column_is_pointed_to_i
     res = _import_long(tmp_path / "runs.csv", tmp_path / "s")
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "told apart by column 'run' ('a', 'b')" in said
-    assert said.endswith("or, where each run is a run of its own, map it with --run run")
+    assert "; or, where each run is a run of its own, map it with --run run; or, where they are a run's steps logged " \
+           "again (a restart), drop column 'run' from the table" in said
 
 
-@pytest.mark.parametrize("apart", ["time", "commit"])
+@pytest.mark.parametrize("apart", ["time", "commit", "iteration"])
 def test_a_resumed_run_whose_rows_a_time_or_commit_tells_apart_is_merged_not_taken_for_a_long_table(tmp_path, apart):
     """A run restarted from an earlier checkpoint logs a third of its steps again, other values, each row with the
-    time or the commit that logged it: its steps logged again are merged (the later value kept), as before."""
+    time, the commit or the attempt's own iteration count that logged it: its steps logged again are merged (the
+    later value kept), as before."""
     steps = np.arange(10, 1010, 10)
     again = np.arange(300, 2010, 10)
     cells = {"time": [f"2026-01-0{d}T{s // 60:02d}:{s % 60:02d}:00" for d, ss in ((1, steps), (2, again)) for s in ss],
-             "commit": ["a1b2c3"] * len(steps) + ["d4e5f6"] * len(again)}[apart]
+             "commit": ["a1b2c3"] * len(steps) + ["d4e5f6"] * len(again),
+             "iteration": np.r_[steps, again - 300]}[apart]
     pd.DataFrame({"step": np.r_[steps, again], "value": np.r_[3 - steps / 1e4, 3.01 - again / 1e4], apart: cells,
                   "tok": np.r_[steps, again] * 50, "params": 1000, "T": 2000}).to_csv(tmp_path / "hero.csv", index=False)
     res = _import_long(tmp_path / "hero.csv", tmp_path / "s")
@@ -982,3 +985,28 @@ def test_a_steps_train_and_eval_rows_named_in_a_column_are_merged_cell_by_cell(t
     res = _import(tmp_path / "split.csv", tmp_path / "split")
     assert res.exit_code == 0, res.output
     pd.testing.assert_frame_equal(_stored_losses(tmp_path / "split"), _stored_losses(tmp_path / "wide"))
+
+
+def test_a_long_table_of_final_values_one_step_per_run_is_refused_too(tmp_path):
+    """One row per run and metric at its last step (a table of final values): no resumed run logs one step over
+    and over with other values in a column that names them."""
+    rows = [{"run": r, "step": 40, "tok": 2000, "params": p, "T": 40, "metric": m, "value": v}
+            for r, p in (("a", 1000), ("b", 2000)) for m, v in (("loss", 3.1), ("acc", 0.6), ("ppl", 22.2))]
+    pd.DataFrame(rows).to_csv(tmp_path / "finals.csv", index=False)
+    res = _import_long(tmp_path / "finals.csv", tmp_path / "s", "--run", "run")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "run 'a' has 3 rows at step 40 whose values differ, told apart by column 'metric' " \
+                                  "('loss', 'acc', 'ppl')" in said
+
+
+def test_a_run_resumed_late_with_its_attempts_own_iteration_count_is_merged(tmp_path):
+    """Resumed from its checkpoint at 80%, each row with the iteration count of the attempt that logged it (0 again
+    from the resume): every count comes back twice, each pair 800 steps apart, so any two overlap over most of the
+    run; a counter's values are many, no metric's names."""
+    first, again = np.arange(0, 901, 10), np.arange(800, 1001, 10)
+    pd.DataFrame({"step": np.r_[first, again], "value": np.r_[3 - first / 1e4, 3.01 - again / 1e4],
+                  "iteration": np.r_[first, again - 800], "tok": np.r_[first, again] * 50, "params": 1000,
+                  "T": 1000}).to_csv(tmp_path / "hero.csv", index=False)
+    res = _import_long(tmp_path / "hero.csv", tmp_path / "s")
+    assert res.exit_code == 0, res.output
+    assert "11 values logged again at steps already logged with another value (a resumed run)" in " ".join(res.output.split())

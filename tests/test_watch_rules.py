@@ -591,8 +591,15 @@ def test_evals_in_the_first_five_percent_neither_make_the_drift_baseline_nor_ala
     high[1] *= 1.07  # at 1%, in warmup
     (early,) = R.deviation(obs(high), pred, AlertRules())
     assert early.level == "warning" and early.step == 20
-    assert "in the first 5% of the run, where the prediction is weakest, a deviation warns, never alarms" in early.message
+    assert "in the first 5% of the run, where the prediction is weakest, a deviation alarms only past 3× the 90% " \
+           "band's distance" in early.message
+    high[1] = med[1] * 1.5  # a loss half as high again as predicted, in warmup or not, is the run's: an alarm
+    assert [a.level for a in R.deviation(obs(high), pred, AlertRules())] == ["alarm"]
     high = med.copy()
     high[7] *= 1.07  # at 20%
     (late,) = R.deviation(obs(high), pred, AlertRules())
     assert late.level == "alarm" and "first 5%" not in late.message
+    # a plan extended later (to 10× its steps) does not put a step long past warmup back in it
+    extended = Observed(pd.DataFrame({keys.EVAL_LOSS: pd.Series(high, index=steps)}), planned_steps=10 * STEPS,
+                        tokens_per_step=1000, started_with=STEPS, horizons=((150, 10 * STEPS),))
+    assert [a.level for a in R.deviation(extended, pred, AlertRules())] == ["alarm"]

@@ -78,6 +78,8 @@ class LadderRun:
     lr_shape_from: str = ""
     """The rung whose schedule shape the LR past `lr_logged_to` follows (`fits.runs.lrs_carried_in_shape`: a target
     whose LR was logged in the ladder's shape so far); "": none."""
+    lr_shape_told: bool = True
+    """Its logged LR could tell the rungs' shape it was carried on in from a constant LR (`fits.runs.Carried.told`)."""
     lr_not_carried: str = ""
     """Why a target's LR logged to part of its plan was not carried on in the rungs' shape (its last value held)."""
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))

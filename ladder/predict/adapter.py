@@ -135,16 +135,17 @@ def _lr_in_the_ladders_shape(target: LadderRun, rungs: list[LadderRun], ratio_to
                                      ratio_tol)
     if found.lrs is None:
         return dataclasses.replace(target, lr_not_carried=found.why_not)
-    return dataclasses.replace(target, logged_lrs=found.lrs, lr_shape_from=found.like)
+    return dataclasses.replace(target, logged_lrs=found.lrs, lr_shape_from=found.like, lr_shape_told=found.told)
 
 
 def _lr_shape_note(target: LadderRun) -> str:
     """What the LR of a target whose LR was carried on in the rungs' shape is, and how to say otherwise."""
     to, stop = target.lr_logged_to, target.stop_after_steps
-    return (f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps), in the rungs' schedule shape so "
-            f"far; past it the laws take that shape (as {target.lr_shape_from}'s, scaled to its logged LR) to step "
-            f"{stop:,}; declare its schedule (schedule: in the --coords file, or a target file with --target) if it "
-            "departs from the rungs'")
+    so_far = ("in the rungs' schedule shape so far" if target.lr_shape_told else
+              "too little of it to tell the rungs' schedule shape from a constant LR (it agrees with both so far)")
+    return (f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps), {so_far}; past it the laws take "
+            f"the rungs' shape (as {target.lr_shape_from}'s, scaled to its logged LR) to step {stop:,}; declare its "
+            "schedule (schedule: in the --coords file, or a target file with --target) if it departs from the rungs'")
 
 
 def _held_lr(target: LadderRun) -> str:

@@ -210,8 +210,8 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             past90 = gap > alarm
             # Below the prediction the run does better than the ladder said: the prediction, not the run, is off
             # (or the eval is: a leaked eval set reads like this too). Worth a look, not a page in the night.
-            early = float(obs.fractions([step])[0]) < rules.projection_skip
-            level: Level = "alarm" if past90 and above and not early else "warning"
+            early = bool(_in_warmup(obs, step, rules))
+            level: Level = "alarm" if past90 and above and (not early or gap > WARMUP_ALARM * alarm) else "warning"
             band = "90%" if past90 else "50%"
             limit = alarm if past90 else warn
             edge = row.median + limit if above else row.median - limit
@@ -225,10 +225,23 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
                 + ("" if above or not past90 else "; a run better than its prediction warns, never alarms: remake the "
                    "prediction, or check that the eval set is not in the training data")
                 + (f"; in the first {rules.projection_skip:.0%} of the run, where the prediction is weakest, a "
-                   "deviation warns, never alarms" if early and above and past90 else ""),
+                   f"deviation alarms only past {WARMUP_ALARM:g}× the 90% band's distance"
+                   if early and above and past90 else ""),
                 rel,
             ))
     return out
+
+
+WARMUP_ALARM = 3.0
+"""In the run's first `AlertRules.projection_skip`, a deviation alarms only this many times past the 90% band's
+distance (or `alarm_rel`): a warmup eval 7% off a prediction made at 10% of the run is the prediction's weakness, a
+loss twice the prediction is the run's."""
+
+
+def _in_warmup(obs: Observed, steps, rules: AlertRules) -> np.ndarray:
+    """Whether each step lies in the run's first `projection_skip` of the steps it started with planned (a plan
+    extended later does not put steps long past warmup back in it)."""
+    return np.asarray(steps) < rules.projection_skip * (obs.started_with or obs.planned_steps)
 
 
 def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
@@ -245,7 +258,7 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
         return []
     value = at["value"].to_numpy(float)
     ok = at["in_assumptions"].to_numpy(bool) & np.isfinite(at["median"].to_numpy(float)) & np.isfinite(value)
-    ok &= obs.fractions(at.index.to_numpy(np.int64)) >= rules.projection_skip  # past warmup: no level to start from
+    ok &= ~_in_warmup(obs, at.index.to_numpy(np.int64), rules)  # in warmup: no level to start from
     steps = at.index.to_numpy()[ok]
     med = at["median"].to_numpy(float)[ok]
     resid = np.log(value[ok] / med)

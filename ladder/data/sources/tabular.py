@@ -476,7 +476,8 @@ class TableSource:
                 f"differ, told apart by column {column!r} ({names}): the table holds one row per {column} (a long "
                 f"table); give it one column per metric, e.g. in pandas df.pivot(index={index}, columns={column!r}, "
                 f"values={metrics[0]!r}).reset_index(), and map the loss's column: --metric eval/loss=NAME"
-                + (f"; or, where each {column} is a run of its own, map it with --run {column}" if c.run is None else ""))
+                + (f"; or, where each {column} is a run of its own, map it with --run {column}" if c.run is None else "")
+                + f"; or, where they are a run's steps logged again (a restart), drop column {column!r} from the table")
 
     def _metric(self, column: pd.Series, written: pd.Series, what: str) -> tuple[np.ndarray, np.ndarray]:
         """A metric's values and which of them the run logged: an empty cell (`_NOT_LOGGED`) was not
@@ -534,24 +535,26 @@ class TableSource:
 
 def _names_series(table: pd.DataFrame, clashing: pd.DataFrame, column: str, key: list[str]) -> bool:
     """Whether `column` names the series a long table's rows belong to: not a float or a time; it tells apart the
-    rows of nearly every step whose values clash (`clashing`, grouped by `key`); in the run of the first clash,
-    each of its values comes back on several rows, and two of them span at least half of the run's steps together
-    (each a metric logged all through the run, not a resumed run's attempt, commit or time)."""
+    rows of most steps whose values clash (`clashing`, grouped by `key`); in the run with the most such rows, its
+    values are few (a third of its rows at most) and two of them span at least half of the run's steps together (each a
+    metric logged all through the run, not a resumed run's attempt, commit, time or counter), or the run has one
+    step (a table of final values, one row per metric)."""
     cells = table[column]
     if pd.api.types.is_float_dtype(cells) or pd.api.types.is_datetime64_any_dtype(cells):
         return False
     by_step = clashing.groupby([clashing[k] for k in key], sort=False)[column]
-    if (by_step.nunique(dropna=False) == by_step.size()).mean() < 0.9:
+    if (by_step.nunique(dropna=False) == by_step.size()).mean() < 0.5:
         return False
-    run = table if len(key) == 1 else table[table[key[0]] == clashing[key[0]].iloc[0]]
-    steps = run[key[-1]]
-    spans = steps.groupby(run[column], sort=False).agg(["min", "max", "size"])
+    run = table if len(key) == 1 else table[table[key[0]] == clashing[key[0]].value_counts().index[0]]
+    steps, names = run[key[-1]], run[column]
+    if steps.nunique() == 1:
+        return names.nunique(dropna=False) >= 2
+    spans = steps.groupby(names, sort=False, dropna=False).agg(["min", "max", "size"])
     spans = spans[spans["size"] >= 2].sort_values("size", ascending=False)
-    if len(spans) < 2 or spans["size"].sum() < 2 * len(spans) or len(spans) > len(run) / 2:
+    if len(spans) < 2 or names.nunique(dropna=False) > len(run) / 3:
         return False
     (lo_a, hi_a), (lo_b, hi_b) = spans[["min", "max"]].to_numpy()[:2]
-    whole = float(steps.max() - steps.min()) or 1.0
-    return (min(hi_a, hi_b) - max(lo_a, lo_b)) >= 0.5 * whole
+    return (min(hi_a, hi_b) - max(lo_a, lo_b)) >= 0.5 * float(steps.max() - steps.min())
 
 
 def _booleans(column: pd.Series) -> np.ndarray:
