@@ -191,14 +191,19 @@ def demo_tasks(folder: Path) -> list[Task]:
 # ---- scoring ------------------------------------------------------------------------------------------------
 
 
+def held_out(target: Run) -> tuple[Run, np.ndarray, np.ndarray]:
+    """The target as a prediction is given it (no evals), and the steps and values of its evals from `SCORE_FROM`
+    of its run on, which the prediction is scored against."""
+    keep = target.fractions >= SCORE_FROM - 1e-9
+    return replace(target, steps=np.zeros(0, np.int64), values=np.zeros(0)), target.steps[keep], target.values[keep]
+
+
 def score_curve(task: Task, n_boot: int) -> dict[str, dict]:
     """{method: {final, mean_abs, inside, n}} pooled over the task's targets."""
     acc: dict[str, dict[str, list]] = {m: {"final": [], "err": [], "inside": []} for m in METHODS}
     chosen, widths, z = [], {"default": [], "multipower": []}, []
     for t in task.targets:
-        keep = t.fractions >= SCORE_FROM - 1e-9
-        steps, actual = t.steps[keep], t.values[keep]
-        blank = replace(t, steps=np.zeros(0, np.int64), values=np.zeros(0))
+        blank, steps, actual = held_out(t)
         settings = core.Settings(candidates=("per-fraction", "multipower"),
                                  options=Options(n_boot=n_boot))
         res = core.predict(task.runs, blank, steps, settings)

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import fit_datasets as ds  # noqa: E402
-from benchmarks.leaderboard import SCORE_FROM, olmo_tasks  # noqa: E402
+from benchmarks.leaderboard import held_out, olmo_tasks  # noqa: E402
 from fits import predictor as core  # noqa: E402
 from fits.candidates import Options  # noqa: E402
 from fits.runs import lrs_from_logged, lrs_in_the_ladders_shape  # noqa: E402
@@ -66,9 +66,7 @@ def main() -> None:
 
 def _row(name: str, part: float, label: str, target, rungs, settings: core.Settings) -> None:
     t0 = time.perf_counter()
-    keep = target.fractions >= SCORE_FROM - 1e-9
-    steps, actual = target.steps[keep], target.values[keep]
-    blank = replace(target, steps=np.zeros(0, np.int64), values=np.zeros(0))
+    blank, steps, actual = held_out(target)
     res = core.predict(rungs, blank, steps, settings)
     b = res.band
     ok = np.isfinite(b.median)

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.leaderboard import SCORE_FROM, olmo_tasks  # noqa: E402
+from benchmarks.leaderboard import held_out, olmo_tasks  # noqa: E402
 from fits import predictor as core  # noqa: E402
 from fits.candidates import Options  # noqa: E402
 
@@ -37,9 +37,7 @@ def main() -> None:
         declared = task.targets[0]
         for label, target in (("its schedule", declared), ("no schedule", replace(declared, lrs=None))):
             t0 = time.perf_counter()
-            keep = target.fractions >= SCORE_FROM - 1e-9
-            steps, actual = target.steps[keep], target.values[keep]
-            blank = replace(target, steps=np.zeros(0, np.int64), values=np.zeros(0))
+            blank, steps, actual = held_out(target)
             res = core.predict(task.runs, blank, steps, settings)
             b = res.band
             ok = np.isfinite(b.median)

@@ -194,14 +194,8 @@ def shape_distance(a: Run, b: Run) -> float:
     upto = min(1.0, len(la) / a.planned_steps, len(lb) / b.planned_steps)
     if upto < MIN_SHAPE_KNOWN:
         return 0.0
-    return _signature_distance(la, a.planned_steps, lb, b.planned_steps, upto)
-
-
-def _signature_distance(la: np.ndarray, planned_a: int, lb: np.ndarray, planned_b: int, upto: float,
-                        start: float = 0.10) -> float:
-    """The largest gap between two LR sequences' `shape_signature`s from `start` to `upto` of their plans."""
-    return float(np.max(np.abs(shape_signature(la, planned_a, upto=upto, start=start)
-                               - shape_signature(lb, planned_b, upto=upto, start=start))))
+    return float(np.max(np.abs(shape_signature(la, a.planned_steps, upto=upto)
+                               - shape_signature(lb, b.planned_steps, upto=upto))))
 
 
 def same_shape(a: Run, b: Run, tol: float = SHAPE_TOL) -> bool:
@@ -245,11 +239,11 @@ def lrs_carried_in_shape(lrs: np.ndarray, logged_to: int, planned_steps: int, li
         return Carried(None, why_not=f"{like.name}'s LR does not cover its plan")
     known = np.asarray(lrs[:logged_to + 1], dtype=np.float64)
     start = min(0.10, upto / 2)
-    off = _signature_distance(known, planned_steps, ref, like.planned_steps, upto, start)
+    theirs_known = shape_signature(ref, like.planned_steps, upto=upto, start=start)
+    off = float(np.max(np.abs(shape_signature(known, planned_steps, upto=upto, start=start) - theirs_known)))
     if off > tol:
         return Carried(None, why_not=f"its logged LR lies {off:.1%} from the rungs' schedule shape ({like.name}'s) at "
                                      f"the same fraction of the run, over the {tol:.0%} that counts as one shape")
-    theirs_known = shape_signature(ref, like.planned_steps, upto=upto, start=start)
     step = np.arange(len(lrs))
     theirs = np.interp(step / planned_steps * like.planned_steps, np.arange(len(ref)), ref)
     fit = (step <= logged_to) & (step >= start * planned_steps)

@@ -280,10 +280,12 @@ def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
             found.append((float(run.compute), str(row["name"]), run))
     if not found:
         return None
-    compute, name, run = max(found, key=lambda x: x[:2])
-    source = f"the hero run {name!r} in the store{_steps_as_planned(run)}"
+    found.sort(key=lambda x: x[:2], reverse=True)
+    compute, name, run = found[0]
+    edited = _edited_steps(run)
+    source = f"the hero run {name!r} in the store" + (f" ({run.planned_steps:,} steps{edited})" if edited else "")
     if len(found) > 1:
-        others = ", ".join(repr(n) for _, n, _ in sorted(found, key=lambda x: x[:2], reverse=True)[1:4])
+        others = ", ".join(repr(n) for _, n, _ in found[1:4])
         source += (f", the largest of the group's {len(found)} heroes (also {others}"
                    f"{', ...' if len(found) > 4 else ''}; --hero CONFIG checks another)")
     return HeroCompute(compute, source)
@@ -305,7 +307,7 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
     per token × tokens of the plan it starts with; with `by_params`, 6·N × those tokens (for rungs whose compute
     is 6·N·D)."""
     run, kind = hero_run(path)
-    where = f"{kind} {path} ({run.planned_steps:,} steps" + _steps_as_planned(run, "")
+    where = f"{kind} {path} ({run.planned_steps:,} steps{_edited_steps(run)}"
     if not by_params:
         return HeroCompute(run.compute, where + ")")
     if not run.active_params:
@@ -315,13 +317,12 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
                        where + ", 6·N·D as the rungs')")
 
 
-def _steps_as_planned(run, opening: str = " (") -> str:
+def _edited_steps(run) -> str:
     """Where the hero's schedule edits change its steps: that its compute counts the plan it started with, as
     `ladder predict` does (`ladder plan` and `spec` count the edited run's): "" where no edit does."""
     if run.stop_after_steps == run.planned_steps:
         return ""
-    lead = f"{opening}{run.planned_steps:,} steps" if opening else ""
-    return f"{lead} as planned at its start, {run.stop_after_steps:,} with its schedule's edits" + (")" if opening else "")
+    return f" as planned at its start, {run.stop_after_steps:,} with its schedule's edits"
 
 
 def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:

@@ -112,7 +112,8 @@ class Plan:
     def _shape_warnings(self) -> list[str]:
         """Too few rungs for any law; rungs whose LR schedule, in fraction of the run, is not the hero's (a run of a
         few dozen steps, whose warmup and decay land a step apart): the per-fraction law leaves those out."""
-        from fits.runs import SHAPE_TOL, Run, shape_distance
+        from fits.runs import SHAPE_TOL, shape_distance
+        from ladder.data.runview import from_config
 
         out = []
         if len(self.rungs) < MIN_RUNGS:
@@ -121,13 +122,8 @@ class Plan:
                        f"sizes, so a ladder needs {MIN_RUNGS} rungs or more; add sizes with --widths and --depths, or "
                        "the recipe's shapes")
 
-        def run(c: RunConfig) -> Run:
-            steps = c.schedule.total_steps
-            return Run(c.name, c.fit_flops_per_token, c.tokens_per_step, steps,
-                       lrs=c.schedule.without_edits().lrs(0, steps + 1))
-
-        hero = run(self.hero)
-        off = [(r, shape_distance(run(r), hero)) for r in self.rungs]
+        hero = from_config(self.hero).as_run(with_evals=False)  # its plan's LRs, before its edits
+        off = [(r, shape_distance(from_config(r).as_run(with_evals=False), hero)) for r in self.rungs]
         off = [(r, d) for r, d in off if d > SHAPE_TOL]
         if off:
             one = len(off) == 1

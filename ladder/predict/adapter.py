@@ -140,22 +140,28 @@ def _lr_in_the_ladders_shape(target: LadderRun, rungs: list[LadderRun], ratio_to
 
 def _lr_shape_note(target: LadderRun) -> str:
     """What the LR of a target whose LR was carried on in the rungs' shape is, and how to say otherwise."""
-    to, stop = target.lr_logged_to, target.stop_after_steps
     so_far = ("in the rungs' schedule shape so far" if target.lr_shape_told else
               "too little of it to tell the rungs' schedule shape from a constant LR (it agrees with both so far)")
-    return (f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps), {so_far}; past it the laws take "
-            f"the rungs' shape (as {target.lr_shape_from}'s, scaled to its logged LR) to step {stop:,}; declare its "
-            "schedule (schedule: in the --coords file, or a target file with --target) if it departs from the rungs'")
+    return (f"{_logged_to(target)}, {so_far}; past it the laws take the rungs' shape (as {target.lr_shape_from}'s, "
+            f"scaled to its logged LR) to step {target.stop_after_steps:,}; declare its schedule {_DECLARE} if it departs "
+            "from the rungs'")
+
+
+_DECLARE = "(schedule: in the --coords file, or a target file with --target)"
+"""Where a target's schedule is declared."""
+
+
+def _logged_to(target: LadderRun) -> str:
+    to, stop = target.lr_logged_to, target.stop_after_steps
+    return f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps)"
 
 
 def _held_lr(target: LadderRun) -> str:
     """What a target whose LR is logged to part of its plan is predicted with, and how to give the rest."""
-    to, stop = target.lr_logged_to, target.stop_after_steps
     why = f" ({target.lr_not_carried})" if target.lr_not_carried else ""
-    return (f"its LR is logged to step {to:,} ({to / stop:.0%} of its {stop:,} steps), and the laws hold its last "
-            f"value, {target.logged_lrs[to]:.3g}, to the end, as a run whose LR no longer decays{why}; declare its "
-            "schedule (schedule: in the --coords file, or a target file with --target) to predict the run as it will "
-            "train")
+    return (f"{_logged_to(target)}, and the laws hold its last value, {target.logged_lrs[target.lr_logged_to]:.3g}, to "
+            f"the end, as a run whose LR no longer decays{why}; declare its schedule {_DECLARE} to predict the run as it "
+            "will train")
 
 
 def _short_rungs(rungs: list[LadderRun]) -> list[str]:

@@ -79,7 +79,7 @@ class AlertRules:
     at this many evals in a row (this one the last)."""
     projection_skip: float = 0.05
     """Leading fraction of the run (warmup) the projection rules, the fixed drop-fraction limits and the drift rule
-    leave out, and where a deviation warns but never alarms: a router not yet trained drops many tokens (the demo's
+    leave out, and where a deviation alarms only far past its band (`WARMUP_ALARM`): a router not yet trained drops many tokens (the demo's
     rungs drop up to 39% in their first steps), and the loss falls fastest there, where the prediction is weakest
     (a hero's evals at 0.5–1.5% of its run 3–13% off its prediction made no level to measure a drift from)."""
     drop_warn: float = 0.25
