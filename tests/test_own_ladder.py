@@ -726,6 +726,40 @@ def test_a_live_target_whose_lr_kept_to_the_rungs_shape_is_predicted_as_if_it_de
     assert "in a target file (--target FILE), or in the run's entry of a --coords file and import it again" in said
 
 
+@pytest.mark.parametrize("cut", [False, True])
+def test_the_watch_warns_where_a_live_target_s_lr_leaves_the_lr_its_prediction_carried_on(tmp_path, cut):
+    """The LR a prediction assumed is kept in its table (a live hero's: logged, then carried on in the rungs' shape);
+    a hero whose LR is then cut at 60% runs another schedule than predicted, and the watch says so where its logged
+    LR leaves the assumed one. A hero that keeps to it hears nothing of its LR."""
+    _live_hero(tmp_path, HERO.schedule.lr, tpp=HERO.tpp)
+    _rungs_at_twice_the_length(tmp_path)
+    table = pd.DataFrame(_predict_json(tmp_path, "--target-run", "big")["table"])
+    past = table[table["step"] >= HERO.eval_steps()[0]]  # before the first logged LR: from 0 to it
+    off = np.abs(past["lr"].to_numpy() / HERO.schedule.lr(past["step"].to_numpy()) - 1)
+    carried = past["step"].to_numpy() > HERO.stop_after_steps // 2  # in the shape of a rung: within 1% of the peak
+    assert off[~carried].max() < 1e-6
+    assert (off * HERO.schedule.lr(past["step"].to_numpy()))[carried].max() < 0.01 * HERO.schedule.peak_lr
+    steps = np.array(HERO.eval_steps())
+    steps = steps[steps <= 0.8 * HERO.stop_after_steps]
+    at, lr = int(0.6 * HERO.stop_after_steps), HERO.schedule.lr(steps)
+    if cut:  # to zero by 70% of the plan
+        lr = np.where(steps <= at, lr, HERO.schedule.lr(np.array([at]))[0] * np.clip((at + 70 - steps) / 70, 0, 1))
+    pd.DataFrame({"run": "big", "step": steps, "loss": pf_truth(HERO, steps), "lr": lr, "n": HERO.spec.active_params(),
+                  "planned": HERO.stop_after_steps, "batch_tokens": HERO.tokens_per_step, "state": "running",
+                  "tpp": HERO.tpp}).to_csv(tmp_path / "hero.csv", index=False)
+    assert import_csv(tmp_path / "hero.csv", tmp_path / "store", "--coord", "role=hero").exit_code == 0
+    res = invoke("watch", "--prediction", str(tmp_path / "pred"), "--store", str(tmp_path / "store"), "--once")
+    alerts = [json.loads(line) for line in (tmp_path / "pred" / "alerts.jsonl").read_text().splitlines()]
+    said = [a for a in alerts if a["kind"] == "alert" and a["rule"] == "lr"]
+    assert res.exit_code in (0, 4), res.output  # (a warmup eval off its prediction warns)
+    if not cut:
+        assert said == []
+        return
+    first = int(steps[steps > at][0])  # the first eval past the cut: half way down
+    assert [a["step"] for a in said] == [first] and said[0]["level"] == "warning", res.output
+    assert "the run's LR departs from the LR its prediction assumed" in " ".join(res.output.split())
+
+
 def test_a_live_target_whose_lr_left_the_rungs_shape_is_predicted_with_its_last_lr_held_and_a_warning(tmp_path):
     """A hero whose logged LR kept its peak where the rungs' decayed: no shape of theirs is guessed for it; its last
     value is held, and every output says so."""

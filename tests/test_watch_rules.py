@@ -603,3 +603,52 @@ def test_evals_in_the_first_five_percent_neither_make_the_drift_baseline_nor_ala
     extended = Observed(pd.DataFrame({keys.EVAL_LOSS: pd.Series(high, index=steps)}), planned_steps=10 * STEPS,
                         tokens_per_step=1000, started_with=STEPS, horizons=((150, 10 * STEPS),))
     assert [a.level for a in R.deviation(extended, pred, AlertRules())] == ["alarm"]
+
+
+# ---- the LR against the one the prediction assumed ----------------------------------------------
+
+
+def cosine(steps, peak=1e-3, warmup=50):
+    s = np.asarray(steps, dtype=float)
+    return peak * np.where(s < warmup, s / warmup, 0.5 * (1 + np.cos(np.pi * (s - warmup) / (STEPS - warmup))))
+
+
+def with_lr(lr_steps, lrs, pred_lr=cosine) -> tuple[Observed, Prediction]:
+    obs = observed(clean_values(), extra={keys.LEARNING_RATE: pd.Series(lrs, index=lr_steps)})
+    pred = prediction()
+    return obs, Prediction(run_name="hero", metric=keys.EVAL_LOSS, planned_steps=STEPS,
+                           table=pred.table.assign(lr=pred_lr(pred.table["step"])))
+
+
+def test_a_logged_lr_that_keeps_to_the_predicted_one_raises_nothing():
+    steps = np.arange(10, STEPS + 1, 10)
+    assert evaluate(*with_lr(steps, cosine(steps)), AlertRules(), now=0.0) == []
+    # a WSD decay whose corner lies between two of the prediction's rows (every 5%) is no departure either
+    def wsd(s):
+        s = np.asarray(s, dtype=float)
+        return 1e-3 * np.clip((STEPS - s) / (0.13 * STEPS), 0.0, 1.0)
+
+    assert R.lr_departed(*with_lr(steps, wsd(steps), pred_lr=wsd), AlertRules()) == []
+    # a prediction of an earlier version keeps no LR: nothing to compare
+    obs, pred = with_lr(steps, 0.5 * cosine(steps))
+    assert R.lr_departed(obs, Prediction(run_name="hero", metric=keys.EVAL_LOSS, planned_steps=STEPS,
+                                         table=pred.table.drop(columns="lr")), AlertRules()) == []
+
+
+def test_a_logged_lr_cut_short_of_the_predicted_one_warns_once_where_it_departs():
+    """A cosine run whose LR was cut at 60% (decayed linearly to zero by 70%): the prediction of the cosine holds no
+    longer, and the watch says so where the LR leaves it, once (its key is the onset's, at every check)."""
+    steps = np.arange(10, STEPS + 1, 10)
+    cut = np.where(steps <= 1200, cosine(steps), cosine(1200) * np.clip((1400 - steps) / 200, 0, 1))
+    rules = AlertRules()
+    alerts = R.lr_departed(*with_lr(steps, cut), rules)
+    assert len(alerts) == 1 and alerts[0].rule == "lr" and alerts[0].level == "warning"
+    onset = alerts[0].step  # 5% of the peak under the cosine's LR at 1,300 (the prediction's row after 1,200)
+    assert cut[steps == onset] < cosine(1300) - rules.lr_tol * 1e-3 <= cut[steps == onset - 10] and 1200 < onset < 1300
+    assert f"at step {onset:,}" in alerts[0].message and "declare the new one" in alerts[0].message
+    assert R.lr_departed(*with_lr(steps[steps <= 1500], cut[steps <= 1500]), rules)[0].key == alerts[0].key
+    # two values off in a row are not yet three, and an LR twice the peak in warmup is warmup's
+    assert R.lr_departed(*with_lr(steps[steps <= onset + 10], cut[steps <= onset + 10]), rules) == []
+    early = np.where(steps < 90, 2 * cosine(steps), cosine(steps))
+    assert R.lr_departed(*with_lr(steps, early), rules) == []
+    assert evaluate(*with_lr(steps, cut), rules, now=0.0) == alerts

@@ -124,7 +124,8 @@ def watch_command(
 
     Rules: deviation beyond the band (warn at the 50% band or 0.5%, alarm above the 90% band or
     1%; a loss below the 90% band warns: the prediction is off, not the run), slow drift (CUSUM),
-    loss spikes, NaN/inf, grad-norm shape against the rungs, MoE drop fraction, stale telemetry, throughput against a deadline. A schedule edit in the run's config
+    loss spikes, NaN/inf, grad-norm shape against the rungs, MoE drop fraction, stale telemetry, throughput against a deadline,
+    a logged LR that departs from the LR the prediction assumed. A schedule edit in the run's config
     triggers a new prediction from the realised LR sequence. Alerts are never sent twice, also
     across restarts. A metric logged much more often than the prediction's steps (a per-step train
     loss) is judged once per predicted step, on its mean since the step before.

@@ -36,7 +36,7 @@ from ladder.data.runview import (
 from ladder.data.sources.coords import planned_fraction
 from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.predict.prediction import FormUsed, Prediction
+from ladder.predict.prediction import LR, FormUsed, Prediction
 
 FORM_NAMES = {"per-fraction": "per-fraction law", "per-fraction-free": "per-fraction law (free)",
               "multipower": "multi-power law", "momentum": "momentum law", "ensemble": "ensemble"}
@@ -164,6 +164,17 @@ def _held_lr(target: LadderRun) -> str:
             "will train")
 
 
+def assumed_lr(target: LadderRun, steps: np.ndarray) -> np.ndarray:
+    """The LR the prediction of `target` assumes it logs at each of `steps` (NaN where it knows none): a declared
+    schedule's LR of the update that ends at the step (as trainers log it: the JAX trainer's step s is its LR s − 1), a
+    logged LR's own value there, carried on in the rungs' shape or held past its last."""
+    lrs = target.as_run(with_evals=False).lrs
+    if lrs is None or not len(lrs):
+        return np.full(len(steps), np.nan)
+    at = np.asarray(steps, dtype=np.int64) - (target.schedule is not None)
+    return lrs[np.clip(at, 0, len(lrs) - 1)]
+
+
 def _short_rungs(rungs: list[LadderRun]) -> list[str]:
     """One warning for the rungs whose evals end short of their plans, still training and stopped apart."""
     out = []
@@ -229,7 +240,7 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
         "fraction_edited": planned_fraction(target.schedule, steps, target.planned_steps),
         "compute": steps * target.tokens_per_step * target.flops_per_token,
         "median": median, "lo50": b.lo50, "hi50": b.hi50, "lo90": b.lo90, "hi90": b.hi90,
-        "in_assumptions": in_assumptions,
+        "in_assumptions": in_assumptions, LR: assumed_lr(target, steps),
     })
     forms = _forms(result)
     return Prediction(

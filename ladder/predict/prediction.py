@@ -1,9 +1,10 @@
 """`Prediction`: the predicted loss of one target run at each of its planned eval steps.
 
 A prediction is a table (one row per planned eval step or checkpoint: step, tokens, fraction,
-compute, median and the 50% / 90% band) plus what it rests on: the forms used and why, their
-parameters, and the assumptions it holds under. Rows past a change the rungs did not make are
-flagged ``in_assumptions = False`` rather than silently predicted as if nothing changed.
+compute, median and the 50% / 90% band, the LR it assumes the run logs there) plus what it rests
+on: the forms used and why, their parameters, and the assumptions it holds under. Rows past a
+change the rungs did not make are flagged ``in_assumptions = False`` rather than silently
+predicted as if nothing changed.
 
 Written as ``prediction.parquet`` + ``prediction.csv`` (the table) and ``prediction.json`` (the
 table too, plus everything else), atomically.
@@ -34,6 +35,9 @@ CONFIG_WRITTEN = "config_written"
 config's file name: what a later replan into the same folder may replace."""
 
 COLUMNS = ["step", "tokens", "fraction", "fraction_edited", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
+LR = "lr"
+"""The optional column of the LR the prediction assumes the run logs at each step (blank where it knows none; none in
+a prediction of an earlier version): the watch compares the run's logged LR with it."""
 
 
 @dataclass(frozen=True)
@@ -216,8 +220,7 @@ class Prediction:
                 raise ValueError("its table is not a list of rows" if "table" in data else "it has no table")
             _shaped(data)
             table = pd.DataFrame(data["table"])
-            table = _checked(table) if checked else table.reindex(
-                columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
+            table = _checked(table) if checked else table.reindex(columns=_columns(table))
             return cls(
                 run_name=data["run_name"],
                 metric=data["metric"],
@@ -274,13 +277,19 @@ def _checked(table: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
         raise ValueError(f"its table has no column {missing[0]!r}")
-    table = table.reindex(columns=[c for c in COLUMNS if c in table.columns or c != "fraction_edited"])
+    table = table.reindex(columns=_columns(table))
     numbers = [c for c in table.columns if c != "in_assumptions"]
     table[numbers] = table[numbers].apply(lambda col: pd.to_numeric(col, errors="raise")).astype(np.float64)
     steps = table["step"].to_numpy()
     if not (np.isfinite(steps).all() and (steps == np.round(steps)).all() and (np.diff(steps) > 0).all()):
         raise ValueError("its steps are not whole numbers rising from row to row")
     return table.assign(step=steps.astype(np.int64))
+
+
+def _columns(table: pd.DataFrame) -> list[str]:
+    """A saved table's columns as a prediction has them: `COLUMNS` (fraction_edited only where saved) and `LR` where
+    saved; any other column dropped."""
+    return [c for c in COLUMNS if c in table.columns or c != "fraction_edited"] + [LR] * (LR in table.columns)
 
 
 def _row(row: pd.Series) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ladder import metrics as keys
 from ladder.durations import span_text
-from ladder.predict.prediction import Prediction
+from ladder.predict.prediction import LR, Prediction
 from ladder.predict.replan import horizon_that_fits
 from ladder.watch.judged import averaged, compared, judged_steps
 
@@ -82,6 +82,9 @@ class AlertRules:
     leave out, and where a deviation alarms only far past its band (`WARMUP_ALARM`): a router not yet trained drops many tokens (the demo's
     rungs drop up to 39% in their first steps), and the loss falls fastest there, where the prediction is weakest
     (a hero's evals at 0.5–1.5% of its run 3–13% off its prediction made no level to measure a drift from)."""
+    lr_tol: float = 0.05
+    """LR: warn where the run's logged LR is further than this share of the peak from the LR its prediction assumed
+    (its declared schedule, or its logged LR carried on) at `persist_evals` logged values in a row past warmup."""
     drop_warn: float = 0.25
     """MoE drop fraction (mean of the last 20 logs) that warns whatever the rungs did ..."""
     drop_alarm: float = 0.5
@@ -292,6 +295,44 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
                 s,
             ))
     return out
+
+
+def lr_departed(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
+    """The LR the run logs against the LR its prediction assumed (`Prediction` column `LR`): a prediction for another
+    schedule no longer holds (the laws predict the loss from the LR), and the deviation rules judge the run against it.
+    One warning, at the first of `persist_evals` logged LRs in a row past warmup further than `lr_tol` of the assumed
+    peak outside the assumed LR's range over the prediction's rows on either side of the step (the table knows the
+    LR at its rows alone, and past warmup a schedule runs from one row's LR to the next's)."""
+    if LR not in pred.table.columns:
+        return []
+    t = pred.table[["step", LR]].astype(float).dropna()
+    lr = obs.column(keys.LEARNING_RATE)
+    lr = lr[np.isfinite(lr.to_numpy(float))]
+    if len(t) < 2 or lr.empty or not (t[LR] > 0).any():
+        return []
+    grid, assumed = t["step"].to_numpy(), t[LR].to_numpy()
+    steps = lr.index.to_numpy(np.int64)
+    keep = (steps >= grid[0]) & (steps <= grid[-1]) & ~_in_warmup(obs, steps, rules)
+    steps, logged = steps[keep], lr.to_numpy(float)[keep]
+    row = np.clip(np.searchsorted(grid, steps, side="right"), 1, len(grid) - 1)
+    peak, expected = float(assumed.max()), np.interp(steps, grid, assumed)
+    lo, hi = np.minimum(assumed[row - 1], assumed[row]), np.maximum(assumed[row - 1], assumed[row])
+    off = (logged < lo - rules.lr_tol * peak) | (logged > hi + rules.lr_tol * peak)
+    n = rules.persist_evals
+    runs = np.convolve(off, np.ones(n, dtype=int), mode="valid") == n if len(off) >= n else np.zeros(0, bool)
+    if not runs.any():
+        return []
+    i = int(np.argmax(runs))
+    step, value, then = int(steps[i]), float(logged[i]), float(expected[i])
+    return [Alert(
+        "lr", "warning", step,
+        f"the run's LR departs from the LR its prediction assumed: {value:.3g} at step {step:,} "
+        f"({pred.fraction_label(step)}) against {then:.3g} ({abs(value - then) / peak:.0%} of its peak {peak:.3g}), "
+        f"and {n} logged values in a row; the loss is judged against a prediction for another schedule. Where the "
+        "schedule was changed, declare the new one (a run without one declared: predict it again with `ladder predict "
+        "--target-run`, which takes the LR it logged); where it was not, the trainer runs another LR than declared",
+        value,
+    )]
 
 
 def spikes(obs: Observed, rules: AlertRules) -> list[Alert]:
@@ -547,7 +588,7 @@ def evaluate(
     drop_rungs: RungCurves | None = None,
 ) -> list[Alert]:
     """Every rule on the run so far, sorted by step."""
-    alerts = deviation(obs, pred, rules) + drift(obs, pred, rules)
+    alerts = deviation(obs, pred, rules) + drift(obs, pred, rules) + lr_departed(obs, pred, rules)
     alerts += evaluate_run(obs, rules, now, grad_rungs, drop_rungs)
     return sorted(alerts, key=lambda a: (a.step, -LEVELS[a.level], a.rule))
 
