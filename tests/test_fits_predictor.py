@@ -778,3 +778,18 @@ def test_an_lr_logged_part_way_is_carried_on_in_the_shape_of_the_rungs_at_its_ra
                                                   2500, rungs[3:])
     assert like == "w4000" and not told  # in its stable phase: the cooldown to come is the rungs', assumed
     np.testing.assert_allclose(lrs, wsd, rtol=2e-3, atol=1e-9)
+
+
+def test_the_ensemble_s_band_is_stated_with_the_parts_it_adds():
+    """The ensemble's own band holds each law's median: the laws' spread is no further part added to it, and the
+    parts the text adds in quadrature give the band."""
+    runs, hero = ladder(mp_law, seed=1, noise=0.01)
+    blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
+    res = core.predict(runs, blank, hero.steps, dataclasses.replace(FAST, method="ensemble"))
+    p = res.parts()
+    assert res.method == "ensemble" and p["laws"] > 0
+    assert (f"the law's own ±{p['own']:.1%} (which holds each law's median, the farthest {p['laws']:.1%} away) and "
+            f"the larger of the backtest's error carried (±{p['carried']:.1%}) and the floor (±{p['floor']:.1%}), "
+            "added in quadrature") in res.why
+    assert "the farthest other law's median" not in res.why
+    assert p["band"] == pytest.approx(np.sqrt(p["own"] ** 2 + max(p["carried"], p["floor"]) ** 2), rel=0.05)

@@ -436,6 +436,7 @@ def test_a_report_of_another_run_leaves_out_the_watched_runs_verdicts_and_alerts
     assert f"followed &#x27;{hero}&#x27;, not &#x27;{rung}&#x27;" in page
     # the page names the run predicted beside the run followed, and says as `ladder score` does that it is a rung
     assert f"<h1>{rung}: progress against the prediction of {hero}</h1>" in page
+    assert f"<title>{rung}: progress against the prediction of {hero}</title>" in page
     assert (f"&#x27;{rung}&#x27; is one of the rungs the prediction was made from, not its target "
             f"&#x27;{hero}&#x27;") in page
     own = runner.invoke(app, [*report, "--out", str(tmp_path / "hero.html")])
@@ -626,7 +627,7 @@ def test_plot_leaves_no_figure_of_an_earlier_ladder_beside_this_ones(tmp_path, m
     (out / "notes.txt").write_text("mine")
     (out / "residuals.svg").write_text("mine too: a figure of the user's own under a name ladder draws")
 
-    def only_the_curve(store, pred, stage, group):  # a ladder whose runs give only the hero's curve
+    def only_the_curve(store, pred, stage, group, predicted_as):  # a ladder whose runs give only the hero's curve
         return [(stage / f"hero_curve.{kind}") for kind in ("png", "svg") if (stage / f"hero_curve.{kind}").write_text("new")]
 
     monkeypatch.setattr(figures, "_draw", only_the_curve)
@@ -1013,3 +1014,41 @@ def test_the_report_says_what_ladder_score_says_with_its_score(predicted, tmp_pa
     assert "score so far" in page and f'<p class="warning">{said}</p>' in page
     res = runner.invoke(app, ["score", "--prediction", str(tmp_path / "p"), "--store", str(predicted / "store")])
     assert said.replace("&#x27;", "'") in " ".join(res.stderr.split())  # the same words as `ladder score`
+
+
+def test_figures_of_a_run_drawn_against_another_s_prediction_say_whose_it_is_and_errors_are_scaled_from_ten_percent():
+    """`ladder plot --target-run`: the hero-curve and residual titles name the run drawn and the run predicted (the
+    curve is the prediction's, not the drawn run's); the errors' y-range leaves out the wide early band, as the
+    hero curve does; a ladder without a drop fraction draws no empty panel for it."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from ladder.output.plots import Curve, diagnostics, hero_curve, residuals
+    from ladder.predict.prediction import Prediction
+
+    steps = np.arange(20, 1_001, 20)
+    med = np.full(steps.size, 2.0)
+    rel = np.where(steps < 100, 0.10, 0.01)  # a 10% band at 2–8% of the run, 1% from 10% on
+    table = pd.DataFrame({"step": steps, "tokens": steps, "fraction": steps / 1_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * (1 - rel / 3), "hi50": med * (1 + rel / 3),
+                          "lo90": med * (1 - rel), "hi90": med * (1 + rel), "in_assumptions": True})
+    pred = Prediction("small-run", "eval/loss", table, planned_steps=1_000)
+    actual = Curve("small-run", steps[:25] / 1_000, med[:25] / 1.002)
+    fig = hero_curve(pred, actual, predicted_as="hero")
+    assert fig.axes[0].get_title() == "small-run: against the prediction of hero"
+    plt.close(fig)
+    fig = residuals(pred, actual, predicted_as="hero")
+    ax = fig.axes[0]
+    assert " ".join(ax.get_title().split()).startswith("small-run: against the prediction of hero: errors of the prediction")
+    lo, hi = ax.get_ylim()
+    assert -1.3 < lo < 100 * (1 / 1.01 - 1) and 100 * (1 / 0.99 - 1) < hi < 1.3  # the 1% band, not the 10%
+    plt.close(fig)
+    fig = residuals(pred, actual)
+    assert " ".join(fig.axes[0].get_title().split()).startswith("small-run: errors of the prediction")
+    plt.close(fig)
+    f = np.linspace(0.05, 1.0, 20)
+    grad = [Curve(f"r{i}", f, 1.0 + 0.1 * i + f) for i in range(3)]
+    fig = diagnostics(grad, [Curve(c.label, np.zeros(0), np.zeros(0)) for c in grad])
+    assert [ax.get_ylabel() for ax in fig.axes] == ["grad norm (global L2)"]
+    plt.close(fig)

@@ -322,10 +322,11 @@ def plot_command(
     from ladder.output.figures import draw_all, figures_dir
 
     out = figures_dir(out)
-    pred = _load(prediction, target_run)
+    predicted = Prediction.load(prediction)
+    pred = _following(predicted, target_run)
     st = _store(store, target_run)
     _say_what_is_not_drawn(st, pred, prediction)
-    paths = draw_all(st, pred, out)
+    paths = draw_all(st, pred, out, predicted_as=predicted.run_name)
     console.print("Wrote " + ", ".join(str(p) for p in paths if p.suffix == ".png") + " (and SVG)")
 
 
@@ -372,7 +373,8 @@ def report_command(
         note = (f"The watch whose files sit beside the prediction followed '{state.run}', not '{pred.run_name}': "
                 "its verdicts and alerts are not this run's and are left out.")
     _say_what_is_not_drawn(st, pred, prediction)
-    figures = draw_all(st, pred, figures_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"))
+    figures = draw_all(st, pred, figures_dir(out.parent / f"{out.stem}_figures", "--out (its figures' folder)"),
+                       predicted_as=predicted.run_name)
     again = out.exists()
     actual = hero_actual(st, pred, nonfinite=True)
     title = (None if pred.run_name == predicted.run_name else

@@ -80,14 +80,16 @@ def _axis(rungs: pd.DataFrame, target: pd.DataFrame, pred: Prediction) -> tuple[
             target_per_token * float(last["tokens"]))
 
 
-def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None) -> list[Path]:
-    """Draw every figure into `out_dir` (PNG and SVG); return the paths. The figures are drawn aside and
-    moved in together, so an interrupted run leaves the folder as it was; a figure of `FIGURES` an earlier
-    draw left there and this one does not draw (its ladder had no grad norms, say) is removed with them, and a
-    file of the same name that no draw wrote (`plots.drawn_here`) is left alone: where this draw has a figure of
+def draw_all(store: Store, pred: Prediction, out_dir: str | os.PathLike, group: str | None = None,
+             predicted_as: str | None = None) -> list[Path]:
+    """Draw every figure into `out_dir` (PNG and SVG); return the paths. `predicted_as`: the run the prediction was
+    made for, where `pred` follows another (`ladder plot --target-run`), as the figures' titles say. The figures are
+    drawn aside and moved in together, so an interrupted run leaves the folder as it was; a figure of `FIGURES` an
+    earlier draw left there and this one does not draw (its ladder had no grad norms, say) is removed with them, and
+    a file of the same name that no draw wrote (`plots.drawn_here`) is left alone: where this draw has a figure of
     that name, nothing is written, and the error names the file."""
     with staged_folder(out_dir) as stage:
-        drawn = _draw(store, pred, stage, group)
+        drawn = _draw(store, pred, stage, group, predicted_as)
         names = {p.name for p in drawn}
         yours = not_ours(Path(out_dir), sorted(names), plots.drawn_here)
         if yours:
@@ -107,7 +109,7 @@ def _upto(curve: plots.Curve, end: float) -> plots.Curve:
                                tokens=tokens)
 
 
-def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> list[Path]:
+def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None, predicted_as: str | None) -> list[Path]:
     runs, target, rungs = target_and_rungs(store, pred, group, "to draw")
     rung_ids = list(rungs["run_id"])
     hero_ids = [str(target["run_id"].iloc[0])] if len(target) else []
@@ -145,7 +147,7 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
                                              judged.final if done else None, pred.metric, axis), out, "ladder_fit")
     failed = failed_steps(hero_actual(store, pred, nonfinite=True)) / _started_with(pred)
-    paths += plots.save(plots.hero_curve(pred, hero, rung_curves, failed), out, "hero_curve")
+    paths += plots.save(plots.hero_curve(pred, hero, rung_curves, failed, predicted_as), out, "hero_curve")
     if endpoint is not None:
         E = float(pred.forms[0].parameters.get("E", endpoint.E)) if pred.forms else endpoint.E
         predicted_final = None if done else float(pred.table["median"].iloc[-1])
@@ -153,7 +155,7 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None) -> l
         shown = None if predicted_final is not None and not np.isfinite(predicted_final) else hero
         paths += plots.save(plots.collapse(finished, E, shown, predicted_final), out, "collapse")
     if hero is not None and len(hero.fraction):
-        paths += plots.save(plots.residuals(pred, hero), out, "residuals")
+        paths += plots.save(plots.residuals(pred, hero, predicted_as), out, "residuals")
     grad = curves(store, rung_ids + hero_ids, keys.GRAD_NORM, runs, started)
     drop = curves(store, rung_ids + hero_ids, keys.DROP_FRACTION, runs, started)
     if any(len(c.value) for c in grad):

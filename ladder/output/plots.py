@@ -102,7 +102,7 @@ def ladder_fit(
     ax.set_xscale("log")
     ax.set_xlabel(axis)
     ax.set_ylabel(f"final {metric} (nats/token)")
-    ax.set_title("Ladder fit and hero prediction")
+    ax.set_title(f"Ladder fit and the prediction of {prediction.run_name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -116,9 +116,10 @@ def _spans(flags: np.ndarray) -> list[tuple[int, int]]:
 
 
 def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Sequence[Curve] = (),
-               failed: Sequence[float] = ()) -> Figure:
+               failed: Sequence[float] = (), predicted_as: str | None = None) -> Figure:
     """The predicted curve with its 50% and 90% bands, and the actual curve so far; `failed`: the fractions of
-    the run where it logged NaN or inf (marked along the top)."""
+    the run where it logged NaN or inf (marked along the top); `predicted_as`: the run the prediction was made for,
+    where the run drawn against it is another (`ladder plot --target-run`)."""
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     t = prediction.table
     f = t["fraction"].to_numpy()
@@ -144,7 +145,9 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel(f"{prediction.metric} (nats/token)")
     seen = actual is not None and len(actual.value) > 0
-    ax.set_title(f"{prediction.run_name}: predicted{' and actual' if seen else ' (no actual value yet)'}")
+    ax.set_title(textwrap.fill(_against(prediction, predicted_as) if _other(prediction, predicted_as) else
+                               f"{prediction.run_name}: predicted{' and actual' if seen else ' (no actual value yet)'}",
+                               width=90), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -196,9 +199,20 @@ def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None, hero_f
     return fig
 
 
-def residuals(prediction: Prediction, actual: Curve) -> Figure:
+def _other(prediction: Prediction, predicted_as: str | None) -> bool:
+    return predicted_as is not None and predicted_as != prediction.run_name
+
+
+def _against(prediction: Prediction, predicted_as: str | None) -> str:
+    """A title's "RUN: against the prediction of TARGET", for a run drawn against another's prediction."""
+    return f"{prediction.run_name}: against the prediction of {predicted_as}"
+
+
+def residuals(prediction: Prediction, actual: Curve, predicted_as: str | None = None) -> Figure:
     """Predicted over actual minus one (the error as `score` and `watch` give it), against fraction, with the
-    bands on the same scale: an eval is inside a band where its point is."""
+    bands on the same scale: an eval is inside a band where its point is. The y-range is that of the errors and
+    bands from `SHOWN_FROM` of the run on (as `ladder score` scores them), where there are any: a wide early band
+    would flatten the rest."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
     t = prediction.table
     f = t["fraction"].to_numpy()
@@ -207,14 +221,23 @@ def residuals(prediction: Prediction, actual: Curve) -> Figure:
         ax.fill_between(f, 100 * (med / t[hi] - 1), 100 * (med / t[lo] - 1), color=BAND, alpha=alpha, lw=0,
                         label=label)
     known = np.isfinite(med)  # the evals the prediction covers, as `ladder score` scores them: none past its end
+    shown = [100 * (med / t[b].to_numpy(float) - 1)[f >= SHOWN_FROM] for b in ("lo90", "hi90")]
     if len(actual.value) and known.any():
         pred_at = np.interp(actual.fraction, f[known], med[known], left=np.nan, right=np.nan)
-        ax.plot(actual.fraction, 100 * (pred_at / actual.value - 1), "o-", color=HERO, ms=3, lw=1,
-                label=actual.label)
+        error = 100 * (pred_at / actual.value - 1)
+        ax.plot(actual.fraction, error, "o-", color=HERO, ms=3, lw=1, label=actual.label)
+        shown.append(error[np.asarray(actual.fraction) >= SHOWN_FROM])
+    late = np.concatenate([[0.0], *shown])
+    late = late[np.isfinite(late)]
+    if late.size > 1:
+        lo, hi = float(late.min()), float(late.max())
+        ax.set_ylim(lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo))
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel("predicted / actual − 1 (%)")
-    ax.set_title("Errors of the prediction (above 0: predicted too high)")
+    whose = _against(prediction, predicted_as) if _other(prediction, predicted_as) else prediction.run_name
+    ax.set_title(textwrap.fill(f"{whose}: errors of the prediction (above 0: predicted too high)"
+                               + (f"; from {SHOWN_FROM:.0%} of the run on" if late.size > 1 else ""), width=90), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -222,9 +245,12 @@ def residuals(prediction: Prediction, actual: Curve) -> Figure:
 
 
 def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = True) -> Figure:
-    """Grad norm and MoE drop fraction against fraction, rungs and hero (the hero last, in red)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, curves, quantity in ((a, grad, "grad norm (global L2)"), (b, drop, "MoE drop fraction")):
+    """Grad norm and MoE drop fraction against fraction, rungs and hero (the hero last, in red); the drop fraction
+    only where a run logs it (a dense model has none)."""
+    panels = [(grad, "grad norm (global L2)")] + [(drop, "MoE drop fraction")] * any(len(c.value) for c in drop)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    a = axes[0][0]
+    for ax, (curves, quantity) in zip(axes[0], panels):
         rungs = curves[:-1] if hero_last and curves else curves  # "smallest of n", "largest" count the rungs only
         cols = _colors(len(rungs))[:len(rungs)] + [HERO] * (len(curves) - len(rungs))
         names = _labels(rungs) + [r.label for r in curves[len(rungs):]]
@@ -236,7 +262,8 @@ def diagnostics(grad: Sequence[Curve], drop: Sequence[Curve], hero_last: bool = 
         ax.grid(True, alpha=0.3)
     a.set_yscale("log")
     a.legend(fontsize=7)
-    fig.suptitle("Training diagnostics: rungs and hero at the same fraction (rolling mean over 2% of each run)")
+    fig.suptitle(textwrap.fill("Training diagnostics: rungs and hero at the same fraction (rolling mean over 2% of "
+                               "each run)", width=65 * len(panels)), fontsize=10)  # ~13 characters an inch at 10 pt
     fig.tight_layout()
     return fig
 

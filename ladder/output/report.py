@@ -249,7 +249,8 @@ def write_report(
     """Write the report to `out` (atomically) and return its path. `alerts_note` is said under the alert history
     (why it holds none of the run's, where the watch beside the prediction followed another run); `score_notes`
     under the score (`ladder.predict.scoring.score_warnings`)."""
-    parts = [f"<h1>{html.escape(title or f'{pred.run_name}: prediction and progress')}</h1>",
+    title = title or f"{pred.run_name}: prediction and progress"
+    parts = [f"<h1>{html.escape(title)}</h1>",
              f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metric: <b>{html.escape(pred.metric)}</b> "
              "(nats per token).</p>"]
     parts.append(f"<p>{final_sentence(pred, ('<b>', '</b>'), html.escape)}.</p>")
@@ -316,6 +317,6 @@ def write_report(
         parts.append("<p>No alerts.</p>")
     if alerts_note:
         parts.append(f'<p class="note">{html.escape(alerts_note)}</p>')
-    page = f"<!doctype html><html><head><meta charset='utf-8'>{GENERATOR}<title>{html.escape(pred.run_name)}</title>" \
+    page = f"<!doctype html><html><head><meta charset='utf-8'>{GENERATOR}<title>{html.escape(title)}</title>" \
            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>"
     return write_text_atomic(out, page)
