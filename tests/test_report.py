@@ -1052,3 +1052,12 @@ def test_figures_of_a_run_drawn_against_another_s_prediction_say_whose_it_is_and
     fig = diagnostics(grad, [Curve(c.label, np.zeros(0), np.zeros(0)) for c in grad])
     assert [ax.get_ylabel() for ax in fig.axes] == ["grad norm (global L2)"]
     plt.close(fig)
+    # the ladder fit names the rungs it cannot draw (no final: crashed, still training), which the prediction used
+    from ladder.output.plots import ladder_fit
+
+    rungs = [Curve(f"r{i}", f, 3.0 - 0.2 * i + 0 * f, compute=10.0 ** (18 + i)) for i in range(3)]
+    fig = ladder_fit(rungs, lambda c: 2 + (c / 1e15) ** -0.1, pred, hero_compute=1e22, not_drawn="big-rung")
+    assert [t.get_text() for t in fig.texts] == ["not drawn, with no final of their plans (the prediction uses their "
+                                                 "evals): big-rung"]
+    plt.close(fig)
+    assert ladder_fit(rungs, lambda c: 2 + (c / 1e15) ** -0.1, pred, hero_compute=1e22).texts == []

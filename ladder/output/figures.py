@@ -12,6 +12,7 @@ import pandas as pd
 import fits
 from ladder import metrics as keys
 from ladder.data import fitdata
+from ladder.data.runview import named
 from ladder.data.store import Store
 from ladder.errors import LadderError, LadderWarning
 from ladder.files import staged_folder
@@ -144,8 +145,10 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None, pred
     done = judged is not None and len(judged.fraction) > 0 and fitdata.reached_end(
         np.asarray(judged.fraction) / end, True if went_on else hero_finished)
     if endpoint is not None:
+        unfinished = [c.label for c in rung_curves if not any(c is f for f in finished)]
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
-                                             judged.final if done else None, pred.metric, axis), out, "ladder_fit")
+                                             judged.final if done else None, pred.metric, axis, named(unfinished)),
+                            out, "ladder_fit")
     failed = failed_steps(hero_actual(store, pred, nonfinite=True)) / _started_with(pred)
     paths += plots.save(plots.hero_curve(pred, hero, rung_curves, failed, predicted_as), out, "hero_curve")
     if endpoint is not None:

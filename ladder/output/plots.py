@@ -84,8 +84,10 @@ def ladder_fit(
     hero_actual: float | None = None,
     metric: str = "eval/loss",
     axis: str = "fit compute C (FLOPs, 3 × forward without head × tokens)",
+    not_drawn: str = "",
 ) -> Figure:
-    """Final loss against compute (`axis` labels it): the rungs, the fitted law, the hero's predicted point and band."""
+    """Final loss against compute (`axis` labels it): the rungs, the fitted law, the hero's predicted point and band;
+    `not_drawn`: the rungs without a final to draw (still training, crashed), named below the axes."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     c = np.array([r.compute for r in rungs])
     grid = np.geomspace(min(c.min(), hero_compute) / 1.5, max(c.max(), hero_compute) * 1.5, 200)
@@ -105,7 +107,10 @@ def ladder_fit(
     ax.set_title(f"Ladder fit and the prediction of {prediction.run_name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    if not_drawn:
+        fig.text(0.01, 0.01, textwrap.fill(f"not drawn, with no final of their plans (the prediction uses their evals): "
+                                           f"{not_drawn}", width=110), fontsize=7, color="0.3", va="bottom")
+    fig.tight_layout(rect=(0, 0.05 if not_drawn else 0, 1, 1))
     return fig
 
 
