@@ -251,6 +251,26 @@ def test_a_run_pulled_through_one_of_its_folders_or_the_folder_above_is_one_run(
         pull(store, OfflineSource(tmp_path / "copy"))
 
 
+def test_a_copy_of_a_run_folder_beside_it_is_refused_not_read_as_a_restart(runs, tmp_path):
+    """The folder above a run and a partial copy of it (a backup cut short): the same run id in two folders it ran
+    in. They were read as one run restarted, the copy's steps replacing the finished run's in the store (exit 0)."""
+    top = tmp_path / "runs"
+    shutil.copytree(runs["hero"], top / "hero")
+    store = Store(tmp_path / "store")
+    (whole,) = pull(store, OfflineSource(top / "hero")).pulled
+    before = store.history()
+    shutil.copytree(runs["hero"], top / "hero-backup")
+    cut = _one_file(top / "hero-backup")
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    with pytest.raises(LadderError, match=r"run id 'hero0001' is in 2 run folders \(.*/hero and .*/hero-backup\): a "
+                                          r"copy of a run's folder beside it.*nothing was pulled"):
+        pull(store, OfflineSource(top))
+    res = CliRunner().invoke(app, ["pull", "offline", str(top), "--store", str(store.root)])
+    assert res.exit_code == 2 and "move the copy away" in " ".join(res.output.split())
+    pd.testing.assert_frame_equal(store.history(), before)
+    assert list(store.runs()["state"]) == ["finished"]
+
+
 # ---- killed with SIGKILL --------------------------------------------------------------------------
 def test_killed_run_keeps_every_whole_record_and_is_crashed(runs, tmp_path):
     f = _one_file(runs["killed"])

@@ -89,6 +89,14 @@ class OfflineSource:
         by_id: dict[str, list[Path]] = defaultdict(list)
         for f in files:
             by_id[_run_id_of(f)].append(f)
+        for run_id, paths in by_id.items():
+            homes = sorted({str(_home(f)) for f in paths})
+            if len(homes) > 1:  # a run resumed writes beside its first files, in the folder it ran in
+                raise LadderError(
+                    f"{self.path}: run id {run_id!r} is in {len(homes)} run folders ({_both(homes)}): a copy of a run's "
+                    "folder beside it, or runs of two ladders planned alike? A run's files sit in the one folder it "
+                    "ran in, so they are not read as one run; move the copy away, or pull each folder on its own "
+                    "(into stores of their own where both are to be kept); nothing was pulled")
         return [
             RunRef(run_id, _run_source(paths), label=f"{run_id} ({paths[0].parent})", handle=sorted(paths, key=_start_key))
             for run_id, paths in sorted(by_id.items())
@@ -174,7 +182,8 @@ class OfflineSource:
 
 
 def find_run_files(path: Path) -> list[Path]:
-    """The ``.wandb`` files at or under `path` (links to folders, like ``latest-run``, are not followed)."""
+    """The ``.wandb`` files at or under `path` (links to folders, like ``latest-run``, are not followed, nor such a link
+    copied as a folder: the files of a run folder beside it again)."""
     if not path.exists():
         raise LadderError(f"{path}: no such file or directory")
     if path.is_file():
@@ -184,7 +193,8 @@ def find_run_files(path: Path) -> list[Path]:
     found = []
     for root, dirs, names in os.walk(path):
         depth = len(Path(root).relative_to(path).parts)
-        dirs[:] = [] if depth >= _MAX_DEPTH else sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
+        dirs[:] = [] if depth >= _MAX_DEPTH else sorted(d for d in dirs if not os.path.islink(os.path.join(root, d))
+                                                        and not _latest_copied(Path(root), d))
         found += [Path(root) / n for n in sorted(names) if n.endswith(".wandb")]
     if not found:
         raise LadderError(
@@ -202,13 +212,27 @@ def _run_id_of(path: Path) -> str:
 def _run_source(files: list[Path]) -> str:
     """An offline run's source: the folder wandb ran in (the one holding ``wandb/``, e.g. the trainer's
     run folder), the same whichever folder at or above it, or which of its run folders or files, a
-    pull was given."""
-    return f"offline:{os.path.commonpath(sorted({str(_home(f)) for f in files}))}"
+    pull was given (`OfflineSource.runs` refuses a run id in two such folders)."""
+    return f"offline:{_home(files[0])}"
+
+
+def _both(homes: list[str]) -> str:
+    return " and ".join(homes) if len(homes) == 2 else f"{homes[0]}, {homes[1]} and {len(homes) - 2} more"
+
+
+LATEST = "latest-run"
+"""wandb's link, in its ``wandb/`` folder, to the newest run folder there."""
+
+
+def _latest_copied(root: Path, name: str) -> bool:
+    """Whether `name` in `root` is wandb's ``latest-run`` link copied as a folder (a copy that followed links): the
+    files of a run folder beside it again."""
+    return name == LATEST and root.name == runfiles.WANDB_DIR
 
 
 def _home(path: Path) -> Path:
     folder = path.parent
-    if not _DIR_STAMP.match(folder.name):
+    if not (_DIR_STAMP.match(folder.name) or folder.name == LATEST):
         return folder  # a loose .wandb file
     return folder.parent.parent if folder.parent.name == runfiles.WANDB_DIR else folder.parent
 
