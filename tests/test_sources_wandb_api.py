@@ -295,6 +295,25 @@ def test_bad_project_path_and_filter(monkeypatch, tmp_path):
     assert not tmp_path.joinpath("manifest.json").exists()
 
 
+def test_a_folder_of_offline_runs_given_as_a_project_is_pointed_to_pull_offline(monkeypatch, tmp_path):
+    """`pull wandb ./wandb` read "." as the entity and asked for an API key; a folder of offline run files is pulled
+    with `pull offline`. A project whose ENTITY/PROJECT names a folder here without any is still a project."""
+    runs = tmp_path / "runs" / "wandb" / "offline-run-20260101_000000-abc"
+    runs.mkdir(parents=True)
+    (runs / "run-abc.wandb").write_bytes(b"")
+    monkeypatch.chdir(tmp_path / "runs")
+    for given in ("./wandb", "wandb", str(tmp_path / "runs" / "wandb")):
+        res = _cli(monkeypatch, lambda **kw: FakeApi({}), given, "--store", str(tmp_path / "store"))
+        said = " ".join(res.output.split())
+        assert res.exit_code == 2 and f"a folder of wandb's offline run files here; `ladder pull offline {given}` reads" \
+            in said, res.output
+    res = _cli(monkeypatch, lambda **kw: FakeApi({}), str(runs / "run-abc.wandb"), "--store", str(tmp_path / "store"))
+    assert res.exit_code == 2 and "a wandb run file here" in res.output
+    (tmp_path / "runs" / "team" / "p").mkdir(parents=True)  # no run files: the project team/p
+    res = _cli(monkeypatch, lambda **kw: FakeApi({}), "team/p", "--store", str(tmp_path / "store"))
+    assert "offline" not in res.output
+
+
 def test_no_api_key(monkeypatch, tmp_path):
     def make(**kw):
         raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")

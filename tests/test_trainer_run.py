@@ -304,6 +304,16 @@ def test_wandb_online_without_a_key_is_a_user_error_before_the_run_folder_is_mad
     assert not Path(cfg.run_dir).exists()
 
 
+def test_wandb_online_by_wandb_mode_without_a_key_says_to_set_wandb_mode_not_the_config(tmp_path, monkeypatch):
+    """WANDB_MODE wins over logging.wandb: the config's setting changes nothing there."""
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setattr("trainer_jax.sinks._wandb_credentials_found", lambda: False)
+    with pytest.raises(LadderError, match=r"^WANDB_MODE=online needs a wandb API key and none is configured: set "
+                                          r"WANDB_API_KEY or run `wandb login`, or set WANDB_MODE=offline \(it wins "
+                                          r"over the config's logging.wandb\) \(upload later"):
+        check_wandb_login("offline", wandb_mode("offline"))
+
+
 def test_wandb_online_with_a_key_passes_and_a_refused_login_is_a_user_error(tmp_path, monkeypatch):
     import wandb
 

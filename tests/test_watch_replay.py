@@ -1085,3 +1085,16 @@ def test_a_run_the_store_lacks_cannot_be_judged_yet_and_its_closest_stored_names
     res = runner.invoke(app, [*watch[:-1], "--target-run", "zzzz", "--once", "--state", str(tmp_path / "s.json"),
                               "--jsonl", str(tmp_path / "s.jsonl")])  # a source given: its own words, no guess
     assert "typo" not in res.output, res.output
+
+
+def test_a_follow_that_ends_with_the_run_s_last_evals_says_the_watch_ends(tmp_path, replay):
+    """Followed (no --once) to the end of a finished run whose last check judged new evals: the verdict lines were the
+    last output, and the watch ended with no word of why."""
+    _, _, steps, loss = replay
+    lines = [json.dumps({"step": int(s), "eval/loss": float(v)}) for s, v in zip(steps, loss)]
+    _, args = live_run(tmp_path, replay, lines, state="finished")
+    res = runner.invoke(app, [*args, "--poll", "0.01", "--max-checks", "3"])
+    last = res.output.strip().splitlines()[-1]
+    assert res.exit_code in (0, 4, 5), res.output
+    assert last == (f"replay-400M is no longer running (finished): the watch ends, exit code {res.exit_code} (the "
+                    "worst verdict of its last check)"), res.output

@@ -123,8 +123,14 @@ def check_wandb_login(setting: str, mode: str) -> None:
     chosen = f"WANDB_MODE={env}" if env else f"logging.wandb={setting}"
     raise LadderError(
         f"{chosen} needs a wandb API key and none is configured: set WANDB_API_KEY or run `wandb login`, "
-        "or use logging.wandb=offline (upload later with `wandb sync`)"
+        f"or {_offline_instead()} (upload later with `wandb sync`)"
     )
+
+
+def _offline_instead() -> str:
+    """How to train offline: WANDB_MODE wins over the config where it is set."""
+    return ("set WANDB_MODE=offline (it wins over the config's logging.wandb)" if os.environ.get("WANDB_MODE", "").strip()
+            else "use logging.wandb=offline")
 
 
 def _wandb_credentials_found() -> bool:
@@ -176,7 +182,7 @@ class WandbSink:
         except (wandb.errors.UsageError, wandb.errors.AuthenticationError) as exc:
             first = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
             raise LadderError(
-                f"wandb {mode} could not start: {first} (or set WANDB_API_KEY, or use logging.wandb=offline)"
+                f"wandb {mode} could not start: {first} (or set WANDB_API_KEY, or {_offline_instead()})"
             ) from None
 
     def log(self, metrics: dict[str, float], step: int) -> None:

@@ -191,6 +191,9 @@ def watch_command(
         say_new_store()
     if not result.lines and "terminal" not in watcher.told:  # it printed nothing new: where the run stands
         sinks["terminal"].send((), result.verdict, result.summary)
+    elif result.finished and not once:  # a follow that ended with the run's last evals: said, not left to the code
+        console.print(f"{escape(pred.run_name)} is no longer running ({'crashed' if result.crashed else 'finished'}): "
+                      f"the watch ends, exit code {result.exit_code} (the worst verdict of its last check)")
     raise typer.Exit(result.exit_code)
 
 

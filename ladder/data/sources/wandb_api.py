@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ladder import metrics as metric_keys
@@ -76,6 +77,11 @@ class WandbSource:
         timeout_s: int = 60,
         say: Callable[[str], None] | None = None,
     ):
+        local = _on_disk(path or "")
+        if local:
+            raise LadderError(f"wandb project {path!r}: {local}; `ladder pull offline {path}` reads it (`ladder watch "
+                              f"--offline {path}` follows a run there): `pull wandb` and `watch --wandb` read a project "
+                              "on the wandb server")
         if not _PATH.match(path or ""):
             raise LadderError(f"wandb project {path!r}: expected ENTITY/PROJECT, e.g. my-team/my-ladder")
         self.path = path
@@ -267,6 +273,21 @@ class WandbSource:
         self.say(f"wandb {self.path}: {what} failed ({reason}); trying again in {wait:.0f} s "
                  f"(try {attempt + 1} of {attempts or self.retry.attempts})")
         self.sleep(wait)
+
+
+def _on_disk(path: str) -> str | None:
+    """What `path`, given as a wandb project, is on this machine where it names a local file or folder of wandb's
+    offline runs, or any that cannot be a project (a project's ENTITY/PROJECT may name a folder here by chance)."""
+    from ladder.data.sources.offline import find_run_files
+
+    if not path or not os.path.exists(os.path.expanduser(path)):
+        return None
+    try:
+        find_run_files(Path(path).expanduser())
+        return "a folder of wandb's offline run files here" if os.path.isdir(os.path.expanduser(path)) else (
+            "a wandb run file here")
+    except LadderError:
+        return None if _PATH.match(path) else "a path on this machine, not ENTITY/PROJECT"
 
 
 def classify(exc: BaseException) -> tuple[str, float | None, str]:
