@@ -524,20 +524,21 @@ def test_cli_missing_coordinate_names_run_and_field(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-@pytest.mark.parametrize("make", ["missing", "not_a_run", "not_wandb", "empty"])
+@pytest.mark.parametrize("make", ["missing", "not_a_run", "not_wandb", "empty", "cut_in_header"])
 def test_cli_a_path_that_is_not_a_run(tmp_path, make):
     path = tmp_path / "x"
     if make == "not_a_run":
         path.mkdir()
         (path / "notes.txt").write_text("hello")
-    elif make in ("not_wandb", "empty"):
+    elif make in ("not_wandb", "empty", "cut_in_header"):
         path = tmp_path / "run-x.wandb"
-        path.write_bytes(b"PK\x03\x04 not a wandb file" if make == "not_wandb" else b"")
+        path.write_bytes({"not_wandb": b"PK\x03\x04 not a wandb file", "empty": b"", "cut_in_header": b":W&B"}[make])
     res = CliRunner().invoke(app, ["pull", "offline", str(path), "--store", str(tmp_path / "s")])
     assert res.exit_code == 2
     assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
     assert str(path) in res.output.replace("\n", "")
-    said = {"not_wandb": "not a wandb run file", "empty": "empty (0 bytes): wandb has not written it yet"}
+    said = {"not_wandb": "not a wandb run file", "empty": "empty (0 bytes): wandb has not written it yet",
+            "cut_in_header": "cut short inside wandb's header (4 of its 7 bytes): wandb is writing it"}
     assert said.get(make, "") in " ".join(res.output.split())
     assert not (tmp_path / "s").exists()
 

@@ -81,6 +81,9 @@ def check_header(path: Path) -> None:
     if not head:
         raise LadderError(f"{path}: empty (0 bytes): wandb has not written it yet (a run just started: pull it again "
                           "in a minute), or the run was killed before it wrote")
+    if len(head) < FILE_HEADER.size and head[:4] == IDENT[:len(head)]:
+        raise LadderError(f"{path}: cut short inside wandb's header ({len(head)} of its {FILE_HEADER.size} bytes): "
+                          "wandb is writing it (pull it again in a minute), or the file was copied or cut short")
     if len(head) < FILE_HEADER.size or head[:4] != IDENT:
         raise LadderError(f"{path}: not a wandb run file (it does not start with the ':W&B' header)")
     _, magic, version = FILE_HEADER.unpack(head)
