@@ -196,13 +196,21 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+_RECEIVED: list[int] = []
+"""The stop signals `_stopped` took while a `stops_as_interrupts` block runs (emptied as one starts)."""
+
+
 def _stopped(signum, frame) -> None:
+    _RECEIVED.append(signum)
     raise Stopped(signum)
 
 
 def stop_signal(exc: KeyboardInterrupt) -> int:
-    """The signal that stopped the work: a `Stopped`'s (or `Interrupted`'s) own, else Ctrl-C's."""
-    return getattr(exc, "signum", signal.SIGINT)
+    """The signal that stopped the work: a `Stopped`'s (or `Interrupted`'s) own; for a plain KeyboardInterrupt another
+    library raised in the place of ours (Ray re-raises one from `ray.wait`), the last stop signal received in the
+    block; else Ctrl-C's."""
+    own = getattr(exc, "signum", None)
+    return own if own is not None else _RECEIVED[-1] if _RECEIVED else signal.SIGINT
 
 
 def stop_said(signum: int) -> str:
@@ -263,6 +271,7 @@ def stops_as_interrupts() -> Iterator[None]:
     main = threading.current_thread() is threading.main_thread()
     before = {sig: signal.signal(sig, _stopped) for sig in PASSED_ON
               if main and signal.getsignal(sig) in (signal.SIG_DFL, _stopped)}
+    _RECEIVED.clear()
     try:
         yield
     finally:

@@ -788,7 +788,9 @@ def test_a_live_target_whose_lr_left_the_rungs_shape_is_predicted_with_its_last_
 def test_rungs_imported_without_their_role_are_pointed_to_it_and_a_missing_store_to_the_import(tmp_path):
     store = tmp_path / "store"
     res = invoke("runs", "--store", str(store))
-    assert res.exit_code == 2 and "or import a table: `ladder import csv FILE.csv --store" in " ".join(res.output.split())
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "or import a table: `ladder import csv FILE.csv --store" in said
+    assert "`ladder pull local PLAN/runs --store" in said and "for the runs `ladder train` wrote" in said
     res = invoke("import", "csv", str(ladder_csv(tmp_path / "ladder.csv")), "--store", str(store), "--run", "run",
                  "--step", "step", "--metric", "eval/loss=loss", "--coord-column", "active_params=n",
                  "--coord-column", "stop_after_steps=planned", "--coord-column", "tokens_per_step=batch_tokens",

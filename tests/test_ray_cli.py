@@ -69,7 +69,9 @@ def test_without_ray_installed_the_flag_says_how_to_install_it(ladder_folder, mo
 
 @pytest.mark.parametrize("args, message", [
     (["--ray", "not an address"], "--ray 'not an address': expected nothing (start a local Ray instance)"),
-    (["--ray", "auto", "--ray-cpus", "2"], "--ray-cpus 2: give a positive count, and only with a local Ray instance"),
+    (["--ray", "auto", "--ray-cpus", "2"], "--ray-cpus 2: only with a local Ray instance (--ray alone); a cluster "
+                                           "offers the CPUs its nodes have (--ray auto)"),
+    (["--ray", "--ray-cpus", "0"], "--ray-cpus 0: give a positive count of CPUs"),
     (["--ray", "--retries", "-1"], "--retries -1 must be >= 0"),
 ])
 def test_bad_ray_options_are_one_line_and_exit_2(ladder_folder, args, message):
@@ -77,6 +79,15 @@ def test_bad_ray_options_are_one_line_and_exit_2(ladder_folder, args, message):
     assert res.exit_code == 2, res.output
     assert res.output.startswith(f"error: {message}")
     assert len(res.output.strip().splitlines()) <= 2  # one line, wrapped at most once
+
+
+def test_a_ladder_folder_after_ray_is_the_run_given_not_an_address(ladder_folder, monkeypatch):
+    """`ladder train --ray FOLDER` read the folder as --ray's address and said to give a RUN.yaml or --ladder, never
+    why; the folder is the run given, and the error names it and the --ladder that trains it."""
+    monkeypatch.chdir(ladder_folder.parent)
+    res = runner.invoke(app, ["train", "--ray", ladder_folder.name])
+    assert res.exit_code == 2 and f"{ladder_folder.name}: is a folder; give one RUN.yaml, or --ladder " \
+        f"{ladder_folder.name} to train the ladder planned there" in " ".join(res.output.split()), res.output
 
 
 @pytest.mark.parametrize("args, message", [
@@ -129,8 +140,12 @@ def test_a_run_bigger_than_the_local_instance_is_refused_before_it_waits_forever
     from ladder.cluster.ray_runs import check_fits
 
     hero = plan(load_recipe("micro-cpu")).hero.replace(resources=ResourcesConfig(cpus=1, hosts=3))
-    with pytest.raises(LadderError, match=r"asks for 3 × 1 CPU but the local Ray instance has 2: lower"):
+    with pytest.raises(LadderError, match=r"asks for 3 × 1 CPU but the local Ray instance has 2: lower.*--ray-cpus"):
         check_fits([Job(tmp_path / "hero.yaml", hero)], {"CPU": 2.0})
+    gpu = hero.replace(resources=ResourcesConfig(cpus=1, gpus=1))  # more CPUs would not give it one
+    with pytest.raises(LadderError, match=r"asks for 1 × 1 GPU but the local Ray instance has 0: lower .* or train on "
+                                          r"a Ray cluster that has them \(--ray ADDRESS\)"):
+        check_fits([Job(tmp_path / "hero.yaml", gpu)], {"CPU": 2.0})
     check_fits([Job(tmp_path / "hero.yaml", hero.replace(resources=ResourcesConfig(hosts=2)))], {"CPU": 2.0})
 
 
@@ -213,10 +228,17 @@ def test_failed_runs_on_ray_exit_with_the_trainers_code_and_are_not_counted_as_t
     rest = sorted(ladder_folder.glob("*.yaml"))[2:]
     for p in rest:
         p.unlink()
+    from ladder.launch import run_dir_of
+
+    # the first finished once, and its config was edited since: its folder still says finished (its trainer refused)
+    done = run_dir_of(paths[0], RunConfig.load(paths[0]))
+    done.mkdir(parents=True)
+    (done / "status.json").write_text('{"state": "finished", "step": 340}')
     res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
     assert res.exit_code == exit_code, res.output
     said = " ".join(res.stdout.split())
     assert f"Trained 0 runs of {ladder_folder} (2 not finished):" in said
+    assert f"{paths[0].stem} failed" in said
 
 
 def test_plan_refuses_cpus_given_as_another_resource_which_ray_would_refuse_at_train_time(tmp_path):
@@ -292,6 +314,46 @@ def test_a_sigterm_after_ray_started_is_ladder_s_to_take_not_ray_s(ladder_folder
     said = " ".join(res.output.split())
     assert res.exit_code == 143 and "stopped (SIGTERM) before any run started: nothing was trained" in said, said
     assert signal.getsignal(signal.SIGTERM) == before and Started.down
+
+
+def test_a_sigterm_ray_re_raises_as_a_plain_interrupt_is_still_said_and_exits_as_a_sigterm(ladder_folder, monkeypatch):
+    """`ray.wait` catches the stop our handler raises and raises a plain KeyboardInterrupt in its place: the stop read
+    as a Ctrl-C ("interrupted", 130) where a scheduler's SIGTERM should say so and exit 143. A local instance is a new
+    one (address "local"), never the cluster RAY_ADDRESS names."""
+    import os
+
+    import ladder.cluster.ray_runs as ray_runs
+
+    class Started:
+        asked: dict = {}
+
+        @classmethod
+        def init(cls, **kwargs):
+            cls.asked = kwargs
+
+        @staticmethod
+        def cluster_resources():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except KeyboardInterrupt:
+                raise KeyboardInterrupt() from None  # as ray.wait does
+            return {"CPU": 2.0}
+
+        @staticmethod
+        def shutdown():
+            pass
+
+    monkeypatch.setattr(ray_runs, "import_ray", lambda: Started)
+    monkeypatch.setenv("RAY_ADDRESS", "192.0.2.2:6399")
+    res = runner.invoke(app, ["train", "--ladder", str(ladder_folder), "--ray"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 143 and "stopped (SIGTERM) before any run started" in said, said
+    assert Started.asked["address"] == "local"
+    interrupted = KeyboardInterrupt()  # a Ctrl-C in a later command: its block starts with no stop received
+    from ladder.launch import stop_signal, stops_as_interrupts
+
+    with stops_as_interrupts():
+        assert stop_signal(interrupted) == signal.SIGINT
 
 
 @pytest.mark.parametrize("args, message", [
@@ -467,15 +529,19 @@ def test_ctrl_c_on_ray_settles_the_trainers_that_had_ended_before_cancelling_the
     pytest.importorskip("ray")
     from ladder.cluster.ray_runs import RayLauncher
 
-    done, failed, training = names = [p.stem for p in sorted(ladder_folder.glob("*.yaml"))[:3]]
+    done, failed, training, closing = names = [p.stem for p in sorted(ladder_folder.glob("*.yaml"))[:4]]
     cfgs = running(ladder_folder, [failed, training])
+    # its trainer wrote its run finished and was shutting down when the stop came: finished, not cancelled
+    cfgs[closing].save(ladder_folder / cfgs[closing].run_dir / runfiles.CONFIG_FILE)
+    runfiles.write_status(ladder_folder / cfgs[closing].run_dir, "finished", cfgs[closing].stop_after_steps)
     jobs = [Job(ladder_folder / f"{n}.yaml", cfgs[n]) for n in names]
-    ray = FakeRay({done: [0], failed: [-9], training: [RUNNING]})
+    ray = FakeRay({done: [0], failed: [-9], training: [RUNNING], closing: [RUNNING]})
     launcher = RayLauncher(ray, jobs, retries=2, resume_first=True)
     for job in jobs:
         launcher.submit(job)
     launcher.cancel()
-    assert launcher.states() == {done: ("finished", 1), failed: ("failed", 1), training: ("cancelled", 1)}
-    assert ray.cancelled == [training, training]  # asked to stop, then killed: nothing else
+    assert launcher.states() == {done: ("finished", 1), failed: ("failed", 1), training: ("cancelled", 1),
+                                 closing: ("finished", 1)}
+    assert sorted(ray.cancelled) == sorted([training, training, closing, closing])  # asked to stop, then killed
     for name in (failed, training):  # neither trainer said so itself: killed outright, or not within its grace
         assert run_state(ladder_folder / cfgs[name].run_dir) == "crashed"

@@ -594,8 +594,9 @@ def _interactive() -> bool:
 
 
 def _existing(store: Path) -> Store:
-    return Store(store).must_exist(f"pull runs first, e.g. `ladder pull offline runs/ --store {store}`, or import a "
-                                   f"table: `ladder import csv FILE.csv --store {store}`")
+    return Store(store).must_exist(f"pull runs first: `ladder pull local PLAN/runs --store {store}` for the runs "
+                                   "`ladder train` wrote in a plan's folder, `ladder pull offline FOLDER` for wandb's "
+                                   f"offline files, or import a table: `ladder import csv FILE.csv --store {store}`")
 
 
 def _missing(value: object) -> bool:

@@ -4,6 +4,7 @@ on this machine (see `ladder.launch`) or all at once on Ray (see `ladder.cluster
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,9 @@ class _RayFlag(TyperCommand):
         for i, arg in enumerate(args):
             if arg == "--ray":
                 following = args[i + 1] if i + 1 < len(args) else None
-                if following is None or following.startswith("-") or following.endswith((".yaml", ".yml")):
+                path = following is not None and os.path.exists(following) and ":" not in following
+                if following is None or following.startswith("-") or following.endswith((".yaml", ".yml")) or (
+                        path and following != "auto"):  # a folder or file here is the run, not an address
                     args.insert(i + 1, LOCAL)
                 break
         return super().parse_args(ctx, args)
@@ -133,10 +136,14 @@ def _found_done(edited: dict[Path, int | None]) -> int:
     return sum(run_state(d) == "finished" and runfiles.last_checkpoint(d) == step for d, step in edited.items())
 
 
-def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0) -> None:
-    """Each run's state and last eval; a run counts as trained once finished (a crashed or failed one does not)."""
+def _summary(runs: list[tuple[Path, RunConfig]], where: Path, skipped: int = 0,
+             ended: dict[str, str] | None = None) -> None:
+    """Each run's state and last eval; a run counts as trained once finished (a crashed or failed one does not);
+    `ended`: the runs Ray failed or cancelled, by name, each said so where its folder reads finished (a finished run
+    whose edited config its trainer refused)."""
     dirs = [run_dir_of(path, cfg) for path, cfg in runs]
     states = [run_state(d) or "missing" for d in dirs]
+    states = [(ended or {}).get(cfg.name, s) if s == "finished" else s for s, (_, cfg) in zip(states, runs)]
     trained, unfinished = states.count("finished") - skipped, len(states) - states.count("finished")
     more = [f"{skipped} finished already"] * bool(skipped) + [f"{unfinished} not finished"] * bool(unfinished)
     already = f" ({', '.join(more)})" if more else ""
@@ -181,8 +188,11 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
     """Train `runs` on Ray; the count of those skipped (finished before)."""
     from ladder.cluster import Board, Interrupted, attempt_ended, train_on_ray
 
-    if ray_cpus is not None and (address != LOCAL or ray_cpus < 1):
-        raise LadderError(f"--ray-cpus {ray_cpus}: give a positive count, and only with a local Ray instance (--ray alone)")
+    if ray_cpus is not None and address != LOCAL:
+        raise LadderError(f"--ray-cpus {ray_cpus}: only with a local Ray instance (--ray alone); a cluster offers the "
+                          f"CPUs its nodes have (--ray {address})")
+    if ray_cpus is not None and ray_cpus < 1:
+        raise LadderError(f"--ray-cpus {ray_cpus}: give a positive count of CPUs")
 
     stdout = sys.stdout
     again = AGAIN if resume else AGAIN_RESUME
@@ -211,7 +221,7 @@ def _train_on_ray(runs: list[tuple[Path, RunConfig]], address: str, retries: int
     skipped = sum(j.state == "skipped" for j in jobs.values())
     if bad:
         if fmt is Format.table:
-            _summary(runs, runs[0][0].parent, skipped)
+            _summary(runs, runs[0][0].parent, skipped, {j.name: j.state for j in bad})
         # each run's first failed process (the others are cancelled after it, as lost); the trainers' own code where
         # they agree (2: bad input), as a shell gives it (128 + N: killed by signal N)
         first = {next((c for c in j.codes if c != 0), None) for j in bad}

@@ -70,7 +70,8 @@ def connect(ray: Any, address: str, local_cpus: int | None) -> bool:
     with warnings.catch_warnings(record=True) as said:  # Ray's own advice comes as warnings: it goes in the error
         try:
             if local:
-                ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
+                # address "local": a new instance, never the cluster RAY_ADDRESS or the last `ray start` names
+                ray.init(address="local", num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.ERROR)
             else:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
@@ -170,10 +171,13 @@ def check_fits(jobs: list[Job], available: dict[str, float]) -> None:
         for name, per_process in bundle(job.cfg.resources).items():
             need, have = per_process * job.hosts, available.get(name, 0.0)
             if need > have:
+                more = ("or give Ray more (--ray-cpus)" if name == "CPU" else
+                        f"or train on a Ray cluster that has them (--ray ADDRESS): a local instance offers the {name} "
+                        "this machine has")
                 raise LadderError(
                     f"{job.name} asks for {job.hosts} × {per_process:g} {name} but the local Ray instance has "
                     f"{have:g}: lower its resources block (ladder plan --cpus-per-run/--gpus-per-run/--hero-hosts) "
-                    "or give Ray more (--ray-cpus)"
+                    f"{more}"
                 )
 
 
@@ -302,7 +306,8 @@ class RayLauncher:
     def cancel(self) -> None:
         """Stop every task: each trainer gets SIGINT and marks its run resumable; what does not end
         within the grace period is killed (a killed run resumes from its last checkpoint too). A trainer that
-        ended before the stop is settled first: a finished run reads as finished, not cancelled."""
+        ended before the stop is settled first, and one whose run's folder says finished (its trainer was shutting
+        down) counts as finished: a finished run reads as finished, not cancelled."""
         self.stopping = True
         refs = [ref for job in self.jobs if job.active for ref in job.refs]
         ended, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False) if refs else ([], refs)
@@ -317,8 +322,8 @@ class RayLauncher:
         for ref in left:  # only what did not stop: force-cancelling a task that has ended can crash Ray's driver
             self.ray.cancel(ref, force=True)
         for job in self.jobs:
-            if job.active:
-                self._end(job, "cancelled")
+            if job.active:  # a trainer that finished its run and was shutting down when the stop came: finished
+                self._end(job, "finished" if is_done(job.config, job.cfg) else "cancelled")
             self._release(job)
 
 
