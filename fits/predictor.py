@@ -568,9 +568,10 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
         parts = [f"the law's own ±{p['own']:.1%}",
                  (f"the larger of the backtest's error carried (±{p['carried']:.1%}) and the floor (±{p['floor']:.1%})"
                   if tested(rows, method) else f"the floor ±{p['floor']:.1%}")]
-        held = method in outcomes and others  # the ensemble's own band holds each law's median already
-        parts[0] += f" (which holds each law's median, the farthest {p['laws']:.1%} away)" if others and not held else ""
-        parts += [f"the farthest other law's median, {p['laws']:.1%} away"] if held else []
+        spread_added = method in outcomes and others  # `spread`; the ensemble's own band holds each law's median
+        parts[0] += (f" (which holds each law's median, the farthest {p['laws']:.1%} away)" if others and not spread_added
+                     else "")
+        parts += [f"the farthest other law's median, {p['laws']:.1%} away"] if spread_added else []
         parts += [f"how far {laws(absent)} lay from it in the backtest, carried (±{p['gap']:.1%})"] if p["gap"] > 0 else []
         why += (f". At the end the 90% band reaches {reach}: {', '.join(parts[:-1])} and {parts[-1]}, added in "
                 "quadrature")

@@ -1047,6 +1047,10 @@ def test_figures_of_a_run_drawn_against_another_s_prediction_say_whose_it_is_and
     fig = residuals(pred, actual)
     assert " ".join(fig.axes[0].get_title().split()).startswith("small-run: errors of the prediction")
     plt.close(fig)
+    young = Curve("small-run", steps[:4] / 1_000, med[:4] / 1.05)  # 8% in, 5% off: its points stay in view
+    lo, hi = residuals(pred, young).axes[0].get_ylim()
+    assert lo < 0 and hi > 5.0
+    plt.close("all")
     f = np.linspace(0.05, 1.0, 20)
     grad = [Curve(f"r{i}", f, 1.0 + 0.1 * i + f) for i in range(3)]
     fig = diagnostics(grad, [Curve(c.label, np.zeros(0), np.zeros(0)) for c in grad])
@@ -1056,6 +1060,9 @@ def test_figures_of_a_run_drawn_against_another_s_prediction_say_whose_it_is_and
     from ladder.output.plots import ladder_fit
 
     rungs = [Curve(f"r{i}", f, 3.0 - 0.2 * i + 0 * f, compute=10.0 ** (18 + i)) for i in range(3)]
+    fig = ladder_fit(rungs, lambda c: 2 + (c / 1e15) ** -0.1, pred, hero_compute=1e22, predicted_as="hero")
+    assert fig.axes[0].get_title() == "Ladder fit and the prediction of hero"  # its point is hero's prediction
+    plt.close(fig)
     fig = ladder_fit(rungs, lambda c: 2 + (c / 1e15) ** -0.1, pred, hero_compute=1e22, not_drawn="big-rung")
     assert [t.get_text() for t in fig.texts] == ["not drawn, with no final of their plans (the prediction uses their "
                                                  "evals): big-rung"]

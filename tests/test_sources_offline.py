@@ -251,24 +251,30 @@ def test_a_run_pulled_through_one_of_its_folders_or_the_folder_above_is_one_run(
         pull(store, OfflineSource(tmp_path / "copy"))
 
 
-def test_a_copy_of_a_run_folder_beside_it_is_refused_not_read_as_a_restart(runs, tmp_path):
+def test_a_copy_of_a_run_folder_beside_it_is_skipped_not_read_as_a_restart(runs, tmp_path):
     """The folder above a run and a partial copy of it (a backup cut short): the same run id in two folders it ran
-    in. They were read as one run restarted, the copy's steps replacing the finished run's in the store (exit 0)."""
+    in. They were read as one run restarted, the copy's steps replacing the finished run's in the store (exit 0). The
+    run is skipped and said (exit 2); the other runs there are pulled; a copied latest-run link is no copy."""
+    from ladder.data.sources.pull import PullSkipped
+
     top = tmp_path / "runs"
-    shutil.copytree(runs["hero"], top / "hero")
+    shutil.copytree(runs["hero"], top / "hero")  # its wandb/latest-run link copied as a folder
+    assert (top / "hero" / "wandb" / "latest-run").is_dir() and not (top / "hero" / "wandb" / "latest-run").is_symlink()
     store = Store(tmp_path / "store")
-    (whole,) = pull(store, OfflineSource(top / "hero")).pulled
+    pull(store, OfflineSource(top / "hero"))
     before = store.history()
     shutil.copytree(runs["hero"], top / "hero-backup")
     cut = _one_file(top / "hero-backup")
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
-    with pytest.raises(LadderError, match=r"run id 'hero0001' is in 2 run folders \(.*/hero and .*/hero-backup\): a "
-                                          r"copy of a run's folder beside it.*nothing was pulled"):
+    shutil.copytree(runs["nested"], top / "nested")
+    with pytest.raises(PullSkipped, match=r"skipped hero0001 .*: run id 'hero0001' is in 2 run folders \(.*/hero and "
+                                          r".*/hero-backup\): a copy of a run's folder beside it.*1 run pulled beside"):
         pull(store, OfflineSource(top))
     res = CliRunner().invoke(app, ["pull", "offline", str(top), "--store", str(store.root)])
     assert res.exit_code == 2 and "move the copy away" in " ".join(res.output.split())
-    pd.testing.assert_frame_equal(store.history(), before)
-    assert list(store.runs()["state"]) == ["finished"]
+    hero = store.runs()[lambda r: r["run_id"] == "hero0001"]
+    assert list(hero["state"]) == ["finished"] and set(store.runs()["run_id"]) == {"hero0001", "nested01"}
+    pd.testing.assert_frame_equal(store.history(["hero0001"]), before)
 
 
 # ---- killed with SIGKILL --------------------------------------------------------------------------

@@ -614,10 +614,14 @@ def cosine(steps, peak=1e-3, warmup=50):
 
 
 def with_lr(lr_steps, lrs, pred_lr=cosine) -> tuple[Observed, Prediction]:
+    """The run logging `lrs` at `lr_steps`, and a prediction that assumed `pred_lr` (at its rows, and its least and
+    largest over the steps since the row before, as `ladder predict` writes them)."""
     obs = observed(clean_values(), extra={keys.LEARNING_RATE: pd.Series(lrs, index=lr_steps)})
-    pred = prediction()
-    return obs, Prediction(run_name="hero", metric=keys.EVAL_LOSS, planned_steps=STEPS,
-                           table=pred.table.assign(lr=pred_lr(pred.table["step"])))
+    t = prediction().table
+    every = pred_lr(np.arange(STEPS + 1))
+    since = [every[a:b + 1] for a, b in zip(np.r_[0, t["step"].to_numpy()[:-1] + 1], t["step"])]
+    table = t.assign(lr=every[t["step"]], lr_lo=[x.min() for x in since], lr_hi=[x.max() for x in since])
+    return obs, Prediction(run_name="hero", metric=keys.EVAL_LOSS, planned_steps=STEPS, table=table)
 
 
 def test_a_logged_lr_that_keeps_to_the_predicted_one_raises_nothing():
@@ -629,10 +633,19 @@ def test_a_logged_lr_that_keeps_to_the_predicted_one_raises_nothing():
         return 1e-3 * np.clip((STEPS - s) / (0.13 * STEPS), 0.0, 1.0)
 
     assert R.lr_departed(*with_lr(steps, wsd(steps), pred_lr=wsd), AlertRules()) == []
+    # an LR that rises again between two of the prediction's rows (a rewarm at a resume, a cyclic schedule) that the
+    # prediction assumed too
+    def rewarm(s):
+        s = np.asarray(s, dtype=float)
+        return np.where((s > 1020) & (s < 1140), 1e-3 * (s - 1020) / 120, cosine(s))
+
+    assert R.lr_departed(*with_lr(steps, rewarm(steps), pred_lr=rewarm), AlertRules()) == []
+    assert len(R.lr_departed(*with_lr(steps, rewarm(steps)), AlertRules())) == 1  # not assumed: a departure
     # a prediction of an earlier version keeps no LR: nothing to compare
     obs, pred = with_lr(steps, 0.5 * cosine(steps))
     assert R.lr_departed(obs, Prediction(run_name="hero", metric=keys.EVAL_LOSS, planned_steps=STEPS,
-                                         table=pred.table.drop(columns="lr")), AlertRules()) == []
+                                         table=pred.table.drop(columns=["lr", "lr_lo", "lr_hi"])), AlertRules()) == []
+    assert len(R.lr_departed(obs, pred, AlertRules(persist_evals=0))) == 1  # counted as one
 
 
 def test_a_logged_lr_cut_short_of_the_predicted_one_warns_once_where_it_departs():
@@ -645,7 +658,7 @@ def test_a_logged_lr_cut_short_of_the_predicted_one_warns_once_where_it_departs(
     assert len(alerts) == 1 and alerts[0].rule == "lr" and alerts[0].level == "warning"
     onset = alerts[0].step  # 5% of the peak under the cosine's LR at 1,300 (the prediction's row after 1,200)
     assert cut[steps == onset] < cosine(1300) - rules.lr_tol * 1e-3 <= cut[steps == onset - 10] and 1200 < onset < 1300
-    assert f"at step {onset:,}" in alerts[0].message and "declare the new one" in alerts[0].message
+    assert f"at step {onset:,}" in alerts[0].message and "declare its new schedule" in alerts[0].message
     assert R.lr_departed(*with_lr(steps[steps <= 1500], cut[steps <= 1500]), rules)[0].key == alerts[0].key
     # two values off in a row are not yet three, and an LR twice the peak in warmup is warmup's
     assert R.lr_departed(*with_lr(steps[steps <= onset + 10], cut[steps <= onset + 10]), rules) == []

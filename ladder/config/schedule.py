@@ -231,6 +231,12 @@ class Schedule:
         return text
 
 
+def as_logged(lrs: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The LR a trainer logs at each of `steps` (the updates done) from a schedule's LR of every update `lrs`: that of
+    the update ending there, ``lrs[s - 1]``, as the JAX trainer logs it (step 0: the first)."""
+    return lrs[np.clip(np.asarray(steps, dtype=np.int64) - 1, 0, len(lrs) - 1)]
+
+
 def _refuse_lengthening(edit: ScheduleEdit, horizon: int) -> None:
     """An edit only cuts the run: one ending past the `horizon` the edits before it leave would train steps the
     plan never had (its LR and evals were set for the planned length, and no rung trained past its plan). A longer

@@ -147,7 +147,8 @@ def _draw(store: Store, pred: Prediction, out_dir: Path, group: str | None, pred
     if endpoint is not None:
         unfinished = [c.label for c in rung_curves if not any(c is f for f in finished)]
         paths += plots.save(plots.ladder_fit(finished, endpoint.predict, pred, compute_hero,
-                                             judged.final if done else None, pred.metric, axis, named(unfinished)),
+                                             judged.final if done else None, pred.metric, axis, named(unfinished),
+                                             predicted_as),
                             out, "ladder_fit")
     failed = failed_steps(hero_actual(store, pred, nonfinite=True)) / _started_with(pred)
     paths += plots.save(plots.hero_curve(pred, hero, rung_curves, failed, predicted_as), out, "hero_curve")

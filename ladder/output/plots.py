@@ -85,9 +85,11 @@ def ladder_fit(
     metric: str = "eval/loss",
     axis: str = "fit compute C (FLOPs, 3 × forward without head × tokens)",
     not_drawn: str = "",
+    predicted_as: str | None = None,
 ) -> Figure:
     """Final loss against compute (`axis` labels it): the rungs, the fitted law, the hero's predicted point and band;
-    `not_drawn`: the rungs without a final to draw (still training, crashed), named below the axes."""
+    `not_drawn`: the rungs without a final to draw (still training, crashed), named below the axes; `predicted_as`: the
+    run predicted, where `prediction` follows another (its point is the prediction's)."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     c = np.array([r.compute for r in rungs])
     grid = np.geomspace(min(c.min(), hero_compute) / 1.5, max(c.max(), hero_compute) * 1.5, 200)
@@ -104,7 +106,7 @@ def ladder_fit(
     ax.set_xscale("log")
     ax.set_xlabel(axis)
     ax.set_ylabel(f"final {metric} (nats/token)")
-    ax.set_title(f"Ladder fit and the prediction of {prediction.run_name}")
+    ax.set_title(f"Ladder fit and the prediction of {predicted_as or prediction.run_name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     if not_drawn:
@@ -216,8 +218,8 @@ def _against(prediction: Prediction, predicted_as: str | None) -> str:
 def residuals(prediction: Prediction, actual: Curve, predicted_as: str | None = None) -> Figure:
     """Predicted over actual minus one (the error as `score` and `watch` give it), against fraction, with the
     bands on the same scale: an eval is inside a band where its point is. The y-range is that of the errors and
-    bands from `SHOWN_FROM` of the run on (as `ladder score` scores them), where there are any: a wide early band
-    would flatten the rest."""
+    bands from `SHOWN_FROM` of the run on (as `ladder score` scores them), where there are any, and the run's errors
+    before it while it has none later: a wide early band would flatten the rest."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
     t = prediction.table
     f = t["fraction"].to_numpy()
@@ -231,10 +233,11 @@ def residuals(prediction: Prediction, actual: Curve, predicted_as: str | None = 
         pred_at = np.interp(actual.fraction, f[known], med[known], left=np.nan, right=np.nan)
         error = 100 * (pred_at / actual.value - 1)
         ax.plot(actual.fraction, error, "o-", color=HERO, ms=3, lw=1, label=actual.label)
-        shown.append(error[np.asarray(actual.fraction) >= SHOWN_FROM])
+        after = np.asarray(actual.fraction) >= SHOWN_FROM
+        shown.append(error[after] if after.any() else error)  # a run not yet 10% in: its errors so far
     late = np.concatenate([[0.0], *shown])
     late = late[np.isfinite(late)]
-    if late.size > 1:
+    if late.size > 1 and late.max() > late.min():
         lo, hi = float(late.min()), float(late.max())
         ax.set_ylim(lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo))
     ax.axhline(0, color="k", lw=0.8)
@@ -242,7 +245,8 @@ def residuals(prediction: Prediction, actual: Curve, predicted_as: str | None = 
     ax.set_ylabel("predicted / actual − 1 (%)")
     whose = _against(prediction, predicted_as) if _other(prediction, predicted_as) else prediction.run_name
     ax.set_title(textwrap.fill(f"{whose}: errors of the prediction (above 0: predicted too high)"
-                               + (f"; from {SHOWN_FROM:.0%} of the run on" if late.size > 1 else ""), width=90), fontsize=10)
+                               + (f"; scaled from {SHOWN_FROM:.0%} of the run on" if late.size > 1 else ""), width=90),
+                 fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

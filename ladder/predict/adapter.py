@@ -23,7 +23,7 @@ from fits.candidates import PUBLISHED_SHAPE, Options
 from fits.runs import batch_off_trend, batch_trend, lrs_in_the_ladders_shape
 from ladder import metrics as keys
 from ladder.config.runconfig import RunConfig
-from ladder.config.schedule import Schedule
+from ladder.config.schedule import Schedule, as_logged
 from ladder.data.runview import (
     SIX_N,
     LadderRun,
@@ -36,7 +36,7 @@ from ladder.data.runview import (
 from ladder.data.sources.coords import planned_fraction
 from ladder.data.store import Store
 from ladder.errors import LadderError
-from ladder.predict.prediction import LR, FormUsed, Prediction
+from ladder.predict.prediction import LR, LR_HI, LR_LO, FormUsed, Prediction
 
 FORM_NAMES = {"per-fraction": "per-fraction law", "per-fraction-free": "per-fraction law (free)",
               "multipower": "multi-power law", "momentum": "momentum law", "ensemble": "ensemble"}
@@ -164,15 +164,19 @@ def _held_lr(target: LadderRun) -> str:
             "will train")
 
 
-def assumed_lr(target: LadderRun, steps: np.ndarray) -> np.ndarray:
-    """The LR the prediction of `target` assumes it logs at each of `steps` (NaN where it knows none): a declared
-    schedule's LR of the update that ends at the step (as trainers log it: the JAX trainer's step s is its LR s − 1), a
-    logged LR's own value there, carried on in the rungs' shape or held past its last."""
+def assumed_lr(target: LadderRun, steps: np.ndarray) -> dict[str, np.ndarray]:
+    """The LR the prediction of `target` assumes it logs at each of `steps` (`LR`), and its least and largest over the
+    steps since the step before (`LR_LO`, `LR_HI`); NaN where it knows none. A declared schedule's LR at a step is that
+    of the update ending there (`as_logged`, as trainers log it); a logged LR's is its own value there, carried on in
+    the rungs' shape or held past its last."""
     lrs = target.as_run(with_evals=False).lrs
-    if lrs is None or not len(lrs):
-        return np.full(len(steps), np.nan)
-    at = np.asarray(steps, dtype=np.int64) - (target.schedule is not None)
-    return lrs[np.clip(at, 0, len(lrs) - 1)]
+    steps = np.asarray(steps, dtype=np.int64)
+    if lrs is None or not len(lrs) or not len(steps):
+        return {c: np.full(len(steps), np.nan) for c in (LR, LR_LO, LR_HI)}
+    every = np.arange(int(steps[-1]) + 1)
+    logged = as_logged(lrs, every) if target.schedule is not None else lrs[np.clip(every, 0, len(lrs) - 1)]
+    starts = np.r_[0, steps[:-1] + 1]  # each row's steps: those since the row before (the rows' steps rise)
+    return {LR: logged[steps], LR_LO: np.minimum.reduceat(logged, starts), LR_HI: np.maximum.reduceat(logged, starts)}
 
 
 def _short_rungs(rungs: list[LadderRun]) -> list[str]:
@@ -240,7 +244,7 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
         "fraction_edited": planned_fraction(target.schedule, steps, target.planned_steps),
         "compute": steps * target.tokens_per_step * target.flops_per_token,
         "median": median, "lo50": b.lo50, "hi50": b.hi50, "lo90": b.lo90, "hi90": b.hi90,
-        "in_assumptions": in_assumptions, LR: assumed_lr(target, steps),
+        "in_assumptions": in_assumptions, **assumed_lr(target, steps),
     })
     forms = _forms(result)
     return Prediction(

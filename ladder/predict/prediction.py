@@ -35,9 +35,10 @@ CONFIG_WRITTEN = "config_written"
 config's file name: what a later replan into the same folder may replace."""
 
 COLUMNS = ["step", "tokens", "fraction", "fraction_edited", "compute", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions"]
-LR = "lr"
-"""The optional column of the LR the prediction assumes the run logs at each step (blank where it knows none; none in
-a prediction of an earlier version): the watch compares the run's logged LR with it."""
+LR, LR_LO, LR_HI = "lr", "lr_lo", "lr_hi"
+"""The optional columns of the LR the prediction assumes the run logs at each step, and its least and largest since
+the row before (a schedule that rises again between two rows, a rewarm, stays within them); blank where it knows none,
+and none in a prediction of an earlier version. The watch compares the run's logged LR with them."""
 
 
 @dataclass(frozen=True)
@@ -287,9 +288,10 @@ def _checked(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _columns(table: pd.DataFrame) -> list[str]:
-    """A saved table's columns as a prediction has them: `COLUMNS` (fraction_edited only where saved) and `LR` where
-    saved; any other column dropped."""
-    return [c for c in COLUMNS if c in table.columns or c != "fraction_edited"] + [LR] * (LR in table.columns)
+    """A saved table's columns as a prediction has them: `COLUMNS` (fraction_edited only where saved) and the LR's
+    (`LR`, `LR_LO`, `LR_HI`) where saved; any other column dropped."""
+    return [c for c in COLUMNS if c in table.columns or c != "fraction_edited"] + [
+        c for c in (LR, LR_LO, LR_HI) if c in table.columns]
 
 
 def _row(row: pd.Series) -> dict[str, Any]:

@@ -692,7 +692,7 @@ def _planned_by(plan: dict, steps: object, logged: Callable[[], tuple[np.ndarray
     replan's) and with the edits that edit replaced, or with none, whichever plans those steps, unless its `logged`
     LR past that edit follows the prediction's edit more closely; {} where the run is the prediction's, where no plan
     of the two is its, and where it logs an LR but none past that edit yet (the LR will tell)."""
-    from ladder.config.schedule import Schedule
+    from ladder.config.schedule import Schedule, as_logged
     from ladder.config.yamlio import build
 
     known = {f.name for f in dataclasses.fields(Schedule)}
@@ -713,7 +713,7 @@ def _planned_by(plan: dict, steps: object, logged: Callable[[], tuple[np.ndarray
     at, lr = logged()
     past = (at > edits[-1]["at_step"]) & np.isfinite(lr) & (lr > 0)
     if past.any():  # its LR says which plan it runs (the LR logged at step s is that of step s - 1)
-        miss = [np.abs(np.log(lr[past] / np.maximum(s.lrs(0, int(at[past].max()))[at[past] - 1], 1e-300))).mean()
+        miss = [np.abs(np.log(lr[past] / np.maximum(as_logged(s.lrs(0, int(at[past].max())), at[past]), 1e-300))).mean()
                 for s in (predicted, run)]
         if miss[0] <= miss[1]:
             return {}

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ladder import metrics as keys
 from ladder.durations import span_text
-from ladder.predict.prediction import LR, Prediction
+from ladder.predict.prediction import LR, LR_HI, LR_LO, Prediction
 from ladder.predict.replan import horizon_that_fits
 from ladder.watch.judged import averaged, compared, judged_steps
 
@@ -76,7 +76,7 @@ class AlertRules:
     rungs' series are smoothed over the same share of their runs)."""
     persist_evals: int = 3
     """A projection rule fires at an eval when the smoothed series was above the projection's 90% band
-    at this many evals in a row (this one the last)."""
+    at this many evals in a row (this one the last); the LR rule, at this many logged LRs in a row off."""
     projection_skip: float = 0.05
     """Leading fraction of the run (warmup) the projection rules, the fixed drop-fraction limits and the drift rule
     leave out, and where a deviation alarms only far past its band (`WARMUP_ALARM`): a router not yet trained drops many tokens (the demo's
@@ -84,7 +84,8 @@ class AlertRules:
     (a hero's evals at 0.5–1.5% of its run 3–13% off its prediction made no level to measure a drift from)."""
     lr_tol: float = 0.05
     """LR: warn where the run's logged LR is further than this share of the peak from the LR its prediction assumed
-    (its declared schedule, or its logged LR carried on) at `persist_evals` logged values in a row past warmup."""
+    (its declared schedule, or its logged LR carried on or held) at `persist_evals` logged values in a row past the
+    first `projection_skip` of the run."""
     drop_warn: float = 0.25
     """MoE drop fraction (mean of the last 20 logs) that warns whatever the rungs did ..."""
     drop_alarm: float = 0.5
@@ -298,39 +299,41 @@ def drift(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
 
 
 def lr_departed(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
-    """The LR the run logs against the LR its prediction assumed (`Prediction` column `LR`): a prediction for another
-    schedule no longer holds (the laws predict the loss from the LR), and the deviation rules judge the run against it.
-    One warning, at the first of `persist_evals` logged LRs in a row past warmup further than `lr_tol` of the assumed
-    peak outside the assumed LR's range over the prediction's rows on either side of the step (the table knows the
-    LR at its rows alone, and past warmup a schedule runs from one row's LR to the next's)."""
-    if LR not in pred.table.columns:
+    """The LR the run logs against the LR its prediction assumed (`Prediction` columns `LR`, `LR_LO`, `LR_HI`): a
+    prediction made for another LR no longer holds (the laws predict the loss from the LR), and the deviation rules judge
+    the run against it. One warning, at the first of `persist_evals` logged LRs in a row, past the run's first
+    `projection_skip` (its warmup), further than `lr_tol` of the assumed peak outside the least and largest LR the
+    prediction assumed between the rows on either side of the step."""
+    if not {LR, LR_LO, LR_HI} <= set(pred.table.columns):
         return []
-    t = pred.table[["step", LR]].astype(float).dropna()
+    t = pred.table[["step", LR, LR_LO, LR_HI]].astype(float).dropna()
     lr = obs.column(keys.LEARNING_RATE)
     lr = lr[np.isfinite(lr.to_numpy(float))]
-    if len(t) < 2 or lr.empty or not (t[LR] > 0).any():
+    if t.empty or lr.empty or not (t[LR_HI] > 0).any():
         return []
-    grid, assumed = t["step"].to_numpy(), t[LR].to_numpy()
+    grid = t["step"].to_numpy()
     steps = lr.index.to_numpy(np.int64)
-    keep = (steps >= grid[0]) & (steps <= grid[-1]) & ~_in_warmup(obs, steps, rules)
+    keep = (steps <= grid[-1]) & ~_in_warmup(obs, steps, rules)
     steps, logged = steps[keep], lr.to_numpy(float)[keep]
-    row = np.clip(np.searchsorted(grid, steps, side="right"), 1, len(grid) - 1)
-    peak, expected = float(assumed.max()), np.interp(steps, grid, assumed)
-    lo, hi = np.minimum(assumed[row - 1], assumed[row]), np.maximum(assumed[row - 1], assumed[row])
+    row = np.searchsorted(grid, steps, side="left")  # the row whose steps since the row before hold the step
+    lo, hi = t[LR_LO].to_numpy()[row], t[LR_HI].to_numpy()[row]
+    peak = float(t[LR_HI].max())
     off = (logged < lo - rules.lr_tol * peak) | (logged > hi + rules.lr_tol * peak)
-    n = rules.persist_evals
+    n = max(int(rules.persist_evals), 1)
     runs = np.convolve(off, np.ones(n, dtype=int), mode="valid") == n if len(off) >= n else np.zeros(0, bool)
     if not runs.any():
         return []
     i = int(np.argmax(runs))
-    step, value, then = int(steps[i]), float(logged[i]), float(expected[i])
+    step, value = int(steps[i]), float(logged[i])
+    then = float(np.clip(np.interp(step, grid, t[LR].to_numpy()), lo[i], hi[i]))
     return [Alert(
         "lr", "warning", step,
         f"the run's LR departs from the LR its prediction assumed: {value:.3g} at step {step:,} "
         f"({pred.fraction_label(step)}) against {then:.3g} ({abs(value - then) / peak:.0%} of its peak {peak:.3g}), "
-        f"and {n} logged values in a row; the loss is judged against a prediction for another schedule. Where the "
-        "schedule was changed, declare the new one (a run without one declared: predict it again with `ladder predict "
-        "--target-run`, which takes the LR it logged); where it was not, the trainer runs another LR than declared",
+        f"and {n} logged values in a row; the loss is judged against a prediction made for another LR. Predict it "
+        "again from the LR it runs: declare its new schedule where one is declared, or, with none declared, `ladder "
+        "predict --target-run` takes the LR it has logged so far; a declared schedule it kept to means its trainer "
+        "runs another LR than declared",
         value,
     )]
 

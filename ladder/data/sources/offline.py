@@ -89,16 +89,9 @@ class OfflineSource:
         by_id: dict[str, list[Path]] = defaultdict(list)
         for f in files:
             by_id[_run_id_of(f)].append(f)
-        for run_id, paths in by_id.items():
-            homes = sorted({str(_home(f)) for f in paths})
-            if len(homes) > 1:  # a run resumed writes beside its first files, in the folder it ran in
-                raise LadderError(
-                    f"{self.path}: run id {run_id!r} is in {len(homes)} run folders ({_both(homes)}): a copy of a run's "
-                    "folder beside it, or runs of two ladders planned alike? A run's files sit in the one folder it "
-                    "ran in, so they are not read as one run; move the copy away, or pull each folder on its own "
-                    "(into stores of their own where both are to be kept); nothing was pulled")
         return [
-            RunRef(run_id, _run_source(paths), label=f"{run_id} ({paths[0].parent})", handle=sorted(paths, key=_start_key))
+            RunRef(run_id, _run_source(paths), label=f"{run_id} ({paths[0].parent})", handle=sorted(paths, key=_start_key),
+                   problem=_in_two_folders(run_id, paths))
             for run_id, paths in sorted(by_id.items())
         ]
 
@@ -212,12 +205,21 @@ def _run_id_of(path: Path) -> str:
 def _run_source(files: list[Path]) -> str:
     """An offline run's source: the folder wandb ran in (the one holding ``wandb/``, e.g. the trainer's
     run folder), the same whichever folder at or above it, or which of its run folders or files, a
-    pull was given (`OfflineSource.runs` refuses a run id in two such folders)."""
-    return f"offline:{_home(files[0])}"
+    pull was given (`OfflineSource.runs` does not read a run id in two such folders: `_in_two_folders`)."""
+    return f"offline:{os.path.commonpath(sorted({str(_home(f)) for f in files}))}"
 
 
-def _both(homes: list[str]) -> str:
-    return " and ".join(homes) if len(homes) == 2 else f"{homes[0]}, {homes[1]} and {len(homes) - 2} more"
+def _in_two_folders(run_id: str, paths: list[Path]) -> str:
+    """Why the files `paths` of one run id are not read, where they sit in more than one folder a run ran in (a copy
+    of a run's folder beside it: read as one run restarted, its steps would replace the run's); "" where in one. A run
+    resumed writes beside its first files, in the folder it ran in."""
+    homes = sorted({str(_home(f)) for f in paths})
+    if len(homes) < 2:
+        return ""
+    both = " and ".join(homes) if len(homes) == 2 else f"{homes[0]}, {homes[1]} and {len(homes) - 2} more"
+    return (f"run id {run_id!r} is in {len(homes)} run folders ({both}): a copy of a run's folder beside it, or runs of "
+            "two ladders planned alike? A run's files sit in the one folder it ran in, so they are not read as one "
+            "run; move the copy away, or pull each folder on its own (into stores of their own where both are kept)")
 
 
 LATEST = "latest-run"
