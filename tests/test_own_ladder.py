@@ -735,6 +735,8 @@ def test_the_watch_warns_where_a_live_target_s_lr_leaves_the_lr_its_prediction_c
     _rungs_at_twice_the_length(tmp_path)
     table = pd.DataFrame(_predict_json(tmp_path, "--target-run", "big")["table"])
     past = table[table["step"] >= HERO.eval_steps()[0]]  # before the first logged LR: from 0 to it
+    assert (table["lr_lo"] <= table["lr"]).all() and (table["lr"] <= table["lr_hi"]).all()
+    assert table["lr_lo"].iloc[0] > 0  # no LR of step 0, before any update
     off = np.abs(past["lr"].to_numpy() / HERO.schedule.lr(past["step"].to_numpy()) - 1)
     carried = past["step"].to_numpy() > HERO.stop_after_steps // 2  # in the shape of a rung: within 1% of the peak
     assert off[~carried].max() < 1e-6
@@ -757,7 +759,10 @@ def test_the_watch_warns_where_a_live_target_s_lr_leaves_the_lr_its_prediction_c
         return
     first = int(steps[steps > at][0])  # the first eval past the cut: half way down
     assert [a["step"] for a in said] == [first] and said[0]["level"] == "warning", res.output
-    assert "the run's LR departs from the LR its prediction assumed" in " ".join(res.output.split())
+    said = " ".join(res.output.split())
+    assert "the run's LR departs from the LR its prediction assumed" in said
+    assert f"(set by the lr warning at step {first:,}): WARNING" not in said  # the verdict's words stay at its head
+    assert re.search(rf"WARNING step {first:,} \(\d+%\): eval/loss .* \(set by the lr warning at step {first:,}\)", said)
 
 
 def test_a_live_target_whose_lr_left_the_rungs_shape_is_predicted_with_its_last_lr_held_and_a_warning(tmp_path):

@@ -175,7 +175,8 @@ def assumed_lr(target: LadderRun, steps: np.ndarray) -> dict[str, np.ndarray]:
         return {c: np.full(len(steps), np.nan) for c in (LR, LR_LO, LR_HI)}
     every = np.arange(int(steps[-1]) + 1)
     logged = as_logged(lrs, every) if target.schedule is not None else lrs[np.clip(every, 0, len(lrs) - 1)]
-    starts = np.r_[0, steps[:-1] + 1]  # each row's steps: those since the row before (the rows' steps rise)
+    # each row's steps: those since the row before (the rows' steps rise); from step 1, as nothing is logged at step 0
+    starts = np.r_[min(1, int(steps[0])), steps[:-1] + 1]
     return {LR: logged[steps], LR_LO: np.minimum.reduceat(logged, starts), LR_HI: np.maximum.reduceat(logged, starts)}
 
 

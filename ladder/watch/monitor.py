@@ -380,7 +380,11 @@ class Watcher:
                 cmp = f"{value:.4f}{mean} ({why_not}: not compared)"
                 verdict = _worse(verdict, CANNOT_JUDGE)
             again = " (logged again after a resume)" if step in changed else ""
-            lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}{again}: {verdict.upper()}")
+            # where this eval's own deviation does not give the verdict, the alerts that do (their text follows)
+            by = [a for a in window if a.level == verdict]
+            by = [] if any(a.rule == "deviation" and a.step == step for a in by) else by
+            named = f" (set by the {', '.join(f'{a.rule} {a.level} at step {a.step:,}' for a in by[:2])})" if by else ""
+            lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}{again}{named}: {verdict.upper()}")
             state.verdicts.append({"step": step, "verdict": verdict, "time": self.clock(),
                                    "value": value if np.isfinite(value) else None})
             worst = _worse(worst, verdict)
