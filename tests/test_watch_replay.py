@@ -591,25 +591,44 @@ def test_a_watch_loop_follows_a_prediction_replaced_in_its_folder(tmp_path, repl
     from ladder.data.sources import LocalSource
     from ladder.data.store import Store
     from ladder.predict.prediction import retire_watch
-    from ladder.watch import AlertRules
+    from ladder.watch import AlertRules, JsonlSink
     from ladder.watch.monitor import Watcher, only_run
 
     run_dir, _ = _started(tmp_path, replay, 6)
+    with (run_dir / "metrics.jsonl").open("a") as f:  # a NaN train loss after the 6th eval: an alarm of the run's
+        f.write(json.dumps({"step": int(replay[2][5]) + 1, "train/loss": float("nan")}) + "\n")
     folder = tmp_path / "prediction"
     pred = Prediction.load(folder)
+    alerts = tmp_path / "alerts.jsonl"
     watcher = Watcher(Store(tmp_path / "store"), only_run(LocalSource(run_dir), pred.run_name), pred,
-                      AlertRules(metric="eval/loss"), {}, folder / "watch-state.json", prediction_dir=folder)
+                      AlertRules(metric="eval/loss"), {"jsonl": JsonlSink(alerts)}, folder / "watch-state.json",
+                      prediction_dir=folder)
     first = watcher.check()
-    assert first.verdict == "ok" and len(first.lines) == 6
+    assert len(first.lines) == 6 and [a.rule for a in first.new_alerts] == ["non_finite"]
     bands = ["median", "lo50", "hi50", "lo90", "hi90"]
     low = dataclasses.replace(pred, table=pred.table.assign(**{c: pred.table[c] * 0.9 for c in bands}))
     assert retire_watch(folder, low) is not None  # as `ladder predict --out` does
     low.save(folder)
     again = watcher.check()
-    assert again.lines[0].startswith(f"the prediction in {folder} was replaced")
+    assert again.lines[0] == (f"the prediction in {folder} was replaced: the run is judged against the new one from "
+                              "here: NOTE")  # a note, not the check's verdict, heads it on the terminal
     assert len(again.lines) == 7 and again.verdict == "alarm"  # every eval judged again, against the new one
+    # the NaN's alarm was sent once: the new prediction judges the evals anew, not the run's own NaN
+    sent = [json.loads(x) for x in alerts.read_text().splitlines()]
+    assert [a["rule"] for a in sent if a["kind"] == "alert"].count("non_finite") == 1
+    assert {a.rule for a in again.new_alerts} == {"deviation"}
     state = json.loads((folder / "watch-state.json").read_text())
     assert len(state["verdicts"]) == 6 and {v["verdict"] for v in state["verdicts"]} == {"alarm"}
+    # replaced again, and watched by a new watch (a cron job's `--once`): its state moved aside, it hears the NaN no more
+    higher = dataclasses.replace(pred, table=pred.table.assign(**{c: pred.table[c] * 1.1 for c in bands}))
+    assert retire_watch(folder, higher) is not None
+    higher.save(folder)
+    fresh = Watcher(Store(tmp_path / "store"), only_run(LocalSource(run_dir), pred.run_name), higher,
+                    AlertRules(metric="eval/loss"), {"jsonl": JsonlSink(alerts)}, folder / "watch-state.json",
+                    prediction_dir=folder).check()
+    assert fresh.new_alerts and "non_finite" not in {a.rule for a in fresh.new_alerts}
+    sent = [json.loads(x) for x in alerts.read_text().splitlines()]
+    assert [a["rule"] for a in sent if a["kind"] == "alert"].count("non_finite") == 1
 
 
 def test_a_replanned_prediction_ahead_of_the_run_stays_and_an_edit_it_lacks_predicts_again(tmp_path, replay):

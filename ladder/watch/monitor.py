@@ -102,6 +102,9 @@ class Watcher:
     deadline: dict | None = None
     """A --deadline given in hours, kept in the state so that the same hours given again keep its time."""
     _state: WatchState | None = field(default=None, repr=False)
+    _kept_sent: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    """The alerts of the rules that need no prediction sent before the prediction was replaced (`_reload_if_replaced`):
+    sent once, not again because the state moved aside with the old prediction."""
     _unreadable: str | None = field(default=None, repr=False)
     """What the last check said when it could not read the run (None: it could)."""
     _stamp: tuple | None = field(default=None, repr=False)
@@ -117,8 +120,12 @@ class Watcher:
         now = self.clock()
         self.told = set()
         replaced = self._reload_if_replaced()
+        if self._state is None and not Path(self.state_path).exists():  # a new watch beside a replacing prediction
+            self._kept_sent = self._kept_sent or self._sent_beside_the_replaced()
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
-        self._state = state
+        for sink, sent in self._kept_sent.items():
+            state.mark(sink, sent)
+        self._state, self._kept_sent = state, {}
         if self.deadline is not None:
             state.deadline = self.deadline
         try:
@@ -282,6 +289,17 @@ class Watcher:
             out.append(RungCurves(fr, vals, np.array(comp), proj) if fr else None)
         return out[0], out[1]
 
+    def _sent_beside_the_replaced(self) -> dict[str, list[str]]:
+        """The alerts of the rules that need no prediction that the watch of the prediction this one replaced sent (its
+        state, moved into the newest ``earlier-watch-*/`` beside it by `retire_watch`), where it followed this run."""
+        if self.prediction_dir is None or Path(self.state_path).parent != Path(self.prediction_dir):
+            return {}
+        earlier = sorted(Path(self.prediction_dir).glob("earlier-watch-*/watch-state.json"))
+        old = WatchState.read(earlier[-1]) if earlier else None
+        if old is None or old.run != self.prediction.run_name:
+            return {}
+        return _needing_no_prediction(old)
+
     def _prediction_file(self) -> Path | None:
         return None if self.prediction_dir is None else Path(self.prediction_dir) / "prediction.json"
 
@@ -297,8 +315,11 @@ class Watcher:
             return ""
         new = Prediction.load(path, checked=False)  # judged as the first one was
         self.prediction = dataclasses.replace(new, run_name=self.prediction.run_name)  # the run followed stays
+        if self._state is not None:  # a crash, a spike, a NaN: the same alerts whatever the prediction
+            self._kept_sent = _needing_no_prediction(self._state)
         self._state, self._stamp = None, stamp
-        return f"the prediction in {self.prediction_dir} was replaced: the run is judged against the new one from here"
+        return (f"the prediction in {self.prediction_dir} was replaced: the run is judged against the new one from "
+                "here: NOTE")
 
     def _must_be_predicted(self, run: pd.Series, config: dict) -> None:
         """Refuse a run of other coordinates or another schedule than the prediction's target (`other_run`): it is
@@ -481,6 +502,8 @@ class Watcher:
 
 
 REPEATING = ("deviation", "drift")
+JUDGED_BY_PREDICTION = ("deviation", "drift", "lr")
+"""The rules that judge the run against its prediction: a new prediction judges it anew."""
 """Rules judged at every eval, whose alert at an eval repeats the one at the eval before while the run stays off."""
 
 
@@ -496,6 +519,11 @@ def not_stored(store: Store, name: str) -> str:
         return ""
     close = difflib.get_close_matches(name, names, n=3)
     return " (not pulled yet, or a typo?" + (f" the stored names closest to it: {', '.join(close)}" if close else "") + ")"
+
+
+def _needing_no_prediction(state: WatchState) -> dict[str, list[str]]:
+    """The keys of the alerts `state` sent, per sink, of the rules that need no prediction (not `JUDGED_BY_PREDICTION`)."""
+    return {sink: [k for k in sent if k.split(":")[0] not in JUDGED_BY_PREDICTION] for sink, sent in state.sent.items()}
 
 
 def _repeats(alerts: list[Alert], done: set[str], state: WatchState) -> set[str]:

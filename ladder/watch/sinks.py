@@ -28,7 +28,9 @@ from ladder.errors import LadderError
 from ladder.watch.rules import RANK, Alert
 
 WEBHOOK_ENV = "LADDER_WEBHOOK_URL"
-STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": "magenta", "cannot-judge": "magenta"}
+STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": "magenta", "cannot-judge": "magenta",
+         "note": "cyan"}
+"""Each verdict's colour on the terminal, and a note's (a line that is no verdict, such as a prediction replaced)."""
 
 
 class Sink(Protocol):
