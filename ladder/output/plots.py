@@ -152,7 +152,7 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel(f"{prediction.metric} (nats/token)")
     seen = actual is not None and len(actual.value) > 0
-    ax.set_title(textwrap.fill(_against(prediction, predicted_as) if _other(prediction, predicted_as) else
+    ax.set_title(textwrap.fill(_against(prediction, predicted_as) or
                                f"{prediction.run_name}: predicted{' and actual' if seen else ' (no actual value yet)'}",
                                width=90), fontsize=10)
     ax.grid(True, alpha=0.3)
@@ -206,13 +206,10 @@ def collapse(rungs: Sequence[Curve], E: float, hero: Curve | None = None, hero_f
     return fig
 
 
-def _other(prediction: Prediction, predicted_as: str | None) -> bool:
-    return predicted_as is not None and predicted_as != prediction.run_name
-
-
 def _against(prediction: Prediction, predicted_as: str | None) -> str:
-    """A title's "RUN: against the prediction of TARGET", for a run drawn against another's prediction."""
-    return f"{prediction.run_name}: against the prediction of {predicted_as}"
+    """A title's "RUN: against the prediction of TARGET" for a run drawn against another's prediction; "" else."""
+    other = predicted_as is not None and predicted_as != prediction.run_name
+    return f"{prediction.run_name}: against the prediction of {predicted_as}" if other else ""
 
 
 def residuals(prediction: Prediction, actual: Curve, predicted_as: str | None = None) -> Figure:
@@ -243,7 +240,7 @@ def residuals(prediction: Prediction, actual: Curve, predicted_as: str | None = 
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("fraction of the planned run")
     ax.set_ylabel("predicted / actual − 1 (%)")
-    whose = _against(prediction, predicted_as) if _other(prediction, predicted_as) else prediction.run_name
+    whose = _against(prediction, predicted_as) or prediction.run_name
     ax.set_title(textwrap.fill(f"{whose}: errors of the prediction (above 0: predicted too high)"
                                + (f"; scaled from {SHOWN_FROM:.0%} of the run on" if late.size > 1 else ""), width=90),
                  fontsize=10)

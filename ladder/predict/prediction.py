@@ -30,6 +30,8 @@ PREDICTION_FILES = ("prediction.parquet", "prediction.csv", "prediction.json")
 """What `Prediction.save` writes; ``prediction.json`` holds everything, the others the table."""
 WATCH_FILES = ("watch-state.json", "alerts.jsonl")
 """What `ladder watch` keeps beside the prediction it follows: its state and its alerts."""
+WATCH_ASIDE = "earlier-watch"
+"""The prefix of the folder `retire_watch` moves a watch of a replaced prediction into (``earlier-watch-<UTC time>``)."""
 CONFIG_WRITTEN = "config_written"
 """The key, in the schedule of a prediction saved beside the edited config a `ladder replan --out` wrote, of that
 config's file name: what a later replan into the same folder may replace."""
@@ -318,7 +320,7 @@ def retire_watch(out_dir: str | os.PathLike, pred: Prediction) -> Path | None:
     old = out / "prediction.json"
     if not found or (old.is_file() and old.read_text() == pred.as_saved_in(out).json_text()):
         return None
-    aside = keep_prediction(out, "earlier-watch")
+    aside = keep_prediction(out, WATCH_ASIDE)
     for f in found:
         f.replace(aside / f.name)
     return aside

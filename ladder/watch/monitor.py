@@ -32,7 +32,7 @@ from ladder.data.sources.table import SHORT_OF_PLAN
 from ladder.data.store import Store
 from ladder.durations import span_text
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
-from ladder.predict.prediction import Prediction, keep_prediction
+from ladder.predict.prediction import WATCH_ASIDE, WATCH_FILES, Prediction, keep_prediction
 from ladder.watch.judged import BAND_COLUMNS, averaged
 from ladder.watch.rules import (
     CANNOT_JUDGE,
@@ -294,7 +294,7 @@ class Watcher:
         state, moved into the newest ``earlier-watch-*/`` beside it by `retire_watch`), where it followed this run."""
         if self.prediction_dir is None or Path(self.state_path).parent != Path(self.prediction_dir):
             return {}
-        earlier = sorted(Path(self.prediction_dir).glob("earlier-watch-*/watch-state.json"))
+        earlier = sorted(Path(self.prediction_dir).glob(f"{WATCH_ASIDE}-*/{WATCH_FILES[0]}"))
         old = WatchState.read(earlier[-1]) if earlier else None
         if old is None or old.run != self.prediction.run_name:
             return {}
@@ -502,9 +502,9 @@ class Watcher:
 
 
 REPEATING = ("deviation", "drift")
+"""Rules judged at every eval, whose alert at an eval repeats the one at the eval before while the run stays off."""
 JUDGED_BY_PREDICTION = ("deviation", "drift", "lr")
 """The rules that judge the run against its prediction: a new prediction judges it anew."""
-"""Rules judged at every eval, whose alert at an eval repeats the one at the eval before while the run stays off."""
 
 
 def not_stored(store: Store, name: str) -> str:

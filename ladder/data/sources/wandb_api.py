@@ -280,14 +280,14 @@ def _on_disk(path: str) -> str | None:
     offline runs, or any that cannot be a project (a project's ENTITY/PROJECT may name a folder here by chance)."""
     from ladder.data.sources.offline import find_run_files
 
-    if not path or not os.path.exists(os.path.expanduser(path)):
+    local = Path(path).expanduser()
+    if not path or not local.exists():
         return None
     try:
-        find_run_files(Path(path).expanduser())
-        return "a folder of wandb's offline run files here" if os.path.isdir(os.path.expanduser(path)) else (
-            "a wandb run file here")
+        find_run_files(local)
     except LadderError:
         return None if _PATH.match(path) else "a path on this machine, not ENTITY/PROJECT"
+    return "a folder of wandb's offline run files here" if local.is_dir() else "a wandb run file here"
 
 
 def classify(exc: BaseException) -> tuple[str, float | None, str]:
