@@ -30,6 +30,14 @@ class NoCredentials(SourceUnavailable):
     later attempt reads more until they do."""
 
 
+class NotYetWritten(LadderError):
+    """A run its source has not written anything of yet (wandb's offline file in its first seconds): nothing is wrong,
+    and the same command a minute later reads it. The CLI exits with `exit_code` (EX_TEMPFAIL of sysexits.h), so a
+    script or cron job can tell "try again" from a usage error."""
+
+    exit_code = 75
+
+
 class LadderWarning(UserWarning):
     """Something the user should read that does not stop the work (a config whose computed block was edited, say),
     raised with `warnings.warn` where no console is at hand; the CLI prints it as one "warning:" line."""

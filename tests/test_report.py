@@ -1068,3 +1068,18 @@ def test_figures_of_a_run_drawn_against_another_s_prediction_say_whose_it_is_and
                                                  "evals): big-rung"]
     plt.close(fig)
     assert ladder_fit(rungs, lambda c: 2 + (c / 1e15) ** -0.1, pred, hero_compute=1e22).texts == []
+
+
+def test_a_report_made_before_its_run_is_pulled_says_the_store_holds_no_such_run(predicted, tmp_path):
+    """A hero not in the store yet (predicted before it started, or a typo of its name) is not called a run that
+    has logged no evals: the page says the store holds no run of that name, and to pull it."""
+    hero = micro_plan().hero.name
+    for folder in sorted((predicted / "runs").iterdir()):
+        if folder.name != hero:
+            assert runner.invoke(app, ["pull", "local", str(folder), "--store", str(tmp_path / "rungs")]).exit_code == 0
+    res = runner.invoke(app, ["report", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "rungs"),
+                              "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "r.html").read_text()
+    assert f"The store holds no run named {hero} (not pulled yet, or a typo?" in page
+    assert "has logged no" not in page

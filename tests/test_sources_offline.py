@@ -595,6 +595,28 @@ def test_a_run_wandb_has_just_started_is_waited_for_not_taken_for_one_without_co
     with pytest.raises(PullSkipped, match="nothing is written in it yet, not even its config") as caught:
         pull(Store(tmp_path / "store"), OfflineSource(tmp_path / "hero"))
     assert "coord" not in str(caught.value)
+    assert caught.value.result.waiting == {caught.value.result.skipped[0][0]}
+
+
+def test_a_pull_that_waits_only_on_runs_still_starting_exits_75_not_2_as_a_usage_error(runs, tmp_path):
+    """A script or cron job pulling a folder where a run has just started can tell "try again" (EX_TEMPFAIL, 75)
+    from a usage error (2): the finished run beside it is pulled, and a run that cannot be read at all still
+    makes the pull exit 2."""
+    shutil.copytree(runs["hero"], tmp_path / "both" / "starting")
+    for log in (tmp_path / "both" / "starting").rglob("*.wandb"):
+        if not log.is_symlink():
+            log.write_bytes(log.read_bytes()[:7])
+    alone = CliRunner().invoke(app, ["pull", "offline", str(tmp_path / "both"), "--store", str(tmp_path / "s1")])
+    assert alone.exit_code == 75 and "pull it again in a minute" in alone.output
+    shutil.copytree(runs["killed"], tmp_path / "both" / "killed")
+    beside = CliRunner().invoke(app, ["pull", "offline", str(tmp_path / "both"), "--store", str(tmp_path / "s2")])
+    assert beside.exit_code == 75, beside.output
+    assert list(Store(tmp_path / "s2").runs()["run_id"]) == [_one_file(runs["killed"]).stem.removeprefix("run-")]
+    bad = tmp_path / "both" / "bad" / "wandb" / "offline-run-20260101_000000-bad00001" / "run-bad00001.wandb"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"not a wandb file")
+    worse = CliRunner().invoke(app, ["pull", "offline", str(tmp_path / "both"), "--store", str(tmp_path / "s3")])
+    assert worse.exit_code == 2 and "not a wandb run file" in worse.output
 
 
 def test_a_run_killed_before_wandb_wrote_a_record_is_skipped_as_holding_none_not_asked_for_coordinates(runs, tmp_path):

@@ -215,10 +215,10 @@ def _options(
     _debug_flag.set(debug)
 
 
-def fail(message: str) -> typer.Exit:
-    """Print a user error and return the exit to raise (code 2)."""
+def fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
+    """Print a user error and return the exit to raise (code 2 unless the error says another)."""
     _say_error(redact(message))
-    return typer.Exit(USAGE_ERROR)
+    return typer.Exit(code)
 
 
 def _say_error(text: str) -> None:
@@ -260,7 +260,7 @@ def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwa
                     route_warnings(warn)
                     return fn(*args, **kw)
             except _user_errors() as exc:
-                raise fail(str(exc)) from None
+                raise fail(str(exc), getattr(exc, "exit_code", USAGE_ERROR)) from None
             except _PASS_THROUGH:
                 raise
             except BrokenPipeError:  # the reader of stdout left (`| head`): stop quietly, as `cat` would

@@ -130,7 +130,9 @@ def pull_offline(
 
     Folders with the same run id are one run (a resumed run continues in a new folder). A run
     without an exit record is running while its file changed in the last 2 minutes, else crashed
-    (killed): every whole record is kept. A corrupt chunk stops that file with a warning.
+    (killed): every whole record is kept. A corrupt chunk stops that file with a warning. A run
+    started seconds ago, whose file holds nothing yet, is skipped; when no other run is skipped the
+    pull exits 75 (try again), not 2, so a script can tell the two apart.
     """
     _run_pull(store, OfflineSource(path, step_key=step_key), CoordinateOverrides.parse(coord, coords), rename, fit_metric,
               full, replace)
@@ -261,7 +263,7 @@ def _run_pull(
         if fresh:
             target.discard_if_unused(keep_folder=not made)
         _print_pull(exc.result, target)
-        raise LadderError(str(exc)) from None
+        raise exc from None
     except BaseException:
         if fresh:
             target.discard_if_unused(keep_folder=not made)

@@ -22,7 +22,7 @@ from ladder.outpaths import out_file
 from ladder.output.report import is_report, of_run, read_alerts, write_report
 from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
-from ladder.watch.monitor import Watcher, only_run
+from ladder.watch.monitor import Watcher, not_stored, only_run
 from ladder.watch.state import WatchState, only_watcher
 
 PREDICTION = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`.")
@@ -383,7 +383,8 @@ def report_command(
     title = (None if pred.run_name == predicted.run_name else
              f"{pred.run_name}: progress against the prediction of {predicted.run_name}")
     written = write_report(out, pred, figures, actual, alert_rows, verdicts, title=title, alerts_note=note,
-                           score_notes=_score_notes(st, predicted, pred.run_name, actual))
+                           score_notes=_score_notes(st, predicted, pred.run_name, actual),
+                           not_stored=not_stored(st, pred.run_name) or None)
     console.print(f"Wrote {written}" + (" (it replaces the page written there before; --out NAME.html keeps both)"
                                         if again else ""))
 

@@ -245,10 +245,12 @@ def write_report(
     title: str | None = None,
     alerts_note: str | None = None,
     score_notes: Sequence[str] = (),
+    not_stored: str | None = None,
 ) -> Path:
     """Write the report to `out` (atomically) and return its path. `alerts_note` is said under the alert history
     (why it holds none of the run's, where the watch beside the prediction followed another run); `score_notes`
-    under the score (`ladder.predict.scoring.score_warnings`)."""
+    under the score (`ladder.predict.scoring.score_warnings`); `not_stored`, where the store holds no run of
+    `pred.run_name`, what `ladder.watch.monitor.not_stored` says of it."""
     title = title or f"{pred.run_name}: prediction and progress"
     parts = [f"<h1>{html.escape(title)}</h1>",
              f"<p>Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metric: <b>{html.escape(pred.metric)}</b> "
@@ -285,7 +287,10 @@ def write_report(
             heading, caption = SECTIONS[p.stem]
             parts.append(f"<h2>{html.escape(heading)}</h2><p>{html.escape(caption)}</p>{_figure(p)}")
     parts.append("<h2>Prediction every 5% of the run</h2>")
-    if actual is not None and not len(actual) and not len(failed):
+    if not_stored is not None:
+        parts.append(f"<p>The store holds no run named {html.escape(pred.run_name)}{html.escape(not_stored)}: its "
+                     "actual values and errors fill these columns once it is pulled (make the report again).</p>")
+    elif actual is not None and not len(actual) and not len(failed):
         parts.append(f"<p>The run has logged no {html.escape(pred.metric)} yet: its actual values and errors fill "
                      "these columns as it trains (make the report again).</p>")
     if actual is not None and len(actual):

@@ -45,7 +45,7 @@ from ladder.data.sources.table import (
     whole_count,
 )
 from ladder.durations import span_text
-from ladder.errors import LadderError
+from ladder.errors import LadderError, NotYetWritten
 
 _FILE = re.compile(r"^run-(?P<id>.+)\.wandb$")
 _DIR_STAMP = re.compile(r"(?:offline-)?run-(?P<stamp>\d{8}_\d{6})-")
@@ -128,7 +128,7 @@ class OfflineSource:
                    and not any(len(f) for f in frames))
         if started and state == "running":
             # wandb writes an offline file in chunks: a run just started has its header and nothing else yet
-            raise LadderError("nothing is written in it yet, not even its config (wandb writes its offline file in "
+            raise NotYetWritten("nothing is written in it yet, not even its config (wandb writes its offline file in "
                               "chunks, the first some seconds after the run starts); pull it again in a minute")
         if started and state == "crashed" and not records:  # its coordinates asked for would store an empty run
             raise LadderError(self._never_written(files[-1], seen[str(files[-1])]))

@@ -49,7 +49,7 @@ from ladder.data.sources.table import (
 )
 from ladder.data.store import GIVEN_KEY, Store
 from ladder.data.storewriter import StoreWriter
-from ladder.errors import LadderError, SourceUnavailable
+from ladder.errors import LadderError, NotYetWritten, SourceUnavailable
 
 
 class Source(Protocol):
@@ -92,6 +92,8 @@ class PullResult:
     written: dict[str, float] = dataclasses.field(default_factory=dict)
     """Run id → when the source last saw the run write (`SourceRun.last_write`), for the runs read whose source
     keeps that clock, unchanged ones included."""
+    waiting: frozenset[str] = frozenset()
+    """The runs of `skipped` that their source has not written anything of yet (`NotYetWritten`): read again later."""
 
     @property
     def messages(self) -> list[str]:
@@ -107,6 +109,8 @@ class PullSkipped(LadderError):
 
     def __init__(self, result: PullResult):
         self.result = result
+        waiting = {run for run, _ in result.skipped} <= result.waiting
+        self.exit_code = NotYetWritten.exit_code if waiting else 2  # only runs still starting: "try again"
         others = len(result.pulled) + result.unchanged + result.resumed
         if len(result.skipped) == 1:
             ((run, why),) = result.skipped
@@ -170,7 +174,7 @@ def pull(
                     if not hint:
                         raise
                     raise exc.with_hint(hint) from None
-        pulled, unchanged, written = [], 0, {}
+        pulled, unchanged, written, waiting = [], 0, {}, set()
         for ref in refs:
             if ref.run_id in writer.staged:
                 continue
@@ -192,6 +196,8 @@ def pull(
                     raise LadderError(f"{label}: {_reason(exc, label)}; nothing of the file was imported "
                                       "(a table is imported whole)") from None
                 skipped.append((label, _reason(exc, label)))
+                if isinstance(exc, NotYetWritten):
+                    waiting.add(label)
                 continue
             if done is None:
                 unchanged += 1
@@ -204,7 +210,8 @@ def pull(
     notes += _odd_ratios(runs[runs["run_id"].isin({p.run_id for p in pulled})])
     if not getattr(source, "narrowed", False):  # a source narrowed to one run lists no other
         notes += _gone(runs, source.key, listed)
-    result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes), written)
+    result = PullResult(source.key, tuple(pulled), unchanged, resumed, tuple(skipped), tuple(notes), written,
+                        frozenset(waiting))
     if skipped:
         raise PullSkipped(result)
     return result
