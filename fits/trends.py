@@ -19,6 +19,7 @@ Arrays in, frozen dataclasses out; nothing here knows where the numbers came fro
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,6 +203,8 @@ class HeldOut:
     """|score| beyond this flags the run."""
     E: float
     """The offset used: y − E is a power law of x."""
+    without: tuple[int, ...] = ()
+    """The runs flagged before this one that its trend leaves out too (`leave_one_out`), worst first."""
 
     @property
     def flagged(self) -> bool:
@@ -232,11 +235,33 @@ def leave_one_out(x, y, *, level: float = 0.95, floor: float = 0.002, offset: bo
     is flagged when its relative distance from that line exceeds the Student-t quantile of the
     externally studentised residual, with a Bonferroni correction over the n runs so that a clean
     ladder flags any run with probability about 1 − `level`. With 4 runs there is 1 degree of
-    freedom and only a gross outlier can show."""
+    freedom and only a gross outlier can show.
+
+    A run far off drags the others' trend towards itself, so a clean run beside it can look off too.
+    Where several runs are flagged, the worst is set aside and the rest are judged again without it
+    (their trends leave it out, on one run fewer), while 4 runs are left to judge: backward deletion,
+    one outlier at a time. Each `HeldOut.without` names the runs set aside for it."""
     x = checks.as_array("x", x)
     y = checks.as_array("y", y)
     n = checks.same_length(x=x, y=y)
     checks.need_runs(n, 4, "leave-one-out check", "runs")
+    loo = _leave_each_out(x, y, level, floor, offset)
+    flagged = [loo.held[i] for i in loo.flagged]
+    if len(flagged) < 2 or n < 5:
+        return loo
+    worst = max(flagged, key=lambda h: abs(h.score) / h.limit).index
+    rest = np.flatnonzero(np.arange(n) != worst)
+    again = leave_one_out(x[rest], y[rest], level=level, floor=floor, offset=offset)
+    held = list(loo.held)
+    for h in again.held:
+        i = int(rest[h.index])
+        held[i] = dataclasses.replace(h, index=i, without=(worst, *(int(rest[j]) for j in h.without)))
+    return LeaveOneOut(tuple(held), level, floor, loo.dof)
+
+
+def _leave_each_out(x: np.ndarray, y: np.ndarray, level: float, floor: float, offset: bool) -> LeaveOneOut:
+    """`leave_one_out` before any run is set aside: each run against the trend of all the others."""
+    n = len(x)
     dof = n - 3
     limit = float(stats.t.ppf(1 - (1 - level) / (2 * n), dof))
     E_all = _offset(x, y) if offset else 0.0

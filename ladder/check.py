@@ -427,9 +427,12 @@ def _grad_norm(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) 
     lo, hi = (float(v) for v in trend.interval(hero.flops, st.level))
     values.update(hero=mid, hero_band=[lo, hi])
     hero_text = f"{_band(mid, lo, hi, '.3g', st.level)} at {_distance(hero, usable)}"
-    if mid > st.grad_limit or over:
+    if mid > st.grad_limit:
         status: Status = "alarm"
         evidence += f"; projected hero peak above the limit {st.grad_limit:g}"
+    elif over:
+        status = "alarm"
+        evidence += f"; already above the limit {st.grad_limit:g}: {', '.join(over)}"
     elif hi > st.grad_limit:
         status = "warning"
         evidence += f"; the {st.level:.0%} band reaches the limit {st.grad_limit:g}"
@@ -565,23 +568,25 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
             ended.append(r)
     usable, left_out = ended, _left_out(left)
     usable, other_ratios = _one_ratio(usable)
-    left += [f"{r.name} (at {r.ratio:.3g} tokens per parameter, not the ladder's {usable[0].ratio:.3g})"
-             for r in other_ratios]
+    at_other_ratios = [f"{r.name} (at {r.ratio:.3g} tokens per parameter, not the ladder's {usable[0].ratio:.3g})"
+                       for r in other_ratios]
+    left += at_other_ratios
     if (few := _too_few(name, st.metric, rungs, usable, left, need=4)) is not None:
         return few
     final = np.array([float(r.series[st.metric]["value"].iloc[-1]) for r in usable])
     if np.any(final <= 0):
-        return _not_checked(name, f"a final {st.metric} is not positive")
+        bad = ", ".join(f"{r.name} ({v:g})" for r, v in zip(usable, final) if v <= 0)
+        return _not_checked(name, f"a final {st.metric} is not positive: {bad}")
     compute = np.array([r.compute for r in usable])
     loo = trends.leave_one_out(compute, final, level=st.outlier_level, floor=st.outlier_floor)
     values = {"rungs": [r.name for r in usable], "compute": compute, "final": final,
               "expected": [h.expected for h in loo.held], "rel_error": [h.rel_error for h in loo.held],
-              "score": [h.score for h in loo.held], "limit": loo.held[0].limit, "dof": loo.dof}
+              "score": [h.score for h in loo.held], "limit": next(h.limit for h in loo.held if not h.without),
+              "dof": loo.dof, "judged_without": [[usable[i].name for i in h.without] for h in loo.held]}
     caveat = "" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)"
     caveat += left_out
     if other_ratios:
-        caveat += (f"; {len(other_ratios)} rung{'s' if len(other_ratios) > 1 else ''} at other token ratios left out "
-                   "(a trend in compute holds at one ratio)")
+        caveat += f"; left out (a trend in compute holds at one ratio): {', '.join(at_other_ratios)}"
     flagged = [loo.held[i] for i in loo.flagged]
     if not flagged:
         w = loo.worst()
@@ -589,7 +594,7 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
                                     f"{usable[w.index].name} {w.rel_error:+.2%} (score {w.score:.1f}, limit "
                                     f"±{w.limit:.1f}){caveat}"), values=values)
     parts = [f"{usable[h.index].name} {h.value:.4g} vs {h.expected:.4g} expected ({h.rel_error:+.2%}, "
-             f"score {h.score:.1f}, limit ±{h.limit:.1f})" for h in flagged]
+             f"score {h.score:.1f}, limit ±{h.limit:.1f}{_set_aside(h, usable)})" for h in flagged]
     largest_worse = any(h.index == len(usable) - 1 and h.rel_error > 0 for h in flagged)
     status: Status = "alarm" if largest_worse else "warning"
     evidence = "off the others' endpoint trend: " + "; ".join(parts) + left_out
@@ -598,6 +603,11 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     remedy = ("look for what sets the rung apart (shape: depth for its width, batch, LR, data); rerun it, "
               "or leave it out of the fits and say so")
     return Finding(name, status, evidence, "", remedy, values)
+
+
+def _set_aside(h, usable: list[_Rung]) -> str:
+    """", against the trend without X" for a rung judged after worse ones were set aside (`HeldOut.without`)."""
+    return f", against the trend without {', '.join(usable[i].name for i in h.without)}" if h.without else ""
 
 
 RATIO_TOL = 0.1
@@ -640,7 +650,8 @@ def _crashed(rows: pd.DataFrame, hist: pd.DataFrame, st: CheckSettings) -> Findi
             problems.append(f"{row['name']} logged {first['metric']} = {first['value']} at step {int(first['step']):,}")
             status = "alarm"
     if not problems:
-        which = "the one rung finished its" if len(rows) == 1 else f"all {len(rows)} rungs finished their"
+        which = ("the one rung finished its" if len(rows) == 1 else "both rungs finished their" if len(rows) == 2
+                 else f"all {len(rows)} rungs finished their")
         return Finding(name, "ok", f"{which} planned steps with finite losses")
     return Finding(name, status, "; ".join(problems), "",
                    "find out why before the hero starts (a rung that diverged predicts a hero that will); "
@@ -672,7 +683,8 @@ def _lr_rule(store: Store, rungs: list[_Rung], group: str, recipe: str | None, s
             off.append(f"{r.name} {peak:.3g} ({how}) vs rule {rule:.3g} (×{ratio:.2f})")
     values = {"recipe": where, "rungs": rows}
     if not rows:
-        return _not_checked(name, f"no rung carries a run config (spec, schedule) to compare with {where}", **values)
+        return _not_checked(name, f"no rung carries a whole run config (model spec and schedule, as `ladder plan` "
+                            f"writes) to compare with {where}", **values)
     note = f"; no run config for {', '.join(missing)}" if missing else ""
     if off:
         remedy = "retrain the rung with the rule's LR, or fix the recipe so rungs and hero follow one rule"

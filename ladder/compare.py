@@ -61,7 +61,7 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
         raise LadderError(f"no group {group!r} in {store.root}; groups there: {', '.join(known) or 'none'}")
     in_group = runs[runs["group"] == group]
     runs = in_group[in_group["role"] == "rung"]
-    hist = store.history(list(runs["run_id"]), [metric]) if len(runs) else None
+    hist = store.history(list(runs["run_id"]), [metric], include_nonfinite=True) if len(runs) else None
     names, compute, loss, left_out, six_n = [], [], [], [], []
     for row in runs.to_dict("records"):
         why, value = _final(row, hist, metric)
@@ -95,9 +95,14 @@ def _final(row: dict[str, Any], hist, metric: str) -> tuple[str, float]:
     if h.empty:
         return f"no {metric!r} values", math.nan
     last = h.sort_values("step").iloc[-1]
+    value = float(last["value"])
+    if not math.isfinite(value):
+        return f"its last {metric!r}, at step {int(last['step']):,}, is not finite ({value})", math.nan
     if not ran_its_plan(str(row["state"]), int(last["step"]), int(row["stop_after_steps"])):
-        return f"last {metric!r} at step {int(last['step'])} of {int(row['stop_after_steps'])}", math.nan
-    return "", float(last["value"])
+        return f"last {metric!r} at step {int(last['step']):,} of {int(row['stop_after_steps']):,}", math.nan
+    if value <= 0:
+        return f"its final {metric!r} is {value:g}, not a positive loss", math.nan
+    return "", value
 
 
 def _missing(value: Any) -> bool:

@@ -4,6 +4,7 @@ numbers against the known multiplier, the files it writes, and one-line errors (
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -85,7 +86,10 @@ def store(tmp_path_factory):
             **rungs("broken", 1.0, range(4), crashed=(1, 2)), **rungs("same", 1.0),
             **rungs("partial", M), "partial/r9": ("r9", "partial", FLOPS_PER_TOKEN[4], STEPS[4], 3.0, "running"),
             **rungs(N_ONLY, M), **rungs(N_ONLY_REF, 1.0), **rungs(FROM_ZERO, M), **rungs(ENDS_EARLY, M),
-            **rungs("one-crashed", M, crashed=(2,)), **rungs(NO_ROLE, M)}
+            **rungs("one-crashed", M, crashed=(2,)), **rungs(NO_ROLE, M),
+            **rungs("nan-last", M), "nan-last/r9": ("r9", "nan-last", FLOPS_PER_TOKEN[4], STEPS[4], math.nan, "finished"),
+            **rungs("zero-final", M), "zero-final/r9": ("r9", "zero-final", FLOPS_PER_TOKEN[4], STEPS[4], 0.0,
+                                                        "finished")}
     pull(Store(root), LadderSource(runs))
     return root
 
@@ -300,3 +304,16 @@ def test_a_target_no_larger_than_the_rungs_is_warned_of(store, tmp_path):
     assert w.startswith("the hero's compute (1e+12 FLOPs, from --hero-compute)") and "r4 of 'zloss-" in w
     res = run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
     assert not [w for w in json.loads(res.stdout)["warnings"] if "not above" in w]  # the default reach: 10× the largest
+
+
+def test_a_rung_whose_last_eval_is_not_finite_or_whose_final_loss_is_not_positive_is_left_out_by_name(store, tmp_path):
+    """A NaN at the last eval is said as such (not as a run that stopped at its eval before), and a final loss of 0
+    leaves its rung out by name, not the whole comparison with an error on "loss_b at position 4"."""
+    nan = run("zloss-on", "nan-last", "--store", store, "--out", tmp_path / "a", "--bootstrap", "20")
+    assert nan.exit_code == 0, nan.output
+    assert json.loads((tmp_path / "a" / "compare.json").read_text())["groups"]["b"]["left_out"] == [
+        f"r9: its last 'eval/loss', at step {STEPS[4]:,}, is not finite (nan)"]
+    zero = run("zloss-on", "zero-final", "--store", store, "--out", tmp_path / "b", "--bootstrap", "20")
+    assert zero.exit_code == 0, zero.output
+    assert json.loads((tmp_path / "b" / "compare.json").read_text())["groups"]["b"]["left_out"] == [
+        "r9: its final 'eval/loss' is 0, not a positive loss"]

@@ -749,6 +749,8 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     assert [p["name"] for p in preds] == ["hero-7b", "NA"]
     assert list(preds[0]) == ["name", "params", "tokens", "median", "lo50", "hi50", "lo90", "hi90", "efolds_out"]
     assert preds[0]["median"] == pytest.approx(truth(7e9, 1.4e12), rel=0.05)
+    assert f"{named}: the targets' column 'median' shares a name with the prediction's own and is not carried into " \
+           "the output; rename it to keep the values beside each prediction" in out["warnings"]  # not lost in silence
     table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", named)
     assert table.exit_code == 0, table.output
     assert "hero-7b" in table.stdout and "name" in table.stdout
@@ -797,7 +799,8 @@ def test_bad_surface_input_is_one_line_and_exit_2(plain_csv, targets_csv, tmp_pa
     one_error_line(run("fit", "surface", "--csv", no_loss), "no column 'loss'")
     # Checkpoints (a step column) without a run column are not taken for one row per run.
     steps = write("steps.csv", "params,tokens,step,loss\n1e8,1e9,10,3.5\n1e8,2e9,20,3.1\n")
-    one_error_line(run("fit", "surface", "--csv", steps), "no column 'run_id'", "--run-col")
+    one_error_line(run("fit", "surface", "--csv", steps), "no column 'run_id'",
+                   "give --run-col '' where each row is its own run")
     nd = write("nd.csv", "N,D,loss\n1e8,2e9,3.1\n")
     one_error_line(run("fit", "surface", "--csv", nd), "no column 'params' (for --params-col)", "give --params-col N")
     no_tokens = write("no_tokens.csv", "params,loss\n1e8,3.0\n")
@@ -1508,12 +1511,14 @@ def test_losses_beyond_a_floats_square_are_a_usage_error(plain_csv, tmp_path):
     one_error_line(run("fit", "surface", "--csv", tmp_path / "big.csv"), "no grid point gives a finite surface fit")
 
 
-def test_level_without_bootstrap_is_refused_as_it_would_be_ignored(plain_csv, targets_csv, endpoint_csv):
+def test_level_or_seed_without_bootstrap_is_refused_as_it_would_be_ignored(plain_csv, targets_csv, endpoint_csv):
     # predictions give 50% and 90% bands on every route; --level sets the parameters' bootstrap intervals only
     for args in (("surface", "--csv", plain_csv, "--predict-csv", targets_csv), ("surface", "--csv", plain_csv, "--at",
                  "7e10,1.4e12"), ("endpoint", "--csv", endpoint_csv, "--at", "1e22")):
         one_error_line(run("fit", *args, "--level", "0.8"), "--level 0.8: sets the level of the parameters' bootstrap "
                        "intervals; add --bootstrap N")
+        one_error_line(run("fit", *args, "--seed", "3"), "--seed 3: seeds the bootstrap's resampling, and no "
+                       "bootstrap is asked for; add --bootstrap N")
     out = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22", "--level", "0.8", "--bootstrap",
                          "30", "--format", "json").stdout)
     assert out["bootstrap"]["level"] == 0.8 and set(out["predictions"][0]) >= {"median", "lo50", "hi50", "lo90", "hi90"}

@@ -94,6 +94,20 @@ def test_leave_one_out_finds_the_planted_rung(planted):
     assert held.rel_error == pytest.approx(0.05, abs=0.01)
 
 
+def test_a_clean_run_beside_an_outlier_is_judged_without_it_not_flagged_for_its_pull():
+    """The outlier drags the others' trend: with it in, its clean neighbour sat 5 scales off (flagged on 4 of 40
+    ladders). Set aside, the neighbour is judged on the rest and only the outlier is flagged, on every ladder."""
+    for seed in range(40):
+        compute, loss = endpoint_losses(seed, n=8)
+        loss[0] *= 1.04
+        result = leave_one_out(compute, loss)
+        assert result.flagged == [0], seed
+        if seed == 3:  # one of the 4: the neighbour was at −4.8 scales against a limit of 4.5
+            neighbour = result.held[1]
+            assert neighbour.without == (0,) and abs(neighbour.score) < 2 and neighbour.limit > 4.5
+            assert result.held[0].without == () and result.held[0].score > 10
+
+
 def test_leave_one_out_is_quiet_on_clean_ladders():
     flagged = sum(bool(leave_one_out(*endpoint_losses(seed)).flagged) for seed in range(60))
     assert flagged <= 3  # 5% nominal

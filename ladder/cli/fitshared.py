@@ -176,12 +176,15 @@ def positive_number(value: float, option: str, text: str | None = None) -> float
 
 def check_level(level: float, ctx: typer.Context | None = None, bootstrap: int = 0) -> None:
     """A level between 0 and 1; with `ctx` (a fit's command), given only with --bootstrap: the level of the
-    parameters' bootstrap intervals, the one thing it sets there."""
+    parameters' bootstrap intervals, the one thing it sets there; --seed likewise, which seeds only the bootstrap."""
     if not 0 < level < 1:
         raise LadderError(f"--level {level}: must be between 0 and 1, e.g. 0.9")
     if ctx is not None and not bootstrap and given(ctx, level="--level"):
         raise LadderError(f"--level {level}: sets the level of the parameters' bootstrap intervals; add --bootstrap N, or "
                           "drop --level (every prediction gives its median with 50% and 90% bands)")
+    if ctx is not None and not bootstrap and given(ctx, seed="--seed"):
+        raise LadderError(f"--seed {ctx.params.get('seed')}: seeds the bootstrap's resampling, and no bootstrap is asked "
+                          "for; add --bootstrap N, or drop --seed (the fit itself draws nothing at random)")
 
 
 def bootstrap_record(fit, n: int, seed: int, level: float) -> tuple[fits.Ensemble | None, dict]:

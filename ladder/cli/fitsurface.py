@@ -137,6 +137,7 @@ def fit_surface_command(
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
              + _not_counts(data.params, data.tokens) + _unread_actual(preds) + ([untargeted] if untargeted else [])
+             + _not_carried(targets[2], predict_csv)
              + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}",
                                   lambda p: _outside(p, data.params, data.tokens)))
     if fmt is Format.json:
@@ -283,6 +284,19 @@ BAND_KEYS = ("params", "tokens", *shared.BANDS, "efolds_out")
 """The keys of a surface's prediction; a target's own column of one of these names is not carried. efolds_out:
 how far the target lies outside the fitted runs (`fits.surfacechoice.distance`), the e-folds the band's
 extrapolation error grows with."""
+
+
+def _not_carried(labels: list[dict], path: Path | None) -> list[str]:
+    """A warning naming the targets' own columns that share a name with a key of the prediction (`BAND_KEYS`, the
+    error beside an actual loss): they are not carried into the output, where the prediction's value stands."""
+    clash = [k for k in (labels[0] if labels else {}) if k in (*BAND_KEYS, ERROR_KEY)]
+    if not clash:
+        return []
+    names = ", ".join(repr(k) for k in clash)
+    return [f"{path}: the targets' column{'s' if len(clash) > 1 else ''} {names} share{'' if len(clash) > 1 else 's'} "
+            "a name with the prediction's own and "
+            f"{'are' if len(clash) > 1 else 'is'} not carried into the output; rename {'them' if len(clash) > 1 else 'it'} "
+            "to keep the values beside each prediction"]
 
 
 def _band_text(fit, ens) -> str:

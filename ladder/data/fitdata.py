@@ -184,7 +184,10 @@ def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
             also = " or, where each row gives its fraction of them, --fraction-col NAME" if option == "total_steps" else ""
             raise LadderError(f"{where}: name the {option.replace('_', ' ')} column ({flag} NAME{also})")
         if col not in df.columns:
-            raise csvfile.no_column(where, col, flag, df.columns)
+            error = csvfile.no_column(where, col, flag, df.columns)
+            if option == "run":  # a table of checkpoints was assumed from its step column
+                error = LadderError(f"{error}; give --run-col '' where each row is its own run")
+            raise error
 
 
 MOST = {"params": MAX_PARAMS, "tokens": MAX_TOKENS, "compute": MAX_COMPUTE, "budget": MAX_COMPUTE}
@@ -223,7 +226,7 @@ def _last_rows(df: pd.DataFrame, cols: Columns, where: str) -> pd.DataFrame:
             lines = ", ".join(map(str, df.index[ids == run][:3])) + (", ..." if counts.iloc[0] > 3 else "")
             raise LadderError(
                 f"{where}: run {run!r} has {counts.iloc[0]} rows (lines {lines}) and the CSV has no step column "
-                f"{cols.step!r} to tell its last; name it with --step-col, --run-col COLUMN if each row is its own run, "
+                f"{cols.step!r} to tell its last; name it with --step-col, give --run-col '' if each row is its own run, "
                 "or delete the rows repeated by mistake"
             )
     return df.groupby(cols.run, sort=False).tail(1)
