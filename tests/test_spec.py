@@ -190,3 +190,14 @@ def test_an_odd_head_size_is_refused_before_the_trainer_sees_it():
     with pytest.raises(LadderError, match=r"^arch.head_dim=15 must be even for rotary embeddings .* e\.g\. 16$"):
         ArchRules(vocab_size=256, head_dim=15)
     assert ArchRules(vocab_size=256, head_dim=2).spec(32, 2).n_heads == 16
+
+
+@pytest.mark.parametrize("n, name", [
+    (15_400, "15K"), (1_100_000, "1.1M"), (61_000_000, "61M"), (999_400_000, "999M"), (999_800_832, "1.0B"),
+    (999.96e9, "1.0T"), (535.3e9, "535.3B"), (999.6e3, "1.0M"), (999.6, "1.0K"), (999, "999"),
+])
+def test_a_count_that_rounds_to_1000_of_a_unit_is_named_in_the_next(n, name):
+    """A model of 999,800,832 parameters is 1.0B, not 1000M: the name's unit is chosen after rounding."""
+    from ladder.config.spec import format_count
+
+    assert format_count(n) == name

@@ -228,9 +228,13 @@ class ModelSpec:
 
 def format_count(n: float) -> str:
     """Human count as in model names: 15K, 1.1M, 61M, 162M, 1.2B, 27.7B, 535.3B."""
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= scale:
-            x = n / scale
-            # billions always carry a decimal (4.0B, 27.7B); smaller units only below 10 (1.1M, 61M)
-            return f"{x:.1f}{unit}" if unit in "TB" or x < 9.95 else f"{x:.0f}{unit}"
-    return f"{n:.0f}"
+    units = (("", 1.0), ("K", 1e3), ("M", 1e6), ("B", 1e9), ("T", 1e12))
+    i = max([0] + [k for k, (_, scale) in enumerate(units) if n >= scale])
+    while True:
+        unit, scale = units[i]
+        x = n / scale
+        # billions always carry a decimal (4.0B, 27.7B); smaller units only below 10 (1.1M, 61M)
+        text = f"{x:.1f}" if unit in ("T", "B") or (unit and x < 9.95) else f"{x:.0f}"
+        if float(text) < 1000 or i == len(units) - 1:
+            return text + unit
+        i += 1  # 999.96M rounds to 1000M: it is 1.0B
