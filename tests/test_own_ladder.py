@@ -105,6 +105,10 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     said = " ".join(fit_axis.output.split())
     assert fit_axis.exit_code == 2 and "--compute fit: no fit FLOPs per token (fit_flops_per_token) for " in said
     assert PLAN.rungs[0].name in said and "use --compute 6nd" in said
+    listed = invoke("runs", "--store", str(tmp_path / "store"))  # the runs table shows the 6·N it counts, and says so
+    n0 = PLAN.rungs[0].spec.active_params()
+    assert listed.exit_code == 0 and f"{6 * n0:.3g} (6·N)" in listed.output
+    assert "compute is 6·N·D for " in listed.output and "only N is known" in listed.output
 
 
 def test_the_figures_draw_rungs_with_only_n_beside_a_target_with_only_fit_flops(tmp_path):

@@ -359,7 +359,7 @@ def runs_command(
     """List the runs in the store: ladder coordinates, state, steps and where each came from.
 
     Parameters: active and total as the planner counts them; C/token is fit compute per token
-    (3 × forward FLOPs without the output head); steps: the last step, of the step the run stops at (its
+    (3 × forward FLOPs without the output head; 6·N where only N is known, as the fits count it); steps: the last step, of the step the run stops at (its
     edited plan's last, for a run cut short); fraction: the last step's, of the plan the run started
     with (of its edited plan beside it; last_fraction_edited in the JSON). --remove takes runs out (a
     run pulled twice, from two sources), after asking.
@@ -385,7 +385,10 @@ def runs_command(
             records.append(row)
         print_json(records)
         return
+    from ladder.data.runview import six_n_note  # it loads fits: not at the CLI's start
+
     settings = target.settings()
+    six_n = []  # the runs whose compute per token is 6·N, only N being known
     t = Table(title=f"Runs in {target.root}/ (fit metric {settings.fit_metric})")
     for col in ("run", "id", "group", "role", "state", "active", "total", "C/token (FLOPs)", "steps", "fraction", VALUES, "source"):
         t.add_column(col, justify="right" if col in ("active", "total", "C/token (FLOPs)", "steps", "fraction", VALUES) else "left",
@@ -399,15 +402,28 @@ def runs_command(
             r["state"],
             "?" if _missing(r["active_params"]) else format_count(int(r["active_params"])),
             "?" if _missing(r["total_params"]) else format_count(int(r["total_params"])),
-            "?" if _missing(r["fit_flops_per_token"]) else f"{r['fit_flops_per_token']:.3g}",
+            _per_token_cell(r, six_n),
             f"{_int(r['last_step'])}/{_int(r['stop_after_steps'])}",
             _fraction_cell(r),
             f"{r['rows']:,}",
             r["source"],
         )
     console.print(t)
+    for line in six_n_note(six_n):
+        console.print(line, highlight=False, soft_wrap=True)
     if settings.renames:
         console.print("Renames: " + ", ".join(f"{a} → {b}" for a, b in settings.renames.items()), highlight=False)
+
+
+def _per_token_cell(run: dict, six_n: list[str]) -> str:
+    """The runs table's fit FLOPs per token: 6·N where only N is known (the run's name added to `six_n`), as every
+    fit counts it then; "?" where neither is."""
+    if not _missing(run["fit_flops_per_token"]):
+        return f"{run['fit_flops_per_token']:.3g}"
+    if _missing(run["active_params"]) or not run["active_params"] > 0:
+        return "?"
+    six_n.append(str(run["name"]))
+    return f"{6.0 * float(run['active_params']):.3g} (6·N)"
 
 
 VALUES = "values (all metrics)"
