@@ -178,7 +178,7 @@ def compare_ladders(
     if draws is None:
         draws, gaps = mult[None, :], np.array([laws[1].predict(target) - laws[0].predict(target)])
     warnings = _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot, ok_fit)
-    warnings += _outside_resamples(draws[:, -1], float(mult[-1])) if n_boot and not no_bands else []
+    warnings += _outside_resamples(draws[:, -1], float(mult[-1]), mode) if n_boot and not no_bands else []
     return Comparison(
         compute_a=ca, loss_a=ya, compute_b=cb, loss_b=yb, law_a=laws[0], law_b=laws[1], E_mode=mode,
         target=target, at=at, multiplier=mult, band=_band(draws, mult),
@@ -400,7 +400,7 @@ def _band(draws: np.ndarray, point: np.ndarray) -> Band:
 
 
 # ---- warnings ---------------------------------------------------------------------------------------
-def _outside_resamples(draws: np.ndarray, point: float) -> list[str]:
+def _outside_resamples(draws: np.ndarray, point: float, mode: str) -> list[str]:
     """A warning where the full fit's multiplier at the target lies outside the resamples' 50% range, which
     `_band` then stretches to hold it: the band's side there is the full fit, not a percentile (never on 30
     synthetic ladders of 5 noisy sizes; the published misfitting ladders with E separate, 10.8 against a
@@ -413,7 +413,7 @@ def _outside_resamples(draws: np.ndarray, point: float) -> list[str]:
     return [f"the full fit's multiplier at the target ({point:.4g}) lies outside the resamples' 50% range "
             f"[{lo50:.4g}, {hi50:.4g}] (their median {mid:.4g}, 90% range [{lo90:.4g}, {hi90:.4g}]): the {which} "
             "stretched to hold it; the fit rests on rungs that resamples leave out, so read the multiplier "
-            "with care (add rungs, or share E)"]
+            f"with care (add rungs{', or share E' if mode == 'separate' else ''})"]
 
 
 PINNED_MISS = 0.01

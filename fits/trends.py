@@ -203,6 +203,8 @@ class HeldOut:
     """|score| beyond this flags the run."""
     E: float
     """The offset used: y − E is a power law of x."""
+    dof: int
+    """Degrees of freedom of the scatter it is judged by (the runs of its trend − 2, less 1 for E)."""
     without: tuple[int, ...] = ()
     """The runs flagged before this one that its trend leaves out too (`leave_one_out`), worst first."""
 
@@ -238,20 +240,28 @@ def leave_one_out(x, y, *, level: float = 0.95, floor: float = 0.002, offset: bo
     freedom and only a gross outlier can show.
 
     A run far off drags the others' trend towards itself, so a clean run beside it can look off too.
-    Where several runs are flagged, the worst is set aside and the rest are judged again without it
-    (their trends leave it out, on one run fewer), while 4 runs are left to judge: backward deletion,
-    one outlier at a time. Each `HeldOut.without` names the runs set aside for it."""
+    Where several runs are flagged, one is set aside and the rest are judged again without it (their
+    trends leave it out, on one run fewer): the flagged run whose absence leaves the others most in
+    line (the least largest |score| / limit among them), not the one with the largest score, which on
+    a short ladder can be a clean end rung extrapolated through a bad neighbour. Backward deletion, one
+    outlier at a time, while the runs judged again keep 2 degrees of freedom (6 runs or more; with
+    fewer the limit grows too wide to clear anyone). Each `HeldOut.without` names the runs set aside
+    for it."""
     x = checks.as_array("x", x)
     y = checks.as_array("y", y)
     n = checks.same_length(x=x, y=y)
     checks.need_runs(n, 4, "leave-one-out check", "runs")
     loo = _leave_each_out(x, y, level, floor, offset)
-    flagged = [loo.held[i] for i in loo.flagged]
-    if len(flagged) < 2 or n < 5:
+    if len(loo.flagged) < 2 or (n - 1) - 3 < 2:
         return loo
-    worst = max(flagged, key=lambda h: abs(h.score) / h.limit).index
-    rest = np.flatnonzero(np.arange(n) != worst)
-    again = leave_one_out(x[rest], y[rest], level=level, floor=floor, offset=offset)
+
+    def without(i: int) -> tuple[np.ndarray, LeaveOneOut]:
+        rest = np.flatnonzero(np.arange(n) != i)
+        return rest, leave_one_out(x[rest], y[rest], level=level, floor=floor, offset=offset)
+
+    tries = {i: without(i) for i in loo.flagged}
+    worst = min(tries, key=lambda i: max(abs(h.score) / h.limit for h in tries[i][1].held))
+    rest, again = tries[worst]
     held = list(loo.held)
     for h in again.held:
         i = int(rest[h.index])
@@ -280,7 +290,7 @@ def _leave_each_out(x: np.ndarray, y: np.ndarray, level: float, floor: float, of
         expected = float(E + np.exp(a + b * u0))
         scale = spread * float(np.sqrt(1 + 1 / keep.sum() + u0**2 / u_ss))
         rel = float(y[i] / expected - 1)
-        held.append(HeldOut(i, float(y[i]), expected, rel, scale, rel / scale, limit, float(E)))
+        held.append(HeldOut(i, float(y[i]), expected, rel, scale, rel / scale, limit, float(E), dof))
     return LeaveOneOut(tuple(held), level, floor, dof)
 
 

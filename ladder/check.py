@@ -418,10 +418,10 @@ def _grad_norm(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) 
     remedy = ("add a logit z-loss (moe.logit_z) or a stronger router z-loss, or lower the peak LR; "
               "then rerun the largest rung")
     over = [r.name for r, h in zip(usable, height) if h > st.grad_limit]
+    already = f"already above the limit {st.grad_limit:g}: {', '.join(over)}" if over else ""
     if hero is None:
         if over:
-            return Finding(name, "alarm", f"{evidence}; already above the limit {st.grad_limit:g}: {', '.join(over)}",
-                           remedy=remedy, values=values)
+            return Finding(name, "alarm", f"{evidence}; {already}", remedy=remedy, values=values)
         return Finding(name, "not checked", f"not checked: {_NO_HERO} ({evidence})", values=values)
     mid = float(trend.predict(hero.flops))
     lo, hi = (float(v) for v in trend.interval(hero.flops, st.level))
@@ -429,10 +429,10 @@ def _grad_norm(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) 
     hero_text = f"{_band(mid, lo, hi, '.3g', st.level)} at {_distance(hero, usable)}"
     if mid > st.grad_limit:
         status: Status = "alarm"
-        evidence += f"; projected hero peak above the limit {st.grad_limit:g}"
+        evidence += f"; projected hero peak above the limit {st.grad_limit:g}" + (f"; {already}" if over else "")
     elif over:
         status = "alarm"
-        evidence += f"; already above the limit {st.grad_limit:g}: {', '.join(over)}"
+        evidence += f"; {already}"
     elif hi > st.grad_limit:
         status = "warning"
         evidence += f"; the {st.level:.0%} band reaches the limit {st.grad_limit:g}"
@@ -582,7 +582,8 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     values = {"rungs": [r.name for r in usable], "compute": compute, "final": final,
               "expected": [h.expected for h in loo.held], "rel_error": [h.rel_error for h in loo.held],
               "score": [h.score for h in loo.held], "limit": next(h.limit for h in loo.held if not h.without),
-              "dof": loo.dof, "judged_without": [[usable[i].name for i in h.without] for h in loo.held]}
+              "dof": loo.dof, "limits": [h.limit for h in loo.held], "dofs": [h.dof for h in loo.held],
+              "judged_without": [[usable[i].name for i in h.without] for h in loo.held]}
     caveat = "" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)"
     caveat += left_out
     if other_ratios:
@@ -597,7 +598,7 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
              f"score {h.score:.1f}, limit ±{h.limit:.1f}{_set_aside(h, usable)})" for h in flagged]
     largest_worse = any(h.index == len(usable) - 1 and h.rel_error > 0 for h in flagged)
     status: Status = "alarm" if largest_worse else "warning"
-    evidence = "off the others' endpoint trend: " + "; ".join(parts) + left_out
+    evidence = "off the others' endpoint trend: " + "; ".join(parts) + caveat
     if largest_worse:
         evidence += "; the largest rung is worse than the trend: the recipe may stop scaling"
     remedy = ("look for what sets the rung apart (shape: depth for its width, batch, LR, data); rerun it, "
@@ -605,7 +606,7 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     return Finding(name, status, evidence, "", remedy, values)
 
 
-def _set_aside(h, usable: list[_Rung]) -> str:
+def _set_aside(h: trends.HeldOut, usable: list[_Rung]) -> str:
     """", against the trend without X" for a rung judged after worse ones were set aside (`HeldOut.without`)."""
     return f", against the trend without {', '.join(usable[i].name for i in h.without)}" if h.without else ""
 

@@ -751,6 +751,10 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     assert preds[0]["median"] == pytest.approx(truth(7e9, 1.4e12), rel=0.05)
     assert f"{named}: the targets' column 'median' shares a name with the prediction's own and is not carried into " \
            "the output; rename it to keep the values beside each prediction" in out["warnings"]  # not lost in silence
+    own = tmp_path / "own_error.csv"  # no actual loss: no error is computed, and the targets' own column is carried
+    own.write_text("name,params,tokens,predicted_error\nhero-7b,7e9,1.4e12,0.01\n")
+    kept = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", own, "--format", "json").stdout)
+    assert kept["predictions"][0]["predicted_error"] == 0.01 and not any("not carried" in w for w in kept["warnings"])
     table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", named)
     assert table.exit_code == 0, table.output
     assert "hero-7b" in table.stdout and "name" in table.stdout

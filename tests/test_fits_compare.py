@@ -140,13 +140,13 @@ def test_a_band_stretched_to_hold_the_full_fit_is_said_and_a_band_that_holds_it_
     from fits.compare import _outside_resamples
 
     draws = np.random.default_rng(0).lognormal(np.log(5.0), 0.5, 1000)  # resampled multipliers about 5
-    assert _outside_resamples(draws, 5.2) == []
-    (inside_90,) = _outside_resamples(draws, 8.0)  # above the 75th percentile (7.0), below the 95th (11.4)
+    assert _outside_resamples(draws, 5.2, "shared") == []
+    (inside_90,) = _outside_resamples(draws, 8.0, "shared")  # above the 75th percentile (7.0), below the 95th (11.4)
     assert inside_90.startswith("the full fit's multiplier at the target (8) lies outside the resamples' 50% range")
-    assert "the 50% band is stretched to hold it" in inside_90
-    (beyond,) = _outside_resamples(draws, 40.0)
-    assert "the 50% and 90% bands are stretched" in beyond
-    assert _outside_resamples(np.full(10, np.inf), 3.0) == []  # B never reaching A's loss: no percentile to say
+    assert "the 50% band is stretched to hold it" in inside_90 and inside_90.endswith("(add rungs)")
+    (beyond,) = _outside_resamples(draws, 40.0, "separate")
+    assert "the 50% and 90% bands are stretched" in beyond and beyond.endswith("(add rungs, or share E)")
+    assert _outside_resamples(np.full(10, np.inf), 3.0, "shared") == []  # B never reaching A's loss: no percentile
     for seed in range(5):  # ordinary noisy ladders: the full fit sits among its resamples
         r = compare_ladders(*ladders(5, 1.5, 0.002, seed), target=1e20, n_boot=200, seed=seed)
         assert not any("stretched" in w for w in r.warnings)

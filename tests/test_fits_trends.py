@@ -108,6 +108,18 @@ def test_a_clean_run_beside_an_outlier_is_judged_without_it_not_flagged_for_its_
             assert result.held[0].without == () and result.held[0].score > 10
 
 
+@pytest.mark.parametrize("n", [5, 6, 8])
+def test_a_bad_second_rung_is_flagged_not_the_clean_smallest_extrapolated_through_it(n):
+    """The clean smallest run, its trend extrapolated through a bad neighbour, scores further off than the bad
+    run itself: it is not the one set aside. With 5 runs the rest cannot be judged again (1 degree of freedom,
+    a limit of 51), so both stay flagged; from 6 runs on the bad one alone is."""
+    for seed in range(20):
+        compute, loss = endpoint_losses(seed, n=n)
+        loss[1] *= 1.03
+        flagged = leave_one_out(compute, loss).flagged
+        assert flagged == ([0, 1] if n == 5 else [1]), (n, seed, flagged)
+
+
 def test_leave_one_out_is_quiet_on_clean_ladders():
     flagged = sum(bool(leave_one_out(*endpoint_losses(seed)).flagged) for seed in range(60))
     assert flagged <= 3  # 5% nominal

@@ -2,7 +2,8 @@
 
 A command parses its options, calls one library function and prints. User errors
 (`LadderError`, `FitError`), files that cannot be read or written, and the parser's own usage errors (an
-unknown option, a value that does not parse) become one red line on stderr and exit code 2. Anything
+unknown option, a value that does not parse) become one red line on stderr and exit code 2 (or the
+error's own `exit_code`: 75 for a run not written yet, `ladder.errors.NotYetWritten`). Anything
 else is a bug: one line that says so, exit code 1, and the traceback only
 with `ladder --debug ...` or ``LADDER_DEBUG=1``. Secrets from the environment never appear in a
 message.
@@ -247,8 +248,8 @@ def _bug(exc: BaseException) -> typer.Exit:
 
 
 def command(name: str | None = None, *, parent: typer.Typer | None = None, **kwargs: Any) -> Callable:
-    """Register a CLI command whose user errors exit with code 2 and one clear line, and whose
-    unexpected errors exit with code 1 and one line saying it is a bug."""
+    """Register a CLI command whose user errors exit with code 2 (or the error's own `exit_code`) and one clear
+    line, and whose unexpected errors exit with code 1 and one line saying it is a bug."""
 
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)

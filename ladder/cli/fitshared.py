@@ -67,7 +67,7 @@ PLANNED_COL = typer.Option(None, "--total-steps-col", help="CSV: column of each 
                            "reads none).")
 E_OPT = typer.Option(None, "--E", help="Pin the irreducible loss E instead of fitting it.")
 BOOT = typer.Option(0, "--bootstrap", help="Refits over runs resampled with replacement, for intervals (0: none; else 2 to 10,000).")
-SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1).")
+SEED = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (with --bootstrap N; 0 to 2³² − 1).")
 LEVEL = typer.Option(0.9, "--level", help="Level of the parameters' bootstrap intervals (with --bootstrap N); every prediction gives its median with 50% and 90% bands.")
 FMT = typer.Option(Format.table, "--format", help="table, or json (one object on stdout).")
 COMPUTE = typer.Option(

@@ -137,7 +137,7 @@ def fit_surface_command(
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
              + _not_counts(data.params, data.tokens) + _unread_actual(preds) + ([untargeted] if untargeted else [])
-             + _not_carried(targets[2], predict_csv)
+             + _not_carried(targets[2], predict_csv, actual_column(preds) is not None)
              + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}",
                                   lambda p: _outside(p, data.params, data.tokens)))
     if fmt is Format.json:
@@ -286,10 +286,11 @@ how far the target lies outside the fitted runs (`fits.surfacechoice.distance`),
 extrapolation error grows with."""
 
 
-def _not_carried(labels: list[dict], path: Path | None) -> list[str]:
-    """A warning naming the targets' own columns that share a name with a key of the prediction (`BAND_KEYS`, the
-    error beside an actual loss): they are not carried into the output, where the prediction's value stands."""
-    clash = [k for k in (labels[0] if labels else {}) if k in (*BAND_KEYS, ERROR_KEY)]
+def _not_carried(labels: list[dict], path: Path | None, with_error: bool) -> list[str]:
+    """A warning naming the targets' own columns that share a name with a key of the prediction (`BAND_KEYS`, and
+    the error beside an actual loss `with_error`): they are not carried into the output, where the prediction's
+    value stands."""
+    clash = [k for k in (labels[0] if labels else {}) if k in BAND_KEYS or (with_error and k == ERROR_KEY)]
     if not clash:
         return []
     names = ", ".join(repr(k) for k in clash)

@@ -109,8 +109,8 @@ class PullSkipped(LadderError):
 
     def __init__(self, result: PullResult):
         self.result = result
-        waiting = {run for run, _ in result.skipped} <= result.waiting
-        self.exit_code = NotYetWritten.exit_code if waiting else 2  # only runs still starting: "try again"
+        if {run for run, _ in result.skipped} <= result.waiting:  # only runs still starting: "try again"
+            self.exit_code = NotYetWritten.exit_code
         others = len(result.pulled) + result.unchanged + result.resumed
         if len(result.skipped) == 1:
             ((run, why),) = result.skipped
