@@ -255,13 +255,13 @@ def leave_one_out(x, y, *, level: float = 0.95, floor: float = 0.002, offset: bo
     if len(loo.flagged) < 2 or (n - 1) - 3 < 2:
         return loo
 
-    def without(i: int) -> tuple[np.ndarray, LeaveOneOut]:
-        rest = np.flatnonzero(np.arange(n) != i)
-        return rest, leave_one_out(x[rest], y[rest], level=level, floor=floor, offset=offset)
+    def spread_without(i: int) -> float:  # how far the rest lie off, one pass each (no deeper deletion)
+        rest = np.arange(n) != i
+        return max(abs(h.score) / h.limit for h in _leave_each_out(x[rest], y[rest], level, floor, offset).held)
 
-    tries = {i: without(i) for i in loo.flagged}
-    worst = min(tries, key=lambda i: max(abs(h.score) / h.limit for h in tries[i][1].held))
-    rest, again = tries[worst]
+    worst = min(loo.flagged, key=spread_without)
+    rest = np.flatnonzero(np.arange(n) != worst)
+    again = leave_one_out(x[rest], y[rest], level=level, floor=floor, offset=offset)
     held = list(loo.held)
     for h in again.held:
         i = int(rest[h.index])
