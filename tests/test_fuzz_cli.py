@@ -317,6 +317,8 @@ SPEC = [
     _spec("vocab-1e30", _model(vocab_size="1e30"), ["vocab_size", "64 bits", "(line 7)"]),
     _spec("vocab-1e12", _model(vocab_size=10**12), ["vocab_size=1,000,000,000,000 is too large"]),
     _spec("layers-zero", _model(n_layers=0), ["n_layers=0 must be positive"]),
+    _spec("moe-without-expert-width", _model(n_experts=4, top_k=1), ["expert_width=0 must be positive: an MoE layer",
+                                                                      "a field left out reads as 0"]),
     _spec("layers-negative", _model(n_layers=-3), ["n_layers=-3 must be positive"]),
     _spec("head-dim-zero", _model(head_dim=0), ["head_dim=0 must be positive"]),
     _spec("kv-heads-not-dividing", _model(n_heads=4, head_dim=8, n_kv_heads_local=3), ["n_kv_heads_local=3", "divide n_heads=4"]),

@@ -113,7 +113,8 @@ class ModelSpec:
                     "a token cannot use more experts than the layer has"
                 )
             if self.expert_width <= 0:
-                raise LadderError(f"expert_width={self.expert_width} must be positive")
+                raise LadderError(f"expert_width={self.expert_width} must be positive: an MoE layer (n_experts > 0) "
+                                  "needs its experts' width (a field left out reads as 0)")
             if self.capacity_factor <= 0:
                 raise LadderError(f"capacity_factor={self.capacity_factor} must be positive")
         if self.latent_dim is not None and (self.latent_dim <= 0 or not self.n_experts):
@@ -126,7 +127,8 @@ class ModelSpec:
                 f"dense_layers={list(self.dense_layers)} must be distinct layers in 0..{self.n_layers - 1}"
             )
         if self.n_dense_layers and self.dense_width <= 0:
-            raise LadderError(f"dense layers need a positive dense_width (got {self.dense_width})")
+            raise LadderError(f"dense layers need a positive dense_width (got {self.dense_width}; a field left out "
+                              "reads as 0)")
 
     # ---- layer layout -------------------------------------------------------------------------
     def is_global(self, layer: int) -> bool:
