@@ -600,7 +600,7 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path, shared_data):
     # the replay warns at the early evals (the 3.2B up to 3.9% above its prediction at 4–12% of the run) and ends OK;
     # the one check that judges them all exits with the worst, a warning
     assert "watch exit code 4" in out and "watch exit code 5" not in out
-    last_eval = re.findall(r"^ *([A-Z-]+) step [\d,]+ \(\d+%\): eval/loss ", (tmp_path / "olmo-watch.txt").read_text(),
+    last_eval = re.findall(r"^ *([A-Z-]+) step [\d,]+ \([\d.]+%\): eval/loss ", (tmp_path / "olmo-watch.txt").read_text(),
                            flags=re.M)
     assert last_eval and last_eval[-1] == "OK" and "WARNING" in last_eval
     # the prediction's offline wandb run, read back by the offline reader
@@ -766,7 +766,7 @@ def test_the_watch_warns_where_a_live_target_s_lr_leaves_the_lr_its_prediction_c
     said = " ".join(res.output.split())
     assert "the run's LR departs from the LR its prediction assumed" in said
     assert f"(set by the lr warning at step {first:,}): WARNING" not in said  # the verdict's words stay at its head
-    assert re.search(rf"WARNING step {first:,} \(\d+%\): eval/loss .* \(set by the lr warning at step {first:,}\)", said)
+    assert re.search(rf"WARNING step {first:,} \([\d.]+%\): eval/loss .* \(set by the lr warning at step {first:,}\)", said)
 
 
 def test_a_live_target_whose_lr_left_the_rungs_shape_is_predicted_with_its_last_lr_held_and_a_warning(tmp_path):

@@ -691,6 +691,9 @@ def test_a_steps_edited_fraction_is_of_the_plan_in_force_at_that_step():
     pred = Prediction("hero", "eval/loss", table, planned_steps=10_000)
     assert pred.fraction_label(500, 8_000) == "5%"  # before the cut the plan in force was the first
     assert pred.fraction_label(6_000, 8_000) == "60% of the plan, 75% of the edited plan"
+    # to a tenth where it is no whole one, as the report's table: two evals 1% apart are not both "62%"
+    assert [pred.fraction_label(s) for s in (992, 6_150, 6_250)] == ["9.9%", "61.5% of the plan, 76.9% of the edited plan",
+                                                                     "62.5% of the plan, 78.1% of the edited plan"]
 
 
 def test_a_prediction_saved_over_another_is_all_old_or_all_new(predicted, tmp_path, monkeypatch):

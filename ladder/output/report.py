@@ -18,7 +18,7 @@ import pandas as pd
 
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
-from ladder.predict.prediction import Prediction
+from ladder.predict.prediction import Prediction, percent
 from ladder.predict.scoring import failed_steps
 
 GENERATOR = "<meta name='generator' content='scaling-ladder report'>"
@@ -116,7 +116,7 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
     rows, got = rows[once], (got[once] if got is not None else None)
     out = pd.DataFrame({
         "step": rows["step"].astype(int),
-        "fraction": [_share(f) + (f" ({_share(e)} of the edited plan)" if abs(e - f) > 1e-9 else "")
+        "fraction": [percent(f) + (f" ({percent(e)} of the edited plan)" if abs(e - f) > 1e-9 else "")
                      for f, e in zip(rows["fraction"], rows["fraction_edited"])],
         "predicted": [_num(x) for x in rows["median"]],
         "50% band": [_span(a, b) for a, b in zip(rows["lo50"], rows["hi50"])],
@@ -129,12 +129,6 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
         out["actual in"] = [_where(a, *band) for a, *band in zip(got, *(rows[k] for k in ("lo50", "hi50", "lo90", "hi90")))]
     out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
     return out
-
-
-def _share(f: float) -> str:
-    """A fraction of the run as a percentage, to a tenth where it is no whole one (an eval at 9.92% is not "10%",
-    where the scores' "from 10%" would take it in)."""
-    return f"{f:.0%}" if abs(100 * f - round(100 * f)) < 0.05 else f"{f:.1%}"
 
 
 def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series,

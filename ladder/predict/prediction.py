@@ -54,6 +54,12 @@ class FormUsed:
     """Share of this form in the combined median (1 when it is the only one)."""
 
 
+def percent(f: float) -> str:
+    """A fraction of the run as a percentage, to a tenth where it is no whole one (an eval at 9.92% is not "10%",
+    where the scores' "from 10%" would take it in; two evals 1% apart are not both "62%")."""
+    return f"{f:.0%}" if abs(100 * f - round(100 * f)) < 0.05 else f"{f:.1%}"
+
+
 @dataclass(frozen=True)
 class Prediction:
     run_name: str
@@ -102,8 +108,8 @@ class Prediction:
         f = step / max(self.started_with, 1.0)
         in_force = self._plan_at(step) or planned_now
         if in_force and abs(in_force - self.started_with) > 0.5:
-            return f"{f:.0%} of the plan, {step / in_force:.0%} of the edited plan"
-        return f"{f:.0%}"
+            return f"{percent(f)} of the plan, {percent(step / in_force)} of the edited plan"
+        return percent(f)
 
     def _plan_at(self, step: int) -> float | None:
         """The planned steps in force at `step` by the table (those of its last row at or before `step`; of its first
