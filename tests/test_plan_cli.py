@@ -189,6 +189,7 @@ def test_spec_fit_compute_follows_the_sequence_length(tmp_path):
     assert own["fit_flops"] == pytest.approx(cfg.fit_flops) and own["tokens"] == cfg.tokens
     assert own["fit_flops"] == pytest.approx(own["fit_flops_per_token"] * own["tokens"])
     assert own["fit_flops_per_token"] < 3 * cfg.spec.forward_flops_per_token(cfg.seq_len)  # half the run at 64
+    assert own["seq_phases"] == [{"start_fraction": 0.0, "seq_len": cfg.seq_len}, {"start_fraction": 0.5, "seq_len": 64}]
     for seq in (64, 512):
         at = json.loads(run("spec", str(hero), "--seq-len", str(seq), "--format", "json").stdout)
         assert at["fit_flops_per_token"] == pytest.approx(3 * cfg.spec.forward_flops_per_token(seq))

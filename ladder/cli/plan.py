@@ -207,6 +207,9 @@ def spec_command(
             "forward_flops_per_token": flops,
             "fit_flops_per_token": 3 * fwd,
         }
+        if phases:  # seq_len and the breakdown are of the first phase; fit_flops_per_token is averaged over them all
+            out["seq_phases"] = [{"start_fraction": 0.0, "seq_len": seq}] + [
+                {"start_fraction": p.start_fraction, "seq_len": p.seq_len} for p in run.schedule.seq_phases]
         if run:
             out |= {"tokens": run.tokens, "fit_flops": 3 * fwd * run.tokens, "flops_with_head": 3 * fwd_head * run.tokens,
                     "flops_6nd": run.flops_6nd}
