@@ -416,14 +416,18 @@ def runs_command(
 
 
 def _per_token_cell(run: dict, six_n: list[str]) -> str:
-    """The runs table's fit FLOPs per token: 6·N where only N is known (the run's name added to `six_n`), as every
-    fit counts it then; "?" where neither is."""
-    if not _missing(run["fit_flops_per_token"]):
-        return f"{run['fit_flops_per_token']:.3g}"
-    if _missing(run["active_params"]) or not run["active_params"] > 0:
+    """The runs table's fit FLOPs per token as every fit counts it (`runview.flops_per_token`): 6·N where only N is
+    known (the run's name added to `six_n`); "?" where neither is."""
+    from ladder.data.runview import SIX_N, flops_per_token
+
+    try:
+        flops, source = flops_per_token(str(run["name"]), run)
+    except LadderError:
         return "?"
+    if source != SIX_N:
+        return f"{flops:.3g}"
     six_n.append(str(run["name"]))
-    return f"{6.0 * float(run['active_params']):.3g} (6·N)"
+    return f"{flops:.3g} (6·N)"
 
 
 VALUES = "values (all metrics)"
