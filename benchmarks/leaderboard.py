@@ -72,9 +72,9 @@ class Task:
 # ---- datasets as runs ---------------------------------------------------------------------------------------
 
 
-def olmo_tasks() -> list[Task]:
-    """Rungs with their logged LR (as `ladder import csv` stores it); the 3.2B target with its declared
-    schedule (as a target file gives it): the numbers `ladder predict --target` gives on the same data."""
+def olmo_runs() -> tuple[dict[tuple[str, float], Run], dict[str, float]]:
+    """The OLMo ladder's runs by (size, length multiplier) with their logged LR (as `ladder import csv` stores
+    it; seed reruns left out), and each run's peak LR by name."""
     lad, runs = ds.olmo_ladder()
     R = {}
     for _, r in runs.iterrows():
@@ -85,12 +85,18 @@ def olmo_tasks() -> list[Task]:
             r["run_id"], float(g["flops_per_token"].iloc[0]), float(r["batch_size_tokens"]), T,
             g["step"].to_numpy(), g["loss"].to_numpy(), lrs_from_logged(g["step"].to_numpy(), g["lr"].to_numpy(), T),
             n_params=float(r["params_nonembed"]))
+    return R, dict(zip(runs["run_id"], runs["peak_lr"].astype(float)))
+
+
+def olmo_tasks() -> list[Task]:
+    """Rungs with their logged LR; the 3.2B target with its declared schedule (as a target file gives it): the
+    numbers `ladder predict --target` gives on the same data."""
+    R, peaks = olmo_runs()
     rungs = [v for (s, _), v in R.items() if s != "3.2B"]
     tasks = []
     for m in ds.OLMO_MULTIPLIERS:
         target = R[("3.2B", m)]
-        peak = float(runs.loc[runs["run_id"] == target.name, "peak_lr"].iloc[0])
-        declared = olmo_schedule(peak, target.planned_steps).lrs(0, target.planned_steps + 1)
+        declared = olmo_schedule(peaks[target.name], target.planned_steps).lrs(0, target.planned_steps + 1)
         tasks.append(Task(f"olmo-3.2B-{m:g}xC", "4 smaller sizes × 5 lengths → 3.2B (5.6× compute)", rungs,
                           [replace(target, lrs=declared)]))
     return tasks

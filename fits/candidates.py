@@ -265,10 +265,11 @@ class PerFraction:
                             "schedule) to have it checked")
         if target.lrs is not None and target.plan_lrs is not None and _parted(target.lrs, target.plan_lrs, steps).any():
             try:
-                band, note = _schedule_difference(self.runs, target, steps, band, o)
+                band, note, edit_warnings = _schedule_difference(self.runs, target, steps, band, o)
             except FitError as exc:
                 raise FitError(f"the target's schedule was edited and no curve law could model the edit: {exc}") from None
             why += "; " + note
+            warnings += edit_warnings
         return Outcome(band, why, params, tuple(warnings))
 
     def _band(self, fit, C, grid, losses, smooth, compute: float, g: np.ndarray, shared,
@@ -355,7 +356,8 @@ def _parted(lrs: np.ndarray, ref: np.ndarray, steps: np.ndarray) -> np.ndarray:
 
 
 def _schedule_difference(runs, target, steps, band, o: Options):
-    """Add MP(target LRs) − MP(plan LRs), with a jackknife over sizes and half the gap to the momentum law."""
+    """Add MP(target LRs) − MP(plan LRs), with a jackknife over sizes and half the gap to the momentum law, and the
+    change's own size where the ladder's schedules do not pin the law (`EDIT_UNTESTED`)."""
     parted = _parted(target.lrs, target.plan_lrs, steps)
     model = CurveLaw("multipower", runs, o)
     law = model.fit()
@@ -369,8 +371,28 @@ def _schedule_difference(runs, target, steps, band, o: Options):
         se = np.hypot(se, np.abs(d - d2) / 2)
     except FitError:
         pass
+    note, warnings = "the multi-power law adds what the edited schedule changes", []
+    if not schedules_pinned(model.curves):
+        se = np.hypot(se, np.abs(d))
+        warnings.append(EDIT_UNTESTED)
+        note += " (known to its order only: one sd its own size)"
     d, se = np.where(parted, d, 0.0), np.where(parted, se, 0.0)
-    return widen(_shift(band, d), se), "the multi-power law adds what the edited schedule changes"
+    return widen(_shift(band, d), se), note, warnings
+
+
+EDIT_UNTESTED = ("the target's schedule was edited, and no two sizes of the ladder train two schedules each: how much "
+                 "an edit changes the loss is the multi-power law's, with its annealing shape at published values and "
+                 "nothing in the ladder to test it, so the band carries the change's own size as one sd; train a rung "
+                 "or two at a second length to pin it")
+"""The edit's effect rests on the annealing term, which only curves of several schedules at one size pin. On the
+OLMo ladder with one length per size it came out 0.4–2.8× the actual change, and −0.047 nats where the actual was
+nil (`benchmarks/edited_schedule.py`)."""
+
+
+def schedules_pinned(curves: list[Curve]) -> bool:
+    """Whether the curves tell a curve law's asymptote and annealing term from its power law: 2 sizes or more
+    with 2 schedules or more each (`_schedules_per_size`)."""
+    return int(np.sum(_schedules_per_size(curves) >= 2)) >= 2
 
 
 def _jackknife_se(draws: np.ndarray) -> np.ndarray:
@@ -520,9 +542,10 @@ class CurveLaw:
         With one curve per size, the law's asymptote L0 and its power-law term are not told apart within a
         size (the fit drives L0 to its bound), and the power laws across sizes extrapolate that confusion;
         curves of other lengths or schedules at the same size separate them (Luo et al. fit each size on
-        several schedules). The per-fraction law still uses such a fit for the difference a schedule edit makes."""
-        per_size = _schedules_per_size(self.curves)
-        if np.sum(per_size >= 2) < 2:
+        several schedules). The per-fraction law still uses such a fit for the difference a schedule edit makes, with
+        that difference's own size as one sd of its band (`EDIT_UNTESTED`)."""
+        if not schedules_pinned(self.curves):
+            per_size = _schedules_per_size(self.curves)
             has = (f"{per_size.size} size" if per_size.size < 2 else
                    f"{int(np.sum(per_size >= 2))} of {per_size.size} sizes with 2 or more, "
                    f"{int(per_size.max(initial=0))} at most per size")

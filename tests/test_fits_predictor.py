@@ -11,7 +11,7 @@ import fits.multipower as mp
 from fits import FitError
 from fits import candidates as cand
 from fits import predictor as core
-from fits.candidates import CurveLaw, Options
+from fits.candidates import Z90, CurveLaw, Options
 from fits.runs import Run, same_ratio, sizes
 from fits.synthetic import EPOCH_CHINCHILLA, fixed_data_ladder, known_law
 from fits.uncertainty import Band
@@ -239,6 +239,35 @@ def test_seed_copies_and_a_run_stopped_on_a_longer_path_are_not_other_schedules(
     longer = [ladder_run(f"r{i}-2x", n, mp_law, rng, ratio=2 * TPP) for i, n in enumerate(sizes_)]
     two = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(sizes_)] + longer
     assert "multipower" not in core.predict(two, hero, hero.steps, FAST).failed
+
+
+def test_an_edit_no_two_schedules_of_the_ladder_test_carries_its_own_size_in_the_band():
+    """An edited target's change is the multi-power law's annealing term, its shape held at published values: with
+    one schedule per size nothing in the ladder tests it, so the band carries the change's own size as one sd and
+    says so; a second length at each size tests it, and the band is the law's own."""
+    pf = dataclasses.replace(FAST, method="per-fraction", backtest=False)
+    for second in (False, True):
+        runs, hero = ladder(mp_law, seed=3, n_sizes=4)
+        if not second:
+            runs = [r for r in runs if not r.name.endswith("-2x")]
+        T = hero.planned_steps
+        at, end = int(0.3 * T), int(0.6 * T)  # the horizon cut to 60% at 30%: the decay re-aimed
+        cut = hero.lrs[:end + 1].copy()
+        cut[at:] = np.linspace(hero.lrs[at], hero.lrs[-1], end + 1 - at)
+        blank = dataclasses.replace(hero, steps=np.zeros(0, np.int64), values=np.zeros(0))
+        steps = hero.steps[hero.steps <= end]
+        res = core.predict(runs, dataclasses.replace(blank, lrs=cut, reference_lrs=hero.lrs), steps, pf)
+        plan = core.predict(runs, blank, steps, pf)
+        change = res.band.median[-1] - plan.band.median[-1]
+        assert change < -0.01 * plan.band.median[-1]  # the cut decays sooner, and lands lower
+        untested = cand.EDIT_UNTESTED in res.warnings
+        assert untested == (not second)
+        assert ("known to its order only" in res.outcomes["per-fraction"].why) == (not second)
+        below, above = res.band.median[-1] - res.band.lo90[-1], res.band.hi90[-1] - res.band.median[-1]
+        if untested:
+            assert min(below, above) >= Z90 * abs(change) - 1e-12
+        truth = MP_LAW.predict(steps[-1:], cut, hero.n_params)[0]
+        assert res.band.lo90[-1] <= truth <= res.band.hi90[-1]
 
 
 def test_the_band_is_never_narrower_than_the_carried_backtest_error():

@@ -282,6 +282,8 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
     assert "new schedule" in res.stdout and f"shortened at step {T // 2}" in res.stdout
     assert "final loss: old plan" in res.stdout
     assert (tmp_path / "new" / "prediction.json").exists()
+    # one schedule per size: nothing in the ladder tests what the cut changes, and the new plan says so (once)
+    assert res.stderr.count("warning: new plan: the target's schedule was edited, and no two sizes") == 1, res.stderr
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 4),
                               "--shorten-to", str(int(0.5 * T))])
     assert res.exit_code == 2 and "at most 25%" in res.stderr

@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fits import candidates as cand
 from fits import predictor as core
 from fits.candidates import Options
 
@@ -91,6 +92,24 @@ def test_olmo_3b_from_rungs_still_training_at_60_percent():
     assert inside.all()
 
 
+def test_olmo_3b_plan_cut_to_a_length_the_ladder_trained_from_one_length_per_size():
+    """The 3.2B's 1×C plan cut at warmup's end to 0.5×C is the schedule of its 0.5×C run: from rungs at 1×C alone,
+    nothing tests how much the cut changes the loss, and the band says so and holds the run's end."""
+    from benchmarks.edited_schedule import cut_case
+
+    rungs, target, _, steps, actual, _ = cut_case(1.0, 0.5, both=False)
+    res = core.predict(rungs, target, steps, FAST)
+    b = res.band
+    assert res.method == "per-fraction" and cand.EDIT_UNTESTED in res.warnings
+    assert b.median[-1] / actual[-1] - 1 == pytest.approx(PINNED["olmo-3.2B-1xC-cut-to-0.5xC"], abs=1e-3)
+    assert b.lo90[-1] <= actual[-1] <= b.hi90[-1]
+    assert np.mean((b.lo90 <= actual) & (actual <= b.hi90)) >= 0.65
+    # with the 0.5×C rungs beside them the cut is tested, and the band is the laws' own
+    rungs, target, _, steps, actual, _ = cut_case(1.0, 0.5, both=True)
+    res = core.predict(rungs, target, steps, FAST)
+    assert cand.EDIT_UNTESTED not in res.warnings and abs(res.band.median[-1] / actual[-1] - 1) < 0.005
+
+
 def test_misfitting_1b_from_every_smaller_best_lr_run():
     from benchmarks.leaderboard import misfitting_tasks
 
@@ -121,5 +140,5 @@ def test_mpl_400m_under_nine_schedules_from_two_smaller_sizes():
 
 PINNED = {"marin-d2048": 0.0018, "olmo-3.2B-1xC": 0.0010, "olmo-3.2B-5xC": -0.0015, "misfitting-1b-T10000": -0.0156,
           "misfitting-1b-T20000": 0.0007, "mpl-400M": -0.0068,
-          "olmo-3.2B-1xC-rungs-to-60%": 0.0069}
+          "olmo-3.2B-1xC-rungs-to-60%": 0.0069, "olmo-3.2B-1xC-cut-to-0.5xC": -0.0257}
 """Final relative errors of the default (predicted / actual − 1), as benchmarks/leaderboard.py measures them."""

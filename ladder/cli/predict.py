@@ -360,6 +360,9 @@ def replan_command(
 
         for label, p in (("old plan", old), ("new plan", new)):
             console.print(f"{label}: {final_sentence(p)}", highlight=False)
+    for w in new.warnings:  # what the edit brings (the plan's own warnings are `ladder predict`'s)
+        if w not in old.warnings:
+            warn(f"new plan: {w}")
     if out is not None:
         from ladder.data.runview import save_target
 
