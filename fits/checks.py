@@ -108,10 +108,11 @@ def far_off(loss: np.ndarray, fitted: np.ndarray, tol: float = OFF_LAW) -> np.nd
     return np.flatnonzero((size > tol) & (size > 10 * np.median(size)))
 
 
-def off_the_law(loss: np.ndarray, fitted: np.ndarray, where, tol: float = OFF_LAW) -> list[str]:
+def off_the_law(loss: np.ndarray, fitted: np.ndarray, where, tol: float = OFF_LAW, names=None) -> list[str]:
     """A warning naming the run (`where(i)` says where run i sits, e.g. "at C = 1e18"; asked only of the run
-    named, as a fit refitted many times names none) that the fitted law misses by more than `tol` and by ten
-    times the median miss of the runs, with how many more there are."""
+    named, as a fit refitted many times names none; `names`, where given, the runs' names, said first) that the
+    fitted law misses by more than `tol` and by ten times the median miss of the runs, with how many more there
+    are."""
     far = far_off(loss, fitted, tol)
     if not far.size:
         return []
@@ -123,10 +124,14 @@ def off_the_law(loss: np.ndarray, fitted: np.ndarray, where, tol: float = OFF_LA
     def off(j: int) -> str:
         return f"{miss[j]:+.1%} off" if size[j] < 10 else f"{miss[j] + 1:.3g}×"  # a loss off by digits: as a ratio
 
-    also = "".join(f"; {where(int(j))}, {off(int(j))}" for j in order[1:NAMED])
+    def run(j: int) -> str:  # runs of one size and length share their coordinates: the name tells them apart
+        return where(j) if names is None else f"{str(names[j])!r} {where(j)}"
+
+    also = "".join(f"; {run(int(j))}, {off(int(j))}" for j in order[1:NAMED])
     rest = f" and {len(order) - NAMED} more" if len(order) > NAMED else ""
-    return [f"the run {where(i)} ends at {loss[i]:.4g}, {off(i)} the fitted law where the runs' median miss is "
-            f"{np.median(size):.2%}" + (f" (also the runs {also[2:]}{rest})" if also else "") + ": another recipe, a "
+    runs = "runs" if len(order) > 2 else "run"
+    return [f"the run {run(i)} ends at {loss[i]:.4g}, {off(i)} the fitted law where the runs' median miss is "
+            f"{np.median(size):.2%}" + (f" (also the {runs} {also[2:]}{rest})" if also else "") + ": another recipe, a "
             f"crashed run, a typo, or a run outside the law's reach? Check {'them' if also else 'it'}, or leave "
             f"{'them' if also else 'it'} out and fit again"]
 

@@ -115,7 +115,8 @@ class EndpointFit:
         return "\n".join(lines)
 
 
-def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL, counted: bool = False) -> EndpointFit:
+def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL, counted: bool = False,
+                 names=None) -> EndpointFit:
     """Fit L(C) = E + A·C^−α to final losses `loss` (nats) at fit compute `compute` (FLOPs).
 
     `E` pins the irreducible loss; otherwise it is fitted by a profile over E in [0, min loss).
@@ -151,5 +152,5 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL, cou
         s2=sol.s2,
         warnings=tuple(warnings),
     )
-    off = checks.off_the_law(y, fit.predict(c), lambda i: f"at C = {c[i]:.3g}")
+    off = checks.off_the_law(y, fit.predict(c), lambda i: f"at C = {c[i]:.3g}", names=names)
     return replace(fit, warnings=fit.warnings + tuple(off))

@@ -243,6 +243,7 @@ def fit_surface(
     weights=None,
     tol: float = TOL,
     kaplan: bool = False,
+    names=None,
 ) -> SurfaceFit:
     """Fit L(N, D) = E + A/N^α + B/D^β to runs of `n_params` parameters trained on `tokens` tokens.
 
@@ -307,7 +308,7 @@ def fit_surface(
         cov=cov, s2=s2, warnings=tuple(warnings), shared_exponent=shared_exponent,
         gamma=float(q[5]), gamma_free=kaplan,
     )
-    off = checks.off_the_law(L, fit.predict(N, D), lambda i: f"at N = {N[i]:.3g}, D = {D[i]:.3g}")
+    off = checks.off_the_law(L, fit.predict(N, D), lambda i: f"at N = {N[i]:.3g}, D = {D[i]:.3g}", names=names)
     return replace(fit, warnings=fit.warnings + tuple(off))
 
 

@@ -72,9 +72,9 @@ def traced(budget: np.ndarray) -> str:
             "falls as N grows; 6·N·D names each budget)")
 
 
-def fit_form(N, D, L, form: str, E: float | None = None) -> SurfaceFit:
-    """The surface in one of the `SWEEP_FORMS`."""
-    return fit_surface(N, D, L, E=E, shared_exponent=form == "shared", kaplan=form == "kaplan")
+def fit_form(N, D, L, form: str, E: float | None = None, names=None) -> SurfaceFit:
+    """The surface in one of the `SWEEP_FORMS` (`names`: the runs', for its warnings)."""
+    return fit_surface(N, D, L, E=E, shared_exponent=form == "shared", kaplan=form == "kaplan", names=names)
 
 
 @dataclass(frozen=True)
@@ -266,10 +266,11 @@ def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS, budget=None)
 
 
 def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str = "auto",
-                   budget=None, infer_budgets: bool = True) -> SurfaceChoice:
+                   budget=None, infer_budgets: bool = True, names=None) -> SurfaceChoice:
     """The surface fitted in the form a backtest on these runs prefers (`form="auto"`), or in `form`. `budget`:
     each run's compute budget, where the runs are an isoFLOP sweep (module docstring); without it, the budgets
-    the runs' tokens trace where they are a sweep (`infer_budgets`)."""
+    the runs' tokens trace where they are a sweep (`infer_budgets`). `names`: the runs' names, for the warning that
+    names a run the law misses."""
     if form not in ("auto",) + SWEEP_FORMS:
         raise FitError(f"unknown surface form {form!r}; choose auto, free, shared or kaplan")
     N = checks.as_array("n_params", n_params)
@@ -307,7 +308,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
                         "runs cannot tell N's term from D's, so a prediction off that ratio rests on the form alone "
                         "(its e-folds out count how far off); along that ratio the endpoint law L(C) = E + A·C^-alpha "
                         "(`ladder fit endpoint`) has 3 parameters to the surface's 4 or 5")
-    fit = fit_form(N, D, L, chosen, E)
+    fit = fit_form(N, D, L, chosen, E, names)
     others = []
     for other in forms:
         if other != chosen:

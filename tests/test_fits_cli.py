@@ -1374,6 +1374,8 @@ def test_a_curve_csvs_checkpoints_agree_with_their_plan(curves_csv, tmp_path):
     assert fitted(written(table)).exit_code == 0
     past = pd.concat([table, table.iloc[[9]].assign(step=5000)])  # run r0 at step 5,000 of 1,000
     one_error_line(fitted(written(past)), "line 52: run 'r0' at step 5,000, 5× its planned steps")
+    # a final checkpoint a little past the plan (step 1,020 of 1,000) is read, as a fit of finals and an import read it
+    assert fitted(written(table.assign(step=table["step"].where(table["step"] != 1000, 1020)))).exit_code == 0
     other_total = table.copy()
     other_total.loc[3, "total_steps"] = 777
     one_error_line(fitted(written(other_total)), "lines 2 and 5: run 'r0' has 'total_steps' 1000 and 777")
@@ -1397,7 +1399,7 @@ def test_chinchillas_runs_that_epoch_left_out_are_named_off_the_law(shared_data)
     res = run("fit", "surface", "--csv", csv, "--format", "json")
     assert res.exit_code == 0, res.output
     [warning] = [w for w in json.loads(res.stdout)["warnings"] if "off the fitted law" in w]
-    assert warning.startswith("the run at N = 2.98e+09, D = 5.16e+08") and "more)" not in warning
+    assert warning.startswith("the run 'chinchilla_fig4_001' at N = 2.98e+09, D = 5.16e+08") and "more)" not in warning
     from fits.checks import far_off
     from fits.surfacechoice import choose_surface
 
@@ -1406,7 +1408,7 @@ def test_chinchillas_runs_that_epoch_left_out_are_named_off_the_law(shared_data)
     far = far_off(table["loss"], fit.predict(table["params"], table["tokens"]))
     assert far.tolist() == np.flatnonzero(table["excluded_in_epoch_fit"]).tolist()
     for _, run_ in table[table["excluded_in_epoch_fit"].astype(bool)].iterrows():  # each of the five, by N and D
-        assert f"N = {run_['params']:.3g}, D = {run_['tokens']:.3g}" in warning
+        assert f"{run_['run_id']!r} at N = {run_['params']:.3g}, D = {run_['tokens']:.3g}" in warning
 
 
 def test_no_numerical_warning_reaches_the_terminal(plain_csv, tmp_path):

@@ -143,6 +143,12 @@ def test_a_run_far_off_the_law_is_named_and_a_clean_ladder_names_none():
     typo[2] *= 10  # a loss written one digit off
     [warning] = [w for w in fit_endpoint(c, typo).warnings if "off the fitted law" in w]
     assert warning.startswith(f"the run at C = {c[2]:.3g} ends at {typo[2]:.4g}, +") and "leave it out" in warning
+    # two runs of one compute (an LR sweep) off the law: told apart by their names, where the fit is given them
+    c2, twice = np.r_[c, c[2]], np.r_[typo, typo[2] * 1.01]
+    names = [f"r{i}" for i in range(c.size)] + ["r2-lr2"]
+    [warning] = [w for w in fit_endpoint(c2, twice, names=names).warnings if "off the fitted law" in w]
+    assert warning.startswith(f"the run 'r2-lr2' at C = {c[2]:.3g} ends at {twice[-1]:.4g}, +")
+    assert f"(also the run 'r2' at C = {c[2]:.3g}, +" in warning and "Check them" in warning
 
 
 def test_a_perplexity_compute_in_pf_days_and_a_rising_loss_are_warned_and_a_sound_ladder_is_not():

@@ -12,7 +12,7 @@ from fits import FitError
 from fits import candidates as cand
 from fits import predictor as core
 from fits.candidates import Z90, CurveLaw, Options
-from fits.runs import Run, same_ratio, sizes
+from fits.runs import Run, lrs_from_logged, same_ratio, sizes
 from fits.synthetic import EPOCH_CHINCHILLA, fixed_data_ladder, known_law
 from fits.uncertainty import Band
 
@@ -235,6 +235,16 @@ def test_seed_copies_and_a_run_stopped_on_a_longer_path_are_not_other_schedules(
     stopped = [ladder_run(f"r{i}-half", n, mp_law, rng, upto=0.5) for i, n in enumerate(sizes_)]
     both = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(sizes_)] + stopped
     assert "multipower" in core.predict(both, hero, hero.steps, FAST).failed
+    # a copy whose LR was logged every 40 steps is read linearly between its points, which cuts the warmup's
+    # corner: still the same schedule, and neither the law nor the answer depends on how often a run logged its LR
+    logged = []
+    for i, n in enumerate(sizes_):
+        run = ladder_run(f"r{i}-logged", n, mp_law, rng)
+        at = np.arange(0, run.planned_steps + 1, 40)
+        logged.append(dataclasses.replace(run, lrs=lrs_from_logged(at, run.lrs[at], run.planned_steps)))
+    exact = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(sizes_)]
+    assert any(np.max(np.abs(a.lrs - b.lrs)) > 0.05 * a.lrs.max() for a, b in zip(exact, logged))
+    assert "seed copies" in core.predict(exact + logged, hero, hero.steps, FAST).failed["multipower"]
     # a second length at each size is another schedule, and the law is fitted
     longer = [ladder_run(f"r{i}-2x", n, mp_law, rng, ratio=2 * TPP) for i, n in enumerate(sizes_)]
     two = [ladder_run(f"r{i}", n, mp_law, rng) for i, n in enumerate(sizes_)] + longer

@@ -562,7 +562,7 @@ case("history/out-over-its-own-earlier-json", 0, "Wrote")(
     lambda tmp, store: ["history", TRAINED, "--format", "json", "--out", str(_write(
         tmp / "h.json", '[\n {\n  "step": 1,\n  "tokens": 40,\n  "fraction": 0.01,\n  "metric": "m",\n  "value": 3\n }\n]\n')),
                         "--store", str(store)])
-case("history/out-table-format", 2, "--out needs --format csv or json")(
+case("history/out-table-format", 2, "h.txt: the table is printed, not written to a file; give --format csv or json")(
     lambda tmp, store: ["history", TRAINED, "--out", str(tmp / "h.txt"), "--store", str(store)])
 def _pull_again(*extra: str):
     """Pull the base store's trained run again from its own folder (nothing new to read)."""

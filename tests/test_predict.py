@@ -223,6 +223,10 @@ def test_watch_predicts_again_after_a_schedule_edit(tmp_path, mp_store):
                               "--store", str(store), "--once"])
     assert res.exit_code in (0, 4), res.output  # on track or a warning
     assert "schedule edited" in res.stdout
+    kept = list(out.glob("earlier-prediction-*"))
+    assert len(kept) == 1 and f"the prediction it replaces is kept in {kept[0]}/" in " ".join(res.stdout.split())
+    # one schedule per size: the new prediction's band holds the cut's change at its own size, and the watch says so
+    assert "warning: the new prediction: the target's schedule was edited, and no two sizes" in res.stderr, res.stderr
     again = json.loads((out / "prediction.json").read_text())
     assert again["schedule"]["edits"][0]["new_total_steps"] == PLAN.hero.stop_after_steps
     assert again["table"][-1]["step"] == PLAN.hero.stop_after_steps
@@ -315,6 +319,17 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
         assert res.exit_code == 2 and says in res.stderr and "new schedule" not in res.stdout, more
 
 
+def test_replan_of_a_hero_not_in_the_store_asks_only_for_what_was_not_given(tmp_path, mp_store):
+    cfg = tmp_path / "hero.yaml"
+    UNEDITED.save(cfg)
+    base = ["replan", str(cfg), "--store", str(mp_store.root), "--deadline", "10h"]
+    res = runner.invoke(app, base)
+    assert res.exit_code == 2 and "give --at STEP and --tokens-per-second" in res.stderr, res.output
+    res = runner.invoke(app, [*base, "--tokens-per-second", "1000"])
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "is not in the store yet; give --at STEP" in said and "--tokens-per-second" not in said
+
+
 @pytest.mark.parametrize("rate", ["nan", "inf", "-inf", "0", "-5", "1e308"])
 def test_replan_refuses_a_throughput_that_is_not_a_positive_finite_number(tmp_path, mp_store, rate):
     cfg = PLAN.hero.save(tmp_path / "hero.yaml")
@@ -336,6 +351,11 @@ def test_replan_says_the_plan_finishes_before_a_deadline_that_allows_more(tmp_pa
     assert res.exit_code == 0, res.output
     assert res.stdout.strip() == (f"at 1,000,000 tokens/s the run finishes its {T:,} planned steps in under a minute, "
                                   "before the deadline (72.0 h left): the plan fits")
+    out = tmp_path / "edited"  # no edit, no edited plan: said so
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", "10", "--deadline", "72h",
+                              "--tokens-per-second", "1e6", "--out", str(out)])
+    assert res.exit_code == 0 and f"nothing written to {out}: the plan needs no edit" in " ".join(res.stdout.split())
+    assert not out.exists()
 
 
 def test_an_edit_given_with_a_deadline_is_said_to_end_by_it_or_after_it():
@@ -627,8 +647,12 @@ def test_a_replan_that_replaces_a_planned_cut_is_held_to_the_horizon_without_it(
     longer = shortened(PLAN.hero, at, edit.new_total_steps + 10)  # below T, above the cut it replaces
     assert longer.schedule.edits == (dataclasses.replace(edit, at_step=at, new_total_steps=edit.new_total_steps + 10),)
     too_far = int(0.7 * T)  # 30% of T: past the 25% a shortening may cut, though within 25% of the planned cut's end
-    with pytest.raises(LadderError, match=f"--shorten-to {too_far} cuts 30% of the run"):
+    with pytest.raises(LadderError, match=f"--shorten-to {too_far} cuts {1 - too_far / T:.2%} of the run's {T} steps"):
         shortened(PLAN.hero, at, too_far)
+    least = -(-3 * T // 4)  # the fewest steps a 25% cut leaves, named where one step fewer is refused
+    with pytest.raises(LadderError, match=f"at most 25% is supported: give {least} or more"):
+        shortened(PLAN.hero, at, least - 1)
+    assert shortened(PLAN.hero, at, least).stop_after_steps == least
     k = T - at - 1  # a cooldown that ends before T, after the planned cut's end
     assert with_cooldown(PLAN.hero, at, k).schedule.horizon == at + k
     with pytest.raises(LadderError, match=f"must be below the planned {edit.new_total_steps} steps"):

@@ -221,6 +221,22 @@ def test_score_warns_when_the_run_is_not_the_one_predicted(predicted):
     assert odd.exit_code == 0 and "from 15.5% of the plan" in " ".join(odd.stdout.split()), odd.output
 
 
+def test_a_run_that_has_not_reached_a_replans_edit_is_scored_as_the_run_predicted(predicted, tmp_path):
+    import json
+
+    hero = micro_plan().hero  # its run in the store is at half its plan, its config the plan without the new edit
+    at = int(0.6 * hero.schedule.total_steps)
+    res = runner.invoke(app, ["replan", str(predicted / "hero.yaml"), "--store", str(predicted / "store"), "--at",
+                              str(at), "--cooldown-steps", "20", "--n-boot", "40", "--out", str(tmp_path / "re")])
+    assert res.exit_code == 0, res.output
+    args = ["--prediction", str(tmp_path / "re"), "--store", str(predicted / "store")]
+    scored = runner.invoke(app, ["score", *args, "--format", "json"])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["warnings"] == []
+    report = runner.invoke(app, ["report", *args, "--out", str(tmp_path / "report.html")])
+    assert report.exit_code == 0 and "is it the run that was predicted" not in report.output, report.output
+
+
 def test_a_run_whose_evals_end_before_the_predictions_first_value_is_told_so_not_sent_to_an_earlier_from():
     import pandas as pd
 
@@ -371,6 +387,8 @@ def test_a_nan_eval_counts_outside_the_bands_and_out_of_the_errors():
     assert "last finite eval (step 800, 80%)" in rows
     assert rows["evals not finite (NaN or inf)"] == "3: outside both bands, out of the errors; the latest, at step 1,000, is one"
     assert "last eval (step 1,000, 100%)" in dict(clean.rows())
+    nearly = pd.Series(np.full(steps.size, 3.0), index=np.r_[steps[:-1], 997])  # a run still going at 99.7%
+    assert "last eval (step 997, 99.7%)" in dict(score_prediction(pred, nearly, start=0.1).rows())  # not "100%"
     past = pred.at([1000, 1200])  # a step past the table has no prediction, and so is in no assumptions
     assert past["in_assumptions"].tolist() == [True, False] and np.isnan(past["median"].iloc[1])
     short = pd.Series([3.0, 3.0], index=[20, 40])  # another run's evals, on its own shorter plan
@@ -602,6 +620,7 @@ def test_a_run_that_logs_nan_is_said_to_in_the_report_and_marked_in_the_figure(p
     page = (tmp_path / "r.html").read_text()
     assert (f"logged 2 evals that are not a finite number (NaN or inf), the last at step {last_evals[-1]:,} "
             "(its latest eval)") in page
+    assert "<p>Actual at its latest finite eval: " in page and "Actual at its latest eval" not in page
     scored = runner.invoke(app, ["score", "--prediction", str(predicted / "pred"), "--store", str(tmp_path / "store"),
                                  "--format", "json"])
     sc = json.loads(scored.stdout)

@@ -514,6 +514,25 @@ def test_run_names_with_brackets_print_as_they_are(tmp_path):
     assert history.exit_code == 0 and "x[/]y [bold]z" in history.output, history.output
 
 
+def test_the_runs_table_lists_by_size_keeps_its_numbers_on_one_line_and_no_column_of_names_twice(tmp_path, monkeypatch):
+    from ladder.cli.app import console
+
+    table = small_table()
+    table["run"] = table["run"].map({"a": "z-small", "b": "a-large"})  # by name the larger would come first
+    table["T"] = 1_234_567  # steps "40/1,234,567": folded at a narrow width it read as two numbers
+    path = tmp_path / "t.csv"
+    table.to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    monkeypatch.setattr(console, "width", 110)  # a terminal narrower than the table wants
+    listed = CliRunner().invoke(app, ["runs", "--store", str(store.root)])
+    assert listed.exit_code == 0, listed.output
+    rows = [line for line in listed.stdout.splitlines() if "40/1,234,567" in line]
+    assert len(rows) == 2 and "z-small" in rows[0] and "a-large" in rows[1], listed.stdout
+    header = next(line for line in listed.stdout.splitlines() if "run" in line and "group" in line)
+    assert " id " not in header  # each run's id is its name
+
+
 def _import(path, store, *extra: str):
     return CliRunner().invoke(app, ["import", "csv", str(path), "--run", "run", "--step", "step", "--tokens", "tok",
                                     "--metric", "eval/loss=loss", "--coord-column", "active_params=params",

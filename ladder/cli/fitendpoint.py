@@ -77,7 +77,8 @@ def fit_endpoint_command(
         data = fitdata.finals_from_store(s, shared.store_metric(s, metric), group, role or None, compute.value)
     C, L, minima, notes = endpoint_points(data, params_col if csv is not None else None)
     with shared.saying_left_out(data):
-        fit = fits.fit_endpoint(C, L, E=E, counted=csv is None)  # the store's computes are counted, not given
+        fit = fits.fit_endpoint(C, L, E=E, counted=csv is None,  # the store's computes are counted, not given
+                                names=None if minima else data.names)  # (a sweep fits one point per budget)
     ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
     from fits.isoflop import optimal_size
     size = optimal_size(minima) if minima else None

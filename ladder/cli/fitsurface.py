@@ -124,7 +124,8 @@ def fit_surface_command(
         *targets, untargeted = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where))
     from fits.surfacechoice import choose_surface
     with shared.saying_left_out(data):
-        choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget)
+        choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget,
+                                names=data.names)
     fit = choice.fit
     ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
     if targets is None:

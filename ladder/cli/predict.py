@@ -285,7 +285,7 @@ def replan_command(
     st = _existing_store(store)
     if out is not None:
         _check_replan_out(out / f"{file_part(hero.name)}.yaml", config or target_file)
-    step = at if at is not None else _last_step(st, hero.name, deadline is not None)
+    step = at if at is not None else _last_step(st, hero.name, deadline is not None and throughput is None)
     if at is None and deadline is None and step >= hero.stop_after_steps:
         raise LadderError(f"{hero.name!r} is done (step {step:,} of {hero.stop_after_steps:,}): there is nothing left "
                           "to edit; give --at STEP to ask what an edit at an earlier step would have done")
@@ -310,6 +310,8 @@ def replan_command(
     if shorten_to is None and cooldown_steps is None:
         if deadline is None:
             raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
+        if out is not None:  # no edit, so no edited plan: said, not left for the user to find missing
+            console.print(f"nothing written to {out}: the plan needs no edit")
         return
     settings = _settings(metric, n_boot, group)  # a bad option is refused before anything is said of the edit
     reached = _reached(st, hero.name) or 0
@@ -457,10 +459,11 @@ def _fmt(v: float, signed: bool = False) -> str:
     return f"{v:+.4f}" if signed else f"{v:.4f}"
 
 
-def _last_step(store: Store, name: str, deadline: bool) -> int:
+def _last_step(store: Store, name: str, rate_too: bool) -> int:
+    """The step an edit goes at when --at is not given: where the run is (`rate_too`: its throughput is wanted too)."""
     step = _reached(store, name)
     if step is None:
-        more = " and --tokens-per-second (the throughput is read from the run too)" if deadline else ""
+        more = " and --tokens-per-second (the throughput is read from the run too)" if rate_too else ""
         raise LadderError(f"{name!r} is not in the store yet; give --at STEP{more}")
     return step
 

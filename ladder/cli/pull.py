@@ -358,11 +358,14 @@ def runs_command(
 ) -> None:
     """List the runs in the store: ladder coordinates, state, steps and where each came from.
 
-    Parameters: active and total as the planner counts them; C/token is fit compute per token
-    (3 × forward FLOPs without the output head; 6·N where only N is known, as the fits count it); steps: the last step, of the step the run stops at (its
-    edited plan's last, for a run cut short); fraction: the last step's, of the plan the run started
-    with (of its edited plan beside it; last_fraction_edited in the JSON). --remove takes runs out (a
-    run pulled twice, from two sources), after asking.
+    Parameters: active and total as the planner counts them; C/token is fit compute per token in
+    FLOPs (3 × forward FLOPs without the output head; 6·N where only N is known, as the fits count
+    it); steps: the last step, of the step the run stops at (its edited plan's last, for a run cut
+    short); fraction: the last step's, of the plan the run started with (of its edited plan beside
+    it; last_fraction_edited in the JSON); values: the values the run holds, of every metric it
+    logs. The id column is shown where some run's id is not its name. Runs are listed by group,
+    then size and length. --remove takes runs out (a run pulled twice, from two sources), after
+    asking.
     """
     if remove:
         if repair or fmt is Format.json:
@@ -390,13 +393,20 @@ def runs_command(
     settings = target.settings()
     six_n = []  # the runs whose compute per token is 6·N, only N being known
     t = Table(title=f"Runs in {target.root}/ (fit metric {settings.fit_metric})")
-    for col in ("run", "id", "group", "role", "state", "active", "total", "C/token (FLOPs)", "steps", "fraction", VALUES, "source"):
-        t.add_column(col, justify="right" if col in ("active", "total", "C/token (FLOPs)", "steps", "fraction", VALUES) else "left",
-                     overflow="fold")  # a name or id cut short with "…" cannot be pasted into the next command
-    for r in runs.to_dict("records"):
+    ids = bool((runs["run_id"].astype(str) != runs["name"].astype(str)).any())  # a column of the names again: left out
+    numbers = ("active", "total", "C/token", "steps", "fraction", VALUES)
+    least = {"run": 10, "id": 6, "group": 5, "role": 4, "state": 8, "source": 6}
+    for col in ("run", *(("id",) if ids else ()), "group", "role", "state", *numbers, "source"):
+        if col in numbers:  # a number folded over two lines reads as two ("11,419/1" over "1,420")
+            t.add_column(col, justify="right", no_wrap=True)
+        else:  # a name or id cut short with "…" cannot be pasted into the next command
+            t.add_column(col, justify="left", overflow="fold", min_width=least[col])
+    order = runs.assign(_g=runs["group"].fillna("").astype(str), _n=pd.to_numeric(runs["active_params"], errors="coerce"),
+                        _t=pd.to_numeric(runs["stop_after_steps"], errors="coerce"))  # by group, then size and length
+    for r in order.sort_values(["_g", "_n", "_t", "name"], na_position="last", kind="stable").to_dict("records"):
         t.add_row(
             r["name"],
-            r["run_id"],
+            *((r["run_id"],) if ids else ()),
             r["group"],
             r["role"],
             r["state"],
@@ -430,7 +440,7 @@ def _per_token_cell(run: dict, six_n: list[str]) -> str:
     return f"{flops:.3g} (6·N)"
 
 
-VALUES = "values (all metrics)"
+VALUES = "values"
 """The runs table's column of the values a run holds: of every metric it logs, not the fit metric's alone."""
 
 
@@ -491,7 +501,8 @@ def history_command(
         h.insert(h.columns.get_loc("fraction") + 1, "fraction_edited", edited)
     if fmt is HistoryFormat.table:
         if out is not None:
-            raise LadderError("--out needs --format csv or json")
+            raise LadderError(f"--out {out}: the table is printed, not written to a file; give --format csv or json "
+                              "to write the history there")
         if not len(h):
             shown = ", ".join(metrics or [])
             console.print(f"{info['name']}: no values of {shown} (try --metric all)", highlight=False)

@@ -175,14 +175,14 @@ def watch_command(
             return old
         said = (f"{escape(why)}: predicting again from its own schedule ({escape(target.schedule.describe())})" if why
                 else f"[bold]schedule edited[/] ({escape(target.schedule.describe())}): predicting again from the new "
-                     "LR sequence") + " (the prediction it replaces is kept in earlier-prediction-<UTC time>/ beside it)"
+                     "LR sequence")
         console.print(said, markup=True)
         # exactly the settings the stored prediction was made with
         settings = PredictSettings.from_dict(old.settings) if old.settings else PredictSettings(metric=old.metric)
         return predict(st, target, settings)
 
     watcher = Watcher(st, source, pred, rules, sinks, state, repredict=repredict, prediction_dir=folder,
-                      overrides=overrides, replace=replace, warn=warn,
+                      overrides=overrides, replace=replace, warn=warn, note=lambda s: console.print(escape(s)),
                       deadline=kept if _in_hours(deadline) else None)
     with only_watcher(state, jsonl):
         sinks["jsonl"].end_cut_line()
@@ -417,11 +417,12 @@ def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> Non
         warn(f"{pred.run_name!r} is a prediction read back from wandb (role: prediction), not a run that trains: it "
              f"logs predicted/{pred.metric}, not {pred.metric}, so the report has no actual curve; give the trained "
              "run's name with --target-run")
-    last = float(pred.table["step"].iloc[-1])
-    planned = int(round(last / float(pred.table["fraction"].iloc[-1])))
     if len(row) and pd.notna(row["stop_after_steps"].iloc[0]):
+        from ladder.predict.scoring import plans_alike
+
         steps = int(row["stop_after_steps"].iloc[0])
-        if min(abs(steps / planned - 1), abs(steps / last - 1)) > 0.01:  # the plan, or the plan as edited
+        if not plans_alike(steps, pred):  # the plan, as edited or before an edit
+            planned = int(round(pred.started_with))
             warn(f"{pred.run_name!r} plans {steps:,} steps and the prediction in {prediction} {planned:,}: is it the "
                  "run that was predicted? (its evals are compared with the prediction at their own steps, as "
                  "`ladder score` scores them)")

@@ -65,7 +65,7 @@ class ScheduleEdit:
     def describe(self) -> str:
         if self.kind == "shorten":
             return f"shortened at step {self.at_step} to {self.new_total_steps} steps"
-        return f"{self.shape} cooldown from step {self.at_step} over {self.length} steps"
+        return f"{self.shape} cooldown from step {self.at_step} over {self.length} step{'' if self.length == 1 else 's'}"
 
 
 @dataclass(frozen=True)

@@ -478,7 +478,10 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
         at, total = _numbers(df, cols.step, where, positive=False), _numbers(df, planned, where)
         _one_value_per_run(df[cols.run], total, planned, where)
         frac, what = at / total, "step"
-    _within_the_plan(df[cols.run], frac, at, what, where)
+    # a checkpoint a little past its plan is read (step 256 of 250), as the finals' reader and an import read it;
+    # far past, the plan is wrong. A fraction column past 1 is refused: percent, or a typo
+    _within_the_plan(df[cols.run], frac, at, what, where, most=PAST_THE_END if what == "fraction" else
+                     FAR_PAST_PLAN * (1 - 1e-9))
     loss = _numbers(df, cols.loss, where)
     _one_loss_per_step(df[cols.run], at, loss, what, where)
     comp = _numbers(df, cols.compute, where, positive=False, most=MAX_COMPUTE)

@@ -364,7 +364,7 @@ def _spike_panel(ax, sp: SpikeDynamics, hero_compute: float) -> None:
     note = "not projected (fewer than 3 rungs)" if p is None else (
         "projected flat: no trend across sizes" if p.flat else f"trend in compute (exponent {p.slope:+.2f})")
     ax.set_title(f"train-loss spikes per 1,000 steps (past 5% of the run)\n{note}", fontsize=9)
-    ax.set_xlabel("fit compute C (FLOPs)")
+    ax.set_xlabel("fit compute C (FLOPs; 6·N·D where a run gives no FLOPs per token)")
     ax.set_ylabel("spikes per 1,000 steps", fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6.5)

@@ -46,8 +46,9 @@ th { background: #f4f4f4; } td.l, th.l { text-align: left; }
 SECTIONS = {
     "dynamics": (
         "Training dynamics projected to the hero",
-        "Grad norm, MoE drop fraction and router losses of the rungs (thin lines: rolling medians over 2% of "
-        "each run) at the same fraction of their planned runs, projected to the hero's fit compute: at each "
+        "Each of grad norm, MoE drop fraction and router losses that the rungs log, a panel each (thin lines: "
+        "rolling medians over 2% of each run), at the same fraction of their planned runs, projected to the "
+        "hero's fit compute: at each "
         "fraction a power law in compute across the rungs, or flat (the rungs' mean and spread) where the "
         "slope is not distinguishable from 0; bands are 50% and 90% prediction intervals for a run of the "
         "hero's size. The hero's own series in red. `ladder watch` warns when the hero's grad norm or drop "
@@ -263,7 +264,8 @@ def write_report(
         last_step = int(actual.index.max())
         where = pred.fraction_label(last_step, pred.planned_steps)  # of the plan it started with, as the tables
         where = where if "plan" in where else f"{where} of the plan"
-        parts.append(f"<p>Actual at its latest eval: {actual.loc[last_step]:.4f} at step {last_step:,} "
+        latest = "latest finite eval" if len(failed) and failed.max() > last_step else "latest eval"
+        parts.append(f"<p>Actual at its {latest}: {actual.loc[last_step]:.4f} at step {last_step:,} "
                      f"({html.escape(where)}).</p>")
         parts.append(_score(pred, logged))
         parts += [f'<p class="warning">{html.escape(w)}</p>' for w in score_notes]  # as `ladder score` warns

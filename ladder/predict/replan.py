@@ -107,9 +107,10 @@ def shortened(run: Target, at_step: int, new_total_steps: int) -> Target:
     if new_total_steps >= planned:
         raise LadderError(f"--shorten-to {new_total_steps} must be below the planned {planned} steps")
     if new_total_steps < (1 - MAX_CUT) * planned:
+        least = math.ceil((1 - MAX_CUT) * planned)
         raise LadderError(
-            f"--shorten-to {new_total_steps} cuts {1 - new_total_steps / planned:.0%} of the run; "
-            f"at most {MAX_CUT:.0%} is supported (use an early cooldown for more)"
+            f"--shorten-to {new_total_steps:,} cuts {1 - new_total_steps / planned:.2%} of the run's {planned:,} steps; "
+            f"at most {MAX_CUT:.0%} is supported: give {least:,} or more (use an early cooldown for more)"
         )
     if new_total_steps <= at_step:
         raise LadderError(f"--shorten-to {new_total_steps} is not past --at {at_step}: the run is there already; "

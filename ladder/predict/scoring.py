@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ladder.config.schedule import ScheduleEdit
 from ladder.errors import LadderError
-from ladder.predict.prediction import Prediction
+from ladder.predict.prediction import Prediction, percent
 
 if TYPE_CHECKING:
     from ladder.data.store import Store
@@ -45,7 +46,7 @@ class Score:
     def rows(self) -> list[tuple[str, str]]:
         return [
             ("evals scored", f"{self.n}"),
-            (f"last {'finite ' if self._after_last() else ''}eval (step {self.last_step:,}, {self.last_fraction:.0%})",
+            (f"last {'finite ' if self._after_last() else ''}eval (step {self.last_step:,}, {percent(self.last_fraction)})",
              f"predicted {self.last_predicted:.4f}, actual {self.last_actual:.4f}: {self.last_error:+.2%}"),
             ("mean |error| along the curve", f"{self.curve_mean_error:.2%}"),
             ("worst |error|", f"{self.curve_worst_error:.2%}"),
@@ -58,12 +59,6 @@ class Score:
     def _after_last(self) -> bool:
         """Whether the run's latest eval scored is NaN or inf (after the last finite one)."""
         return self.last_not_finite is not None and self.last_not_finite > self.last_step
-
-
-def percent(share: float) -> str:
-    """A share as a percentage, with the digits it was given: "10%", "99.9%" (not "100%")."""
-    whole = f"{share:.0%}"
-    return whole if abs(share * 100 - round(share * 100)) < 1e-9 else f"{share * 100:.3g}%"
 
 
 def failed_steps(logged: pd.Series) -> np.ndarray:
@@ -151,7 +146,7 @@ def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, st
     if state in ("finished", "crashed") and steps.size and not past and not other_plan and not reached_end(
             np.sort(steps.astype(float)) / last, finished=True):
         ends = int(steps.max())
-        warnings.append(f"{name!r} is {state} and its evals end at step {ends:,} ({ends / last:.0%} of the "
+        warnings.append(f"{name!r} is {state} and its evals end at step {ends:,} ({percent(ends / last)} of the "
                         f"prediction's last step, {last:,}): its score stops there and says nothing of its final")
     return warnings
 
@@ -160,10 +155,28 @@ def _other_plan(row: pd.Series, name: str, pred: Prediction) -> list[str]:
     """A warning when the scored run plans another number of steps than the prediction's target (another size
     or length: its evals are held to the prediction at the same step all the same)."""
     planned = row.get("stop_after_steps")
-    if not pred.planned_steps or pd.isna(planned) or abs(planned / pred.planned_steps - 1) <= 0.01:
+    if not pred.planned_steps or pd.isna(planned) or plans_alike(planned, pred):
         return []
     return [f"{name!r} plans {int(planned):,} steps and the prediction's target {pred.run_name!r} "
             f"{pred.planned_steps:,}: is it the run that was predicted? (its evals are scored at their own steps)"]
+
+
+def plans_alike(steps: float, pred: Prediction) -> bool:
+    """Whether a run that plans `steps` plans as the prediction's target does (within 1%): its steps as edited, or
+    those it planned before any of its schedule edits, since a run that has not yet reached an edit the prediction
+    holds (a `ladder replan` ahead of it) still plans those."""
+    return any(abs(steps / h - 1) <= 0.01 for h in _horizons(pred))
+
+
+def _horizons(pred: Prediction) -> list[float]:
+    """The steps the prediction's target plans, and those it planned before each of its schedule edits."""
+    out = [float(pred.planned_steps), pred.started_with, float(pred.schedule.get("total_steps") or 0)]
+    for e in pred.schedule.get("edits") or []:
+        try:
+            out.append(float(ScheduleEdit(**e).horizon))
+        except TypeError:  # not an edit this version writes: the plan's own steps are compared
+            continue
+    return [h for h in out if h > 0]
 
 
 def _other_group(store: Store, row: pd.Series, name: str, pred: Prediction) -> list[str]:

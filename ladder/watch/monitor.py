@@ -101,6 +101,8 @@ class Watcher:
     """Where what a pull says about the run goes (lines of its metrics file skipped, a finish short of its plan)."""
     deadline: dict | None = None
     """A --deadline given in hours, kept in the state so that the same hours given again keep its time."""
+    note: Callable[[str], None] | None = None
+    """Where the watch says what it did beside its verdicts (the folder a replaced prediction is kept in)."""
     _state: WatchState | None = field(default=None, repr=False)
     _kept_sent: dict[str, list[str]] = field(default_factory=dict, repr=False)
     """The alerts of the rules that need no prediction sent before the prediction was replaced (`_reload_if_replaced`):
@@ -344,7 +346,7 @@ class Watcher:
     def _maybe_repredict(self, config: dict, reached: int, run: pd.Series | None = None,
                          hist: pd.DataFrame | None = None) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
-        prediction kept in ``earlier-prediction-<time>/``). A prediction that holds the run's edits and more (a
+        prediction kept in ``earlier-prediction-<time>/``, and said). A prediction that holds the run's edits and more (a
         `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`). The run is the predicted one
         (`_must_be_predicted`): only its edits may differ. A run whose config declares no schedule (its LR logged
         alone) is held to its planned steps and its logged LR (`_planned_by`; `hist`: its history)."""
@@ -360,11 +362,18 @@ class Watcher:
             return
         missed = _missed_edit(done, planned, reached)
         why = "" if missed is None else f"the run passed step {missed:,} without the edit the prediction holds there"
-        self.prediction = self.repredict(self.prediction, config, why)
+        old = self.prediction
+        self.prediction = self.repredict(old, config, why)
+        if self.warn is not None:  # what the new schedule brings (an edit nothing in the ladder tests)
+            for w in self.prediction.warnings:
+                if w not in old.warnings:
+                    self.warn(f"the new prediction: {w}")
         if self.prediction_dir is not None:
-            keep_prediction(self.prediction_dir, "earlier-prediction")
+            kept = keep_prediction(self.prediction_dir, "earlier-prediction")
             beside = self.prediction.beside_replan_config(self.prediction_dir)
             self.prediction.save(self.prediction_dir)
+            if self.note is not None:
+                self.note(f"the prediction it replaces is kept in {kept}/")
             if beside and self.warn is not None:
                 self.warn(beside)
             self._stamp = _stamp(Path(self.prediction_dir) / "prediction.json")
