@@ -317,6 +317,13 @@ def test_the_curve_tells_steps_not_predicted_from_steps_outside_the_assumptions(
     spans = {p.get_label(): p.get_x() for p in fig.axes[0].patches}
     assert spans == {"not predicted (outside the rungs' evals)": 0.0,
                      "outside assumptions (a change no law models)": pytest.approx(0.7)}
+    assert not [line for line in fig.axes[0].lines if line.get_label().startswith("schedule edit")]
+    plt.close(fig)
+    edited = {"total_steps": 1_000, "edits": [{"kind": "shorten", "at_step": 500, "new_total_steps": 800,
+                                               "length": 0, "shape": "linear"}]}
+    fig = hero_curve(Prediction("hero", "eval/loss", table, planned_steps=800, schedule=edited))
+    [mark] = [line for line in fig.axes[0].lines if line.get_label().startswith("schedule edit")]
+    assert mark.get_label() == "schedule edit: shortened at step 500 to 800 steps" and mark.get_xdata()[0] == 0.5
     plt.close(fig)
 
 

@@ -145,6 +145,8 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
         ax.plot(r.fraction, r.value, color=col, lw=0.8, alpha=0.6, label=label)
     if actual is not None and len(actual.value):
         ax.plot(actual.fraction, actual.value, "o-", color=HERO, ms=3, lw=1, label=f"{actual.label} actual")
+    for i, (at, said) in enumerate(_edits(prediction)):  # where the schedule the rungs never ran begins
+        ax.axvline(at, color="0.35", ls=":", lw=1.2, label=f"schedule edit: {said}" if i < 2 else None)
     if len(failed):
         ax.plot(failed, np.full(len(failed), 0.97), "x", color="red", ms=7, mew=2, transform=ax.get_xaxis_transform(),
                 label=f"eval not finite (NaN or inf): {len(failed)}")
@@ -159,6 +161,21 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _edits(prediction: Prediction) -> list[tuple[float, str]]:
+    """Each schedule edit of the predicted run as (its step's fraction of the plan the run started with, what it
+    does); an entry this version does not read is left out."""
+    from ladder.config.schedule import ScheduleEdit
+
+    out = []
+    for e in prediction.schedule.get("edits") or []:
+        try:
+            edit = ScheduleEdit(**e)
+        except TypeError:
+            continue
+        out.append((edit.at_step / max(prediction.started_with, 1.0), edit.describe()))
+    return out
 
 
 SHOWN_FROM = 0.1
