@@ -40,7 +40,6 @@ from fits.multipower import fit_multipower
 from fits.perfraction import fit_per_fraction, sample_curve, select_smooth
 from fits.runs import (
     LR_UNITS,
-    SHAPE_TOL,
     Run,
     law_compute,
     lr_units_off,
@@ -382,9 +381,9 @@ def _schedule_difference(runs, target, steps, band, o: Options):
 
 
 EDIT_UNTESTED = ("the target's schedule was edited, and no two sizes of the ladder train two schedules each: how much "
-                 "an edit changes the loss is the multi-power law's, with its annealing shape at published values and "
-                 "nothing in the ladder to test it, so the band carries the change's own size as one sd; train a rung "
-                 "or two at a second length to pin it")
+                 "an edit changes the loss is the multi-power law's annealing term, which nothing in the ladder tests, "
+                 "so the band carries the change's own size as one sd; train a rung or two at a second length to pin "
+                 "it")
 """The edit's effect rests on the annealing term, which only curves of several schedules at one size pin. On the
 OLMo ladder with one length per size it came out 0.4–2.8× the actual change, and −0.047 nats where the actual was
 nil (`benchmarks/edited_schedule.py`)."""
@@ -439,15 +438,29 @@ def _schedules_per_size(curves: list[Curve]) -> np.ndarray:
     return np.asarray(counts, dtype=np.int64)
 
 
+SAME_PATH_TOL = 0.01
+"""How far (a share of the peak) two LR sequences of one size may lie apart and count as one schedule there
+(`on_the_path`)."""
+SAME_PATH_SHARE = 0.05
+"""The share of the steps compared where they may lie further apart and still count as one schedule."""
+
+
 def on_the_path(longer: np.ndarray, lrs: np.ndarray) -> bool:
-    """Whether `lrs` ran `longer`'s schedule as far as it goes: within `fits.runs.SHAPE_TOL` of its peak at every step
-    past the first 10% (an LR logged every few hundred steps is read linearly between its points, which cuts a
-    warmup's corner by several % of the peak: seed copies of OLMo's 1×C runs logged every 100 and every 200 steps
-    differ by up to 7.6% at the corner, by 0.05% past it)."""
+    """Whether `lrs` ran `longer`'s schedule as far as it goes: within `SAME_PATH_TOL` of its peak at all but
+    `SAME_PATH_SHARE` of the steps past the warmup's corner (twice the step of `longer`'s peak, and at least the
+    first 10% of the steps compared). An LR logged every few hundred steps is read linearly between its points and
+    held after the last, which cuts the warmup's corner by several % of the peak and leaves the last steps at the
+    last value logged: seed copies of OLMo's 1×C runs logged every 100 and every 200 steps differ by up to 7.6% at
+    the corner, by at most 0.05% past it. Another length, another peak (by more than 1%) or another decay over more
+    than 5% of the run is another schedule."""
     n = min(lrs.size, longer.size)
-    past = slice(n // 10, n)
-    peak = float(np.max(longer[:n], initial=0.0)) or 1.0
-    return bool(np.max(np.abs(longer[past] - lrs[past]), initial=0.0) <= SHAPE_TOL * peak)
+    if n == 0:
+        return True
+    past = slice(min(max(2 * int(np.argmax(longer[:n])), n // 10), n), n)
+    if past.start >= n:
+        return True
+    peak = float(np.max(longer[:n])) or 1.0
+    return bool(np.mean(np.abs(longer[past] - lrs[past]) > SAME_PATH_TOL * peak) <= SAME_PATH_SHARE)
 
 
 _FITTED: OrderedDict = OrderedDict()

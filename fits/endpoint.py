@@ -152,5 +152,7 @@ def fit_endpoint(compute, loss, *, E: float | None = None, tol: float = TOL, cou
         s2=sol.s2,
         warnings=tuple(warnings),
     )
+    if names is not None:
+        checks.same_length(compute=c, names=names)
     off = checks.off_the_law(y, fit.predict(c), lambda i: f"at C = {c[i]:.3g}", names=names)
     return replace(fit, warnings=fit.warnings + tuple(off))

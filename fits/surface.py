@@ -308,6 +308,8 @@ def fit_surface(
         cov=cov, s2=s2, warnings=tuple(warnings), shared_exponent=shared_exponent,
         gamma=float(q[5]), gamma_free=kaplan,
     )
+    if names is not None:
+        checks.same_length(n_params=N, names=names)
     off = checks.off_the_law(L, fit.predict(N, D), lambda i: f"at N = {N[i]:.3g}, D = {D[i]:.3g}", names=names)
     return replace(fit, warnings=fit.warnings + tuple(off))
 

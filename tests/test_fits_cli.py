@@ -1375,7 +1375,8 @@ def test_a_curve_csvs_checkpoints_agree_with_their_plan(curves_csv, tmp_path):
     past = pd.concat([table, table.iloc[[9]].assign(step=5000)])  # run r0 at step 5,000 of 1,000
     one_error_line(fitted(written(past)), "line 52: run 'r0' at step 5,000, 5× its planned steps")
     # a final checkpoint a little past the plan (step 1,020 of 1,000) is read, as a fit of finals and an import read it
-    assert fitted(written(table.assign(step=table["step"].where(table["step"] != 1000, 1020)))).exit_code == 0
+    late = fitted(written(table.assign(step=table["step"].where(table["step"] != 1000, 1020))))
+    assert late.exit_code == 0 and "past their runs' planned steps, up to 1.02× (run 'r0', line " in " ".join(late.output.split()), late.output
     other_total = table.copy()
     other_total.loc[3, "total_steps"] = 777
     one_error_line(fitted(written(other_total)), "lines 2 and 5: run 'r0' has 'total_steps' 1000 and 777")

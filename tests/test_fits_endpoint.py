@@ -149,6 +149,8 @@ def test_a_run_far_off_the_law_is_named_and_a_clean_ladder_names_none():
     [warning] = [w for w in fit_endpoint(c2, twice, names=names).warnings if "off the fitted law" in w]
     assert warning.startswith(f"the run 'r2-lr2' at C = {c[2]:.3g} ends at {twice[-1]:.4g}, +")
     assert f"(also the run 'r2' at C = {c[2]:.3g}, +" in warning and "Check them" in warning
+    with pytest.raises(FitError, match="inputs differ in length"):  # names that do not match the runs name none
+        fit_endpoint(c2, twice, names=names[:-1])
 
 
 def test_a_perplexity_compute_in_pf_days_and_a_rising_loss_are_warned_and_a_sound_ladder_is_not():

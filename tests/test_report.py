@@ -235,6 +235,20 @@ def test_a_run_that_has_not_reached_a_replans_edit_is_scored_as_the_run_predicte
     assert json.loads(scored.stdout)["warnings"] == []
     report = runner.invoke(app, ["report", *args, "--out", str(tmp_path / "report.html")])
     assert report.exit_code == 0 and "is it the run that was predicted" not in report.output, report.output
+    # a replan before the plan's own edit replaces it: the run, short of both, still plans that edit's horizon
+    import shutil
+
+    (edit,) = hero.schedule.edits
+    shutil.copytree(predicted / "runs", tmp_path / "runs")
+    write_run(tmp_path / "runs", hero, noise=0.001, seed=9, upto=edit.at_step - 70, state="running")
+    assert runner.invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s2")]).exit_code == 0
+    res = runner.invoke(app, ["replan", str(predicted / "hero.yaml"), "--store", str(tmp_path / "s2"), "--at",
+                              str(edit.at_step - 50), "--cooldown-steps", "100", "--n-boot", "40", "--out",
+                              str(tmp_path / "re2")])
+    assert res.exit_code == 0 and "is replaced by this one" in " ".join(res.stdout.split()), res.output
+    scored = runner.invoke(app, ["score", "--prediction", str(tmp_path / "re2"), "--store", str(tmp_path / "s2"),
+                                 "--format", "json"])
+    assert scored.exit_code == 0 and json.loads(scored.stdout)["warnings"] == [], scored.output
 
 
 def test_a_run_whose_evals_end_before_the_predictions_first_value_is_told_so_not_sent_to_an_earlier_from():

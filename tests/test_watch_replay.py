@@ -359,6 +359,20 @@ def test_a_check_that_only_retries_an_undelivered_webhook_still_says_where_the_r
     assert line.split()[0] == "ALARM" and "the run crashed" in line
 
 
+def test_a_follow_that_ends_with_alerts_its_webhook_never_got_says_so(tmp_path, replay, monkeypatch):
+    pred, config, steps, loss = replay
+    t = pred.table.set_index("step")
+    med = t["median"].to_numpy()
+    first_off = med[0] * (1 + max(t["hi50"].iloc[0] / med[0] - 1, 0.005) * 1.2)  # past the 50% band only
+    _, watch = _started(tmp_path, (pred, config, steps, np.r_[first_off, med[1:]]), 4)
+    monkeypatch.setenv("LADDER_WEBHOOK_URL", "http://127.0.0.1:9/hook")  # nothing listens: every post fails
+    follow = [a for a in watch if a != "--once"] + ["--webhook", "--poll", "0.01", "--max-checks", "2"]
+    res = runner.invoke(app, follow)
+    text = " ".join(res.stderr.split())
+    assert "webhook delivery failed" in text, res.output
+    assert "1 alert not delivered to the webhook sink as the watch ends" in text and "--once" in text, res.output
+
+
 def test_an_earlier_alert_delivered_late_is_said_so_and_leaves_the_check_its_own_exit_code(tmp_path, replay,
                                                                                            monkeypatch):
     """A warning whose post failed is posted at the next check, which judges no new eval and stays OK: exit 0 (the
@@ -980,6 +994,16 @@ def test_a_deadline_in_hours_keeps_its_time_across_once_checks_and_says_when_it_
     res, _ = watch("2h")
     text = " ".join(res.output.split())
     assert res.exit_code == 5 and "the deadline passed 1.0 h ago with the run at step" in text
+
+
+def test_a_deadline_the_run_logs_no_throughput_for_is_said_to_go_unchecked(tmp_path, replay):
+    _, _, steps, loss = replay
+    _, args = live_run(tmp_path, replay, [json.dumps({"step": int(steps[0]), "eval/loss": float(loss[0])})])
+    res = runner.invoke(app, [*args, "--once", "--deadline", "1h"])
+    text = " ".join(res.output.split())
+    assert res.exit_code in (0, 4), res.output
+    assert "--deadline is not checked: the run logs no throughput/tokens_per_second" in text
+    assert "by the deadline" not in text
 
 
 def test_a_line_of_the_metrics_file_that_cannot_be_read_is_named_by_the_watch(tmp_path, replay):

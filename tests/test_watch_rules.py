@@ -237,9 +237,14 @@ def test_webhook_posts_json_to_a_real_server(monkeypatch):
         # an earlier alert a failed post left is headed as a re-delivery, above the check's own verdict
         assert sink.send([R.Alert("deviation", "warning", 700, "eval/loss is +0.7% off")], "ok", "no new eval: OK",
                          late=True)
+        # a check that judged many evals: the verdict's line heads the post, the alerts next, the other lines last
+        many = "\n".join(f"step {s}: {'ALARM' if s == 1200 else 'OK'}" for s in range(1000, 1600, 100))
+        assert sink.send([R.Alert("deviation", "alarm", 1200, "eval/loss is +2.5% off")], "alarm", many)
     finally:
         server.shutdown()
-    [(ctype, body), (_, new), (_, late)] = _Hook.received
+    [(ctype, body), (_, new), (_, late), (_, long)] = _Hook.received
+    assert long["text"].startswith("[ALARM] step 1200: ALARM\n• alarm [deviation] step 1200: eval/loss is +2.5% off\n\n")
+    assert long["text"].endswith("step 1100: OK\nstep 1300: OK\nstep 1400: OK\nstep 1500: OK")
     assert ctype == "application/json"
     assert body["verdict"] == "alarm" and body["alerts"][0]["key"] == "deviation:alarm:800"
     assert "+1.2% off" in body["text"] and body["redelivered"] is False

@@ -311,7 +311,7 @@ def replan_command(
         if deadline is None:
             raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
         if out is not None:  # no edit, so no edited plan: said, not left for the user to find missing
-            console.print(f"nothing written to {out}: the plan needs no edit")
+            console.print(f"nothing written to {out}: " + ("the plan needs no edit" if fit.fits else "no edit proposed"))
         return
     settings = _settings(metric, n_boot, group)  # a bad option is refused before anything is said of the edit
     reached = _reached(st, hero.name) or 0
@@ -362,9 +362,8 @@ def replan_command(
 
         for label, p in (("old plan", old), ("new plan", new)):
             console.print(f"{label}: {final_sentence(p)}", highlight=False)
-    for w in new.warnings:  # what the edit brings (the plan's own warnings are `ladder predict`'s)
-        if w not in old.warnings:
-            warn(f"new plan: {w}")
+    for w in new.new_warnings(old):  # what the edit brings (the plan's own warnings are `ladder predict`'s)
+        warn(f"new plan: {w}")
     if out is not None:
         from ladder.data.runview import save_target
 

@@ -122,8 +122,9 @@ def watch_command(
     with none of them, from the store as it is (a run you keep fresh with `ladder pull` or `ladder
     import`).
 
-    Rules: deviation beyond the band (warn at the 50% band or 0.5%, alarm above the 90% band or
-    1%; a loss below the 90% band warns: the prediction is off, not the run), slow drift (CUSUM),
+    Rules: deviation beyond the band (warn past the 50% band's edge or 0.5%, alarm above the 90%
+    band's edge or 1%, whichever is farther from the median; a loss below the 90% band warns: the
+    prediction is off, not the run), slow drift (CUSUM),
     loss spikes, NaN/inf, grad-norm shape against the rungs, MoE drop fraction, stale telemetry, throughput against a deadline,
     a logged LR that departs from the LR the prediction assumed. A schedule edit in the run's config
     triggers a new prediction from the realised LR sequence. Alerts are never sent twice, also

@@ -482,6 +482,14 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     # far past, the plan is wrong. A fraction column past 1 is refused: percent, or a typo
     _within_the_plan(df[cols.run], frac, at, what, where, most=PAST_THE_END if what == "fraction" else
                      FAR_PAST_PLAN * (1 - 1e-9))
+    past = np.flatnonzero(frac > PAST_THE_END)
+    if past.size:  # read, and said, as an import says it
+        worst = int(past[np.argmax(frac[past])])
+        whose = "their runs'" if past.size > 1 else "its run's"
+        notes = (*notes, f"{past.size} row{'s' if past.size > 1 else ''} past {whose} planned steps, up to "
+                         f"{frac[worst]:.3g}× (run {df[cols.run].iloc[worst]!r}, line "
+                         f"{df.index[worst]}): read as logged; check the planned steps if that is more than a last "
+                         "checkpoint's rounding")
     loss = _numbers(df, cols.loss, where)
     _one_loss_per_step(df[cols.run], at, loss, what, where)
     comp = _numbers(df, cols.compute, where, positive=False, most=MAX_COMPUTE)

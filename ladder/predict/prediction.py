@@ -102,6 +102,10 @@ class Prediction:
             return float(self.planned_steps)
         return float(t["step"].iloc[-1]) / float(t["fraction"].iloc[-1])
 
+    def new_warnings(self, old: Prediction) -> list[str]:
+        """This prediction's warnings that `old` (the one it replaces) lacks: what a new schedule brings."""
+        return [w for w in self.warnings if w not in old.warnings]
+
     def fraction_label(self, step: int, planned_now: float | None = None) -> str:
         """"40%", or "40% of the plan, 50% of the edited plan" where the plan in force at `step` was edited: the
         prediction's own (its table's fraction_edited), else `planned_now`."""

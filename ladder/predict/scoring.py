@@ -163,15 +163,16 @@ def _other_plan(row: pd.Series, name: str, pred: Prediction) -> list[str]:
 
 def plans_alike(steps: float, pred: Prediction) -> bool:
     """Whether a run that plans `steps` plans as the prediction's target does (within 1%): its steps as edited, or
-    those it planned before any of its schedule edits, since a run that has not yet reached an edit the prediction
-    holds (a `ladder replan` ahead of it) still plans those."""
+    those it planned before any of its schedule edits, or with an edit a `ladder replan` replaced, since a run that
+    has not yet reached the replan's edit still plans those (as the watch's `_plan_holds` takes it)."""
     return any(abs(steps / h - 1) <= 0.01 for h in _horizons(pred))
 
 
 def _horizons(pred: Prediction) -> list[float]:
-    """The steps the prediction's target plans, and those it planned before each of its schedule edits."""
+    """The steps the prediction's target plans, and those it planned before each of its schedule edits, or with
+    each edit a replan replaced."""
     out = [float(pred.planned_steps), pred.started_with, float(pred.schedule.get("total_steps") or 0)]
-    for e in pred.schedule.get("edits") or []:
+    for e in [*(pred.schedule.get("edits") or []), *(pred.schedule.get("replaced") or [])]:
         try:
             out.append(float(ScheduleEdit(**e).horizon))
         except TypeError:  # not an edit this version writes: the plan's own steps are compared

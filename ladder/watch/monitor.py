@@ -115,6 +115,8 @@ class Watcher:
     """When the source last saw each run it read write (`PullResult.written`), as of the last pull."""
     _apart: str = field(default="", repr=False)
     """The sizes last said to differ from the prediction's target's (`counted_apart`): said once while they do."""
+    _rate_unlogged: bool = field(default=False, repr=False)
+    """Whether the watch has said that the run logs no throughput for its deadline (`_say_unmeasured`)."""
     told: set[str] = field(default_factory=set, repr=False)
     """The sinks the last check sent something (a sink with nothing new is not sent to)."""
 
@@ -152,6 +154,7 @@ class Watcher:
         hist = self.store.history(run_ids=[str(run["run_id"])], include_nonfinite=True)  # read once a check
         self._maybe_repredict(config, _reached(run), run, hist)
         obs = self._observed(run, config, state, now, hist)
+        self._say_unmeasured(obs)
         finished = str(run["state"]) != "running"
         flaw = unusable(self.prediction)
         if flaw is not None:  # the rules that need no prediction still run: a NaN loss is still an alarm
@@ -191,13 +194,25 @@ class Watcher:
                 crashed_at = None
             if n == 1 and after_first is not None:
                 after_first()
-            if max_checks is not None and n >= max_checks:
-                return result
-            if result.finished and not result.crashed:
-                return result
-            if crashed_at is not None and self.clock() - crashed_at > self.grace_s:
+            if (max_checks is not None and n >= max_checks or result.finished and not result.crashed
+                    or crashed_at is not None and self.clock() - crashed_at > self.grace_s):
+                self._say_undelivered()
                 return result
             time.sleep(poll_seconds)
+
+    def _say_undelivered(self) -> None:
+        """As a follow ends: the alerts a sink lacks that another sink has (its deliveries failed), which no next
+        check of this watch will retry; the next watch of this prediction delivers them."""
+        state = self._state
+        if state is None or self.warn is None:
+            return
+        known = set().union(*(state.delivered(name) for name in self.sinks))
+        for name in self.sinks:
+            lacking = len(known - state.delivered(name))
+            if lacking:
+                self.warn(f"{lacking} alert{'s' if lacking > 1 else ''} not delivered to the {name} sink as the watch "
+                          "ends: the next watch of this prediction with that sink (`ladder watch ... --once`) "
+                          "delivers them")
 
     @property
     def grace_s(self) -> float:
@@ -343,6 +358,16 @@ class Watcher:
                        f"`ladder predict --target-run {name} --store {self.store.root} --out NEW_FOLDER` and watch it "
                        "against that prediction")
 
+    def _say_unmeasured(self, obs: Observed) -> None:
+        """Warn, once a watch, of a deadline the run's telemetry cannot check (no throughput logged): a check that
+        lacks its data must not pass for one that found nothing."""
+        if self.rules.deadline is None or self._rate_unlogged or self.warn is None or not obs.last_step:
+            return  # (a run that has logged nothing yet may log its throughput with its first steps)
+        if not (np.isfinite(obs.column(keys.TOKENS_PER_SECOND).to_numpy(float))).any():
+            self._rate_unlogged = True
+            self.warn(f"--deadline is not checked: the run logs no {keys.TOKENS_PER_SECOND}, the throughput it is "
+                      f"judged by; log it, or ask `ladder replan --deadline ... --tokens-per-second N` what fits")
+
     def _maybe_repredict(self, config: dict, reached: int, run: pd.Series | None = None,
                          hist: pd.DataFrame | None = None) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
@@ -364,10 +389,10 @@ class Watcher:
         why = "" if missed is None else f"the run passed step {missed:,} without the edit the prediction holds there"
         old = self.prediction
         self.prediction = self.repredict(old, config, why)
-        if self.warn is not None:  # what the new schedule brings (an edit nothing in the ladder tests)
-            for w in self.prediction.warnings:
-                if w not in old.warnings:
-                    self.warn(f"the new prediction: {w}")
+        if self.prediction is old:  # nothing to predict again from (a run whose config gives no schedule)
+            return
+        for w in self.prediction.new_warnings(old) if self.warn is not None else ():  # (an edit nothing tests)
+            self.warn(f"the new prediction: {w}")
         if self.prediction_dir is not None:
             kept = keep_prediction(self.prediction_dir, "earlier-prediction")
             beside = self.prediction.beside_replan_config(self.prediction_dir)

@@ -185,12 +185,18 @@ class WebhookSink:
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
         if not alerts:
             return True
-        if late:  # headed as what they are, not as this check's verdict nor as news
-            head = f"[RE-DELIVERED] {_earlier(alerts)}, not delivered when raised; this check: {summary}"
-        else:  # an alert on an eval judged before (a rule that judges it otherwise now) may be worse than the verdict
+        lines = summary.split("\n")
+        if not late:  # an alert on an eval judged before (a rule that judges it otherwise now) may be worse than the verdict
             verdict = max([verdict, *(a.level for a in alerts)], key=lambda v: RANK.get(v, 1))
-            head = f"[{verdict.upper()}] {summary}"
+        # a check that judged many evals has a line each: the one of the verdict heads the post, the alerts follow it,
+        # and the other lines come last (a chat shows the start of a long post)
+        worst = [i for i, line in enumerate(lines) if line.rstrip().upper().endswith(verdict.upper())]
+        first = lines.pop(worst[-1] if worst else 0)
+        head = (f"[RE-DELIVERED] {_earlier(alerts)}, not delivered when raised; this check: {first}" if late
+                else f"[{verdict.upper()}] {first}")  # a re-delivery headed as what it is, not as this check's verdict
         text = head + "\n" + "\n".join(f"• {a.level} [{a.rule}] step {a.step}: {a.message}" for a in alerts)
+        if lines:
+            text += "\n\n" + "\n".join(lines)
         body = json.dumps({"text": text, "content": text[:2000], "verdict": verdict, "redelivered": late,
                            "alerts": [a.to_json() for a in alerts]}).encode()
         if not self._post(body):
