@@ -359,12 +359,18 @@ def test_a_check_that_only_retries_an_undelivered_webhook_still_says_where_the_r
     assert line.split()[0] == "ALARM" and "the run crashed" in line
 
 
-def test_a_follow_that_ends_with_alerts_its_webhook_never_got_says_so(tmp_path, replay, monkeypatch):
+def _warned_once(tmp: Path, replay) -> list[str]:
+    """The watch command for a run of 4 evals whose first lies past the 50% band only (one warning), the rest on the
+    prediction."""
     pred, config, steps, loss = replay
     t = pred.table.set_index("step")
     med = t["median"].to_numpy()
-    first_off = med[0] * (1 + max(t["hi50"].iloc[0] / med[0] - 1, 0.005) * 1.2)  # past the 50% band only
-    _, watch = _started(tmp_path, (pred, config, steps, np.r_[first_off, med[1:]]), 4)
+    first_off = med[0] * (1 + max(t["hi50"].iloc[0] / med[0] - 1, 0.005) * 1.2)
+    return _started(tmp, (pred, config, steps, np.r_[first_off, med[1:]]), 4)[1]
+
+
+def test_a_follow_that_ends_with_alerts_its_webhook_never_got_says_so(tmp_path, replay, monkeypatch):
+    watch = _warned_once(tmp_path, replay)
     monkeypatch.setenv("LADDER_WEBHOOK_URL", "http://127.0.0.1:9/hook")  # nothing listens: every post fails
     follow = [a for a in watch if a != "--once"] + ["--webhook", "--poll", "0.01", "--max-checks", "2"]
     res = runner.invoke(app, follow)
@@ -392,11 +398,8 @@ def test_an_earlier_alert_delivered_late_is_said_so_and_leaves_the_check_its_own
         def log_message(self, *args):
             pass
 
-    pred, config, steps, loss = replay
-    t = pred.table.set_index("step")
-    med = t["median"].to_numpy()
-    first_off = med[0] * (1 + max(t["hi50"].iloc[0] / med[0] - 1, 0.005) * 1.2)  # past the 50% band only
-    _, watch = _started(tmp_path, (pred, config, steps, np.r_[first_off, med[1:]]), 4)
+    steps = replay[2]
+    watch = _warned_once(tmp_path, replay)
     monkeypatch.setenv("LADDER_WEBHOOK_URL", "http://127.0.0.1:9/hook")  # nothing listens: the post fails
     first = runner.invoke(app, [*watch, "--webhook"])
     assert first.exit_code == 4 and "webhook delivery failed" in first.stderr, first.output
