@@ -369,6 +369,24 @@ def _warned_once(tmp: Path, replay) -> list[str]:
     return _started(tmp, (pred, config, steps, np.r_[first_off, med[1:]]), 4)[1]
 
 
+def test_a_watch_whose_state_was_lost_sends_no_alert_the_alerts_file_holds_again(tmp_path, replay):
+    watch = _warned_once(tmp_path, replay)
+    folder = tmp_path / "prediction"
+
+    def alerts() -> list[str]:
+        rows = [json.loads(x) for x in (folder / "alerts.jsonl").read_text().splitlines()]
+        return [r["key"] for r in rows if r["kind"] == "alert"]
+
+    assert runner.invoke(app, watch).exit_code == 4
+    first = alerts()
+    assert len(first) == 1
+    (folder / "watch-state.json").unlink()  # deleted, or lost with a disk
+    again = runner.invoke(app, watch)
+    assert again.exit_code in (0, 4), again.output
+    assert alerts() == first  # not written (nor posted) a second time
+    assert "holds 1 alert of replay-400M: taken as sent, not sent again" in " ".join(again.stderr.split())
+
+
 def test_a_follow_that_ends_with_alerts_its_webhook_never_got_says_so(tmp_path, replay, monkeypatch):
     watch = _warned_once(tmp_path, replay)
     monkeypatch.setenv("LADDER_WEBHOOK_URL", "http://127.0.0.1:9/hook")  # nothing listens: every post fails

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ class Watcher:
         self.told = set()
         replaced = self._reload_if_replaced()
         if self._state is None and not Path(self.state_path).exists():  # a new watch beside a replacing prediction
-            self._kept_sent = self._kept_sent or self._sent_beside_the_replaced()
+            self._kept_sent = self._kept_sent or self._sent_beside_the_replaced() or self._sent_in_the_log()
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
         for sink, sent in self._kept_sent.items():
             state.mark(sink, sent)
@@ -316,6 +317,29 @@ class Watcher:
         if old is None or old.run != self.prediction.run_name:
             return {}
         return _needing_no_prediction(old)
+
+    def _sent_in_the_log(self) -> dict[str, list[str]]:
+        """Where the state is missing but the alerts file beside it holds alerts of this run (the state deleted, or
+        lost with a disk): those alerts, as sent to every sink, and said. Whether a webhook got them is not known;
+        sending them all again would break the promise that no alert is sent twice."""
+        sink = self.sinks.get("jsonl")
+        path = getattr(sink, "path", None)
+        if path is None or not Path(path).is_file():
+            return {}
+        keys = set()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:  # a line cut short by a stopped watch
+                    continue
+                if isinstance(row, dict) and row.get("kind") == "alert" and row.get("run", self.prediction.run_name) \
+                        == self.prediction.run_name and isinstance(row.get("key"), str):
+                    keys.add(row["key"])
+        if keys and self.warn is not None:
+            self.warn(f"no watch state at {self.state_path}, but {path} holds {len(keys)} alert"
+                      f"{'s' if len(keys) > 1 else ''} of {self.prediction.run_name}: taken as sent, not sent again")
+        return {name: sorted(keys) for name in self.sinks} if keys else {}
 
     def _prediction_file(self) -> Path | None:
         return None if self.prediction_dir is None else Path(self.prediction_dir) / "prediction.json"
