@@ -339,11 +339,13 @@ def lr_departed(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Aler
 
 
 def spikes(obs: Observed, rules: AlertRules) -> list[Alert]:
-    """Loss spikes: robust z-score of the smoothed train loss against its recent past."""
+    """Loss spikes: robust z-score of the smoothed train loss against its recent past (the last `spike_window`
+    logged values for its median, and as many again, twice, for its spread: the first z-score comes after about three
+    windows of values)."""
     x = obs.column(keys.TRAIN_LOSS)
     x = x[np.isfinite(x.to_numpy())]
     w = rules.spike_window
-    if len(x) < w + 2:
+    if len(x) < 3 * w:  # (the first finite z-score is at the 3w-th value)
         return []
     smooth = x.ewm(span=rules.spike_smoothing, adjust=False).mean()
     base = smooth.shift(1).rolling(w).median()
@@ -357,7 +359,7 @@ def spikes(obs: Observed, rules: AlertRules) -> list[Alert]:
         if zi > rules.spike_warn_z and not in_spike:
             level: Level = "alarm" if zi > rules.spike_alarm_z else "warning"
             out.append(Alert("spike", level, int(step),
-                             f"train loss spiked: robust z-score {zi:.1f} over the last {w} steps "
+                             f"train loss spiked: robust z-score {zi:.1f} against its last {w} logged values "
                              f"(warn at {rules.spike_warn_z:g}, alarm at {rules.spike_alarm_z:g})", float(zi)))
             in_spike = True
         elif zi < rules.spike_warn_z / 2:
