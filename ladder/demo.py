@@ -32,11 +32,12 @@ from ladder.files import write_text_atomic
 from ladder.launch import is_done, mark_crashed, run_dir_of, same_config, start, train, trainer_stops_with
 from ladder.output.display import show_prediction
 from ladder.output.figures import draw_all, hero_actual
-from ladder.output.report import read_alerts, write_report
+from ladder.output.report import write_report
 from ladder.predict.adapter import PredictSettings, predict
 from ladder.predict.prediction import WATCH_FILES, Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink
 from ladder.watch.monitor import Watcher, only_run
+from ladder.watch.sinks import read_alerts
 from ladder.watch.state import WatchState
 
 PRESET = "micro-cpu"

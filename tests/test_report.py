@@ -171,8 +171,9 @@ def test_the_report_table_takes_each_rows_nearest_eval_and_refuses_a_file_that_i
     import numpy as np
     import pandas as pd
 
-    from ladder.output.report import prediction_rows, read_alerts
+    from ladder.output.report import prediction_rows
     from ladder.predict.prediction import Prediction
+    from ladder.watch.sinks import read_alerts
 
     steps = np.arange(100, 10_001, 100)
     med = 3.0 - 1e-4 * steps  # straight between the table's steps: the prediction at any eval is exact
@@ -450,7 +451,7 @@ def test_a_report_of_another_run_leaves_out_the_watched_runs_verdicts_and_alerts
     import json
     import shutil
 
-    from ladder.output.report import read_alerts
+    from ladder.watch.sinks import read_alerts
 
     plan = micro_plan()
     folder = tmp_path / "pred"

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from ladder.cli import app
 from ladder.cli.watch import _alerts_end, _source
 from ladder.errors import LadderError
-from ladder.output.report import read_alerts
 from ladder.watch import JsonlSink, WatchState
 from ladder.watch.rules import Alert
+from ladder.watch.sinks import read_alerts
 
 ALERTS = [Alert("deviation", "warning", 92, "off by 0.6%"), Alert("spike", "alarm", 184, "loss jumped")]
 CUT = b'{"time": 1796524000.0, "kind": "verd'

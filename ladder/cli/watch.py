@@ -19,10 +19,11 @@ from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource,
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.outpaths import out_file
-from ladder.output.report import is_report, of_run, read_alerts, write_report
+from ladder.output.report import is_report, write_report
 from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
 from ladder.watch.monitor import Watcher, not_stored, only_run
+from ladder.watch.sinks import of_run, read_alerts
 from ladder.watch.state import WatchState, only_watcher
 
 PREDICTION = typer.Option(..., "--prediction", help="Folder (or prediction.json) written by `ladder predict`.")

@@ -165,17 +165,8 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
 
 def _edits(prediction: Prediction) -> list[tuple[float, str]]:
     """Each schedule edit of the predicted run as (its step's fraction of the plan the run started with, what it
-    does); an entry this version does not read is left out."""
-    from ladder.config.schedule import ScheduleEdit
-
-    out = []
-    for e in prediction.schedule.get("edits") or []:
-        try:
-            edit = ScheduleEdit(**e)
-        except TypeError:
-            continue
-        out.append((edit.at_step / max(prediction.started_with, 1.0), edit.describe()))
-    return out
+    does)."""
+    return [(e.at_step / max(prediction.started_with, 1.0), e.describe()) for e in prediction.schedule_edits()]
 
 
 SHOWN_FROM = 0.1

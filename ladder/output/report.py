@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -77,32 +76,6 @@ def _table(df: pd.DataFrame, formats: dict[str, str] | None = None, left: Sequen
 def _figure(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"></figure>'
-
-
-def read_alerts(path: str | os.PathLike, run: str | None = None) -> list[dict]:
-    """The alerts a watcher appended to its JSON-lines file (verdict lines and torn lines skipped); with `run`,
-    less those that name another run (a line written before alerts named their run is kept)."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    rows, lines, read = [], 0, 0
-    for line in p.read_text(errors="replace").splitlines():
-        lines += bool(line.strip())
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        read += isinstance(rec, dict) and "kind" in rec
-        if isinstance(rec, dict) and rec.get("kind") == "alert":
-            rows.append(rec)
-    if lines and not read:
-        raise LadderError(f"{p}: not a watcher's alerts file (no line of it is an alert or a verdict)")
-    return rows if run is None else of_run(rows, run)
-
-
-def of_run(alerts: Sequence[dict], run: str) -> list[dict]:
-    """The `alerts` of `run` (a line written before alerts named their run is kept)."""
-    return [a for a in alerts if a.get("run", run) == run]
 
 
 def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: float = 0.05) -> pd.DataFrame:
@@ -178,7 +151,6 @@ def _names(names: Sequence[str], most: int = 3) -> str:
 def _score(pred: Prediction, actual: pd.Series) -> str:
     """The run scored against the prediction so far, as `ladder score` scores it (from 10% of the plan); "" before
     it has an eval there."""
-    from ladder.errors import LadderError
     from ladder.predict.scoring import score_prediction
 
     try:

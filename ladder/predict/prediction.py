@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ladder.config.limits import positive_or_none
+from ladder.config.schedule import ScheduleEdit
 from ladder.errors import LadderError
 from ladder.files import atomic_path
 
@@ -101,6 +102,17 @@ class Prediction:
         if t.empty:
             return float(self.planned_steps)
         return float(t["step"].iloc[-1]) / float(t["fraction"].iloc[-1])
+
+    def schedule_edits(self, replaced: bool = False) -> list[ScheduleEdit]:
+        """The target's schedule edits, and with `replaced` those a `ladder replan` replaced (recorded beside them);
+        an entry this version does not read is left out."""
+        out = []
+        for e in [*(self.schedule.get("edits") or []), *((self.schedule.get("replaced") or []) if replaced else [])]:
+            try:
+                out.append(ScheduleEdit(**e))
+            except TypeError:
+                continue
+        return out
 
     def new_warnings(self, old: Prediction) -> list[str]:
         """This prediction's warnings that `old` (the one it replaces) lacks: what a new schedule brings."""

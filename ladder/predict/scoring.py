@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ladder.config.schedule import ScheduleEdit
 from ladder.errors import LadderError
 from ladder.predict.prediction import Prediction, percent
 
@@ -172,11 +171,7 @@ def _horizons(pred: Prediction) -> list[float]:
     """The steps the prediction's target plans, and those it planned before each of its schedule edits, or with
     each edit a replan replaced."""
     out = [float(pred.planned_steps), pred.started_with, float(pred.schedule.get("total_steps") or 0)]
-    for e in [*(pred.schedule.get("edits") or []), *(pred.schedule.get("replaced") or [])]:
-        try:
-            out.append(float(ScheduleEdit(**e).horizon))
-        except TypeError:  # not an edit this version writes: the plan's own steps are compared
-            continue
+    out += [float(e.horizon) for e in pred.schedule_edits(replaced=True)]
     return [h for h in out if h > 0]
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from ladder.watch.rules import (
     evaluate,
     evaluate_run,
 )
-from ladder.watch.sinks import Sink
+from ladder.watch.sinks import Sink, read_alerts
 from ladder.watch.state import WatchState
 from ladder.watch.target import SIZE_AGREE, SIZE_APART, counted_apart, other_run, schedule_of
 
@@ -207,7 +206,7 @@ class Watcher:
         state = self._state
         if state is None or self.warn is None:
             return
-        known = set().union(*(state.delivered(name) for name in self.sinks))
+        known = state.delivered_to_any(self.sinks)
         for name in self.sinks:
             lacking = len(known - state.delivered(name))
             if lacking:
@@ -322,20 +321,12 @@ class Watcher:
         """Where the state is missing but the alerts file beside it holds alerts of this run (the state deleted, or
         lost with a disk): those alerts, as sent to every sink, and said. Whether a webhook got them is not known;
         sending them all again would break the promise that no alert is sent twice."""
-        sink = self.sinks.get("jsonl")
-        path = getattr(sink, "path", None)
-        if path is None or not Path(path).is_file():
+        path = getattr(self.sinks.get("jsonl"), "path", None)
+        try:
+            logged = [] if path is None else read_alerts(path, self.prediction.run_name)
+        except LadderError:  # not a watcher's alerts file: nothing in it was sent
             return {}
-        keys = set()
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except ValueError:  # a line cut short by a stopped watch
-                    continue
-                if isinstance(row, dict) and row.get("kind") == "alert" and row.get("run", self.prediction.run_name) \
-                        == self.prediction.run_name and isinstance(row.get("key"), str):
-                    keys.add(row["key"])
+        keys = {a["key"] for a in logged if isinstance(a.get("key"), str)}
         if keys and self.warn is not None:
             self.warn(f"no watch state at {self.state_path}, but {path} holds {len(keys)} alert"
                       f"{'s' if len(keys) > 1 else ''} of {self.prediction.run_name}: taken as sent, not sent again")
@@ -535,7 +526,7 @@ class Watcher:
         another sink had before this check (this sink's delivery of it failed then, or the sink was added since) is
         not new: it is sent apart, as late, after the check's own call, and does not count toward the check's exit
         code. Returns the alerts new to every sink."""
-        known = set().union(*(state.delivered(name) for name in self.sinks))
+        known = state.delivered_to_any(self.sinks)
         new_any: dict[str, Alert] = {}
         for name, sink in self.sinks.items():
             done = state.delivered(name)

@@ -92,6 +92,32 @@ class JsonlSink:
             _append_lines(self.path, b"")
 
 
+def read_alerts(path: str | os.PathLike, run: str | None = None) -> list[dict]:
+    """The alerts a watcher appended to its JSON-lines file (verdict lines and torn lines skipped); with `run`,
+    less those that name another run (a line written before alerts named their run is kept)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    rows, lines, read = [], 0, 0
+    for line in p.read_text(errors="replace").splitlines():
+        lines += bool(line.strip())
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        read += isinstance(rec, dict) and "kind" in rec
+        if isinstance(rec, dict) and rec.get("kind") == "alert":
+            rows.append(rec)
+    if lines and not read:
+        raise LadderError(f"{p}: not a watcher's alerts file (no line of it is an alert or a verdict)")
+    return rows if run is None else of_run(rows, run)
+
+
+def of_run(alerts: Sequence[dict], run: str) -> list[dict]:
+    """The `alerts` of `run` (a line written before alerts named their run is kept)."""
+    return [a for a in alerts if a.get("run", run) == run]
+
+
 def _append_lines(path: Path, data: bytes) -> None:
     """Append `data` (whole lines) to `path` in one write. A file left ending in a cut line (a watch killed
     mid-write, a full disk) first gets the newline it lacks, so the cut line stays a line of its own that readers

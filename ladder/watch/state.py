@@ -35,6 +35,10 @@ class WatchState:
     def delivered(self, sink: str) -> set[str]:
         return set(self.sent.get(sink, []))
 
+    def delivered_to_any(self, sinks) -> set[str]:
+        """The alerts one of `sinks` (names) has had."""
+        return set().union(*(self.delivered(name) for name in sinks))
+
     def mark(self, sink: str, keys: list[str]) -> None:
         self.sent[sink] = sorted(self.delivered(sink) | set(keys))
 
