@@ -33,7 +33,16 @@ from fits import trends
 from fits.runs import reached_end
 from ladder import metrics as keys
 from ladder.config.recipe import Recipe, load_recipe, preset_names
-from ladder.data.runview import SIX_N, active_params, flops_per_token, ran_its_plan, role_hint, six_n_note
+from ladder.data.runview import (
+    SIX_N,
+    active_params,
+    at_evals,
+    eval_grid,
+    flops_per_token,
+    ran_its_plan,
+    role_hint,
+    six_n_note,
+)
 from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 from ladder.watch.rules import AlertRules
@@ -173,16 +182,9 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     hist = store.history(list(rung_rows["run_id"]), [keys.GRAD_NORM, keys.TRAIN_LOSS, keys.DROP_FRACTION,
                                                      keys.LEARNING_RATE, settings.metric], include_nonfinite=True)
     if not (hist["metric"].astype(str) == settings.metric).any():
-        logged = sorted(set(store.history(list(rung_rows["run_id"]))["metric"].astype(str)))
-        shown = ", ".join(logged[:8]) + (", ..." if len(logged) > 8 else "") or "nothing"
-        if not logged:
-            states = ", ".join(sorted(set(rung_rows["state"].astype(str))))
-            raise LadderError(f"no rung of group {group!r} has logged anything yet ({len(rung_rows)} rung"
-                              f"{'s' if len(rung_rows) != 1 else ''}, {states}): pull them again once they have "
-                              "trained, or see why they stopped (ladder runs)")
-        raise LadderError(f"--metric {settings.metric}: no rung of group {group!r} logs it (they log {shown}); "
-                          "name one they log")
+        not_logged(store, rung_rows, group, settings.metric)
     rungs = [_rung(row, hist) for _, row in rung_rows.iterrows()]
+    rungs.sort(key=lambda r: (math.isnan(r.compute), 0.0 if math.isnan(r.compute) else r.compute))  # as the checks list them
     six_n = [r.name for r in rungs if r.six_n]
     notes = ()
     if hero_config is not None:
@@ -193,7 +195,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
         "grad-norm": lambda: _grad_norm(rungs, hero, settings),
         "spikes": lambda: _spikes(rungs, hero, settings),
         "drops": lambda: _drops(store, rungs, hero, settings),
-        "off-trend": lambda: _off_trend(rungs, settings),
+        "off-trend": lambda: _off_trend(store, rungs, settings),
         "crashed": lambda: _crashed(rung_rows, hist, settings),
         "lr-rule": lambda: _lr_rule(store, rungs, group, recipe, settings),
     }
@@ -300,6 +302,32 @@ def hero_run(path: Path) -> tuple[Any, str]:
     if target_mark(load_yaml(path)):
         return target_from_file(path), "target file"
     return from_config(RunConfig.load(path)), "hero config"
+
+
+def not_logged(store: Store, rung_rows: pd.DataFrame, group: str, metric: str) -> None:
+    """The `LadderError` for rungs none of which logs `metric`: the metrics they do log, or that they logged none."""
+    logged = sorted(set(store.history(list(rung_rows["run_id"]))["metric"].astype(str)))
+    shown = ", ".join(logged[:8]) + (", ..." if len(logged) > 8 else "") or "nothing"
+    if not logged:
+        states = ", ".join(sorted(set(rung_rows["state"].astype(str))))
+        raise LadderError(f"no rung of group {group!r} has logged anything yet ({len(rung_rows)} rung"
+                          f"{'s' if len(rung_rows) != 1 else ''}, {states}): pull them again once they have "
+                          "trained, or see why they stopped (ladder runs)")
+    raise LadderError(f"--metric {metric}: no rung of group {group!r} logs it (they log {shown}); name one they log")
+
+
+def hero_file(path: Path) -> Path:
+    """`--hero PATH` as a file; a folder (the plan's, say) or a missing path is refused, naming the heroes' run
+    configs in the folder where it has some."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise LadderError(f"--hero {path}: no such file; give the hero's run config from `ladder plan`, or its target "
+                          "file")
+    heroes = sorted(p.name for p in path.glob("hero*.y*ml"))
+    inside = f" (here: {', '.join(str(path / h) for h in heroes[:3])})" if heroes else ""
+    raise LadderError(f"--hero {path}: a folder; give the hero's run config in it{inside}, or its target file")
 
 
 def hero_from_config(path, by_params: bool = False) -> HeroCompute:
@@ -497,8 +525,13 @@ def _spikes(rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) -> 
 def _drops(store: Store, rungs: list[_Rung], hero: HeroCompute | None, st: CheckSettings) -> Finding:
     name = "drops"
     usable, left = _usable(rungs, keys.DROP_FRACTION)
-    if not usable and _all_dense(store, rungs):
+    configs = [_run_config(store, r.run_id) for r in rungs]
+    if not usable and configs and all(c is not None and c.spec.n_experts == 0 for c in configs):
         return Finding(name, "skipped", "skipped: dense model (no experts, no drop fraction)")
+    experts = sorted({c.spec.n_experts for c in configs if c is not None and c.spec.n_experts})
+    if experts and not any(keys.DROP_FRACTION in r.series for r in rungs):  # a MoE ladder that did not log it
+        return _not_checked(name, f"no rung logs {keys.DROP_FRACTION}, though the rungs' configs have "
+                                  f"{'/'.join(map(str, experts))} experts: log it to have the check (or --skip drops)")
     if (few := _too_few(name, keys.DROP_FRACTION, rungs, usable, left)) is not None:
         return few
     means = []
@@ -540,11 +573,6 @@ def _drops(store: Store, rungs: list[_Rung], hero: HeroCompute | None, st: Check
     return Finding(name, status, evidence + why, hero_text, remedy if status != "ok" else "", values)
 
 
-def _all_dense(store: Store, rungs: list[_Rung]) -> bool:
-    configs = [_run_config(store, r.run_id) for r in rungs]
-    return bool(configs) and all(c is not None and c.spec.n_experts == 0 for c in configs)
-
-
 def _run_config(store: Store, run_id: str):
     try:
         return store.run_config(run_id)
@@ -553,7 +581,17 @@ def _run_config(store: Store, run_id: str):
 
 
 # ---- 4. a rung off the others' trend -----------------------------------------------------------------
-def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
+def _final(store: Store, rung: _Rung, metric: str) -> float:
+    """A rung's last value of `metric`; a metric logged far more often than its evals (a per-step train loss) read
+    at its last step as the fits read it (`runview.at_evals`), not its last, noisy value."""
+    s = rung.series[metric]
+    read = at_evals(s["step"].to_numpy(np.int64), s["value"].to_numpy(float),
+                    eval_grid(store, rung.run_id, int(rung.planned_steps or s["step"].max()),
+                              _run_config(store, rung.run_id)))
+    return float(read.values[-1]) if read.read_from else float(s["value"].iloc[-1])
+
+
+def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
     name = "off-trend"
     usable, left = _usable(rungs, st.metric)
     ended = []  # a rung's final is its last eval, where that is its plan's end (as predict and fit take it) and finite
@@ -573,7 +611,7 @@ def _off_trend(rungs: list[_Rung], st: CheckSettings) -> Finding:
     left += at_other_ratios
     if (few := _too_few(name, st.metric, rungs, usable, left, need=4)) is not None:
         return few
-    final = np.array([float(r.series[st.metric]["value"].iloc[-1]) for r in usable])
+    final = np.array([_final(store, r, st.metric) for r in usable])
     if np.any(final <= 0):
         bad = ", ".join(f"{r.name} ({v:g})" for r, v in zip(usable, final) if v <= 0)
         return _not_checked(name, f"a final {st.metric} is not positive: {bad}")

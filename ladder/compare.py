@@ -8,6 +8,7 @@ when neither is given, is ten times the largest rung's compute (the result says 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +17,17 @@ from typing import Any
 import numpy as np
 
 from fits.compare import Comparison, compare_ladders
-from ladder.check import HeroCompute, below_smallest, hero_from_config, other_group
+from ladder.check import HeroCompute, below_smallest, hero_file, hero_from_config, not_logged, other_group
 from ladder.config.limits import hero_flops
-from ladder.data.runview import SIX_N, flops_per_token, ran_its_plan, role_hint, six_n_note
+from ladder.data.runview import (
+    SIX_N,
+    at_evals,
+    eval_grid,
+    flops_per_token,
+    ran_its_plan,
+    role_hint,
+    six_n_note,
+)
 from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 
@@ -40,6 +49,8 @@ class GroupFinals:
     """Rungs of the group that are not used, each with the reason."""
     six_n: tuple[str, ...] = ()
     """Rungs whose compute is 6·N·D: their coordinates give N but no fit FLOPs per token."""
+    store: str = ""
+    """The store it was read from."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,10 @@ class GroupComparison:
     notes: tuple[str, ...] = ()
     """Warnings of the comparison's inputs (a hero of another group)."""
 
+    def label(self, g: GroupFinals) -> str:
+        """The group's name, and its store's where the two ladders come from two stores."""
+        return g.group if self.a.store == self.b.store else f"{g.group} (in {g.store})"
+
 
 def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
     """The finished rungs of `group` with their final `metric` and fit compute, smallest first."""
@@ -62,9 +77,11 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
     in_group = runs[runs["group"] == group]
     runs = in_group[in_group["role"] == "rung"]
     hist = store.history(list(runs["run_id"]), [metric], include_nonfinite=True) if len(runs) else None
+    if hist is not None and hist.empty:
+        not_logged(store, runs, group, metric)
     names, compute, loss, left_out, six_n = [], [], [], [], []
     for row in runs.to_dict("records"):
-        why, value = _final(row, hist, metric)
+        why, value = _final(store, row, hist, metric)
         if why:
             left_out.append(f"{row['name']}: {why}")
             continue
@@ -81,11 +98,38 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
                                                                       whose=f"the runs of group {group!r}"))
     order = np.argsort(compute, kind="stable")
     return GroupFinals(group, [names[i] for i in order], np.asarray(compute)[order], np.asarray(loss)[order],
-                       tuple(left_out), tuple(six_n))
+                       tuple(left_out), tuple(six_n), str(store.root))
 
 
-def _final(row: dict[str, Any], hist, metric: str) -> tuple[str, float]:
-    """(reason the run cannot be used, '' if it can; its final value)."""
+SAME_SIZE = 1.5
+"""Two rungs of the two ladders whose computes lie within this factor of each other are of one size (as
+`fits.compare` warns of paired rungs further apart)."""
+
+
+def _partnered(a: GroupFinals, b: GroupFinals) -> tuple[GroupFinals, GroupFinals]:
+    """Where one ladder has more usable rungs than the other (a rung crashed): each rung of the shorter ladder with
+    the rung of the other nearest it in compute, where each has its own within `SAME_SIZE`; the other's rungs with
+    no partner are left out, and said."""
+    short, long_ = (a, b) if a.loss.size < b.loss.size else (b, a)
+    near = [int(np.argmin(np.abs(np.log(long_.compute / c)))) for c in short.compute]
+    apart = [float(max(long_.compute[j] / c, c / long_.compute[j])) for j, c in zip(near, short.compute)]
+    if len(set(near)) < len(near) or max(apart) > SAME_SIZE or len(short.names) < MIN_RUNGS:
+        left = "".join(f"; {g.group!r} leaves out {'; '.join(g.left_out)}" for g in (a, b) if g.left_out)
+        raise LadderError(f"group {a.group!r} has {a.loss.size} usable rungs and {b.group!r} has {b.loss.size}, and "
+                          f"not every rung of {short.group!r} has one of {long_.group!r} within {SAME_SIZE:g}× its "
+                          f"compute to pair with; rungs are paired by size, so both need the same sizes{left}")
+    alone = [i for i in range(long_.loss.size) if i not in near]
+    why = f"no rung of {short.group!r} of its size to pair with"
+    kept = dataclasses.replace(
+        long_, names=[long_.names[i] for i in near], compute=long_.compute[near], loss=long_.loss[near],
+        left_out=long_.left_out + tuple(f"{long_.names[i]}: {why}" for i in alone))
+    return (short, kept) if short is a else (kept, short)
+
+
+def _final(store: Store, row: dict[str, Any], hist, metric: str) -> tuple[str, float]:
+    """(reason the run cannot be used, '' if it can; its final value). A metric logged far more often than the
+    run's evals (a per-step train loss) is read at its last step as the fits read it (`runview.at_evals`), not
+    taken from its last, noisy value."""
     if row["state"] != "finished":
         return f"state {row['state']}", math.nan
     for col in ("tokens_per_step", "stop_after_steps"):
@@ -102,7 +146,11 @@ def _final(row: dict[str, Any], hist, metric: str) -> tuple[str, float]:
         return f"last {metric!r} at step {int(last['step']):,} of {int(row['stop_after_steps']):,}", math.nan
     if value <= 0:
         return f"its final {metric!r} is {value:g}, not a positive loss", math.nan
-    return "", value
+    stop, run_id = int(row["stop_after_steps"]), str(row["run_id"])
+    finite = h[np.isfinite(h["value"].to_numpy(float))]
+    read = at_evals(finite["step"].to_numpy(np.int64), finite["value"].to_numpy(float),
+                    eval_grid(store, run_id, stop, store.run_config(run_id)))
+    return "", float(read.values[-1]) if read.read_from else value
 
 
 def _missing(value: Any) -> bool:
@@ -118,9 +166,7 @@ def target_compute(hero: Path | None, flops: float | None, largest: float, by_pa
     if hero is not None and flops is not None:
         raise LadderError("give --hero CONFIG.yaml or --hero-compute FLOPS, not both")
     if hero is not None:
-        if not Path(hero).is_file():
-            raise LadderError(f"--hero {hero}: no such file; give the hero's run config (YAML)")
-        return hero_from_config(hero, by_params)
+        return hero_from_config(hero_file(hero), by_params)
     if flops is not None:
         return HeroCompute(hero_flops("--hero-compute", flops), "--hero-compute")
     return HeroCompute(DEFAULT_REACH * largest, "default (no --hero or --hero-compute given)")
@@ -128,17 +174,20 @@ def target_compute(hero: Path | None, flops: float | None, largest: float, by_pa
 
 def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | None = None,
                    hero: Path | None = None, hero_compute: float | None = None, E: str | float = "shared",
-                   n_boot: int = 1000, seed: int = 0) -> GroupComparison:
-    """Compare group B with group A (see `fits.compare`): rungs paired by rank of compute."""
-    if group_a == group_b:
-        raise LadderError(f"both groups are {group_a!r}: compare two different ladders (`ladder runs` lists the groups)")
+                   n_boot: int = 1000, seed: int = 0, store_b: Store | None = None) -> GroupComparison:
+    """Compare group B (of `store_b`, else of `store`) with group A (see `fits.compare`): rungs paired by rank of
+    compute."""
     store.must_exist(PULL_FIRST)
+    store_b = store if store_b is None or store_b.root.resolve() == store.root.resolve() else store_b
+    if store_b is not store:
+        store_b.must_exist(PULL_FIRST.replace("--store", "--store-b"))
+    elif group_a == group_b:
+        raise LadderError(f"both groups are {group_a!r}: compare two different ladders (`ladder runs` lists the groups; "
+                          "two ladders of one group name, in two stores: --store-b)")
     metric = metric or store.settings().fit_metric
-    a, b = group_finals(store, group_a, metric), group_finals(store, group_b, metric)
+    a, b = group_finals(store, group_a, metric), group_finals(store_b, group_b, metric)
     if a.loss.size != b.loss.size:
-        left = "".join(f"; {g.group!r} leaves out {'; '.join(g.left_out)}" for g in (a, b) if g.left_out)
-        raise LadderError(f"group {group_a!r} has {a.loss.size} usable rungs and {group_b!r} has {b.loss.size}; "
-                          f"rungs are paired by size, so both need the same sizes{left}")
+        a, b = _partnered(a, b)
     by_params = len(a.six_n) == len(a.names) and len(b.six_n) == len(b.names)
     target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params)
     least = min((a, b), key=lambda g: g.compute.min())
@@ -192,7 +241,8 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
         "metric": cmp.metric,
         "units": {"compute": "fit FLOPs (3 × forward without the output head × tokens); 6·N·D for a rung whose "
                              "coordinates give only N (the warnings name them)", "loss": "nats per token"},
-        "groups": {key: _group_json(g, law) for key, g, law in (("a", cmp.a, r.law_a), ("b", cmp.b, r.law_b))},
+        "groups": {key: _group_json(g, law, cmp.label(g)) for key, g, law in (("a", cmp.a, r.law_a),
+                                                                              ("b", cmp.b, r.law_b))},
         "law": "L(C) = E + A·C^-alpha",
         "E": _E(r),
         "pairing": "rungs paired by rank of fit compute (i-th smallest of A with i-th smallest of B)",
@@ -215,9 +265,11 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
     }
 
 
-def _group_json(g: GroupFinals, law) -> dict[str, Any]:
+def _group_json(g: GroupFinals, law, label: str) -> dict[str, Any]:
     return {
         "group": g.group,
+        "store": g.store,
+        "label": label,
         "rungs": [{"name": n, "compute": float(c), "loss": float(y)} for n, c, y in zip(g.names, g.compute, g.loss)],
         "fit": {"E": law.E, "A": law.A, "alpha": law.alpha},
         "left_out": list(g.left_out),
@@ -257,10 +309,10 @@ def draw(cmp: GroupComparison, out_dir: Path) -> Path:
 
     r = cmp.result
     lo = float(min(r.compute_a.min(), r.compute_b.min())) / 1.5
-    grid = np.geomspace(lo, max(r.target, float(r.compute_b.max())) * 1.5, 200)
+    grid = np.geomspace(lo, max(r.target, float(r.compute_a.max()), float(r.compute_b.max())) * 1.5, 200)
     fig, (ax, mx) = plt.subplots(1, 2, figsize=(12, 4.5))
     for label, g, law, color in (("A", cmp.a, r.law_a, "#2c7fb8"), ("B", cmp.b, r.law_b, "#d95f0e")):
-        ax.scatter(g.compute, g.loss, color=color, zorder=3, label=f"{label}: {g.group} rungs")
+        ax.scatter(g.compute, g.loss, color=color, zorder=3, label=f"{label}: {cmp.label(g)} rungs")
         ax.plot(grid, law.predict(grid), color=color, lw=1.2,
                 label=f"{label} fit: E {law.E:.3f}, α {law.alpha:.3f}")
         ax.scatter([r.target], [law.predict(r.target)], color=color, marker="*", s=120, zorder=4)
@@ -273,20 +325,25 @@ def draw(cmp: GroupComparison, out_dir: Path) -> Path:
 
     with np.errstate(all="ignore"):
         mx.plot(grid, r.multiplier_at(grid), color="black", lw=1.2, label="m(C), full fit")
-    b = r.band
+    b, by = r.band, np.argsort(r.at, kind="stable")  # a target among the rungs comes last in `at`: in its place
     if r.n_boot:  # --bootstrap 0: no resamples, no bands
-        mx.fill_between(r.at, b.lo90, b.hi90, color="#bbbbbb", alpha=0.5, label="90% band (paired bootstrap)")
-        mx.fill_between(r.at, b.lo50, b.hi50, color="#888888", alpha=0.5, label="50% band")
+        mx.fill_between(r.at[by], b.lo90[by], b.hi90[by], color="#bbbbbb", alpha=0.5, label="90% band (paired bootstrap)")
+        mx.fill_between(r.at[by], b.lo50[by], b.hi50[by], color="#888888", alpha=0.5, label="50% band")
     mx.scatter(r.at, r.multiplier, color="black", zorder=3)
     mx.axhline(1.0, color="grey", lw=0.8)
     mx.axvline(r.target, color="grey", ls=":", lw=1)
     mx.set_xscale("log")
     mx.set_yscale("log")
+    low, high = mx.get_ylim()  # multipliers all near 1 (no difference): a span of a rounding error, ticks all "1"
+    if high / low < 1.5:
+        mid = math.sqrt(low * high)
+        mx.set_ylim(mid / math.sqrt(1.5), mid * math.sqrt(1.5))
     for axis in (mx.yaxis.set_major_formatter, mx.yaxis.set_minor_formatter):
         axis(matplotlib.ticker.FormatStrFormatter("%.3g"))
     mx.set_xlabel("fit compute C of A (FLOPs)")
     mx.set_ylabel("compute multiplier of B (> 1: B is worse)")
-    mx.set_title(f"{cmp.b.group} vs {cmp.a.group}: m at target {r.multiplier_target:.3g}", fontsize=9)
+    m_target = f"{r.multiplier_target:.3g}" if np.isfinite(r.multiplier_target) else "never (B does not reach A's loss)"
+    mx.set_title(f"{cmp.label(cmp.b)} vs {cmp.label(cmp.a)}: m at target {m_target}", fontsize=9)
     mx.legend(fontsize=8)
     fig.tight_layout()
     out = Path(out_dir)

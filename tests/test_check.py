@@ -36,9 +36,9 @@ def final_loss(cfg: RunConfig) -> float:
 
 def write_run(root: Path, cfg: RunConfig, seed: int, *, grad_growth: float = 0.0, spikes: int = 0,
               off_trend: float = 0.0, upto: int | None = None, state: str = "finished", last_eval: float | None = None,
-              unlogged: tuple[str, ...] = ()) -> None:
+              unlogged: tuple[str, ...] = (), last_train: float = 1.0) -> None:
     """A run folder: train loss, grad norm, drop fraction and LR every step, eval loss at the evals (the last one
-    `last_eval` where given); the metrics in `unlogged` left out."""
+    `last_eval` where given, the last train loss × `last_train`); the metrics in `unlogged` left out."""
     run = root / cfg.name
     run.mkdir(parents=True)
     cfg.save(run / "run.yaml")
@@ -49,6 +49,7 @@ def write_run(root: Path, cfg: RunConfig, seed: int, *, grad_growth: float = 0.0
     g = steps / T
     curve = final_loss(cfg) * (1 + 2.0 * np.exp(-5 * g))
     train = curve * (1 + 0.005 * rng.standard_normal(steps.size))
+    train[-1] *= last_train
     for at in np.linspace(0.15, 0.95, spikes) if spikes else []:
         i = int(at * T)
         train[i:i + 3] *= 1.3
@@ -102,6 +103,7 @@ def test_clean_ladder_raises_nothing(clean):
     code, report = check(clean)
     assert code == 0, [(f["name"], f["status"], f["evidence"]) for f in report["findings"]]
     assert {f["name"]: f["status"] for f in report["findings"]} == dict.fromkeys(CHECKS, "ok")
+    assert report["rungs"] == [c.name for c in PLAN.rungs]  # by compute, as the findings list them, not as stored
     assert report["hero"]["flops"] == pytest.approx(  # the plan it starts with, as predict and compare count it
         PLAN.hero.fit_flops_per_token * PLAN.hero.tokens_per_step * PLAN.hero.schedule.total_steps)
     # `ladder plan` counts the edited run's: the hero found in the store says which it is, as a --hero config does
@@ -345,10 +347,18 @@ def test_a_rung_without_a_final_eval_or_a_metric_is_left_out_of_the_trend_by_nam
     assert f"; left out: {no_grad.name} (no grad/norm/total);" in grad["evidence"]
 
 
-def test_a_ladder_that_logs_no_drop_fraction_and_has_no_config_is_told_how_to_skip_the_check(tmp_path):
+def test_a_ladder_that_logs_no_drop_fraction_and_has_no_config_is_told_how_to_skip_the_check(tmp_path, monkeypatch):
+    import ladder.check as checks
+
+    store = ladder_store(tmp_path, **{c.name: {"unlogged": ("moe/drop_fraction",)} for c in PLAN.rungs})
+    _, report = check(store)  # a MoE ladder by its configs: it was told that a dense model has none
+    drops = finding(report, "drops")
+    assert drops["status"] == "not checked" and drops["evidence"] == (
+        f"not checked: no rung logs moe/drop_fraction, though the rungs' configs have {PLAN.rungs[0].spec.n_experts} "
+        "experts: log it to have the check (or --skip drops)")
     # a ladder read from a table or wandb, which has no run config to say it is dense: nothing tells it from a MoE
     # ladder whose drop fraction went unlogged
-    store = ladder_store(tmp_path, **{c.name: {"unlogged": ("moe/drop_fraction",)} for c in PLAN.rungs})
+    monkeypatch.setattr(checks, "_run_config", lambda store, run_id: None)
     _, report = check(store)
     drops = finding(report, "drops")
     assert drops["status"] == "not checked"
@@ -423,3 +433,14 @@ def test_rungs_that_logged_nothing_are_said_to_have_logged_nothing_not_to_lack_a
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "--metric" not in said
     assert f"no rung of group {PLAN.rungs[0].group!r} has logged anything yet (3 rungs, crashed)" in said
+
+
+def test_a_per_step_train_loss_is_judged_off_trend_as_the_fits_read_it_not_by_its_last_value(tmp_path):
+    """`--metric train/loss` took each rung's last logged value: one noisy step 10% high at the largest rung's end
+    raised an alarm that the rung was off the others' trend."""
+    largest = PLAN.rungs[-1]
+    store = ladder_store(tmp_path, **{largest.name: {"last_train": 1.1}})
+    _, report = check(store, "--metric", "train/loss")
+    trend = finding(report, "off-trend")
+    assert trend["status"] == "ok", trend["evidence"]
+    assert trend["values"]["final"][-1] == pytest.approx(final_loss(largest) * (1 + 2.0 * np.exp(-5.0)), rel=0.01)

@@ -540,7 +540,11 @@ def check(case: Case, res: Result) -> None:
 @pytest.mark.parametrize("args, words", [
     (("predict", "--bogus", "x"), ("No such option: --bogus", "(see `ladder predict --help`)")),
     (("fit", "surfac"), ("No such command 'surfac'. Did you mean 'surface'?", "(see `ladder fit --help`)")),
-    (("fit", "surface", "--level", "abc"), ("Invalid value for '--level'", "(see `ladder fit surface --help`)")),
+    (("fit", "surface", "--level", "abc"), ("Invalid value for '--level': 'abc' is not a number",
+                                            "(see `ladder fit surface --help`)")),
+    (("check", "--hero-compute=1e", "--hero-compute", "2e2x"), ("Invalid value for '--hero-compute': '2e2x' is not a "
+                                                                "number",)),  # the last given, as the parser reads
+    (("compare", "a", "b", "--bootstrap", "1.5"), ("Invalid value for '--bootstrap': '1.5' is not a whole number",)),
     (("fit", "surface", "--csv"), ("Option '--csv' requires an argument", "(see `ladder fit surface --help`)")),
     (("predict", "--n-boot"), ("Option '--n-boot' requires an argument", "(see `ladder predict --help`)")),
     (("pull", "csv", "runs.csv"), ("No such command 'csv'; `ladder import csv` has it", "(see `ladder pull --help`)")),

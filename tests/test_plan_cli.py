@@ -60,6 +60,19 @@ def test_plan_table_names_the_runs_and_the_share():
     assert f"{hero.name}: {hero.schedule.describe()}" in said and "shortened at step" in said
 
 
+def test_the_plan_table_at_80_columns_prints_every_value_whole(monkeypatch):
+    """At 80 columns every column was cut: peak LR "0.0…", steps "1,1…", the hero "her…"."""
+    from ladder.cli.app import console
+
+    monkeypatch.setattr(console, "width", 80)
+    res = run("plan", "micro-cpu")
+    assert res.exit_code == 0 and "…" not in res.stdout, res.stdout
+    for cfg in plan(load_recipe("micro-cpu")).runs():
+        (row,) = [x for x in res.stdout.splitlines() if f"│ {cfg.name} " in x]
+        cells = [c.strip() for c in row.split("│")[1:-1]]
+        assert cells[6] == f"{cfg.stop_after_steps:,}" and cells[8] == f"{cfg.schedule.peak_lr:.3g}", row
+
+
 def test_plan_writes_configs_that_load_back(tmp_path):
     res = run("plan", "micro-cpu", "--out", str(tmp_path))
     assert res.exit_code == 0, res.output

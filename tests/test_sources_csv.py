@@ -529,7 +529,7 @@ def test_the_runs_table_lists_by_size_keeps_its_numbers_on_one_line_and_no_colum
     assert listed.exit_code == 0, listed.output
     rows = [line for line in listed.stdout.splitlines() if "40/1,234,567" in line]
     assert len(rows) == 2 and "z-small" in rows[0] and "a-large" in rows[1], listed.stdout
-    header = next(line for line in listed.stdout.splitlines() if "run" in line and "group" in line)
+    header = next(line for line in listed.stdout.splitlines() if "run" in line and "role" in line)
     assert " id " not in header  # each run's id is its name
 
 

@@ -552,3 +552,27 @@ def test_a_stored_run_whose_folder_is_gone_is_named_at_the_next_pull(tmp_path):
     shutil.rmtree(tmp_path / "runs" / RUNGS[0].name)
     (note,) = [n for n in pull(store, LocalSource(tmp_path / "runs")).notes if "no longer there" in n]
     assert f"run {RUNGS[0].name!r}" in note and "(running at step 30)" in note
+
+
+def test_the_runs_table_keeps_every_cell_whole_at_80_columns_and_says_a_shared_source_once(tmp_path, monkeypatch):
+    """At 80 columns the table collapsed its run, id, group, role and state columns to nothing (the numbers kept
+    whole took the width) and cut the values to "11,1…"; it now leaves out the columns that repeat what one line can
+    say (one group, ids GROUP/NAME, each source one folder's entry of the run's name) and prints the rest whole, wider
+    than the console where it must."""
+    from ladder.cli.app import console
+
+    hero = plan(load_recipe("micro-cpu")).hero
+    for cfg in (*RUNGS, hero):
+        make_run(tmp_path / "runs", cfg, range(1, cfg.stop_after_steps + 1, 7))
+    store = tmp_path / "s"
+    assert CliRunner().invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(store)]).exit_code == 0
+    monkeypatch.setattr(console, "width", 80)
+    res = CliRunner().invoke(app, ["runs", "--store", str(store)])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert "…" not in res.stdout and f"(group {RUNGS[0].group}; fit metric eval/loss)" in " ".join(res.stdout.split())
+    for cfg in (*RUNGS, hero):
+        (row,) = [x for x in lines if f"│ {cfg.name} " in x]
+        assert row.split("│")[2].strip() == cfg.role and "finished" in row, res.stdout  # the role beside the name
+    assert lines[-2:] == ["Each run's id: GROUP/RUN (`ladder history` takes either)",
+                          f"Each run's source: local:{(tmp_path / 'runs').resolve()}/RUN"], res.stdout

@@ -601,7 +601,7 @@ def test_a_live_watch_waits_on_a_crashed_run_for_it_to_come_back(tmp_path, repla
                           AlertRules(metric="eval/loss", stale_after_s=600), {}, folder / "watch-state.json",
                           warn=said.append, clock=lambda late=late: clock.time() + late[0])
 
-        def come_back(resumed=resumed, run_dir=run_dir, late=late):
+        def come_back(first, resumed=resumed, run_dir=run_dir, late=late):
             if not resumed:
                 late[0] = 1801.0  # past 3 × 10 minutes, still crashed
                 return
@@ -1163,3 +1163,38 @@ def test_a_follow_that_ends_with_the_run_s_last_evals_says_the_watch_ends(tmp_pa
     assert res.exit_code in (0, 4, 5), res.output
     assert last == (f"replay-400M is no longer running (finished): the watch ends, exit code {res.exit_code} (the "
                     "worst verdict of its last check)"), res.output
+
+
+def test_a_follow_says_where_the_run_stands_at_once_and_exits_with_an_earlier_check_s_alarm(tmp_path, replay,
+                                                                                            monkeypatch):
+    """A follow started before the run's first eval printed nothing until an eval came (minutes to hours); one whose
+    run alarmed at an earlier check and then logged evals on track ended with exit code 0, the alarm lost to a
+    script that reads the code (here the last check warns: 0.55% above at the end, its code 4)."""
+    import time as clock
+
+    import ladder.watch.monitor as monitor
+
+    _, _, steps, loss = replay
+    run_dir, args = live_run(tmp_path, replay, [json.dumps({"step": 10, "train/loss": 6.0})])
+    logged = [[json.dumps({"step": int(steps[0]), "eval/loss": float(loss[0]) * 1.25})],  # far above the band
+              [json.dumps({"step": int(s), "eval/loss": float(y)}) for s, y in zip(steps[1:], loss[1:])]]
+
+    class LogsOn:  # between two checks the run logs its next evals; it finishes with the last
+        time = staticmethod(clock.time)
+
+        @staticmethod
+        def sleep(_seconds):
+            lines = logged.pop(0)
+            with (run_dir / "metrics.jsonl").open("a") as f:
+                f.writelines(x + "\n" for x in lines)
+            state = "running" if logged else "finished"
+            (run_dir / "status.json").write_text(json.dumps({"state": state, "step": json.loads(lines[-1])["step"]}))
+
+    monkeypatch.setattr(monitor, "time", LogsOn)
+    res = runner.invoke(app, [*args, "--poll", "90"])  # the run's own pace: its sleep logs the next evals at once
+    out = [" ".join(x.split()) for x in res.output.strip().splitlines()]
+    assert out[0] == "OK step 10 (0%): no eval yet" and out[1] == (
+        "checking again every 90 s until the run ends (Ctrl-C to stop)"), res.output
+    assert any(x.startswith("ALARM") for x in out[2:]) and not logged, res.output
+    assert res.exit_code == 5 and out[-1] == ("replay-400M is no longer running (finished): the watch ends, exit code 5 "
+                                              "(an alarm at an earlier check; the last check's verdict: WARNING)"), res.output

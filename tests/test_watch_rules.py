@@ -481,6 +481,18 @@ def test_a_webhook_url_the_client_cannot_read_is_refused_at_start_without_showin
     assert "$LADDER_WEBHOOK_URL" in str(info.value) and url not in str(info.value)
 
 
+@pytest.mark.parametrize("url", ["https://hooks.example.com/T0/abc def", "https://hooks.example.com/T0/abc\tdef",
+                                 "https://hooks.example.com/T0/abc\x7fdef"])
+def test_a_webhook_url_with_a_space_inside_is_refused_at_start_and_one_at_its_ends_is_read(url):
+    """The client refused such a URL at every post, which the watch took for a failed delivery, to retry at its
+    next check for as long as it ran; a newline at the end (a shell's $(cat FILE)) is no part of the URL."""
+    with pytest.raises(LadderError) as info:
+        WebhookSink(url)
+    said = str(info.value)
+    assert "$LADDER_WEBHOOK_URL holds a space or control character (character 33 of 36)" in said and "abc" not in said
+    assert WebhookSink(" https://hooks.example.com/T0/abc\n")._url == "https://hooks.example.com/T0/abc"
+
+
 def test_a_webhook_that_answers_other_than_http_is_an_undelivered_alert_not_a_crash(capsys):
     import socket
 

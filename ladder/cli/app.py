@@ -30,6 +30,7 @@ from typing import Any
 import click
 import typer
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from ladder.errors import DEBUG_ENV, LadderError, debug_env, route_warnings
@@ -63,7 +64,7 @@ class _OneLineErrors(typer.core.TyperGroup):
                 path = ctx.command_path if ctx is not None else self._path(sys.argv[1:] if args is None else args)
                 _close_options_only(exc)
                 # typer words a value not among an option's choices as pydantic does ("Value error, 'x' is not ...")
-                message = exc.format_message().replace(": Value error, ", ": ")
+                message = _named_value(exc.format_message().replace(": Value error, ", ": "), exc, argv)
                 elsewhere = self._elsewhere(exc) or self._as_option(exc)
                 message = message.rstrip(".") + elsewhere if elsewhere else message
                 _say_error(redact(message) + f" (see `{path} --help`)")
@@ -130,6 +131,29 @@ class _OneLineErrors(typer.core.TyperGroup):
         return f"; `{found[0]}` has it" if found else ""
 
 
+_NOT_A = {"Input should be a valid number, unable to parse string as a number": "is not a number",
+          "Input should be a valid integer, unable to parse string as an integer": "is not a whole number",
+          "Input should be a valid integer, got a number with a fractional part": "is not a whole number"}
+"""How typer's parser words a value of the wrong kind, and what the error says of the value instead."""
+
+
+def _named_value(message: str, exc: Exception, argv: list[str]) -> str:
+    """An option's value of the wrong kind, named in its error ("--hero-compute 'abc' is not a number"); typer's
+    words ("Input should be a valid number, ...") leave out which value was given."""
+    opts = getattr(getattr(exc, "param", None), "opts", None) or ()
+    given = None
+    for i, a in enumerate(argv):  # the last one given counts, as click takes it
+        name, eq, value = a.partition("=")
+        if name in opts:
+            given = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    if given is None:
+        return message
+    for words, instead in _NOT_A.items():
+        if words in message:
+            return message.replace(words, f"{given!r} {instead}")
+    return message
+
+
 def _takes_a_path(param: Any) -> bool:
     """Whether a command's option takes a path (its annotation is `Path`, or a union or list of it)."""
     import pathlib
@@ -172,6 +196,26 @@ class _Console(Console):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise _reader_gone()
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print, a table whole: where the console is narrower than a table's columns need (its numbers unbroken,
+        its words whole), at the table's own width, for the terminal to wrap, not cut to "0.0…" or to no column."""
+        tables = [_widths(self, o) for o in objects if isinstance(o, Table)]
+        need = max((most for least, most in tables if least > self.width), default=0)
+        if need <= self.width:
+            return super().print(*objects, **kwargs)
+        kept, self._width = self._width, need
+        try:
+            return super().print(*objects, **kwargs)
+        finally:
+            self._width = kept
+
+
+def _widths(console: Console, table: Table) -> tuple[int, int]:
+    """The least width a table's columns need (their longest words) and its own (no cell wrapped)."""
+    from rich.measure import Measurement
+
+    return tuple(Measurement.get(console, console.options.update_width(1 << 16), table))
 
 
 # Wide enough for the plan table when output goes to a file or a pipe (rich assumes 80 columns).

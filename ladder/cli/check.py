@@ -47,14 +47,14 @@ def check_command(
     group's, or a compute not above the largest rung's); 5 alarm. 2 is a usage error (a hero compute below the
     smallest rung's among them) and 1 a bug.
     """
-    from ladder.check import CheckSettings, check_ladder
+    from ladder.check import CheckSettings, check_ladder, hero_file
 
     if hero is not None and hero_compute is not None:
         raise LadderError("give --hero CONFIG.yaml or --hero-compute FLOPS, not both")
     if hero_compute is not None:
         hero_flops("--hero-compute", hero_compute)
-    if hero is not None and not hero.is_file():
-        raise LadderError(f"--hero {hero}: no such file; give the hero's run config from `ladder plan`, or its target file")
+    if hero is not None:
+        hero = hero_file(hero)
     settings = CheckSettings(grad_limit=grad_limit, spike_limit=spike_limit, spike_z=spike_z,
                              skip_fraction=skip_fraction, outlier_level=outlier_level, outlier_floor=outlier_floor,
                              lr_tolerance=lr_tolerance, metric=metric)

@@ -24,7 +24,8 @@ from ladder.outpaths import out_dir
 def compare_command(
     group_a: str = typer.Argument(..., help="Group of the reference ladder A (see `ladder runs`)."),
     group_b: str = typer.Argument(..., help="Group of ladder B, the same sizes with one recipe choice changed."),
-    store: Path | None = typer.Option(None, "--store", help="Store folder holding both ladders (default: .ladder/)."),
+    store: Path | None = typer.Option(None, "--store", help="Store folder holding both ladders, or ladder A where --store-b holds B (default: .ladder/)."),
+    store_b: Path | None = typer.Option(None, "--store-b", help="Store folder holding ladder B, where it is not in --store: two ladders planned from one recipe have the same run ids, so each is pulled into a store of its own (GROUP_B may then be GROUP_A)."),
     metric: str | None = typer.Option(None, "--metric", help="Metric whose final value is compared (default: the store's fit metric, eval/loss)."),
     hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`) or target file (as `ladder predict --target` takes it): the target is its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
     hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's fit compute in FLOPs (instead of --hero)."),
@@ -51,7 +52,7 @@ def compare_command(
     resamples("--bootstrap", n_boot)
     folder = out_dir(out, files=OUTPUT_FILES, ours=(written_here, "an output of `ladder compare`"))
     cmp = compare_groups(Store(store or DEFAULT_ROOT), group_a, group_b, metric=metric, hero=hero, hero_compute=hero_compute,
-                         E=_E(E), n_boot=n_boot, seed=seed)
+                         E=_E(E), n_boot=n_boot, seed=seed, store_b=None if store_b is None else Store(store_b))
     data = to_json(cmp)
     png = draw(cmp, folder)
     path = write_text_atomic(folder / "compare.json", json.dumps(data, indent=2) + "\n")
@@ -82,7 +83,7 @@ def _print(data: dict) -> None:
     E = data["E"]
     e_text = (f"E separate: A {E['E_a']:.4f}, B {E['E_b']:.4f}" if E["mode"] == "separate"
               else f"E {E['mode']} = {E['value']:.4f}")
-    console.print(f"[bold]{escape(b['group'])}[/] (B) against [bold]{escape(a['group'])}[/] (A) on final "
+    console.print(f"[bold]{escape(b['label'])}[/] (B) against [bold]{escape(a['label'])}[/] (A) on final "
                   f"{escape(data['metric'])}; {e_text}; alpha A {a['fit']['alpha']:.4f}, B {b['fit']['alpha']:.4f}",
                   highlight=False, markup=True)
     t = Table(title="Compute multiplier of B: compute B needs to reach A's loss ÷ A's compute (> 1: B is worse)",
@@ -99,9 +100,9 @@ def _print(data: dict) -> None:
     t.add_row("target", "", f"{tg['compute']:.3g}", f"{lt['a']:.4f}", f"{lt['b']:.4f}",
               _fmt(tg["multiplier"], ".4g"), _range(tg, "50", resampled), _range(tg, "90", resampled))
     console.print(t)
-    left = [f"{key} ({g['group']}) {'; '.join(g['left_out'])}" for key, g in (("A", a), ("B", b)) if g["left_out"]]
+    left = [f"{key} ({g['label']}) {'; '.join(g['left_out'])}" for key, g in (("A", a), ("B", b)) if g["left_out"]]
     if left:
-        console.print(f"Left out (not finished or without a final {data['metric']}): " + "; ".join(left), highlight=False,
+        console.print("Left out: " + "; ".join(left), highlight=False,
                       soft_wrap=True)
     console.print(f"Target: {tg['compute']:.3g} FLOPs, {tg['extrapolation']:.3g}× the largest rung's compute of "
                   "either group; "

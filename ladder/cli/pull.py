@@ -363,8 +363,10 @@ def runs_command(
     it); steps: the last step, of the step the run stops at (its edited plan's last, for a run cut
     short); fraction: the last step's, of the plan the run started with (of its edited plan beside
     it; last_fraction_edited in the JSON); values: the values the run holds, of every metric it
-    logs. The id column is shown where some run's id is not its name. Runs are listed by group,
-    then size and length. --remove takes runs out (a run pulled twice, from two sources), after
+    logs. The id column is shown where some run's id is neither its name nor GROUP/NAME, the group
+    column where runs differ in it, the source column where some run's is not one folder's
+    entry of its name (else a line below the table says it). Runs are listed by group, then size
+    and length. --remove takes runs out (a run pulled twice, from two sources), after
     asking.
     """
     if remove:
@@ -392,37 +394,53 @@ def runs_command(
 
     settings = target.settings()
     six_n = []  # the runs whose compute per token is 6·N, only N being known
-    t = Table(title=f"Runs in {target.root}/ (fit metric {settings.fit_metric})")
-    ids = bool((runs["run_id"].astype(str) != runs["name"].astype(str)).any())  # a column of the names again: left out
+    names, groups = runs["name"].astype(str), runs["group"].fillna("").astype(str)
+    one_group = groups.nunique() == 1
+    # a column that repeats the names (ids that are the names, or GROUP/NAME with one group) is left out
+    ids = not ((runs["run_id"].astype(str) == names) | (runs["run_id"].astype(str) == groups + "/" + names)).all()
+    source = _common_source(runs["source"].astype(str), names)  # "local:/runs/" + each run's name: said once
+    about = ([f"group {groups.iloc[0]}"] if one_group and groups.iloc[0] else []) + [f"fit metric {settings.fit_metric}"]
+    t = Table(title=f"Runs in {target.root}/ ({'; '.join(about)})")
     numbers = ("active", "total", "C/token", "steps", "fraction", VALUES)
     least = {"run": 10, "id": 6, "group": 5, "role": 4, "state": 8, "source": 6}
-    for col in ("run", *(("id",) if ids else ()), "group", "role", "state", *numbers, "source"):
+    shown = ("run", *(("id",) if ids else ()), *(() if one_group else ("group",)), "role", "state", *numbers,
+             *(() if source else ("source",)))
+    for col in shown:
         if col in numbers:  # a number folded over two lines reads as two ("11,419/1" over "1,420")
             t.add_column(col, justify="right", no_wrap=True)
         else:  # a name or id cut short with "…" cannot be pasted into the next command
             t.add_column(col, justify="left", overflow="fold", min_width=least[col])
-    order = runs.assign(_g=runs["group"].fillna("").astype(str), _n=pd.to_numeric(runs["active_params"], errors="coerce"),
+    order = runs.assign(_g=groups, _n=pd.to_numeric(runs["active_params"], errors="coerce"),
                         _t=pd.to_numeric(runs["stop_after_steps"], errors="coerce"))  # by group, then size and length
     for r in order.sort_values(["_g", "_n", "_t", "name"], na_position="last", kind="stable").to_dict("records"):
-        t.add_row(
-            r["name"],
-            *((r["run_id"],) if ids else ()),
-            r["group"],
-            r["role"],
-            r["state"],
-            "?" if _missing(r["active_params"]) else format_count(int(r["active_params"])),
-            "?" if _missing(r["total_params"]) else format_count(int(r["total_params"])),
-            _per_token_cell(r, six_n),
-            f"{_int(r['last_step'])}/{_int(r['stop_after_steps'])}",
-            _fraction_cell(r),
-            f"{r['rows']:,}",
-            r["source"],
-        )
+        cells = {
+            "run": r["name"], "id": r["run_id"], "group": r["group"], "role": r["role"], "state": r["state"],
+            "active": "?" if _missing(r["active_params"]) else format_count(int(r["active_params"])),
+            "total": "?" if _missing(r["total_params"]) else format_count(int(r["total_params"])),
+            "C/token": _per_token_cell(r, six_n),
+            "steps": f"{_int(r['last_step'])}/{_int(r['stop_after_steps'])}",
+            "fraction": _fraction_cell(r),
+            VALUES: f"{r['rows']:,}",
+            "source": r["source"],
+        }
+        t.add_row(*(cells[col] for col in shown))
     console.print(t)
     for line in six_n_note(six_n):
         console.print(line, highlight=False, soft_wrap=True)
+    if not ids and (runs["run_id"].astype(str) != names).any():
+        console.print("Each run's id: GROUP/RUN (`ladder history` takes either)", highlight=False, soft_wrap=True)
+    if source:
+        console.print(f"Each run's source: {source}RUN", highlight=False, soft_wrap=True)
     if settings.renames:
         console.print("Renames: " + ", ".join(f"{a} → {b}" for a, b in settings.renames.items()), highlight=False)
+
+
+def _common_source(sources: pd.Series, names: pd.Series) -> str:
+    """The one source every run came from under its own name ("local:/runs/" where each run's is that and its
+    name), or "" where their sources differ otherwise."""
+    heads = {src[:-len(name)] for src, name in zip(sources, names) if name and src.endswith(name)}
+    fits_all = len(heads) == 1 and all(name and src.endswith(name) for src, name in zip(sources, names))
+    return next(iter(heads)) if fits_all else ""
 
 
 def _per_token_cell(run: dict, six_n: list[str]) -> str:

@@ -17,12 +17,13 @@ from ladder.cli.app import command, console, err_console, seconds_until, warn
 from ladder.config.limits import poll_seconds
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
+from ladder.durations import span_text
 from ladder.errors import LadderError
 from ladder.outpaths import out_file
 from ladder.output.report import is_report, write_report
 from ladder.predict.prediction import Prediction
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
-from ladder.watch.monitor import Watcher, not_stored, only_run
+from ladder.watch.monitor import CheckResult, Watcher, not_stored, only_run
 from ladder.watch.sinks import of_run, read_alerts
 from ladder.watch.state import WatchState, only_watcher
 
@@ -133,7 +134,8 @@ def watch_command(
     loss) is judged once per predicted step, on its mean since the step before.
 
     Exit codes, of the last check (with --once, or when the run has ended), the worst verdict among
-    the evals it judged (with no new eval, the last eval's): 0 on track; 3 cannot
+    the evals it judged (with no new eval, the last eval's), or where an earlier check of a follow
+    warned or alarmed and the last is better, that one: 0 on track; 3 cannot
     judge (the prediction has no usable value at the eval, the run never logs the predicted metric,
     or the run cannot be read); 4 warning; 5 alarm. 2 is a usage error (a bad option or file) and 1
     a bug, so a cron job can tell a failing run from a typo.
@@ -164,6 +166,13 @@ def watch_command(
             warn(f"--store {store} held no store: it holds the watched run alone, so the rules that compare it with "
                  "the rungs (grad norm, MoE drop fraction) are off; give the ladder's store to have them")
 
+    def following(first: CheckResult) -> None:  # a follow says where the run stands at once, and how it goes on
+        if "terminal" not in watcher.told:
+            sinks["terminal"].send((), first.verdict, first.summary or "\n".join(first.lines))
+        if not (first.finished and not first.crashed) and max_checks != 1:
+            console.print(f"checking again every {span_text(poll)} until the run ends (Ctrl-C to stop)")
+        say_new_store()
+
     def repredict(old: Prediction, config: dict, why: str) -> Prediction:
         from ladder.data.runview import target_from_store
         from ladder.predict.adapter import PredictSettings, predict  # scipy: only when the schedule changes
@@ -188,15 +197,23 @@ def watch_command(
                       deadline=kept if _in_hours(deadline) else None)
     with only_watcher(state, jsonl):
         sinks["jsonl"].end_cut_line()
-        result = watcher.check() if once else watcher.run(poll, max_checks, after_first=say_new_store)
+        result = watcher.check() if once else watcher.run(poll, max_checks, after_first=following)
     if once:
         say_new_store()
     if not result.lines and "terminal" not in watcher.told:  # it printed nothing new: where the run stands
         sinks["terminal"].send((), result.verdict, result.summary)
     elif result.finished and not once:  # a follow that ended with the run's last evals: said, not left to the code
         console.print(f"{escape(pred.run_name)} is no longer running ({'crashed' if result.crashed else 'finished'}): "
-                      f"the watch ends, exit code {result.exit_code} (the worst verdict of its last check)")
+                      f"the watch ends, exit code {result.exit_code} ({_why_code(result)})")
     raise typer.Exit(result.exit_code)
+
+
+def _why_code(result: CheckResult) -> str:
+    """What a follow's exit code is: its last check's verdict, or an earlier check's warning or alarm."""
+    if result.exit_code > result.own_exit_code:
+        return f"{'an' if result.earlier == 'alarm' else 'a'} {result.earlier} at an earlier check; the last check's verdict: " \
+               f"{result.verdict.upper()}"
+    return "the worst verdict of its last check"
 
 
 def _watch_file(path: Path, option: str, own: str, store: Path) -> Path:

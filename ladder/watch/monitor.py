@@ -71,13 +71,21 @@ class CheckResult:
     """What the sinks were given: the verdict lines, or with no new eval one line on where the run stands."""
     crashed: bool = False
     """The run is marked crashed (by itself, or by its source after no write for a while): it may be resumed."""
+    earlier: str = "ok"
+    """A follow's last check: the worst warning or alarm its earlier checks gave ("ok" where none did)."""
 
     @property
-    def exit_code(self) -> int:
+    def own_exit_code(self) -> int:
         """The verdict's code, or a new alert's where it is worse (an alert raised on an earlier eval by a rule
         that now judges it otherwise is new, and a cron job reads the exit code; one a failed delivery left for this
         check is not)."""
         return max(EXIT[self.verdict], EXIT[_worst(list(self.new_alerts))])
+
+    @property
+    def exit_code(self) -> int:
+        """This check's code, or where a follow's earlier check warned or alarmed and this one is better, that one's:
+        a follow that ends with the run says whether it went off track at all."""
+        return max(self.own_exit_code, EXIT[self.earlier])
 
 
 @dataclass
@@ -179,25 +187,26 @@ class Watcher:
                            crashed=str(run["state"]) == "crashed")
 
     def run(self, poll_seconds: float, max_checks: int | None = None,
-            after_first: Callable[[], None] | None = None) -> CheckResult:
-        """Check every `poll_seconds` until the run finishes (or `max_checks`); `after_first` is called once the
-        first check has been made. A run marked crashed is watched on for three times the stale window (a run
-        resumed from its checkpoint, or one only silent for a while, comes back), and the watch ends if it does
-        not."""
-        n, crashed_at = 0, None
+            after_first: Callable[[CheckResult], None] | None = None) -> CheckResult:
+        """Check every `poll_seconds` until the run finishes (or `max_checks`); `after_first` is given the first
+        check's result. A run marked crashed is watched on for three times the stale window (a run resumed from its
+        checkpoint, or one only silent for a while, comes back), and the watch ends if it does not. The result is
+        the last check's, with the worst warning or alarm of the checks before it (`CheckResult.earlier`)."""
+        n, crashed_at, earlier = 0, None, "ok"
         while True:
-            result = self.check()
+            result = dataclasses.replace(self.check(), earlier=earlier)
             n += 1
             if result.crashed:
                 crashed_at = self._crashed(crashed_at)
             elif result.verdict != "unreadable":  # running again (a check that could not read the run says nothing)
                 crashed_at = None
             if n == 1 and after_first is not None:
-                after_first()
+                after_first(result)
             if (max_checks is not None and n >= max_checks or result.finished and not result.crashed
                     or crashed_at is not None and self.clock() - crashed_at > self.grace_s):
                 self._say_undelivered()
                 return result
+            earlier = _worse(earlier, {0: "ok", 4: "warning", 5: "alarm"}.get(result.own_exit_code, "ok"))
             time.sleep(poll_seconds)
 
     def _say_undelivered(self) -> None:

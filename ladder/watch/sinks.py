@@ -183,8 +183,13 @@ class WebhookSink:
 
     def __init__(self, url: str, timeout: float = 10.0, retries: int = 3, console: Console | None = None,
                  backoff: float = 0.5) -> None:
+        url = url.strip()  # a newline a shell's $(cat FILE) or a copy left at either end
         if not url.startswith(("http://", "https://")):
             raise LadderError(f"${WEBHOOK_ENV} must be an http(s) URL")
+        inner = next((i for i, c in enumerate(url) if c.isspace() or not c.isprintable()), None)
+        if inner is not None:  # the client refuses it at every post: the user's to fix now, not a retry at each check
+            raise LadderError(f"${WEBHOOK_ENV} holds a space or control character (character {inner + 1} of "
+                              f"{len(url)}); copy the webhook URL again (a space inside one is written %20)")
         try:  # a URL the client cannot even parse is the user's to fix now, not an error at the first alert
             parts = urllib.parse.urlsplit(url)
             _ = parts.port

@@ -342,7 +342,8 @@ def _check_clashes(
         more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
         raise LadderError(
             f"{clashes[0][1]}{more}; nothing was pulled: pass --replace to replace the stored run(s), give the new "
-            f"run(s) other ids ({_how_ids(refs[0].source or key)}), or pull them into another store"
+            f"run(s) other ids ({_how_ids(refs[0].source or key)}), or pull them into another store (`ladder compare "
+            "--store-b` compares two ladders of two stores)"
         )
     said = clashes if len(clashes) <= REPLACED_SAID else clashes[:REPLACED_SAID - 1]
     out = [f"replaced: {text}" for _, text in said]
