@@ -91,7 +91,9 @@ def mark_crashed(run_dir: Path) -> bool:
     status = _status(run_dir)
     if status.get("state") != "running":
         return False
-    return runfiles.write_status_anyway(run_dir, "crashed", _step_of(status))
+    # its last status was written at an eval; it logged on past it until killed
+    step = max(_step_of(status), runfiles.last_logged_step(run_dir) or 0)
+    return runfiles.write_status_anyway(run_dir, "crashed", step)
 
 
 def same_config(run_dir: Path, cfg: RunConfig) -> bool:

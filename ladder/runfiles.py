@@ -83,6 +83,27 @@ def _overwrite_in_place(path, data: bytes) -> None:
         os.close(fd)
 
 
+def last_logged_step(run_dir) -> int | None:
+    """The step of the last whole record of the run's ``metrics.jsonl`` (read from its end), or None without one."""
+    import json
+    from pathlib import Path
+
+    try:
+        with open(Path(run_dir) / METRICS_FILE, "rb") as f:
+            f.seek(max(f.seek(0, 2) - (1 << 16), 0))
+            tail = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(tail):  # a line torn by the kill, or cut by the seek, is passed over
+        try:
+            step = json.loads(line).get("step")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+    return None
+
+
 def metric_records(run_dir) -> list[dict]:
     """The JSON objects of the run's ``metrics.jsonl``, in order ([] without one); a line that is no JSON object
     (torn by a kill mid-write, a disk that filled) is passed over, as the store's reader drops a torn line."""

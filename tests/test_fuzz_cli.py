@@ -253,6 +253,15 @@ PLAN = [
     _plan("seq-len-zero", ["micro-cpu", "--seq-len", "0"], ["--seq-len 0: seq_len=0", "positive"]),
     _plan("wsd-without-cooldown", ["micro-cpu", "--set", "schedule.decay=wsd", "--set", "schedule.cooldown_fraction=0"],
           ["schedule.cooldown_fraction=0: a WSD schedule cools down at its end"]),
+    _plan("two-rungs-of-one-shape", ["micro-cpu", "--set", "rungs=[{d_model: 32, n_layers: 2}, {d_model: 48, n_layers: 2}, "
+                                     "{d_model: 48, n_layers: 2}]"],  # it listed every run's name, no position
+          ["rungs[1] and rungs[2] of the recipe plan runs of one name, 77K-A31K (the same shape, d_model 48 and 2 "
+           "layers): give each its own size, or leave one out"]),
+    _plan("cooldown-for-cosine", ["micro-cpu", "--set", "schedule.decay=cosine", "--set",
+                                  "schedule.cooldown_fraction=0.3"],  # planned without a cooldown, without a word
+          ["schedule.cooldown_fraction=0.3 is read with decay: wsd only (this recipe's decay is cosine)"]),
+    _plan("cooldown-shape-for-linear", ["micro-cpu", "--set", "schedule.cooldown_shape=cosine"],
+          ["schedule.cooldown_shape=cosine is read with decay: wsd only (this recipe's decay is linear)"]),
     _plan("seq-len-huge", ["micro-cpu", "--seq-len", "999999999999"], ["seq_len=999,999,999,999", "too large",
                                                                        "at most 16,777,216"]),
     _plan("n-experts-zero", ["micro-cpu", "--set", "arch.n_experts=0"], ["arch.n_experts=0", "top_k=2", "0 experts"]),

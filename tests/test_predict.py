@@ -616,7 +616,7 @@ def test_a_replans_edit_the_run_passes_without_making_it_is_not_the_runs_plan():
     """A watch keeps a replan ahead of the run until the run passes the replan's edit; past it, a run whose config
     still lacks the edit is not following it (judged against the shorter plan, its last fifth went unjudged) and is
     predicted again from its own schedule."""
-    from ladder.watch.monitor import _plan_holds
+    from ladder.predict.edits import plan_holds as _plan_holds
 
     cut = {"at_step": 16_000, "new_total_steps": 18_000}
     planned_cut = {"at_step": 17_000, "new_total_steps": 19_000}  # in the run's config, replaced by the replan

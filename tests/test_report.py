@@ -252,6 +252,37 @@ def test_a_run_that_has_not_reached_a_replans_edit_is_scored_as_the_run_predicte
     assert scored.exit_code == 0 and json.loads(scored.stdout)["warnings"] == [], scored.output
 
 
+def test_a_run_that_passed_an_edit_of_the_prediction_without_making_it_is_not_taken_for_the_run_predicted(
+        predicted, tmp_path):
+    """A prediction of the plan with its cut, scored against a run of the same name that trained on past the cut's
+    step uncut: +12.9% at 80% and no word of why (the watch says it; the score did not)."""
+    import dataclasses
+    import json
+    import shutil
+
+    hero = micro_plan().hero
+    (edit,) = hero.schedule.edits
+    uncut = hero.replace(schedule=dataclasses.replace(hero.schedule, edits=()))
+    shutil.copytree(predicted / "runs", tmp_path / "runs")
+    shutil.rmtree(tmp_path / "runs" / hero.name)
+    write_run(tmp_path / "runs", uncut, noise=0.001, seed=9, upto=edit.at_step + 300, state="running")
+    assert runner.invoke(app, ["pull", "local", str(tmp_path / "runs"), "--store", str(tmp_path / "s")]).exit_code == 0
+    args = ["--prediction", str(predicted / "pred"), "--store", str(tmp_path / "s")]
+    scored = runner.invoke(app, ["score", *args, "--format", "json"])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["warnings"][0] == (
+        f"{hero.name!r} passed step {edit.at_step:,} without the schedule edit the prediction holds there (its config "
+        f"has no edit at that step): it is not the run that was predicted, and its evals past step {edit.at_step:,} "
+        f"are held to a curve it did not follow; predict it from its own schedule (`ladder predict --target-run "
+        f"{hero.name}`)")
+    report = runner.invoke(app, ["report", *args, "--out", str(tmp_path / "report.html")])
+    assert report.exit_code == 0, report.output
+    import html
+
+    page = " ".join(html.unescape((tmp_path / "report.html").read_text()).split())
+    assert f"passed step {edit.at_step:,} without the schedule edit the prediction holds there" in page
+
+
 def test_a_run_whose_evals_end_before_the_predictions_first_value_is_told_so_not_sent_to_an_earlier_from():
     import pandas as pd
 
@@ -1127,3 +1158,21 @@ def test_a_report_made_before_its_run_is_pulled_says_the_store_holds_no_such_run
     page = (tmp_path / "r.html").read_text()
     assert f"The store holds no run named {hero} (not pulled yet, or a typo?" in page
     assert "has logged no" not in page
+
+
+def test_a_step_the_laws_give_no_value_at_is_not_said_to_lie_outside_the_assumptions():
+    """The 5% row before the rungs' first shared eval read "in assumptions: no", which says the step lies past a
+    change no law models."""
+    import pandas as pd
+
+    from ladder.output.report import prediction_rows
+    from ladder.predict.prediction import Prediction
+
+    steps = np.arange(500, 10_001, 500)
+    med = np.where(steps >= 1_500, 3.0 - 1e-4 * steps, np.nan)
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
+                          "hi90": med * 1.03, "in_assumptions": np.isfinite(med) & (steps < 9_000)})
+    rows = prediction_rows(Prediction("hero", "eval/loss", table, planned_steps=10_000))
+    assert list(rows["in assumptions"]) == ["–", "–"] + ["yes"] * 15 + ["no"] * 3
+    assert list(rows["predicted"][:2]) == ["–", "–"]

@@ -19,7 +19,8 @@ runner = CliRunner()
 # Marks its run as running at step 100 (the trainer's own first write), then dies as an OOM kill leaves it.
 KILLED = ("import json, os, signal, sys; from pathlib import Path; d = Path(sys.argv[1]); d.mkdir(parents=True, "
           "exist_ok=True); (d / 'status.json').write_text(json.dumps({'state': 'running', 'step': 100})); "
-          "os.kill(os.getpid(), signal.SIGKILL)")
+          "(d / 'metrics.jsonl').write_text('{\"step\": 120}\\n{\"step\": 130}\\n{\"step\": 14'); "
+          "os.kill(os.getpid(), signal.SIGKILL)")  # its status written at step 100's eval, its log to 130, torn there
 FINISHES = ("import json, sys; from pathlib import Path; d = Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True); "
             "(d / 'status.json').write_text(json.dumps({'state': 'finished', 'step': 200}))")
 
@@ -45,12 +46,13 @@ def test_a_killed_trainer_is_named_marked_crashed_and_resumed_by_the_same_comman
     assert res.exit_code == 128 + 9, res.output
     assert calls == [(f"{first.name}.yaml", True)]  # the ladder stops at the killed run
     assert (f"{first.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); run the same command "
-            f"again to resume it from its last checkpoint ({run_dir})") in res.stderr.splitlines()
+            f"again to resume it from its last checkpoint (step 50; it had logged to step 130) ({run_dir})"
+            ) in res.stderr.splitlines()
     # the killed run and the four not started are not counted as trained
     assert "Traceback" not in res.output and f"Trained 0 runs of {out} (5 not finished):" in " ".join(res.stdout.split())
     assert f"{first.name:<22} crashed" in res.stdout
     status = json.loads((run_dir / runfiles.STATUS_FILE).read_text())
-    assert status["state"] == "crashed" and status["step"] == 100
+    assert status["state"] == "crashed" and status["step"] == 130  # where it stopped, not its last status write
     stand_in(monkeypatch, FINISHES, calls)
     assert runner.invoke(app, ["train", "--ladder", str(out), "--no-progress"]).exit_code == 0
     assert calls[1] == (f"{first.name}.yaml", True)  # resumed
@@ -77,7 +79,8 @@ def test_one_killed_run_says_to_add_resume(tmp_path, monkeypatch):
     assert res.exit_code == 137, res.output
     assert res.stderr.strip().splitlines() == [
         f"{cfg.name}: its trainer was killed by signal 9 (SIGKILL: perhaps out of memory); add --resume to the command "
-        f"to restart it from step 0 (it had saved no checkpoint yet) ({tmp_path / 'runs' / cfg.name})"]
+        f"to restart it from step 0 (it had saved no checkpoint yet; it had logged to step 130) "
+        f"({tmp_path / 'runs' / cfg.name})"]
 
 
 def test_a_recipe_given_where_a_run_config_goes_says_how_to_plan_it(tmp_path):

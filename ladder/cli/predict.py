@@ -329,7 +329,7 @@ def replan_command(
         warn(f"--at {step:,}: the run is at step {reached:,} already, so this is a what-if: an edited config cannot "
              f"resume it (its learning rates before step {reached:,} would differ from those it trained with)")
     old, new = predict(st, hero, settings), predict(st, edited, settings)
-    if replaced:  # a watch keeps this plan while the run's config still holds them, not reached (`_plan_holds`)
+    if replaced:  # a watch keeps this plan while the run's config still holds them, not reached (`edits.plan_holds`)
         from ladder.config.yamlio import to_dict
 
         new = dataclasses.replace(new, schedule={**new.schedule, "replaced": [to_dict(e) for e in replaced]})

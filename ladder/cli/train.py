@@ -177,8 +177,10 @@ def _run(config: Path, cfg: RunConfig, resume: bool, progress: bool, summary: Ca
 def _killed(config: Path, cfg: RunConfig, signum: int, again: str) -> None:
     run_dir = run_dir_of(config, cfg)
     mark_crashed(run_dir)  # the trainer had no chance to: the run reads as stopped, not running
-    where = ("resume it from its last checkpoint" if runfiles.last_checkpoint(run_dir) is not None
-             else "restart it from step 0 (it had saved no checkpoint yet)")
+    saved, logged = runfiles.last_checkpoint(run_dir), runfiles.last_logged_step(run_dir)
+    upto = "" if logged is None else f"; it had logged to step {logged:,}"
+    where = (f"resume it from its last checkpoint (step {saved:,}{upto})" if saved is not None
+             else f"restart it from step 0 (it had saved no checkpoint yet{upto})")
     err_console.print(f"{cfg.name}: its trainer {how_it_ended(-signum)}; {again} to {where} ({run_dir})",
                       highlight=False, soft_wrap=True)
 

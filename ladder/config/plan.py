@@ -289,8 +289,18 @@ def plan(recipe: Recipe) -> Plan:
     rungs = tuple(_shaped(recipe, shape, "rung", f"rungs[{i}]") for i, shape in enumerate(recipe.rungs))
     hero = _shaped(recipe, recipe.hero, "hero", "hero")
     names = [r.name for r in rungs + (hero,)]
-    if len(set(names)) != len(names):
-        raise LadderError(f"two runs of the plan have the same size and name: {names}")
+    where = [f"rungs[{i}]" for i in range(len(rungs))] + ["hero"]
+    shapes = [*recipe.rungs, recipe.hero]
+    for j, name in enumerate(names):
+        if name in names[:j]:
+            i = names.index(name)
+            same = shapes[i] == shapes[j]
+            raise LadderError(
+                f"{where[i]} and {where[j]} of the recipe plan runs of one name, {name} ("
+                + (f"the same shape, d_model {shapes[i].d_model} and {shapes[i].n_layers} layers" if same else
+                   f"d_model {shapes[i].d_model} × {shapes[i].n_layers} layers and {shapes[j].d_model} × "
+                   f"{shapes[j].n_layers}, of one size by the name's rounding")
+                + "): give each its own size, or leave one out")
     return Plan(recipe, rungs, hero)
 
 
@@ -339,7 +349,7 @@ def _run(recipe: Recipe, shape: RunShape, role: str) -> RunConfig:
         decay=rule.decay,
         min_lr_ratio=rule.min_lr_ratio,
         cooldown_steps=max(1, int(round(rule.cooldown_fraction * steps))) if rule.decay == "wsd" else 0,
-        cooldown_shape=rule.cooldown_shape,
+        cooldown_shape=rule.cooldown_shape or "linear",
         seq_phases=rule.seq_phases,
     )
     if role == "hero":

@@ -191,16 +191,26 @@ class ScheduleRule:
     decay: Decay = "linear"
     warmup_fraction: float = 0.01
     min_lr_ratio: float = 0.05
-    cooldown_fraction: float = 0.2
-    """WSD only: the final cooldown's share of the run."""
-    cooldown_shape: Shape = "linear"
+    cooldown_fraction: float | None = None
+    """WSD only: the final cooldown's share of the run (0.2 where not given)."""
+    cooldown_shape: Shape | None = None
+    """WSD only: the final cooldown's shape (linear where not given)."""
     seq_phases: tuple[SeqPhase, ...] = ()
 
     def __post_init__(self) -> None:
         in_range("schedule.warmup_fraction", self.warmup_fraction, 0.0, 0.99)
         in_range("schedule.min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        if self.decay != "wsd":  # a cooldown given for another decay was planned without one, without a word
+            given = [f"schedule.{k}={v}" for k, v in (("cooldown_fraction", self.cooldown_fraction),
+                                                       ("cooldown_shape", self.cooldown_shape)) if v is not None]
+            if given:
+                raise LadderError(f"{given[0]} is read with decay: wsd only (this recipe's decay is {self.decay}); "
+                                  "leave it out, or give decay: wsd")
+            return
+        object.__setattr__(self, "cooldown_fraction", 0.2 if self.cooldown_fraction is None else self.cooldown_fraction)
+        object.__setattr__(self, "cooldown_shape", self.cooldown_shape or "linear")
         in_range("schedule.cooldown_fraction", self.cooldown_fraction, 0.0, 1.0)
-        if self.decay == "wsd" and self.cooldown_fraction <= 0:  # the planner would make it one step, without a word
+        if self.cooldown_fraction <= 0:  # the planner would make it one step, without a word
             raise LadderError(f"schedule.cooldown_fraction={self.cooldown_fraction:g}: a WSD schedule cools down at "
                               "its end; give its share of the run, e.g. 0.2 (or another decay for none)")
 

@@ -101,7 +101,9 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
         out["error"] = [f"{(p / a - 1):+.2%}" if np.isfinite(a) and np.isfinite(p) else "–"
                         for a, p in zip(got, rows["median"])]  # predicted / actual − 1, as everywhere
         out["actual in"] = [_where(a, *band) for a, *band in zip(got, *(rows[k] for k in ("lo50", "hi50", "lo90", "hi90")))]
-    out["in assumptions"] = ["yes" if x else "no" for x in rows["in_assumptions"]]
+    # a step the laws give no value at (before the rungs' first shared eval) is not predicted, not past a change
+    out["in assumptions"] = ["–" if not np.isfinite(m) else "yes" if x else "no"
+                             for x, m in zip(rows["in_assumptions"], rows["median"].to_numpy(float))]
     return out
 
 

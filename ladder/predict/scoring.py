@@ -119,7 +119,8 @@ def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, st
     prediction starts or past where it ends (not scored), and that a run of the prediction's plan that ended
     (finished or crashed) before the prediction's last step is scored only as far as it got."""
     other_plan = _other_plan(row, name, pred)
-    warnings = other_plan + _other_group(store, row, name, pred)
+    warnings = _without_edit(store, row, name, pred, np.asarray(steps)) + other_plan + _other_group(store, row, name,
+                                                                                                     pred)
     if name != pred.run_name and (name in pred.rungs or str(row["name"]) in pred.rungs):
         warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
                            f"{pred.run_name!r}: its evals are held to the target's prediction")
@@ -150,6 +151,23 @@ def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, st
     return warnings
 
 
+def _without_edit(store: Store, row: pd.Series, name: str, pred: Prediction, steps: np.ndarray) -> list[str]:
+    """A warning when the scored run passed a schedule edit of the prediction's (a cut, an early cooldown) that its
+    config lacks, as the watch finds it (`edits.missed_edit`): its evals past there are held to a curve it did not
+    follow. Nothing where the run's config gives no schedule (its edits cannot be read)."""
+    from ladder.predict.edits import as_edits, missed_edit, schedule_of
+
+    sched = schedule_of(store.config(str(row["run_id"])))
+    if not sched or not steps.size:
+        return []
+    at = missed_edit(as_edits(sched.get("edits")), as_edits(pred.schedule.get("edits")), int(steps.max()))
+    if at is None:
+        return []
+    return [f"{name!r} passed step {at:,} without the schedule edit the prediction holds there (its config has no "
+            f"edit at that step): it is not the run that was predicted, and its evals past step {at:,} are held to a "
+            f"curve it did not follow; predict it from its own schedule (`ladder predict --target-run {name}`)"]
+
+
 def _other_plan(row: pd.Series, name: str, pred: Prediction) -> list[str]:
     """A warning when the scored run plans another number of steps than the prediction's target (another size
     or length: its evals are held to the prediction at the same step all the same)."""
@@ -163,7 +181,7 @@ def _other_plan(row: pd.Series, name: str, pred: Prediction) -> list[str]:
 def plans_alike(steps: float, pred: Prediction) -> bool:
     """Whether a run that plans `steps` plans as the prediction's target does (within 1%): its steps as edited, or
     those it planned before any of its schedule edits, or with an edit a `ladder replan` replaced, since a run that
-    has not yet reached the replan's edit still plans those (as the watch's `_plan_holds` takes it)."""
+    has not yet reached the replan's edit still plans those (as the watch's `edits.plan_holds` takes it)."""
     return any(abs(steps / h - 1) <= 0.01 for h in _horizons(pred))
 
 

@@ -32,6 +32,7 @@ from ladder.data.sources.table import SHORT_OF_PLAN
 from ladder.data.store import Store
 from ladder.durations import span_text
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
+from ladder.predict.edits import as_edits, missed_edit, plan_holds, schedule_of
 from ladder.predict.prediction import WATCH_ASIDE, WATCH_FILES, Prediction, keep_prediction
 from ladder.watch.judged import BAND_COLUMNS, averaged
 from ladder.watch.rules import (
@@ -47,7 +48,7 @@ from ladder.watch.rules import (
 )
 from ladder.watch.sinks import Sink, read_alerts
 from ladder.watch.state import WatchState
-from ladder.watch.target import SIZE_AGREE, SIZE_APART, counted_apart, other_run, schedule_of
+from ladder.watch.target import SIZE_AGREE, SIZE_APART, counted_apart, other_run
 
 EXIT = {"ok": 0, CANNOT_JUDGE: 3, "unreadable": 3, "warning": 4, "alarm": 5}
 """Exit code of each verdict; 1 (a bug) and 2 (a usage error) belong to the CLI."""
@@ -396,7 +397,7 @@ class Watcher:
                          hist: pd.DataFrame | None = None) -> None:
         """A schedule edit the prediction did not know about: predict again from the realised schedule (the old
         prediction kept in ``earlier-prediction-<time>/``, and said). A prediction that holds the run's edits and more (a
-        `ladder replan` ahead of the run) is the plan, and stays (`_plan_holds`). The run is the predicted one
+        `ladder replan` ahead of the run) is the plan, and stays (`plan_holds`). The run is the predicted one
         (`_must_be_predicted`): only its edits may differ. A run whose config declares no schedule (its LR logged
         alone) is held to its planned steps and its logged LR (`_planned_by`; `hist`: its history)."""
         sched = schedule_of(config)
@@ -406,10 +407,10 @@ class Watcher:
             config = {**config, "schedule": sched}  # the schedule the run is predicted again from
         if not sched or not plan or self.repredict is None:
             return
-        done, planned = _edits(sched.get("edits")), _edits(plan.get("edits"))
-        if _plan_holds(done, planned, _edits(plan.get("replaced")), reached):
+        done, planned = as_edits(sched.get("edits")), as_edits(plan.get("edits"))
+        if plan_holds(done, planned, as_edits(plan.get("replaced")), reached):
             return
-        missed = _missed_edit(done, planned, reached)
+        missed = missed_edit(done, planned, reached)
         why = "" if missed is None else f"the run passed step {missed:,} without the edit the prediction holds there"
         old = self.prediction
         self.prediction = self.repredict(old, config, why)
@@ -524,7 +525,7 @@ class Watcher:
         since = f"{head}: no new eval since step {int(last['step']):,}; last verdict"
         if int(last["step"]) > obs.last_step:  # a run resumed from an earlier checkpoint: the evals past it are gone
             since = (f"{head}: the run went back from step {int(last['step']):,} (resumed from an earlier checkpoint); "
-                     "its evals are judged again as it logs them; last verdict")
+                     "an eval it logs again with another value is judged again; last verdict")
         if last["verdict"] != verdict:  # a live rule (stale telemetry, throughput) made it worse since
             since += f" {str(last['verdict']).upper()}, now"
         return f"{since}: {verdict.upper()}"
@@ -787,7 +788,7 @@ def _planned_by(plan: dict, steps: object, logged: Callable[[], tuple[np.ndarray
 
     known = {f.name for f in dataclasses.fields(Schedule)}
     base = {k: v for k, v in plan.items() if k in known}
-    edits, replaced = _edits(base.get("edits")), _edits(plan.get("replaced"))
+    edits, replaced = as_edits(base.get("edits")), as_edits(plan.get("replaced"))
     if not edits or steps is None or pd.isna(steps) or not all(_placed(e) for e in (*edits, *replaced)):
         return {}
     before = sorted([*edits[:-1], *replaced], key=lambda e: e["at_step"])
@@ -819,46 +820,5 @@ def _logged_lr(hist: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _placed(edit: object) -> bool:
-    """An edit (`_edits`) with its step as a whole number (a prediction.json edited by hand may have none)."""
+    """An edit (`as_edits`) with its step as a whole number (a prediction.json edited by hand may have none)."""
     return isinstance(edit, dict) and isinstance(edit.get("at_step"), int) and not isinstance(edit["at_step"], bool)
-
-
-def _edits(items: object) -> list:
-    """Schedule edits as data, each with the fields it leaves out at their defaults (`ScheduleEdit`) and whole numbers
-    as integers: a cut written by hand (no `length`, no `shape`) is the same edit as the one a replan wrote."""
-    from ladder.config.schedule import ScheduleEdit
-
-    defaults = {f.name: f.default for f in dataclasses.fields(ScheduleEdit) if f.default is not dataclasses.MISSING}
-
-    def plain(v: object) -> object:
-        return int(v) if isinstance(v, float) and v.is_integer() else v
-
-    return [{k: plain(v) for k, v in {**defaults, **e}.items()} if isinstance(e, dict) else e
-            for e in (items if isinstance(items, list) else [])]
-
-
-def _missed_edit(done: list, planned: list, reached: int) -> int | None:
-    """The step of the first edit of the prediction's (`planned`) that the run has passed (step `reached`) with no
-    edit of its own there (`done`, its config's); None where it has passed none (an edit made otherwise at that step
-    is an edit of the run's)."""
-    own = {int(e.get("at_step", 0)) for e in done if isinstance(e, dict)}
-    missed = [at for at in _lacked(done, planned) if at < reached and at not in own]
-    return min(missed) if missed else None
-
-
-def _lacked(done: list, planned: list) -> list[int]:
-    """The steps of the prediction's edits (`planned`) that the run's config (`done`) lacks."""
-    return [int(e.get("at_step", 0)) for e in planned if isinstance(e, dict) and e not in done]
-
-
-def _plan_holds(done: list, planned: list, replaced: list, reached: int) -> bool:
-    """Whether a prediction's schedule edits (`planned`) hold those of the run's config (`done`): the run's are the
-    prediction's first ones, save for the edits a `ladder replan` ahead of the run `replaced` (recorded in the
-    prediction) while the run has reached neither them nor passed the replan's own first edit (step `reached`):
-    past that, a run whose config still lacks the replan's edit is not following it."""
-    ahead = _lacked(done, planned)
-    if ahead and reached > min(ahead):
-        return False  # past an edit of the prediction's that the run's config lacks: the run did not make it
-    if ahead:  # at the replan's first edit (where `ladder replan` puts it), not past it
-        done = [e for e in done if not (e in replaced and reached < int(e.get("at_step", 0)))]
-    return done == planned[:len(done)]

@@ -10,7 +10,6 @@ horizon, an early cooldown) keeps all of these and changes only the edits.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -117,18 +116,3 @@ def _value(x) -> str:
     if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
         x = int(x)
     return f"{x:,}" if isinstance(x, int) and not isinstance(x, bool) else f"{x:.3g}" if isinstance(x, float) else str(x)
-
-
-def schedule_of(config: dict) -> dict:
-    """The schedule from a run's config, wherever the source put it."""
-    for candidate in (config.get("run_config"), config):
-        if isinstance(candidate, dict) and isinstance(candidate.get("schedule"), dict):
-            return candidate["schedule"]
-        if isinstance(candidate, str):
-            try:
-                parsed = json.loads(candidate)
-            except ValueError:
-                continue
-            if isinstance(parsed, dict) and isinstance(parsed.get("schedule"), dict):
-                return parsed["schedule"]
-    return {}
