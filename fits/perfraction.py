@@ -139,11 +139,26 @@ class PerFractionFit:
         """The Student-t band's degrees of freedom: runs − 2 at each fraction (A, α), − 1 more with E free."""
         return self.n_runs - 2 - (0 if self.E_pinned else 1)
 
+    def dof_at(self, compute: float | None = None, fractions=None) -> np.ndarray:
+        """The Student-t band's degrees of freedom at each of `fractions` (default: the fitted ones), `dof` counted on
+        the runs with a loss there (at both fitted fractions it lies between): the free law fits each fraction on
+        the runs that reach it, so a run that stopped short leaves the fractions past it fewer. The smooth law's
+        polynomials tie the fractions together: `dof` at each. (`compute` is not used: the signature is `interval`'s.)"""
+        g = np.atleast_1d(np.asarray(self.fractions if fractions is None else fractions, dtype=np.float64))
+        if self.smooth is not None:
+            return np.full(g.shape, self.dof)
+        nf = self.fractions.size
+        n = np.isfinite(self.losses).sum(axis=0)
+        j = np.clip(np.searchsorted(self.fractions, g, side="right") - 1, 0, nf - 1)
+        j2 = np.minimum(j + 1, nf - 1)
+        between = (j2 > j) & (g > self.fractions[j] + 1e-12)
+        return np.minimum(n[j], np.where(between, n[j2], n[j])) - 2 - (0 if self.E_pinned else 1)
+
     def interval(self, compute: float, fractions=None, level: float = 0.9, kind: str = "observation"):
-        """Per-fraction Student-t band (n − 2 dof, or n − 3 with E free) by the delta method, with the runs' scatter
-        about the law at each fraction (`scatter`), not one pooled over the run: runs stray most early, and a
-        variance pooled over every fitted fraction let how finely the early ones are sampled set the band at the
-        end."""
+        """Per-fraction Student-t band (n − 2 dof, or n − 3 with E free, n the runs at the fraction: `dof_at`) by the
+        delta method, with the runs' scatter about the law at each fraction (`scatter`), not one pooled over the run:
+        runs stray most early, and a variance pooled over every fitted fraction let how finely the early ones are
+        sampled set the band at the end."""
         g, a, al = self._at(fractions)
         shape = np.shape(g)
         g, a, al = (np.atleast_1d(x) for x in (g, a, al))
@@ -180,7 +195,12 @@ class PerFractionFit:
         for idx, wt in ((j, 1.0 - wt2), (j2, wt2)):
             np.add.at(G, (rows, off + idx), wt * t / p)
             np.add.at(G, (rows, off + nf + idx), -wt * u * t / p)
-        return student_t_band(p, G * ratio, self.cov, local, dof, level, kind)
+        dofs = self.dof_at(compute, g)  # fewer where a run stopped short of the fraction
+        lo, hi = np.empty_like(p), np.empty_like(p)
+        for d in np.unique(dofs):
+            at = dofs == d
+            lo[at], hi[at] = student_t_band(p[at], (G * ratio)[at], self.cov, local[at], int(d), level, kind)
+        return lo, hi
 
     def collapse(self) -> Collapse:
         end = self.losses[:, -1:] - self.E

@@ -107,7 +107,10 @@ def fit_interval(fit, *args, levels=(0.9,), ensemble: Ensemble | None = None, ex
     b = [wider(median, *ensemble._draws(draws, center, level), level) for level in levels]
     if fit.dof <= 0:
         return median, *b
-    return median, *[(np.minimum(bl, tl), np.maximum(bh, th)) for (bl, bh), (tl, th) in zip(b, t)]
+    # per point where the fit says (a per-fraction law whose runs stop short: `dof_at`): no spare runs, the ensemble's
+    spare = np.broadcast_to(fit.dof_at(*args) > 0, np.shape(median)) if hasattr(fit, "dof_at") else True
+    return median, *[(np.where(spare, np.minimum(bl, tl), bl), np.where(spare, np.maximum(bh, th), bh))
+                     for (bl, bh), (tl, th) in zip(b, t)]
 
 
 @dataclass(frozen=True)

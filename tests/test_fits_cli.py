@@ -227,6 +227,34 @@ def curves_csv(tmp_path) -> Path:
     return path
 
 
+def test_fit_curve_counts_each_fraction_on_the_runs_that_reach_it(curves_csv, tmp_path):
+    """A run that stops short gave every fraction the degrees of freedom and the distance of all the runs: the last
+    fractions' band came out finite on runs that leave it none, and narrower than without the short run."""
+    rows = pd.read_csv(curves_csv)
+    short = rows[~((rows["run_id"] == "r4") & (rows["step"] > 500))]  # the largest run stops at 50%
+    path = tmp_path / "short.csv"
+    short[short["run_id"] != "r0"].to_csv(path, index=False)  # four runs: r1–r3 reach the end, r4 half of it
+    out = json.loads(run("fit", "curve", "--csv", path, "--every", "0.1", "--E", "2", "--at", "1e22",
+                         "--format", "json").stdout)["prediction"]
+    assert out["dof_by_fraction"] == [2] * 5 + [1] * 5  # four runs, three past 50%; A and α at each, E pinned
+    far = 0.5 * np.log(1e22 / np.array([1e21] * 5 + [1e21 / 10 ** 0.5] * 5))  # from the largest run that reaches it
+    assert out["efolds_out_by_fraction"] == pytest.approx(far.tolist()) and out["efolds_out"] == pytest.approx(far[-1])
+    without = tmp_path / "without.csv"
+    short[~short["run_id"].isin(["r0", "r4"])].to_csv(without, index=False)
+    alone = json.loads(run("fit", "curve", "--csv", without, "--every", "0.1", "--E", "2", "--at", "1e22",
+                           "--format", "json").stdout)["prediction"]
+    assert alone["dof_by_fraction"] == [1] * 10 and alone["efolds_out_by_fraction"][-1] == pytest.approx(far[-1])
+    table = run("fit", "curve", "--csv", path, "--every", "0.1", "--E", "2", "--at", "1e22")
+    said = " ".join(table.stdout.split())
+    assert table.exit_code == 0 and "student-t, 2 dof to g = 0.5, 1 from 0.6 (fewer runs reach the later " \
+        "fractions)" in said and "1.15 e-folds out to g = 0.5, 1.73 from 0.6" in said, table.stdout
+    two = tmp_path / "two.csv"  # two runs reach the end: no spare run there, no band
+    short[short["run_id"].isin(["r2", "r3", "r4"])].to_csv(two, index=False)
+    table = run("fit", "curve", "--csv", two, "--every", "0.1", "--E", "2", "--at", "1e22")
+    assert "g = 1.000: " in table.stdout and table.stdout.split("g = 1.000: ")[1].split("\n")[0].endswith(
+        "50% unbounded  90% unbounded"), table.stdout
+
+
 def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     res = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1",
               "--at", "1e22", "--bootstrap", "30", "--format", "json")
@@ -240,8 +268,9 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     assert table.exit_code == 0 and "g = 1.000" in table.stdout
     alone = json.loads(run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1",
                            "--at", "1e22", "--format", "json").stdout)["prediction"]  # the Student-t band alone
-    assert {k for k in alone if k not in ("compute", "efolds_out", "band")} == {k for k in pred if k not in (
-        "compute", "efolds_out", "band")} == {"fraction", "median", "lo50", "hi50", "lo90", "hi90"}
+    meta = ("compute", "efolds_out", "band", "efolds_out_by_fraction", "dof_by_fraction")
+    assert {k for k in alone if k not in meta} == {k for k in pred if k not in meta} == {
+        "fraction", "median", "lo50", "hi50", "lo90", "hi90"}
     assert all(a <= b for a, b in zip(pred["lo90"], alone["lo90"])) and all(
         a >= b for a, b in zip(pred["hi90"], alone["hi90"]))  # with --bootstrap: the wider of the two
     # 10× the largest run: at least 1% (one sd) per e-fold, half of log 10 e-folds, on the bootstrap's band
@@ -780,6 +809,20 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", wide)
     assert table.exit_code == 0 and "…" not in table.stdout  # nothing cut short
     assert "the targets' other 4 columns are in --format json" in " ".join(table.stdout.split())
+
+
+def test_the_targets_actual_loss_goes_by_the_runs_loss_column_too(plain_csv, tmp_path):
+    """With --loss-col c4 the targets' c4 column is their actual loss: it was shown as a label, with no error."""
+    runs = tmp_path / "c4.csv"
+    pd.read_csv(plain_csv).rename(columns={"loss": "c4"}).to_csv(runs, index=False)
+    targets = tmp_path / "targets_c4.csv"
+    targets.write_text("name,params,tokens,c4,loss_note\nhero-7b,7e9,1.4e12,2.05,x\n")
+    out = json.loads(run("fit", "surface", "--csv", runs, "--loss-col", "c4", "--predict-csv", targets, "--format",
+                         "json").stdout)
+    (p,) = out["predictions"]
+    assert p["predicted_error"] == pytest.approx(p["median"] / 2.05 - 1)
+    table = run("fit", "surface", "--csv", runs, "--loss-col", "c4", "--predict-csv", targets)
+    assert table.exit_code == 0 and "actual (c4)" in table.stdout and f"{p['median'] / 2.05 - 1:+.2%}" in table.stdout
 
 
 def test_fit_surface_with_one_exponent(tmp_path):

@@ -237,3 +237,26 @@ def test_the_band_at_the_end_follows_the_runs_scatter_there_not_the_early_fracti
     assert width["every"] < 1.5 * width["late"], width
     lo, hi = every.interval(4e20, 1.0)
     assert np.shape(lo) == () and lo < every.predict(4e20, [1.0])[0] < hi
+
+
+def test_a_fraction_fewer_runs_reach_has_the_degrees_of_freedom_those_runs_leave():
+    """A run that stops short left every fraction its degrees of freedom: three runs, the largest stopping at 50%,
+    gave the last fractions a band on 1 dof, where the two runs that reach them leave none (E pinned: A and α
+    each fraction)."""
+    rng = np.random.default_rng(3)
+    compute = COMPUTE[:3]
+    full = per_fraction_losses(rng, compute, G, E, A_G, ALPHA_G, noise=0.003)
+    short = full.copy()
+    short[2, G > 0.5] = np.nan  # the largest run stops at 50%
+    fit = fit_per_fraction(compute, G, short, E=E)
+    np.testing.assert_array_equal(fit.dof_at(1e22, G), np.where(G > 0.5, 0, 1))
+    assert fit.dof_at(1e22, [0.55]).tolist() == [0]  # between a fraction all reach and one two reach: the fewer
+    lo, hi = fit.interval(1e22, G)
+    assert np.all(np.isfinite(hi[G <= 0.5])) and np.all(np.isinf(hi[G > 0.5])) and np.all(lo[G > 0.5] == 0)
+    four = np.vstack([per_fraction_losses(rng, COMPUTE[:4], G, E, A_G, ALPHA_G, noise=0.003)])
+    four[3, G > 0.5] = np.nan  # four runs, the largest short: the last fractions on the three that reach them
+    with_short = fit_per_fraction(COMPUTE[:4], G, four, E=E)
+    alone = fit_per_fraction(COMPUTE[:3], G, four[:3], E=E)
+    assert with_short.dof == 2 and with_short.dof_at(1e22, [1.0]).tolist() == [alone.dof] == [1]
+    smooth = fit_per_fraction(COMPUTE[:4], G, four, E=E, smooth=3)
+    assert smooth.dof_at(1e22, G).tolist() == [smooth.dof] * G.size  # its polynomials tie the fractions together

@@ -55,11 +55,11 @@ def ladder_csv(path: Path, with_flops: bool = False) -> Path:
 
 
 def import_csv(csv: Path, store: Path, *extra: str):
+    role = () if any(x.startswith("role=") for x in extra) else ("--coord", "role=rung")  # one value an option
     return invoke("import", "csv", str(csv), "--store", str(store), "--run", "run", "--step", "step",
                   "--metric", "eval/loss=loss", "--metric", "optim/learning_rate=lr",
                   "--coord-column", "active_params=n", "--coord-column", "stop_after_steps=planned",
-                  "--coord-column", "tokens_per_step=batch_tokens", "--coord", "group=mine", "--coord", "role=rung",
-                  *extra)
+                  "--coord-column", "tokens_per_step=batch_tokens", "--coord", "group=mine", *role, *extra)
 
 
 def target_yaml(path: Path, **fields) -> Path:

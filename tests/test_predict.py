@@ -784,3 +784,12 @@ def test_a_prediction_saved_over_a_replans_keeps_the_record_of_the_config_the_re
     (tmp_path / "pred" / cfg.name).unlink()  # the config gone: the record goes with it
     pf_unedited.save(tmp_path / "pred")
     assert CONFIG_WRITTEN not in Prediction.load(tmp_path / "pred").schedule
+
+
+@pytest.mark.parametrize("n_boot", [0, 1, -1, 19, 10_001])
+def test_the_library_s_settings_refuse_refits_the_command_refuses(n_boot):
+    """`PredictSettings(n_boot=0)` was taken: the per-fraction law, left without a band, dropped out of the
+    candidates and the prediction changed (+0.10% → +1.18% on OLMo 3.2B), with a warning that it changed nothing."""
+    with pytest.raises(LadderError, match=rf"PredictSettings.n_boot {n_boot}: give 20 to 10,000 refits"):
+        PredictSettings(n_boot=n_boot)
+    assert PredictSettings(n_boot=20).n_boot == 20

@@ -1176,3 +1176,24 @@ def test_a_step_the_laws_give_no_value_at_is_not_said_to_lie_outside_the_assumpt
     rows = prediction_rows(Prediction("hero", "eval/loss", table, planned_steps=10_000))
     assert list(rows["in assumptions"]) == ["–", "–"] + ["yes"] * 15 + ["no"] * 3
     assert list(rows["predicted"][:2]) == ["–", "–"]
+
+
+def test_a_score_of_evals_in_any_order_is_the_score_of_them_by_step():
+    """Scored by position: a run's chunks joined out of order gave the 'last eval' of the last row (step 2,200 at
+    -0.94%), not of the largest step."""
+    import pandas as pd
+
+    from ladder.predict.prediction import Prediction
+    from ladder.predict.scoring import score_prediction
+
+    steps = np.arange(1_000, 10_001, 1_000)
+    med = 3.0 - 1e-4 * steps
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
+                          "hi90": med * 1.03, "in_assumptions": True})
+    pred = Prediction("hero", "eval/loss", table, planned_steps=10_000)
+    actual = pd.Series(med * (1 + 0.001 * np.arange(10)), index=steps)
+    in_order = score_prediction(pred, actual)
+    shuffled = score_prediction(pred, actual.iloc[[3, 9, 0, 7, 1, 8, 2, 6, 4, 5]])
+    assert shuffled == in_order and in_order.last_step == 10_000
+    assert in_order.last_error == pytest.approx(1 / 1.009 - 1)

@@ -1029,3 +1029,20 @@ def test_a_run_resumed_late_with_its_attempts_own_iteration_count_is_merged(tmp_
     res = _import_long(tmp_path / "hero.csv", tmp_path / "s")
     assert res.exit_code == 0, res.output
     assert "11 values logged again at steps already logged with another value (a resumed run)" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("extra, said", [
+    (("--metric", "eval/loss=bpb"), "--metric eval/loss given twice (eval/loss=loss and eval/loss=bpb): keep one"),
+    (("--coord-column", "active_params=T"),
+     "--coord-column active_params given twice (active_params=params and active_params=T): keep one"),
+    (("--coord", "total_params=5000"),
+     "--coord total_params given twice (total_params=unknown and total_params=5000): keep one"),
+])
+def test_an_option_given_twice_with_two_values_is_refused_not_the_last_one_taken(tmp_path, extra, said):
+    """The last of two values silently won: a copy-paste slip imported another metric's column as eval/loss."""
+    path = tmp_path / "t.csv"
+    small_table().to_csv(path, index=False)
+    res = _import(path, tmp_path / "s", *extra)
+    assert res.exit_code == 2 and res.stderr.strip() == f"error: {said}", res.output
+    assert not (tmp_path / "s").exists()
+    assert _import(path, tmp_path / "s", "--metric", "eval/loss=loss").exit_code == 0  # the same twice: one

@@ -95,21 +95,26 @@ def fit_curve_command(
     ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
     from fits.predictor import UNTESTED_ERROR, compute_efolds, floor_sd
     from fits.uncertainty import fit_band
-    curve, far = None, 0.0
-    if at is not None:
-        far = float(compute_efolds(at, data.compute))
+    curve, far, dofs = None, np.zeros(g.size), np.full(g.size, fit.dof)
+    if at is not None:  # each fraction from the runs that reach it: fewer, and the largest of them smaller, past a short run
+        dofs = fit.dof_at(at, g)
+        reach = np.isfinite(data.losses)
+        far = np.array([float(compute_efolds(at, data.compute[reach[:, i]])) for i in range(g.size)])
         b = fit_band(fit, at, ensemble=ens, extra_sd=floor_sd(fit.predict(at), 0.0, far))
-        curve = {"fraction": g} | {k: np.asarray(getattr(b, k), dtype=np.float64) for k in shared.BANDS}
-    band = (("the wider of the bootstrap's and the " if ens else "") + f"student-t, {fit.dof} dof, widened by "
-            f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation; {far:.2f} e-folds out")
-    notes = (*data.notes, *(shared.compute_target_notes([at], data.compute, [far]) if at is not None else ()),
-             *(_rises(g, curve["median"]) if curve is not None else ()))
+        curve = shared.band_records(b, g.size)
+    band = (("the wider of the bootstrap's and the " if ens else "") + f"student-t, {_spread(dofs, g, 'dof', 'd')}, "
+            f"widened by {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation; "
+            f"{_spread(far, g, 'e-folds out', '.2f')}")
+    notes = (*data.notes, *(shared.compute_target_notes([at], data.compute, [float(far.min())]) if at is not None else ()),
+             *(_rises(g, np.array([p["median"] for p in curve])) if curve is not None else ()))
     if fmt is Format.json:
         out = shared.base_record(fit, "per-fraction", notes) | {
             "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
             "bootstrap": boot or None,
-            "prediction": None if curve is None else {"compute": at, "efolds_out": far, "band": band}
-            | {k: [shared.finite(x) for x in np.asarray(v)] for k, v in curve.items()},
+            "prediction": None if curve is None else {
+                "compute": at, "efolds_out": float(far.max()), "efolds_out_by_fraction": far.tolist(),
+                "dof_by_fraction": [int(d) for d in dofs], "band": band, "fraction": g.tolist()}
+            | {k: [p[k] for p in curve] for k in shared.BANDS},
         }
         print_json(out)
         return
@@ -117,9 +122,23 @@ def fit_curve_command(
     if curve is not None:
         console.print(f"predicted curve at C = {at:.3g} FLOPs (x{at / data.compute.max():.3g} the largest run; {band}):",
                       highlight=False)
-        for i, frac in enumerate(g):
-            row = "  ".join(f"{k} {float(np.asarray(v)[i]):.4f}" for k, v in curve.items() if k != "fraction")
-            console.print(f"  g = {frac:.3f}: {row}", highlight=False)
+        for frac, p in zip(g, curve):
+            console.print(f"  g = {frac:.3f}: {shared.bands_text(p)}", highlight=False)
+
+
+def _spread(values: np.ndarray, fractions: np.ndarray, what: str, spec: str) -> str:
+    """"2 dof", or where it changes along the run (runs that stop short): "2 dof to g = 0.5, 1 from 0.75"."""
+    values = np.asarray(values)
+    if values.size == 0 or np.all(values == values[0]):
+        return f"{format(values[0] if values.size else 0, spec)} {what}"
+    parts, start = [], 0
+    for i in range(1, values.size + 1):
+        if i == values.size or values[i] != values[start]:
+            parts.append((format(values[start], spec), fractions[start], fractions[i - 1]))
+            start = i
+    head, *rest = parts
+    return (f"{head[0]} {what} to g = {head[2]:.3g}, " + ", ".join(f"{v} from {a:.3g}" for v, a, _ in rest)
+            + " (fewer runs reach the later fractions)")
 
 
 def _rises(fractions: np.ndarray, median: np.ndarray) -> tuple[str, ...]:

@@ -137,8 +137,8 @@ def fit_surface_command(
     optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
-             + _not_counts(data.params, data.tokens) + _unread_actual(preds) + ([untargeted] if untargeted else [])
-             + _not_carried(targets[2], predict_csv, actual_column(preds) is not None)
+             + _not_counts(data.params, data.tokens) + _unread_actual(preds, (loss_col,)) + ([untargeted] if untargeted else [])
+             + _not_carried(targets[2], predict_csv, actual_column(preds, (loss_col,)) is not None)
              + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}",
                                   lambda p: _outside(p, data.params, data.tokens)))
     if fmt is Format.json:
@@ -147,7 +147,7 @@ def fit_surface_command(
                                                        "backtest": choice.table(), "budgets": choice.budget_record(),
                                                        "envelope": choice.envelope_record(),
                                                        "warnings": list(choice.warnings)},
-                                       "predictions": with_errors(preds), "optima": optima,
+                                       "predictions": with_errors(preds, (loss_col,)), "optima": optima,
                                        "band": _band_text(fit, ens)}
         # every warning at the top, the choice's also under form_choice, beside the choice they qualify
         out["warnings"] = list(dict.fromkeys([*out["warnings"], *choice.warnings, *below]))
@@ -164,7 +164,7 @@ def fit_surface_command(
             "e-folds outside the fitted runs)", highlight=False,
         )
     if preds:
-        _print_bands(preds, _band_text(fit, ens))
+        _print_bands(preds, _band_text(fit, ens), (loss_col,))
 
 
 def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
@@ -312,12 +312,12 @@ def _band_text(fit, ens) -> str:
     return (f"the wider of the {b} and the {t}" if t else b) + widened
 
 
-def _print_bands(preds: list[dict], band: str) -> None:
+def _print_bands(preds: list[dict], band: str, names: tuple[str, ...] = ()) -> None:
     table = Table(title="predicted loss (nats/token)",
                   caption=f"e-folds out: how far each target lies outside the fitted runs (above them, below them, "
                           f"or off their token ratios; 0 inside); bands: {band}")
     every = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
-    actual = actual_column(preds)
+    actual = actual_column(preds, names)
     labels = [k for k in every if k != actual][:SHOWN_LABELS]
     left = len(every) - len(labels) - (actual is not None)
     if left:
@@ -329,7 +329,7 @@ def _print_bands(preds: list[dict], band: str) -> None:
     if actual is not None:
         table.add_column("actual" if actual.strip().lower() == "actual" else f"actual ({actual})", justify="right")
         table.add_column("error", justify="right")
-    for p in with_errors(preds):
+    for p in with_errors(preds, names):
         known = p.get(ERROR_KEY) is not None
         beside = ([shared.edge(p[actual]), f"{p[ERROR_KEY]:+.2%}"] if known else
                   ["", ""] if actual is not None else [])
@@ -343,21 +343,29 @@ def _print_bands(preds: list[dict], band: str) -> None:
 SHOWN_LABELS = 2
 """The targets' own columns (a name, a size) the terminal's table shows beside each prediction; --format json
 carries them all."""
-def actual_column(preds: list[dict]) -> str | None:
+def actual_column(preds: list[dict], names: tuple[str, ...] = ()) -> str | None:
     """The targets' column that holds their actual loss (the first of `actual_columns`), or None."""
-    return next(iter(actual_columns(preds)), None)
+    return next(iter(actual_columns(preds, names)), None)
 
 
-def actual_columns(preds: list[dict]) -> list[str]:
-    """The targets' columns that may hold their actual loss: named so (`ACTUAL_NAMES`), positive numbers."""
+def actual_columns(preds: list[dict], names: tuple[str, ...] = ()) -> list[str]:
+    """The targets' columns that may hold their actual loss: named so (`names`, the runs' --loss-col first, then
+    `ACTUAL_NAMES`), positive numbers; in that order."""
+    names = _actual_names(names)
     every = [k for k in preds[0] if k not in BAND_KEYS] if preds else []
-    return [k for k in every if k.strip().lower() in ACTUAL_NAMES and any(p[k] is not None for p in preds)
-            and all(p[k] is None or (isinstance(p[k], (int, float)) and 0 < p[k] < math.inf) for p in preds)]
+    found = [k for k in every if k.strip().lower() in names and any(p[k] is not None for p in preds)
+             and all(p[k] is None or (isinstance(p[k], (int, float)) and 0 < p[k] < math.inf) for p in preds)]
+    return sorted(found, key=lambda k: names.index(k.strip().lower()))
 
 
-def with_errors(preds: list[dict]) -> list[dict]:
+def _actual_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The column names an actual loss goes by: `names` (the runs' --loss-col) before `ACTUAL_NAMES`, lower case."""
+    return tuple(dict.fromkeys([*(n.strip().lower() for n in names), *ACTUAL_NAMES]))
+
+
+def with_errors(preds: list[dict], names: tuple[str, ...] = ()) -> list[dict]:
     """The predictions with their error (predicted ÷ actual − 1) where the targets give their actual loss."""
-    actual = actual_column(preds)
+    actual = actual_column(preds, names)
     if actual is None:
         return preds
     return [p | {ERROR_KEY: p["median"] / p[actual] - 1 if p[actual] is not None and p["median"] is not None else None}
@@ -373,15 +381,15 @@ ACTUAL_NAMES = ("loss", "actual", "actual_loss", "final_loss", "eval_loss", "val
 shows it with the prediction's error (predicted ÷ actual − 1)."""
 
 
-def _unread_actual(preds: list[dict]) -> list[str]:
+def _unread_actual(preds: list[dict], names: tuple[str, ...] = ()) -> list[str]:
     """A warning for a targets' column named as an actual loss (`ACTUAL_NAMES`) that is not read as one, since a cell
     is no loss (a typo, a note, a 0 or a negative number): no error is shown beside the predictions; and one where
     two such columns are losses, naming the one read."""
     from fits.checks import and_more
 
     out = []
-    named = list(dict.fromkeys(k for p in preds for k in p if k.strip().lower() in ACTUAL_NAMES))
-    losses = actual_columns(preds)
+    named = list(dict.fromkeys(k for p in preds for k in p if k.strip().lower() in _actual_names(names)))
+    losses = actual_columns(preds, names)
     read = next(iter(losses), None)
     for key in named:
         cells = [p[key] for p in preds if p.get(key) is not None and str(p[key]).strip()]

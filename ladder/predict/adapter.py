@@ -22,6 +22,7 @@ from fits import predictor as core
 from fits.candidates import PUBLISHED_SHAPE, Options
 from fits.runs import batch_off_trend, batch_trend, lrs_in_the_ladders_shape
 from ladder import metrics as keys
+from ladder.config.limits import resamples
 from ladder.config.runconfig import RunConfig
 from ladder.config.schedule import Schedule, as_logged
 from ladder.data.runview import (
@@ -69,6 +70,11 @@ class PredictSettings:
     """Choose the law and floor the band by a backtest on the ladder (needs 3 sizes)."""
     floor: str = "profile"
     """The curve laws' floor under L0 (`fits.candidates.Options.floor`): "profile" or "zero"."""
+
+    def __post_init__(self) -> None:
+        # as `--n-boot` is checked: under 20 refits the per-fraction law has no band and drops out of the
+        # candidates, which changed the prediction without a word
+        resamples("PredictSettings.n_boot", self.n_boot, least=20, none_ok=False)
 
     def core(self) -> core.Settings:
         options = Options(smooth=self.smooth, E=self.E, E_from=self.E_from, shape=self.shape, n_boot=self.n_boot,

@@ -66,9 +66,10 @@ def failed_steps(logged: pd.Series) -> np.ndarray:
 
 
 def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, run: str | None = None) -> Score:
-    """`actual`: the values of `run` (default: the prediction's target) indexed by step. Evals before `start` of the
-    plan are left out."""
+    """`actual`: the values of `run` (default: the prediction's target) indexed by step, in any order (chunks of a
+    run joined as they came). Evals before `start` of the plan are left out."""
     run = run or pred.run_name
+    actual = actual.sort_index(kind="stable")  # the last eval is the one of the largest step, not the last row
     finite = np.isfinite(actual.to_numpy(float))
     odd = actual.index.to_numpy()[~finite]
     odd = odd[(odd / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(pred.at(odd)["median"].to_numpy())] \

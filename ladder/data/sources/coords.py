@@ -155,6 +155,9 @@ class CoordinateOverrides:
                 coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
             if key == "role":  # here too, where a file's entries give every run one
                 _check_role(value.strip(), f"--coord {item}")
+            if all_runs.get(key, value.strip()) != value.strip():  # the last one silently won
+                raise LadderError(f"--coord {key} given twice ({key}={all_runs[key]} and {key}={value.strip()}): "
+                                  "keep one")
             all_runs[key] = value.strip()
         per_run: dict[str, dict[str, Any]] = {}
         if file is not None:

@@ -78,6 +78,8 @@ class ColumnMap:
             name, column = name.strip(), (column if sep else name).strip()
             if not name or not column:
                 raise LadderError(f"{option} {item!r}: expected NAME=COLUMN")
+            if out.get(name, column) != column:  # the last one silently won: a slip imported the wrong column
+                raise LadderError(f"{option} {name} given twice ({name}={out[name]} and {name}={column}): keep one")
             out[name] = column
         return out
 
