@@ -137,6 +137,11 @@ class SurfaceChoice:
     traced: bool = False
     """Whether `budgets` were read from the runs' tokens (`fits.isoflop.inferred_budgets`)."""
 
+    @property
+    def tested(self) -> bool:
+        """Whether a backtest scored the chosen form (its error then sets the bands' widening, not the floor alone)."""
+        return any(t.form == self.form and not t.failed for t in self.trials)
+
     def budget_record(self) -> dict | None:
         """The sweep's budgets, for JSON and the summary: where they came from, and each one's runs and sizes."""
         if self.budgets is None:
@@ -317,7 +322,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
             except FitError:
                 continue
     floor = f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation"
-    tested = any(t.form == chosen and not t.failed for t in trials)
+    tested = any(t.form == chosen and not t.failed for t in trials)  # (`SurfaceChoice.tested`, before it is made)
     floor_note = (f"bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
                   f"least {floor}" if tested else f"bands widened by {floor}")
     envelope, on_it = envelope_law(N, D, L)

@@ -36,9 +36,8 @@ from ladder.config.recipe import Recipe, load_recipe, preset_names
 from ladder.data.runview import (
     SIX_N,
     active_params,
-    at_evals,
-    eval_grid,
     flops_per_token,
+    last_as_read,
     ran_its_plan,
     role_hint,
     six_n_note,
@@ -581,16 +580,6 @@ def _run_config(store: Store, run_id: str):
 
 
 # ---- 4. a rung off the others' trend -----------------------------------------------------------------
-def _final(store: Store, rung: _Rung, metric: str) -> float:
-    """A rung's last value of `metric`; a metric logged far more often than its evals (a per-step train loss) read
-    at its last step as the fits read it (`runview.at_evals`), not its last, noisy value."""
-    s = rung.series[metric]
-    read = at_evals(s["step"].to_numpy(np.int64), s["value"].to_numpy(float),
-                    eval_grid(store, rung.run_id, int(rung.planned_steps or s["step"].max()),
-                              _run_config(store, rung.run_id)))
-    return float(read.values[-1]) if read.read_from else float(s["value"].iloc[-1])
-
-
 def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
     name = "off-trend"
     usable, left = _usable(rungs, st.metric)
@@ -611,7 +600,9 @@ def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
     left += at_other_ratios
     if (few := _too_few(name, st.metric, rungs, usable, left, need=4)) is not None:
         return few
-    final = np.array([_final(store, r, st.metric) for r in usable])
+    final = np.array([last_as_read(store, r.run_id, int(r.planned_steps or s["step"].max()), s["step"].to_numpy(),
+                                   s["value"].to_numpy(float), float(s["value"].iloc[-1]))
+                      for r, s in ((r, r.series[st.metric]) for r in usable)])
     if np.any(final <= 0):
         bad = ", ".join(f"{r.name} ({v:g})" for r, v in zip(usable, final) if v <= 0)
         return _not_checked(name, f"a final {st.metric} is not positive: {bad}")

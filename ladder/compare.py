@@ -19,15 +19,7 @@ import numpy as np
 from fits.compare import Comparison, compare_ladders
 from ladder.check import HeroCompute, below_smallest, hero_file, hero_from_config, not_logged, other_group
 from ladder.config.limits import hero_flops
-from ladder.data.runview import (
-    SIX_N,
-    at_evals,
-    eval_grid,
-    flops_per_token,
-    ran_its_plan,
-    role_hint,
-    six_n_note,
-)
+from ladder.data.runview import SIX_N, flops_per_token, last_as_read, ran_its_plan, role_hint, six_n_note
 from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 
@@ -146,11 +138,8 @@ def _final(store: Store, row: dict[str, Any], hist, metric: str) -> tuple[str, f
         return f"last {metric!r} at step {int(last['step']):,} of {int(row['stop_after_steps']):,}", math.nan
     if value <= 0:
         return f"its final {metric!r} is {value:g}, not a positive loss", math.nan
-    stop, run_id = int(row["stop_after_steps"]), str(row["run_id"])
-    finite = h[np.isfinite(h["value"].to_numpy(float))]
-    read = at_evals(finite["step"].to_numpy(np.int64), finite["value"].to_numpy(float),
-                    eval_grid(store, run_id, stop, store.run_config(run_id)))
-    return "", float(read.values[-1]) if read.read_from else value
+    return "", last_as_read(store, str(row["run_id"]), int(row["stop_after_steps"]), h["step"].to_numpy(),
+                            h["value"].to_numpy(float), value)
 
 
 def _missing(value: Any) -> bool:

@@ -255,6 +255,17 @@ def test_fit_curve_counts_each_fraction_on_the_runs_that_reach_it(curves_csv, tm
         "50% unbounded  90% unbounded"), table.stdout
 
 
+def test_fit_curve_says_rows_that_repeat_a_checkpoint(curves_csv, tmp_path):
+    """Rows repeating a checkpoint with the same loss were merged without a word (a file joined twice, say)."""
+    rows = pd.read_csv(curves_csv)
+    path = tmp_path / "twice.csv"
+    pd.concat([rows, rows.iloc[:3]]).to_csv(path, index=False)
+    res = run("fit", "curve", "--csv", path, "--every", "0.1")
+    assert res.exit_code == 0 and f"3 rows repeat a run's step with the same loss (first at line {len(rows) + 2}, run " \
+        "'r0'): read once" in " ".join(res.output.split()), res.output
+    assert "repeat" not in run("fit", "curve", "--csv", curves_csv, "--every", "0.1").output
+
+
 def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
     res = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1",
               "--at", "1e22", "--bootstrap", "30", "--format", "json")
@@ -823,6 +834,17 @@ def test_the_targets_actual_loss_goes_by_the_runs_loss_column_too(plain_csv, tmp
     assert p["predicted_error"] == pytest.approx(p["median"] / 2.05 - 1)
     table = run("fit", "surface", "--csv", runs, "--loss-col", "c4", "--predict-csv", targets)
     assert table.exit_code == 0 and "actual (c4)" in table.stdout and f"{p['median'] / 2.05 - 1:+.2%}" in table.stdout
+
+
+def test_the_band_text_says_a_form_no_backtest_scored_is_widened_by_the_floor_alone(plain_csv):
+    """--form kaplan on runs of no isoFLOP sweep: the form line said the bands were widened by the floor (no backtest
+    tries it there), the band's own text by "the form backtest's error"."""
+    named = json.loads(run("fit", "surface", "--csv", plain_csv, "--form", "kaplan", "--format", "json").stdout)
+    assert "kaplan" not in {r["form"] for r in named["form_choice"]["backtest"]}
+    assert named["band"].endswith("widened in quadrature by 1% (one sd) per e-fold of extrapolation (no backtest "
+                                  "scored this form)"), named["band"]
+    free = json.loads(run("fit", "surface", "--csv", plain_csv, "--form", "free", "--format", "json").stdout)
+    assert "the form backtest's error per e-fold" in free["band"] and "no backtest" not in free["band"]
 
 
 def test_fit_surface_with_one_exponent(tmp_path):

@@ -1046,3 +1046,21 @@ def test_an_option_given_twice_with_two_values_is_refused_not_the_last_one_taken
     assert res.exit_code == 2 and res.stderr.strip() == f"error: {said}", res.output
     assert not (tmp_path / "s").exists()
     assert _import(path, tmp_path / "s", "--metric", "eval/loss=loss").exit_code == 0  # the same twice: one
+
+
+def test_a_run_exported_in_chunks_is_told_that_replace_drops_the_stored_rows(tmp_path):
+    """Refused, a second chunk's import offered --replace, which dropped the stored evals with no word of them."""
+    table = small_table()
+    first, second = tmp_path / "chunk1.csv", tmp_path / "chunk2.csv"
+    table[table["step"] <= 20].to_csv(first, index=False)
+    table[table["step"] > 20].to_csv(second, index=False)
+    assert _import(first, tmp_path / "s").exit_code == 0
+    res = _import(second, tmp_path / "s")
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "pass --replace to replace the stored run(s) (their stored rows are dropped, not " \
+        "kept beside the new ones)" in said and "a run exported in chunks, a new file each, is not continued by the " \
+        "next file: export it to one file that grows, which each import reads anew" in said, res.output
+    res = _import(second, tmp_path / "s", "--replace")
+    assert res.exit_code == 0 and f"csv:{second.resolve()} has a run with the same id; its 2 stored rows are " \
+        "dropped" in " ".join(res.stderr.split()), res.output
+    assert Store(tmp_path / "s").history(["a"], ["eval/loss"])["step"].tolist() == [30, 40]

@@ -1199,3 +1199,19 @@ def test_a_follow_says_where_the_run_stands_at_once_and_exits_with_an_earlier_ch
     assert any(x.startswith("ALARM") for x in out[2:]) and not logged, res.output
     assert res.exit_code == 5 and out[-1] == ("replay-400M is no longer running (finished): the watch ends, exit code 5 "
                                               "(an alarm at an earlier check; the last check's verdict: WARNING)"), res.output
+
+
+def test_a_warning_on_the_run_s_state_goes_when_the_state_does_not_with_the_eval_it_came_with(tmp_path, replay):
+    """A run marked finished short of its plan warns ("short"); told it runs, the next check with no new eval still
+    warned: the eval's kept verdict held the short warning, so a cron job saw exit 4 until the next eval came."""
+    _, _, steps, loss = replay
+    lines = [json.dumps({"step": int(s), "eval/loss": float(v)}) for s, v in zip(steps[:6], loss[:6])]
+    run_dir, args = live_run(tmp_path, replay, lines, state="finished")
+    first = runner.invoke(app, [*args, "--once"])
+    assert first.exit_code == 4 and "[short]" in first.output, first.output
+    (run_dir / "status.json").write_text(json.dumps({"state": "running", "step": int(steps[5])}))
+    again = runner.invoke(app, [*args, "--once"])
+    assert again.exit_code == 0 and "no new eval since step" in again.output and "WARNING" not in again.output, \
+        again.output
+    state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
+    assert {v["verdict"] for v in state["verdicts"]} == {"ok"}  # each eval's own, not the run's state then

@@ -148,7 +148,7 @@ def fit_surface_command(
                                                        "envelope": choice.envelope_record(),
                                                        "warnings": list(choice.warnings)},
                                        "predictions": with_errors(preds, (loss_col,)), "optima": optima,
-                                       "band": _band_text(fit, ens)}
+                                       "band": _band_text(fit, ens, choice.tested)}
         # every warning at the top, the choice's also under form_choice, beside the choice they qualify
         out["warnings"] = list(dict.fromkeys([*out["warnings"], *choice.warnings, *below]))
         print_json(out)
@@ -164,7 +164,7 @@ def fit_surface_command(
             "e-folds outside the fitted runs)", highlight=False,
         )
     if preds:
-        _print_bands(preds, _band_text(fit, ens), (loss_col,))
+        _print_bands(preds, _band_text(fit, ens, choice.tested), (loss_col,))
 
 
 def _below_fitted(preds: list[dict], n_params, tokens) -> list[str]:
@@ -301,11 +301,15 @@ def _not_carried(labels: list[dict], path: Path | None, with_error: bool) -> lis
             "to keep the values beside each prediction"]
 
 
-def _band_text(fit, ens) -> str:
+def _band_text(fit, ens, tested: bool = True) -> str:
+    """What the bands are: the Student-t and/or bootstrap band, widened by the form backtest's error where a backtest
+    scored the form (`SurfaceChoice.tested`), else by the floor alone (a form no backtest tries: kaplan)."""
     from fits.predictor import UNTESTED_ERROR
     t = f"Student-t observation band ({fit.dof} dof)" if fit.dof > 0 else ""
     widened = ("; widened in quadrature by the form backtest's error per e-fold of extrapolation carried to "
-               f"each target, and to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold")
+               f"each target, and to at least {UNTESTED_ERROR:.0%} (one sd) per e-fold" if tested else
+               f"; widened in quadrature by {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation (no backtest "
+               "scored this form)")
     if ens is None:
         return (t + widened) if t else "none: no spare runs for a Student-t band; add --bootstrap N"
     b = f"bootstrap over runs ({ens.n} refits)"

@@ -492,6 +492,11 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
                          "checkpoint's rounding")
     loss = _numbers(df, cols.loss, where)
     _one_loss_per_step(df[cols.run], at, loss, what, where)
+    again = pd.DataFrame({"run": df[cols.run].to_numpy(), "at": at}, index=df.index).duplicated()
+    if again.any():  # harmless (one loss at the step), but said: a file joined twice, or a checkpoint logged twice
+        line = again.idxmax()
+        notes = (*notes, f"{int(again.sum())} row{'s' if again.sum() > 1 else ''} repeat a run's {what} with the same "
+                         f"loss (first at line {line}, run {df.loc[line, cols.run]!r}): read once")
     comp = _numbers(df, cols.compute, where, positive=False, most=MAX_COMPUTE)
     names, totals, rows, flat, grows, reached = [], [], [], [], [], []
     for run, idx in df.groupby(cols.run, sort=False).indices.items():

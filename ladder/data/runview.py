@@ -264,6 +264,19 @@ def at_evals(steps: np.ndarray, values: np.ndarray, evals) -> Read:
     return Read(read_steps, read_values, len(steps), float(np.median(errors / read_values)))
 
 
+def last_as_read(store: Store, run_id: str, stop: int, steps: np.ndarray, values: np.ndarray, logged: float) -> float:
+    """A run's last value of a metric (`logged`, its last finite one): one logged far more often than the run's evals
+    (a per-step train loss) read at its last step as the laws read it (`at_evals`), not its last, noisy value."""
+    try:
+        cfg = store.run_config(run_id)
+    except LadderError:  # a config that is not a whole run config: the logged evals give the grid
+        cfg = None
+    keep = np.isfinite(values)
+    read = at_evals(np.asarray(steps, np.int64)[keep], np.asarray(values, float)[keep], eval_grid(store, run_id, stop,
+                                                                                                cfg))
+    return float(read.values[-1]) if read.read_from else float(logged)
+
+
 def role_hint(runs, role: str, role_option: bool = True, whose: str = "the store's runs") -> str:
     """Where no run of `runs` (`whose`: the store's, or a group's) has `role`: what roles they have, and how to give
     the rungs theirs (and, where the command has --role, how to take every role); "" where some run has it, or

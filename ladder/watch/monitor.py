@@ -445,6 +445,9 @@ class Watcher:
         for step in new_evals:
             window = [a for a in alerts if prev < a.step <= step and a.rule not in ("stale", "throughput", "deadline")]
             verdict = _worst(window)
+            # kept without the rules on the run's state now (a "short" finish the run's next import says is running):
+            # a later check with no new eval adds them as they are then, not as they were
+            own = _worst([a for a in window if a.rule not in LIVE_RULES])
             row = points.loc[step]
             value = float(row["value"])
             mean = averaged(int(row["n"]), int(row["first_step"]), step)
@@ -452,25 +455,25 @@ class Watcher:
             why_not = self._not_comparable(row, step)
             if not np.isfinite(value):  # the NaN rule alerts once; every such eval is an alarm
                 cmp = f"{value}{mean} (not a finite loss)"
-                verdict = "alarm"
+                verdict = own = "alarm"
             elif why_not is None:
                 cmp = (f"{value:.4f}{mean} vs predicted {row['median']:.4f} "
                        f"(50% band {row['lo50']:.4f}–{row['hi50']:.4f}; the prediction's error {row['median'] / value - 1:+.2%})")
             else:
                 cmp = f"{value:.4f}{mean} ({why_not}: not compared)"
-                verdict = _worse(verdict, CANNOT_JUDGE)
+                verdict, own = _worse(verdict, CANNOT_JUDGE), _worse(own, CANNOT_JUDGE)
             again = " (logged again after a resume)" if step in changed else ""
             # where this eval's own deviation does not give the verdict, the alerts that do (their text follows)
             by = [a for a in window if a.level == verdict]
             by = [] if any(a.rule == "deviation" and a.step == step for a in by) else by
             named = f" (set by the {', '.join(f'{a.rule} {a.level} at step {a.step:,}' for a in by[:2])})" if by else ""
             lines.append(f"step {step:,} ({frac}): {self.rules.metric} {cmp}{again}{named}: {verdict.upper()}")
-            state.verdicts.append({"step": step, "verdict": verdict, "time": self.clock(),
+            state.verdicts.append({"step": step, "verdict": own, "time": self.clock(),
                                    "value": value if np.isfinite(value) else None})
             worst = _worse(worst, verdict)
             prev = step
         # Alerts past the last eval (a NaN loss, a spike, a crash) count now, not at the next eval
-        live = [a for a in alerts if a.rule in ("stale", "throughput", "deadline", "crashed", "short") or a.step > max(prev, judged)]
+        live = [a for a in alerts if a.rule in LIVE_RULES or a.step > max(prev, judged)]
         state.verdicts.sort(key=lambda v: int(v["step"]))
         if new_evals:  # the check's verdict is the worst of the evals it judged: a cron job sees every warning
             verdict = worst
@@ -560,6 +563,9 @@ class Watcher:
         return list(new_any.values())
 
 
+LIVE_RULES = ("stale", "throughput", "deadline", "crashed", "short")
+"""Rules on the run's state at the check (silent for a while, too slow, marked crashed, marked finished short of its
+plan), not on an eval: each check's verdict has them as they are then; an eval's kept verdict has them not."""
 REPEATING = ("deviation", "drift")
 """Rules judged at every eval, whose alert at an eval repeats the one at the eval before while the run stays off."""
 JUDGED_BY_PREDICTION = ("deviation", "drift", "lr")

@@ -333,21 +333,27 @@ def _check_clashes(
             clashes.append((ref.run_id, f"run id {ref.run_id!r} is already in the store from {prev['source']} "
                                         f"({prev['rows']:,} rows); {origin} has a run with the same id"
                                         + (" (a folder of the same name: a copy of it, or another ladder's run "
-                                           "named alike)" if copy else "")))
+                                           "named alike)" if copy else ""), f"; its {prev['rows']:,} stored rows are "
+                                        f"dropped"))
         else:
             moved = _coordinates_moved(ref, prev, _remembered(overrides, ref.run_id, prev["name"], prev))
             if moved:
-                clashes.append((ref.run_id, f"run {ref.run_id!r} is stored with {moved}"))
+                clashes.append((ref.run_id, f"run {ref.run_id!r} is stored with {moved}", ""))
     if clashes and not replace:
         more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
+        tables = (refs[0].source or key).startswith("csv:") and any(
+            str(writer.stored(r)["source"]).startswith("csv:") for r, _, _ in clashes)
+        chunks = ("; a run exported in chunks, a new file each, is not continued by the next file: export it to one "
+                  "file that grows, which each import reads anew") if tables else ""
         raise LadderError(
-            f"{clashes[0][1]}{more}; nothing was pulled: pass --replace to replace the stored run(s), give the new "
-            f"run(s) other ids ({_how_ids(refs[0].source or key)}), or pull them into another store (`ladder compare "
-            "--store-b` compares two ladders of two stores)"
+            f"{clashes[0][1]}{more}; nothing was pulled: pass --replace to replace the stored run(s) (their stored "
+            f"rows are dropped, not kept beside the new ones), give the new run(s) other ids "
+            f"({_how_ids(refs[0].source or key)}), or pull them into another store (`ladder compare --store-b` "
+            f"compares two ladders of two stores){chunks}"
         )
     said = clashes if len(clashes) <= REPLACED_SAID else clashes[:REPLACED_SAID - 1]
-    out = [f"replaced: {text}" for _, text in said]
-    if rest := [run_id for run_id, _ in clashes[len(said):]]:
+    out = [f"replaced: {text}{dropped}" for _, text, dropped in said]
+    if rest := [run_id for run_id, _, _ in clashes[len(said):]]:
         out.append(f"replaced {len(rest):,} more runs stored from another source or with other coordinates: "
                    + ", ".join(rest[:20]) + (", ..." if len(rest) > 20 else ""))
     return out
