@@ -153,7 +153,10 @@ def case(name, code, *words, replaces=False, changes_store=False, check=None):
 
 
 def csv_import(path: Path, store: Path, *extra: str, step: bool = True) -> list[str]:
-    args = ["import", "csv", str(path), "--run", "run", "--metric", "eval/loss=loss", *COORD_FLAGS, "--store", str(store)]
+    given = {x.partition("=")[0] for x in extra}  # a coordinate the case gives replaces the default (one value each)
+    coords = [x for flag, value in zip(COORD_FLAGS[::2], COORD_FLAGS[1::2]) if value.partition("=")[0] not in given
+              for x in (flag, value)]
+    args = ["import", "csv", str(path), "--run", "run", "--metric", "eval/loss=loss", *coords, "--store", str(store)]
     return args + (["--step", "step"] if step else []) + list(extra)
 
 
