@@ -100,7 +100,7 @@ class Backtest:
                     else f"[{r.lo:.4f}, {r.hi:.4f}] {'ok' if r.covered else 'MISSED'}")
             lines.append(
                 f"  {name:<28}{r.held_out:>4} {r.extrapolation:>8.3g}x{r.predicted:>9.4f}{r.actual:>9.4f}"
-                f"{r.rel_error:>9.2%}{curve or ' ' * 16}  {band}"
+                f"{r.rel_error:>+9.2%}{curve or ' ' * 16}  {band}"
             )
         banded = sum(r.has_band for r in self.rows)
         cover = f"coverage {self.coverage:.0%} of {banded}" if banded else "no row has a band"

@@ -438,8 +438,12 @@ def fit_per_fraction(
         theta = np.concatenate([sol.a, sol.alpha])
         a, alpha = B @ sol.a, B @ sol.alpha
     n = C.size
+    least = int(np.isfinite(Y).sum(axis=0).min()) if smooth is None else n  # the free law: each fraction on its own
+    few = checks.few_runs(least, 2 + (0 if E is not None else 1), FORM.split(" L")[0])
+    if few and least < n:  # counted where the fewest runs have a loss, as the band's dof are (`dof_at`)
+        few = [few[0] + f" at the fractions the fewest runs reach ({least} of {n}: a run stops short)"]
     warnings = (
-        checks.few_runs(n, 2 + (0 if E is not None else 1), FORM.split(" L")[0])
+        few
         + checks.not_converged(sol.converged, sol.message)
         + checks.E_at_bound(sol.E, float(np.nanmin(Y)), E is not None)
     )

@@ -31,6 +31,9 @@ def test_endpoint_backtest_scores_each_held_out_run():
     assert first.rel_error == pytest.approx(first.predicted / first.actual - 1)
     assert bt.mean_abs_error < 0.01 and 0.5 <= bt.coverage <= 1
     assert "coverage" in bt.summary() and len(bt.records()) == 4
+    lines = bt.summary().splitlines()[2:6]
+    for r, line in zip(bt.rows, lines):  # signed, as every other error is printed (a positive one had no "+")
+        assert f"{r.rel_error:+.2%}" in line.split(), line
 
 
 def test_exact_laws_backtest_to_zero_error():

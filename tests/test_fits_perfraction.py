@@ -250,6 +250,8 @@ def test_a_fraction_fewer_runs_reach_has_the_degrees_of_freedom_those_runs_leave
     short[2, G > 0.5] = np.nan  # the largest run stops at 50%
     fit = fit_per_fraction(compute, G, short, E=E)
     np.testing.assert_array_equal(fit.dof_at(1e22, G), np.where(G > 0.5, 0, 1))
+    assert "too few runs for the per-fraction law: 2 runs for 2 free parameters (0 left over) at the fractions the " \
+        "fewest runs reach (2 of 3: a run stops short)" in fit.warnings  # it counted the 3 runs, 1 left over
     assert fit.dof_at(1e22, [0.55]).tolist() == [0]  # between a fraction all reach and one two reach: the fewer
     lo, hi = fit.interval(1e22, G)
     assert np.all(np.isfinite(hi[G <= 0.5])) and np.all(np.isinf(hi[G > 0.5])) and np.all(lo[G > 0.5] == 0)
