@@ -117,6 +117,11 @@ class FormTrial:
                 "distance_efolds": self.distance, "failed": self.failed}
 
 
+def _scored(trials, form: str) -> bool:
+    """Whether a backtest trial scored `form` (it was fitted without the held-out runs and predicted them)."""
+    return any(t.form == form and not t.failed for t in trials)
+
+
 @dataclass(frozen=True)
 class SurfaceChoice:
     form: str
@@ -140,7 +145,7 @@ class SurfaceChoice:
     @property
     def tested(self) -> bool:
         """Whether a backtest scored the chosen form (its error then sets the bands' widening, not the floor alone)."""
-        return any(t.form == self.form and not t.failed for t in self.trials)
+        return _scored(self.trials, self.form)
 
     def budget_record(self) -> dict | None:
         """The sweep's budgets, for JSON and the summary: where they came from, and each one's runs and sizes."""
@@ -322,7 +327,7 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
             except FitError:
                 continue
     floor = f"{UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation"
-    tested = any(t.form == chosen and not t.failed for t in trials)  # (`SurfaceChoice.tested`, before it is made)
+    tested = _scored(trials, chosen)
     floor_note = (f"bands widened by the backtest's error per e-fold of extrapolation carried to the target, and to at "
                   f"least {floor}" if tested else f"bands widened by {floor}")
     envelope, on_it = envelope_law(N, D, L)

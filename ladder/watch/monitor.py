@@ -83,6 +83,12 @@ class CheckResult:
         return max(EXIT[self.verdict], EXIT[_worst(list(self.new_alerts))])
 
     @property
+    def raised(self) -> str:
+        """The worst warning or alarm of this check (its verdict or a new alert), "ok" where it raised neither."""
+        level = _worse(self.verdict, _worst(list(self.new_alerts)))
+        return level if level in ("warning", "alarm") else "ok"
+
+    @property
     def exit_code(self) -> int:
         """This check's code, or where a follow's earlier check warned or alarmed and this one is better, that one's:
         a follow that ends with the run says whether it went off track at all."""
@@ -207,7 +213,7 @@ class Watcher:
                     or crashed_at is not None and self.clock() - crashed_at > self.grace_s):
                 self._say_undelivered()
                 return result
-            earlier = _worse(earlier, {0: "ok", 4: "warning", 5: "alarm"}.get(result.own_exit_code, "ok"))
+            earlier = _worse(earlier, result.raised)
             time.sleep(poll_seconds)
 
     def _say_undelivered(self) -> None:
