@@ -803,6 +803,10 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     actual.write_text("name,params,tokens,loss,run\nhero-7b,7e9,1.4e12,2.05,7\nsmall,1e9,2e11,,x1\n")
     preds = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual, "--format", "json").stdout)
     assert [(p["loss"], p["run"]) for p in preds["predictions"]] == [(2.05, "7"), (None, "x1")]
+    codes = tmp_path / "codes.csv"  # codes with leading zeros stay as written: 007 read as a number came back as 7
+    codes.write_text("code,params,tokens,loss\n007,7e9,1.4e12,2.05\n012,1e9,2e11,0.5\n")
+    preds = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", codes, "--format", "json").stdout)
+    assert [(p["code"], p["loss"]) for p in preds["predictions"]] == [("007", 2.05), ("012", 0.5)]
     actual.write_text("name,params,tokens,loss\nhero-7b,7e9,1.4e12,2.05\nsmall,1e9,2e11,NaN\n")  # as pandas writes
     preds = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual, "--format", "json").stdout)
     assert [p["loss"] for p in preds["predictions"]] == [2.05, None]

@@ -1064,3 +1064,24 @@ def test_a_run_exported_in_chunks_is_told_that_replace_drops_the_stored_rows(tmp
     assert res.exit_code == 0 and f"csv:{second.resolve()} has a run with the same id; its 2 stored rows are " \
         "dropped" in " ".join(res.stderr.split()), res.output
     assert Store(tmp_path / "s").history(["a"], ["eval/loss"])["step"].tolist() == [30, 40]
+
+
+def test_a_parquet_table_is_named_parquet_wherever_its_source_is_shown(tmp_path, monkeypatch):
+    """The store keys every table "csv:PATH"; `ladder runs`, `import` and a clash with another source say parquet."""
+    from ladder.cli.app import console
+
+    monkeypatch.setattr(console, "width", 200)
+    path = tmp_path / "ladder.parquet"
+    small_table().to_parquet(path, index=False)
+    store = tmp_path / "s"
+    first = _import(path, store)
+    title = "".join(first.stdout.split("┏")[0].split())  # the table's title, folded to the table's width
+    assert first.exit_code == 0 and title == f"Pulledfromparquet:{path}", first.output
+    listed = CliRunner().invoke(app, ["runs", "--store", str(store)])
+    assert listed.exit_code == 0 and f"parquet:{path}" in listed.stdout and "csv:" not in listed.stdout, listed.output
+    assert Store(store).runs()["source"].tolist() == [f"csv:{path}"] * 2  # the key stores hold, unchanged
+    other = tmp_path / "other.csv"
+    small_table().to_csv(other, index=False)
+    clash = _import(other, store)
+    assert clash.exit_code == 2, clash.output
+    assert f"is already in the store from parquet:{path}" in clash.output and f"csv:{other} has a run" in clash.output

@@ -28,6 +28,7 @@ from ladder.data.sources import (
 )
 from ladder.data.sources.coords import edited_fraction
 from ladder.data.sources.pull import PullResult, PullSkipped, Source, pull
+from ladder.data.sources.table import shown_source
 from ladder.data.store import DEFAULT_ROOT, GIVEN_KEY, Store
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
@@ -303,7 +304,7 @@ def _warn_damaged(store: Store) -> None:
 
 def _print_pull(result: PullResult, store: Store) -> None:
     if result.pulled:
-        t = Table(title=f"Pulled from {result.source}")
+        t = Table(title=f"Pulled from {shown_source(result.source)}")
         for col in ("run", "state", "values read", "values stored", "last step", "fraction"):  # one per metric and step
             t.add_column(col, justify="left" if col in ("run", "state") else "right")
         for r in result.pulled:
@@ -398,7 +399,7 @@ def runs_command(
     one_group = groups.nunique() == 1
     # a column that repeats the names (ids that are the names, or GROUP/NAME with one group) is left out
     ids = not ((runs["run_id"].astype(str) == names) | (runs["run_id"].astype(str) == groups + "/" + names)).all()
-    source = _common_source(runs["source"].astype(str), names)  # "local:/runs/" + each run's name: said once
+    source = _common_source(runs["source"].astype(str).map(shown_source), names)  # "local:/runs/" + each run's name: said once
     about = ([f"group {groups.iloc[0]}"] if one_group and groups.iloc[0] else []) + [f"fit metric {settings.fit_metric}"]
     t = Table(title=f"Runs in {target.root}/ ({'; '.join(about)})")
     numbers = ("active", "total", "C/token", "steps", "fraction", VALUES)
@@ -421,7 +422,7 @@ def runs_command(
             "steps": f"{_int(r['last_step'])}/{_int(r['stop_after_steps'])}",
             "fraction": _fraction_cell(r),
             VALUES: f"{r['rows']:,}",
-            "source": r["source"],
+            "source": shown_source(r["source"]),
         }
         t.add_row(*(cells[col] for col in shown))
     console.print(t)
@@ -628,7 +629,7 @@ def _remove(store: Path, runs: list[str], yes: bool) -> None:
         for col in ("run", "id", "source", "values"):
             t.add_column(col, justify="right" if col == "values" else "left", overflow="fold")
         for r in found.to_dict("records"):
-            t.add_row(r["name"], r["run_id"], r["source"], f"{r['rows']:,}")
+            t.add_row(r["name"], r["run_id"], shown_source(r["source"]), f"{r['rows']:,}")
         console.print(t)
         if not typer.confirm(f"Remove {count} and their histories?", default=False):
             console.print("nothing removed", highlight=False)
@@ -636,7 +637,7 @@ def _remove(store: Path, runs: list[str], yes: bool) -> None:
     for r in target.remove(list(found["run_id"])).to_dict("records"):
         given = GIVEN_KEY in json.loads(r["config_json"] or "{}")
         console.print(f"removed run {r['name']!r} (id {r['run_id']}, {r['rows']:,} values); pulling it again from "
-                      f"{r['source']}{' with the same --coord/--coords' if given else ''} restores it",
+                      f"{shown_source(r['source'])}{' with the same --coord/--coords' if given else ''} restores it",
                       highlight=False, soft_wrap=True)
 
 

@@ -82,11 +82,12 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
 
 def _numbers_if_all(column: pd.Series) -> pd.Series:
     """A column of the targets as numbers where every filled cell is one (an actual loss to compare with, say:
-    a number in JSON, not text); else as written. Blank and NaN cells of a number column are None."""
+    a number in JSON, not text); else as written, and so is a column of codes with leading zeros ("007": a
+    number would come back as 7). Blank and NaN cells of a number column are None."""
     text = column.str.strip()
     filled = (text != "") & (text.str.lower() != "nan")  # NaN is how pandas and numpy write a missing number
     values = pd.to_numeric(column.where(filled), errors="coerce")
-    if not filled.any() or values[filled].isna().any():
+    if not filled.any() or values[filled].isna().any() or text.str.match(r"[+-]?0\d").any():
         return column
     return values.astype(object).where(filled, None)
 

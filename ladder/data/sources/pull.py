@@ -42,9 +42,11 @@ from ladder.data.sources.table import (
     FAR_PAST_PLAN,
     FAR_SHORT_OF_PLAN,
     SHORT_OF_PLAN,
+    TABLE,
     RunRef,
     SourceRun,
     check_run_id,
+    shown_source,
     step_key_hint,
 )
 from ladder.data.store import GIVEN_KEY, Store
@@ -313,7 +315,7 @@ def _how_ids(origin: str) -> str:
     if origin.startswith(("local:", "offline:")):
         return ("a planned run's id is its group and name: a ladder planned again from the same preset, at another "
                 "--tpp say, gets ids of its own with `ladder plan PRESET --set name=OTHER`")
-    if origin.startswith("csv:"):
+    if origin.startswith(TABLE):
         return "a table's run ids are the values of its run column (--run)"
     return "a wandb run's id is the one wandb gave it"
 
@@ -330,8 +332,9 @@ def _check_clashes(
         if not _same_source(prev["source"], ref.source or key):
             origin = ref.source or key
             copy = _same_folder_name(str(prev["source"]), origin)  # not moved here: the stored folder is still there
-            clashes.append((ref.run_id, f"run id {ref.run_id!r} is already in the store from {prev['source']} "
-                                        f"({prev['rows']:,} rows); {origin} has a run with the same id"
+            clashes.append((ref.run_id, f"run id {ref.run_id!r} is already in the store from "
+                                        f"{shown_source(prev['source'])} ({prev['rows']:,} rows); "
+                                        f"{shown_source(origin)} has a run with the same id"
                                         + (" (a folder of the same name: a copy of it, or another ladder's run "
                                            "named alike)" if copy else ""), f"; its {prev['rows']:,} stored rows are "
                                         f"dropped"))
@@ -341,8 +344,8 @@ def _check_clashes(
                 clashes.append((ref.run_id, f"run {ref.run_id!r} is stored with {moved}", ""))
     if clashes and not replace:
         more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
-        tables = (refs[0].source or key).startswith("csv:") and any(
-            str(writer.stored(r)["source"]).startswith("csv:") for r, _, _ in clashes)
+        tables = (refs[0].source or key).startswith(TABLE) and any(
+            str(writer.stored(r)["source"]).startswith(TABLE) for r, _, _ in clashes)
         chunks = ("; a run exported in chunks, a new file each, is not continued by the next file: export it to one "
                   "file that grows, which each import reads anew") if tables else ""
         raise LadderError(

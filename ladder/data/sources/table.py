@@ -326,3 +326,15 @@ def check_run_id(run_id: str, where: str) -> str:
 def _short(value: Any) -> str:
     text = str(value)
     return text if len(text) <= 40 else f"{text[:12]}...({len(text)} digits)"
+
+
+TABLE = "csv:"
+"""The prefix of a table's source key in the store, parquet files' included (kept: stores hold it)."""
+PARQUET = (".parquet", ".pq")
+
+
+def shown_source(key: str) -> str:
+    """A run's source as a user reads it: a parquet table's key says parquet, where the store's key says csv."""
+    if key.startswith(TABLE) and key.lower().endswith(PARQUET):
+        return "parquet:" + key[len(TABLE):]
+    return key

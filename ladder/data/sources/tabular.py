@@ -23,7 +23,9 @@ import pandas as pd
 from ladder.data import csvfile
 from ladder.data.sources.coords import FIELDS, LABELS, ONE_ROW, overridden, same_given
 from ladder.data.sources.table import (
+    PARQUET,
     STATES,
+    TABLE,
     RunRef,
     SourceRun,
     check_run_id,
@@ -126,7 +128,7 @@ class TableSource:
 
     @property
     def key(self) -> str:
-        return f"csv:{self.path}"
+        return f"{TABLE}{self.path}"
 
     @property
     def options(self) -> dict[str, Any]:
@@ -387,7 +389,7 @@ class TableSource:
         self._lines: list[int] | None = None
         c = self.columns
         try:
-            if self.path.suffix.lower() in (".parquet", ".pq"):
+            if self.path.suffix.lower() in PARQUET:
                 table = _nested_as_text(pd.read_parquet(self.path, engine="pyarrow").reset_index(drop=True))
                 cells = _parquet_cells(self.path, [m for m in dict.fromkeys(c.metrics.values()) if m in table])
             else:
