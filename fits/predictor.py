@@ -45,6 +45,7 @@ from fits.runs import (
     rise_limit,
     same_size,
     sizes,
+    whole_steps,
 )
 from fits.uncertainty import Band
 
@@ -492,12 +493,40 @@ def _carry(g: np.ndarray, e: np.ndarray, seen_at: float, distance: float, fracti
 # ---- the prediction ------------------------------------------------------------------------------------------
 
 
+def _target_steps(steps, target: Run) -> np.ndarray:
+    """The steps to predict as whole steps, checked (a `FitError` naming what is wrong), and within the target's LR
+    sequence where it has one."""
+    name = getattr(target, "name", "target")
+    given = np.asarray(steps, dtype=np.float64)
+    if given.ndim != 1 or not given.size:
+        raise FitError(f"steps to predict {name!r} at: give a 1-D array of its steps, e.g. its planned evals; got "
+                       f"{'a number' if given.ndim == 0 else f'an array of shape {given.shape}'}")
+    if np.any(~np.isfinite(given)) or np.any(given < 0) or np.any(np.diff(given) <= 0):
+        raise FitError(f"steps to predict {name!r} at must be finite, ≥ 0 and strictly increasing")
+    whole_steps(given, f"steps to predict {name!r} at", getattr(target, "planned_steps", None))
+    lrs = getattr(target, "lrs", None)
+    if lrs is not None and lrs.size < given[-1]:
+        raise FitError(f"target {name!r}: lrs holds {lrs.size:,} values, short of step {int(given[-1]):,} asked for; "
+                       "give the LR of every step it will run, from 0 to its last (its whole schedule)")
+    return given.astype(np.int64)
+
+
 def predict(runs: list[Run], target: Run, steps, settings: Settings | None = None) -> CorePrediction:
-    """The target's metric at `steps` (its planned evals) from the ladder's `runs`."""
+    """The target's metric at `steps` from the ladder's `runs`: every candidate law fitted, backtested on the ladder
+    and the chosen one's 50% and 90% bands (`CorePrediction.band`), with why it was chosen.
+
+    `runs` are the rungs (`fits.runs.Run`, each with its evals); `target` is the run to predict, its coordinates and,
+    for the curve laws, its LR of every step (its evals, if any, are not read: they are what a prediction is scored
+    against). `steps` are whole optimizer steps of the target, strictly increasing (its planned evals, say); a step
+    no law reaches (before the rungs' first evals) gets NaN. `settings` default to what `ladder predict` does."""
     settings = settings or Settings()
-    steps = np.asarray(steps, dtype=np.int64)
+    runs = list(runs) if not isinstance(runs, Run) else [runs]
+    steps = _target_steps(steps, target)
     if not runs:
         raise FitError("no runs to predict from")
+    if not all(isinstance(r, Run) for r in [*runs, target]):
+        bad = next(r for r in [*runs, target] if not isinstance(r, Run))
+        raise FitError(f"runs and the target must be fits.runs.Run records; got a {type(bad).__name__}")
     if settings.method not in ("auto",) + METHODS:
         raise FitError(f"unknown method {settings.method!r}; choose auto or one of {', '.join(METHODS)}")
     if settings.options.E_from not in cand.E_SOURCES:

@@ -50,16 +50,28 @@ class Run:
     run's evals); 0 for evals as logged."""
 
     def __post_init__(self) -> None:
-        for label, value in (("FLOPs per token", self.flops_per_token), ("tokens per step", self.tokens_per_step),
-                             ("planned steps", self.planned_steps)):
-            if not np.isfinite(value) or value <= 0:
-                raise FitError(f"run {self.name!r}: {label} must be a positive number, got {value!r}")
+        for name, label in (("flops_per_token", "FLOPs per token"), ("tokens_per_step", "tokens per step"),
+                            ("planned_steps", "planned steps")):
+            object.__setattr__(self, name, _positive(self.name, label, getattr(self, name)))
+        if self.planned_steps != round(self.planned_steps):
+            raise FitError(f"run {self.name!r}: planned steps must be a whole number of optimizer steps, got "
+                           f"{self.planned_steps!r}")
+        object.__setattr__(self, "planned_steps", int(self.planned_steps))
+        for name, label in (("n_params", "n_params (active parameters)"), ("ratio", "ratio (tokens per parameter)")):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, float) and np.isnan(value)):  # NaN: unknown, as None
+                object.__setattr__(self, name, _positive(self.name, f"{label}, where known (else None),", value))
+            else:
+                object.__setattr__(self, name, None)
+        if not isinstance(self.finished, (bool, np.bool_)):
+            raise FitError(f"run {self.name!r}: finished must be True or False, got {self.finished!r}")
         steps = np.asarray(self.steps, dtype=np.float64).ravel()
         values = np.asarray(self.values, dtype=np.float64).ravel()
         if steps.size != values.size:
             raise FitError(f"run {self.name!r}: {steps.size} steps but {values.size} values")
         if steps.size and (np.any(~np.isfinite(steps)) or np.any(steps < 0) or np.any(np.diff(steps) <= 0)):
             raise FitError(f"run {self.name!r}: steps must be finite, ≥ 0 and strictly increasing")
+        whole_steps(steps, f"run {self.name!r}: steps", self.planned_steps)
         bad = ~np.isfinite(values) | (values <= 0)
         if np.any(bad):
             i = int(np.argmax(bad))
@@ -71,9 +83,17 @@ class Run:
             lrs = getattr(self, name)
             if lrs is not None:
                 lrs = np.asarray(lrs, dtype=np.float64).ravel()
+                if not lrs.size:
+                    raise FitError(f"run {self.name!r}: {name} is empty; give the LR of every step from 0, or None "
+                                   "where it is not known")
                 if np.any(~np.isfinite(lrs)) or np.any(lrs < 0):
                     raise FitError(f"run {self.name!r}: {name} must be finite and ≥ 0")
                 object.__setattr__(self, name, lrs)
+        reach = min(int(steps[-1]), self.planned_steps) if steps.size else 0
+        if self.lrs is not None and self.lrs.size < reach:  # one LR per eval, or a schedule cut short
+            raise FitError(f"run {self.name!r}: lrs holds {self.lrs.size:,} values, short of its eval at step "
+                           f"{reach:,}; give the LR of every step from 0 to its last eval (one value per step, not "
+                           "one per eval), or None where it is not known")
 
     @property
     def planned_tokens(self) -> float:
@@ -107,6 +127,28 @@ class Run:
     def plan_lrs(self) -> np.ndarray | None:
         """The LRs of the unedited plan."""
         return self.reference_lrs if self.reference_lrs is not None else self.lrs
+
+
+def _positive(run: str, label: str, value) -> float:
+    """`value` as a positive finite float, else a `FitError` naming the run and what the value is."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, (bool, np.bool_, str)) or not np.isfinite(number) or number <= 0:
+        raise FitError(f"run {run!r}: {label} must be a positive number, got {value!r}")
+    return number
+
+
+def whole_steps(steps: np.ndarray, where: str, planned: int | None = None) -> None:
+    """A `FitError` where `steps` (finite floats) are not whole optimizer steps: fractions of the plan, or steps
+    averaged or interpolated."""
+    off = np.flatnonzero(steps != np.round(steps))
+    if off.size:
+        i = int(off[0])
+        hint = (f"; fractions of the plan? give step = fraction × {planned:,} planned steps"
+                if planned and np.all(steps <= 1.0) else "")
+        raise FitError(f"{where} must be whole optimizer steps; got {steps[i]:g} at position {i}{hint}")
 
 
 MAX_STEPS = 10**8

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -533,6 +534,51 @@ def test_bad_runs_are_refused_with_the_field_named():
         Run("x", 1.0, 10.0, 100, steps=[5, 5], values=[1.0, 1.0])
     with pytest.raises(FitError, match="its value at step 6 is nan; the laws fit positive, finite losses"):
         Run("x", 1.0, 10.0, 100, steps=[5, 6], values=[1.0, np.nan])
+
+
+@pytest.mark.parametrize("fields, says", [
+    ({"flops_per_token": None}, "FLOPs per token must be a positive number, got None"),
+    ({"planned_steps": "11420"}, "planned steps must be a positive number, got '11420'"),
+    ({"planned_steps": 100.5}, "planned steps must be a whole number of optimizer steps, got 100.5"),
+    ({"n_params": 0}, "n_params (active parameters), where known (else None), must be a positive number, got 0"),
+    ({"n_params": -5.0}, "must be a positive number, got -5.0"),
+    ({"finished": "False"}, "finished must be True or False, got 'False'"),
+    ({"steps": [0.05, 0.1], "values": [3.0, 2.9]},
+     "steps must be whole optimizer steps; got 0.05 at position 0; fractions of the plan? give step = fraction × 100 "
+     "planned steps"),
+    ({"steps": [10, 20.5], "values": [3.0, 2.9]}, "steps must be whole optimizer steps; got 20.5 at position 1"),
+    ({"lrs": np.zeros(0)}, "lrs is empty; give the LR of every step from 0, or None"),
+    ({"steps": [50, 100], "values": [3.0, 2.9], "lrs": np.full(2, 1e-3)},
+     "lrs holds 2 values, short of its eval at step 100; give the LR of every step from 0 to its last eval (one "
+     "value per step, not one per eval)"),
+])
+def test_a_run_given_the_wrong_kind_of_value_is_refused_with_it_named(fields, says):
+    """Numbers of the wrong type were raw TypeErrors; fractions as steps were cast to 0 and 1, one LR per eval left
+    the curve laws out with "the ladder has 0 sizes", and n_params 0 read as unknown."""
+    base = {"name": "x", "flops_per_token": 6e5, "tokens_per_step": 10.0, "planned_steps": 100}
+    with pytest.raises(FitError) as err:
+        Run(**{**base, **fields})
+    assert says in str(err.value)
+    assert Run(**{**base, "n_params": float("nan")}).n_params is None  # a missing count read by pandas: unknown
+
+
+def test_the_steps_to_predict_and_the_target_lrs_are_checked_before_any_fit():
+    runs, hero = ladder(pf_law, n_sizes=4)
+    T = hero.planned_steps
+    good = np.arange(1, 21) * T // 20
+    for steps, says in [(T, "give a 1-D array of its steps"), (good[None, :], "an array of shape (1, 20)"),
+                        (np.zeros(0), "give a 1-D array"), (good[::-1], "strictly increasing"),
+                        (np.arange(1, 21) / 20, "must be whole optimizer steps; got 0.05 at position 0; fractions of the plan?"),
+                        (2 * good, f"short of step {2 * T:,} asked for")]:
+        with pytest.raises(FitError, match=re.escape(says)):
+            core.predict(runs, hero, steps, FAST)
+    with pytest.raises(FitError, match=re.escape(f"target 'hero': lrs holds {T // 2:,} values, short of step {T:,}")):
+        core.predict(runs, dataclasses.replace(hero, steps=np.zeros(0, np.int64), values=np.zeros(0),
+                                               lrs=hero.lrs[:T // 2]), good, FAST)
+    with pytest.raises(FitError, match="runs and the target must be fits.runs.Run records; got a dict"):
+        core.predict(runs + [{"name": "r9"}], hero, good, FAST)
+    as_tuple = core.predict(tuple(runs), hero, good, core.Settings(options=Options(n_boot=20), backtest=False))
+    assert np.isfinite(as_tuple.band.median[-1])  # a tuple of runs (it was concatenated with a list, a TypeError)
 
 
 def test_settings_round_trip():

@@ -296,8 +296,8 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
                                   "--shorten-to", str(int(0.8 * T))])
         assert res.exit_code == 2 and f"--at {at:,}: an edit goes after the warmup" in res.stderr, res.output
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
-                              "--deadline", "0.001h", "--tokens-per-second", "1000"])
-    assert res.exit_code == 0 and "reaches step" in res.stdout
+                              "--deadline", "0.001h", "--tokens-per-second", "1000"])  # 3,600 tokens: no step
+    assert res.exit_code == 0 and f"the run gets no step past step {T // 2:,} by the deadline" in res.stdout
     res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2),
                               "--deadline", "0.001h", "--tokens-per-second", "1000", "--shorten-to", str(int(0.8 * T))])
     assert res.exit_code == 0 and f"warning: --shorten-to {int(0.8 * T):,} ends the run at step {int(0.8 * T):,}, " \
@@ -405,6 +405,21 @@ def test_replan_to_a_deadline_counts_the_time_left_from_where_the_run_is_not_fro
         "deadline" in " ".join(res.stderr.split()), res.output
 
 
+def test_replan_to_a_deadline_no_step_fits_before_proposes_no_edit_it_then_refuses(tmp_path):
+    """A deadline that leaves no step past where the run is: "shorten the horizon to 554 steps (`ladder replan
+    --shorten-to 554`)" at step 554, then "--shorten-to 554 is not past --at 554" (exit 2)."""
+    store = ladder_store(tmp_path)
+    now = int(0.9 * UNEDITED.stop_after_steps)
+    write_run(tmp_path / "runs", UNEDITED, upto=now, state="running")
+    pull(store, LocalSource(tmp_path / "runs"))
+    cfg = UNEDITED.save(tmp_path / "hero.yaml")
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(store.root), "--deadline", "1h",
+                              "--tokens-per-second", "1", "--n-boot", "20"])
+    said = " ".join(res.stdout.split())
+    assert res.exit_code == 0 and f"the run gets no step past step {now:,} by the deadline" in said, res.output
+    assert "--shorten-to" not in said and "stop the run where it is" in said
+
+
 def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_store):
     cfg = PLAN.hero.save(tmp_path / "hero.yaml")
     T = PLAN.hero.stop_after_steps
@@ -486,7 +501,8 @@ def test_replan_before_a_planned_edit_replaces_it_until_the_run_has_made_it(tmp_
     res = runner.invoke(app, [*args[:-1], str(tmp_path / "new2"), "--store", str(tmp_path / "live" / "store")])
     assert res.exit_code == 2, res.output
     assert (f"--at {at:,}: the run is at step {edit.at_step + 10:,}, past its edit shortened at step {edit.at_step} "
-            f"to {edit.new_total_steps} steps; a new edit goes at step {edit.at_step:,} or later") in res.stderr
+            f"to {edit.new_total_steps} steps; a new edit goes after step {edit.at_step:,}, at step {edit.at_step + 1:,} or "
+            "later") in " ".join(res.stderr.split())  # an edit at its step would replace it
     assert not (tmp_path / "new2").exists()
     # a second copy of the hero under its name (another id): how far the run has got is not taken as "not started"
     (tmp_path / "copy.csv").write_text("run,step,loss\nhero-copy,10,3.0\n")

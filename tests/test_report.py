@@ -1197,3 +1197,22 @@ def test_a_score_of_evals_in_any_order_is_the_score_of_them_by_step():
     shuffled = score_prediction(pred, actual.iloc[[3, 9, 0, 7, 1, 8, 2, 6, 4, 5]])
     assert shuffled == in_order and in_order.last_step == 10_000
     assert in_order.last_error == pytest.approx(1 / 1.009 - 1)
+
+
+def test_a_report_row_that_two_marks_share_keeps_the_runs_eval():
+    """Evals every 10%: the 5% mark finds no eval within 1% and falls on the 10% row's step, which it used to keep
+    (actual "–") in place of the 10% mark's row, which holds the eval logged there."""
+    import pandas as pd
+
+    from ladder.output.report import prediction_rows
+    from ladder.predict.prediction import Prediction
+
+    steps = np.arange(1_000, 10_001, 1_000)
+    med = 3.0 - 1e-4 * steps
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
+                          "hi90": med * 1.03, "in_assumptions": True})
+    actual = pd.Series(med * 1.02, index=steps)
+    rows = prediction_rows(Prediction("hero", "eval/loss", table, planned_steps=10_000), actual)
+    assert list(rows["step"]) == steps.tolist()  # one row a step, in order
+    assert "–" not in set(rows["actual"]) and set(rows["error"]) == {f"{1 / 1.02 - 1:+.2%}"}

@@ -30,7 +30,7 @@ from ladder.config.plan import plan
 from ladder.data.resolve import MetricSettings
 from ladder.data.sources import CoordinateOverrides, OfflineSource
 from ladder.data.sources.leveldb import BLOCK, HEADER_LEN, Stop, read_log
-from ladder.data.sources.pull import pull
+from ladder.data.sources.pull import PullSkipped, pull
 from ladder.data.store import Store
 from ladder.errors import LadderError
 
@@ -223,6 +223,23 @@ def test_resumed_run_is_one_run_and_the_restart_wins(runs, tmp_path):
     assert any("went back from 50 to 41" in m for m in pulled.messages)
 
 
+def test_a_pull_of_one_folder_of_a_resumed_run_pulled_whole_keeps_the_stored_rows(runs, tmp_path):
+    """The whole run, then the restart's folder alone (``wandb/latest-run``): reading it would replace the run's
+    stored rows with the restart's, losing the first attempt's steps; it is refused and says how to go on."""
+    first, second = sorted(runs["resumed"].glob("wandb/offline-run-*"))
+    store = Store(tmp_path / "store")
+    pull(store, OfflineSource(runs["resumed"]))
+    with pytest.raises(PullSkipped) as skipped:
+        pull(store, OfflineSource(second))
+    result = skipped.value.result
+    assert not result.pulled and [label for label, _ in result.skipped] == [f"rung0001 ({second})"]
+    (reason,) = [why for _, why in result.skipped]
+    assert f"rows of 1 folder(s) this pull does not read ({first.name})" in reason
+    assert f"pull the folder above ({runs['resumed'].resolve() / 'wandb'})" in reason
+    assert _pairs(store.history()) == resumed_expected()  # nothing of the first attempt lost
+    assert pull(store, OfflineSource(runs["resumed"])).unchanged == 1
+
+
 def resumed_expected() -> dict[tuple[str, int], float]:
     expected = {}
     for first in (True, False):
@@ -255,7 +272,6 @@ def test_a_copy_of_a_run_folder_beside_it_is_skipped_not_read_as_a_restart(runs,
     """The folder above a run and a partial copy of it (a backup cut short): the same run id in two folders it ran
     in. They were read as one run restarted, the copy's steps replacing the finished run's in the store (exit 0). The
     run is skipped and said (exit 2); the other runs there are pulled; a copied latest-run link is no copy."""
-    from ladder.data.sources.pull import PullSkipped
 
     top = tmp_path / "runs"
     shutil.copytree(runs["hero"], top / "hero")  # its wandb/latest-run link copied as a folder
@@ -566,7 +582,6 @@ def test_a_run_read_on_with_another_step_key_is_refused_and_kept_as_stored(runs,
     """A run pulled with one --step-key and read on with another (a watch not given the pull's) would store its
     new rows at other steps beside the old ones: the read is refused, naming the key to give, the stored run
     kept; the same key reads on."""
-    from ladder.data.sources.pull import PullSkipped
 
     store = Store(tmp_path / "store")
     pull(store, OfflineSource(runs["hero"]))
@@ -586,7 +601,6 @@ def test_a_run_read_on_with_another_step_key_is_refused_and_kept_as_stored(runs,
 def test_a_run_wandb_has_just_started_is_waited_for_not_taken_for_one_without_coordinates(runs, tmp_path):
     """For its first seconds a run's offline file is wandb's 7-byte header alone, its config not yet written: the
     pull says so (and to pull again), not that the config lacks coordinates."""
-    from ladder.data.sources.pull import PullSkipped
 
     shutil.copytree(runs["hero"], tmp_path / "hero")
     for log in (tmp_path / "hero").rglob("*.wandb"):  # the file and the latest-run link to it
@@ -622,7 +636,6 @@ def test_a_pull_that_waits_only_on_runs_still_starting_exits_75_not_2_as_a_usage
 def test_a_run_killed_before_wandb_wrote_a_record_is_skipped_as_holding_none_not_asked_for_coordinates(runs, tmp_path):
     """An old file of wandb's header alone: asking for its coordinates would store an empty run, so it is skipped by
     name, saying it holds no records, and the runs beside it are pulled; how long it lay unwritten reads in hours."""
-    from ladder.data.sources.pull import PullSkipped
 
     shutil.copytree(runs["hero"], tmp_path / "both" / "hero")
     dead = tmp_path / "both" / "dead" / "wandb" / "offline-run-20260101_000000-dead0001" / "run-dead0001.wandb"

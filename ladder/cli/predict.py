@@ -302,7 +302,7 @@ def replan_command(
                               f"{fit.reachable_steps:,} by the deadline, so an edit at step {step:,} comes too late; "
                               "give an earlier --at, or a later --deadline")
         if shorten_to is None and cooldown_steps is None and not fit.fits:
-            if fit.fraction_of_plan >= 1 - MAX_CUT:
+            if fit.fraction_of_plan >= 1 - MAX_CUT and fit.reachable_steps > step:
                 shorten_to = fit.reachable_steps
             elif fit.reachable_steps > step:  # a cut that large is no plan: the early cooldown that ends in time is
                 cooldown_steps = fit.reachable_steps - step
@@ -319,7 +319,7 @@ def replan_command(
     passed = [e for e in replaced if e.at_step <= reached]
     if passed:  # an edit the run has made stays: what is done is not replanned
         raise LadderError(f"--at {step:,}: the run is at step {reached:,}, past its edit {passed[0].describe()}; a new "
-                          f"edit goes at step {passed[-1].at_step:,} or later")
+                          f"edit goes after step {passed[-1].at_step:,}, at step {passed[-1].at_step + 1:,} or later")
     edited = shortened(hero, step, shorten_to) if shorten_to is not None else with_cooldown(hero, step, cooldown_steps)
     if deadline is not None and given:  # said once the edit is known to be one
         edit = f"--shorten-to {shorten_to:,}" if shorten_to is not None else f"--cooldown-steps {cooldown_steps:,}"

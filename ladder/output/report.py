@@ -86,8 +86,11 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
     rows, got = t.loc[[int((t["fraction"] - m).abs().idxmin()) for m in marks]].copy(), None
     if actual is not None:  # the eval nearest each mark itself, not the one nearest the predicted step nearest it
         rows, got = _at_evals(pred, rows, actual, marks * pred.started_with)
-    once = ~rows["step"].duplicated().to_numpy()  # two marks on one step: one row
-    rows, got = rows[once], (got[once] if got is not None else None)
+    # two marks on one step: one row, the one that found the run's eval there (a mark between evals finds none)
+    missing = np.zeros(len(rows), bool) if got is None else ~np.isfinite(got)
+    order = pd.DataFrame({"step": rows["step"].to_numpy(), "missing": missing, "i": np.arange(len(rows))})
+    once = np.sort(order.sort_values(["step", "missing", "i"]).drop_duplicates("step")["i"].to_numpy())
+    rows, got = rows.iloc[once], (got[once] if got is not None else None)
     out = pd.DataFrame({
         "step": rows["step"].astype(int),
         "fraction": [percent(f) + (f" ({percent(e)} of the edited plan)" if abs(e - f) > 1e-9 else "")

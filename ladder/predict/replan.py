@@ -57,6 +57,10 @@ class HorizonFit:
             need = max(0, self.planned_steps - self.step) * self.tokens_per_step / self.tokens_per_second / 3600
             return (f"at {self.tokens_per_second:,.0f} tokens/s the run finishes its {self.planned_steps:,} planned "
                     f"steps in {h(need)}, before the deadline ({h(hours)} left): the plan fits")
+        if self.reachable_steps <= self.step:  # "shorten the horizon to 554 steps" at step 554 is no edit
+            return (f"at {self.tokens_per_second:,.0f} tokens/s the run gets no step past step {self.step:,} by the "
+                    f"deadline, {h(hours)} from now: no edit ends by then; stop the run where it is (its last "
+                    "checkpoint), or move the deadline")
         head = (
             f"at {self.tokens_per_second:,.0f} tokens/s the run reaches step {self.reachable_steps:,} "
             f"({self.fraction_of_plan:.1%} of the {self.planned_steps:,} planned) by the deadline, {h(hours)} from now"

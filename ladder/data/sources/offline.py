@@ -101,6 +101,8 @@ class OfflineSource:
             same_step_key(cursor, self.step_key)
         seen: dict[str, dict[str, Any]] = dict((cursor or {}).get("files", {}))
         replace = cursor is None or not _cursor_holds(files, seen)
+        if replace and (left := [Path(f) for f in seen if Path(f) not in files and Path(f).exists()]):
+            raise LadderError(_would_drop(ref.run_id, left, files))
         if replace:
             seen = {}
         decoder = _Decoder(self.step_key, self.tokens_key)
@@ -254,6 +256,16 @@ def _left_beside(files: list[Path], run_id: str) -> list[str]:
     shown = ", ".join(sorted(p.parent.name for p in beside)[:3]) + (", ..." if len(beside) > 3 else "")
     return [f"{len(beside)} other folder(s) of run {run_id} beside the one read ({shown}) were not read: pull the "
             f"folder above ({files[0].parent.parent}) to read the whole run, its attempts in order"]
+
+
+def _would_drop(run_id: str, left: list[Path], files: list[Path]) -> str:
+    """Why a pull that reads fewer of a resumed run's folders than the store holds rows of is refused: its rows
+    would replace theirs (a pull of ``wandb/latest-run`` after one of the folder above)."""
+    shown = ", ".join(p.parent.name for p in left[:3]) + (", ..." if len(left) > 3 else "")
+    return (f"run {run_id} is stored with the rows of {len(left)} folder(s) this pull does not read ({shown}): "
+            f"reading {files[0].parent.name} alone would replace the stored run with its rows, dropping theirs; "
+            f"pull the folder above ({left[0].parent.parent}), which reads every attempt in order and only what is "
+            f"new, or take the run out first (`ladder runs --remove {run_id}`) to keep this folder's rows alone")
 
 
 def _cursor_holds(files: list[Path], seen: dict[str, dict[str, Any]]) -> bool:
