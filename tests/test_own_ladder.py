@@ -288,6 +288,14 @@ def test_fit_flops_change_the_compute_and_the_note_goes(tmp_path):
     assert not any("6·N·D" in w for w in pred.warnings)
     assert pred.assumptions["compute"].startswith("fit FLOPs per token × tokens; the per-fraction law's axis is 6·N·D")
     assert pred.assumptions["schedule"].startswith("rungs: each rung's logged LR (optim/learning_rate)")
+    assert not any("6·N (it gives no fit_flops_per_token)" in w for w in pred.warnings)
+    # the target without its FLOPs: 6·N, on another count than the rungs', which the band's distance is taken on
+    six_n = predict(Store(tmp_path / "store"), target_from_file(target_yaml(tmp_path / "big6n.yaml")),
+                    PredictSettings(n_boot=40))
+    big = PLAN.rungs[-1]
+    (said,) = [w for w in six_n.warnings if "6·N (it gives no fit_flops_per_token)" in w]
+    assert f"(the largest rung's are {big.fit_flops_per_token / (6 * big.spec.active_params()):.3g}× its 6·N)" in said
+    assert "give the target's fit_flops_per_token" in said
 
 
 def test_a_declared_target_predicts_what_its_planner_config_predicts(tmp_path):
@@ -663,7 +671,29 @@ def test_a_metric_imported_under_its_column_name_is_named_when_predict_finds_non
     assert res.exit_code == 0, res.output
     res = invoke("predict", "--target", str(target_yaml(tmp_path / "t.yaml")), "--store", str(tmp_path / "store"))
     text = " ".join(res.output.split())
-    assert res.exit_code == 2 and "0 values of 'eval/loss' (it logs 'loss')" in text and "--metric eval/loss=COLUMN" in text
+    assert res.exit_code == 2 and "no rung of group 'mine' logs 'eval/loss' (they log 'loss')" in text
+    assert "--metric eval/loss=COLUMN" in text
+
+
+def test_a_rung_that_crashed_before_its_first_eval_is_left_out_and_said(tmp_path):
+    """It blocked the prediction with "run has 0 values of 'eval/loss' ... did you mean 'train/loss'?", which would
+    have fitted the train loss as the eval loss; a typo of --metric was laid on the first rung."""
+    table = pd.read_csv(ladder_csv(tmp_path / "ladder.csv")).assign(state="finished")
+    big = PLAN.rungs[-1]
+    crashed = pd.DataFrame({"run": "again", "step": [1, 2, 3], "loss": np.nan, "lr": big.schedule.lr(np.arange(1, 4)),
+                            "n": big.spec.active_params(), "planned": big.stop_after_steps,
+                            "batch_tokens": big.tokens_per_step, "tpp": big.tpp, "state": "crashed"})
+    pd.concat([table, crashed]).to_csv(tmp_path / "ladder.csv", index=False)
+    assert import_csv(tmp_path / "ladder.csv", tmp_path / "store").exit_code == 0
+    target = str(target_yaml(tmp_path / "t.yaml"))
+    res = invoke("predict", "--target", target, "--store", str(tmp_path / "store"), "--n-boot", "40")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "rung again logged no 'eval/loss' (again: crashed at step 3), so the laws leave it out" in said
+    res = invoke("predict", "--target", target, "--store", str(tmp_path / "store"), "--metric", "eval/los")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "no rung of group 'mine' logs 'eval/los'" in said
+    assert "did you mean 'eval/loss'?" in said
 
 
 def _live_hero(tmp_path: Path, lr, **columns) -> int:

@@ -420,6 +420,29 @@ def test_replan_to_a_deadline_no_step_fits_before_proposes_no_edit_it_then_refus
     assert "--shorten-to" not in said and "stop the run where it is" in said
 
 
+def test_replan_says_where_the_run_stands_against_the_old_plans_prediction(tmp_path):
+    """A run 20% above its prediction was told only what each plan ends at, as if it were on track."""
+    store = ladder_store(tmp_path)
+    now = UNEDITED.stop_after_steps // 2
+    write_run(tmp_path / "runs", UNEDITED, upto=now, state="running", law=lambda cfg, s: 1.2 * truth(cfg, s))
+    pull(store, LocalSource(tmp_path / "runs"))
+    cfg = UNEDITED.save(tmp_path / "hero.yaml")
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(store.root), "--shorten-to",
+                              str(int(0.9 * UNEDITED.stop_after_steps)), "--n-boot", "20"])
+    said = " ".join(res.stdout.split())
+    assert res.exit_code == 0, res.output
+    last = store.history([UNEDITED.name], ["eval/loss"]).iloc[-1]
+    assert f"the run so far: eval/loss {last['value']:.4f} at step {int(last['step']):,}, where the old plan " in said
+    assert "outside its 90% band): the run is off the trend both plans' curves follow" in said
+    on_track = ladder_store(tmp_path / "on")
+    write_run(tmp_path / "on" / "runs", UNEDITED, upto=now, state="running")
+    pull(on_track, LocalSource(tmp_path / "on" / "runs"))
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(on_track.root), "--shorten-to",
+                              str(int(0.9 * UNEDITED.stop_after_steps)), "--n-boot", "20"])
+    said = " ".join(res.stdout.split())
+    assert res.exit_code == 0 and "the run so far: eval/loss" in said and "off the trend" not in said, res.output
+
+
 def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_store):
     cfg = PLAN.hero.save(tmp_path / "hero.yaml")
     T = PLAN.hero.stop_after_steps

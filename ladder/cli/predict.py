@@ -362,6 +362,9 @@ def replan_command(
 
         for label, p in (("old plan", old), ("new plan", new)):
             console.print(f"{label}: {final_sentence(p)}", highlight=False)
+    standing = _standing(st, hero.name, old, hero.stop_after_steps)
+    if standing:
+        console.print(standing, highlight=False)
     for w in new.new_warnings(old):  # what the edit brings (the plan's own warnings are `ladder predict`'s)
         warn(f"new plan: {w}")
     if out is not None:
@@ -465,6 +468,32 @@ def _last_step(store: Store, name: str, rate_too: bool) -> int:
         more = " and --tokens-per-second (the throughput is read from the run too)" if rate_too else ""
         raise LadderError(f"{name!r} is not in the store yet; give --at STEP{more}")
     return step
+
+
+def _standing(store: Store, name: str, pred, stop: int) -> str:
+    """Where the run in the store stands against the old plan's prediction at its last value of the metric (read as
+    the fits read it, `runview.last_as_read`), for a replan's reader to weigh both plans' finals by; "" where the
+    run has none the prediction reaches."""
+    from ladder.data.runview import last_as_read
+
+    run = store.find(name)
+    if run is None:
+        return ""
+    hist = store.fitted_history([str(run["run_id"])], pred.metric).sort_values("step")
+    if not len(hist):
+        return ""
+    steps, values = hist["step"].to_numpy(np.int64), hist["value"].to_numpy(float)
+    value = last_as_read(store, str(run["run_id"]), stop, steps, values, float(values[-1]))
+    at = pred.at([int(steps[-1])]).iloc[0]
+    if not np.isfinite(at["median"]):
+        return ""
+    where = ("inside its 50% band" if at["lo50"] <= value <= at["hi50"] else "inside its 90% band, outside the 50%"
+             if at["lo90"] <= value <= at["hi90"] else "outside its 90% band")
+    off = "" if where.startswith("inside its 50%") else (
+        ": the run is off the trend both plans' curves follow, so their finals may be off alike (the difference "
+        "between them rests on the rungs' schedules, not on where this run is)")
+    return (f"the run so far: {pred.metric} {value:.4f} at step {int(steps[-1]):,}, where the old plan predicts "
+            f"{at['median']:.4f} (error {at['median'] / value - 1:+.2%}, {where}){off}")
 
 
 def _reached(store: Store, name: str) -> int | None:

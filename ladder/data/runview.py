@@ -302,6 +302,7 @@ def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] 
             f"(pull the ladder's rungs, or give --group; groups with rungs: {', '.join(map(repr, groups)) or 'none'})"
             + role_hint(runs, "rung", role_option=False)
         )
+    rungs = _logging(store, rungs, metric, group, left_out)
     diverged = _diverged(store, rungs, metric)
     if diverged:
         names = [str(n) for n, i in zip(rungs["name"], rungs["run_id"].astype(str)) if i in diverged]
@@ -316,6 +317,44 @@ def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] 
             left_out.append(said)
         rungs = rungs[~rungs["run_id"].astype(str).isin(diverged)]
     return sorted((from_store(store, row, metric) for _, row in rungs.iterrows()), key=lambda r: r.compute)
+
+
+def _logging(store: Store, rungs, metric: str, group: str, left_out: list[str] | None):
+    """The `rungs` that logged `metric`, less those that crashed (or still run) before logging any: left out, and
+    said in `left_out`. Where no rung logged it, a `LadderError` names the metrics they log; a finished rung
+    that lacks it is left for `from_store` to name."""
+    ids = rungs["run_id"].astype(str)
+    logged = set(store.history(ids.tolist(), [metric], include_nonfinite=True)["run_id"].astype(str))
+    if not logged:
+        keys = sorted(set(store.history(ids.tolist())["metric"].astype(str)))
+        close = difflib.get_close_matches(metric, keys, n=1)
+        shown = ", ".join(repr(m) for m in keys[:6]) + (", ..." if len(keys) > 6 else "") or "nothing"
+        raise LadderError(f"no rung of group {group!r} logs {metric!r} (they log {shown}); "
+                          + (f"did you mean {close[0]!r}? " if close else "")
+                          + f"predict another metric with --metric, or name the key at import (--metric "
+                          f"{metric}=COLUMN) or pull (--rename OLD={metric})")
+    stopped = ~ids.isin(logged) & (rungs["state"].astype(str) != "finished")
+    if not stopped.any():
+        return rungs
+    names = rungs.loc[stopped, "name"].astype(str).tolist()
+    one = len(names) == 1
+    said = (f"rung{'' if one else 's'} {named(names)} logged no {metric!r} ("
+            + ", ".join(f"{n}: {st} at step {_int_or_0(last):,}" for n, st, last in
+                        zip(names, rungs.loc[stopped, "state"], rungs.loc[stopped, "last_step"]))
+            + f"), so the laws leave {'it' if one else 'them'} out")
+    if len(rungs) - len(names) < 3:
+        raise LadderError(f"{store.root}: {said}, and {len(rungs) - len(names)} rung(s) of group {group!r} are left, "
+                          "where a prediction needs at least 3")
+    if left_out is not None:
+        left_out.append(said)
+    return rungs[~stopped]
+
+
+def _int_or_0(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _diverged(store: Store, rungs, metric: str) -> set[str]:

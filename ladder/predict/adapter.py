@@ -129,7 +129,22 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
     except fits.FitError as exc:
         raise LadderError(f"{target.name}: {exc}" + (f"; {_held_lr(target)}" if target.lr_held else "")) from None
     pred = to_prediction(result, target, rungs, steps, settings)
+    left_out += _axes_differ(target, rungs)
     return dataclasses.replace(pred, warnings=(*left_out, *pred.warnings)) if left_out else pred
+
+
+def _axes_differ(target: LadderRun, rungs: list[LadderRun]) -> list[str]:
+    """A warning where the target's compute is 6·N and every rung's its fit FLOPs: the distance the band's floor is
+    carried over is measured from one count to the other, short by the attention fit FLOPs count."""
+    if target.flops_from != SIX_N or any(r.flops_from == SIX_N for r in rungs):
+        return []
+    big = max(rungs, key=lambda r: r.flops_per_token)
+    share = f" (the largest rung's are {big.flops_per_token / (6 * big.active_params):.3g}× its 6·N)" \
+        if big.active_params else ""
+    return [f"{target.name}'s compute per token is 6·N (it gives no fit_flops_per_token) and the rungs' is their fit "
+            f"FLOPs, which count attention{share}: how far the target lies past the rungs, which the band is widened "
+            "by, is measured from one count to the other and comes out short; give the target's fit_flops_per_token "
+            "(`ladder spec` counts it) for a band on one count"]
 
 
 def _lr_in_the_ladders_shape(target: LadderRun, rungs: list[LadderRun], ratio_tol: float) -> LadderRun:
