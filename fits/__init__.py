@@ -12,6 +12,9 @@ result with `predict`, `interval`, `summary` and the `warnings` that say when no
 - `fit_per_fraction(compute, fractions, losses)`: L(g) = E + A_g·(C·g)^−α_g for whole curves
   (`smooth=K`: A_g, α_g smooth in g; `select_smooth` picks K by leaving out one run at a time).
 - `fit_multipower(curves)`, `fit_momentum(curves)`: schedule-aware curve laws across runs and sizes.
+- `fits.predictor.predict(runs, target, steps)`: the prediction core (`ladder predict` adapts a store to it): a
+  target's whole curve from the rungs' (`fits.runs.Run`: coordinates, LR of every step, evals), every candidate
+  law backtested on the ladder and the chosen one's 50% / 90% bands (`CorePrediction`); README, "From Python".
 - `bootstrap(fit, n)`, `jackknife(fit)`: refits over runs → `Ensemble` with intervals and bands.
 - `backtest_*`: fit on smaller runs, predict the larger, score errors and coverage.
 - `fits.synthetic`: runs drawn from known laws, for checks and for sizing a ladder.

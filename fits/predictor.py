@@ -131,14 +131,23 @@ def _num(x: float) -> float | None:
 
 @dataclass(frozen=True)
 class CorePrediction:
+    """What `predict` returns: the chosen law's band at `steps`, why, and what it was chosen from."""
+
     steps: np.ndarray
     band: Band
+    """The chosen method's median, 50% and 90% bands at `steps` (NaN where no law reaches a step)."""
     method: str
+    """The chosen law ("per-fraction", "multipower", "ensemble", ...)."""
     why: str
+    """Why this law was chosen, and what sets its band."""
     candidates: dict[str, Band]
+    """Each law's own band (and the ensemble's), before the backtest's widening."""
     outcomes: dict[str, cand.Outcome]
+    """Each law that could predict the target: its band and its reasons."""
     backtest: tuple[Score, ...]
+    """The backtest's rows: each method on each held-out size (`table` gives them as dicts)."""
     weights: dict[str, float]
+    """The ensemble's weights (equal) over the laws it averages."""
     settings: Settings
     warnings: tuple[str, ...] = ()
     failed: dict[str, str] = field(default_factory=dict)

@@ -579,6 +579,21 @@ def test_logged_lrs_are_interpolated_to_every_step():
     assert np.array_equal(out, shuffled)
 
 
+def test_the_readmes_python_example_prints_what_the_readme_says(tmp_path):
+    """The prediction core from arrays, as the README shows it, and the line it says the code prints."""
+    text = (ROOT / "README.md").read_text()
+    (code,) = re.findall(r"<!-- python api -->\n```python\n(.*?)```", text, flags=re.S)
+    (said,) = re.findall(r"It prints `(.*?)`", text)
+    (tmp_path / "example.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == said and lines[1].startswith("lowest backtest score")
+    assert "too few runs for the per-fraction law: 4 runs for 3 free parameters (1 left over)" in lines[2]
+
+
 # ---- the README walkthrough, as written -------------------------------------------------------------------
 
 
@@ -839,6 +854,14 @@ def test_rungs_imported_without_their_role_are_pointed_to_it_and_a_missing_store
     text = " ".join(res.output.split())
     assert res.exit_code == 2 and "0 rung(s) of group 'mine'" in text
     assert "the store's runs have role none: give the rungs theirs when you pull or import them: --coord role=rung" in text
+    assert "(with --replace for runs already stored, which are read again" in text
+    again = ["import", "csv", str(tmp_path / "ladder.csv"), "--store", str(store), "--run", "run", "--step", "step",
+             "--metric", "eval/loss=loss", "--coord-column", "active_params=n", "--coord-column", "stop_after_steps=planned",
+             "--coord-column", "tokens_per_step=batch_tokens", "--coord", "group=mine", "--coord", "role=rung"]
+    res = invoke(*again)  # the role the first import lacked: said as none, not as "role= (this pull gives rung)"
+    assert res.exit_code == 2 and "is stored with role=none (this pull gives rung)" in " ".join(res.output.split())
+    assert invoke(*again, "--replace").exit_code == 0
+    assert set(Store(store).runs()["role"]) == {"rung"}
 
 
 @pytest.mark.parametrize("running, stopped", [(3, 2), (12, 0), (0, 1)])

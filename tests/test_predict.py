@@ -304,7 +304,8 @@ def test_replan_prints_old_and_new(tmp_path, mp_store):
         in res.stderr and "after the deadline" in res.stderr and "new schedule" in res.stdout, res.output
     # refused before any prediction is made: a deadline that has passed, two edits at once, --out a file
     base = ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(T // 2)]
-    for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "--deadline '-3h': give a positive number of hours"),
+    for more, says in ((["--deadline", "2020-01-01T00:00"], "has passed"), (["--deadline", "-3h"], "--deadline '-3h': give a positive time from now (72h, 90m, 2d)"),
+                       (["--deadline", "3 weeks"], "give an ISO time (2026-12-24T00:00) or a time from now (72h, 90m, 2d)"),
                        (["--deadline", "2999-01-01T00:00"], "more than 100 years away"),
                        (["--deadline", "1e7h"], "more than 100 years away"),
                        (["--shorten-to", str(int(0.8 * T)), "--cooldown-steps", "10"], "give one of them"),
@@ -441,6 +442,14 @@ def test_replan_says_where_the_run_stands_against_the_old_plans_prediction(tmp_p
                               str(int(0.9 * UNEDITED.stop_after_steps)), "--n-boot", "20"])
     said = " ".join(res.stdout.split())
     assert res.exit_code == 0 and "the run so far: eval/loss" in said and "off the trend" not in said, res.output
+
+
+def test_a_deadline_is_a_time_from_now_in_seconds_minutes_hours_or_days():
+    """Only hours were taken ("--deadline 90m" was refused as no ISO time)."""
+    from ladder.cli.app import seconds_until
+
+    for given, seconds in (("600s", 600), ("90m", 5400), ("72h", 259_200), ("2d", 172_800), (" 1.5h ", 5400)):
+        assert seconds_until(given) == pytest.approx(seconds), given
 
 
 def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_store):

@@ -1216,3 +1216,28 @@ def test_a_report_row_that_two_marks_share_keeps_the_runs_eval():
     rows = prediction_rows(Prediction("hero", "eval/loss", table, planned_steps=10_000), actual)
     assert list(rows["step"]) == steps.tolist()  # one row a step, in order
     assert "–" not in set(rows["actual"]) and set(rows["error"]) == {f"{1 / 1.02 - 1:+.2%}"}
+
+
+def test_a_per_step_metric_is_scored_as_the_watch_judges_it_not_value_by_value():
+    """`ladder score --metric train/loss` scored each of 463 noisy steps against the curve (worst 50%, 73% inside the
+    90% band) where the watch judges the mean of each step of the prediction."""
+    import pandas as pd
+
+    from ladder.predict.prediction import Prediction
+    from ladder.predict.scoring import score_prediction
+
+    steps = np.arange(100, 10_001, 100)
+    med = 3.0 - 1e-4 * steps
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * 0.995, "hi50": med * 1.005, "lo90": med * 0.985,
+                          "hi90": med * 1.015, "in_assumptions": True})
+    pred = Prediction("hero", "train/loss", table, planned_steps=10_000)
+    every = np.arange(1, 10_001)
+    noisy = (3.0 - 1e-4 * every) * (1 + 0.05 * np.random.default_rng(0).standard_normal(every.size))
+    score = score_prediction(pred, pd.Series(noisy, index=every))
+    assert score.n == 91 and score.read_from == 10_000 - 900  # the points from 10% of the plan on, each a mean
+    assert score.curve_worst_error < 0.02 and score.inside_90 >= 0.95  # 5% noise a step, 0.5% a mean of 100
+    assert score.rows()[0] == ("points scored", "91: means of 9,100 logged values, one a step of the prediction, as "
+                                                "the watch judges them")
+    sparse = score_prediction(pred, pd.Series(med, index=steps))  # evals as logged: each one scored
+    assert sparse.n == 91 and sparse.read_from == 0 and sparse.rows()[0] == ("evals scored", "91")

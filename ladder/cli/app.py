@@ -452,29 +452,40 @@ MAX_DEADLINE_S = 100 * 365 * 86400
 
 
 def seconds_until(deadline: str) -> float:
-    """Seconds from now to --deadline, given as an ISO time (2026-12-24T00:00) or hours (72h); a deadline that
-    has passed, or is more than 100 years away (a mistyped year or unit), is refused."""
+    """Seconds from now to --deadline, given as an ISO time (2026-12-24T00:00) or a time from now (72h, 90m, 2d,
+    600s); a deadline that has passed, or is more than 100 years away (a mistyped year or unit), is refused."""
     text = deadline.strip()
-    usage = f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or hours (72h)"
-    if text.endswith("h"):
-        try:
-            left = float(text[:-1]) * 3600
-        except ValueError:
-            raise LadderError(usage) from None
-    else:
+    usage = f"--deadline {deadline!r}: give an ISO time (2026-12-24T00:00) or a time from now (72h, 90m, 2d)"
+    left = relative_seconds(text)
+    if left is None:
         try:
             left = datetime.fromisoformat(text).timestamp() - time.time()
         except ValueError:
             raise LadderError(usage) from None
+        if left <= 0:
+            raise LadderError(f"--deadline {deadline!r} has passed; give a time to come")
+    elif left <= 0:
+        raise LadderError(f"--deadline {deadline!r}: give a positive time from now (72h, 90m, 2d) or a time to come")
     if not math.isfinite(left):
         raise LadderError(usage)
-    if left <= 0 and text.endswith("h"):
-        raise LadderError(f"--deadline {deadline!r}: give a positive number of hours (72h) or a time to come")
-    if left <= 0:
-        raise LadderError(f"--deadline {deadline!r} has passed; give a time to come")
     if left > MAX_DEADLINE_S:
         raise LadderError(f"--deadline {deadline!r} is more than 100 years away; check its year or unit")
     return left
+
+
+TIME_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+"""A --deadline from now: a number and one of these (seconds, minutes, hours, days)."""
+
+
+def relative_seconds(text: str) -> float | None:
+    """A time from now ("72h", "90m", "2d", "600s") in seconds; None where `text` is none (an ISO time, say)."""
+    text = text.strip()
+    if len(text) < 2 or text[-1] not in TIME_UNITS:
+        return None
+    try:
+        return float(text[:-1]) * TIME_UNITS[text[-1]]
+    except ValueError:
+        return None
 
 
 def parse_int_list(text: str | None, option: str, example: str = "768,1024") -> list[int] | None:

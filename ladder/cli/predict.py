@@ -252,7 +252,7 @@ def replan_command(
     shorten_to: int | None = typer.Option(None, "--shorten-to", help="New total steps: cut the horizon (at most 25%) and re-aim the decay."),
     cooldown_steps: int | None = typer.Option(None, "--cooldown-steps", help="Branch an early cooldown of this many steps at --at."),
     throughput: float | None = typer.Option(None, "--tokens-per-second", help="Measured throughput (default: the hero's recent throughput in the store)."),
-    deadline: str | None = typer.Option(None, "--deadline", help="When the run must be done: ISO time (2026-12-24T00:00) or hours from now (72h)."),
+    deadline: str | None = typer.Option(None, "--deadline", help="When the run must be done: ISO time (2026-12-24T00:00) or a time from now (72h, 90m, 2d)."),
     out: Path | None = typer.Option(None, "--out", help="Write the edited plan (its RunConfig, or a target file where it has none) and its prediction here."),
     metric: str = METRIC,
     n_boot: int = N_BOOT,

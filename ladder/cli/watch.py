@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from ladder.cli.app import command, console, err_console, seconds_until, warn
+from ladder.cli.app import command, console, err_console, relative_seconds, seconds_until, warn
 from ladder.config.limits import poll_seconds
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
@@ -110,7 +110,7 @@ def watch_command(
     jsonl: Path | None = typer.Option(None, "--jsonl", help="Append alerts and verdicts here (default: alerts.jsonl beside the prediction)."),
     webhook: bool = typer.Option(False, "--webhook", help="POST new alerts as JSON to $LADDER_WEBHOOK_URL (chat incoming webhooks work); a deviation that persists at the same level is posted once."),
     state: Path | None = typer.Option(None, "--state", help="Watch state file (default: watch-state.json beside the prediction)."),
-    deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish: ISO time, or hours like 72h counted from the first watch given them (kept in --state, so a cron job's --once keeps the time): warns when throughput will miss it."),
+    deadline: str | None = typer.Option(None, "--deadline", help="When the run must finish: ISO time, or a time from now like 72h (or 90m, 2d) counted from the first watch given it (kept in --state, so a cron job's --once keeps the time): warns when throughput will miss it."),
     stale_minutes: float = typer.Option(30.0, "--stale-minutes", help="Warn when nothing new arrives for this long (a first watch counts from the run's last write: its files' time, its wandb heartbeat, or the last pull that brought the store something); alarm at three times it, when a --local or --offline run that still says it runs is taken for crashed."),
     step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step, for --offline and --wandb (as for `ladder pull`: give the one the run was pulled with)."),
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
@@ -194,7 +194,7 @@ def watch_command(
 
     watcher = Watcher(st, source, pred, rules, sinks, state, repredict=repredict, prediction_dir=folder,
                       overrides=overrides, replace=replace, warn=warn, note=lambda s: console.print(escape(s)),
-                      deadline=kept if _in_hours(deadline) else None)
+                      deadline=kept if _from_now(deadline) else None)
     with only_watcher(state, jsonl):
         sinks["jsonl"].end_cut_line()
         result = watcher.check() if once else watcher.run(poll, max_checks, after_first=following)
@@ -255,11 +255,11 @@ def _deadline(deadline: str, state_path: Path, run: str) -> dict:
     """--deadline as {"given", "at"}. Hours count from the first watch given them: where the state file already
     holds the same hours for this run (a cron job's `--once` every few minutes), its time is kept, or the
     deadline would move on with every check and never be missed."""
-    saved = WatchState.read(state_path) if _in_hours(deadline) else None
+    saved = WatchState.read(state_path) if _from_now(deadline) else None
     if saved is not None and saved.run == run and saved.deadline and saved.deadline["given"] == deadline.strip():
         at = saved.deadline["at"]
         console.print(f"--deadline {deadline.strip()}: counted from the first watch given it, so the run must finish "
-                      f"by {_clock(at)} (give other hours or an ISO time to move it)", highlight=False)
+                      f"by {_clock(at)} (give another time from now or an ISO time to move it)", highlight=False)
         return {"given": deadline.strip(), "at": at}
     return {"given": deadline.strip(), "at": time.time() + seconds_until(deadline)}
 
@@ -323,8 +323,9 @@ def _json_object(line: bytes) -> bool:
         return False
 
 
-def _in_hours(deadline: str | None) -> bool:
-    return deadline is not None and deadline.strip().endswith("h")
+def _from_now(deadline: str | None) -> bool:
+    """Whether --deadline is a time from now (72h, 90m, 2d), which counts from the first watch given it."""
+    return deadline is not None and relative_seconds(deadline) is not None
 
 
 def _clock(at: float) -> str:

@@ -284,7 +284,8 @@ def role_hint(runs, role: str, role_option: bool = True, whose: str = "the store
     roles = sorted(set(runs["role"].astype(str)))
     if not role or role in roles or not len(runs):
         return ""
-    give = "give the rungs theirs when you pull or import them: --coord role=rung"
+    give = ("give the rungs theirs when you pull or import them: --coord role=rung (with --replace for runs already "
+            "stored, which are read again; the hero's role: hero in a --coords file)")
     return (f"; {whose} have role {', '.join(repr(r) if r else 'none' for r in roles)}: "
             + (f"--role '' takes every role (or {give})" if role_option else give))
 

@@ -38,13 +38,19 @@ class Score:
     """Of those, evals that are NaN or infinite: left out of the errors, counted outside both bands."""
     last_not_finite: int | None = None
     """The step of the last of those."""
+    read_from: int = 0
+    """For a metric logged far more often than the prediction's steps (a per-step train loss): the logged values
+    whose means, one per step of the prediction, are scored (as the watch judges them); 0: evals as logged."""
 
     def to_json(self) -> dict:
         return asdict(self)
 
     def rows(self) -> list[tuple[str, str]]:
+        scored = (("evals scored", f"{self.n}") if not self.read_from else
+                  ("points scored", f"{self.n}: means of {self.read_from:,} logged values, one a step of the "
+                                    "prediction, as the watch judges them"))
         return [
-            ("evals scored", f"{self.n}"),
+            scored,
             (f"last {'finite ' if self._after_last() else ''}eval (step {self.last_step:,}, {percent(self.last_fraction)})",
              f"predicted {self.last_predicted:.4f}, actual {self.last_actual:.4f}: {self.last_error:+.2%}"),
             ("mean |error| along the curve", f"{self.curve_mean_error:.2%}"),
@@ -77,9 +83,7 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     actual = actual[finite]
     if actual.empty:
         raise LadderError(f"{run}: no values of {pred.metric} to score the prediction against")
-    steps = actual.index.to_numpy()
-    at = pred.at(steps)
-    y = actual.to_numpy(float)
+    steps, at, y, counts = _points(actual, pred)
     median = at["median"].to_numpy()
     use = (steps / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(median)
     if not use.any():
@@ -108,8 +112,25 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
         inside_50=float(np.sum((band["lo50"] <= y[use]) & (y[use] <= band["hi50"])) / (use.sum() + odd.size)),
         inside_90=float(np.sum((band["lo90"] <= y[use]) & (y[use] <= band["hi90"])) / (use.sum() + odd.size)),
         n=int(use.sum()) + int(odd.size), not_finite=int(odd.size),
-        last_not_finite=int(odd.max()) if odd.size else None,
+        last_not_finite=int(odd.max()) if odd.size else None, read_from=int(counts[use].sum()) if counts is not None else 0,
     )
+
+
+def _points(actual: pd.Series, pred: Prediction) -> tuple[np.ndarray, pd.DataFrame, np.ndarray, np.ndarray | None]:
+    """The points a run's finite values are scored at, the prediction there, their values, and how many logged
+    values each is the mean of (None: as logged). A metric logged far more often than the prediction's steps (a per-step
+    train loss) is scored as the watch judges it (`ladder.watch.judged.compared`): the mean of its values since
+    the prediction's step before, against the prediction's mean over the same steps."""
+    from ladder.data.dense import is_dense
+    from ladder.watch.judged import BAND_COLUMNS, compared
+
+    grid = pred.table["step"].to_numpy(np.int64)
+    if not is_dense(actual.index.to_numpy(np.int64), grid):
+        steps = actual.index.to_numpy()
+        return steps, pred.at(steps), actual.to_numpy(float), None
+    points = compared(actual, grid, pred)
+    return (points.index.to_numpy(), points[BAND_COLUMNS].reset_index(drop=True), points["value"].to_numpy(float),
+            points["n"].to_numpy(np.int64))
 
 
 def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, steps: np.ndarray,

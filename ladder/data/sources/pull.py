@@ -627,7 +627,12 @@ def _coordinates_moved(ref: RunRef, prev: dict[str, Any], overrides: CoordinateO
     now = {**coords.values(), **labels, "name": given.get("name", prev["name"])}
     before = {**_coords(prev), **{k: prev[k] for k in ("name", "group", "role")}}
     moved = [k for k in before if now.get(k, before[k]) != before[k]]
-    return ", ".join(f"{k}={before[k]} (this pull gives {now[k]})" for k in moved)
+    return ", ".join(f"{k}={_shown(before[k])} (this pull gives {_shown(now[k])})" for k in moved)
+
+
+def _shown(value: Any) -> str:
+    """A stored value as a message gives it: an empty label or a missing count is "none", not nothing at all."""
+    return "none" if value is None or value == "" or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 def _moved(before: dict[str, Any], now: dict[str, Any]) -> str:
