@@ -281,6 +281,33 @@ def test_an_edit_no_two_schedules_of_the_ladder_test_carries_its_own_size_in_the
         assert res.band.lo90[-1] <= truth <= res.band.hi90[-1]
 
 
+def test_a_refit_whose_edit_changes_the_loss_by_more_than_the_loss_is_left_out_of_the_edits_spread(monkeypatch):
+    """On a per-step train loss one of the multi-power law's refits without a size changed the loss by 24 nats, and
+    the band read 0–31.7 around 1.92; such a refit found no law, and is left out and said."""
+    pf = dataclasses.replace(FAST, method="per-fraction", backtest=False)
+    runs, hero = ladder(mp_law, seed=3, n_sizes=4)
+    T = hero.planned_steps
+    at, end = int(0.3 * T), int(0.6 * T)
+    cut = hero.lrs[:end + 1].copy()
+    cut[at:] = np.linspace(hero.lrs[at], hero.lrs[-1], end + 1 - at)
+    target = dataclasses.replace(hero, steps=np.zeros(0, np.int64), values=np.zeros(0), lrs=cut,
+                                 reference_lrs=hero.lrs)
+    steps = hero.steps[hero.steps <= end]
+    sane = core.predict(runs, target, steps, pf)
+    refits = CurveLaw.refits
+
+    class Lost:  # a refit that found no law: its change from one schedule to the other is 30 nats
+        def predict(self, at_steps, lrs, scale):
+            return np.full(len(at_steps), 30.0 if len(lrs) == len(cut) else 0.0)
+
+    monkeypatch.setattr(CurveLaw, "refits", lambda self: [*refits(self), Lost()])
+    cand._FITTED.clear()
+    res = core.predict(runs, target, steps, pf)
+    assert "(1 of its 5 refits without a size left out: it changed the loss by more than the loss itself)" in \
+        res.outcomes["per-fraction"].why
+    np.testing.assert_allclose(res.band.hi90, sane.band.hi90, rtol=1e-9)  # the band is the one without it
+
+
 def test_the_band_is_never_narrower_than_the_carried_backtest_error():
     runs, hero = ladder(mp_law, seed=1, noise=0.01)
     blank = dataclasses.replace(hero, steps=np.zeros(0), values=np.zeros(0))
