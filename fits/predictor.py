@@ -685,7 +685,8 @@ def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcome
             curves = [r for r in runs if r.steps.size >= 3]  # a rung of one or two evals is no curve
             n, of = len(sizes(curves)), (" with 3 or more evals" if len(curves) < len(runs) else "")
             short = (f"fewer than 3 sizes{of}" if n < 3 else
-                     f"{n} sizes{of}, too few for any law without the largest")
+                     f"{n} sizes{of}, too few for any law without the largest" if n == 3 else
+                     _unscored(curves, rows, settings.options.score_from, n, of))
             why = f"no backtest possible ({short}): the first candidate that applies"
             warnings.append(f"the ladder has {short}, so no backtest chose the law or checked its band")
     else:
@@ -695,6 +696,18 @@ def _choice(settings: Settings, scored: dict, scores: dict, bands: dict, outcome
                            + failed.get(method, "it needs two candidates with backtest scores"))
         why = "named in the settings"
     return method, why, warnings
+
+
+def _unscored(curves: list[Run], rows: tuple[Score, ...], score_from: float, n: int, of: str) -> str:
+    """Why a ladder of 4 sizes or more gave its backtest no score: the held-out largest size's runs logged no eval
+    the backtest scores (a largest rung that crashed early), or no law predicted them."""
+    top = sizes(curves)[-1]
+    largest = [r for r in curves if same_size(r, top)]
+    if not rows:
+        names = ", ".join(r.name for r in largest)
+        return (f"{n} sizes{of}, but the largest's runs ({names}) logged no eval from {score_from:.0%} of their plan "
+                f"on, where the backtest scores the held-out size (stopped early?)")
+    return f"{n} sizes{of}, but no law predicted the held-out largest from the smaller ones ({rows[0].failed})"
 
 
 def _what_scored(rows: list[Score]) -> str:

@@ -905,3 +905,16 @@ def test_the_ensemble_s_band_is_stated_with_the_parts_it_adds():
             "added in quadrature") in res.why
     assert "the farthest other law's median" not in res.why
     assert p["band"] == pytest.approx(np.sqrt(p["own"] ** 2 + max(p["carried"], p["floor"]) ** 2), rel=0.05)
+
+
+def test_a_largest_rung_that_stopped_early_is_named_as_why_no_backtest_scored():
+    """Four sizes, the largest crashed at 8% of its plan: "4 sizes, too few for any law without the largest", where
+    the same four sizes had been backtested while the largest was whole."""
+    runs, hero = ladder(pf_law, seed=2, n_sizes=4)
+    runs = [r for r in runs if r.token_ratio < 1.5 * TPP]
+    top = runs[-1]
+    steps = np.arange(1, 4) * int(0.025 * top.planned_steps)  # three evals, the last at 7.5% of its plan
+    runs[-1] = dataclasses.replace(top, steps=steps, values=pf_law(top, steps), finished=False)
+    res = core.predict(runs, hero, hero.steps, dataclasses.replace(FAST, method="auto"))
+    assert (f"4 sizes, but the largest's runs ({top.name}) logged no eval from 10% of their plan on, where the "
+            "backtest scores the held-out size (stopped early?)") in res.why

@@ -1241,3 +1241,21 @@ def test_a_per_step_metric_is_scored_as_the_watch_judges_it_not_value_by_value()
                                                 "the watch judges them")
     sparse = score_prediction(pred, pd.Series(med, index=steps))  # evals as logged: each one scored
     assert sparse.n == 91 and sparse.read_from == 0 and sparse.rows()[0] == ("evals scored", "91")
+
+
+def test_a_score_of_a_run_that_finished_its_edited_plan_says_so():
+    """"last eval (step 736, 80%)" for a run that made its cut and finished: 80% of the plan it started with is all
+    of the plan it ended under."""
+    import pandas as pd
+
+    from ladder.predict.prediction import Prediction
+    from ladder.predict.scoring import score_prediction
+
+    steps = np.arange(500, 8_001, 500)
+    med = 3.0 - 1e-4 * steps
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000,
+                          "fraction_edited": np.where(steps <= 5_000, steps / 10_000, steps / 8_000),
+                          "compute": steps * 1e9, "median": med, "lo50": med * 0.99, "hi50": med * 1.01,
+                          "lo90": med * 0.97, "hi90": med * 1.03, "in_assumptions": True})
+    score = score_prediction(Prediction("hero", "eval/loss", table, planned_steps=10_000), pd.Series(med, index=steps))
+    assert "last eval (step 8,000, 80% of the plan, 100% of the edited plan)" in dict(score.rows())

@@ -38,6 +38,9 @@ class Score:
     """Of those, evals that are NaN or infinite: left out of the errors, counted outside both bands."""
     last_not_finite: int | None = None
     """The step of the last of those."""
+    last_where: str = ""
+    """`last_step` as a share of the plan, and of the edited plan where the plan was edited by then ("80% of the plan,
+    100% of the edited plan"); "" where not given (`last_fraction` then)."""
     read_from: int = 0
     """For a metric logged far more often than the prediction's steps (a per-step train loss): the logged values
     whose means, one per step of the prediction, are scored (as the watch judges them); 0: evals as logged."""
@@ -51,7 +54,8 @@ class Score:
                                     "prediction, as the watch judges them"))
         return [
             scored,
-            (f"last {'finite ' if self._after_last() else ''}eval (step {self.last_step:,}, {percent(self.last_fraction)})",
+            (f"last {'finite ' if self._after_last() else ''}eval (step {self.last_step:,}, "
+             f"{self.last_where or percent(self.last_fraction)})",
              f"predicted {self.last_predicted:.4f}, actual {self.last_actual:.4f}: {self.last_error:+.2%}"),
             ("mean |error| along the curve", f"{self.curve_mean_error:.2%}"),
             ("worst |error|", f"{self.curve_worst_error:.2%}"),
@@ -107,6 +111,7 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     last = int(np.flatnonzero(use)[-1])
     return Score(
         last_step=int(steps[last]), last_fraction=float(steps[last] / max(pred.started_with, 1.0)),
+        last_where=pred.fraction_label(int(steps[last])),
         last_predicted=float(median[last]), last_actual=float(y[last]), last_error=float(median[last] / y[last] - 1),
         curve_mean_error=float(np.mean(np.abs(err))), curve_worst_error=float(np.max(np.abs(err))),
         inside_50=float(np.sum((band["lo50"] <= y[use]) & (y[use] <= band["hi50"])) / (use.sum() + odd.size)),
