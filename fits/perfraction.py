@@ -42,6 +42,7 @@ def sample_curve(steps, values, total_steps: float, fractions, slack: float = 1e
     the run: evals rounded to whole steps sit a little off the fractions they were planned at)."""
     s = checks.as_array("steps", steps, positive=False)
     v = checks.as_array("values", values, positive=False)
+    checks.same_length(steps=s, values=v)
     order = np.argsort(s, kind="stable")
     s, v = s[order], v[order]
     target = np.asarray(fractions, dtype=np.float64) * float(total_steps)

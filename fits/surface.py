@@ -267,6 +267,7 @@ def fit_surface(
     if E is not None:
         checks.pinned_E(E, float(L.min()))
     w = np.ones(L.size) if weights is None else checks.as_array("weights", weights)
+    checks.same_length(loss=L, weights=w)
     n_ref = float(np.exp(np.mean(np.log(N))))
     d_ref = float(np.exp(np.mean(np.log(D))))
     un, ud = np.log(N / n_ref), np.log(D / d_ref)

@@ -27,6 +27,16 @@ from fits import checks
 from fits.errors import FitError
 
 
+def check_level(level: float) -> None:
+    """A `FitError` for an interval's level outside (0, 1): 90 where 0.9 was meant gave NaN without a word."""
+    try:
+        ok = not isinstance(level, (bool, str)) and 0.0 < float(level) < 1.0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise FitError(f"level {level!r}: give the interval's probability between 0 and 1 (0.9 for 90%)")
+
+
 def student_t_band(pred, grad, cov, s2: float, dof: int, level: float = 0.9, kind: str = "observation"):
     """Band around `pred` from the delta method in log space with a Student-t quantile on `dof`.
 
@@ -36,6 +46,7 @@ def student_t_band(pred, grad, cov, s2: float, dof: int, level: float = 0.9, kin
     """
     if kind not in ("observation", "mean"):
         raise ValueError(f"kind must be 'observation' or 'mean', got {kind!r}")
+    check_level(level)
     p = np.asarray(pred, dtype=np.float64)
     var = np.einsum("...i,ij,...j->...", grad, cov, grad) + (s2 if kind == "observation" else 0.0)
     if dof <= 0 or not np.all(np.isfinite(var)):
@@ -132,6 +143,7 @@ class Ensemble:
 
     def _draws(self, values: np.ndarray, center: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
         """Interval at `level` from refit values (first axis) around the full fit's `center`."""
+        check_level(level)
         if self.method == "jackknife":
             n = values.shape[0]
             mean = values.mean(axis=0)

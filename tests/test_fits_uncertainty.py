@@ -49,6 +49,27 @@ def test_intervals_and_bands(fit):
     assert "bootstrap over runs: 200 refits" in ens.summary()
 
 
+@pytest.mark.parametrize("level", [90, 1.5, 0, -0.1, "0.9", True])
+def test_an_interval_at_a_level_that_is_no_probability_is_refused(fit, level):
+    """level=90 (a percent) gave (nan, nan) without a word."""
+    with pytest.raises(FitError, match=r"give the interval's probability between 0 and 1 \(0\.9 for 90%\)"):
+        fit.interval(1e22, level=level)
+    with pytest.raises(FitError, match="between 0 and 1"):
+        jackknife(fit).interval(1e22, level=level)
+    lo, hi = fit.interval(1e22, level=np.float32(0.9))  # a numpy float is a level
+    assert lo < float(fit.predict(1e22)) < hi
+
+
+def test_arrays_of_two_lengths_are_refused_by_name():
+    from fits import fit_surface, sample_curve
+
+    with pytest.raises(FitError, match="inputs differ in length: steps=3, values=2"):
+        sample_curve([10, 20, 30], [3.0, 2.9], 30, [0.5, 1.0])
+    n, d = np.repeat([1e8, 2e8, 4e8], 3), np.tile([2e9, 4e9, 8e9], 3)
+    with pytest.raises(FitError, match="inputs differ in length: loss=9, weights=3"):
+        fit_surface(n, d, 1.8 + 400 / n**0.3 + 400 / d**0.3, weights=np.ones(3))
+
+
 def test_jackknife_leaves_each_run_out_once(fit):
     ens = jackknife(fit)
     assert ens.n == 8 and ens.method == "jackknife"
