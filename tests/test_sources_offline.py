@@ -674,3 +674,27 @@ def test_a_file_unwritten_for_years_says_so_in_days_not_seconds(runs):
     got = source.read(ref)
     assert got.state == "crashed"
     assert any(f"{f}: no exit record and no write for 9,219 days: the run was killed or lost" in w for w in got.warnings)
+
+
+def test_a_run_whose_tokens_follow_its_steps_is_not_suspected_of_counting_log_calls():
+    """A finished run logged with `step=` that stopped at 40% of its plan was told its _step counts log calls; the
+    tokens it logs are step × tokens per step, so its step is the optimizer step."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ladder.data.sources.coords import Coordinates
+    from ladder.data.sources.pull import _short_of_plan
+
+    coords = Coordinates(stop_after_steps=5_000, tokens_per_step=1_000, planned_tokens=5_000_000)
+    steps = np.arange(1, 2_001)
+    source = SimpleNamespace(step_key="_step")
+
+    def said(tokens: np.ndarray) -> tuple[str, ...]:
+        rows = pd.DataFrame({"seq": steps, "step": steps, "metric": "train/loss", "value": 3.0, "tokens": tokens})
+        got = SimpleNamespace(state="finished", rows=rows, whole=False)
+        return _short_of_plan(source, got, {}, 2_000, 0.4, coords)
+
+    assert said(steps * 1_000.0) == ()  # tokens = step × tokens per step: the optimizer step
+    assert "counts log calls" in said(steps * 2_500.0)[0]  # a call every 2.5 steps' worth of tokens
+    assert "counts log calls" in said(np.full(steps.size, np.nan))[0]  # no tokens logged: cannot tell

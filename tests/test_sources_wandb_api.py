@@ -318,8 +318,13 @@ def test_no_api_key(monkeypatch, tmp_path):
     def make(**kw):
         raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
 
+    monkeypatch.delenv("WANDB_MODE", raising=False)
     res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
-    assert res.exit_code == 2 and "no wandb API key: set WANDB_API_KEY" in res.output
+    assert res.exit_code == 2 and "no wandb API key: set WANDB_API_KEY" in res.output and "offline" not in res.output
+    monkeypatch.setenv("WANDB_MODE", "offline")  # a team that logs offline, pulling as if from the server
+    res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
+    assert res.exit_code == 2 and "WANDB_MODE=offline is set: runs logged offline are read from their folder with " \
+        "`ladder pull offline WANDB_DIR`" in " ".join(res.output.split())
 
 
 def test_rejected_key_and_base_url_are_never_printed(monkeypatch, tmp_path):

@@ -106,6 +106,10 @@ def test_lookups_by_id_and_name(tmp_path):
     assert set(store.history(metrics=["train/loss"])["run_id"]) == set()
     with pytest.raises(LadderError, match="no run 'rung-9'"):
         store.run("rung-9")
+    with pytest.raises(LadderError, match="no run 'Rung-2' in .*; did you mean 'rung-2'\\? `ladder runs"):
+        store.run("Rung-2")  # a name in another case, or a typo of one, is pointed to
+    with pytest.raises(LadderError, match="no run 'rung2' in .*; did you mean 'rung-2'\\?"):
+        store.run("rung2")
     pull(store, MemorySource({"r4": ("rung-1", series(5))}))
     with pytest.raises(LadderError, match="run name 'rung-1' is ambiguous.*r1, r4"):
         store.history("rung-1")

@@ -163,7 +163,7 @@ class ResolveReport:
                        "counts); fits by tokens (`ladder fit`) and predictions by steps (`ladder predict`) read them")
         if self.missing_fit_metric and (earlier is None or not earlier.missing_fit_metric):
             out.append(
-                f"no finite {self.missing_fit_metric} (the fitted metric) yet; "
+                f"no finite {self.missing_fit_metric} (the fitted metric) logged so far; "
                 f"if the run logs it under another key, pull with --rename KEY={self.missing_fit_metric} (an "
                 f"import names its column with --metric {self.missing_fit_metric}=COLUMN)"
             )

@@ -486,9 +486,23 @@ def _short_of_plan(source: Source, got: SourceRun, config: dict[str, Any], last_
                 "finished; a run still training, or one that crashed, needs a column state (running, crashed)",)
     planned = coords.stop_after_steps  # the plan in force at the end: a horizon cut short is no reason to suspect _step
     by_log_calls = getattr(source, "step_key", None) == "_step"  # wandb's own step
-    if got.state == "finished" and by_log_calls and last_step < FAR_SHORT_OF_PLAN * planned:
+    if got.state == "finished" and by_log_calls and last_step < FAR_SHORT_OF_PLAN * planned \
+            and not _steps_count_tokens(got.rows, coords.tokens_per_step):
         return (step_key_hint(got.rows, last_step, planned),)
     return ()
+
+
+def _steps_count_tokens(rows: pd.DataFrame, tokens_per_step: int) -> bool:
+    """Whether the tokens a run logged are its steps × `tokens_per_step` (to 1%, where more than one step logs them):
+    its step is then the optimizer step (a trainer that logs with ``step=``), whatever else ends it short."""
+    if "tokens" not in rows.columns:
+        return False
+    logged = rows[["step", "tokens"]].dropna()
+    logged = logged[logged["step"].to_numpy(np.float64) > 0]
+    if logged["step"].nunique() < 2:
+        return False
+    ratio = logged["tokens"].to_numpy(np.float64) / (logged["step"].to_numpy(np.float64) * tokens_per_step)
+    return bool(np.all(np.abs(ratio - 1) <= 0.01))
 
 
 def _as_stored(prev: dict[str, Any], row: dict[str, Any], stored: pd.DataFrame | None, history: pd.DataFrame) -> bool:

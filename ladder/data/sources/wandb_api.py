@@ -255,7 +255,10 @@ class WandbSource:
         if kind == "bug":
             raise exc
         if kind == "no key":
-            raise NoCredentials("no wandb API key: set WANDB_API_KEY or run `wandb login`") from None
+            offline = os.environ.get("WANDB_MODE", "").strip().lower() in ("offline", "dryrun", "disabled")
+            raise NoCredentials("no wandb API key: set WANDB_API_KEY or run `wandb login`" + (
+                f"; WANDB_MODE={os.environ['WANDB_MODE'].strip()} is set: runs logged offline are read from their "
+                "folder with `ladder pull offline WANDB_DIR`" if offline else "")) from None
         if kind == "auth":
             raise NoCredentials(f"{where}: wandb rejected the API key ({reason}); check WANDB_API_KEY or run `wandb login`") from None
         if kind == "missing":
