@@ -412,8 +412,8 @@ TRAIN = [
 
 WATCH = [
     _watch("on-track", "on-track", ["step", "OK"], 0),
-    _watch("warning", "warning", ["WARNING", "the prediction's error -0.70%"], 4),  # predicted / actual − 1
-    _watch("alarm-60%-off", "off-60%", ["ALARM", "the prediction's error -37.50%"], 5),
+    _watch("warning", "warning", ["WARNING", "the prediction's error (predicted / actual − 1) is -0.70%"], 4),  # predicted / actual − 1
+    _watch("alarm-60%-off", "off-60%", ["ALARM", "the prediction's error (predicted / actual − 1) is -37.50%"], 5),
     _watch("nan-prediction-57%-off", "off-57%-nan-prediction", ["prediction is unusable", "no row has a finite median"], 3),
     _watch("nan-median-75%-off", "off-75%-nan-median", ["prediction is unusable"], 3),
     _watch("nan-band", "off-60%-nan-band", ["prediction is unusable"], 3),

@@ -697,6 +697,12 @@ def test_a_replan_that_replaces_a_planned_cut_is_held_to_the_horizon_without_it(
     too_far = int(0.7 * T)  # 30% of T: past the 25% a shortening may cut, though within 25% of the planned cut's end
     with pytest.raises(LadderError, match=f"--shorten-to {too_far} cuts {1 - too_far / T:.2%} of the run's {T} steps"):
         shortened(PLAN.hero, at, too_far)
+    with pytest.raises(LadderError) as refused:  # the horizon it is measured against is not the plan in force
+        shortened(PLAN.hero, at, too_far)
+    assert (f"steps (its horizon without the planned {edit.describe()}, which this edit replaces; the plan in force "
+            f"ends at step {edit.new_total_steps:,})") in str(refused.value)
+    with pytest.raises(LadderError, match="a replan cuts a plan short, never longer: no rung trained past its plan"):
+        shortened(UNEDITED, at, T + 100)
     least = -(-3 * T // 4)  # the fewest steps a 25% cut leaves, named where one step fewer is refused
     with pytest.raises(LadderError, match=f"at most 25% is supported: give {least} or more"):
         shortened(PLAN.hero, at, least - 1)

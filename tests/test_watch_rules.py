@@ -61,7 +61,8 @@ def test_one_percent_jump_alarms_within_two_evals():
     assert alarms and alarms[0].step <= EVALS[start + 1]
     # one sign convention: the error is predicted / actual − 1 (the words say which side the actual is on)
     assert alarms[0].rule == "deviation" and "1.0" in alarms[0].message and "above the predicted" in alarms[0].message
-    assert alarms[0].value == pytest.approx(1 / 1.01 - 1, abs=2e-3) and f"error {alarms[0].value:+.2%}" in alarms[0].message
+    assert alarms[0].value == pytest.approx(1 / 1.01 - 1, abs=2e-3) and f"the prediction's error (predicted / actual − 1) is {alarms[0].value:+.2%}" in alarms[0].message
+    assert "1.01% above" not in alarms[0].message  # one number for the deviation, not actual / predicted beside it
 
 
 def test_each_side_of_a_lopsided_band_is_its_own_limit():
@@ -86,7 +87,7 @@ def test_each_side_of_a_lopsided_band_is_its_own_limit():
     assert "the 90% band's lower edge" in messages[-0.025] and "remake the prediction" in messages[-0.025]
     assert "remake" not in messages[-0.015] + messages[0.09]
     (alert,) = R.deviation(observed(np.where(EVALS == EVALS[10], med * 0.985, med)), pred, rules)
-    assert "(the prediction's error +1.52%, past +1.01%, the error at " in alert.message and "the 50% band's lower edge" in alert.message
+    assert "the prediction's error (predicted / actual − 1) is +1.52%, past +1.01%, the error at " in alert.message and "the 50% band's lower edge" in alert.message
 
 
 def test_slow_drift_is_caught_by_cusum_before_the_band():

@@ -108,13 +108,17 @@ def shortened(run: Target, at_step: int, new_total_steps: int) -> Target:
     without the planned edits this one replaces)."""
     base = _schedule(run, at_step)
     planned = _at(run, at_step, base)
+    replaced = _replaced_said(run, at_step)
     if new_total_steps >= planned:
-        raise LadderError(f"--shorten-to {new_total_steps} must be below the planned {planned} steps")
+        raise LadderError(f"--shorten-to {new_total_steps} must be below the planned {planned} steps{replaced}; a "
+                          "replan cuts a plan short, never longer: no rung trained past its plan, so no fit covers a "
+                          "longer run (plan it with the longer horizon: another run, predicted anew)")
     if new_total_steps < (1 - MAX_CUT) * planned:
         least = math.ceil((1 - MAX_CUT) * planned)
         raise LadderError(
-            f"--shorten-to {new_total_steps:,} cuts {1 - new_total_steps / planned:.2%} of the run's {planned:,} steps; "
-            f"at most {MAX_CUT:.0%} is supported: give {least:,} or more (use an early cooldown for more)"
+            f"--shorten-to {new_total_steps:,} cuts {1 - new_total_steps / planned:.2%} of the run's {planned:,} "
+            f"steps{replaced}; at most {MAX_CUT:.0%} is supported: give {least:,} or more (use an early cooldown for "
+            "more)"
         )
     if new_total_steps <= at_step:
         raise LadderError(f"--shorten-to {new_total_steps} is not past --at {at_step}: the run is there already; "
@@ -136,6 +140,16 @@ def with_cooldown(run: Target, at_step: int, length: int) -> Target:
 def superseded(run: Target, at_step: int) -> tuple[ScheduleEdit, ...]:
     """The run's planned edits that an edit at `at_step` replaces: those at `at_step` or later, not reached yet."""
     return tuple(e for e in run.schedule.edits if e.at_step >= at_step) if run.schedule is not None else ()
+
+
+def _replaced_said(run: Target, at_step: int) -> str:
+    """Where an edit at `at_step` replaces planned edits: the horizon a new cut is measured against is the one
+    without them, which the plan in force does not show ("" where it replaces none)."""
+    gone = superseded(run, at_step)
+    if not gone:
+        return ""
+    return (f" (its horizon without the planned {'; '.join(e.describe() for e in gone)}, which this edit replaces; "
+            f"the plan in force ends at step {run.stop_after_steps:,})")
 
 
 def _at(run: Target, at_step: int, base: Schedule) -> int:

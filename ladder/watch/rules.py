@@ -221,11 +221,11 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             edge = row.median + limit if above else row.median - limit
             out.append(Alert(
                 "deviation", level, int(step),
-                f"{rules.metric} {value:.4f}{averaged(row.n, row.first_step, step)} is {abs(value / row.median - 1):.2%} "
-                f"{'above' if above else 'below'} the predicted {row.median:.4f} (the prediction's error {rel:+.2%}, past "
+                f"{rules.metric} {value:.4f}{averaged(row.n, row.first_step, step)} is {'above' if above else 'below'} "
+                f"the predicted {row.median:.4f}: the prediction's error (predicted / actual − 1) is {rel:+.2%}, past "
                 f"{row.median / edge - 1:+.2%}, the error at {edge:.4f}: the {band} band's "
                 f"{'upper' if above else 'lower'} edge or {(rules.alarm_rel if past90 else rules.warn_rel):.1%} "
-                "from the prediction, whichever is farther)"
+                "from the prediction, whichever is farther"
                 + ("" if above or not past90 else "; a run better than its prediction warns, never alarms: remake the "
                    "prediction, or check that the eval set is not in the training data")
                 + (f"; in the first {rules.projection_skip:.0%} of the run, where the prediction is weakest, a "
