@@ -477,6 +477,7 @@ def test_a_target_at_a_ratio_no_run_trains_at_is_outside_the_assumptions(tmp_pat
     ({"fit_flops_per_token": HERO.fit_flops_per_token, "active_params": 3}, "is one of them in other units"),
     ({"fit_flops_per_token": None, "active_params": 3, "tpp": None}, "it plans 9.56e+05 tokens per active parameter"),  # in billions, and no FLOPs
     ({"tpp": None, "tokens_per_step": 1}, "outside 0.1–100000, where runs train"),  # tokens per step in millions
+    ({"total_params": 1000}, "total_params 1000 is fewer than active_params"),  # as README says, and coords refuse
 ])
 def test_bad_target_files_exit_2(tmp_path, fields, expect):
     assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0

@@ -315,10 +315,17 @@ def test_a_folder_of_offline_runs_given_as_a_project_is_pointed_to_pull_offline(
 
 
 def test_no_api_key(monkeypatch, tmp_path):
+    import os
+
     def make(**kw):
+        if os.environ.get("WANDB_MODE") == "":  # as wandb's settings do: "" is no mode it allows
+            raise ValueError("1 validation error for Settings\nmode: Input should be 'online', 'offline', ...")
         raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
 
     monkeypatch.delenv("WANDB_MODE", raising=False)
+    res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
+    assert res.exit_code == 2 and "no wandb API key: set WANDB_API_KEY" in res.output and "offline" not in res.output
+    monkeypatch.setenv("WANDB_MODE", "")  # `export WANDB_MODE=`: unset, not a mode wandb refuses as a bug
     res = _cli(monkeypatch, make, "team/p", "--store", str(tmp_path))
     assert res.exit_code == 2 and "no wandb API key: set WANDB_API_KEY" in res.output and "offline" not in res.output
     monkeypatch.setenv("WANDB_MODE", "offline")  # a team that logs offline, pulling as if from the server

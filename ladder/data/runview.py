@@ -411,8 +411,8 @@ def target_from_file(path: Path) -> LadderRun:
 
     with at_line(lines.get("schedule")):
         schedule = schedule_from(data["schedule"], where) if data.get("schedule") is not None else None
-    num = {k: number(k) for k in ("active_params", "fit_flops_per_token", "stop_after_steps", "tokens_per_step",
-                                  "planned_tokens", "eval_every") if data.get(k) is not None}
+    num = {k: number(k) for k in ("active_params", "total_params", "fit_flops_per_token", "stop_after_steps",
+                                  "tokens_per_step", "planned_tokens", "eval_every") if data.get(k) is not None}
     if "stop_after_steps" not in num and schedule is not None:
         num["stop_after_steps"] = schedule.horizon
     given = [k for k in PLAN_FIELDS if k in num]
@@ -430,7 +430,8 @@ def target_from_file(path: Path) -> LadderRun:
                           "make them agree")
     flops, flops_from, n = _flops(name, {"fit_flops_per_token": num.get("fit_flops_per_token"),
                                          "active_params": num.get("active_params")}, where)
-    check_counts(where, flops if flops_from != SIX_N else None, n)  # imported runs were checked as they came in
+    # imported runs were checked as they came in; a target's total, which no law reads, only as a count
+    check_counts(where, flops if flops_from != SIX_N else None, n, num.get("total_params"))
     tpp = number("tpp") if data.get("tpp") is not None else None
     every = int(num.get("eval_every", 0))
     if every and stop / every > MAX_PREDICTED_POINTS:

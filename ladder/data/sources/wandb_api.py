@@ -235,6 +235,8 @@ class WandbSource:
             import wandb
 
             key = os.environ.get("WANDB_API_KEY") or None
+            if "WANDB_MODE" in os.environ and not os.environ["WANDB_MODE"].strip():
+                del os.environ["WANDB_MODE"]  # `export WANDB_MODE=` unsets it; wandb takes "" for a bad mode
             self._api_obj = self._call(lambda: wandb.Api(api_key=key, timeout=self.timeout_s), "connecting", 3)
         return self._api_obj
 
