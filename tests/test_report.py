@@ -1163,17 +1163,13 @@ def test_a_report_made_before_its_run_is_pulled_says_the_store_holds_no_such_run
 def test_a_step_the_laws_give_no_value_at_is_not_said_to_lie_outside_the_assumptions():
     """The 5% row before the rungs' first shared eval read "in assumptions: no", which says the step lies past a
     change no law models."""
-    import pandas as pd
 
     from ladder.output.report import prediction_rows
-    from ladder.predict.prediction import Prediction
 
     steps = np.arange(500, 10_001, 500)
     med = np.where(steps >= 1_500, 3.0 - 1e-4 * steps, np.nan)
-    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
-                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
-                          "hi90": med * 1.03, "in_assumptions": np.isfinite(med) & (steps < 9_000)})
-    rows = prediction_rows(Prediction("hero", "eval/loss", table, planned_steps=10_000))
+    pred = straight(steps, med=med, in_assumptions=np.isfinite(med) & (steps < 9_000))
+    rows = prediction_rows(pred)
     assert list(rows["in assumptions"]) == ["–", "–"] + ["yes"] * 15 + ["no"] * 3
     assert list(rows["predicted"][:2]) == ["–", "–"]
 
@@ -1183,15 +1179,11 @@ def test_a_score_of_evals_in_any_order_is_the_score_of_them_by_step():
     -0.94%), not of the largest step."""
     import pandas as pd
 
-    from ladder.predict.prediction import Prediction
     from ladder.predict.scoring import score_prediction
 
     steps = np.arange(1_000, 10_001, 1_000)
-    med = 3.0 - 1e-4 * steps
-    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
-                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
-                          "hi90": med * 1.03, "in_assumptions": True})
-    pred = Prediction("hero", "eval/loss", table, planned_steps=10_000)
+    pred = straight(steps)
+    med = pred.table["median"].to_numpy()
     actual = pd.Series(med * (1 + 0.001 * np.arange(10)), index=steps)
     in_order = score_prediction(pred, actual)
     shuffled = score_prediction(pred, actual.iloc[[3, 9, 0, 7, 1, 8, 2, 6, 4, 5]])
@@ -1205,15 +1197,11 @@ def test_a_report_row_that_two_marks_share_keeps_the_runs_eval():
     import pandas as pd
 
     from ladder.output.report import prediction_rows
-    from ladder.predict.prediction import Prediction
 
     steps = np.arange(1_000, 10_001, 1_000)
-    med = 3.0 - 1e-4 * steps
-    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
-                          "median": med, "lo50": med * 0.99, "hi50": med * 1.01, "lo90": med * 0.97,
-                          "hi90": med * 1.03, "in_assumptions": True})
-    actual = pd.Series(med * 1.02, index=steps)
-    rows = prediction_rows(Prediction("hero", "eval/loss", table, planned_steps=10_000), actual)
+    pred = straight(steps)
+    actual = pd.Series(pred.table["median"].to_numpy() * 1.02, index=steps)
+    rows = prediction_rows(pred, actual)
     assert list(rows["step"]) == steps.tolist()  # one row a step, in order
     assert "–" not in set(rows["actual"]) and set(rows["error"]) == {f"{1 / 1.02 - 1:+.2%}"}
 
@@ -1223,15 +1211,11 @@ def test_a_per_step_metric_is_scored_as_the_watch_judges_it_not_value_by_value()
     90% band) where the watch judges the mean of each step of the prediction."""
     import pandas as pd
 
-    from ladder.predict.prediction import Prediction
     from ladder.predict.scoring import score_prediction
 
     steps = np.arange(100, 10_001, 100)
-    med = 3.0 - 1e-4 * steps
-    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
-                          "median": med, "lo50": med * 0.995, "hi50": med * 1.005, "lo90": med * 0.985,
-                          "hi90": med * 1.015, "in_assumptions": True})
-    pred = Prediction("hero", "train/loss", table, planned_steps=10_000)
+    pred = straight(steps, metric="train/loss", widths=(0.005, 0.015))
+    med = pred.table["median"].to_numpy()
     every = np.arange(1, 10_001)
     noisy = (3.0 - 1e-4 * every) * (1 + 0.05 * np.random.default_rng(0).standard_normal(every.size))
     score = score_prediction(pred, pd.Series(noisy, index=every))
@@ -1248,14 +1232,24 @@ def test_a_score_of_a_run_that_finished_its_edited_plan_says_so():
     of the plan it ended under."""
     import pandas as pd
 
-    from ladder.predict.prediction import Prediction
     from ladder.predict.scoring import score_prediction
 
     steps = np.arange(500, 8_001, 500)
-    med = 3.0 - 1e-4 * steps
-    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000,
-                          "fraction_edited": np.where(steps <= 5_000, steps / 10_000, steps / 8_000),
-                          "compute": steps * 1e9, "median": med, "lo50": med * 0.99, "hi50": med * 1.01,
-                          "lo90": med * 0.97, "hi90": med * 1.03, "in_assumptions": True})
-    score = score_prediction(Prediction("hero", "eval/loss", table, planned_steps=10_000), pd.Series(med, index=steps))
+    pred = straight(steps, fraction_edited=np.where(steps <= 5_000, steps / 10_000, steps / 8_000))
+    score = score_prediction(pred, pd.Series(pred.table["median"].to_numpy(), index=steps))
     assert "last eval (step 8,000, 80% of the plan, 100% of the edited plan)" in dict(score.rows())
+
+
+def straight(steps: np.ndarray, metric: str = "eval/loss", widths=(0.01, 0.03), med=None, **columns):
+    """A prediction of a 10,000-step plan along a straight line (3 − 1e-4 · step unless `med`), its 50% and 90%
+    bands ± `widths` (relative); `columns` add to or replace its table's."""
+    import pandas as pd
+
+    from ladder.predict.prediction import Prediction
+
+    med = 3.0 - 1e-4 * steps if med is None else med
+    w50, w90 = widths
+    table = pd.DataFrame({"step": steps, "tokens": steps * 1000, "fraction": steps / 10_000, "compute": steps * 1e9,
+                          "median": med, "lo50": med * (1 - w50), "hi50": med * (1 + w50), "lo90": med * (1 - w90),
+                          "hi90": med * (1 + w90), "in_assumptions": True, **columns})
+    return Prediction("hero", metric, table, planned_steps=10_000)
