@@ -38,6 +38,7 @@ from fits.runs import (
     LR_OFF_TREND,
     Run,
     batch_far_off,
+    check_steps,
     distinct,
     lr_off_trend,
     peak_lr,
@@ -45,7 +46,6 @@ from fits.runs import (
     rise_limit,
     same_size,
     sizes,
-    whole_steps,
 )
 from fits.uncertainty import Band
 
@@ -505,18 +505,15 @@ def _carry(g: np.ndarray, e: np.ndarray, seen_at: float, distance: float, fracti
 def _target_steps(steps, target: Run) -> np.ndarray:
     """The steps to predict as whole steps, checked (a `FitError` naming what is wrong), and within the target's LR
     sequence where it has one."""
-    name = getattr(target, "name", "target")
     given = np.asarray(steps, dtype=np.float64)
     if given.ndim != 1 or not given.size:
-        raise FitError(f"steps to predict {name!r} at: give a 1-D array of its steps, e.g. its planned evals; got "
-                       f"{'a number' if given.ndim == 0 else f'an array of shape {given.shape}'}")
-    if np.any(~np.isfinite(given)) or np.any(given < 0) or np.any(np.diff(given) <= 0):
-        raise FitError(f"steps to predict {name!r} at must be finite, ≥ 0 and strictly increasing")
-    whole_steps(given, f"steps to predict {name!r} at", getattr(target, "planned_steps", None))
-    lrs = getattr(target, "lrs", None)
-    if lrs is not None and lrs.size < given[-1]:
-        raise FitError(f"target {name!r}: lrs holds {lrs.size:,} values, short of step {int(given[-1]):,} asked for; "
-                       "give the LR of every step it will run, from 0 to its last (its whole schedule)")
+        raise FitError(f"steps to predict {target.name!r} at: give a 1-D array of its steps, e.g. its planned evals; "
+                       f"got {'a number' if given.ndim == 0 else f'an array of shape {given.shape}'}")
+    check_steps(given, f"steps to predict {target.name!r} at", target.planned_steps)
+    if target.lrs is not None and target.lrs.size < given[-1]:
+        raise FitError(f"target {target.name!r}: lrs holds {target.lrs.size:,} values, short of step "
+                       f"{int(given[-1]):,} asked for; give the LR of every step it will run, from 0 to its last "
+                       "(its whole schedule)")
     return given.astype(np.int64)
 
 
@@ -530,12 +527,11 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     no law reaches (before the rungs' first evals) gets NaN. `settings` default to what `ladder predict` does."""
     settings = settings or Settings()
     runs = list(runs) if not isinstance(runs, Run) else [runs]
-    steps = _target_steps(steps, target)
     if not runs:
         raise FitError("no runs to predict from")
-    if not all(isinstance(r, Run) for r in [*runs, target]):
-        bad = next(r for r in [*runs, target] if not isinstance(r, Run))
+    if bad := next((r for r in [*runs, target] if not isinstance(r, Run)), None):
         raise FitError(f"runs and the target must be fits.runs.Run records; got a {type(bad).__name__}")
+    steps = _target_steps(steps, target)
     if settings.method not in ("auto",) + METHODS:
         raise FitError(f"unknown method {settings.method!r}; choose auto or one of {', '.join(METHODS)}")
     if settings.options.E_from not in cand.E_SOURCES:

@@ -69,9 +69,8 @@ class Run:
         values = np.asarray(self.values, dtype=np.float64).ravel()
         if steps.size != values.size:
             raise FitError(f"run {self.name!r}: {steps.size} steps but {values.size} values")
-        if steps.size and (np.any(~np.isfinite(steps)) or np.any(steps < 0) or np.any(np.diff(steps) <= 0)):
-            raise FitError(f"run {self.name!r}: steps must be finite, ≥ 0 and strictly increasing")
-        whole_steps(steps, f"run {self.name!r}: steps", self.planned_steps)
+        if steps.size:
+            check_steps(steps, f"run {self.name!r}: steps", self.planned_steps)
         bad = ~np.isfinite(values) | (values <= 0)
         if np.any(bad):
             i = int(np.argmax(bad))
@@ -140,9 +139,11 @@ def _positive(run: str, label: str, value) -> float:
     return number
 
 
-def whole_steps(steps: np.ndarray, where: str, planned: int | None = None) -> None:
-    """A `FitError` where `steps` (finite floats) are not whole optimizer steps: fractions of the plan, or steps
-    averaged or interpolated."""
+def check_steps(steps: np.ndarray, where: str, planned: int | None = None) -> None:
+    """A `FitError` where `steps` (floats) are not finite, ≥ 0 and strictly increasing, or not whole optimizer steps:
+    fractions of the plan, or steps averaged or interpolated."""
+    if np.any(~np.isfinite(steps)) or np.any(steps < 0) or np.any(np.diff(steps) <= 0):
+        raise FitError(f"{where} must be finite, ≥ 0 and strictly increasing")
     off = np.flatnonzero(steps != np.round(steps))
     if off.size:
         i = int(off[0])

@@ -303,8 +303,9 @@ def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] 
             f"(pull the ladder's rungs, or give --group; groups with rungs: {', '.join(map(repr, groups)) or 'none'})"
             + role_hint(runs, "rung", role_option=False)
         )
-    rungs = _logging(store, rungs, metric, group, left_out)
-    diverged = _diverged(store, rungs, metric)
+    every = store.history(rungs["run_id"].astype(str).tolist(), [metric], include_nonfinite=True)
+    rungs = _logging(store, rungs, every, metric, group, left_out)
+    diverged = _diverged(every)
     if diverged:
         names = [str(n) for n, i in zip(rungs["name"], rungs["run_id"].astype(str)) if i in diverged]
         one = len(names) == 1
@@ -320,12 +321,12 @@ def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] 
     return sorted((from_store(store, row, metric) for _, row in rungs.iterrows()), key=lambda r: r.compute)
 
 
-def _logging(store: Store, rungs, metric: str, group: str, left_out: list[str] | None):
-    """The `rungs` that logged `metric`, less those that crashed (or still run) before logging any: left out, and
-    said in `left_out`. Where no rung logged it, a `LadderError` names the metrics they log; a finished rung
-    that lacks it is left for `from_store` to name."""
+def _logging(store: Store, rungs, every, metric: str, group: str, left_out: list[str] | None):
+    """The `rungs` that logged `metric` (`every`: its values, non-finite ones too), less those that crashed (or still
+    run) before logging any: left out, and said in `left_out`. Where no rung logged it, a `LadderError` names the
+    metrics they log; a finished rung that lacks it is left for `from_store` to name."""
     ids = rungs["run_id"].astype(str)
-    logged = set(store.history(ids.tolist(), [metric], include_nonfinite=True)["run_id"].astype(str))
+    logged = set(every["run_id"].astype(str))
     if not logged:
         keys = sorted(set(store.history(ids.tolist())["metric"].astype(str)))
         close = difflib.get_close_matches(metric, keys, n=1)
@@ -358,12 +359,12 @@ def _int_or_0(value) -> int:
         return 0
 
 
-def _diverged(store: Store, rungs, metric: str) -> set[str]:
-    """The run ids of the `rungs` that logged `metric` with no loss in it (no positive, finite value)."""
-    ids = rungs["run_id"].astype(str).tolist()
-    every = store.history(ids, [metric], include_nonfinite=True)
-    finite = store.fitted_history(ids, metric)
-    return set(every["run_id"].astype(str)) - set(finite["run_id"].astype(str))
+def _diverged(every) -> set[str]:
+    """The run ids in `every` (rungs' values of a metric, non-finite ones too) with no loss in it (no positive, finite
+    value, as `Store.fitted_history` keeps)."""
+    value = every["value"].to_numpy(float)
+    loss = every[np.isfinite(value) & (value > 0)]
+    return set(every["run_id"].astype(str)) - set(loss["run_id"].astype(str))
 
 
 def target_from_store(store: Store, name: str, metric: str) -> LadderRun:
