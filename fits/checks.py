@@ -33,6 +33,20 @@ def as_array(name: str, values, *, positive: bool = True, ndim: int = 1) -> np.n
     return arr
 
 
+def at_positive(name: str, values) -> np.ndarray:
+    """`values` (a number or an array of any shape) as float64, refused unless every one is finite and positive: where
+    a fitted law is asked for its prediction (a power law of a negative or zero compute, size or token count has no
+    value)."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise FitError(f"{name}: expected numbers, got {values!r:.80}") from None
+    bad = ~np.isfinite(arr) | (arr <= 0)
+    if np.any(bad):
+        raise FitError(f"{name} must be positive and finite, got {arr.ravel()[np.flatnonzero(bad.ravel())[0]]:g}")
+    return arr
+
+
 def same_length(**arrays: np.ndarray) -> int:
     sizes = {k: len(v) for k, v in arrays.items()}
     if len(set(sizes.values())) != 1:

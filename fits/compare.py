@@ -60,7 +60,7 @@ class Law:
     alpha: float
 
     def predict(self, compute) -> np.ndarray:
-        return self.E + self.A * np.asarray(compute, dtype=np.float64) ** -self.alpha
+        return self.E + self.A * checks.at_positive("compute", compute) ** -self.alpha
 
     def compute_at(self, loss) -> np.ndarray:
         """Compute at which the law reaches `loss`; inf where loss ≤ E (never)."""

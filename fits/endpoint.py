@@ -15,7 +15,7 @@ import numpy as np
 from fits import checks
 from fits.objective import REFIT_TOL, TOL
 from fits.powerlaw import EProfile, OffsetPower, fit_offset_power, profile_E
-from fits.uncertainty import student_t_band
+from fits.uncertainty import law_bounds, student_t_band
 
 FORM = "endpoint law L(C) = E + A·C^-α"
 
@@ -49,6 +49,10 @@ class EndpointFit:
         return {"E": self.E, "A": self.A, "alpha": self.alpha}
 
     @property
+    def param_bounds(self) -> dict[str, tuple[float, float]]:
+        return law_bounds(self.params, float(self.loss.min()))
+
+    @property
     def n_runs(self) -> int:
         return int(self.loss.size)
 
@@ -61,7 +65,7 @@ class EndpointFit:
         return self.n_runs - self.n_params
 
     def predict(self, compute) -> np.ndarray:
-        u = np.log(np.asarray(compute, dtype=np.float64) / self.c_ref)
+        u = np.log(checks.at_positive("compute", compute) / self.c_ref)
         return self.E + np.exp(self.a - self.alpha * u)
 
     def interval(self, compute, level: float = 0.9, kind: str = "observation") -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +74,7 @@ class EndpointFit:
         kind="observation": where a new run at `compute` will land (fit + run-to-run scatter);
         kind="mean": where the law itself lies.
         """
-        u = np.log(np.asarray(compute, dtype=np.float64) / self.c_ref)
+        u = np.log(checks.at_positive("compute", compute) / self.c_ref)
         t = np.exp(self.a - self.alpha * u)
         p = self.E + t
         g = [t / p, -u * t / p]

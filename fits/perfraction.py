@@ -31,7 +31,7 @@ from fits import checks
 from fits.errors import FitError
 from fits.objective import REFIT_TOL, TOL
 from fits.powerlaw import ALPHA_MAX, EProfile, fit_offset_power, fit_offset_power_basis, profile_E
-from fits.uncertainty import student_t_band
+from fits.uncertainty import law_bounds, student_t_band
 
 FORM = "per-fraction law L(g) = E + A_g·(C·g)^-α_g"
 
@@ -104,6 +104,10 @@ class PerFractionFit:
         return {"E": self.E, "A": float(self.A[-1]), "alpha": float(self.alpha[-1])}
 
     @property
+    def param_bounds(self) -> dict[str, tuple[float, float]]:
+        return law_bounds(self.params, float(np.nanmin(self.losses)))
+
+    @property
     def n_runs(self) -> int:
         return int(self.compute.size)
 
@@ -133,7 +137,7 @@ class PerFractionFit:
     def predict(self, compute: float, fractions=None) -> np.ndarray:
         """Loss of a run of total fit compute `compute` at `fractions` (default: the fitted ones)."""
         g, a, al = self._at(fractions)
-        return self.E + np.exp(a - al * np.log(compute * g / self.c_ref))
+        return self.E + np.exp(a - al * np.log(checks.at_positive("compute", compute) * g / self.c_ref))
 
     @property
     def dof(self) -> int:
@@ -160,6 +164,7 @@ class PerFractionFit:
         delta method, with the runs' scatter about the law at each fraction (`scatter`), not one pooled over the run:
         runs stray most early, and a variance pooled over every fitted fraction let how finely the early ones are
         sampled set the band at the end."""
+        checks.at_positive("compute", compute)
         g, a, al = self._at(fractions)
         shape = np.shape(g)
         g, a, al = (np.atleast_1d(x) for x in (g, a, al))

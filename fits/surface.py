@@ -30,7 +30,7 @@ from fits.errors import FitError
 from fits.linear import nnls_batch
 from fits.objective import HUBER_DELTA, REFIT_TOL, TOL, huber, huber_rows, solve
 from fits.powerlaw import residual_covariance
-from fits.uncertainty import Band, Ensemble, fit_band, student_t_band
+from fits.uncertainty import Band, Ensemble, fit_band, law_bounds, student_t_band
 
 FORM = "Chinchilla surface L(N, D) = E + A/N^α + B/D^β"
 KAPLAN_FORM = "Kaplan-Chinchilla surface L(N, D) = E + (A/N^α + B/D^β)^γ"
@@ -88,6 +88,10 @@ class SurfaceFit:
         return {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta} | gamma
 
     @property
+    def param_bounds(self) -> dict[str, tuple[float, float]]:
+        return law_bounds(self.params, float(self.loss.min())) | {"gamma": GAMMA_BOUNDS}
+
+    @property
     def n_runs(self) -> int:
         return int(self.loss.size)
 
@@ -100,8 +104,8 @@ class SurfaceFit:
         return self.n_runs - self.n_params
 
     def _terms(self, n_params, tokens):
-        un = np.log(np.asarray(n_params, dtype=np.float64) / self.n_ref)
-        ud = np.log(np.asarray(tokens, dtype=np.float64) / self.d_ref)
+        un = np.log(checks.at_positive("n_params", n_params) / self.n_ref)
+        ud = np.log(checks.at_positive("tokens", tokens) / self.d_ref)
         return un, ud, np.exp(self.a - self.alpha * un), np.exp(self.b - self.beta * ud)
 
     def predict(self, n_params, tokens) -> np.ndarray:
@@ -301,6 +305,7 @@ def fit_surface(
         + ([] if shared_exponent else checks.at_bound("beta", float(q[4]), 0.0, 2 * EXP_MAX))
         + (checks.at_bound("gamma", float(q[5]), *GAMMA_BOUNDS) if kaplan else [])
         + checks.rises_with_tokens(N, D, L)
+        + checks.units_warnings(L, compute=6 * N * D, n_params=N, tokens=D, counted=True)
     )
     fit = SurfaceFit(
         E=float(q[0]), a=float(q[1]), b=float(q[2]), alpha=float(q[3]), beta=float(q[4]),

@@ -177,11 +177,16 @@ class Ensemble:
         return Band(median, lo50, hi50, lo90, hi90)
 
     def param_intervals(self, level: float = 0.9) -> dict[str, tuple[float, float]]:
+        """Each parameter's interval at `level`, held within the values the law allows it (the fit's `param_bounds`,
+        where it has them): a jackknife's symmetric interval can reach past a bound (E below 0) where the refits
+        lie close to it."""
         names = list(self.fit.params)
         values = np.array([[f.params[k] for k in names] for f in self.refits])
         center = np.array([self.fit.params[k] for k in names])
         lo, hi = self._draws(values, center, level)
-        return {k: (float(a), float(b)) for k, a, b in zip(names, lo, hi)}
+        bounds = getattr(self.fit, "param_bounds", {})
+        return {k: tuple(float(v) for v in np.clip((a, b), *bounds.get(k, (-np.inf, np.inf))))
+                for k, a, b in zip(names, lo, hi)}
 
     def summary(self, level: float = 0.9) -> str:
         lines = [f"{self.method} over runs: {self.n} refits of {self.fit.n_runs} runs"
@@ -190,6 +195,12 @@ class Ensemble:
             lines.append(f"  {k} = {self.fit.params[k]:.6g}   {level:.0%} interval [{lo:.6g}, {hi:.6g}]")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def law_bounds(params, y_min: float) -> dict[str, tuple[float, float]]:
+    """The values the laws of the form E + A·x^−α allow each of their `params`: E in [0, the least loss], the others
+    not negative (a fit's `param_bounds`)."""
+    return {k: (0.0, float(y_min)) if k == "E" else (0.0, np.inf) for k in params}
 
 
 def bootstrap(fit, n: int = 1000, seed: int = 0, max_tries: int = 20) -> Ensemble:

@@ -167,3 +167,22 @@ def test_a_perplexity_compute_in_pf_days_and_a_rising_loss_are_warned_and_a_soun
     (swapped,) = units_warnings(np.array([3.0, 2.9, 2.8, 2.7]), None, 20 * n, n)
     assert swapped.startswith("every run sees fewer tokens than it has parameters (0.05–0.05")
     assert units_warnings(np.array([3.0, 2.9, 2.8, 2.7]), 6 * n * 20 * n, n, 20 * n, counted=True) == []
+
+
+def test_a_fitted_law_refuses_a_compute_size_or_token_count_that_is_not_positive():
+    from fits import fit_per_fraction, fit_surface
+    from fits.compare import Law
+
+    fit = fit_endpoint(COMPUTE, clean())
+    n = np.geomspace(1e8, 1e10, 6).repeat(2)
+    d = np.tile([1e10, 1e11], 6)
+    surface = fit_surface(n, d, 1.7 + 400 / n**0.3 + 900 / d**0.3)
+    g = np.linspace(0.2, 1.0, 5)
+    curves = fit_per_fraction(COMPUTE, g, clean(COMPUTE[:, None] * g[None, :]))
+    asks = [(fit.predict, (-1e21,)), (fit.interval, (np.array([1e21, 0.0]),)), (Law(1.7, 2e3, 0.2).predict, (0,)),
+            (surface.predict, (1e11, -1e12)), (surface.interval, (np.nan, 1e12)), (curves.predict, (-1e21,)),
+            (curves.interval, (0.0,))]
+    for ask, args in asks:
+        with pytest.raises(FitError, match=r"must be positive and finite, got (-1e\+(21|12)|0|nan)"):
+            ask(*args)
+    assert float(fit.predict(1e21)) == pytest.approx(float(clean(1e21)), rel=1e-6)

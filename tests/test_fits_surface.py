@@ -155,3 +155,12 @@ def test_token_counts_that_print_alike_at_3_digits_are_told_apart_in_the_warning
     D = np.array([1.0e10, 1.9601e10, 1.9648e10])  # a checkpoint 0.24% later
     (w,) = rises_with_tokens(N, D, np.array([2.5, 2.3, 2.33]))
     assert "the run on 1.965e+10 tokens ends 1.30% above the one on 1.96e+10" in w
+
+
+def test_a_perplexity_or_swapped_columns_are_warned_of_by_the_fit_itself():
+    """`fit_surface` warns of inputs the law does not take, as `fit_endpoint` and `choose_surface` do."""
+    N, D = grid_runs()
+    L = surface_losses(np.random.default_rng(0), N, D, **TRUE, noise=0.0)
+    assert not any("perplexity" in w or "swapped" in w for w in fit_surface(N, D, L).warnings)
+    assert any("is it a perplexity" in w for w in fit_surface(N, D, np.exp(L)).warnings)
+    assert any("are the parameter and token columns swapped?" in w for w in fit_surface(D, N, L).warnings)

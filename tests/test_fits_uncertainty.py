@@ -113,3 +113,17 @@ def test_bootstrap_interval_covers_the_truth_about_90_percent(form, seeds, boots
     # The surface and the curve laws are checked the same way, with more seeds, in
     # benchmarks/fit_coverage.py (numbers in benchmarks/RESULTS.md).
     assert_about_90_percent(coverage(form, seeds, boots, first_seed=1000), seeds)
+
+
+def test_a_jackknife_interval_stays_within_the_values_the_law_allows():
+    compute = np.geomspace(1e18, 1e21, 5)
+    y = endpoint_losses(np.random.default_rng(3), compute, E=1.7, A=2e3, alpha=0.2, noise=0.01)
+    ens = jackknife(fit_endpoint(compute, y))
+    names = list(ens.fit.params)
+    values = np.array([[f.params[k] for k in names] for f in ens.refits])
+    raw_lo, raw_hi = ens._draws(values, np.array([ens.fit.params[k] for k in names]), 0.9)
+    assert raw_lo[0] < 0 and raw_hi[0] > y.min() and raw_lo[2] < 0  # E below 0 and above the least loss, α below 0
+    iv = ens.param_intervals(0.9)
+    assert iv["E"] == (0.0, pytest.approx(y.min())) and iv["alpha"][0] == 0.0 and iv["A"][0] == 0.0
+    assert iv["alpha"][1] == pytest.approx(raw_hi[2]) and iv["A"][1] == pytest.approx(raw_hi[1])  # inside: as it was
+    assert "E = " in ens.summary() and "interval [0, " in ens.summary()

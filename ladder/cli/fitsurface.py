@@ -155,7 +155,7 @@ def fit_surface_command(
         return
     shared.print_params(fit, boot, level, data.notes)
     console.print(choice.summary(), highlight=False)
-    for w in list(choice.warnings) + below:
+    for w in [w for w in choice.warnings if w not in fit.warnings] + below:  # the fit's own are in its summary
         warn(w)
     for p in optima:
         console.print(
