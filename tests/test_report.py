@@ -1227,6 +1227,35 @@ def test_a_per_step_metric_is_scored_as_the_watch_judges_it_not_value_by_value()
     assert sparse.n == 91 and sparse.read_from == 0 and sparse.rows()[0] == ("evals scored", "91")
 
 
+def test_the_report_table_reads_a_per_step_metric_as_score_and_the_watch_do(tmp_path):
+    """The report's 5% table took a per-step train loss's one noisy value at each mark (errors of up to 10% and rows
+    "neither band" on a run `ladder score` finds inside its 90% band), where score and the watch take the mean since the
+    prediction's step before."""
+    import pandas as pd
+
+    from ladder.output.report import INSIDE_50, INSIDE_90, prediction_rows, write_report
+    from ladder.predict.scoring import score_prediction
+
+    steps = np.arange(100, 10_001, 100)
+    pred = straight(steps, metric="train/loss", widths=(0.005, 0.015))
+    every = np.arange(1, 10_001)
+    noisy = pd.Series((3.0 - 1e-4 * every) * (1 + 0.05 * np.random.default_rng(0).standard_normal(every.size)),
+                      index=every)
+    rows = prediction_rows(pred, noisy)
+    errors = np.array([float(e.rstrip("%")) for e in rows["error"]]) / 100
+    assert len(rows) == 20 and list(rows["step"]) == list(range(500, 10_001, 500))
+    assert np.max(np.abs(errors)) < 0.02 and set(rows["actual in"]) <= {INSIDE_50, INSIDE_90}
+    mean = noisy.loc[9_901:10_000].mean()  # the last row: the mean of the steps since the prediction's step before
+    assert rows["actual"].iloc[-1] == f"{mean:.4f}" != f"{noisy.loc[10_000]:.4f}"
+    line = 3.0 - 1e-4 * np.arange(9_901, 10_001)
+    assert float(rows["predicted"].iloc[-1]) == pytest.approx(line.mean(), abs=1e-4)  # beside the prediction's mean there
+    assert score_prediction(pred, noisy).inside_90 >= 0.95
+    page = write_report(tmp_path / "report.html", pred, [], noisy).read_text()
+    assert "train/loss is logged far more often than the prediction" in page
+    sparse = prediction_rows(pred, pd.Series(pred.table["median"].to_numpy() * 1.01, index=steps))  # evals: as logged
+    assert set(sparse["error"]) == {f"{1 / 1.01 - 1:+.2%}"} and sparse["predicted"].iloc[-1] == "2.0000"
+
+
 def test_a_score_of_a_run_that_finished_its_edited_plan_says_so():
     """"last eval (step 736, 80%)" for a run that made its cut and finished: 80% of the plan it started with is all
     of the plan it ended under."""

@@ -18,7 +18,7 @@ import pandas as pd
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
 from ladder.predict.prediction import Prediction, percent
-from ladder.predict.scoring import failed_steps
+from ladder.predict.scoring import failed_steps, judged_points
 
 GENERATOR = "<meta name='generator' content='scaling-ladder report'>"
 """Marks a page `ladder report` wrote: the one kind of existing page its --out replaces."""
@@ -113,9 +113,15 @@ def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: fl
 def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series,
               targets: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
     """`rows` moved to the eval of `actual` nearest each one's target step (where one is within 1% of the plan)
-    with the prediction at that step, and the evals' values (NaN where none is near)."""
+    with the prediction at that step, and the evals' values (NaN where none is near). A metric logged far more often
+    than the prediction's steps (a per-step train loss) is read as `ladder score` and the watch judge it
+    (`judged_points`): the mean of its values since the prediction's step before, beside the prediction's mean
+    over the same steps."""
     actual = actual.dropna().sort_index()
-    at, values = actual.index.to_numpy(dtype=np.int64), actual.to_numpy(dtype=float)
+    if actual.empty:
+        return rows, np.full(len(rows), np.nan)
+    at, judged, values, means = judged_points(actual, pred)
+    at = at.astype(np.int64)
     steps = rows["step"].to_numpy(dtype=np.int64)
     got = np.full(len(steps), np.nan)
     if not at.size:
@@ -126,9 +132,19 @@ def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series,
     moved = np.where(near, at[j], steps)
     there = pred.at(moved)  # a row left where it was is a row of the table: the same values
     values_there = {c: there[c].to_numpy() for c in ("median", "lo50", "hi50", "lo90", "hi90", "in_assumptions")}
+    if means is not None:
+        for c in ("median", "lo50", "hi50", "lo90", "hi90"):
+            values_there[c] = np.where(near, judged[c].to_numpy(dtype=float)[j], values_there[c])
     scale = moved / steps
     return rows.assign(step=moved, fraction=rows["fraction"] * scale, fraction_edited=rows["fraction_edited"] * scale,
                        **values_there), got
+
+
+def per_step(pred: Prediction, actual: pd.Series) -> bool:
+    """Whether `actual` is logged far more often than the prediction's steps (read as means between them)."""
+    from ladder.data.dense import is_dense
+
+    return is_dense(actual.dropna().index.to_numpy(np.int64), pred.table["step"].to_numpy(np.int64))
 
 
 INSIDE_50, INSIDE_90, OUTSIDE = "the 50% band", "the 90% band", "neither band"
@@ -266,7 +282,12 @@ def write_report(
     elif actual is not None and not len(actual) and not len(failed):
         parts.append(f"<p>The run has logged no {html.escape(pred.metric)} yet: its actual values and errors fill "
                      "these columns as it trains (make the report again).</p>")
-    if actual is not None and len(actual):
+    if actual is not None and len(actual) and per_step(pred, actual):
+        parts.append(f"<p>{html.escape(pred.metric)} is logged far more often than the prediction's steps: each row at "
+                     "the prediction's step nearest the mark (within 1% of the plan), the run's mean over the steps "
+                     "since the prediction's step before beside the prediction's mean over the same steps, as `ladder "
+                     "score` and the watch judge it.</p>")
+    elif actual is not None and len(actual):
         parts.append("<p>Each row at the run's eval nearest the mark (within 1% of the plan), with the prediction at "
                      "that eval's step; `ladder predict` prints the prediction at its own steps.</p>")
     parts.append(_table(prediction_rows(pred, actual), {"predicted": ".4f", "actual": ".4f"},

@@ -87,7 +87,7 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     actual = actual[finite]
     if actual.empty:
         raise LadderError(f"{run}: no values of {pred.metric} to score the prediction against")
-    steps, at, y, counts = _points(actual, pred)
+    steps, at, y, counts = judged_points(actual, pred)
     median = at["median"].to_numpy()
     use = (steps / max(pred.started_with, 1.0) >= start - 1e-9) & np.isfinite(median)
     if not use.any():
@@ -121,7 +121,7 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     )
 
 
-def _points(actual: pd.Series, pred: Prediction) -> tuple[np.ndarray, pd.DataFrame, np.ndarray, np.ndarray | None]:
+def judged_points(actual: pd.Series, pred: Prediction) -> tuple[np.ndarray, pd.DataFrame, np.ndarray, np.ndarray | None]:
     """The points a run's finite values are scored at, the prediction there, their values, and how many logged
     values each is the mean of (None: as logged). A metric logged far more often than the prediction's steps (a per-step
     train loss) is scored as the watch judges it (`ladder.watch.judged.compared`): the mean of its values since
