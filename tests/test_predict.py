@@ -462,6 +462,33 @@ def test_replan_to_a_deadline_says_a_run_at_its_last_step_is_done(tmp_path, mp_s
                                             "no deadline asks anything of it")
 
 
+def test_replan_in_json_gives_the_edit_both_plans_and_what_it_wrote_on_standard_output_alone(tmp_path, mp_store):
+    cfg = UNEDITED.save(tmp_path / "hero.yaml")
+    T, at, cut = UNEDITED.stop_after_steps, UNEDITED.stop_after_steps // 2, int(0.8 * UNEDITED.stop_after_steps)
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(at), "--shorten-to",
+                              str(cut), "--n-boot", "50", "--out", str(tmp_path / "new"), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)  # nothing else on standard output
+    assert "new schedule" in res.stderr and "final loss: old plan" in res.stderr
+    assert out["run"] == UNEDITED.name and out["at"] == at and out["deadline"] is None
+    assert out["edit"]["shorten_to"] == cut and out["edit"]["cooldown_steps"] is None
+    assert f"shortened at step {at}" in out["edit"]["new_schedule"] and out["edit"]["replaced"] == []
+    new = Prediction.load(tmp_path / "new")
+    assert out["final"]["new"]["step"] == cut and out["final"]["new"]["median"] == pytest.approx(new.final["median"])
+    assert out["final"]["old"]["step"] == T and out["final"]["new"]["hi90"] > out["final"]["new"]["median"]
+    steps = {r["step"] for r in out["steps"]}  # every step of either plan; the new one's end at the cut
+    assert set(new.table["step"]) <= steps and max(steps) == T
+    assert all((r["new"] is None) == (r["step"] > cut) for r in out["steps"])
+    assert all(Path(p).exists() for p in out["written"]) and len(out["written"]) == 4
+    assert [f"warning: {w}" in res.stderr for w in out["warnings"]] == [True] * len(out["warnings"])
+    rate = 10 * T * UNEDITED.tokens_per_step / 3600  # the plan fits an hour ten times over: no edit
+    res = runner.invoke(app, ["replan", str(cfg), "--store", str(mp_store.root), "--at", str(at), "--deadline", "1h",
+                              "--tokens-per-second", str(rate), "--format", "json"])
+    out = json.loads(res.stdout)
+    assert res.exit_code == 0 and out["edit"] is None and out["deadline"]["fits"] is True and out["written"] == []
+    assert out["deadline"]["tokens_per_second"] == pytest.approx(rate) and "the plan fits" in out["deadline"]["message"]
+
+
 def test_replan_to_a_deadline_no_cut_meets_shows_the_early_cooldown_that_does(tmp_path, mp_store):
     cfg = UNEDITED.save(tmp_path / "hero.yaml")
     T, at = UNEDITED.stop_after_steps, UNEDITED.stop_after_steps // 2

@@ -257,6 +257,7 @@ def replan_command(
     metric: str = METRIC,
     n_boot: int = N_BOOT,
     group: str | None = GROUP,
+    fmt: Format = typer.Option(Format.table, "--format", help="table or json: the JSON (the edit, both plans' predicted curves and finals, what was written) on standard output, what is said beside it on standard error."),
 ) -> None:
     """What if the hero is cut short? Print the edited schedule and its predicted curve beside the old one.
 
@@ -266,6 +267,8 @@ def replan_command(
     """
     from ladder.predict.adapter import predict
 
+    say = err_console.print if fmt is Format.json else console.print  # standard output holds the JSON alone
+    record: dict = {"run": None, "metric": metric, "at": None, "deadline": None, "edit": None}
     if shorten_to is not None and cooldown_steps is not None:
         raise LadderError("--shorten-to and --cooldown-steps are two different edits; give one of them")
     for flag, value, least in (("--shorten-to", shorten_to, 1), ("--cooldown-steps", cooldown_steps, 1), ("--at", at, 0)):
@@ -286,6 +289,7 @@ def replan_command(
     if out is not None:
         _check_replan_out(out / f"{file_part(hero.name)}.yaml", config or target_file)
     step = at if at is not None else _last_step(st, hero.name, deadline is not None and throughput is None)
+    record |= {"run": hero.name, "at": step}
     if at is None and deadline is None and step >= hero.stop_after_steps:
         raise LadderError(f"{hero.name!r} is done (step {step:,} of {hero.stop_after_steps:,}): there is nothing left "
                           "to edit; give --at STEP to ask what an edit at an earlier step would have done")
@@ -294,7 +298,10 @@ def replan_command(
         now = _reached(st, hero.name)  # the time left counts from where the run is, not from --at
         fit = horizon_that_fits(step if now is None else now, hero.stop_after_steps, hero.tokens_per_step, rate,
                                 seconds_left)
-        console.print(fit.message())
+        say(fit.message())
+        record["deadline"] = {"seconds_left": seconds_left, "tokens_per_second": rate, "step": fit.step,
+                              "reachable_steps": fit.reachable_steps, "planned_steps": fit.planned_steps,
+                              "fits": fit.fits, "message": fit.message()}
         given = shorten_to is not None or cooldown_steps is not None  # the user's own edit: held to the deadline too
         if not given and now is not None and now < step and not fit.fits and fit.reachable_steps <= step:
             # (an edit given is said to end after the deadline; a run not in the store is taken to be at --at)
@@ -306,12 +313,14 @@ def replan_command(
                 shorten_to = fit.reachable_steps
             elif fit.reachable_steps > step:  # a cut that large is no plan: the early cooldown that ends in time is
                 cooldown_steps = fit.reachable_steps - step
-                console.print(f"the early cooldown that ends by the deadline: {cooldown_steps:,} steps from step {step:,}")
+                say(f"the early cooldown that ends by the deadline: {cooldown_steps:,} steps from step {step:,}")
     if shorten_to is None and cooldown_steps is None:
         if deadline is None:
             raise LadderError("give --shorten-to STEPS, --cooldown-steps K or --deadline TIME")
         if out is not None:  # no edit, so no edited plan: said, not left for the user to find missing
-            console.print(f"nothing written to {out}: " + ("the plan needs no edit" if fit.fits else "no edit proposed"))
+            say(f"nothing written to {out}: " + ("the plan needs no edit" if fit.fits else "no edit proposed"))
+        if fmt is Format.json:
+            print_json(record | {"written": []})
         return
     settings = _settings(metric, n_boot, group)  # a bad option is refused before anything is said of the edit
     reached = _reached(st, hero.name) or 0
@@ -324,7 +333,7 @@ def replan_command(
     if deadline is not None and given:  # said once the edit is known to be one
         edit = f"--shorten-to {shorten_to:,}" if shorten_to is not None else f"--cooldown-steps {cooldown_steps:,}"
         on_time, said = fit.edit_ends(edited.stop_after_steps, edit)
-        (console.print if on_time else warn)(said)
+        (say if on_time else warn)(said)
     if step < reached:  # (said once the edit is known to be one: a bad --at is refused, not warned of first)
         warn(f"--at {step:,}: the run is at step {reached:,} already, so this is a what-if: an edited config cannot "
              f"resume it (its learning rates before step {reached:,} would differ from those it trained with)")
@@ -333,10 +342,13 @@ def replan_command(
         from ladder.config.yamlio import to_dict
 
         new = dataclasses.replace(new, schedule={**new.schedule, "replaced": [to_dict(e) for e in replaced]})
-    console.print(f"old schedule: {hero.schedule.describe()}")
-    console.print(f"new schedule: {edited.schedule.describe()}")
+    say(f"old schedule: {hero.schedule.describe()}")
+    say(f"new schedule: {edited.schedule.describe()}")
+    record["edit"] = {"shorten_to": shorten_to, "cooldown_steps": cooldown_steps,
+                      "old_schedule": hero.schedule.describe(), "new_schedule": edited.schedule.describe(),
+                      "replaced": [e.describe() for e in replaced]}
     if replaced:
-        console.print(f"the planned edit{'s' if len(replaced) > 1 else ''} not reached by step {step:,} "
+        say(f"the planned edit{'s' if len(replaced) > 1 else ''} not reached by step {step:,} "
                       f"({'; '.join(e.describe() for e in replaced)}) {'are' if len(replaced) > 1 else 'is'} replaced "
                       "by this one")
     t = Table(title=f"{hero.name}: predicted {metric}, old plan and new")
@@ -351,22 +363,31 @@ def replan_command(
     for s, row in show.iterrows():
         diff = row["new"] - row["old"] if np.isfinite(row["new"]) and np.isfinite(row["old"]) else float("nan")
         t.add_row(f"{s:,}", _fmt(row["old"]), _fmt(row["new"]), _fmt(diff, signed=True))
-    console.print(t)
+    if fmt is Format.json:  # every step of either plan, not the table's twenty
+        record["steps"] = [{"step": int(s), "old": float(r["old"]), "new": float(r["new"]),
+                            "difference": float(r["new"] - r["old"])} for s, r in merged.iterrows()]  # NaN: null
+    else:
+        console.print(t)
     fo, fn = old.final, new.final
+    record["final"] = {label: {k: float(p[k]) for k in ("step", "median", "lo50", "hi50", "lo90", "hi90")}
+                       for label, p in (("old", fo), ("new", fn))}
     if np.isfinite(fn["median"] / fo["median"]):
-        console.print(f"final loss: old plan {fo['median']:.4f} at step {int(fo['step']):,}; new plan "
+        say(f"final loss: old plan {fo['median']:.4f} at step {int(fo['step']):,}; new plan "
                       f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
                       f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})", markup=True)
     else:  # a plan whose final the laws do not predict (the rungs' evals end before it): where each ends
         from ladder.output.report import final_sentence
 
         for label, p in (("old plan", old), ("new plan", new)):
-            console.print(f"{label}: {final_sentence(p)}", highlight=False)
+            say(f"{label}: {final_sentence(p)}", highlight=False)
     standing = _standing(st, hero.name, old, hero.stop_after_steps)
     if standing:
-        console.print(standing, highlight=False)
-    for w in new.new_warnings(old):  # what the edit brings (the plan's own warnings are `ladder predict`'s)
-        warn(f"new plan: {w}")
+        say(standing, highlight=False)
+    record["standing"] = standing or None
+    record["warnings"] = [f"new plan: {w}" for w in new.new_warnings(old)]
+    for w in record["warnings"]:  # what the edit brings (the plan's own warnings are `ladder predict`'s)
+        warn(w)
+    record["written"] = []
     if out is not None:
         from ladder.data.runview import save_target
 
@@ -375,14 +396,16 @@ def replan_command(
         new = dataclasses.replace(new, schedule={**new.schedule, CONFIG_WRITTEN: name})  # a later replan's to replace
         retired = retire_watch(out, new)
         written = save_target(edited, out / name)
-        new.save(out)
-        console.print(f"Wrote {written} and its prediction to {out}/")
+        record["written"] = [str(written), *(str(p) for p in new.save(out))]
+        say(f"Wrote {written} and its prediction to {out}/")
         if home is not None and step >= reached:
-            console.print(f"train it with `ladder train {written} --resume`: it continues the run in {home}")
+            say(f"train it with `ladder train {written} --resume`: it continues the run in {home}")
         elif home is not None:  # the what-if said above: its learning rates differ where the run has trained
-            console.print(f"a what-if: it cannot resume the run in {home}, which is past step {step:,}")
+            say(f"a what-if: it cannot resume the run in {home}, which is past step {step:,}")
         if retired:
-            console.print(_retired(retired))
+            say(_retired(retired))
+    if fmt is Format.json:
+        print_json(record)
 
 
 def _same_run_dir(edited, config: Path | None, out: Path):
