@@ -377,6 +377,20 @@ def test_a_mapped_coordinate_column_that_varies_within_a_run_is_refused_with_its
     assert not Store(tmp_path / "s").exists()
 
 
+def test_a_group_name_or_role_that_reads_like_a_missing_value_is_kept_as_written(tmp_path):
+    """A data mix called "NA" (or "nan", "null") was read by pandas as a missing value: its runs were stored in no
+    group, and `ladder check --group NA` found none. Labels are text as written; an empty cell is still no label."""
+    path = tmp_path / "t.csv"
+    small_table().assign(group=["NA"] * 4 + ["nan"] * 4, name=["null"] * 4 + [""] * 4,
+                         role=["rung"] * 4 + [""] * 4).to_csv(path, index=False)
+    store = Store(tmp_path / "s")
+    pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    runs = store.runs().set_index("run_id")
+    assert runs.loc["a", "group"] == "NA" and runs.loc["b", "group"] == "nan"
+    assert runs.loc["a", "name"] == "null" and runs.loc["b", "name"] == "b"  # no name: the run id
+    assert runs.loc["a", "role"] == "rung"
+
+
 def test_a_mapped_coordinate_column_is_read_past_its_empty_cells(tmp_path):
     path = tmp_path / "t.csv"
     small_table().assign(params=[np.nan, 1000, np.nan, 1000, np.nan, np.nan, 2000, np.nan]).to_csv(path, index=False)

@@ -397,13 +397,19 @@ class TableSource:
                 self._lines, text = csvfile.records(self.path, text)
                 table = csvfile.frame(self.path, text)
                 table.columns = [str(x).strip() for x in table.columns]
-                # Cells as written: run id "007" is not "7", "NA" is an id, and a metric's "nan" is not empty.
-                as_written = [x for x in dict.fromkeys([c.run, *c.metrics.values()]) if x is not None and x in table]
+                # Cells as written: run id "007" is not "7", "NA" is an id (and a group, a name or a role: a data
+                # mix called NA), and a metric's "nan" is not empty.
+                labels = [c.coords.get(k, k) for k in (*LABELS, STATE)]
+                as_written = [x for x in dict.fromkeys([c.run, *c.metrics.values(), *labels])
+                              if x is not None and x in table]
                 cells = csvfile.frame(self.path, text, usecols=lambda x: x.strip() in as_written, dtype=str,
                                       keep_default_na=False) if as_written else pd.DataFrame(index=table.index)
                 cells.columns = [str(x).strip() for x in cells.columns]
                 if c.run is not None and c.run in table:
                     table[c.run] = cells[c.run].to_numpy()
+                for label in (x for x in dict.fromkeys(labels) if x in table and x != c.run):
+                    written = cells[label]  # an empty cell is no label
+                    table[label] = written.where(written.str.strip() != "").to_numpy()
         except LadderError:
             raise
         except (ValueError, OSError, pd.errors.ParserError, UnicodeDecodeError, RecursionError) as exc:
