@@ -419,9 +419,10 @@ def _outside_resamples(draws: np.ndarray, point: float, mode: str) -> list[str]:
             f"with care (add rungs{', or share E' if mode == 'separate' else ''})"]
 
 
-PINNED_MISS = 0.01
-"""How far (relative) a law with E pinned may miss a rung before it is warned of: several times the seed-to-seed
-spread of final losses (0.1–0.3% on public ladders)."""
+LAW_MISS = 0.01
+"""How far (relative) a ladder's fitted law may miss one of its rungs before it is warned of (with E pinned: that the
+ladders do not bear the E out): several times the seed-to-seed spread of final losses (0.1–0.3% on public
+ladders)."""
 
 
 def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot, ok_fit) -> list[str]:
@@ -441,18 +442,24 @@ def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot,
             out += [w.replace("E at", f"E_{name} at", 1) for w in checks.E_at_bound(law.E, float(y.min()), False)]
     if not np.isfinite(mult[-1]):
         out.append("ladder B never reaches A's loss at the target under the fitted laws (E_B above it)")
-    if mode == "pinned":  # a pinned E the ladders do not bear out: the laws bend to it, the multiplier with them
-        misses = [(abs(law.predict(c) / y - 1), name, c, law.predict(c) / y - 1)
-                  for name, law, cs, ys in (("A", laws[0], ca, ya), ("B", laws[1], cb, yb)) for c, y in zip(cs, ys)]
-        worst, name, c, signed = max(misses)
-        if worst > PINNED_MISS:
-            out.append(f"with E pinned at {laws[0].E:.4g} the law misses ladder {name}'s rung at C = {c:.3g} by "
-                       f"{signed:+.2%}: the ladders do not bear that E out, and the multiplier follows the bent law; "
-                       "share E (the default) or pin another")
+    misses = [(abs(law.predict(c) / y - 1), name, c, law.predict(c) / y - 1)
+              for name, law, cs, ys in (("A", laws[0], ca, ya), ("B", laws[1], cb, yb)) for c, y in zip(cs, ys)]
+    worst, name, c, signed = max(misses)
+    if worst > LAW_MISS and mode == "pinned":  # a pinned E the ladders do not bear out: the laws bend to it
+        out.append(f"with E pinned at {laws[0].E:.4g} the law misses ladder {name}'s rung at C = {c:.3g} by "
+                   f"{signed:+.2%}: the ladders do not bear that E out, and the multiplier follows the bent law; "
+                   "share E (the default) or pin another")
+    elif worst > LAW_MISS:  # a rung off its ladder's trend: the multiplier at it is the laws', which it bends
+        out.append(f"ladder {name}'s law misses its rung at C = {c:.3g} by {signed:+.2%} (predicted / actual − 1), "
+                   f"more than {LAW_MISS:.0%}: the multiplier at each rung is the fitted laws', not the rungs' own "
+                   "losses, and a rung off its ladder's trend bends that law; check the rung (`ladder check`) before "
+                   "reading the multiplier")
     if n_boot and failed > 0.1 * n_boot:
         out.append(f"{failed} of {n_boot} resamples could not be refitted")
     if np.any(np.abs(np.log(cb / ca)) > np.log(1.5)):
-        out.append("paired rungs differ in compute by more than 1.5×: check that the ladders have the same sizes")
+        out.append("paired rungs (the i-th smallest of each ladder) differ in compute by more than 1.5×: the ladders "
+                   "train other sizes or token counts; the multiplier compares their laws at equal compute, but the "
+                   "bands' paired resamples draw those unlike rungs together; check the pairs")
     reach = target / max(ca.max(), cb.max())
     if reach > 1e3:
         out.append(f"the target is {reach:.3g}× the largest rung's compute: a long extrapolation")

@@ -189,7 +189,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     if hero_config is not None:
         hero = hero_from_config(hero_config, by_params=len(six_n) == len(rungs))
         notes = other_group(hero_config, (group,), f"the rungs checked of {group!r}")
-    hero = hero or _stored_hero(store, runs)
+    hero = hero or stored_hero(store, runs)
     checks = {
         "grad-norm": lambda: _grad_norm(rungs, hero, settings),
         "spikes": lambda: _spikes(rungs, hero, settings),
@@ -266,7 +266,7 @@ def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
     return picked
 
 
-def _stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
+def stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
     """The fit compute of the group's hero in the store (of the plan it started with, as predict counts it);
     of the largest where the group holds several, and the source says so."""
     from ladder.data.runview import from_store
@@ -613,11 +613,19 @@ def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
               "score": [h.score for h in loo.held], "limit": next(h.limit for h in loo.held if not h.without),
               "dof": loo.dof, "limits": [h.limit for h in loo.held], "dofs": [h.dof for h in loo.held],
               "judged_without": [[usable[i].name for i in h.without] for h in loo.held]}
-    caveat = "" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)"
-    caveat += left_out
-    if other_ratios:
-        caveat += f"; left out (a trend in compute holds at one ratio): {', '.join(at_other_ratios)}"
+    note = left_out + (f"; left out (a trend in compute holds at one ratio): {', '.join(at_other_ratios)}"
+                       if other_ratios else "")
+    caveat = ("" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)") + note
     flagged = [loo.held[i] for i in loo.flagged]
+    if not flagged and loo.dof <= 1:  # "ok" would pass a rung several percent off: the check cannot tell
+        w = loo.worst()
+        reach = abs(w.rel_error / w.score) * w.limit if w.score else float("nan")
+        return Finding(name, "not checked", (
+            f"not checked: {len(usable)} rungs leave 1 degree of freedom, so a rung shows off the others' trend only "
+            f"about {reach:.0%} off it (score limit ±{w.limit:.1f}); the largest deviation, {usable[w.index].name} "
+            f"{w.rel_error:+.2%} (score {w.score:.1f}), is not judged; a fifth rung at the ladder's token ratio makes "
+            f"this check{note}"),
+            values=values)
     if not flagged:
         w = loo.worst()
         return Finding(name, "ok", (f"final {st.metric} of each rung against the others' trend: largest deviation "

@@ -17,7 +17,15 @@ from typing import Any
 import numpy as np
 
 from fits.compare import Comparison, compare_ladders
-from ladder.check import HeroCompute, below_smallest, hero_file, hero_from_config, not_logged, other_group
+from ladder.check import (
+    HeroCompute,
+    below_smallest,
+    hero_file,
+    hero_from_config,
+    not_logged,
+    other_group,
+    stored_hero,
+)
 from ladder.config.limits import hero_flops
 from ladder.data.runview import SIX_N, flops_per_token, last_as_read, ran_its_plan, role_hint, six_n_note
 from ladder.data.store import PULL_FIRST, Store
@@ -98,6 +106,11 @@ SAME_SIZE = 1.5
 `fits.compare` warns of paired rungs further apart)."""
 
 
+SAME_RUN = 1.01
+"""Two rungs of one ladder whose computes lie within this factor of each other are runs of one size and plan (a
+seed's rerun)."""
+
+
 def _partnered(a: GroupFinals, b: GroupFinals) -> tuple[GroupFinals, GroupFinals]:
     """Where one ladder has more usable rungs than the other (a rung crashed): each rung of the shorter ladder with
     the rung of the other nearest it in compute, where each has its own within `SAME_SIZE`; the other's rungs with
@@ -111,10 +124,15 @@ def _partnered(a: GroupFinals, b: GroupFinals) -> tuple[GroupFinals, GroupFinals
                           f"not every rung of {short.group!r} has one of {long_.group!r} within {SAME_SIZE:g}× its "
                           f"compute to pair with; rungs are paired by size, so both need the same sizes{left}")
     alone = [i for i in range(long_.loss.size) if i not in near]
-    why = f"no rung of {short.group!r} of its size to pair with"
+
+    def why(i: int) -> str:  # a second run of a size the other ladder has (a seed's rerun) is not a missing size
+        twin = next((j for j in near if abs(np.log(long_.compute[j] / long_.compute[i])) < np.log(SAME_RUN)), None)
+        return (f"no rung of {short.group!r} of its size to pair with" if twin is None else
+                f"a second rung of its size ({long_.names[twin]} is the one paired; a comparison takes one rung a "
+                "size)")
     kept = dataclasses.replace(
         long_, names=[long_.names[i] for i in near], compute=long_.compute[near], loss=long_.loss[near],
-        left_out=long_.left_out + tuple(f"{long_.names[i]}: {why}" for i in alone))
+        left_out=long_.left_out + tuple(f"{long_.names[i]}: {why(i)}" for i in alone))
     return (short, kept) if short is a else (kept, short)
 
 
@@ -149,16 +167,20 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def target_compute(hero: Path | None, flops: float | None, largest: float, by_params: bool = False) -> HeroCompute:
-    """The hero's fit compute from its config (6·N·D with `by_params`: every rung's compute is), from `flops`, or
-    `DEFAULT_REACH` × the largest rung's."""
+def target_compute(hero: Path | None, flops: float | None, largest: float, by_params: bool = False,
+                   stored: HeroCompute | None = None) -> HeroCompute:
+    """The hero's fit compute from its config (6·N·D with `by_params`: every rung's compute is), from `flops`, the
+    hero in the store (`stored`, as `ladder check` takes it), or `DEFAULT_REACH` × the largest rung's."""
     if hero is not None and flops is not None:
         raise LadderError("give --hero CONFIG.yaml or --hero-compute FLOPS, not both")
     if hero is not None:
         return hero_from_config(hero_file(hero), by_params)
     if flops is not None:
         return HeroCompute(hero_flops("--hero-compute", flops), "--hero-compute")
-    return HeroCompute(DEFAULT_REACH * largest, "default (no --hero or --hero-compute given)")
+    if stored is not None:
+        return stored
+    return HeroCompute(DEFAULT_REACH * largest, "default (no --hero or --hero-compute given, and no hero run of "
+                                                "either group in the store)")
 
 
 def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | None = None,
@@ -178,7 +200,12 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     if a.loss.size != b.loss.size:
         a, b = _partnered(a, b)
     by_params = len(a.six_n) == len(a.names) and len(b.six_n) == len(b.names)
-    target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params)
+    stored = None
+    if hero is None and hero_compute is None:  # the reference ladder's hero in the store, else B's, as check takes it
+        for st, g in ((store, group_a), (store_b, group_b)):
+            runs = st.runs()
+            stored = stored or stored_hero(st, runs[runs["group"] == g])
+    target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params, stored)
     least = min((a, b), key=lambda g: g.compute.min())
     i = int(np.argmin(least.compute))
     below_smallest(target, f"{least.names[i]} of {least.group!r}", float(least.compute[i]))

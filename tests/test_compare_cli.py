@@ -430,3 +430,44 @@ def test_a_crashed_rung_leaves_out_its_partner_and_ladders_of_other_sizes_are_re
     one_error_line(run("zloss-on", "half", "--store", between, "--out", tmp_path / "c"),
                    "group 'zloss-on' has 5 usable rungs and 'half' has 4, and not every rung of 'half' has one of "
                    "'zloss-on' within 1.5× its compute to pair with")
+
+
+class WithHero(LadderSource):
+    """`LadderSource`, with runs named "hero" stored in the role of their group's hero."""
+
+    def runs(self):
+        refs = super().runs()
+        for ref in refs:
+            if ref.name == "hero":
+                ref.config["role"] = "hero"
+        return refs
+
+
+def test_a_rung_off_its_ladders_law_a_second_rung_of_a_size_and_the_stored_hero_are_said(tmp_path):
+    """A rung 3% off its ladder's trend went unsaid beside a multiplier of 1.00 at it; a seed's rerun was left out as
+    "no rung of its size to pair with"; and without --hero the target was 10× the largest rung, where `ladder check`
+    took the group's hero in the store."""
+    c0 = FLOPS_PER_TOKEN[0] * TOKENS_PER_STEP * STEPS[0]
+    off = rungs("off", 1.0)
+    name, group, fpt, steps, final, state = off["off/r3"]
+    off["off/r3"] = (name, group, fpt, steps, final * 1.03, state)
+    hero_fpt, hero_steps = 4 * FLOPS_PER_TOKEN[-1], 4 * STEPS[-1]
+    root = tmp_path / "store"
+    pull(Store(root), WithHero({**rungs("zloss-on", 1.0), **off, **rungs("dup", 1.0),
+                                "dup/r0b": ("r0-rerun", "dup", FLOPS_PER_TOKEN[0], STEPS[0], law(c0) + 1e-3, "finished"),
+                                "zloss-on/hero": ("hero", "zloss-on", hero_fpt, hero_steps, 2.0, "running")}))
+    res = run("zloss-on", "off", "--store", root, "--out", tmp_path / "a", "--format", "json", "--bootstrap", "0")
+    data = json.loads(res.stdout)
+    (miss,) = [w for w in data["warnings"] if "law misses its rung" in w]
+    assert res.exit_code == 0 and miss.startswith(f"ladder B's law misses its rung at C = "
+                                                  f"{FLOPS_PER_TOKEN[3] * TOKENS_PER_STEP * STEPS[3]:.3g} by -")
+    assert data["multiplier"]["target"]["compute"] == pytest.approx(hero_fpt * TOKENS_PER_STEP * hero_steps)
+    assert data["multiplier"]["target"]["source"] == "the hero run 'hero' in the store"
+    res = run("zloss-on", "dup", "--store", root, "--out", tmp_path / "b", "--format", "json", "--bootstrap", "0")
+    data = json.loads(res.stdout)
+    assert data["groups"]["b"]["left_out"] == ["r0-rerun: a second rung of its size (r0 is the one paired; a "
+                                               "comparison takes one rung a size)"]
+    assert not any("law misses" in w for w in data["warnings"])  # clean ladders: no rung off its law
+    res = run("zloss-on", "off", "--store", root, "--out", tmp_path / "c", "--format", "json", "--bootstrap", "0",
+              "--hero-compute", "1e15")
+    assert json.loads(res.stdout)["multiplier"]["target"]["source"] == "--hero-compute"

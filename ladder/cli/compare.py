@@ -40,7 +40,8 @@ def compare_command(
     Each ladder's final losses are fitted with L(C) = E + A·C^-α (fit compute C: 3 × forward FLOPs
     without the head × tokens; 6·N·D for a rung whose coordinates give only N, and the output says so). The multiplier m(C) = C_B(L_A(C)) / C is how much more compute B
     needs to reach the loss A reaches at C: > 1 means B is worse. It is given at each rung and at
-    the hero's compute (--hero or --hero-compute; default 10× the largest rung of either group, said in the output),
+    the hero's compute (--hero or --hero-compute; default the hero run of group A in the store, else B's, as
+    `ladder check` takes it, else 10× the largest rung of either group; said in the output),
     with 50% / 90% bands from a paired bootstrap over sizes (rungs paired by rank of compute), and
     the loss each ladder predicts at the hero. E is shared by default: a few rungs do not pin two
     separate irreducible losses.
