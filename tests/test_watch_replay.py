@@ -1215,3 +1215,25 @@ def test_a_warning_on_the_run_s_state_goes_when_the_state_does_not_with_the_eval
         again.output
     state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
     assert {v["verdict"] for v in state["verdicts"]} == {"ok"}  # each eval's own, not the run's state then
+
+
+def test_the_terminals_lines_are_whole_in_a_file_and_wrapped_on_a_terminal():
+    """Watch output redirected to a log broke each long alert over several lines at 150 columns: a `grep` of the log
+    for a step found half the message."""
+    import io
+
+    from rich.console import Console
+
+    from ladder.watch import TerminalSink
+    from ladder.watch.rules import Alert
+
+    message = "the prediction's error (predicted / actual − 1) is −3.21%, " + "beyond the 90% band " * 12
+    alert = Alert("deviation", "alarm", 1_234, message)
+    summary = "step 1,234 (50% of the plan): eval/loss 2.3456, predicted 2.2703 " + "x" * 200 + ": alarm"
+    for terminal in (False, True):
+        shown = io.StringIO()
+        TerminalSink(Console(file=shown, width=150, force_terminal=terminal, color_system=None)).send([alert], "alarm",
+                                                                                                     summary)
+        lines = shown.getvalue().splitlines()
+        assert (len(lines) == 2) is not terminal and all(len(x) <= 150 for x in lines) is terminal
+        assert any("[deviation] step 1234: the prediction's error" in x for x in lines)

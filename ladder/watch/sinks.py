@@ -51,17 +51,20 @@ class TerminalSink:
         self.console = console or Console()
 
     def send(self, alerts: Sequence[Alert], verdict: str, summary: str, late: bool = False) -> bool:
+        whole = not self.console.is_terminal  # in a file or a pipe, one line a verdict or alert: a log greps by line
         for line in () if late else summary.splitlines():  # one line per eval, each ending with its verdict, in front
             head, _, own = line.rpartition(": ")
             own = own.strip().lower()
             label = own if own in STYLE else verdict
             if head and own in STYLE and not head.endswith(("verdict", "now")):  # "last verdict: OK" keeps it
                 line = head
-            self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False, markup=True)
+            self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False, markup=True,
+                               soft_wrap=whole)
         earlier = " (an earlier alert, not shown when raised)" if late else ""
         for a in alerts:  # rule names and messages are text, not markup: "[non_finite]" must show
             self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] "
-                               + escape(f"[{a.rule}] step {a.step}: {a.message}{earlier}"), highlight=False, markup=True)
+                               + escape(f"[{a.rule}] step {a.step}: {a.message}{earlier}"), highlight=False, markup=True,
+                               soft_wrap=whole)
         return True
 
 
