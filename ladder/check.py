@@ -161,6 +161,8 @@ class _Rung:
     """Planned tokens per active parameter (NaN when either is unknown)."""
     last_logged: dict[str, int] = field(default_factory=dict)
     """metric → the step of its last value, NaN and inf included."""
+    size: float = float("nan")
+    """Active parameters N, else fit FLOPs per token ÷ 6 (NaN when neither is known)."""
 
 
 # ---- entry point ----------------------------------------------------------------------------------
@@ -315,10 +317,18 @@ def not_logged(store: Store, rung_rows: pd.DataFrame, group: str, metric: str) -
     raise LadderError(f"--metric {metric}: no rung of group {group!r} logs it (they log {shown}); name one they log")
 
 
+TABLES = (".csv", ".tsv", ".parquet", ".jsonl")
+"""Suffixes of tables of runs, which `--hero` is not."""
+
+
 def hero_file(path: Path) -> Path:
     """`--hero PATH` as a file; a folder (the plan's, say) or a missing path is refused, naming the heroes' run
     configs in the folder where it has some."""
     path = Path(path)
+    if path.is_file() and path.suffix.lower() in TABLES:
+        raise LadderError(f"--hero {path}: a table of runs, not the hero's run config; give the hero's run config "
+                          "(YAML from `ladder plan`) or its target file (as `ladder predict --target` takes it), or "
+                          "--hero-compute FLOPS")
     if path.is_file():
         return path
     if not path.is_dir():
@@ -370,7 +380,7 @@ def _rung(row: pd.Series, hist: pd.DataFrame) -> _Rung:
     n = active_params(row)
     ratio = float(tokens) / n if n and not pd.isna(tokens) else float("nan")
     return _Rung(str(row["run_id"]), str(row["name"]), compute, planned, bool(complete), series, flops_from == SIX_N,
-                 ratio, last_logged)
+                 ratio, last_logged, float(n) if n else flops / 6.0)
 
 
 def _usable(rungs: list[_Rung], metric: str) -> tuple[list[_Rung], list[str]]:
@@ -701,8 +711,8 @@ def _lr_rule(store: Store, rungs: list[_Rung], group: str, recipe: str | None, s
     name = "lr-rule"
     rec, where = _recipe(recipe, group)
     if rec is None:
-        return Finding(name, "skipped", f"skipped: no recipe known (group {group!r} is not a shipped preset); "
-                       "pass --recipe NAME|FILE to check the rungs' LRs against its rule")
+        return _lr_trend(rungs, f"no recipe known (group {group!r} is not a shipped preset): pass --recipe "
+                                "NAME|FILE to check the rungs' LRs against its rule")
     rows, off, missing = [], [], []
     for r in rungs:
         cfg = _run_config(store, r.run_id)
@@ -721,8 +731,8 @@ def _lr_rule(store: Store, rungs: list[_Rung], group: str, recipe: str | None, s
             off.append(f"{r.name} {peak:.3g} ({how}) vs rule {rule:.3g} (×{ratio:.2f})")
     values = {"recipe": where, "rungs": rows}
     if not rows:
-        return _not_checked(name, f"no rung carries a whole run config (model spec and schedule, as `ladder plan` "
-                            f"writes) to compare with {where}", **values)
+        return _lr_trend(rungs, f"no rung carries a whole run config (model spec and schedule, as `ladder plan` "
+                                f"writes) to compare with {where}", values, fewer="not checked")
     note = f"; no run config for {', '.join(missing)}" if missing else ""
     if off:
         remedy = "retrain the rung with the rule's LR, or fix the recipe so rungs and hero follow one rule"
@@ -735,6 +745,68 @@ def _lr_rule(store: Store, rungs: list[_Rung], group: str, recipe: str | None, s
     prefix = "not checked for every rung: " if missing else ""
     return Finding(name, status, f"{prefix}every rung's peak LR within {st.lr_tolerance:.0%} of the LR rule of {where} "
                    f"(furthest: {worst['rung']} ×{worst['ratio']:.3f}){note}", values=values)
+
+
+LR_TREND_RUNGS = 4
+"""Rungs with a logged LR that `_lr_trend` needs: each judged against a line through three others or more."""
+LR_TREND_TOLERANCE = 0.5
+"""How far (relative) a rung's peak LR may lie off the others' power law in size: wider than a rule's own tolerance,
+for a rule in width (μP) puts two depths of one width at one LR, which a power law in N misses by up to about 30%;
+a rung given 2× or 4× its LR shows."""
+
+
+def _lr_trend(rungs: list[_Rung], why: str, values: dict | None = None, fewer: Status = "skipped") -> Finding:
+    """Without a rule to check against (`why`): each complete rung's logged peak LR against the power law in size
+    (log LR a line in log N) through the others. A recipe sets its rungs' LRs by one rule in size, so a rung off the
+    others' line by more than `LR_TREND_TOLERANCE` was given another LR. Where several are, one is set aside at a time
+    (the one whose absence leaves the rest most in line) and the rest judged again without it while four or more are
+    left, so a clean end rung, whose line runs through a bad neighbour, is not blamed for its pull. Fewer than four
+    rungs with a logged LR: `fewer` (skipped, or not checked where a recipe's rule was asked for), with `why`. A ladder whose every LR is off the rule by one factor passes: only a
+    recipe's rule (--recipe) shows that."""
+    name = "lr-rule"
+    known = [r for r in rungs if r.complete and len(r.series.get(keys.LEARNING_RATE, ())) and np.isfinite(r.size)
+             and r.size > 0]
+    if len(known) < LR_TREND_RUNGS:
+        return Finding(name, fewer, f"{fewer}: {why}; and fewer than {LR_TREND_RUNGS} finished rungs log "
+                       f"{keys.LEARNING_RATE} to hold against each other ({len(known)})", values=values or {})
+    x = np.log([r.size for r in known])
+    y = np.log([float(r.series[keys.LEARNING_RATE]["value"].max()) for r in known])
+
+    def misses(among: list[int]) -> dict[int, float]:  # each one's LR over the others' line's at its size
+        out = {}
+        for i in among:
+            rest = [j for j in among if j != i]
+            line = np.polyfit(x[rest], y[rest], 1) if np.ptp(x[rest]) > 0 else np.array([0.0, y[rest].mean()])
+            out[i] = float(np.exp(y[i] - np.polyval(line, x[i])))
+        return out
+
+    def spread(among: list[int]) -> float:
+        return max(abs(np.log(m)) for m in misses(among).values())
+
+    active, off = list(range(len(known))), []
+    first = misses(active)
+    while len(active) >= LR_TREND_RUNGS:
+        miss = misses(active)
+        bad = [i for i in active if abs(miss[i] - 1) > LR_TREND_TOLERANCE]
+        if not bad:
+            break
+        i = min(bad, key=lambda j: spread([k for k in active if k != j]))
+        off.append((i, miss[i]))
+        active.remove(i)
+    rows = [{"rung": r.name, "peak_lr": float(np.exp(v)), "from": "logged", "size": r.size} for r, v in zip(known, y)]
+    values = {**(values or {}), "trend": rows, "off": [{"rung": known[i].name, "ratio": m} for i, m in off]}
+    said = (f"no rule to hold the rungs' LRs to ({why}), so each finished rung's logged peak LR is held to the power "
+            f"law in size through the others' ({len(known)} rungs)")
+    if off:
+        parts = "; ".join(f"{known[i].name} {float(np.exp(y[i])):.3g} (×{m:.2f} the others' line)" for i, m in off)
+        return Finding(name, "warning", f"{said}: off it by more than {LR_TREND_TOLERANCE:.0%}: {parts}", "",
+                       "a recipe sets its rungs' LRs by one rule in size: retrain the rung at the LR its size's rule "
+                       "gives, or pass --recipe to check every rung against the rule itself", values)
+    i = max(first, key=lambda j: abs(np.log(first[j])))
+    m = first[i]
+    return Finding(name, "ok", f"{said}: every one within {LR_TREND_TOLERANCE:.0%} of it (furthest: {known[i].name} "
+                   f"×{m:.3f}); a ladder whose LRs are all off the rule by one factor passes this, --recipe checks "
+                   "the rule itself", values=values)
 
 
 def _recipe(recipe: str | None, group: str) -> tuple[Recipe | None, str]:

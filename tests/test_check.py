@@ -191,13 +191,38 @@ def test_rung_off_the_lr_rule_is_a_warning(tmp_path):
     assert code == 4 and f["status"] == "warning" and rungs[1].name in f["evidence"] and "×1.30" in f["evidence"]
 
 
-def test_no_recipe_skips_the_lr_check(tmp_path):
+def test_without_a_recipe_each_rungs_logged_lr_is_held_to_the_others_trend_in_size(tmp_path, monkeypatch):
+    """No recipe (a group that names no preset) or no run configs (an imported ladder): a rung trained at 4× its LR
+    passed every check ("skipped"), though every rung logs its LR."""
     rungs = [r.replace(group="my-ladder") for r in PLAN.rungs]
-    code, report = check(ladder_store(tmp_path, rungs, hero=False), "--hero-compute", PLAN.hero.fit_flops)
+    code, report = check(ladder_store(tmp_path / "clean", rungs, hero=False), "--hero-compute", PLAN.hero.fit_flops)
     f = finding(report, "lr-rule")
-    assert code == 0 and f["status"] == "skipped" and "--recipe" in f["evidence"]
-    code, report = check(tmp_path / "store", "--hero-compute", PLAN.hero.fit_flops, "--recipe", "micro-cpu")
+    assert code == 0 and f["status"] == "ok" and "--recipe" in f["evidence"], f
+    assert "held to the power law in size through the others' (5 rungs): every one within 50% of it" in f["evidence"]
+    code, report = check(tmp_path / "clean" / "store", "--hero-compute", PLAN.hero.fit_flops, "--recipe", "micro-cpu")
     assert code == 0 and finding(report, "lr-rule")["status"] == "ok"
+    for hot, at in ((1, 4.0), (4, 2.0), (0, 0.25)):  # a middle rung, the largest and the smallest (an end rung's line
+        hotter = list(rungs)  # runs through the bad one's neighbours)
+        hotter[hot] = rungs[hot].replace(schedule=dataclasses.replace(rungs[hot].schedule,
+                                                                      peak_lr=at * rungs[hot].schedule.peak_lr))
+        code, report = check(ladder_store(tmp_path / f"hot{hot}", hotter, hero=False), "--hero-compute",
+                             PLAN.hero.fit_flops)
+        f = finding(report, "lr-rule")
+        (off,) = f["values"]["off"]
+        assert code == 4 and f["status"] == "warning" and off["rung"] == rungs[hot].name, f
+        assert off["ratio"] == pytest.approx(at, rel=0.15) and f"{rungs[hot].name} " in f["evidence"]
+    code, report = check(ladder_store(tmp_path / "three", rungs[:3], hero=False), "--hero-compute", PLAN.hero.fit_flops)
+    f = finding(report, "lr-rule")
+    assert f["status"] == "skipped" and "fewer than 4 finished rungs log optim/learning_rate" in f["evidence"]
+    import ladder.check as checks  # an imported ladder: a recipe's rule asked for, no run config to apply it to
+
+    monkeypatch.setattr(checks, "_run_config", lambda store, run_id: None)
+    code, report = check(tmp_path / "hot1" / "store", "--hero-compute", PLAN.hero.fit_flops, "--recipe", "micro-cpu")
+    f = finding(report, "lr-rule")
+    assert f["status"] == "warning" and f["values"]["off"][0]["rung"] == rungs[1].name
+    assert f["evidence"].startswith("no rule to hold the rungs' LRs to (no rung carries a whole run config")
+    code, report = check(tmp_path / "three" / "store", "--hero-compute", PLAN.hero.fit_flops, "--recipe", "micro-cpu")
+    assert finding(report, "lr-rule")["status"] == "not checked"  # asked for, and nothing to check it on
 
 
 def test_hero_from_config_or_nothing(tmp_path):
