@@ -452,8 +452,8 @@ def _warnings(laws, mode, n, need, ca, cb, ya, yb, target, mult, failed, n_boot,
     elif worst > LAW_MISS:  # a rung off its ladder's trend: the multiplier at it is the laws', which it bends
         out.append(f"ladder {name}'s law misses its rung at C = {c:.3g} by {signed:+.2%} (predicted / actual − 1), "
                    f"more than {LAW_MISS:.0%}: the multiplier at each rung is the fitted laws', not the rungs' own "
-                   "losses, and a rung off its ladder's trend bends that law; check the rung (`ladder check`) before "
-                   "reading the multiplier")
+                   "losses, so it does not show that rung; check the rung (`ladder check`) before reading the "
+                   "multiplier")
     if n_boot and failed > 0.1 * n_boot:
         out.append(f"{failed} of {n_boot} resamples could not be refitted")
     if np.any(np.abs(np.log(cb / ca)) > np.log(1.5)):

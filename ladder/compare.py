@@ -120,9 +120,13 @@ def _partnered(a: GroupFinals, b: GroupFinals) -> tuple[GroupFinals, GroupFinals
     apart = [float(max(long_.compute[j] / c, c / long_.compute[j])) for j, c in zip(near, short.compute)]
     if len(set(near)) < len(near) or max(apart) > SAME_SIZE or len(short.names) < MIN_RUNGS:
         left = "".join(f"; {g.group!r} leaves out {'; '.join(g.left_out)}" for g in (a, b) if g.left_out)
+        shared = [i for i, j in enumerate(near) if near.count(j) > 1][1:]  # a rung of `long_` nearest two of `short`
+        lone = next((i for i, x in enumerate(apart) if x > SAME_SIZE), shared[0] if shared else None)
+        which = "" if lone is None else (f" ({short.names[lone]!r}, at C = {short.compute[lone]:.3g}, has none"
+                                         + ("" if apart[lone] > SAME_SIZE else " of its own") + ")")
         raise LadderError(f"group {a.group!r} has {a.loss.size} usable rungs and {b.group!r} has {b.loss.size}, and "
                           f"not every rung of {short.group!r} has one of {long_.group!r} within {SAME_SIZE:g}× its "
-                          f"compute to pair with; rungs are paired by size, so both need the same sizes{left}")
+                          f"compute to pair with{which}; rungs are paired by size, so both need the same sizes{left}")
     alone = [i for i in range(long_.loss.size) if i not in near]
 
     def why(i: int) -> str:  # a second run of a size the other ladder has (a seed's rerun) is not a missing size
@@ -313,6 +317,21 @@ def written_here(path: Path) -> bool:
 
 
 # ---- figure -----------------------------------------------------------------------------------------
+def ratio_ticks(low: float, high: float, most: int = 7) -> list[float]:
+    """Round ratios between `low` and `high` for a log axis: the finest of the steps 1-1.1-1.2-…, 1-1.5-2-3-5-7,
+    1-2-5 and 1 a decade that gives at least three and at most `most` of them, else 1-2-5 (its fewest)."""
+    fine = [1.0, 1.1, 1.2, 1.3, 1.5, 1.7, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    ladders = (fine, [1.0, 1.5, 2.0, 3.0, 5.0, 7.0], [1.0, 2.0, 5.0], [1.0])
+    decades = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+    found = []
+    for subs in ladders:
+        ticks = [round(k * 10.0**e, 12) for e in decades for k in subs if low <= k * 10.0**e <= high]
+        found.append(ticks)
+        if 3 <= len(ticks) <= most:
+            return ticks
+    return found[2]
+
+
 def draw(cmp: GroupComparison, out_dir: Path) -> Path:
     """Both ladders' rungs and fits against compute, and the multiplier with its bands; a PNG."""
     from ladder.output.plots import FIGURE_TAG, use_agg_outside_ipython
@@ -354,8 +373,10 @@ def draw(cmp: GroupComparison, out_dir: Path) -> Path:
     if high / low < 1.5:
         mid = math.sqrt(low * high)
         mx.set_ylim(mid / math.sqrt(1.5), mid * math.sqrt(1.5))
-    for axis in (mx.yaxis.set_major_formatter, mx.yaxis.set_minor_formatter):
-        axis(matplotlib.ticker.FormatStrFormatter("%.3g"))
+    low, high = mx.get_ylim()  # labels at a few round ratios, none beside another (0.9 sat on 1)
+    mx.yaxis.set_major_locator(matplotlib.ticker.FixedLocator(ratio_ticks(low, high)))
+    mx.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.3g"))
+    mx.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     mx.set_xlabel("fit compute C of A (FLOPs)")
     mx.set_ylabel("compute multiplier of B (> 1: B is worse)")
     m_target = f"{r.multiplier_target:.3g}" if np.isfinite(r.multiplier_target) else "never (B does not reach A's loss)"

@@ -395,6 +395,20 @@ def test_the_figure_keeps_a_target_among_the_rungs_in_place_and_a_multiplier_of_
     largest = max(f * TOKENS_PER_STEP * s for f, s in zip(FLOPS_PER_TOKEN, STEPS))
     drawn = [np.asarray(line.get_xdata()) for line in fits.lines if len(line.get_xdata()) > 2]  # each ladder's fit
     assert len(drawn) == 2 and all(x.max() >= largest for x in drawn)
+    labels = [t.get_text() for t in multiplier.get_yticklabels() if t.get_text()]
+    assert labels == ["0.9", "1", "1.1", "1.2"]
+    assert not [t for t in multiplier.get_yticklabels(minor=True) if t.get_text()]
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.39, 32.6), (0.816, 1.22), (1.2, 2.4), (0.5, 100.0), (0.01, 1e3), (0.2, 0.9)])
+def test_the_multipliers_axis_is_labelled_at_a_few_round_ratios_none_beside_another(low, high):
+    """compare.png labelled every minor tick of its log axis: over 0.39–32.6, "0.9" sat on "1"."""
+    from ladder.compare import ratio_ticks
+
+    ticks = np.log(ratio_ticks(low, high))
+    span = np.log(high / low)
+    assert 3 <= len(ticks) <= 7 and np.all(np.diff(ticks) >= span / 15)
+    assert np.all((ticks >= np.log(low) - 1e-12) & (ticks <= np.log(high) + 1e-12))
 
 
 def test_a_plan_folder_given_as_the_hero_names_the_hero_s_config_in_it(store, tmp_path):
@@ -406,6 +420,11 @@ def test_a_plan_folder_given_as_the_hero_names_the_hero_s_config_in_it(store, tm
     one_error_line(run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path / "o", "--hero", tmp_path / "plan"),
                    said)
     one_error_line(runner.invoke(app, ["check", "--store", str(store), "--hero", str(tmp_path / "plan")]), said)
+    table = tmp_path / "ladder_runs.csv"  # "expected a YAML mapping of fields, got str", naming neither --hero nor
+    table.write_text("run,step,loss\nr0,10,3.0\n")  # what it takes
+    said = f"--hero {table}: a table of runs, not the hero's run config; give the hero's run config (YAML from"
+    one_error_line(run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path / "o", "--hero", table), said)
+    one_error_line(runner.invoke(app, ["check", "--store", str(store), "--hero", str(table)]), said)
 
 
 def test_a_crashed_rung_leaves_out_its_partner_and_ladders_of_other_sizes_are_refused(store, tmp_path):
@@ -429,7 +448,8 @@ def test_a_crashed_rung_leaves_out_its_partner_and_ladders_of_other_sizes_are_re
                                                                              * STEPS[i]), "finished") for i in range(4)}}))
     one_error_line(run("zloss-on", "half", "--store", between, "--out", tmp_path / "c"),
                    "group 'zloss-on' has 5 usable rungs and 'half' has 4, and not every rung of 'half' has one of "
-                   "'zloss-on' within 1.5× its compute to pair with")
+                   f"'zloss-on' within 1.5× its compute to pair with ('r0', at C = "
+                   f"{2 * FLOPS_PER_TOKEN[0] * TOKENS_PER_STEP * STEPS[0]:.3g}, has none); rungs are paired by size")
 
 
 class WithHero(LadderSource):

@@ -42,7 +42,7 @@ def compare_command(
     needs to reach the loss A reaches at C: > 1 means B is worse. It is given at each rung and at
     the hero's compute (--hero or --hero-compute; default the hero run of group A in the store, else B's, as
     `ladder check` takes it, else 10× the largest rung of either group; said in the output),
-    with 50% / 90% bands from a paired bootstrap over sizes (rungs paired by rank of compute), and
+    with 50% / 90% bands from a paired bootstrap over sizes (rungs paired by size: the i-th smallest compute of each), and
     the loss each ladder predicts at the hero. E is shared by default: a few rungs do not pin two
     separate irreducible losses.
     """
@@ -114,10 +114,10 @@ def _print(data: dict) -> None:
                   highlight=False)
     if not boot["n"]:
         why = boot.get("no_bands") or "--bootstrap 0: no resamples"
-        console.print(f"Bands: none ({why}); rungs paired by rank of compute.", highlight=False)
+        console.print(f"Bands: none ({why}); rungs paired by size (the i-th smallest compute of each ladder).", highlight=False)
         return
     console.print(f"Bands: {boot['n']} paired resamples over sizes (seed {boot['seed']}"
-                  + (f", {boot['failed']} failed" if boot["failed"] else "") + "); rungs paired by rank of compute.",
+                  + (f", {boot['failed']} failed" if boot["failed"] else "") + "); rungs paired by size (the i-th smallest compute of each ladder).",
                   highlight=False)
 
 

@@ -349,8 +349,8 @@ def replan_command(
                       "replaced": [e.describe() for e in replaced]}
     if replaced:
         say(f"the planned edit{'s' if len(replaced) > 1 else ''} not reached by step {step:,} "
-                      f"({'; '.join(e.describe() for e in replaced)}) {'are' if len(replaced) > 1 else 'is'} replaced "
-                      "by this one")
+            f"({'; '.join(e.describe() for e in replaced)}) {'are' if len(replaced) > 1 else 'is'} replaced "
+            "by this one")
     t = Table(title=f"{hero.name}: predicted {metric}, old plan and new")
     for col in ("step", "old plan", "new plan", "difference (nats)"):
         t.add_column(col, justify="right")
@@ -373,8 +373,8 @@ def replan_command(
                        for label, p in (("old", fo), ("new", fn))}
     if np.isfinite(fn["median"] / fo["median"]):
         say(f"final loss: old plan {fo['median']:.4f} at step {int(fo['step']):,}; new plan "
-                      f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
-                      f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})", markup=True)
+            f"[bold]{fn['median']:.4f}[/] at step {int(fn['step']):,} ({fn['median'] / fo['median'] - 1:+.2%}; "
+            f"90% band {fn['lo90']:.4f}–{fn['hi90']:.4f})", markup=True)
     else:  # a plan whose final the laws do not predict (the rungs' evals end before it): where each ends
         from ladder.output.report import final_sentence
 
