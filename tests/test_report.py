@@ -534,6 +534,9 @@ def test_the_figures_show_the_rungs_and_the_law_wherever_the_target_lies(predict
     fig = plots.hero_curve(wide, rungs=[high])
     lo, hi = fig.axes[0].get_ylim()
     assert fig.axes[0].get_title().endswith("predicted (no actual value yet)")  # no actual given
+    fig.canvas.draw()  # the legend beside the curves, not over the smallest rung's end (upper right)
+    assert fig.axes[0].get_legend().get_window_extent().x0 >= fig.axes[0].get_window_extent().x1
+    assert fig.axes[0].get_legend().get_window_extent().x1 <= fig.bbox.x1 + 1
     plt.close(fig)
     late = t["fraction"] >= 0.1
     assert lo <= float(t["median"][late].min()) and hi >= float(high.value[f >= 0.1].max())

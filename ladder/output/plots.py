@@ -127,7 +127,7 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
     """The predicted curve with its 50% and 90% bands, and the actual curve so far; `failed`: the fractions of
     the run where it logged NaN or inf (marked along the top); `predicted_as`: the run the prediction was made for,
     where the run drawn against it is another (`ladder plot --target-run`)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(10.5, 4.5))
     t = prediction.table
     f = t["fraction"].to_numpy()
     ax.fill_between(f, t["lo90"], t["hi90"], color=BAND, alpha=0.18, lw=0, label="90% band")
@@ -158,7 +158,7 @@ def hero_curve(prediction: Prediction, actual: Curve | None = None, rungs: Seque
                                f"{prediction.run_name}: predicted{' and actual' if seen else ' (no actual value yet)'}",
                                width=90), fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside: off the curves
     fig.tight_layout()
     return fig
 
