@@ -4,8 +4,8 @@ Each row is one held-out run predicted by a fit on every run smaller than the `k
 relative error of its final loss (and, for curves, the mean and worst error over the curve)
 against the compute extrapolation ratio (held-out compute / largest fitted compute), and
 whether the band covered the truth. The band scored is the one `ladder fit` gives for such a
-target: the law's own (Student-t; with a bootstrap, the wider of it and the bootstrap's around the
-refits' median) widened to at least `fits.predictor.UNTESTED_ERROR` (one sd) per e-fold of
+target: the law's own (Student-t; with a bootstrap, the wider of it and the bootstrap's, around the
+fit's own prediction) widened to at least `fits.predictor.UNTESTED_ERROR` (one sd) per e-fold of
 extrapolation; for the surface, the form a backtest on the fitted runs chooses and its band
 (`fits.surfacechoice`). Each row keeps the law's own band beside it. Over many
 rows the coverage should sit near the band's level; far below it means the intervals are too

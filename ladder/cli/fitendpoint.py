@@ -54,7 +54,7 @@ def fit_endpoint_command(
     Final loss: each run's last logged value. C: from a CSV, its compute column; from the store,
     6·N·D when every run gives N (as `ladder predict` counts it), else fit compute (FLOPs, 3 ×
     forward without the output head); --compute chooses. Predictions carry a Student-t band
-    (n − p dof), or with --bootstrap N the wider of it and the bootstrap's around the refits' median,
+    (n − p dof), or with --bootstrap N the wider of it and the bootstrap's (the median stays the fit's own),
     widened in quadrature to at least 1% (one sd)
     per e-fold of extrapolation, as every prediction's band is: half the e-folds in compute beyond
     the largest run (at one token ratio a model's size grows as the square root of its compute).
