@@ -699,6 +699,33 @@ def targets_csv(tmp_path) -> Path:
     return path
 
 
+def test_repeated_points_are_said_as_ladders_a_sweep_or_copies_and_seeds_are_not(tmp_path):
+    """Two runs at each (params, tokens) told apart by a text column are two ladders; by a fractional number, a sweep
+    (an LR sweep was fitted as one ladder, its every LR a draw of its point, unsaid); by a whole number, seeds; and a
+    run given twice under another name (its params, tokens and loss the same) was fitted as two runs, unsaid."""
+    base = pd.read_csv(surface_csv(tmp_path / "runs.csv"))
+    twice = pd.concat([base, base.assign(loss=base["loss"] * 1.01)], ignore_index=True)
+
+    def notes(df: pd.DataFrame, name: str) -> list[str]:
+        df.assign(run=[f"r{i}" for i in range(len(df))]).to_csv(tmp_path / name, index=False)
+        res = run("fit", "surface", "--csv", tmp_path / name, "--run-col", "run", "--format", "json")
+        assert res.exit_code == 0, res.output
+        return [n for n in json.loads(res.stdout)["notes"] if "repeats run" in n or "share their" in n]
+
+    (said,) = notes(twice.assign(corpus=["c4"] * 30 + ["pile"] * 30), "corpora.csv")
+    assert said.startswith("60 runs share their params, tokens with another run and column 'corpus' tells them apart "
+                           "(2 values: c4, pile): one fit treats them as one ladder; give --where corpus=VALUE")
+    (said,) = notes(twice.assign(peak_lr=[1e-3] * 30 + [4e-3] * 30), "sweep.csv")
+    assert said == ("60 runs share their params, tokens with another run and column 'peak_lr' tells them apart (2 "
+                    "values: 0.001, 0.004): a sweep of peak_lr, whose every value one fit takes as a draw of its point "
+                    "(a mean over the sweep, not its best); keep each point's best run, or give --where "
+                    "peak_lr=VALUE to fit one")
+    assert notes(twice.assign(seed=[0] * 30 + [1] * 30), "seeds.csv") == []  # seeds: draws of one point
+    (said,) = notes(pd.concat([base, base.iloc[[4, 9]]], ignore_index=True), "copies.csv")
+    assert said == ("run 'r30' repeats run 'r4' exactly (params, tokens and final loss), and 1 more run another: one "
+                    "run given twice? The fit counts each copy as another run, which narrows the band; leave one out")
+
+
 def test_fit_surface_reads_a_plain_endpoint_csv(plain_csv):
     res = run("fit", "surface", "--csv", plain_csv, "--form", "free", "--format", "json")
     assert res.exit_code == 0, res.output

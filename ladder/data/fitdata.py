@@ -317,9 +317,26 @@ def finals_from_csv(path: str | Path, cols: Columns, need: tuple[str, ...], opti
     if cols.run is None:
         _no_repeats(last, where)
         extra = _checkpoints(last, cols)
-    mixed = None if extra else _mixed_ladders(last, [getattr(cols, k) for k in need], {cols.run, cols.loss, cols.step})
-    return Finals(names, loss, **arrays, notes=tuple(notes) + extra + ((mixed,) if mixed else ()) + ((left_out,) if left_out else ()),
-                  left_out=left_out)
+    coords = [getattr(cols, k) for k in need]
+    mixed = None if extra else _mixed_ladders(last, coords, {cols.run, cols.loss, cols.step})
+    copies = _copies(last, coords, cols.loss, names) if cols.run else None
+    said = tuple(x for x in (mixed, copies, left_out) if x)
+    return Finals(names, loss, **arrays, notes=tuple(notes) + extra + said, left_out=left_out)
+
+
+def _copies(last: pd.DataFrame, coords: list[str], loss: str, names: list[str]) -> str | None:
+    """A note when runs repeat another run's coordinates and final loss exactly: one run given twice under two
+    names, which the fit would count as two draws (a narrower band than the runs hold). None otherwise."""
+    key = last[[*coords, loss]].astype(str).apply(lambda c: c.str.strip())
+    again = key.duplicated(keep="first").to_numpy()
+    if not again.any():
+        return None
+    i = int(np.flatnonzero(again)[0])
+    first = int(np.flatnonzero((key == key.iloc[i]).all(axis=1).to_numpy())[0])
+    more = int(again.sum()) - 1
+    return (f"run {names[i]!r} repeats run {names[first]!r} exactly ({', '.join(coords)} and final {loss})"
+            + (f", and {more} more run{'s' if more > 1 else ''} another" if more else "")
+            + ": one run given twice? The fit counts each copy as another run, which narrows the band; leave one out")
 
 
 STATE_COLUMN = "state"
@@ -447,13 +464,18 @@ def _mixed_ladders(df: pd.DataFrame, coords: list[str], skip: set) -> str | None
         values = df[col].dropna().astype(str).str.strip().unique()
         if not 2 <= values.size <= min(MIXED_MAX_VALUES, len(df) - 1):
             continue
-        if pd.to_numeric(pd.Series(values), errors="coerce").notna().all():
-            continue  # numbers (a seed, a learning rate) tell runs of one ladder apart, not ladders
-        if df[repeats].groupby(coords)[col].nunique().max() > 1:
-            shown = ", ".join(sorted(values)[:5]) + (", ..." if values.size > 5 else "")
-            return (f"{int(repeats.sum())} runs share their {', '.join(coords)} with another run and column {col!r} "
-                    f"tells them apart ({values.size} values: {shown}): one fit treats them as one ladder; "
-                    f"give --where {col}=VALUE to fit one")
+        numbers = pd.to_numeric(pd.Series(values), errors="coerce")
+        whole = numbers.notna().all() and bool(np.all(np.isclose(numbers, np.round(numbers))))
+        if whole or df[repeats].groupby(coords)[col].nunique().max() <= 1:
+            continue  # whole numbers (a seed, a replica) tell draws of one point apart
+        shown = ", ".join(sorted(values, key=lambda v: (pd.to_numeric(v, errors="coerce"), v))[:5]) \
+            + (", ..." if values.size > 5 else "")
+        head = (f"{int(repeats.sum())} runs share their {', '.join(coords)} with another run and column {col!r} "
+                f"tells them apart ({values.size} values: {shown})")
+        if numbers.notna().all():  # a setting swept at each point: the fit takes every value's loss as a draw
+            return (f"{head}: a sweep of {col}, whose every value one fit takes as a draw of its point (a mean over "
+                    f"the sweep, not its best); keep each point's best run, or give --where {col}=VALUE to fit one")
+        return f"{head}: one fit treats them as one ladder; give --where {col}=VALUE to fit one"
     return None
 
 
