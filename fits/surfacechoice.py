@@ -48,6 +48,9 @@ from fits.uncertainty import Band
 
 FORMS = ("free", "shared")
 """free: α and β fitted apart; shared: one exponent for N and D (α = β)."""
+FORM_TEXT = {"free": "α and β fitted apart, as Hoffmann et al. and Epoch AI's replication fit them",
+             "shared": "one exponent for N and D", "kaplan": "E + (A/N^α + B/D^β)^γ"}
+"""Each form as the summary names it beside the one chosen."""
 SWEEP_FORMS = FORMS + ("kaplan",)
 """The candidates where the runs give their compute budgets; kaplan: E + (A/N^α + B/D^β)^γ."""
 MIN_SWEPT_BUDGETS = 3
@@ -192,6 +195,9 @@ class SurfaceChoice:
 
     def summary(self) -> str:
         lines = [f"form: {self.form} ({self.why})"]
+        others = [f"--form {f} ({FORM_TEXT[f]})" for f in FORM_TEXT if f != self.form and f in {t.form for t in self.trials}]
+        if others:  # the form a published fit used is one flag away
+            lines.append("  other forms: " + "; ".join(others))
         for t in self.trials:
             sizes = ", ".join(f"{n:.3g}" for n in t.held_out)
             res = (f"failed: {t.failed}" if t.failed else

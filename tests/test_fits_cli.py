@@ -319,12 +319,15 @@ def test_fit_curve_predicts_a_whole_curve_with_bands(curves_csv):
                        "--at", "not a positive number")
 
 
-def test_fit_curve_notes_a_target_below_or_far_beyond_its_runs_as_the_endpoint_law_does(curves_csv):
+def test_fit_curve_warns_of_a_target_below_or_far_beyond_its_runs_as_the_endpoint_and_surface_laws_do(curves_csv):
+    """Said under the JSON's warnings, as `fit surface` says its targets' (a script that reads the warnings missed
+    them under the notes)."""
     def notes(at):
         res = run("fit", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1", "--at", at,
                   "--format", "json")
         assert res.exit_code == 0, res.output
-        return [n for n in json.loads(res.stdout)["notes"] if "the target at" in n]
+        assert not [n for n in json.loads(res.stdout)["notes"] if "the target at" in n]
+        return [n for n in json.loads(res.stdout)["warnings"] if "the target at" in n]
     assert notes("1e22") == []
     [low] = notes("1e10")  # a compute in GFLOPs, say
     assert low.startswith("the target at C = 1e+10 lies below the fitted runs (the smallest 1e+19)")
@@ -697,6 +700,30 @@ def targets_csv(tmp_path) -> Path:
     path = tmp_path / "targets.csv"
     pd.DataFrame(TARGETS, columns=["params", "tokens"]).to_csv(path, index=False)
     return path
+
+
+def test_an_optimum_off_the_runs_token_ratios_is_warned_of():
+    """--optimum-at on the (Mis)Fitting runs put 0.222 tokens per parameter where the runs span 1.37–218, unsaid (a
+    target of --predict-csv that far off their ratios is warned of)."""
+    from ladder.cli.fitsurface import _optima_off_ratios
+
+    N, D = np.array([1e8, 1e9, 1e9]), np.array([1e10, 2e10, 2e11])  # 20 .. 200 tokens per parameter
+    inside, low, high = ({"compute": 6 * n * d, "params": n, "tokens": d} for n, d in ((1e9, 5e10), (6.65e11, 1.47e11),
+                                                                                      (1e8, 4e10)))
+    assert _optima_off_ratios([inside], N, D) == []
+    (said,) = _optima_off_ratios([inside, low], N, D)
+    assert said.startswith(f"the optimum at C = {low['compute']:.3g} FLOPs puts 0.221 tokens per parameter (N* = "
+                           "6.65e+11, D* = 1.47e+11), where the fitted runs span 20 .. 200: the law's optimum lies where")
+    assert "400 tokens per parameter" in _optima_off_ratios([high], N, D)[0]
+
+
+def test_the_form_chosen_names_the_other_form_one_flag_away(plain_csv):
+    """The default chose the shared exponent on Epoch's Chinchilla data (its published fit is the free form), and only
+    the README's results said --form free."""
+    for form, other in (("shared", "--form free (α and β fitted apart, as Hoffmann et al. and Epoch AI's replication "
+                                   "fit them)"), ("free", "--form shared (one exponent for N and D)")):
+        text = " ".join(run("fit", "surface", "--csv", plain_csv, "--form", form).stdout.split())
+        assert f"form: {form} (" in text and f"other forms: {other}" in text
 
 
 def test_repeated_points_are_said_as_ladders_a_sweep_or_copies_and_seeds_are_not(tmp_path):
@@ -1533,10 +1560,12 @@ def test_endpoint_targets_empty_absurd_or_below_the_runs_are_refused_or_noted(en
     one_error_line(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e300"), "--at=1e+300 is too large: at most 1e+40")
     res = run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e10,1e22", "--format", "json")
     assert res.exit_code == 0, res.output
-    [note] = [n for n in json.loads(res.stdout)["notes"] if "below the fitted runs" in n]
+    [note] = [n for n in json.loads(res.stdout)["warnings"] if "below the fitted runs" in n]
     assert note.startswith("the target at C = 1e+10 lies below the fitted runs (the smallest 1e+18)")
-    notes = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22,1e30", "--format", "json").stdout)["notes"]
+    notes = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22,1e30", "--format", "json").stdout)["warnings"]
     assert [n for n in notes if "beyond the fitted runs" in n][0].startswith("the target at C = 1e+30 lies ")
+    said = " ".join(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e30").stderr.split())
+    assert "warning: the target at C = 1e+30 lies " in said
     (tmp_path / "empty.yaml").write_text("# nothing yet\n")
     one_error_line(run("plan", tmp_path / "empty.yaml"), "the file is empty (or only comments)")
 

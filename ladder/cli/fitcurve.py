@@ -10,7 +10,7 @@ import numpy as np
 import typer
 
 from ladder.cli import fitshared as shared
-from ladder.cli.app import Format, command, console, print_json
+from ladder.cli.app import Format, command, console, print_json, warn
 from ladder.data.store import Store
 from ladder.errors import LadderError
 
@@ -105,8 +105,8 @@ def fit_curve_command(
     band = (("the wider of the bootstrap's and the " if ens else "") + f"student-t, {_spread(dofs, g, 'dof', 'd')}, "
             f"widened by {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation; "
             f"{_spread(far, g, 'e-folds out', '.2f')}")
-    notes = (*data.notes, *(shared.compute_target_notes([at], data.compute, [float(far.min())]) if at is not None else ()),
-             *(_rises(g, np.array([p["median"] for p in curve])) if curve is not None else ()))
+    notes = (*data.notes, *(_rises(g, np.array([p["median"] for p in curve])) if curve is not None else ()))
+    outside = shared.compute_target_warnings([at], data.compute, [float(far.min())]) if at is not None else []
     if fmt is Format.json:
         out = shared.base_record(fit, "per-fraction", notes) | {
             "fractions": g.tolist(), "A_by_fraction": fit.A.tolist(), "alpha_by_fraction": fit.alpha.tolist(),
@@ -116,9 +116,12 @@ def fit_curve_command(
                 "dof_by_fraction": [int(d) for d in dofs], "band": band, "fraction": g.tolist()}
             | {k: [p[k] for p in curve] for k in shared.BANDS},
         }
+        out["warnings"] += outside
         print_json(out)
         return
     shared.print_params(fit, boot, level, notes)
+    for w in outside:
+        warn(w)
     if curve is not None:
         console.print(f"predicted curve at C = {at:.3g} FLOPs (x{at / data.compute.max():.3g} the largest run; {band}):",
                       highlight=False)

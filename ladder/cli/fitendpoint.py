@@ -10,7 +10,7 @@ import numpy as np
 import typer
 
 from ladder.cli import fitshared as shared
-from ladder.cli.app import Format, command, console, print_json
+from ladder.cli.app import Format, command, console, print_json, warn
 from ladder.config.limits import MAX_COMPUTE, positive
 from ladder.data.store import Store
 from ladder.errors import LadderError
@@ -95,15 +95,18 @@ def fit_endpoint_command(
                                 f"widened by {UNTESTED_ERROR:.0%} (one sd) per e-fold of extrapolation",
                         "extrapolation": c / float(C.max()), "efolds_out": far}
                      | ({"params_at_optimum": float(size.predict(c))} if size else {}))
-    notes = (*notes, *shared.compute_target_notes(targets, C, [p["efolds_out"] for p in preds]))
+    outside = shared.compute_target_warnings(targets, C, [p["efolds_out"] for p in preds])
     if fmt is Format.json:
         out = shared.base_record(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
+        out["warnings"] += outside
         if minima:
             out["budgets"] = [m.record() for m in minima]
             out["optimal_size"] = ({"exponent": size.exponent, "budgets": size.budgets} if size else None)
         print_json(out)
         return
     shared.print_params(fit, boot, level, notes)
+    for w in outside:
+        warn(w)
     if len(minima) > SHOWN_BUDGETS:
         how = Counter(m.how for m in minima)
         console.print(f"  {len(minima)} budgets, {minima[0].compute:.3g} .. {minima[-1].compute:.3g} FLOPs; the least loss "

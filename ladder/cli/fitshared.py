@@ -252,9 +252,10 @@ def far_targets(preds: list[dict], what, where=None) -> list[str]:
             "grows with the distance, but no ladder tests a law that far; are its numbers in the runs' units?"]
 
 
-def compute_target_notes(targets: list[float], fitted: np.ndarray, efolds: list[float]) -> list[str]:
-    """Notes on targets given as compute (FLOPs) outside the `fitted` runs' computes: below the smallest, or
-    farther beyond the largest than `FAR_EFOLDS` (`efolds`: each target's e-folds out, in size)."""
+def compute_target_warnings(targets: list[float], fitted: np.ndarray, efolds: list[float]) -> list[str]:
+    """Warnings of targets given as compute (FLOPs) outside the `fitted` runs' computes: below the smallest, or
+    farther beyond the largest than `FAR_EFOLDS` (`efolds`: each target's e-folds out, in size), as `fit surface`
+    warns of its targets."""
     from fits.checks import and_more
 
     low = [c for c in targets if c < fitted.min()]

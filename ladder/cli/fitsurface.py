@@ -137,6 +137,7 @@ def fit_surface_command(
     optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
                             np.array([d for _, _, d in optimal], dtype=np.float64), [{"compute": c} for c, _, _ in optimal])
     below = (_below_fitted(preds + optima, data.params, data.tokens) + _budget_axis(optima, data)
+             + _optima_off_ratios(optima, data.params, data.tokens)
              + _not_counts(data.params, data.tokens) + _unread_actual(preds, (loss_col,)) + ([untargeted] if untargeted else [])
              + _not_carried(targets[2], predict_csv, actual_column(preds, (loss_col,)) is not None)
              + shared.far_targets(preds + optima, lambda p: f"N = {p['params']:.3g}, D = {p['tokens']:.3g}",
@@ -216,6 +217,26 @@ def _not_counts(n_params, tokens) -> list[str]:
 
 BUDGET_AXIS_TOL = 0.2
 """How far (relative) a table's budgets may sit from 6·N·D before --optimum-at says it reads compute as 6·N·D."""
+
+
+OFF_RATIOS = 1.5
+"""An optimum whose tokens per parameter lie beyond the runs' by more than this factor is warned of."""
+
+
+def _optima_off_ratios(optima: list[dict], n_params, tokens) -> list[str]:
+    """A warning for each --optimum-at allocation whose tokens per parameter lie beyond the fitted runs' by more than
+    `OFF_RATIOS`: the law places the optimum where no run was trained, which a prediction at such a ratio warns of."""
+    ratios = np.asarray(tokens, dtype=np.float64) / np.asarray(n_params, dtype=np.float64)
+    lo, hi = float(ratios.min()), float(ratios.max())
+    out = []
+    for p in optima:
+        r = p["tokens"] / p["params"]
+        if r < lo / OFF_RATIOS or r > hi * OFF_RATIOS:
+            out.append(f"the optimum at C = {p['compute']:.3g} FLOPs puts {r:.3g} tokens per parameter (N* = "
+                       f"{p['params']:.3g}, D* = {p['tokens']:.3g}), where the fitted runs span {lo:.3g} .. {hi:.3g}: "
+                       "the law's optimum lies where no run was trained; trust it as far as its trend in token ratio "
+                       "carries, or train runs near that ratio")
+    return out
 
 
 def _budget_axis(optima: list[dict], data) -> list[str]:
