@@ -216,6 +216,9 @@ MOST_NATS = 14.0
 LEAST_FLOPS = 1e10
 """Below this, a run's compute is in other units (GFLOPs, PF-days, exaFLOPs): a 10k-parameter model on 200k tokens
 takes 1.2e10 FLOPs, and a ladder's smallest rung many times more."""
+LEAST_COUNTED = 1e3
+"""Below this a parameter or token count is written in millions or billions (70 for 70M), not counted: no sign of
+swapped columns."""
 RISE_CORR = 0.5
 """A rank correlation of final loss with compute above this (over 4 runs or more) is no scaling ladder."""
 
@@ -240,8 +243,10 @@ def units_warnings(loss: np.ndarray, compute: np.ndarray | None = None, n_params
         if rho > RISE_CORR:
             out.append(f"the loss rises with compute (rank correlation {rho:+.2f}): a scaling ladder's falls; is the "
                        "loss column a loss (not an accuracy), and the compute column its runs' compute?")
-    if n_params is not None and tokens is not None and np.all(np.asarray(tokens) < np.asarray(n_params)):
+    counts = n_params is not None and tokens is not None and min(np.min(n_params), np.min(tokens)) >= LEAST_COUNTED
+    if counts and np.all(np.asarray(tokens) < np.asarray(n_params)):  # (in millions or billions: another warning's)
         ratio = np.asarray(tokens, dtype=np.float64) / np.asarray(n_params, dtype=np.float64)
         out.append(f"every run sees fewer tokens than it has parameters ({ratio.min():.3g}–{ratio.max():.3g} tokens "
-                   "per parameter): are the parameter and token columns swapped?")
+                   "per parameter): are the parameter and token columns swapped, or the tokens counted in sequences "
+                   "or batches?")
     return out

@@ -877,6 +877,15 @@ def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     error = preds["predictions"][0]["median"] / 2.05 - 1  # the actual loss beside the prediction, and the error
     assert "actual (loss)" in table.stdout and f"{error:+.2%}" in table.stdout
     assert [p["predicted_error"] for p in preds["predictions"]] == [pytest.approx(error), None]  # the JSON too
+    ppl = tmp_path / "ppl.csv"  # a perplexity as the actual loss: an "error" of -79%, unsaid
+    ppl.write_text("name,params,tokens,loss\nhero-7b,7e9,1.4e12,12.1\nsmall,1e9,2e11,2.3\n")
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", ppl, "--format", "json").stdout)
+    (said,) = [w for w in out["warnings"] if "no law misses by that much" in w]
+    m = out["predictions"][0]["median"]
+    assert said.startswith(f"the targets' actual 'loss' 12.1 is {12.1 / m:.3g}× the prediction {m:.4g}: no law misses")
+    assert "is it a perplexity (give its log)" in said
+    assert not [w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual, "--format",
+                                          "json").stdout)["warnings"] if "no law misses" in w]
     actual.write_text("name,params,tokens,actual\nhero-7b,7e9,1.4e12,2.05\n")  # a column named actual: said once
     table = run("fit", "surface", "--csv", plain_csv, "--predict-csv", actual)
     assert table.exit_code == 0 and "actual (actual)" not in table.stdout and "actual" in table.stdout
@@ -1782,3 +1791,26 @@ def test_a_ladder_of_tiny_runs_in_the_store_is_not_told_its_compute_is_in_other_
     res = run("fit", "endpoint", "--csv", given, "--format", "json")
     assert res.exit_code == 0, res.output
     assert [w for w in json.loads(res.stdout)["warnings"] if "in GFLOPs, multiply by 1e9" in w]
+
+
+def test_a_missing_compute_column_names_the_one_that_holds_it(tmp_path):
+    """Epoch's Chinchilla table names its compute "flops": `fit endpoint` said there was no column 'compute' and
+    named no flag."""
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"run": ["a", "b", "c"], "flops": [1e18, 1e19, 1e20], "loss": [3.0, 2.8, 2.6]}).to_csv(path, index=False)
+    one_error_line(run("fit", "endpoint", "--csv", path), "no column 'compute' (for --compute-col); the file has run, "
+                   "flops, loss; give --compute-col flops")
+    res = run("fit", "endpoint", "--csv", path, "--compute-col", "flops", "--run-col", "run")
+    assert res.exit_code == 0, res.output
+
+
+def test_far_targets_are_said_each_its_own_way_not_grouped_under_the_first_ones(plain_csv, tmp_path):
+    """"the target at N = 5e+12 ... (and 2 more) lies 8.9 e-folds off the fitted runs' token ratios" said the other two
+    lay off the ratios too, where one lay far in size at a ratio the runs hold."""
+    targets = tmp_path / "far.csv"
+    targets.write_text("params,tokens\n7,1.4e11\n7e15,1.4e17\n7e14,1.4e16\n")
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
+    (far,) = [w for w in out["warnings"] if "e-folds" in w and "no ladder tests a law that far" in w]
+    assert far.startswith("the target at N = 7, D = 1.4e+11 lies ") and "off the fitted runs' token ratios" in far
+    assert "(2 more targets lie more than 7 e-folds outside the runs, each in its efolds_out)" in far
+    assert "(and 2 more)" not in far

@@ -163,4 +163,7 @@ def test_a_perplexity_or_swapped_columns_are_warned_of_by_the_fit_itself():
     L = surface_losses(np.random.default_rng(0), N, D, **TRUE, noise=0.0)
     assert not any("perplexity" in w or "swapped" in w for w in fit_surface(N, D, L).warnings)
     assert any("is it a perplexity" in w for w in fit_surface(N, D, np.exp(L)).warnings)
-    assert any("are the parameter and token columns swapped?" in w for w in fit_surface(D, N, L).warnings)
+    assert any("are the parameter and token columns swapped, or the tokens counted in sequences or batches?" in w
+               for w in fit_surface(D, N, L).warnings)
+    # in millions and billions (70 for 70M, 1.4 for 1.4B tokens): not swapped, though fewer "tokens" than "parameters"
+    assert not any("swapped" in w for w in fit_surface(N / 1e6, N * 20 / 1e9, L).warnings)

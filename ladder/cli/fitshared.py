@@ -238,18 +238,20 @@ trusted that far, and a target in other units (billions as counts) lands there."
 
 
 def far_targets(preds: list[dict], what, where=None) -> list[str]:
-    """A warning for the targets more than `FAR_EFOLDS` e-folds outside the fitted runs (`efolds_out`);
-    `where(p)` says how it lies outside them ("" or no `where`: above them in size)."""
-    from fits.checks import and_more
-
+    """A warning for the targets more than `FAR_EFOLDS` e-folds outside the fitted runs (`efolds_out`): the first,
+    `where(p)` saying how it lies outside them ("" or no `where`: above them in size), and how many more do (each
+    its own way: one far in size, another off the token ratios)."""
     far = [p for p in preds if p.get("efolds_out", 0.0) > FAR_EFOLDS]
     if not far:
         return []
     p = far[0]
     how = (where(p) if where else "") or (f"in size beyond the fitted runs ({np.exp(p['efolds_out']):.3g}× their "
                                           f"size, {np.exp(2 * p['efolds_out']):.3g}× their compute)")
-    return [f"the target at {what(p)}{and_more(far)} lies {p['efolds_out']:.1f} e-folds {how}: its band "
-            "grows with the distance, but no ladder tests a law that far; are its numbers in the runs' units?"]
+    more = len(far) - 1
+    others = (f" ({more} more target{'s lie' if more > 1 else ' lies'} more than {FAR_EFOLDS:g} e-folds outside the "
+              "runs, each in its efolds_out)" if more else "")
+    return [f"the target at {what(p)} lies {p['efolds_out']:.1f} e-folds {how}{others}: its band grows with the "
+            "distance, but no ladder tests a law that far; are its numbers in the runs' units?"]
 
 
 def compute_target_warnings(targets: list[float], fitted: np.ndarray, efolds: list[float]) -> list[str]:

@@ -428,7 +428,18 @@ def _unread_actual(preds: list[dict], names: tuple[str, ...] = ()) -> list[str]:
     if read is not None and others:
         out.append(f"the targets' columns {read!r} and {others[0]!r} both hold losses: {read!r} is read as their actual "
                    f"loss (the error beside each prediction), {others[0]!r} is shown as it is")
+    apart = [(p[read], p["median"]) for p in preds if read is not None and p.get(read) is not None
+             and p.get("median") and not 1 / ACTUAL_APART <= p[read] / p["median"] <= ACTUAL_APART]
+    if apart:
+        (a, m), more = apart[0], len(apart) - 1
+        out.append(f"the targets' actual {read!r} {a:.4g} is {a / m:.3g}× the prediction {m:.4g}"
+                   + (f" (and {more} more as far apart)" if more else "") + ": no law misses by that much; is it a "
+                   "perplexity (give its log), another metric, or another unit than the runs' loss?")
     return out
+
+
+ACTUAL_APART = 2.0
+"""A target's actual loss more than this factor from its prediction is likely no loss in the runs' units."""
 
 
 def _is_number(text: str) -> bool:

@@ -169,7 +169,8 @@ def _lines_of(content: str) -> io.StringIO:
 ALIASES = {"params": ("n", "n_params", "num_params", "nparams", "parameters", "params_nonembed", "non_embedding_params",
                       "n_active", "model_size"),
            "tokens": ("d", "n_tokens", "num_tokens", "ntokens", "data", "tokens_seen"),
-           "loss": ("l", "final_loss", "eval_loss", "val_loss", "loss_final")}
+           "loss": ("l", "final_loss", "eval_loss", "val_loss", "loss_final"),
+           "compute": ("flops", "c", "fit_flops", "total_flops", "train_flops", "training_flops", "compute_flops")}
 """Other names a column the fits read by default goes by (lower case), for the hint of a file that lacks it."""
 
 
