@@ -127,6 +127,16 @@ SHORT_RUN = 200
 more: said as the likely cause where such a run's shape is not the target's."""
 
 
+def _ratio_note(runs: list[Run], target: Run) -> str:
+    """Why the target's token ratio is not the rungs': counted per fit FLOPs per token ÷ 6 where it gives no N and
+    they do (attention's share of its FLOPs sets it apart: 16.6 tokens per parameter beside 20 on OLMo's 3.2B), which
+    its N mends; else `_wider_note`."""
+    if not (target.n_params or target.ratio) and any(r.n_params for r in runs):
+        return (f"; the target gives no active_params, so its {target.token_ratio:.4g} tokens per parameter are counted "
+                "per fit FLOPs per token ÷ 6, the rungs' per N: give the target's active_params")
+    return _wider_note(runs, target)
+
+
 def _wider_note(runs: list[Run], target: Run) -> str:
     """"; a ratio tolerance of 6% ... would count 3 of them" where one under 25% would: a target planned a little
     off the rungs' token ratio."""
@@ -213,7 +223,7 @@ class PerFraction:
             raise FitError(f"the per-fraction law needs 3 runs with the target's token ratio ({target.token_ratio:.4g} "
                            f"± {o.ratio_tol * 100:g}%), or with its tokens ({target.planned_tokens:.4g}), and its schedule "
                            f"shape; the ladder has {len(runs)}" + (f" ({_left_out_note(shapes)})" if shapes else "")
-                           + f"; the rungs train at {shown} tokens per parameter" + _wider_note(self.runs, target)
+                           + f"; the rungs train at {shown} tokens per parameter" + _ratio_note(self.runs, target)
                            + _few_evals_note(self.runs))
         axis_shared = shared_axis(runs, target, o.ratio_tol)
         Cs, axis = law_compute(runs + [target])

@@ -441,6 +441,27 @@ def rising(band: Band, fractions: np.ndarray, tol: float = 0.01) -> list[str]:
             "rung whose loss does not fall pulls the law; check the rungs' curves (`ladder plot`)"]
 
 
+OWN_BAND_HELD = 0.5
+"""Below this share of the held-out size's evals inside the chosen law's own 90% band, in the backtest, the
+prediction warns that its band may be too narrow."""
+
+
+def own_band_missed(rows, method: str) -> list[str]:
+    """A warning where the backtest's held-out size lay inside `method`'s own 90% band at fewer than `OWN_BAND_HELD` of
+    its evals: the prediction's band adds the backtest's errors carried to the target, but a law whose own band fails
+    so has missed a larger size by more than that (a ladder of one length per size: the OLMo 3.2B's early evals at
+    0.5×C, 12% inside; benchmarks/one_length_ladder.py)."""
+    inside = [s.inside90 for s in rows if s.method == method and _usable(s)]
+    held = float(np.mean(np.concatenate(inside))) if inside else np.nan
+    if not held < OWN_BAND_HELD:
+        return []
+    n = sum(x.size for x in inside)
+    return [f"in the backtest the {method} law's own 90% band held {held:.0%} of the held-out size's {n} evals: its band "
+            "here adds the backtest's errors carried to the target, but a law whose own band fails so has missed larger "
+            "sizes by more (a ladder of one length per size does, most early in the run); read the band as too narrow, "
+            "and train a second length at two sizes or more for the curve laws"]
+
+
 def carried_error(backtest_rows, method: str, distance: float, fractions: np.ndarray) -> np.ndarray:
     """The backtest's |error| of `method` at each fraction, carried to `distance` (largest over held-out sizes).
 
@@ -570,6 +591,7 @@ def predict(runs: list[Run], target: Run, steps, settings: Settings | None = Non
     elif band is not bands[method]:
         why += (f"; band widened by the backtest's errors carried to the target's distance, and to at least "
                 f"{UNTESTED_ERROR:.0%} per e-fold of extrapolation")
+    warnings += own_band_missed(rows, method)
     others = [k for k in outcomes if k != method and k in settings.candidates]
     if method in outcomes and others:
         band = spread(band, [bands[k] for k in others])

@@ -174,6 +174,39 @@ def test_token_ratios_no_run_trains_at_are_warned_and_named_when_none_match():
         core.predict(millions, hero, hero.steps, fast)
 
 
+def test_a_target_without_its_parameter_count_is_told_to_give_it_not_a_wider_ratio_tolerance():
+    """A target of fit FLOPs per token alone reads its token ratio per FLOPs ÷ 6 (16.6 on OLMo's 3.2B, which trains at
+    20 per N, as its rungs do): the error advised --ratio-tol 0.21, which then printed the false 16.57."""
+    runs, hero = ladder(pf_law, seed=2, n_sizes=4)
+    runs = [r for r in runs if "-2x" not in r.name]
+    attention = dataclasses.replace(hero, flops_per_token=hero.flops_per_token * 1.2, n_params=None)
+    fast = dataclasses.replace(FAST, method="per-fraction", backtest=False)
+    with pytest.raises(FitError, match=r"the target gives no active_params, so its 16\.67 tokens per parameter are "
+                                       r"counted per fit FLOPs per token ÷ 6, the rungs' per N: give the target's "
+                                       r"active_params") as caught:
+        core.predict(runs, attention, attention.steps, fast)
+    assert "--ratio-tol" not in str(caught.value)
+    assert core.predict(runs, hero, hero.steps, fast).method == "per-fraction"  # with its N
+
+
+def test_a_law_whose_own_band_missed_the_held_out_size_is_warned_of():
+    """On a ladder of one length per size the backtest showed the chosen law's own 90% band holding 11% of the held-out
+    1.3B's evals, and the prediction said nothing of it; its band then held 12% of the 3.2B's early evals at 0.5×C."""
+    runs, hero = ladder(pf_law, seed=4, n_sizes=5)
+    one = [r for r in runs if "-2x" not in r.name]
+    fast = dataclasses.replace(FAST, method="per-fraction")
+    clean = core.predict(one, hero, hero.steps, fast)
+    assert not [w for w in clean.warnings if "own 90% band held" in w]
+    off = [dataclasses.replace(r, values=r.values * 1.03) if r.name == "r4" else r for r in one]  # the largest, 3% up
+    res = core.predict(off, hero, hero.steps, fast)
+    held = [s for s in res.backtest if s.method == "per-fraction" and not s.failed]
+    share = np.mean(np.concatenate([s.inside90 for s in held]))
+    (said,) = [w for w in res.warnings if "own 90% band held" in w]
+    assert share < core.OWN_BAND_HELD and said.startswith(
+        f"in the backtest the per-fraction law's own 90% band held {share:.0%} of the held-out size's "
+        f"{sum(s.inside90.size for s in held)} evals: its band here adds")
+
+
 def test_rungs_of_one_eval_each_are_named_as_the_reason_no_curve_law_applies():
     runs, hero = ladder(pf_law, seed=2, n_sizes=4)
     finals = [dataclasses.replace(r, steps=r.steps[-1:], values=r.values[-1:]) for r in runs]  # only final losses
