@@ -111,6 +111,17 @@ def test_n_only_uses_six_n_d_and_every_output_says_so(tmp_path):
     assert "compute is 6·N·D for " in listed.output and "only N is known" in listed.output
 
 
+def test_a_target_that_names_no_group_is_told_the_ladders_group(tmp_path):
+    """"0 rung(s) of group '' in the store ... give --group; groups with rungs: 'mine'", where the store holds one
+    ladder and the target file leaves out its group."""
+    assert import_csv(ladder_csv(tmp_path / "ladder.csv"), tmp_path / "store").exit_code == 0
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "big.yaml", group=None)), "--store",
+                 str(tmp_path / "store"))
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "the target names no group, and the rungs are group 'mine': give --group mine (or " \
+        "group: mine in the target file)" in said, said
+
+
 def test_the_figures_draw_rungs_with_only_n_beside_a_target_with_only_fit_flops(tmp_path):
     """The figures choose their axis themselves: fit FLOPs where the target gives no N, the rungs' 6·N·D then (the
     refusal of --compute fit is for a user who asked for it)."""

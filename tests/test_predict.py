@@ -257,6 +257,9 @@ def test_replan_of_a_finished_run_asks_for_a_step_and_one_before_the_run_is_a_wh
     assert res.exit_code == 2 and "an edit goes after the warmup" in res.stderr and "what-if" not in res.stderr
     res = runner.invoke(app, [*base, "--shorten-to", str(int(0.8 * T))])  # at its last step: no warning
     assert res.exit_code == 0 and "what-if" not in res.stderr, res.output
+    res = runner.invoke(app, [*base, "--shorten-to", str(T // 2 - 10)])  # a horizon the run has passed: said so, not
+    said = " ".join(res.stderr.split())  # "cuts 52%"
+    assert res.exit_code == 2 and f"--shorten-to {T // 2 - 10:,}: the run is at step {T // 2:,} already" in said, said
     pull(Store(tmp_path / "store"), LocalSource(write_run(tmp_path / "runs", hero)))  # now finished
     res = runner.invoke(app, [*base, "--shorten-to", str(int(0.8 * T))])
     assert res.exit_code == 2 and f"is done (step {T:,} of {T:,})" in res.stderr and "give --at STEP" in res.stderr

@@ -529,7 +529,7 @@ def test_evals_logged_again_after_a_resume_are_judged_again(tmp_path, replay):
     res = runner.invoke(app, watch)
     assert res.exit_code == 5, res.output
     lines = res.output.replace(" \n", " ")  # a line the console wrapped, whole again
-    again = re.findall(r"ALARM step ([\d,]+) .*\(logged again after a resume\)$", lines, re.M)
+    again = re.findall(r"ALARM step ([\d,]+) .*\(logged again with another value: a resume, or a table imported again\)$", lines, re.M)
     assert [int(s.replace(",", "")) for s in again] == [int(s) for s in steps[5:8]]
     state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
     assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:8]]
@@ -864,7 +864,7 @@ def test_a_resume_that_changes_one_eval_judges_each_later_eval_once(tmp_path, re
             f.write(json.dumps({"step": int(steps[k]), "eval/loss": float(loss[k]) * (1.05 if k == 5 else 1.0)}) + "\n")
     res = runner.invoke(app, watch)
     assert res.exit_code == 5, res.output
-    assert len(re.findall(r"\(logged again after a resume\)", res.output.replace(" \n", " "))) == 1
+    assert len(re.findall(r"\(logged again with another value: a resume, or a table imported again\)", res.output.replace(" \n", " "))) == 1
     state = json.loads((tmp_path / "prediction" / "watch-state.json").read_text())
     assert [v["step"] for v in state["verdicts"]] == [int(s) for s in steps[:8]]  # each once
 

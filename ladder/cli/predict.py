@@ -324,6 +324,9 @@ def replan_command(
         return
     settings = _settings(metric, n_boot, group)  # a bad option is refused before anything is said of the edit
     reached = _reached(st, hero.name) or 0
+    if at is None and shorten_to is not None and shorten_to <= reached:  # (with --at before it: a what-if, said below)
+        raise LadderError(f"--shorten-to {shorten_to:,}: the run is at step {reached:,} already; a new horizon lies past "
+                          f"it (give --at STEP before step {shorten_to:,} to ask what that cut would have done)")
     replaced = superseded(hero, step)
     passed = [e for e in replaced if e.at_step <= reached]
     if passed:  # an edit the run has made stays: what is done is not replanned

@@ -298,6 +298,9 @@ def rungs_from_store(store: Store, group: str, metric: str, left_out: list[str] 
     rungs = runs[(runs["role"] == "rung") & (runs["group"] == group)]
     if len(rungs) < 3:
         groups = sorted(set(runs.loc[runs["role"] == "rung", "group"]))
+        if not group and len(groups) == 1:  # a target that names no group, beside a store of one ladder
+            raise LadderError(f"{store.root}: the target names no group, and the rungs are group {groups[0]!r}: give "
+                              f"--group {groups[0]} (or group: {groups[0]} in the target file)")
         raise LadderError(
             f"{store.root}: {len(rungs)} rung(s) of group {group!r} in the store; a prediction needs at least 3 "
             f"(pull the ladder's rungs, or give --group; groups with rungs: {', '.join(map(repr, groups)) or 'none'})"

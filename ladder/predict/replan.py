@@ -52,7 +52,7 @@ class HorizonFit:
         if hours <= 0 and not self.fits:  # a deadline kept across watches (`ladder watch --deadline 72h`) passes
             return (f"the deadline passed {h(-hours)} ago with the run at step {self.step:,} "
                     f"({self.step / self.planned_steps:.1%} of the {self.planned_steps:,} planned); give a new "
-                    "--deadline, or end the run with an early cooldown (`ladder replan --cooldown-steps K --at STEP`)")
+                    "--deadline, or end the run with an early cooldown (`ladder replan` of the run's target with `--cooldown-steps K --at STEP`)")
         if self.fits:  # "reaches step 11,276,231 (100.0% of the 4,432 planned)" reads as if the run went on
             need = max(0, self.planned_steps - self.step) * self.tokens_per_step / self.tokens_per_second / 3600
             return (f"at {self.tokens_per_second:,.0f} tokens/s the run finishes its {self.planned_steps:,} planned "
@@ -68,11 +68,11 @@ class HorizonFit:
         if self.fraction_of_plan >= 1 - MAX_CUT:
             return head + (
                 f"; shorten the horizon to {self.reachable_steps:,} steps and re-aim the decay "
-                f"(`ladder replan --shorten-to {self.reachable_steps}`)"
+                f"(`ladder replan` of the run's target with `--shorten-to {self.reachable_steps}`)"
             )
         return head + (
             f"; even a {MAX_CUT:.0%} cut does not fit: branch an early cooldown "
-            f"(`ladder replan --cooldown-steps K --at STEP`) or move the deadline"
+            f"(`ladder replan` of the run's target with `--cooldown-steps K --at STEP`) or move the deadline"
         )
 
     def edit_ends(self, end: int, edit: str) -> tuple[bool, str]:

@@ -468,7 +468,7 @@ class Watcher:
             else:
                 cmp = f"{value:.4f}{mean} ({why_not}: not compared)"
                 verdict, own = _worse(verdict, CANNOT_JUDGE), _worse(own, CANNOT_JUDGE)
-            again = " (logged again after a resume)" if step in changed else ""
+            again = " (logged again with another value: a resume, or a table imported again)" if step in changed else ""
             # where this eval's own deviation does not give the verdict, the alerts that do (their text follows)
             by = [a for a in window if a.level == verdict]
             by = [] if any(a.rule == "deviation" and a.step == step for a in by) else by
