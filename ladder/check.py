@@ -626,9 +626,8 @@ def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
     note = left_out + (f"; left out (a trend in compute holds at one ratio): {', '.join(at_other_ratios)}"
                        if other_ratios else "")
     caveat = ("" if loo.dof > 1 else f" ({len(usable)} rungs leave 1 degree of freedom: only a gross outlier shows)") + note
-    flagged = [loo.held[i] for i in loo.flagged]
+    flagged, w = [loo.held[i] for i in loo.flagged], loo.worst()
     if not flagged and loo.dof <= 1:  # "ok" would pass a rung several percent off: the check cannot tell
-        w = loo.worst()
         reach = abs(w.rel_error / w.score) * w.limit if w.score else float("nan")
         return Finding(name, "not checked", (
             f"not checked: {len(usable)} rungs leave 1 degree of freedom, so a rung shows off the others' trend only "
@@ -637,7 +636,6 @@ def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
             f"this check{note}"),
             values=values)
     if not flagged:
-        w = loo.worst()
         return Finding(name, "ok", (f"final {st.metric} of each rung against the others' trend: largest deviation "
                                     f"{usable[w.index].name} {w.rel_error:+.2%} (score {w.score:.1f}, limit "
                                     f"±{w.limit:.1f}){caveat}"), values=values)
@@ -761,8 +759,8 @@ def _lr_trend(rungs: list[_Rung], why: str, values: dict | None = None, fewer: S
     others' line by more than `LR_TREND_TOLERANCE` was given another LR. Where several are, one is set aside at a time
     (the one whose absence leaves the rest most in line) and the rest judged again without it while four or more are
     left, so a clean end rung, whose line runs through a bad neighbour, is not blamed for its pull. Fewer than four
-    rungs with a logged LR: `fewer` (skipped, or not checked where a recipe's rule was asked for), with `why`. A ladder whose every LR is off the rule by one factor passes: only a
-    recipe's rule (--recipe) shows that."""
+    rungs with a logged LR: `fewer` (skipped, or not checked where a recipe's rule was asked for), with `why`. A
+    ladder whose every LR is off the rule by one factor passes: only a recipe's rule (--recipe) shows that."""
     name = "lr-rule"
     known = [r for r in rungs if r.complete and len(r.series.get(keys.LEARNING_RATE, ())) and np.isfinite(r.size)
              and r.size > 0]
@@ -783,10 +781,10 @@ def _lr_trend(rungs: list[_Rung], why: str, values: dict | None = None, fewer: S
     def spread(among: list[int]) -> float:
         return max(abs(np.log(m)) for m in misses(among).values())
 
-    active, off = list(range(len(known))), []
-    first = misses(active)
+    active, off, first = list(range(len(known))), [], {}
     while len(active) >= LR_TREND_RUNGS:
         miss = misses(active)
+        first = first or miss  # every rung against the others' line, before any is set aside
         bad = [i for i in active if abs(miss[i] - 1) > LR_TREND_TOLERANCE]
         if not bad:
             break

@@ -208,7 +208,8 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     if hero is None and hero_compute is None:  # the reference ladder's hero in the store, else B's, as check takes it
         for st, g in ((store, group_a), (store_b, group_b)):
             runs = st.runs()
-            stored = stored or stored_hero(st, runs[runs["group"] == g])
+            if (stored := stored_hero(st, runs[runs["group"] == g])) is not None:
+                break
     target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params, stored)
     least = min((a, b), key=lambda g: g.compute.min())
     i = int(np.argmin(least.compute))

@@ -5,6 +5,7 @@ what to do. The CLI prints it as one line and exits with code 2; anything else i
 """
 
 
+import difflib
 import os
 
 DEBUG_ENV = "LADDER_DEBUG"
@@ -14,6 +15,14 @@ DEBUG_ENV = "LADDER_DEBUG"
 def debug_env() -> bool:
     """Whether `DEBUG_ENV` asks for tracebacks."""
     return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def meant(name: str, names) -> str | None:
+    """The one of `names` that a mistyped `name` most likely meant, for a "did you mean" hint: the same in another case,
+    else the closest spelling; None where none is close."""
+    names = list(names)
+    return next((n for n in names if n.lower() == name.lower()), None) or next(
+        iter(difflib.get_close_matches(name, names, n=1)), None)
 
 
 class LadderError(ValueError):

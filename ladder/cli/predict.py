@@ -268,7 +268,6 @@ def replan_command(
     from ladder.predict.adapter import predict
 
     say = err_console.print if fmt is Format.json else console.print  # standard output holds the JSON alone
-    record: dict = {"run": None, "metric": metric, "at": None, "deadline": None, "edit": None}
     if shorten_to is not None and cooldown_steps is not None:
         raise LadderError("--shorten-to and --cooldown-steps are two different edits; give one of them")
     for flag, value, least in (("--shorten-to", shorten_to, 1), ("--cooldown-steps", cooldown_steps, 1), ("--at", at, 0)):
@@ -289,7 +288,7 @@ def replan_command(
     if out is not None:
         _check_replan_out(out / f"{file_part(hero.name)}.yaml", config or target_file)
     step = at if at is not None else _last_step(st, hero.name, deadline is not None and throughput is None)
-    record |= {"run": hero.name, "at": step}
+    record: dict = {"run": hero.name, "metric": metric, "at": step, "deadline": None, "edit": None}
     if at is None and deadline is None and step >= hero.stop_after_steps:
         raise LadderError(f"{hero.name!r} is done (step {step:,} of {hero.stop_after_steps:,}): there is nothing left "
                           "to edit; give --at STEP to ask what an edit at an earlier step would have done")

@@ -27,7 +27,6 @@ rebuilds, and `ladder.data.storefiles` holds the file formats and the steps they
 from __future__ import annotations
 
 import contextlib
-import difflib
 import fcntl
 import json
 import os
@@ -62,7 +61,7 @@ from ladder.data.storefiles import (
     typed_runs,
 )
 from ladder.data.storewriter import StoreWriter
-from ladder.errors import LadderError
+from ladder.errors import LadderError, meant
 from ladder.files import held
 
 __all__ = ["DEFAULT_ROOT", "GIVEN_KEY", "PULL_FIRST", "RUNS_COLUMNS", "Store", "StoreWriter"]
@@ -365,10 +364,8 @@ class Store:
             raise LadderError(f"run name {id_or_name!r} is ambiguous in {self.root} (ids {ids}): name it by its "
                               "id; where one is a copy of the other (a run pulled from two sources), `ladder runs "
                               "--remove ID` takes it out")
-        names = [*table["name"].astype(str), *table["run_id"].astype(str)]
-        close = [n for n in names if n.lower() == str(id_or_name).lower()] or difflib.get_close_matches(
-            str(id_or_name), names, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        close = meant(str(id_or_name), [*table["name"].astype(str), *table["run_id"].astype(str)])
+        hint = f"did you mean {close!r}? " if close else ""
         raise LadderError(f"no run {id_or_name!r} in {self.root}; {hint}`ladder runs --store {self.root}` lists them")
 
 

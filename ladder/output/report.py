@@ -18,7 +18,7 @@ import pandas as pd
 from ladder.errors import LadderError
 from ladder.files import write_text_atomic
 from ladder.predict.prediction import Prediction, percent
-from ladder.predict.scoring import failed_steps, judged_points
+from ladder.predict.scoring import failed_steps, judged_points, logged_per_step
 
 GENERATOR = "<meta name='generator' content='scaling-ladder report'>"
 """Marks a page `ladder report` wrote: the one kind of existing page its --out replaces."""
@@ -138,13 +138,6 @@ def _at_evals(pred: Prediction, rows: pd.DataFrame, actual: pd.Series,
     scale = moved / steps
     return rows.assign(step=moved, fraction=rows["fraction"] * scale, fraction_edited=rows["fraction_edited"] * scale,
                        **values_there), got
-
-
-def per_step(pred: Prediction, actual: pd.Series) -> bool:
-    """Whether `actual` is logged far more often than the prediction's steps (read as means between them)."""
-    from ladder.data.dense import is_dense
-
-    return is_dense(actual.dropna().index.to_numpy(np.int64), pred.table["step"].to_numpy(np.int64))
 
 
 INSIDE_50, INSIDE_90, OUTSIDE = "the 50% band", "the 90% band", "neither band"
@@ -282,7 +275,7 @@ def write_report(
     elif actual is not None and not len(actual) and not len(failed):
         parts.append(f"<p>The run has logged no {html.escape(pred.metric)} yet: its actual values and errors fill "
                      "these columns as it trains (make the report again).</p>")
-    if actual is not None and len(actual) and per_step(pred, actual):
+    if actual is not None and len(actual) and logged_per_step(pred, actual):
         parts.append(f"<p>{html.escape(pred.metric)} is logged far more often than the prediction's steps: each row at "
                      "the prediction's step nearest the mark (within 1% of the plan), the run's mean over the steps "
                      "since the prediction's step before beside the prediction's mean over the same steps, as `ladder "

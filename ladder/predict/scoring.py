@@ -126,16 +126,22 @@ def judged_points(actual: pd.Series, pred: Prediction) -> tuple[np.ndarray, pd.D
     values each is the mean of (None: as logged). A metric logged far more often than the prediction's steps (a per-step
     train loss) is scored as the watch judges it (`ladder.watch.judged.compared`): the mean of its values since
     the prediction's step before, against the prediction's mean over the same steps."""
-    from ladder.data.dense import is_dense
     from ladder.watch.judged import BAND_COLUMNS, compared
 
-    grid = pred.table["step"].to_numpy(np.int64)
-    if not is_dense(actual.index.to_numpy(np.int64), grid):
+    if not logged_per_step(pred, actual):
         steps = actual.index.to_numpy()
         return steps, pred.at(steps), actual.to_numpy(float), None
-    points = compared(actual, grid, pred)
+    points = compared(actual, pred.table["step"].to_numpy(np.int64), pred)
     return (points.index.to_numpy(), points[BAND_COLUMNS].reset_index(drop=True), points["value"].to_numpy(float),
             points["n"].to_numpy(np.int64))
+
+
+def logged_per_step(pred: Prediction, actual: pd.Series) -> bool:
+    """Whether `actual` is logged far more often than the prediction's steps (a per-step train loss), so that it is
+    read as means between them (`judged_points`)."""
+    from ladder.data.dense import is_dense
+
+    return is_dense(actual.dropna().index.to_numpy(np.int64), pred.table["step"].to_numpy(np.int64))
 
 
 def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, steps: np.ndarray,

@@ -12,7 +12,6 @@ at the edit's step still belongs to the old plan, since no update of the new pla
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -25,7 +24,7 @@ import numpy as np
 from ladder.config.schedule import Schedule
 from ladder.config.yamlio import at_line, build, line_of, load_yaml
 from ladder.data.csvfile import number_hint
-from ladder.errors import LadderError
+from ladder.errors import LadderError, meant
 
 INT_FIELDS = ("active_params", "total_params", "stop_after_steps", "tokens_per_step", "planned_tokens")
 FLOAT_FIELDS = ("fit_flops_per_token",)
@@ -115,11 +114,10 @@ class CoordinateOverrides:
         free = sorted(n for n in names if n not in self.per_run)  # a run the file already names is no typo's target
         for run in self.per_run:
             if run not in names:
-                close = [n for n in sorted(names) if n.lower() == run.lower()] or difflib.get_close_matches(
-                    run, free, n=1)
+                close = next((n for n in sorted(names) if n.lower() == run.lower()), None) or meant(run, free)
                 if close:
                     lines.append(f"{self.file}: {run!r} is the name or id of no run of this pull; its coordinates "
-                                 f"were not used (did you mean {close[0]!r}?)")
+                                 f"were not used (did you mean {close!r}?)")
                 else:
                     plain.append(run)
         if len(plain) > 2:  # a file for the whole ladder, a pull of some of its runs
