@@ -1237,3 +1237,62 @@ def test_the_terminals_lines_are_whole_in_a_file_and_wrapped_on_a_terminal():
         lines = shown.getvalue().splitlines()
         assert (len(lines) == 2) is not terminal and all(len(x) <= 150 for x in lines) is terminal
         assert any("[deviation] step 1234: the prediction's error" in x for x in lines)
+
+
+@pytest.mark.parametrize("how", ["live", "new watch"])
+def test_a_replaced_prediction_that_keeps_the_rows_before_its_edit_sends_their_alerts_no_second_time(tmp_path, replay,
+                                                                                                     how):
+    """`ladder replan --out` into a watched folder: the rows before its edit are as they were, so the alerts judged
+    there stand; a chat or webhook does not hear them again, and the alerts file begun beside the new prediction (the
+    report reads it) gets them marked as redelivered. Those past the edit are judged anew and sent."""
+    import dataclasses
+
+    from ladder.data.sources import LocalSource
+    from ladder.data.store import Store
+    from ladder.predict.prediction import retire_watch
+    from ladder.watch import AlertRules, JsonlSink
+    from ladder.watch.monitor import Watcher, only_run
+
+    class Hook:  # a webhook's posts, kept
+        def __init__(self):
+            self.posts = []
+
+        def send(self, alerts, verdict, summary, late=False):
+            self.posts += [a.key for a in alerts]
+            return True
+
+    run_dir, _ = _started(tmp_path, replay, 8, factor=1.05)  # every eval 5% above the prediction
+    folder = tmp_path / "prediction"
+    pred = Prediction.load(folder)
+
+    def watcher(hook):
+        return Watcher(Store(tmp_path / "store"), only_run(LocalSource(run_dir), pred.run_name), Prediction.load(folder),
+                       AlertRules(metric="eval/loss"), {"jsonl": JsonlSink(folder / "alerts.jsonl", pred.run_name),
+                                                        "hook": hook}, folder / "watch-state.json", prediction_dir=folder)
+
+    hook = Hook()
+    first = watcher(hook)
+    first.check()
+    steps = replay[2]
+    edit = int(steps[5])
+    before = [k for k in hook.posts if int(k.split(":")[2]) <= edit]
+    assert len([k for k in before if k.startswith("deviation:")]) >= 3, hook.posts
+    assert [k for k in hook.posts if k.startswith("deviation:") and int(k.split(":")[2]) > edit], hook.posts
+    bands = ["median", "lo50", "hi50", "lo90", "hi90"]
+    t = pred.table
+    cut = dataclasses.replace(pred, table=t.assign(**{c: t[c].where(t["step"] <= edit, t[c] * 0.98) for c in bands}))
+    assert cut.same_until(pred) == edit
+    assert retire_watch(folder, cut) is not None  # as `ladder replan --out` does
+    cut.save(folder)
+    if how == "live":
+        hook.posts.clear()
+        said = first.check().lines
+        assert said[0].startswith(f"the prediction in {folder} was replaced"), said
+    else:
+        hook = Hook()
+        watcher(hook).check()
+    after = [k for k in hook.posts if int(k.split(":")[2]) > edit]  # judged anew (8% above now), sent again
+    assert hook.posts == after and sum(k.startswith("deviation:") for k in after) == 2, hook.posts
+    rows = [json.loads(x) for x in (folder / "alerts.jsonl").read_text().splitlines()]
+    kept = {r["key"]: r.get("redelivered", False) for r in rows if r["kind"] == "alert"}
+    assert kept == {**dict.fromkeys(before, True), **dict.fromkeys(after, False)}

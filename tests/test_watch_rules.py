@@ -475,6 +475,27 @@ def test_a_new_prediction_moves_the_watch_of_the_one_it_replaces_aside(tmp_path)
     assert retire_watch(tmp_path, other) is None  # nothing left to move
 
 
+def test_a_prediction_is_the_one_it_replaces_through_the_last_step_before_their_rows_differ():
+    import dataclasses
+
+    pred = prediction()
+    t = pred.table
+    steps = t["step"].to_numpy()
+    assert pred.same_until(pred) == steps[-1]
+
+    def edited(**cols):
+        return dataclasses.replace(pred, table=t.assign(**cols))
+
+    assert edited(hi90=t["hi90"].where(t["step"] <= steps[2], t["hi90"] + 0.01)).same_until(pred) == steps[2]
+    assert edited(in_assumptions=t["step"] < steps[4]).same_until(pred) == steps[3]  # a row the new one does not judge
+    assert edited(median=t["median"] * (1 + 1e-9)).same_until(pred) == 0  # the first row already differs
+    assert dataclasses.replace(pred, table=t.iloc[:5]).same_until(pred) == steps[4]  # a plan cut short there
+    blank = edited(lr=np.nan, lr_lo=np.nan, lr_hi=np.nan)  # no LR known: the same as no LR known
+    assert blank.same_until(edited(lr=np.nan, lr_lo=np.nan, lr_hi=np.nan)) == steps[-1]
+    garbled = edited(lo50=t["lo50"].astype(object).where(t["step"] != steps[1], "n/a"))  # a table loaded unchecked
+    assert garbled.same_until(edited(lo50=t["lo50"].where(t["step"] != steps[1], np.nan))) == steps[0]
+
+
 @pytest.mark.parametrize("url", ["http://[::1:9/x", "http://127.0.0.1:port/x", "https:///path-only"])
 def test_a_webhook_url_the_client_cannot_read_is_refused_at_start_without_showing_it(url):
     with pytest.raises(LadderError) as info:

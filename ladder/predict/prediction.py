@@ -118,6 +118,23 @@ class Prediction:
         """This prediction's warnings that `old` (the one it replaces) lacks: what a new schedule brings."""
         return [w for w in self.warnings if w not in old.warnings]
 
+    def same_until(self, old: Prediction) -> int:
+        """The last step through which this prediction's table is `old`'s (every row up to it of the same step and
+        the same fraction, median, bands, `in_assumptions` and LR); 0 where their first rows differ. What a watch
+        judged there against `old` stands against this one: a `ladder replan` leaves the rows before its edit as
+        they were, and a judged point reads no row past its own step."""
+        a, b = self.table, old.table
+        n = min(len(a), len(b))
+        cols = ["step", *(c for c in ("fraction", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions", LR, LR_LO,
+                                     LR_HI) if c in a.columns and c in b.columns)]
+        same = np.ones(n, bool)
+        for c in cols:  # a table loaded unchecked may hold anything: what is no number is no match
+            x = pd.to_numeric(a[c].iloc[:n], errors="coerce").to_numpy(float)
+            y = pd.to_numeric(b[c].iloc[:n], errors="coerce").to_numpy(float)
+            same &= (x == y) | (np.isnan(x) & np.isnan(y) & a[c].iloc[:n].isna().to_numpy() & b[c].iloc[:n].isna().to_numpy())
+        k = n if same.all() else int(np.argmin(same))
+        return int(a["step"].iloc[k - 1]) if k else 0
+
     def fraction_label(self, step: int, planned_now: float | None = None) -> str:
         """"40%", or "40% of the plan, 50% of the edited plan" where the plan in force at `step` was edited: the
         prediction's own (its table's fraction_edited), else `planned_now`."""

@@ -143,7 +143,7 @@ class Watcher:
             self._kept_sent = self._kept_sent or self._sent_beside_the_replaced() or self._sent_in_the_log()
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
         for sink, sent in self._kept_sent.items():
-            state.mark(sink, sent)
+            state.mark(sink, self._held_in_its_file(sink, sent))
         self._state, self._kept_sent = state, {}
         if self.deadline is not None:
             state.deadline = self.deadline
@@ -331,7 +331,22 @@ class Watcher:
         old = WatchState.read(earlier[-1]) if earlier else None
         if old is None or old.run != self.prediction.run_name:
             return {}
-        return _needing_no_prediction(old)
+        try:
+            judged_by = Prediction.load(earlier[-1].parent, checked=False)
+        except LadderError:  # its copy lost or damaged: nothing it judged is known to stand
+            judged_by = None
+        return _standing(old, judged_by, self.prediction)
+
+    def _held_in_its_file(self, sink: str, keys: list[str]) -> list[str]:
+        """`keys`, sent before a prediction was replaced, less those a JSON-lines sink's file lacks: the file moved
+        aside with the watch it replaced (`retire_watch`), it is begun afresh beside the new prediction, where the
+        report reads its alerts, and gets them again (marked ``redelivered``); a terminal, chat or webhook does not."""
+        path = getattr(self.sinks.get(sink), "path", None)
+        try:
+            held = None if path is None else {a.get("key") for a in read_alerts(path, self.prediction.run_name)}
+        except LadderError:  # not a watcher's alerts file: the sink's own business
+            held = None
+        return keys if held is None else [k for k in keys if k in held]
 
     def _sent_in_the_log(self) -> dict[str, list[str]]:
         """Where the state is missing but the alerts file beside it holds alerts of this run (the state deleted, or
@@ -362,9 +377,10 @@ class Watcher:
             self._stamp = stamp
             return ""
         new = Prediction.load(path, checked=False)  # judged as the first one was
-        self.prediction = dataclasses.replace(new, run_name=self.prediction.run_name)  # the run followed stays
-        if self._state is not None:  # a crash, a spike, a NaN: the same alerts whatever the prediction
-            self._kept_sent = _needing_no_prediction(self._state)
+        old = self.prediction
+        self.prediction = dataclasses.replace(new, run_name=old.run_name)  # the run followed stays
+        if self._state is not None:  # a crash, a spike, a NaN, and what the new one judges as the old one did
+            self._kept_sent = _standing(self._state, old, self.prediction)
         self._state, self._stamp = None, stamp
         return (f"the prediction in {self.prediction_dir} was replaced: the run is judged against the new one from "
                 "here: NOTE")
@@ -592,9 +608,18 @@ def not_stored(store: Store, name: str) -> str:
     return " (not pulled yet, or a typo?" + (f" the stored names closest to it: {', '.join(close)}" if close else "") + ")"
 
 
-def _needing_no_prediction(state: WatchState) -> dict[str, list[str]]:
-    """The keys of the alerts `state` sent, per sink, of the rules that need no prediction (not `JUDGED_BY_PREDICTION`)."""
-    return {sink: [k for k in sent if k.split(":")[0] not in JUDGED_BY_PREDICTION] for sink, sent in state.sent.items()}
+def _standing(state: WatchState, old: Prediction | None, new: Prediction) -> dict[str, list[str]]:
+    """The keys of the alerts `state` sent, per sink, that stand where `new` replaces the prediction `old` they were
+    judged against: those of the rules that need no prediction (not `JUDGED_BY_PREDICTION`), and the others at steps
+    through which `new` is `old` (`Prediction.same_until`: a `ladder replan` changes no row before its edit, and its
+    watch sends no alert of the steps before it again)."""
+    through = 0 if old is None else new.same_until(old)
+
+    def stands(key: str) -> bool:
+        rule, at = key.split(":")[0], key.rsplit(":", 1)[-1]  # "rule:level:step"
+        return rule not in JUDGED_BY_PREDICTION or (at.isdigit() and int(at) <= through)
+
+    return {sink: [k for k in sent if stands(k)] for sink, sent in state.sent.items()}
 
 
 def _repeats(alerts: list[Alert], done: set[str], state: WatchState) -> set[str]:
