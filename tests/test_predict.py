@@ -877,3 +877,28 @@ def test_the_library_s_settings_refuse_refits_the_command_refuses(n_boot):
     with pytest.raises(LadderError, match=rf"PredictSettings.n_boot {n_boot}: give 20 to 10,000 refits"):
         PredictSettings(n_boot=n_boot)
     assert PredictSettings(n_boot=20).n_boot == 20
+
+
+def test_a_prediction_whose_rungs_changed_in_the_store_since_is_said_to_be_stale(tmp_path):
+    from ladder.predict.stale import stale_warning
+    from tests.synthetic_ladder import write_run
+
+    store = ladder_store(tmp_path)
+    predict(store, UNEDITED, PredictSettings(n_boot=50)).save(tmp_path / "pred")
+    pred = Prediction.load(tmp_path / "pred")
+    assert sorted(pred.rung_data["digests"]) == sorted(pred.rungs) and stale_warning(store, pred) is None
+    rung = PLAN.rungs[1]
+    write_run(tmp_path / "runs", rung, noise=0.001, seed=1, train_noise=0.01)  # its train loss alone: no law reads it
+    pull(store, LocalSource(tmp_path / "runs"), full=True)
+    assert stale_warning(store, pred) is None
+    write_run(tmp_path / "runs", rung, noise=0.003, seed=1)  # its evals: what the laws were fitted on
+    pull(store, LocalSource(tmp_path / "runs"), full=True)
+    said = (f"the store's data of rung {rung.name} changed since this prediction was made (values imported or pulled "
+            "again, or coordinates given anew): it was fitted on the old data; `ladder predict` again to fit the new")
+    assert stale_warning(store, pred) == said
+    res = runner.invoke(app, ["score", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--run",
+                              PLAN.rungs[-1].name, "--format", "json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["warnings"][0] == said, res.output
+    watch = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--once"])
+    assert watch.exit_code == 3 and said in " ".join(watch.stderr.split()), watch.output  # the hero not pulled yet
+    assert stale_warning(store, predict(store, UNEDITED, PredictSettings(n_boot=50))) is None  # made again: not stale

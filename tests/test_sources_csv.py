@@ -90,6 +90,30 @@ def test_a_table_imported_again_as_it_was_leaves_its_runs_unchanged(tmp_path):
     assert h.loc[h["step"] == 40, "value"].tolist() == [9.0]
 
 
+def test_a_table_imported_again_with_values_changed_says_which_and_that_fits_made_before_used_the_old_ones(tmp_path):
+    path, table, store = _imported(tmp_path)
+    b = table["run"] == "b"
+    table.loc[b & (table["step"] == 40), "loss"] = 9.0
+    table.loc[b & (table["step"] == 20), "bpb"] = 0.05  # a value where there was none: new, not changed
+    table.loc[b & (table["step"] == 10), ["loss", "bpb"]] = [4.5, 0.2]
+    table.to_csv(path, index=False)
+    edited = pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    said = [m for m in edited.messages if "changed" in m]
+    assert said == ["b: 3 stored values changed (eval/bpb at step 10: 0.1 → 0.2; eval/loss at step 10: 3.3 → 4.5; "
+                    "eval/loss at step 40: 3.225 → 9): a fit or prediction made from this run before used the old "
+                    "ones; make it again"], edited.messages
+    table.loc[b & table["step"].isin([20, 30]), "loss"] = 7.0
+    table.to_csv(path, index=False)
+    again = pull(store, TableSource(path, COLUMNS), overrides=_overrides())
+    assert [m for m in again.messages if "changed" in m] == [
+        "b: 2 stored values changed (eval/loss at step 20: 3.25 → 7; eval/loss at step 30: 3.23333 → 7): a fit or "
+        "prediction made from this run before used the old ones; make it again"]
+    table.loc[table["run"] == "a", "loss"] += 1.0
+    table.to_csv(path, index=False)
+    (many,) = [m for m in pull(store, TableSource(path, COLUMNS), overrides=_overrides()).messages if "changed" in m]
+    assert many.startswith("a: 4 stored values changed (eval/loss at step 10: 3.2 → 4.2; ") and "; and 1 more)" in many
+
+
 def test_replace_counts_only_the_runs_it_changes(tmp_path):
     path, table, store = _imported(tmp_path)
     table.loc[(table["run"] == "a") & (table["step"] == 40), "loss"] = 9.0

@@ -22,6 +22,7 @@ from ladder.errors import LadderError
 from ladder.outpaths import out_file
 from ladder.output.report import is_report, write_report
 from ladder.predict.prediction import Prediction
+from ladder.predict.stale import stale_warning
 from ladder.watch import AlertRules, JsonlSink, TerminalSink, WebhookSink
 from ladder.watch.monitor import CheckResult, Watcher, not_stored, only_run
 from ladder.watch.sinks import of_run, read_alerts
@@ -160,6 +161,9 @@ def watch_command(
     if source is None:
         st.must_exist("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")
     new_store = source is not None and not st.exists()
+    stale = None if new_store else stale_warning(st, pred)
+    if stale:  # said once at the start: the run is judged against the prediction as it is
+        warn(stale)
 
     def say_new_store() -> None:  # once the first check worked: an error of that check is the one line shown
         if new_store:
@@ -421,7 +425,11 @@ def _score_notes(st: Store, pred: Prediction, run: str, actual) -> list[str]:
 
 def _say_what_is_not_drawn(st: Store, pred: Prediction, prediction: Path) -> None:
     """Warn where the store lacks some of the rungs the prediction was made from (the figures of the ladder need
-    three finished ones), and where the run followed plans other steps than the prediction (another run?)."""
+    three finished ones), that they changed in the store since it was made (`stale_warning`), and where the run followed
+    plans other steps than the prediction (another run?)."""
+    stale = stale_warning(st, pred)
+    if stale:
+        warn(stale)
     runs = st.runs()
     stored = set(runs["name"])
     missing = [r for r in pred.rungs if r not in stored]

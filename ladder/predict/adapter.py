@@ -38,6 +38,7 @@ from ladder.data.sources.coords import planned_fraction
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.predict.prediction import LR, LR_HI, LR_LO, FormUsed, Prediction
+from ladder.predict.stale import rung_data
 
 FORM_NAMES = {"per-fraction": "per-fraction law", "per-fraction-free": "per-fraction law (free)",
               "multipower": "multi-power law", "momentum": "momentum law", "ensemble": "ensemble"}
@@ -130,7 +131,8 @@ def predict(store: Store, target: RunConfig | LadderRun, settings: PredictSettin
         raise LadderError(f"{target.name}: {exc}" + (f"; {_held_lr(target)}" if target.lr_held else "")) from None
     pred = to_prediction(result, target, rungs, steps, settings)
     left_out += _axes_differ(target, rungs)
-    return dataclasses.replace(pred, warnings=(*left_out, *pred.warnings)) if left_out else pred
+    return dataclasses.replace(pred, warnings=(*left_out, *pred.warnings),
+                               rung_data=rung_data(store, group, [r.name for r in rungs], settings.metric))
 
 
 def _axes_differ(target: LadderRun, rungs: list[LadderRun]) -> list[str]:

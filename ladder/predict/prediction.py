@@ -87,6 +87,9 @@ class Prediction:
     """The names of the rungs it was made from (a prediction of an earlier version: none)."""
     target_params: float | None = None
     """The target's active parameters N, where known (the ladder figure's 6·N·D axis before the target is pulled)."""
+    rung_data: dict[str, Any] = field(default_factory=dict)
+    """The rungs' group and a digest of each one's stored data it was made from (`ladder.predict.stale`: a prediction
+    whose rungs changed in the store since is said to be stale); none in a prediction of an earlier version."""
 
     def __post_init__(self) -> None:
         if "fraction_edited" not in self.table.columns and "fraction" in self.table.columns:
@@ -194,6 +197,7 @@ class Prediction:
             "settings": self.settings,
             "rungs": list(self.rungs),
             "target_params": self.target_params,
+            "rung_data": self.rung_data,
             "final": _row(self.final),
             "last_predicted": None if (last := self.last_predicted) is None else _row(last),
             "table": [{k: _plain(v) for k, v in row.items()} for row in self.table.to_dict("records")],
@@ -278,6 +282,7 @@ class Prediction:
                 settings=dict(data.get("settings", {})),
                 rungs=tuple(str(r) for r in data.get("rungs", [])),
                 target_params=positive_or_none(data.get("target_params")),
+                rung_data=dict(data.get("rung_data") or {}),
             )
         except KeyError as exc:
             raise LadderError(f"{p}: not a prediction file (it has no {exc.args[0]} field)") from None
@@ -290,7 +295,7 @@ class Prediction:
 
 
 SHAPES = {"schedule": dict, "settings": dict, "assumptions": dict, "forms": list, "warnings": list, "backtest": list,
-          "rungs": list}
+          "rungs": list, "rung_data": dict}
 """The kind of each field of ``prediction.json`` that holds more than one value (the table aside)."""
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ladder.errors import LadderError
 from ladder.predict.prediction import Prediction, percent
+from ladder.predict.stale import stale_warning
 
 if TYPE_CHECKING:
     from ladder.data.store import Store
@@ -147,7 +148,7 @@ def logged_per_step(pred: Prediction, actual: pd.Series) -> bool:
 def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, steps: np.ndarray,
                    start: float = 0.1) -> list[str]:
     """What to say with the score of run `name` (its runs-table `row`, its evals at `steps`) against `pred` from
-    `start` of the plan on: that it is one of the prediction's rungs, plans other steps or is of another group than
+    `start` of the plan on: that its rungs changed in the store since it was made (`stale_warning`), that it is one of the prediction's rungs, plans other steps or is of another group than
     the rungs (is it the run that was predicted?), how many of its evals from `start` on lie before where the
     prediction starts or past where it ends (not scored), and that a run of the prediction's plan that ended
     (finished or crashed) before the prediction's last step is scored only as far as it got."""
@@ -157,6 +158,9 @@ def score_warnings(store: Store, row: pd.Series, name: str, pred: Prediction, st
     if name != pred.run_name and (name in pred.rungs or str(row["name"]) in pred.rungs):
         warnings.insert(0, f"{name!r} is one of the rungs the prediction was made from, not its target "
                            f"{pred.run_name!r}: its evals are held to the target's prediction")
+    stale = stale_warning(store, pred)
+    if stale:  # first: every number scored is of a prediction fitted on other data
+        warnings.insert(0, stale)
     valued = pred.table.loc[np.isfinite(pred.table["median"].to_numpy(float)), "step"]
     steps = np.asarray(steps)
     early = int(((steps / max(pred.started_with, 1.0) >= start - 1e-9) & (steps < valued.min())).sum()) \

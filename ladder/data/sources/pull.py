@@ -458,6 +458,7 @@ def _pull_run(
         tuple(got.warnings) + said + ((f"coordinates changed: {moved}",) if moved else ())
         + ((f"its folder moved: stored from {prev['source']}, which is gone; the store now reads it from {origin}",)
            if relocated else ())
+        + _values_changed(was, history)
         + tuple(report.messages(stored_report)),
         new=prev is None,
     )
@@ -472,6 +473,30 @@ def _table_before(writer: StoreWriter, run_id: str, replace: bool) -> pd.DataFra
         if replace:
             return None
         raise
+
+
+VALUES_SHOWN = 3
+"""A table imported again with values changed says this many of them, and counts the rest."""
+
+
+def _values_changed(stored: pd.DataFrame | None, history: pd.DataFrame) -> tuple[str, ...]:
+    """What to say of a table imported again whose run holds other values at steps the store held: how many, the first
+    `VALUES_SHOWN` (metric, step, stored → new), and that what was fitted on them before used the old ones."""
+    if stored is None or not len(stored) or not len(history):
+        return ()
+    on = ["metric", "step"]
+    both = stored[[*on, "value"]].astype({"metric": str, "step": np.int64}).merge(
+        history[[*on, "value"]].astype({"metric": str, "step": np.int64}), on=on, suffixes=("_was", "_now"))
+    was, now = both["value_was"].to_numpy(float), both["value_now"].to_numpy(float)
+    moved = both[~((was == now) | (np.isnan(was) & np.isnan(now)))].sort_values(on)
+    if moved.empty:
+        return ()
+    shown = "; ".join(f"{r.metric} at step {int(r.step):,}: {r.value_was:.6g} → {r.value_now:.6g}"
+                      for r in moved.head(VALUES_SHOWN).itertuples())
+    more = f"; and {len(moved) - VALUES_SHOWN:,} more" if len(moved) > VALUES_SHOWN else ""
+    n = len(moved)
+    return (f"{n:,} stored value{'s' if n > 1 else ''} changed ({shown}{more}): a fit or prediction made from this run "
+            "before used the old one" + ("s" if n > 1 else "") + "; make it again",)
 
 
 def _short_of_plan(source: Source, got: SourceRun, config: dict[str, Any], last_step: int | None,
