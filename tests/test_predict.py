@@ -276,6 +276,11 @@ def test_replan_shows_the_new_plans_last_step_where_it_falls_between_the_old_pla
     assert res.exit_code == 0, res.output
     new = [line for line in res.stdout.splitlines() if line.strip("│ ").startswith(f"{cut} ")]
     assert len(new) == 1 and "–" in new[0], res.stdout  # the new plan's final, where the old plan has no value
+    shown = [int(line.strip("│ ").split()[0].replace(",", "")) for line in res.stdout.splitlines()
+             if line.strip("│ ")[:1].isdigit()]
+    marks = [round(k * T / 20) for k in range(1, 21)]  # every 5% of the plan, as the report's table (evals every 1%)
+    at_marks = [s for s in shown if s in marks]
+    assert len(at_marks) == 20 and sorted(set(shown) - set(at_marks)) == [cut], shown  # the edit at 50%: a mark
 
 
 def test_replan_prints_old_and_new(tmp_path, mp_store):

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import typer
 from rich.table import Table
 
@@ -358,10 +357,14 @@ def replan_command(
         t.add_column(col, justify="right")
     merged = old.table.set_index("step")["median"].to_frame("old").join(
         new.table.set_index("step")["median"].rename("new"), how="outer")
-    show = merged.iloc[:: max(1, len(merged) // 20)]
-    ends = [s for s in dict.fromkeys([int(new.table["step"].iloc[-1]), merged.index[-1]]) if s not in show.index]
-    if ends:  # each plan's last step shown (the new plan's, where it is cut short, between two of the old's)
-        show = pd.concat([show, merged.loc[ends]]).sort_index()
+    from ladder.output.report import marks_of, nearest
+
+    # every 5% of the plan the run started with, as the report's table, the last step before the edit, and each plan's
+    # last step (the new plan's, where it is cut short, between two of the old's)
+    at = merged.index.to_numpy(np.int64)
+    rows = {*nearest(at / old.started_with, marks_of()).tolist(), int(np.searchsorted(at, step, side="right")) - 1,
+            len(at) - 1, int(np.searchsorted(at, new.table["step"].iloc[-1]))}
+    show = merged.iloc[sorted(i for i in rows if 0 <= i < len(at))]
     for s, row in show.iterrows():
         diff = row["new"] - row["old"] if np.isfinite(row["new"]) and np.isfinite(row["old"]) else float("nan")
         t.add_row(f"{s:,}", _fmt(row["old"]), _fmt(row["new"]), _fmt(diff, signed=True))

@@ -78,12 +78,22 @@ def _figure(path: Path) -> str:
     return f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}"></figure>'
 
 
+def marks_of(every: float = 0.05) -> np.ndarray:
+    """Every `every` of a run, as fractions of it: 0.05, 0.1, ..., 1."""
+    return np.array(sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})) / 1e6
+
+
+def nearest(fractions: np.ndarray, marks: np.ndarray) -> np.ndarray:
+    """The position of the fraction nearest each of `marks` (two marks may find one)."""
+    return np.array([int(np.abs(fractions - m).argmin()) for m in marks], dtype=np.int64)
+
+
 def prediction_rows(pred: Prediction, actual: pd.Series | None = None, every: float = 0.05) -> pd.DataFrame:
     """The prediction at (about) every `every` of the run; with `actual`, each row at the run's eval nearest it
     (within 1% of the plan: a run evaluates on its own cadence), predicted and actual at that eval's step."""
     t = pred.table
-    marks = np.array(sorted({int(round(k * every * 1e6)) for k in range(1, int(round(1 / every)) + 1)})) / 1e6
-    rows, got = t.loc[[int((t["fraction"] - m).abs().idxmin()) for m in marks]].copy(), None
+    marks = marks_of(every)
+    rows, got = t.iloc[nearest(t["fraction"].to_numpy(float), marks)].copy(), None
     if actual is not None:  # the eval nearest each mark itself, not the one nearest the predicted step nearest it
         rows, got = _at_evals(pred, rows, actual, marks * pred.started_with)
     # two marks on one step: one row, the one that found the run's eval there (a mark between evals finds none)
