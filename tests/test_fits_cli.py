@@ -841,6 +841,16 @@ def test_fit_surface_prints_the_predictions_as_a_table(plain_csv, targets_csv):
     assert "--predict-csv" in run("fit", "surface", "--help").output
 
 
+def test_fit_surface_names_the_lines_of_targets_given_twice(plain_csv, tmp_path):
+    targets = tmp_path / "twice.csv"
+    targets.write_text("name,params,tokens\nhero,7e9,1.4e12\nsmall,1e9,2e11\nhero, 7e9 ,1.4e12\nother,1e9,2e11\n")
+    out = json.loads(run("fit", "surface", "--csv", plain_csv, "--predict-csv", targets, "--format", "json").stdout)
+    assert [p["name"] for p in out["predictions"]] == ["hero", "small", "hero", "other"]  # each line, as given
+    said = [w for w in out["warnings"] if "same target" in w]
+    assert said == [f"{targets}: lines 2 and 4 give the same target in every column: each line is predicted, as given "
+                    "(a row written twice?)"]  # "other" is another name for the size of "small": not the same target
+
+
 def test_fit_surface_carries_each_targets_other_columns(plain_csv, tmp_path):
     named = tmp_path / "named.csv"
     rows = [("hero-7b", "7e9", "1.4e12", "0.9"), ("NA", "1e9", "2e11", "")]

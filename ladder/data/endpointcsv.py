@@ -62,7 +62,8 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
             left += gone
             by += [f"--where {condition}"] if gone else []
             df = kept
-    note = f"{p}: {len(left)} of {given} targets left out by {', '.join(by)}: {', '.join(left)}" if left else ""
+    notes = [f"{p}: {len(left)} of {given} targets left out by {', '.join(by)}: {', '.join(left)}"] if left else []
+    notes += _repeated(df, p)
     # --params-col / --tokens-col name the fitted runs' columns; targets that keep the plain names are read by them
     params, tokens = (c if c in df.columns or plain not in df.columns else plain
                       for c, plain in ((params, "params"), (tokens, "tokens")))
@@ -76,8 +77,20 @@ def read_targets(path: str | Path, params: str = "params", tokens: str = "tokens
     where = f"{p} (targets)"
     labels = df.drop(columns=[params, tokens]).apply(_numbers_if_all).to_dict("records")
     return (csvfile.numbers(df, params, where, most=MAX_PARAMS, least=1.0).to_numpy(np.float64),
-            csvfile.numbers(df, tokens, where, most=MAX_TOKENS, least=1.0).to_numpy(np.float64), labels, note)
+            csvfile.numbers(df, tokens, where, most=MAX_TOKENS, least=1.0).to_numpy(np.float64), labels, "; ".join(notes))
 
+
+def _repeated(df: pd.DataFrame, path: Path) -> list[str]:
+    """A note naming the lines of targets that are the same in every column (each predicted, as given: a row written
+    twice?)."""
+    lines: dict[tuple, list[int]] = {}
+    for i, row in df.apply(lambda c: c.astype(str).str.strip()).iterrows():
+        lines.setdefault(tuple(row), []).append(int(i))
+    same = [f"lines {', '.join(map(str, at[:-1]))} and {at[-1]}" for at in lines.values() if len(at) > 1]
+    if not same:
+        return []
+    return [f"{path}: {'; '.join(same[:3])}{' ...' if len(same) > 3 else ''} give the same target in every column: "
+            "each line is predicted, as given (a row written twice?)"]
 
 
 def _numbers_if_all(column: pd.Series) -> pd.Series:
