@@ -77,6 +77,13 @@ def test_fit_endpoint_json_from_a_csv(endpoint_csv):
     table = " ".join(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22").stdout.split())
     assert f"at C = 1e+22 FLOPs ({1e22 / COMPUTE.max():.3g}× the largest run's): L = " in table
 
+    # --at given several times predicts at every compute each gives (it kept the last one's, unsaid)
+    again = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--at", "1e23", "--at",
+                           "1e22,5e22").stdout)["predictions"]
+    assert [p["compute"] for p in again] == [1e23, 1e22, 5e22]
+    curve = run("fit", "curve", "--csv", endpoint_csv, "--run-col", "run_id", "--at", "1e22", "--at", "1e23")
+    one_error_line(curve, "--at given 2 times (1e+22, 1e+23): a fit predicts one run's curve; give one --at")
+
 
 def test_fit_endpoint_bootstrap_intervals(endpoint_csv):
     res = run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--bootstrap", "40", "--at", "1e22")
@@ -1617,6 +1624,9 @@ def test_fit_surface_backtests_a_sweep_by_its_budget_column(tmp_path):
     opt = json.loads(run("fit", "surface", "--csv", runs, "--optimum-at", "1e20,3e20", "--format", "json").stdout)
     got = opt["optima"]
     assert [o["compute"] for o in got] == [1e20, 3e20] and opt["predictions"] == []
+    twice = json.loads(run("fit", "surface", "--csv", runs, "--optimum-at", "1e20", "--optimum-at", "3e20", "--format",
+                           "json").stdout)["optima"]
+    assert twice == got  # given twice: both (the last one alone, unsaid, before)
     np.testing.assert_allclose([o["params"] for o in got], Nt, rtol=0.05)
     np.testing.assert_allclose([6 * o["params"] * o["tokens"] for o in got], [1e20, 3e20], rtol=1e-9)
     np.testing.assert_allclose([o["median"] for o in got], yt, rtol=0.005)

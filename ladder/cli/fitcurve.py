@@ -40,8 +40,8 @@ def fit_curve_command(
     every: float = typer.Option(0.05, "--every", help="Fit the law at every this fraction of the runs (0.05: 5%, 10%, … 100%); one E for all of them."),
     compute: shared.ComputeAxis = shared.COMPUTE,
     E: float | None = shared.E_OPT,
-    at: float | None = typer.Option(None, "--at", help="Predict the whole curve of a run of this total compute (FLOPs on "
-                                    "the law's axis: the CSV's column, or --compute's)."),
+    ats: list[float] = typer.Option([], "--at", help="Predict the whole curve of a run of this total compute (FLOPs on "
+                                    "the law's axis: the CSV's column, or --compute's); one run a fit."),
     law: Law = typer.Option(Law.perfraction, "--law", help="perfraction, or a schedule-aware law (multipower, momentum; store only)."),
     shape: str | None = typer.Option(None, "--shape", help="Schedule-aware laws: hold shape parameters, e.g. C=2,beta=0.6,gamma=0.6."),
     scale: str = typer.Option("fit_flops_per_token", "--scale", help="Schedule-aware laws: the runs-table column their power laws use (fit_flops_per_token, active_params)."),
@@ -70,6 +70,10 @@ def fit_curve_command(
     import fits
     from ladder.data import fitdata
     shared.check_level(level, ctx, bootstrap)
+    if len(ats) > 1:  # (a single option given twice keeps its last value, unsaid)
+        raise LadderError(f"--at given {len(ats)} times ({', '.join(f'{c:g}' for c in ats)}): a fit predicts one run's "
+                          "curve; give one --at, and fit again for each other")
+    at = ats[0] if ats else None
     shared.one_source(ctx, csv, where, drop_col, store, metric, group, role, compute)
     shared.only_for(ctx, "Schedule-aware laws:", law is not Law.perfraction, "the schedule-aware laws (--law multipower or momentum)")
     shared.only_for(ctx, {"every": "--every", "compute": "--compute"}, law is Law.perfraction, "--law perfraction "

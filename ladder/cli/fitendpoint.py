@@ -42,8 +42,8 @@ def fit_endpoint_command(
              "budgets (FLOPs counted otherwise than its budgets were) is grouped by the budgets its tokens trace."),
     compute: shared.ComputeAxis = shared.COMPUTE,
     E: float | None = shared.E_OPT,
-    at: str | None = typer.Option(None, "--at", help="Predict the final loss at these computes (FLOPs on the law's axis: "
-                                  "the CSV's column, or --compute's), comma-separated."),
+    at: list[str] = typer.Option([], "--at", help="Predict the final loss at these computes (FLOPs on the law's axis: "
+                                 "the CSV's column, or --compute's), comma-separated; repeatable."),
     bootstrap: int = shared.BOOT,
     seed: int = shared.SEED,
     level: float = shared.LEVEL,

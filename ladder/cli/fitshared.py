@@ -151,10 +151,13 @@ def store_metric(store: Store, metric: str | None) -> str:
     return metric or (store.settings().fit_metric if store.exists() else "eval/loss")
 
 
-def floats(text: str | None, option: str, example: str = "1e21,1e22") -> list[float]:
-    """Positive finite numbers separated by commas (compute, parameters, tokens)."""
+def floats(text: str | list[str] | None, option: str, example: str = "1e21,1e22") -> list[float]:
+    """Positive finite numbers separated by commas (compute, parameters, tokens); of an option given several times,
+    those of each in turn."""
     if text is None:
         return []
+    if isinstance(text, list):
+        return [v for item in text for v in floats(item, option, example)]
     items = text.replace(" ", "").split(",")
     if not all(items):
         raise LadderError(f"{option} {text!r}: an empty value; give numbers separated by commas, e.g. {example}")

@@ -59,9 +59,9 @@ def fit_surface_command(
     ),
     shared_exponent: bool = typer.Option(False, "--shared-exponent", help="Same as --form shared."),
     at: list[str] = typer.Option([], "--at", help="Predict at N,D (parameters,tokens); repeatable."),
-    optimum_at: str | None = typer.Option(
-        None, "--optimum-at",
-        help="The compute-optimal run at each compute C (FLOPs, comma-separated, e.g. 1e21,1e22): the size N* "
+    optimum_at: list[str] = typer.Option(
+        [], "--optimum-at",
+        help="The compute-optimal run at each compute C (FLOPs, comma-separated, e.g. 1e21,1e22; repeatable): the size N* "
              "that reaches the surface's least loss at C = 6·N·D, its tokens C/(6·N*), and the loss there with its "
              "band.",
     ),
@@ -256,7 +256,7 @@ SANE_EXPONENT = 0.02
 """Exponents of N and D above this: a surface whose optimum moves with compute (a vanished term sits near 0)."""
 
 
-def _optima(fit, text: str | None) -> list[tuple[float, float, float]]:
+def _optima(fit, text: list[str]) -> list[tuple[float, float, float]]:
     """(C, N*, D*) for each compute of `--optimum-at`: the size at the surface's least loss along C = 6·N·D."""
     from fits.frontier import optimum
 
