@@ -469,6 +469,9 @@ def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):
     one_error_line(run("backtest", "--csv", endpoint_csv, "--holdout", "abc"), "--holdout 'abc'", "e.g. 1,2")
     once = json.loads(run("backtest", "--csv", endpoint_csv, "--holdout", "1,1", "--format", "json").stdout)
     assert len(once["rows"]) == 1  # k = 1 once
+    both = json.loads(run("backtest", "--csv", endpoint_csv, "--holdout", "1", "--holdout", "2", "--format",
+                          "json").stdout)
+    assert {r["held_out"] for r in both["rows"]} == {1, 2}  # given twice: each (the last alone, unsaid, before)
     clash = tmp_path / "clash.csv"
     pd.DataFrame({"run_id": list("aabcd"), "step": [1] * 5, "compute": [1e18, 1e18, 1e19, 1e20, 1e21],
                   "loss": [3.0, 3.5, 2.8, 2.6, 2.5]}).to_csv(clash, index=False)

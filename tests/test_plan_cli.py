@@ -88,6 +88,10 @@ def test_plan_writes_configs_that_load_back(tmp_path):
     res = run("plan", "micro-cpu", "--widths", "32,48", "--depths", "2,2", "--out", str(tmp_path))
     assert res.exit_code == 2 and "holds run configs this plan does not have" in res.output
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
+    twice = json.loads(run("plan", "micro-cpu", "--widths", "32", "--widths", "48,64", "--depths", "2,2",
+                           "--depths", "2", "--format", "json").stdout)  # each option once per rung, or in one
+    once = json.loads(run("plan", "micro-cpu", "--widths", "32,48,64", "--depths", "2,2,2", "--format", "json").stdout)
+    assert twice == once and len(once["rungs"]) == 3
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="launch.sh is a bash script")

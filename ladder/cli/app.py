@@ -488,8 +488,11 @@ def relative_seconds(text: str) -> float | None:
         return None
 
 
-def parse_int_list(text: str | None, option: str, example: str = "768,1024") -> list[int] | None:
-    """Integers separated by commas, in the order given."""
+def parse_int_list(text: str | list[str] | None, option: str, example: str = "768,1024") -> list[int] | None:
+    """Integers separated by commas, in the order given; of an option given several times, those of each in turn
+    (None where it was not given)."""
+    if isinstance(text, list):
+        text = ",".join(text) if text else None
     if text is None:
         return None
     items = text.replace(" ", "").split(",")

@@ -26,7 +26,7 @@ class Form(StrEnum):
 def backtest_command(
     ctx: typer.Context,
     form: Form = typer.Option(Form.endpoint, "--form", help="endpoint, surface, or curve (per-fraction law)."),
-    holdout: str = typer.Option("1", "--holdout", help="Hold out the k largest runs, for each k listed, e.g. 1,2: by compute for the endpoint and per-fraction laws "
+    holdout: list[str] = typer.Option(["1"], "--holdout", help="Hold out the k largest runs, for each k listed, e.g. 1,2: by compute for the endpoint and per-fraction laws "
                                 "(on a ladder of one token ratio, the k largest sizes), by model size for the surface "
                                 "(by budget for an isoFLOP sweep's surface, where the CSV gives budgets)."),
     csv: Path | None = shared.CSV,
@@ -81,7 +81,7 @@ def backtest_command(
     resamples("--bootstrap", bootstrap)
     ks = list(dict.fromkeys(parse_int_list(holdout, "--holdout", "1,2") or []))  # each k once
     if not ks or min(ks) < 1:
-        raise LadderError(f"--holdout {holdout!r}: give how many of the largest runs to hold out, e.g. 1 or 1,2")
+        raise LadderError(f"--holdout {','.join(holdout)!r}: give how many of the largest runs to hold out, e.g. 1 or 1,2")
     s = Store(store)
     if form is Form.curve:
         g = shared.fractions_every(every)

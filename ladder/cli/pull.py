@@ -89,7 +89,7 @@ def pull_wandb(
     group: str | None = typer.Option(None, "--group", help="Only runs of this wandb group."),
     tag: str | None = typer.Option(None, "--tag", help="Only runs with this tag."),
     filter_json: str | None = typer.Option(None, "--filter", help='MongoDB-style run filter as JSON, e.g. \'{"config.role": "rung"}\'.'),
-    keys: str | None = typer.Option(None, "--keys", help="Only these metric keys, comma-separated (each read in its own scan); default: every key."),
+    keys_given: list[str] = typer.Option([], "--keys", help="Only these metric keys, comma-separated or the option once per key (each read in its own scan); default: every key."),
     step_key: str = STEP_KEY,
     store: Path = STORE,
     coord: list[str] = COORD,
@@ -106,6 +106,7 @@ def pull_wandb(
     pull changes nothing, and running it again continues where it stopped.
     """
     filters = _parse_filter(filter_json)
+    keys = ",".join(keys_given) if keys_given else None
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys is not None else None
     if key_list == []:
         raise LadderError(f"--keys {keys!r}: names no key; give keys separated by commas, e.g. eval/loss,train/loss, "
