@@ -907,3 +907,25 @@ def test_a_prediction_whose_rungs_changed_in_the_store_since_is_said_to_be_stale
     watch = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--once"])
     assert watch.exit_code == 3 and said in " ".join(watch.stderr.split()), watch.output  # the hero not pulled yet
     assert stale_warning(store, predict(store, UNEDITED, PredictSettings(n_boot=50))) is None  # made again: not stale
+
+
+def test_a_hero_pulled_before_its_first_eval_is_predicted_from_its_logged_lr(tmp_path):
+    """A hero whose LR and train loss are logged, and no eval yet (the usual time to predict), was a ValueError."""
+    from ladder.data.sources import CoordinateOverrides
+    from tests.synthetic_ladder import write_run
+
+    store = ladder_store(tmp_path)
+    hero = UNEDITED
+    run_dir = write_run(tmp_path / "early", hero, state="running")
+    logged = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    early = [r for r in logged if r["step"] <= 250 and "eval/loss" not in r]  # its evals not pulled yet
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in early))
+    (run_dir / "run.yaml").unlink()  # a trainer of its own: no planner config, its LR logged
+    given = {"name": hero.name, "role": "hero", "group": PLAN.rungs[0].group, "active_params": hero.spec.active_params(),
+             "fit_flops_per_token": hero.fit_flops_per_token, "stop_after_steps": hero.stop_after_steps,
+             "tokens_per_step": hero.tokens_per_step}
+    pull(store, LocalSource(tmp_path / "early"), overrides=CoordinateOverrides(all_runs=given))
+    res = runner.invoke(app, ["predict", "--store", str(store.root), "--target-run", hero.name, "--n-boot", "20",
+                              "--ratio-tol", "0.02", "--out", str(tmp_path / "pred")])  # (its 6·N ratio: 1% off)
+    assert res.exit_code == 0, res.output
+    assert np.isfinite(Prediction.load(tmp_path / "pred").final["median"])

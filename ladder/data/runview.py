@@ -201,7 +201,7 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     flops, flops_from, n = _flops(name, row)
     lrs, logged_to = None, 0
     if schedule is None:  # no declared schedule: the logged LR, if any
-        lrs, logged_to = logged_lr(store, run_id, max(stop, int(steps.max())))
+        lrs, logged_to = logged_lr(store, run_id, max(stop, int(steps.max()) if steps.size else 0))
     total = schedule.total_steps if schedule is not None else stop
     tpp = declared_tpp(f"run {name!r}", positive_or_none(config.get("tpp")), n, total * int(row["tokens_per_step"]),
                        "import it again (--replace) without tpp, or with the right one")
