@@ -698,3 +698,34 @@ def test_a_run_whose_tokens_follow_its_steps_is_not_suspected_of_counting_log_ca
     assert said(steps * 1_000.0) == ()  # tokens = step × tokens per step: the optimizer step
     assert "counts log calls" in said(steps * 2_500.0)[0]  # a call every 2.5 steps' worth of tokens
     assert "counts log calls" in said(np.full(steps.size, np.nan))[0]  # no tokens logged: cannot tell
+
+
+def test_a_watch_of_a_folder_of_offline_runs_finds_the_one_stored_under_the_predictions_name(runs, tmp_path):
+    """wandb names an offline run only once its file is read: a watch of the hero by name in a folder of runs was
+    refused ("point the source at the watched run's own folder"), though the store held the hero from it, with its
+    id; and a state saved by a watch of its id (--target-run hero0001) refused a watch of it by name."""
+    from ladder.watch.monitor import WrongRun, only_run
+    from ladder.watch.state import WatchState
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("hero", "nested"):
+        shutil.copytree(runs[name], folder / name, symlinks=True)
+    store = Store(tmp_path / "store")
+    with pytest.raises(WrongRun, match="point the source at the watched run's own folder"):
+        only_run(OfflineSource(folder), HERO.name, store=store).runs()  # nothing stored yet: its name is not known
+    pull(store, OfflineSource(folder / "hero"))
+    (ref,) = only_run(OfflineSource(folder), HERO.name, store=store).runs()
+    assert ref.run_id == "hero0001"
+    saved = tmp_path / "state.json"
+    WatchState(run="hero0001", verdicts=[{"step": 10, "verdict": "ok"}]).save(saved)
+    with pytest.raises(LadderError, match="belongs to run 'hero0001'"):
+        WatchState.load(saved, HERO.name)
+    assert WatchState.load(saved, HERO.name, same={HERO.name, "hero0001"}).run == HERO.name
+    from types import SimpleNamespace
+
+    from ladder.watch.monitor import Watcher
+
+    for followed in ("hero0001", HERO.name):  # what the watch passes as `same`: the stored run's name and id
+        watch = SimpleNamespace(store=store, prediction=SimpleNamespace(run_name=followed))
+        assert Watcher._same_run(watch) == {HERO.name, "hero0001"}

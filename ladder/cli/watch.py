@@ -145,7 +145,7 @@ def watch_command(
     pred = _load(prediction, target_run, checked=False)  # a damaged table: the rules that need none still run
     folder = prediction if prediction.is_dir() else prediction.parent
     source = _source(local, offline, wandb, 3 * stale_minutes * 60, step_key)
-    source = None if source is None else only_run(source, pred.run_name, given=target_run is not None)
+    source = None if source is None else only_run(source, pred.run_name, given=target_run is not None, store=Store(store))
     overrides = CoordinateOverrides.parse(coord, coords)
     state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json", store)
     kept = None if deadline is None else _deadline(deadline, state, pred.run_name)

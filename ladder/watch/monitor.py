@@ -141,7 +141,7 @@ class Watcher:
         replaced = self._reload_if_replaced()
         if self._state is None and not Path(self.state_path).exists():  # a new watch beside a replacing prediction
             self._kept_sent = self._kept_sent or self._sent_beside_the_replaced() or self._sent_in_the_log()
-        state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name)
+        state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name, same=self._same_run())
         for sink, sent in self._kept_sent.items():
             state.mark(sink, self._held_in_its_file(sink, sent))
         self._state, self._kept_sent = state, {}
@@ -321,6 +321,15 @@ class Watcher:
             proj = project_curves(fr, vals, comp, target, settings) if fr else None
             out.append(RungCurves(fr, vals, np.array(comp), proj) if fr else None)
         return out[0], out[1]
+
+    def _same_run(self) -> set[str]:
+        """The stored run's name and id, where the store holds one run of the name (or id) followed: a state saved by a
+        watch of its id (--target-run) follows it by its name too, and the other way round."""
+        try:
+            row = self.store.find(self.prediction.run_name) if self.store.exists() else None
+        except LadderError:  # a name the store holds twice: which is meant is the user's to say
+            return set()
+        return set() if row is None else {str(row["name"]), str(row["run_id"])}
 
     def _sent_beside_the_replaced(self) -> dict[str, list[str]]:
         """The alerts of the rules that need no prediction that the watch of the prediction this one replaced sent (its
@@ -695,11 +704,14 @@ class _OnlyRun:
     narrowed = True
     """It lists one run of its source: the others are not gone."""
 
-    def __init__(self, source: Source, name: str, given: bool = False) -> None:
+    def __init__(self, source: Source, name: str, given: bool = False, store: Store | None = None) -> None:
         self.source = source
         self.name = name
         self.given = given
         """The name is --target-run's (else the prediction's)."""
+        self.store = store
+        """Where a run of that name was stored before: its id is the run's too (a wandb offline file is named only
+        once read)."""
         self.listed = False
         """The last listing found the run, and no read of it has begun since."""
         self.run_id: str | None = None
@@ -712,7 +724,8 @@ class _OnlyRun:
     def runs(self):
         self.listed = False
         refs = self.source.runs()
-        mine = [r for r in refs if self.name in (r.name, (r.config or {}).get("name"), r.run_id)]
+        ids = self._stored_ids()
+        mine = [r for r in refs if self.name in (r.name, (r.config or {}).get("name"), r.run_id) or r.run_id in ids]
         unnamed = [r for r in refs if not (r.name or (r.config or {}).get("name"))]
         if not mine and len(unnamed) == 1 and len(refs) == 1:
             mine = unnamed  # its name is known once read (a wandb offline file): `read` checks it
@@ -731,11 +744,18 @@ class _OnlyRun:
         self.run_id = mine[0].run_id if len(mine) == 1 else None
         return mine
 
+    def _stored_ids(self) -> set[str]:
+        """The ids of the runs the store holds under the name followed (none without a store)."""
+        if self.store is None or not self.store.exists():
+            return set()
+        runs = self.store.runs()
+        return set(runs.loc[runs["name"] == self.name, "run_id"].astype(str))
+
     def read(self, ref, cursor=None):
         self.listed = False
         run = self.source.read(ref, cursor)
         named = {str(n) for n in (run.name, ref.name, (ref.config or {}).get("name"), (run.config or {}).get("name")) if n}
-        if self.name in named or self.name == ref.run_id:
+        if self.name in named or self.name == ref.run_id or ref.run_id in self._stored_ids():
             return run
         if not named and cursor is not None:  # a read from where the last stopped (a wandb file's new records) need not
             return run                        # name the run again: the store holds it from this source already
@@ -775,9 +795,10 @@ def fit_compute(run: pd.Series) -> float:
     return float("nan") if tokens is None or pd.isna(tokens) else float(flops) * float(tokens)
 
 
-def only_run(source: Source, name: str, given: bool = False) -> Source:
-    """`source` narrowed to the run `name` (`given`: by --target-run, which its errors then name)."""
-    return _OnlyRun(source, name, given)
+def only_run(source: Source, name: str, given: bool = False, store: Store | None = None) -> Source:
+    """`source` narrowed to the run `name` (`given`: by --target-run, which its errors then name; `store`: where the
+    run may be stored under that name, with its id)."""
+    return _OnlyRun(source, name, given, store)
 
 
 def _worst(alerts: list[Alert]) -> str:

@@ -7,10 +7,11 @@ repeats an alert nor misses one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,16 +49,18 @@ class WatchState:
         write_text_atomic(path, json.dumps(data, indent=1))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, run: str) -> WatchState:
+    def load(cls, path: str | os.PathLike, run: str, same: Collection[str] = ()) -> WatchState:
         state = cls.read(path)
         if state is None:
             return cls(run=run)
-        return state.must_be_of(run, path)
+        return state.must_be_of(run, path, same)
 
-    def must_be_of(self, run: str, path: str | os.PathLike) -> WatchState:
-        """This state, where it followed `run` or never judged nor sent anything (a watch started before its run
-        was found, under another name: `run` takes it over, its deadline kept); an error that names the run it
-        followed otherwise."""
+    def must_be_of(self, run: str, path: str | os.PathLike, same: Collection[str] = ()) -> WatchState:
+        """This state, where it followed `run` (or the same run by another of `same`, its name or id: now as `run`) or
+        never judged nor sent anything (a watch started before its run was found, under another name: `run` takes it
+        over, its deadline kept); an error that names the run it followed otherwise."""
+        if self.run != run and self.run in same:
+            return dataclasses.replace(self, run=run)
         if self.run != run and not self.verdicts and not any(self.sent.values()):
             return WatchState(run=run, deadline=self.deadline)
         if self.run != run:
