@@ -40,6 +40,7 @@ spec = json.load(open(sys.argv[1]))
 import wandb
 run = wandb.init(
     project="tests", dir=spec["dir"], id=spec["id"], name=spec.get("name"), group=spec.get("group"),
+    job_type=spec.get("job_type"),
     mode="offline", resume="allow" if spec.get("resume") else None, config=spec["config"],
     settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
 )
@@ -126,7 +127,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         "nested": dict(dir=str(dirs["nested"]), id="nested01", name="nested",
                        config={**PLAIN_COORDS, "stop_after_steps": 20}, logs=nested_logs()),
         "unstepped": dict(dir=str(dirs["unstepped"]), id="unstep01", name="unstepped", config=PLAIN_COORDS,
-                          logs=unstepped_logs()),
+                          logs=unstepped_logs(), job_type="rung"),  # its role given as wandb's job type alone
     }
 
     def resumed():
@@ -729,3 +730,11 @@ def test_a_watch_of_a_folder_of_offline_runs_finds_the_one_stored_under_the_pred
     for followed in ("hero0001", HERO.name):  # what the watch passes as `same`: the stored run's name and id
         watch = SimpleNamespace(store=store, prediction=SimpleNamespace(run_name=followed))
         assert Watcher._same_run(watch) == {HERO.name, "hero0001"}
+
+
+def test_a_runs_wandb_job_type_is_its_role_where_its_config_gives_none(runs, tmp_path):
+    store = Store(tmp_path / "store")
+    pull(store, OfflineSource(runs["unstepped"], step_key="trainer/global_step"))
+    pull(store, OfflineSource(runs["nested"]))
+    roles = dict(zip(store.runs()["name"], store.runs()["role"]))
+    assert roles == {"unstepped": "rung", "nested": ""}  # job_type="rung"; none given

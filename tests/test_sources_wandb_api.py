@@ -41,8 +41,9 @@ def core_error(status: int) -> Exception:
 
 
 class FakeRun:
-    def __init__(self, run_id, name, *, state="finished", group="ladder", steps=100, config=None, eval_every=10):
-        self.id, self.name, self.group, self.state = run_id, name, group, state
+    def __init__(self, run_id, name, *, state="finished", group="ladder", steps=100, config=None, eval_every=10,
+                 job_type=None):
+        self.id, self.name, self.group, self.state, self.job_type = run_id, name, group, state, job_type
         self.config = {k: {"value": v, "desc": None} for k, v in (config or {**COORDS, "role": "rung"}).items()}
         self.rows = []
         self.scans: list[tuple[list[str] | None, int]] = []
@@ -141,6 +142,48 @@ def test_pull_lists_with_full_data_and_reads_every_row(tmp_path):
     assert _pairs(store.history("hero")) == hero.expected()
     assert len(store.history()) == len(rung.expected()) + len(hero.expected())
     assert [s[0] for s in rung.scans] == [None]  # one scan of every key
+
+
+def test_a_runs_job_type_is_its_role_where_its_config_gives_none(tmp_path):
+    runs = [FakeRun("r1", "rung-1", config=COORDS, job_type="rung"), FakeRun("h1", "hero", config=COORDS, job_type="hero"),
+            FakeRun("r2", "rung-2", job_type="hero"),  # its config says rung: the config wins
+            FakeRun("t1", "tuning", config=COORDS, job_type="train")]  # a job type that is no role: none
+    store = Store(tmp_path)
+    pull(store, _source(FakeApi({"team/ladder": runs})))
+    assert dict(zip(store.runs()["name"], store.runs()["role"])) == {"rung-1": "rung", "hero": "hero",
+                                                                    "rung-2": "rung", "tuning": ""}
+
+
+def test_coordinates_are_read_from_the_config_keys_a_team_names_its_own_way(tmp_path):
+    from ladder.data.sources import CoordinateOverrides
+
+    own = {"model": {"n_params": 1000, "flops": 9000.0}, "train": {"total_steps": 100, "batch_tokens": 64},
+           "job": "rung", "train.total_params": 3000}  # a flat key with a dot in it, as some loggers write
+    keys = ["active_params=model.n_params", "fit_flops_per_token=model.flops", "stop_after_steps=train.total_steps",
+            "tokens_per_step=train.batch_tokens", "role=job", "total_params=train.total_params"]
+    store = Store(tmp_path / "s")
+    pull(store, _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own)]})),
+         overrides=CoordinateOverrides.parse(None, None, keys))
+    row = store.runs().iloc[0]
+    assert (row["active_params"], row["fit_flops_per_token"], row["stop_after_steps"], row["tokens_per_step"],
+            row["total_params"], row["role"]) == (1000, 9000.0, 100, 64, 3000, "rung")
+    given = CoordinateOverrides.parse(["active_params=2000"], None, keys)  # --coord beats it
+    pull(store, _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own)]})), overrides=given, replace=True)
+    assert store.runs().iloc[0]["active_params"] == 2000
+    other = FakeRun("r2", "rung-2", config={"model": {"params": 1000}, "train": {"total_steps": 100, "batch_tokens": 64}})
+    with pytest.raises(LadderError) as caught:  # a run whose config lacks the key: named, with the option
+        pull(Store(tmp_path / "t"), _source(FakeApi({"team/ladder": [other]})),
+             overrides=CoordinateOverrides.parse(None, None, keys))
+    assert str(caught.value).endswith("its config lacks 'active_params'; supply it with --coord active_params=VALUE "
+                                      "(every run of this pull) or --coords FILE.yaml ({rung-2: {active_params: VALUE}}"
+                                      "); its config has no 'model.n_params' (--coord-key active_params=model.n_params)")
+    with pytest.raises(LadderError, match=r"--coord active_params=model.n_params: 'active_params' = 'model.n_params' "
+                                          r"is not a number in range.*give --coord-key active_params=model.n_params"):
+        CoordinateOverrides.parse(["active_params=model.n_params"])
+    with pytest.raises(LadderError, match="--coord-key 'active_params': expected FIELD=KEY"):
+        CoordinateOverrides.parse(None, None, ["active_params"])
+    with pytest.raises(LadderError, match="unknown coordinate 'params'"):
+        CoordinateOverrides.parse(None, None, ["params=model.n_params"])
 
 
 def test_a_pull_says_when_each_run_last_sent_a_heartbeat(tmp_path):

@@ -69,6 +69,9 @@ REPLACE_HELP = (
 STORE = typer.Option(Path(DEFAULT_ROOT), "--store", help=STORE_HELP)
 COORD = typer.Option([], "--coord", help=COORD_HELP)
 COORDS = typer.Option(None, "--coords", help=COORDS_HELP)
+COORD_KEY = typer.Option([], "--coord-key", help=(
+    "FIELD=KEY: read a coordinate or label from each run's own config key, where the run names it its own way, e.g. "
+    "active_params=model.n_params (a dotted key reaches into a nested config; repeatable). --coord and --coords beat it."))
 RENAME = typer.Option([], "--rename", help=RENAME_HELP)
 FIT_METRIC = typer.Option(None, "--fit-metric", help=FIT_HELP)
 FULL = typer.Option(False, "--full", help=FULL_HELP)
@@ -94,6 +97,7 @@ def pull_wandb(
     store: Path = STORE,
     coord: list[str] = COORD,
     coords: Path | None = COORDS,
+    coord_key: list[str] = COORD_KEY,
     rename: list[str] = RENAME,
     fit_metric: str | None = FIT_METRIC,
     full: bool = FULL,
@@ -113,7 +117,7 @@ def pull_wandb(
                           "or leave --keys out to read every key")
     source = WandbSource(project, group=group, tag=tag, filters=filters, keys=key_list, step_key=step_key,
                          say=warn)
-    _run_pull(store, source, CoordinateOverrides.parse(coord, coords), rename, fit_metric, full, replace)
+    _run_pull(store, source, CoordinateOverrides.parse(coord, coords, coord_key), rename, fit_metric, full, replace)
 
 
 @command("offline", parent=pull_app)
@@ -123,6 +127,7 @@ def pull_offline(
     store: Path = STORE,
     coord: list[str] = COORD,
     coords: Path | None = COORDS,
+    coord_key: list[str] = COORD_KEY,
     rename: list[str] = RENAME,
     fit_metric: str | None = FIT_METRIC,
     full: bool = FULL,
@@ -136,8 +141,8 @@ def pull_offline(
     started seconds ago, whose file holds nothing yet, is skipped; when no other run is skipped the
     pull exits 75 (try again), not 2, so a script can tell the two apart.
     """
-    _run_pull(store, OfflineSource(path, step_key=step_key), CoordinateOverrides.parse(coord, coords), rename, fit_metric,
-              full, replace)
+    _run_pull(store, OfflineSource(path, step_key=step_key), CoordinateOverrides.parse(coord, coords, coord_key), rename,
+              fit_metric, full, replace)
 
 
 @command("local", parent=pull_app)
@@ -146,6 +151,7 @@ def pull_local(
     store: Path = STORE,
     coord: list[str] = COORD,
     coords: Path | None = COORDS,
+    coord_key: list[str] = COORD_KEY,
     rename: list[str] = RENAME,
     fit_metric: str | None = FIT_METRIC,
     full: bool = FULL,
@@ -156,7 +162,7 @@ def pull_local(
     A run whose status says running but whose metrics and status have not changed for 30 minutes was
     killed (a SIGKILL, out of memory) and is stored as crashed; `ladder watch --local` waits three times
     its --stale-minutes."""
-    _run_pull(store, LocalSource(path), CoordinateOverrides.parse(coord, coords), rename, fit_metric, full, replace)
+    _run_pull(store, LocalSource(path), CoordinateOverrides.parse(coord, coords, coord_key), rename, fit_metric, full, replace)
 
 
 @command("csv", parent=import_app)

@@ -116,6 +116,7 @@ def watch_command(
     step_key: str = typer.Option("_step", "--step-key", help="The history key that holds the optimizer step, for --offline and --wandb (as for `ladder pull`: give the one the run was pulled with)."),
     coord: list[str] = typer.Option([], "--coord", help="A coordinate the run's source does not give, FIELD=VALUE (as for `ladder pull`)."),
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
+    coord_key: list[str] = typer.Option([], "--coord-key", help="FIELD=KEY: a coordinate from the run's own config key, e.g. active_params=model.n_params (as for `ladder pull`)."),
     target_run: str | None = TARGET_RUN,
     replace: bool = typer.Option(False, "--replace", help="Replace a stored run of the same id from another source, or with other coordinates, as `ladder pull --replace` does (refused without it)."),
 ) -> None:
@@ -146,7 +147,7 @@ def watch_command(
     folder = prediction if prediction.is_dir() else prediction.parent
     source = _source(local, offline, wandb, 3 * stale_minutes * 60, step_key)
     source = None if source is None else only_run(source, pred.run_name, given=target_run is not None, store=Store(store))
-    overrides = CoordinateOverrides.parse(coord, coords)
+    overrides = CoordinateOverrides.parse(coord, coords, coord_key)
     state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json", store)
     kept = None if deadline is None else _deadline(deadline, state, pred.run_name)
     rules = AlertRules(metric=pred.metric, stale_after_s=stale_minutes * 60,

@@ -75,6 +75,14 @@ class MissingCoordinates(LadderError):
         return MissingCoordinates(self.run_label, self.run, self.fields, hint)
 
 
+def with_job_type(config: dict[str, Any], job_type: str | None) -> dict[str, Any]:
+    """A wandb run's config with its job type as its role where the config gives none and the job type is a role
+    (``wandb.init(job_type="rung")``: the run is a rung, as ``role: rung`` in its config says)."""
+    if job_type not in ROLES or config.get("role"):
+        return config
+    return {**config, "role": job_type}
+
+
 def _check_role(role: str, where: str) -> None:
     """Refuse a role that is none of `ROLES`, naming where it was given."""
     if role not in ROLES:
@@ -96,6 +104,9 @@ class CoordinateOverrides:
     """run name or id -> {FIELD: value}."""
     file: str = ""
     """The coordinates file `per_run` was read from, to name it in messages."""
+    config_keys: dict[str, str] = field(default_factory=dict)
+    """FIELD -> the key of each run's config that gives it (`--coord-key`, a dotted path into a nested config: the
+    team's own name for it, ``model.n_params``); beaten by `all_runs` and `per_run`, beating the config's own."""
 
     def for_run(self, run_id: str, name: str) -> dict[str, Any]:
         return {**self.all_runs, **self.per_run.get(name, {}), **self.per_run.get(run_id, {})}
@@ -138,8 +149,10 @@ class CoordinateOverrides:
         return lines
 
     @classmethod
-    def parse(cls, items: list[str] | None = None, file: str | os.PathLike | None = None) -> CoordinateOverrides:
-        """From ``FIELD=VALUE`` strings and a YAML file of ``{RUN: {FIELD: VALUE}}``."""
+    def parse(cls, items: list[str] | None = None, file: str | os.PathLike | None = None,
+              keys: list[str] | None = None) -> CoordinateOverrides:
+        """From ``FIELD=VALUE`` strings, a YAML file of ``{RUN: {FIELD: VALUE}}`` and ``FIELD=KEY`` strings
+        (`config_keys`)."""
         all_runs: dict[str, Any] = {}
         for item in items or []:
             key, sep, value = item.partition("=")
@@ -150,7 +163,13 @@ class CoordinateOverrides:
             if not value.strip():
                 raise LadderError(f"--coord {item!r}: no value after '='; give one, e.g. --coord {key}=VALUE")
             if key in FIELDS:
-                coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
+                try:
+                    coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
+                except LadderError as exc:
+                    if not re.search(r"[A-Za-z_]", value) or value.strip().lower() == UNKNOWN:
+                        raise
+                    raise LadderError(f"{exc}; to read it from each run's config under the key {value.strip()!r}, "
+                                      f"give --coord-key {key}={value.strip()}") from None
             if key == "role":  # here too, where a file's entries give every run one
                 _check_role(value.strip(), f"--coord {item}")
             if all_runs.get(key, value.strip()) != value.strip():  # the last one silently won
@@ -171,7 +190,32 @@ class CoordinateOverrides:
                     with at_line(line_of(fields, key)):
                         _check_entry(str(key), value, f"{file}: {run}")
                 per_run[str(run)] = {str(k): v for k, v in fields.items()}
-        return cls(all_runs, per_run, "" if file is None else str(file))
+        return cls(all_runs, per_run, "" if file is None else str(file), _config_keys(keys or []))
+
+
+def _config_keys(items: list[str]) -> dict[str, str]:
+    """``FIELD=KEY`` strings of --coord-key as {FIELD: KEY}."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, key = (part.strip() for part in item.partition("="))
+        if not sep or not name or not key:
+            raise LadderError(f"--coord-key {item!r}: expected FIELD=KEY, the key of the run's config that gives the "
+                              "field, e.g. --coord-key active_params=model.n_params")
+        _check_field(name, f"--coord-key {item}")
+        if out.get(name, key) != key:
+            raise LadderError(f"--coord-key {name} given twice ({name}={out[name]} and {name}={key}): keep one")
+        out[name] = key
+    return out
+
+
+def config_value(config: dict[str, Any], key: str) -> Any:
+    """The value `config` holds under `key`: a key of its own (dots and all), else a path through its nested
+    mappings (``model.n_params``); None where it holds none there, or a mapping."""
+    node = _unwrap(config.get(key)) if key in config else config
+    if key not in config:
+        for part in key.split("."):
+            node = _unwrap(node.get(part)) if isinstance(node, dict) else None
+    return None if node in (None, "") or isinstance(node, (dict, list)) else node
 
 
 @dataclass(frozen=True)
@@ -286,6 +330,15 @@ def resolve_coordinates(
     Precedence: the user's overrides, then the run's config, then what an earlier pull stored.
     """
     from_config, labels, schedule = coordinates_from_config(config)
+    unread = []  # the --coord-key keys this run's config lacks
+    for f, key in overrides.config_keys.items():
+        value = config_value(config, key)
+        if value is None:
+            unread.append((f, f"{key!r} (--coord-key {f}={key})"))
+        elif f in LABELS:
+            labels[f] = str(value)
+        else:
+            from_config[f] = value
     given = overrides.for_run(run_id, name)
     if given.get(SCHEDULE) is not None:
         schedule = schedule_from(given[SCHEDULE], f"run {run_label}")
@@ -328,7 +381,10 @@ def resolve_coordinates(
             clean[f] = None  # no law needs it (FLOPs per token: 6·N is used, and said, where it is needed)
     missing = tuple(f for f in FIELDS if f not in clean)
     if missing:
-        raise MissingCoordinates(run_label, name or run_id, missing)
+        said = [f for f in missing if f != "fit_flops_per_token" or "active_params" not in missing]  # (as it says them)
+        lacks = [text for f, text in unread if f in said]
+        raise MissingCoordinates(run_label, name or run_id, missing, f"; its config has no {', no '.join(lacks)}"
+                                 if lacks else "")
     initial, horizons = schedule_plan(schedule)
     coords = Coordinates(
         stop_after_steps=clean["stop_after_steps"],

@@ -30,6 +30,7 @@ from typing import Any
 
 from ladder import metrics as metric_keys
 from ladder import runfiles
+from ladder.data.sources.coords import with_job_type
 from ladder.data.sources.growing import still_valid, tail_check
 from ladder.data.sources.leveldb import LogRead, Stop, read_log
 from ladder.data.sources.table import (
@@ -146,7 +147,7 @@ class OfflineSource:
             rows=concat_rows(frames),
             cursor={"files": seen, **self.options},
             state=state,
-            config=decoder.config,
+            config=with_job_type(decoder.config, decoder.job_type),
             name=decoder.name,
             group=decoder.group,
             warnings=tuple(warnings),
@@ -348,6 +349,7 @@ class _Decoder:
         self.config: dict[str, Any] = {}
         self.name: str | None = None
         self.group: str | None = None
+        self.job_type: str | None = None
         self.exit_code: int | None = None
         self.skipped = Skipped(step_key)
         """Rows without a step (and some keys they log: what --step-key could be), values that are not numbers."""
@@ -417,6 +419,7 @@ class _Decoder:
     def _run(self, run: Any) -> None:
         self.name = run.display_name or self.name
         self.group = run.run_group or self.group
+        self.job_type = run.job_type or self.job_type
         self._config(run.config)
 
     def _config(self, config: Any) -> None:

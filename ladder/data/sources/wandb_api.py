@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ladder import metrics as metric_keys
+from ladder.data.sources.coords import with_job_type
 from ladder.data.sources.table import (
     RowBuilder,
     RunRef,
@@ -178,7 +179,7 @@ class WandbSource:
             rows=frame,
             cursor={"steps": done, "from": after, "state": state, "last": last, "step_key": self.step_key},
             state=state,
-            config=ref.config or {},
+            config=with_job_type(ref.config or {}, getattr(run, "job_type", None)),
             name=run.name or None,
             group=getattr(run, "group", None) or None,
             warnings=tuple(warnings),
