@@ -338,6 +338,9 @@ def test_nested_dicts_nonfinite_values_and_renames(runs, tmp_path):
     assert report["nonfinite"] == [["weird", 3, 6]]
     assert report["renamed"] == [["eval.paloma.macro_loss", "eval/loss", 4]]
     assert any("not numbers" in m and "note" in m for m in pulled.messages)
+    # the rename asked for is said once for the pull, not as a warning of each run
+    assert result.renames == ["eval.paloma.macro_loss stored as eval/loss: 4 values of 1 run"]
+    assert not any("stored as" in m for m in result.messages)
     assert store.settings().renames == {"eval.paloma.macro_loss": "eval/loss"}
 
 

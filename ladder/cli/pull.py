@@ -326,6 +326,8 @@ def _print_pull(result: PullResult, store: Store) -> None:
         console.print(t)
     for message in result.messages:
         warn(message)
+    for line in result.renames:  # what the user asked for, once for all runs: no warning
+        console.print(f"renamed: {line}", highlight=False)
     if result.skipped and not (result.pulled or result.unchanged or result.resumed):
         return  # every run skipped: the error says it all
     added = sum(r.new for r in result.pulled)

@@ -118,8 +118,9 @@ class ResolveReport:
             rename_conflicts=earlier.rename_conflicts + self.rename_conflicts,
         )
 
-    def messages(self, earlier: ResolveReport | None = None) -> list[str]:
-        """Sentences for the user: this pull's events, and facts that changed since `earlier`."""
+    def messages(self, earlier: ResolveReport | None = None, renames: bool = True) -> list[str]:
+        """Sentences for the user: this pull's events (the keys renamed too, with `renames`), and facts that changed
+        since `earlier`."""
         out = []
         if self.relogged:
             first = ""
@@ -131,8 +132,9 @@ class ResolveReport:
         for high, low in self.rewinds:
             out.append(f"steps went back from {high} to {low} (a restart from a checkpoint)")
         if self.dropped_by_rewind:
-            out.append(f"{_n(self.dropped_by_rewind, 'value')} logged past a restart point before the restart dropped")
-        for old, new, n in self.renamed:
+            out.append(f"{_n(self.dropped_by_rewind, 'value')} logged before the restart, past the step it restarted "
+                       "from, dropped: the run logged those steps again from its checkpoint")
+        for old, new, n in self.renamed if renames else ():
             out.append(f"{old} stored as {new} ({_n(n, 'value')})")
         if self.rename_conflicts:
             out.append(f"{_n(self.rename_conflicts, 'step')} logged both a renamed key and its target; the renamed value kept")

@@ -77,6 +77,8 @@ class RunPulled:
     messages: tuple[str, ...]
     new: bool = False
     """The store held no run of this id before this pull."""
+    renamed: tuple[tuple[str, str, int], ...] = ()
+    """(logged key, stored key, values) renamed as this pull's --rename asked (said once for all runs: `renames`)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,18 @@ class PullResult:
     @property
     def messages(self) -> list[str]:
         return [*self.notes, *(f"{r.name}: {m}" for r in self.pulled for m in r.messages)]
+
+    @property
+    def renames(self) -> list[str]:
+        """One line per key renamed, for every run of this pull at once (the user asked for it: no news per run)."""
+        counts: dict[tuple[str, str], list[int]] = {}
+        for r in self.pulled:
+            for old, new, n in r.renamed:
+                runs_values = counts.setdefault((old, new), [0, 0])
+                runs_values[0] += 1
+                runs_values[1] += n
+        return [f"{old} stored as {new}: {values:,} value{'s' if values != 1 else ''} of {runs} "
+                f"run{'s' if runs != 1 else ''}" for (old, new), (runs, values) in counts.items()]
 
 
 class RenameClash(LadderError):
@@ -459,8 +473,9 @@ def _pull_run(
         + ((f"its folder moved: stored from {prev['source']}, which is gone; the store now reads it from {origin}",)
            if relocated else ())
         + _values_changed(was, history)
-        + tuple(report.messages(stored_report)),
+        + tuple(report.messages(stored_report, renames=False)),
         new=prev is None,
+        renamed=report.renamed,
     )
 
 
