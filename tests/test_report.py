@@ -306,6 +306,9 @@ def test_a_run_whose_evals_end_before_the_predictions_first_value_is_told_so_not
     with pytest.raises(LadderError, match=r"before --from 0.5; score from an earlier fraction \(--from 0.40\)"):
         score_prediction(pred, pd.Series([3.0, 2.8], index=[2_000, 4_000]), start=0.5)
     assert score_prediction(pred, pd.Series([3.0, 2.8], index=[2_000, 4_000]), start=0.3).n == 1
+    # an eval every T // 20 steps: the "40%" one at step 3,998 of 10,000 is scored from 40%, as the report shows it there
+    assert score_prediction(pred, pd.Series([2.6, 2.5, 2.4], index=[3_998, 5_000, 6_000]), start=0.4).n == 3
+    assert score_prediction(pred, pd.Series([2.6, 2.5, 2.4], index=[3_990, 5_000, 6_000]), start=0.4).n == 2  # 39.9%
 
 
 def test_plot_and_report_say_they_read_the_store_without_pulling_into_it():
