@@ -581,6 +581,10 @@ def test_a_first_watch_of_a_run_long_silent_says_so_at_once(tmp_path, replay):
                           {"file": sink}, tmp_path / f"state-{minutes}.json", clock=lambda m=minutes: pulled + m * 60)
         got = watcher.check()
         assert got.verdict == verdict and [a.rule for a in got.new_alerts] == ["stale"] * (verdict != "ok"), got
+        again = watcher.check()  # no new eval: where the run stands, and how long it has been silent
+        assert again.summary.startswith(f"step {int(replay[2][5]):,} (") and (
+            f", nothing new for {minutes} min (stale: a warning past 10 min, an alarm past 30 min): no new eval since "
+            in again.summary), again.summary
 
 
 def test_a_live_watch_waits_on_a_crashed_run_for_it_to_come_back(tmp_path, replay):

@@ -550,6 +550,10 @@ class Watcher:
 
     def _status_line(self, obs: Observed, verdict: str, state: WatchState, run_state: str) -> str:
         head = f"step {obs.last_step:,} ({self.prediction.fraction_label(obs.last_step, obs.planned_steps)})"
+        quiet = None if obs.last_update is None else self.clock() - obs.last_update
+        if run_state == "running" and quiet is not None and quiet >= QUIET_SAID:  # said before the stale rule warns
+            head += (f", nothing new for {span_text(quiet)} (stale: a warning past "
+                     f"{span_text(self.rules.stale_after_s)}, an alarm past {span_text(3 * self.rules.stale_after_s)})")
         if run_state != "running":  # the watch ends here: said, not left to an exit code alone
             short = "is marked finished, short of its plan," if _short(run_state, obs) else run_state
             head = f"the run {short} at {head}"
@@ -592,6 +596,11 @@ class Watcher:
                 state.mark(name, [a.key for a in late])
             new_any.update({a.key: a for a in fresh if a.key not in known})
         return list(new_any.values())
+
+
+QUIET_SAID = 120.0
+"""A running run that has written nothing for this many seconds has it said in the watch's status line, long before
+the stale rule warns (a pull takes a wandb offline run silent for 2 minutes for crashed)."""
 
 
 LIVE_RULES = ("stale", "throughput", "deadline", "crashed", "short")
