@@ -76,6 +76,8 @@ def test_fit_endpoint_json_from_a_csv(endpoint_csv):
     assert inside["efolds_out"] == 0.0
     table = " ".join(run("fit", "endpoint", "--csv", endpoint_csv, "--at", "1e22").stdout.split())
     assert f"at C = 1e+22 FLOPs ({1e22 / COMPUTE.max():.3g}× the largest run's): L = " in table
+    far = 0.5 * np.log(1e22 / COMPUTE.max())  # beside the ratio in compute, the e-folds said in what they count
+    assert f"{far:.2f} e-folds out, in model size: half those in compute)" in table, table
 
     # --at given several times predicts at every compute each gives (it kept the last one's, unsaid)
     again = json.loads(run("fit", "endpoint", "--csv", endpoint_csv, "--format", "json", "--at", "1e23", "--at",

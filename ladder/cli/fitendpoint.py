@@ -122,7 +122,7 @@ def fit_endpoint_command(
         console.print(
             f"at C = {p['compute']:.3g} FLOPs ({p['extrapolation']:.3g}× the largest run's): L = {shared.bands_text(p)} "
             f"({p['band']}; "
-            f"{p['efolds_out']:.2f} e-folds out)"
+            f"{p['efolds_out']:.2f} e-folds out" + (", in model size: half those in compute" if p["efolds_out"] else "") + ")"
             + (f", at N = {p['params_at_optimum']:.3g}" if "params_at_optimum" in p else ""), highlight=False,
         )
 

@@ -118,7 +118,7 @@ def watch_command(
     coords: Path | None = typer.Option(None, "--coords", help="YAML file of coordinates for the run: {RUN: {FIELD: VALUE}} (as for `ladder pull`)."),
     coord_key: list[str] = typer.Option([], "--coord-key", help="FIELD=KEY: a coordinate from the run's own config key, e.g. active_params=model.n_params (as for `ladder pull`)."),
     target_run: str | None = TARGET_RUN,
-    replace: bool = typer.Option(False, "--replace", help="Replace a stored run of the same id from another source, or with other coordinates, as `ladder pull --replace` does (refused without it)."),
+    replace: bool = typer.Option(False, "--replace", help="Replace a stored run of the same id from another source, or with other coordinates, as `ladder pull wandb|offline|local --replace` does (refused without it)."),
 ) -> None:
     """Follow a live run and say at every eval whether it is on track with its prediction.
 

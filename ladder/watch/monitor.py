@@ -111,7 +111,7 @@ class Watcher:
     overrides: CoordinateOverrides | None = None
     """Coordinates for the run the source does not give (`--coord`, `--coords`)."""
     replace: bool = False
-    """Let the pull replace a stored run of the same id from another source (`ladder pull --replace`)."""
+    """Let the pull replace a stored run of the same id from another source (`ladder pull wandb|offline|local --replace`)."""
     warn: Callable[[str], None] | None = None
     """Where what a pull says about the run goes (lines of its metrics file skipped, a finish short of its plan)."""
     deadline: dict | None = None
