@@ -1288,6 +1288,7 @@ def test_curves_of_several_token_ratios_are_noted():
                          "planned_tokens": pd.array([2e9, 4e9, 2e10, 5e9], dtype="Int64")})
     (note,) = fitdata._ratios_note(runs)
     assert note.startswith("the runs train at 2 token ratios (20–200 tokens per parameter)")
+    assert "--group NAME, with the group given at import or pull (--coord group=NAME" in note and "--where" not in note
     assert fitdata._ratios_note(runs.iloc[:2]) == ()  # one ratio
 
 
@@ -1379,6 +1380,14 @@ def test_fit_endpoint_notes_runs_of_several_token_ratios(tmp_path):
         notes = json.loads(run("fit", "endpoint", "--csv", path, "--format", "json").stdout)["notes"]
         mixed = [x for x in notes if "token ratios" in x]
         assert (mixed == []) if said is None else (mixed[0].startswith(said) and "`ladder fit surface`" in mixed[0])
+        if said is not None:  # a CSV's rows are picked with --where; a store's runs have no --where, but their groups
+            assert "--where COLUMN=VALUE picks the rows of one" in mixed[0]
+            from types import SimpleNamespace
+
+            from ladder.cli.fitendpoint import endpoint_points
+            stored = SimpleNamespace(params=n, tokens=n * r, compute=6 * n * n * r, loss=truth(n, n * r), notes=())
+            (note,) = [x for x in endpoint_points(stored, None)[3] if "token ratios" in x]
+            assert "--group NAME, with the group given at import or pull" in note and "--where" not in note
 
 
 def test_fit_endpoint_on_a_table_of_params_and_tokens_points_to_the_surface(plain_csv):

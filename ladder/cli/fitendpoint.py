@@ -161,9 +161,10 @@ def endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarra
                   "runs stand at their median compute",)
     elif not isoflop.is_sweep(compute, data.params):
         if data.tokens is not None:
-            from ladder.data.fitdata import ratios_note
-            notes += ratios_note(data.params, data.tokens, "the endpoint law", "--where COLUMN=VALUE or --group picks "
-                                 "the runs of one; `ladder fit surface` fits N and D apart")
+            from ladder.data.fitdata import ONE_RATIO_GROUP, ratios_note
+            pick = "--where COLUMN=VALUE picks the rows of one" if params_col is not None else ONE_RATIO_GROUP
+            notes += ratios_note(data.params, data.tokens, "the endpoint law", f"{pick}; `ladder fit surface` fits N and "
+                                 "D apart")
         return data.compute, data.loss, [], notes
     minima = isoflop.budget_minima(compute, data.params, data.loss)
     if len(minima) < 3:

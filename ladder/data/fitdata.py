@@ -775,8 +775,12 @@ def curves_from_store(store, metric: str, fractions: np.ndarray, group: str | No
 def _ratios_note(runs: pd.DataFrame) -> tuple[str, ...]:
     """A note when the runs train at several token ratios: the per-fraction law holds for one."""
     n, d = (pd.to_numeric(runs[c], errors="coerce").astype("float64").to_numpy() for c in ("active_params", "planned_tokens"))
-    return ratios_note(n, d, "the per-fraction law", "`ladder predict` fits the runs at its target's ratio; --group "
-                       "picks a ladder of one ratio")
+    return ratios_note(n, d, "the per-fraction law", f"`ladder predict` fits the runs at its target's ratio; {ONE_RATIO_GROUP}")
+
+
+ONE_RATIO_GROUP = ("a store's runs of one ratio are fitted alone where they are a group of their own: --group NAME, "
+                   "with the group given at import or pull (--coord group=NAME, or group: in --coords)")
+"""How a fit of a store's runs keeps to one token ratio (a store has no --where)."""
 
 
 def ratios_note(n_params: np.ndarray, tokens: np.ndarray, law: str, how: str) -> tuple[str, ...]:
