@@ -103,6 +103,9 @@ class HeroCompute:
     flops: float
     """Fit compute of the whole planned hero run (FLOPs, 3 × forward without the head)."""
     source: str
+    ratio: float = float("nan")
+    """Tokens per active parameter of the plan it starts with, where known: a ladder trained at several lengths is
+    checked at the hero's (its off-trend rule, and whether the hero lies past the rungs)."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
         "grad-norm": lambda: _grad_norm(rungs, hero, settings),
         "spikes": lambda: _spikes(rungs, hero, settings),
         "drops": lambda: _drops(store, rungs, hero, settings),
-        "off-trend": lambda: _off_trend(store, rungs, settings),
+        "off-trend": lambda: _off_trend(store, rungs, settings, hero),
         "crashed": lambda: _crashed(rung_rows, hist, settings),
         "lr-rule": lambda: _lr_rule(store, rungs, group, recipe, settings),
     }
@@ -217,8 +220,10 @@ def _hero_reach(hero: HeroCompute | None, rungs: list[_Rung]) -> tuple[str, ...]
     known = [r for r in rungs if math.isfinite(r.compute) and r.compute > 0]
     if hero is None or not known:
         return ()
-    top, least = max(known, key=lambda r: r.compute), min(known, key=lambda r: r.compute)
+    least = min(known, key=lambda r: r.compute)
     below_smallest(hero, least.name, least.compute)
+    at_ratio, _, whose = _one_ratio(known, hero.ratio)  # the rungs of its length, where the ladder trains several
+    top = max(at_ratio if whose == HERO_RATIO else known, key=lambda r: r.compute)
     if hero.flops > FAR_HERO * top.compute:
         return (f"the hero's compute ({hero.flops:.3g} FLOPs, from {hero.source}) is {hero.flops / top.compute:.3g}× "
                 f"the largest rung's ({top.name}): no trend of these rungs carries that far; is it this ladder's hero?",)
@@ -291,7 +296,7 @@ def stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
         others = ", ".join(repr(n) for _, n, _ in found[1:4])
         source += (f", the largest of the group's {len(found)} heroes (also {others}"
                    f"{', ...' if len(found) > 4 else ''}; --hero CONFIG checks another)")
-    return HeroCompute(compute, source)
+    return HeroCompute(compute, source, _ratio(run))
 
 
 def hero_run(path: Path) -> tuple[Any, str]:
@@ -346,12 +351,18 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
     run, kind = hero_run(path)
     where = f"{kind} {path} ({run.planned_steps:,} steps{_edited_steps(run)}"
     if not by_params:
-        return HeroCompute(run.compute, where + ")")
+        return HeroCompute(run.compute, where + ")", _ratio(run))
     if not run.active_params:
         raise LadderError(f"{path}: no active_params, and the rungs' compute is 6·N·D (they give no fit FLOPs per "
                           "token); add the hero's active_params, or give --hero-compute")
     return HeroCompute(6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps,
-                       where + ", 6·N·D as the rungs')")
+                       where + ", 6·N·D as the rungs')", _ratio(run))
+
+
+def _ratio(run) -> float:
+    """A hero's (`LadderRun`) tokens per active parameter, of the plan it starts with; NaN without its N."""
+    n = run.active_params
+    return float(run.tokens_per_step * run.planned_steps / n) if n else float("nan")
 
 
 def _edited_steps(run) -> str:
@@ -590,7 +601,7 @@ def _run_config(store: Store, run_id: str):
 
 
 # ---- 4. a rung off the others' trend -----------------------------------------------------------------
-def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
+def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings, hero: HeroCompute | None = None) -> Finding:
     name = "off-trend"
     usable, left = _usable(rungs, st.metric)
     ended = []  # a rung's final is its last eval, where that is its plan's end (as predict and fit take it) and finite
@@ -604,8 +615,8 @@ def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
         else:
             ended.append(r)
     usable, left_out = ended, _left_out(left)
-    usable, other_ratios = _one_ratio(usable)
-    at_other_ratios = [f"{r.name} (at {r.ratio:.3g} tokens per parameter, not the ladder's {usable[0].ratio:.3g})"
+    usable, other_ratios, whose = _one_ratio(usable, float("nan") if hero is None else hero.ratio)
+    at_other_ratios = [f"{r.name} (at {r.ratio:.3g} tokens per parameter, not {whose} {usable[0].ratio:.3g})"
                        for r in other_ratios]
     left += at_other_ratios
     if (few := _too_few(name, st.metric, rungs, usable, left, need=4)) is not None:
@@ -632,7 +643,7 @@ def _off_trend(store: Store, rungs: list[_Rung], st: CheckSettings) -> Finding:
         return Finding(name, "not checked", (
             f"not checked: {len(usable)} rungs leave 1 degree of freedom, so a rung shows off the others' trend only "
             f"about {reach:.0%} off it (score limit ±{w.limit:.1f}); the largest deviation, {usable[w.index].name} "
-            f"{w.rel_error:+.2%} (score {w.score:.1f}), is not judged; a fifth rung at the ladder's token ratio makes "
+            f"{w.rel_error:+.2%} (score {w.score:.1f}), is not judged; a fifth rung at {whose} token ratio makes "
             f"this check{note}"),
             values=values)
     if not flagged:
@@ -660,14 +671,23 @@ RATIO_TOL = 0.1
 """Token ratios within this (relative) of each other are one ratio, for the off-trend check."""
 
 
-def _one_ratio(rungs: list[_Rung]) -> tuple[list[_Rung], list[_Rung]]:
-    """The rungs at the token ratio most of them share (the ladder's), and the others; all of them where a ratio
-    is unknown."""
+LADDER_RATIO, HERO_RATIO = "the ladder's", "the hero's"
+"""Whose token ratio `_one_ratio` kept the rungs of."""
+
+
+def _one_ratio(rungs: list[_Rung], hero: float = float("nan")) -> tuple[list[_Rung], list[_Rung], str]:
+    """The rungs at the hero's token ratio (`hero`, where known and some rungs train at it), else at the ratio most
+    of them share (the ladder's); the others; and whose ratio it is. All of them where a ratio is unknown."""
     if len(rungs) < 2 or not all(math.isfinite(r.ratio) and r.ratio > 0 for r in rungs):
-        return rungs, []
-    groups = [[r for r in rungs if abs(math.log(r.ratio / c.ratio)) <= math.log1p(RATIO_TOL)] for c in rungs]
-    main = max(groups, key=lambda g: (len(g), max(r.compute for r in g)))  # a tie: the ratio the largest rung trains at
-    return main, [r for r in rungs if all(r is not m for m in main)]
+        return rungs, [], LADDER_RATIO
+
+    def near(ratio: float) -> list[_Rung]:
+        return [r for r in rungs if abs(math.log(r.ratio / ratio)) <= math.log1p(RATIO_TOL)]
+
+    mine = near(hero) if math.isfinite(hero) and hero > 0 else []
+    # a tie: the ratio the largest rung trains at
+    main = mine or max((near(c.ratio) for c in rungs), key=lambda g: (len(g), max(r.compute for r in g)))
+    return main, [r for r in rungs if all(r is not m for m in main)], HERO_RATIO if mine else LADDER_RATIO
 
 
 # ---- 5. crashed rungs -------------------------------------------------------------------------------

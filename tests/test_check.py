@@ -432,7 +432,7 @@ def test_rungs_at_other_token_ratios_are_left_out_of_the_trend(tmp_path):
     assert trend["status"] == "ok" and trend["values"]["rungs"] == [c.name for c in PLAN.rungs]
     said = trend["evidence"].split("left out (a trend in compute holds at one ratio): ")[1]
     for c in others:
-        assert f"{c.name} (at " in said and "tokens per parameter, not the ladder's" in said
+        assert f"{c.name} (at " in said and "tokens per parameter, not the hero's" in said  # the stored hero's ratio
 
 
 def test_a_hero_of_another_ladder_is_named(tmp_path):
@@ -474,3 +474,20 @@ def test_a_per_step_train_loss_is_judged_off_trend_as_the_fits_read_it_not_by_it
     trend = finding(report, "off-trend")
     assert trend["status"] == "ok", trend["evidence"]
     assert trend["values"]["final"][-1] == pytest.approx(final_loss(largest) * (1 + 2.0 * np.exp(-5.0)), rel=0.01)
+
+
+def test_a_ladder_of_several_lengths_is_checked_at_the_heros(tmp_path):
+    """A ladder trained at 1× and at 16× per size (as OLMo's, 0.5× to 10×): its 16× rungs were judged the ladder's for
+    the trend (the larger compute, at a tie), and the hero at 1× was said not to lie above the largest rung."""
+    longer = plan(override(load_recipe("micro-cpu"), widths=[32, 48, 48, 64, 64], depths=[2, 2, 3, 3, 4],
+                           sets=["tpp=96"]))  # the ladder's sizes at 16× its tokens
+    others = [dataclasses.replace(c, name=c.name + "-16x", run_dir=f"runs/{c.name}-16x") for c in longer.rungs]
+    store = ladder_store(tmp_path, [*PLAN.rungs, *others])  # the hero, at 1×, stored beside them
+    code, report = check(store)
+    trend = finding(report, "off-trend")
+    assert trend["values"]["rungs"] == [c.name for c in PLAN.rungs], trend
+    assert f"{others[0].name} (at " in trend["evidence"] and "tokens per parameter, not the hero's" in trend["evidence"]
+    assert not [w for w in report["warnings"] if "not above the largest rung" in w], report["warnings"]
+    bare = ladder_store(tmp_path / "bare", [*PLAN.rungs, *others], hero=False)  # no hero known: the ladder's ratio
+    trend = finding(check(bare)[1], "off-trend")
+    assert trend["values"]["rungs"] == [c.name for c in others] and "not the ladder's" in trend["evidence"]
