@@ -959,6 +959,7 @@ def test_the_backtest_table_shows_the_absolute_final_error_the_score_uses_where_
     one = backtest_rows(Prediction("hero", "eval/loss", table, planned_steps=10, method="ensemble",
                                    backtest=[{**rec, "held_out": ["a"], "final_abs_error": 0.0008}]))
     assert one.iloc[0]["final error"] == "-0.08%" and "|final error| (mean)" not in one
+    assert row["size ratio (FLOPs per token)"] == "1.60×"  # the held-out size over the largest fitted one, per token
 
 
 def test_the_ladder_figure_shows_a_hero_whose_last_eval_falls_a_few_steps_short_of_the_plan(predicted, tmp_path,

@@ -195,7 +195,7 @@ def backtest_rows(pred: Prediction) -> pd.DataFrame:
         rows.append({
             "method": r["method"] + (" (chosen)" if r["method"] == pred.method else ""),
             "held out": _names(r["held_out"]),
-            "size ratio": f"{r['size_ratio']:.2f}×",
+            "size ratio (FLOPs per token)": f"{r['size_ratio']:.2f}×",  # as the laws count size; not 6·N·D's compute
             **({"final error (mean)": signed, "|final error| (mean)": pct(r.get("final_abs_error"))} if several
                else {"final error": signed}),
             "mean |error|": pct(r["mean_abs_error"]),
