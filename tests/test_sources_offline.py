@@ -728,8 +728,12 @@ def test_a_watch_of_a_folder_of_offline_runs_finds_the_one_stored_under_the_pred
     assert WatchState.load(saved, HERO.name, same={HERO.name, "hero0001"}).run == HERO.name
     from types import SimpleNamespace
 
+    from ladder.data.sources.table import RunRef
     from ladder.watch.monitor import Watcher
 
+    many = SimpleNamespace(key="offline:/runs", runs=lambda: [RunRef(f"id{i}", "offline:/runs") for i in range(7)])
+    with pytest.raises(WrongRun, match=r"holds id0, id1, id2, id3, id4 and 2 more: watch the run"):
+        only_run(many, HERO.name, store=store).runs()  # none of them stored as the hero: each one counted
     for followed in ("hero0001", HERO.name):  # what the watch passes as `same`: the stored run's name and id
         watch = SimpleNamespace(store=store, prediction=SimpleNamespace(run_name=followed))
         assert Watcher._same_run(watch) == {HERO.name, "hero0001"}

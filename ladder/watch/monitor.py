@@ -739,10 +739,11 @@ class _OnlyRun:
         if not mine and len(unnamed) == 1 and len(refs) == 1:
             mine = unnamed  # its name is known once read (a wandb offline file): `read` checks it
         if refs and not mine:
-            others = ", ".join(sorted({str(r.name or r.run_id) for r in refs})[:5])
+            held = sorted({str(r.name or r.run_id) for r in refs})
+            others = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
             if len(refs) > 1 and not unnamed:  # a folder of runs or a project: the run may not have started
                 raise LadderError(f"no run {self.name!r} in {self.source.key} yet (it holds {others}"
-                                  f"{', ...' if len(refs) > 5 else ''}): a run that has not started is looked for "
+                                  f"): a run that has not started is looked for "
                                   "again at each check; give --target-run where the run has another name")
             if unnamed:
                 hint = ("; the names of runs there are known only once read: point the source at the watched run's "
