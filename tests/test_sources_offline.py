@@ -533,7 +533,8 @@ def test_cli_pull_offline_runs_and_history(runs, tmp_path):
 def test_cli_missing_coordinate_names_run_and_field(tmp_path):
     bare = tmp_path / "bare"
     bare.mkdir()
-    spec = dict(dir=str(bare), id="bare0001", name="bare", config={"lr": 1e-3},  # a config without coordinates
+    spec = dict(dir=str(bare), id="bare0001", name="bare",  # a config without coordinates under their names
+                config={"lr": 1e-3, "model": {"n_params": 1000, "width": 64}, "train": {"max_steps": 20}},
                 logs=[(s, {"eval/loss": 3.0 + 1.0 / s}) for s in range(1, 21)])
     assert _write(tmp_path, "bare", spec) == 0
     runner = CliRunner()
@@ -544,6 +545,15 @@ def test_cli_missing_coordinate_names_run_and_field(tmp_path):
     assert res.output.split("bare0001")[1].startswith(" (") and ": its config lacks" in res.output
     assert res.output.count("bare0001 (") == 1  # the run is named once, not again by the reason
     assert not (tmp_path / "s").exists()  # nothing pulled: no store left behind
+    said = " ".join(res.output.split())  # the config's own keys that may give them, and the option that reads them
+    assert said.endswith("its config may give them: --coord-key active_params=model.n_params (1000 there), "
+                         "--coord-key stop_after_steps=train.max_steps (20 there)"), said
+    res = runner.invoke(app, ["pull", "offline", str(bare), "--store", str(tmp_path / "keyed"), "--coord-key",
+                              "active_params=model.n_params", "--coord-key", "stop_after_steps=train.max_steps",
+                              "--coord", "tokens_per_step=100"])
+    assert res.exit_code == 0, res.output
+    row = Store(tmp_path / "keyed").runs().iloc[0]
+    assert (row["active_params"], row["stop_after_steps"], row["planned_tokens"]) == (1000, 20, 2000)
     coords = ["--coord", "stop_after_steps=20", "--coord", "tokens_per_step=100",
               "--coord", "active_params=unknown", "--coord", "total_params=unknown", "--coord", "fit_flops_per_token=unknown"]
     res = runner.invoke(app, ["pull", "offline", str(bare), "--store", str(tmp_path / "s"), *coords])

@@ -176,7 +176,8 @@ def test_coordinates_are_read_from_the_config_keys_a_team_names_its_own_way(tmp_
              overrides=CoordinateOverrides.parse(None, None, keys))
     assert str(caught.value).endswith("its config lacks 'active_params'; supply it with --coord active_params=VALUE "
                                       "(every run of this pull) or --coords FILE.yaml ({rung-2: {active_params: VALUE}}"
-                                      "); its config has no 'model.n_params' (--coord-key active_params=model.n_params)")
+                                      "); its config has no 'model.n_params' (--coord-key active_params=model.n_params)"
+                                      "; its config may give it: --coord-key active_params=model.params (1000 there)")
     with pytest.raises(LadderError, match=r"--coord active_params=model.n_params: 'active_params' = 'model.n_params' "
                                           r"is not a number in range.*give --coord-key active_params=model.n_params"):
         CoordinateOverrides.parse(["active_params=model.n_params"])

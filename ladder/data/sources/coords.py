@@ -57,7 +57,7 @@ class MissingCoordinates(LadderError):
     def __init__(self, run_label: str, run: str, fields: tuple[str, ...], hint: str = ""):
         if "active_params" in fields:  # with N, the FLOPs per token are 6·N where a law needs them
             fields = tuple(f for f in fields if f != "fit_flops_per_token")
-        self.run_label, self.run, self.fields = run_label, run, fields
+        self.run_label, self.run, self.fields, self.hint = run_label, run, fields, hint
         plan = [f for f in fields if f in PLAN_FIELDS]
         asked = [f"'{f}'" for f in fields if f not in PLAN_FIELDS]
         if len(plan) == len(PLAN_FIELDS):
@@ -71,8 +71,45 @@ class MissingCoordinates(LadderError):
                          f"pull) or --coords FILE.yaml ({{{run}: {{{example}}}}}){hint}")
 
     def with_hint(self, hint: str) -> MissingCoordinates:
-        """This error with `hint` (another way to give the coordinates) added."""
-        return MissingCoordinates(self.run_label, self.run, self.fields, hint)
+        """This error with `hint` (another way to give the coordinates) added to its own."""
+        return MissingCoordinates(self.run_label, self.run, self.fields, self.hint + hint)
+
+
+CONFIG_NAMES = {
+    "active_params": ("n_params", "num_params", "params", "n_parameters", "num_parameters", "active_params",
+                      "n_active_params", "non_embedding_params", "params_nonembed", "model_size"),
+    "total_params": ("total_params", "n_total_params", "num_total_params"),
+    "fit_flops_per_token": ("flops_per_token", "fit_flops_per_token"),
+    "stop_after_steps": ("total_steps", "max_steps", "train_steps", "num_steps", "max_iters", "num_train_steps",
+                         "training_steps", "steps"),
+    "tokens_per_step": ("tokens_per_step", "batch_tokens", "tokens_per_batch", "global_batch_tokens"),
+    "planned_tokens": ("total_tokens", "max_tokens", "train_tokens", "num_tokens", "planned_tokens"),
+}
+"""Names a team's config may give a coordinate under (its last part, any case), for `config_key_hint`."""
+
+
+def config_key_hint(config: dict[str, Any], fields: tuple[str, ...]) -> str:
+    """Where a run's config holds a number under a name a missing coordinate goes by elsewhere (`CONFIG_NAMES`):
+    the --coord-key that reads it ("" where it holds none)."""
+    found = []
+    for key, value in _flat(config):
+        leaf = key.rsplit(".", 1)[-1].lower()
+        for f in fields:
+            if leaf in CONFIG_NAMES.get(f, ()) and isinstance(value, int | float) and not isinstance(value, bool):
+                found.append(f"--coord-key {f}={key} ({value:g} there)")
+    return f"; its config may give {'it' if len(found) == 1 else 'them'}: {', '.join(found[:4])}" if found else ""
+
+
+def _flat(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every (dotted key, value) of a nested config, wandb's {"value": ...} unwrapped."""
+    out = []
+    for key, value in (config.items() if isinstance(config, dict) else ()):
+        value = _unwrap(value)
+        if isinstance(value, dict):
+            out += _flat(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
 
 
 def with_job_type(config: dict[str, Any], job_type: str | None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from ladder.data.sources.coords import (
     CoordinateOverrides,
     Coordinates,
     MissingCoordinates,
+    config_key_hint,
     resolve_coordinates,
 )
 from ladder.data.sources.table import (
@@ -186,7 +187,8 @@ def pull(
                                         overrides)
                 except MissingCoordinates as exc:
                     hint = overrides.near_entry(exc.run, ref.run_id) + (
-                        source.coordinate_hint(exc.fields) if hasattr(source, "coordinate_hint") else "")
+                        source.coordinate_hint(exc.fields) if hasattr(source, "coordinate_hint")
+                        else config_key_hint(ref.config, exc.fields))
                     if not hint:
                         raise
                     raise exc.with_hint(hint) from None
@@ -421,7 +423,11 @@ def _pull_run(
     if given:
         config = {**config, GIVEN_KEY: given}
     # a run replacing one of another source keeps none of its coordinates (`earlier`: the stored run, of this source)
-    coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(earlier), overrides)
+    try:
+        coords, labels = resolve_coordinates(ref.label, ref.run_id, name, config, _coords(earlier), overrides)
+    except MissingCoordinates as exc:  # a run's own config, read now (a wandb file's): what in it may give them
+        hint = "" if origin.startswith(TABLE) else config_key_hint(got.config, exc.fields)
+        raise exc.with_hint(hint) if hint else exc from None
     moved = _moved(_coords(prev), coords.values()) if same else ""
     stored_report = None if fresh else writer.stored_report(ref.run_id)
     stored_history = None if fresh else writer.stored_history(ref.run_id)
