@@ -170,6 +170,10 @@ def test_coordinates_are_read_from_the_config_keys_a_team_names_its_own_way(tmp_
     given = CoordinateOverrides.parse(["active_params=2000"], None, keys)  # --coord beats it
     pull(store, _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own)]})), overrides=given, replace=True)
     assert store.runs().iloc[0]["active_params"] == 2000
+    moved = {**own, "job": "hero"}  # read again, with the --coord the last pull gave kept: the keys still read
+    pull(store, _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=moved)]})),
+         overrides=CoordinateOverrides.parse(None, None, keys), full=True, replace=True)
+    assert tuple(store.runs().iloc[0][["active_params", "role"]]) == (2000, "hero")
     other = FakeRun("r2", "rung-2", config={"model": {"params": 1000}, "train": {"total_steps": 100, "batch_tokens": 64}})
     with pytest.raises(LadderError) as caught:  # a run whose config lacks the key: named, with the option
         pull(Store(tmp_path / "t"), _source(FakeApi({"team/ladder": [other]})),

@@ -631,7 +631,8 @@ def _remembered(overrides: CoordinateOverrides, run_id: str, name: str, prev: di
     earlier = _config(prev).get(GIVEN_KEY) if prev else None
     if not earlier:
         return overrides
-    return CoordinateOverrides(per_run={run_id: {**earlier, **overrides.for_run(run_id, name)}})
+    return CoordinateOverrides(per_run={run_id: {**earlier, **overrides.for_run(run_id, name)}},
+                               config_keys=overrides.config_keys)
 
 
 def _same_source(stored: str, origin: str) -> bool:
