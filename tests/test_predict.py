@@ -907,6 +907,11 @@ def test_a_prediction_whose_rungs_changed_in_the_store_since_is_said_to_be_stale
     watch = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--once"])
     assert watch.exit_code == 3 and said in " ".join(watch.stderr.split()), watch.output  # the hero not pulled yet
     assert stale_warning(store, predict(store, UNEDITED, PredictSettings(n_boot=50))) is None  # made again: not stale
+    from ladder.predict.prediction import CONFIG_WRITTEN
+
+    replanned = dataclasses.replace(pred, schedule={**pred.schedule, CONFIG_WRITTEN: "hero.yaml"})
+    assert stale_warning(store, replanned).endswith("`ladder predict` the edited plan the replan wrote beside it "
+                                                    "(hero.yaml) again, not the plan it edits to fit the new")
 
 
 def test_a_hero_pulled_before_its_first_eval_is_predicted_from_its_logged_lr(tmp_path):

@@ -1292,9 +1292,15 @@ def test_a_replaced_prediction_that_keeps_the_rows_before_its_edit_sends_their_a
         hook.posts.clear()
         said = first.check().lines
         assert said[0].startswith(f"the prediction in {folder} was replaced"), said
+        said = said[1:]
     else:
         hook = Hook()
-        watcher(hook).check()
+        said = watcher(hook).check().lines
+    # the evals before the edit keep their verdicts (a cron job's exit code is not raised by them again): judged anew
+    # are those past it
+    assert [line.split(" (")[0] for line in said] == [f"step {int(s):,}" for s in steps[6:8]], said
+    assert [v["step"] for v in json.loads((folder / "watch-state.json").read_text())["verdicts"]] == \
+        [int(s) for s in steps[:8]]  # the report's verdicts: those kept and those judged anew
     after = [k for k in hook.posts if int(k.split(":")[2]) > edit]  # judged anew (8% above now), sent again
     assert hook.posts == after and sum(k.startswith("deviation:") for k in after) == 2, hook.posts
     rows = [json.loads(x) for x in (folder / "alerts.jsonl").read_text().splitlines()]

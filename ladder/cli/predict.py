@@ -480,7 +480,9 @@ def _retire_wandb(folder: Path, aside: Path | None) -> Path | None:
 
 def _retired(folder: Path) -> str:
     return (f"The watch of the prediction this one replaces (its state and alerts, with a copy of that prediction) "
-            f"moved to {folder}/; `ladder watch` starts afresh against this one")
+            f"moved to {folder}/; `ladder watch` judges the run against this one from there, and neither judges again "
+            "nor sends again what it judged where this prediction is the one it replaces (a replan's steps before its "
+            "edit)")
 
 
 def _fmt(v: float, signed: bool = False) -> str:

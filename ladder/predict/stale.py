@@ -45,8 +45,13 @@ def stale_warning(store: Store, pred: Prediction) -> str | None:
 
     listed = named(changed)
     who = f"rung {listed}" if len(changed) == 1 else f"rungs {listed}" if len(changed) <= 8 else listed.replace("runs", "rungs", 1)
+    from ladder.predict.prediction import CONFIG_WRITTEN
+
+    written = pred.schedule.get(CONFIG_WRITTEN)
+    again = (f"`ladder predict` the edited plan the replan wrote beside it ({written}) again, not the plan it edits"
+             if isinstance(written, str) else "`ladder predict` again")
     return (f"the store's data of {who} changed since this prediction was made (values imported or pulled again, or "
-            "coordinates given anew): it was fitted on the old data; `ladder predict` again to fit the new")
+            f"coordinates given anew): it was fitted on the old data; {again} to fit the new")
 
 
 def _digests(store: Store, group: str, names: list[str], metric: str) -> dict[str, str]:

@@ -120,6 +120,8 @@ class Watcher:
     """Where the watch says what it did beside its verdicts (the folder a replaced prediction is kept in)."""
     _state: WatchState | None = field(default=None, repr=False)
     _kept_sent: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _kept_verdicts: list[dict] = field(default_factory=list, repr=False)
+    """The verdicts of the evals a replaced prediction judged as the new one does (`_standing`): not judged again."""
     """The alerts of the rules that need no prediction sent before the prediction was replaced (`_reload_if_replaced`):
     sent once, not again because the state moved aside with the old prediction."""
     _unreadable: str | None = field(default=None, repr=False)
@@ -144,7 +146,9 @@ class Watcher:
         state = self._state or WatchState.load(self.state_path, run=self.prediction.run_name, same=self._same_run())
         for sink, sent in self._kept_sent.items():
             state.mark(sink, self._held_in_its_file(sink, sent))
-        self._state, self._kept_sent = state, {}
+        if self._kept_verdicts and not state.verdicts:
+            state.verdicts = list(self._kept_verdicts)
+        self._state, self._kept_sent, self._kept_verdicts = state, {}, []
         if self.deadline is not None:
             state.deadline = self.deadline
         try:
@@ -344,7 +348,8 @@ class Watcher:
             judged_by = Prediction.load(earlier[-1].parent, checked=False)
         except LadderError:  # its copy lost or damaged: nothing it judged is known to stand
             judged_by = None
-        return _standing(old, judged_by, self.prediction)
+        sent, self._kept_verdicts = _standing(old, judged_by, self.prediction)
+        return sent
 
     def _held_in_its_file(self, sink: str, keys: list[str]) -> list[str]:
         """`keys`, sent before a prediction was replaced, less those a JSON-lines sink's file lacks: the file moved
@@ -389,7 +394,7 @@ class Watcher:
         old = self.prediction
         self.prediction = dataclasses.replace(new, run_name=old.run_name)  # the run followed stays
         if self._state is not None:  # a crash, a spike, a NaN, and what the new one judges as the old one did
-            self._kept_sent = _standing(self._state, old, self.prediction)
+            self._kept_sent, self._kept_verdicts = _standing(self._state, old, self.prediction)
         self._state, self._stamp = None, stamp
         return (f"the prediction in {self.prediction_dir} was replaced: the run is judged against the new one from "
                 "here: NOTE")
@@ -626,18 +631,19 @@ def not_stored(store: Store, name: str) -> str:
     return " (not pulled yet, or a typo?" + (f" the stored names closest to it: {', '.join(close)}" if close else "") + ")"
 
 
-def _standing(state: WatchState, old: Prediction | None, new: Prediction) -> dict[str, list[str]]:
-    """The keys of the alerts `state` sent, per sink, that stand where `new` replaces the prediction `old` they were
-    judged against: those of the rules that need no prediction (not `JUDGED_BY_PREDICTION`), and the others at steps
+def _standing(state: WatchState, old: Prediction | None, new: Prediction) -> tuple[dict[str, list[str]], list[dict]]:
+    """What of `state` stands where `new` replaces the prediction `old` it was judged against: the keys of the alerts
+    it sent, per sink, of the rules that need no prediction (not `JUDGED_BY_PREDICTION`) and of the others at steps
     through which `new` is `old` (`Prediction.same_until`: a `ladder replan` changes no row before its edit, and its
-    watch sends no alert of the steps before it again)."""
+    watch sends no alert of the steps before it again), and its verdicts of the evals there (not judged again)."""
     through = 0 if old is None else new.same_until(old)
 
     def stands(key: str) -> bool:
         rule, at = key.split(":")[0], key.rsplit(":", 1)[-1]  # "rule:level:step"
         return rule not in JUDGED_BY_PREDICTION or (at.isdigit() and int(at) <= through)
 
-    return {sink: [k for k in sent if stands(k)] for sink, sent in state.sent.items()}
+    return ({sink: [k for k in sent if stands(k)] for sink, sent in state.sent.items()},
+            [v for v in state.verdicts if int(v["step"]) <= through])
 
 
 def _repeats(alerts: list[Alert], done: set[str], state: WatchState) -> set[str]:
