@@ -892,6 +892,11 @@ def test_a_prediction_whose_rungs_changed_in_the_store_since_is_said_to_be_stale
     predict(store, UNEDITED, PredictSettings(n_boot=50)).save(tmp_path / "pred")
     pred = Prediction.load(tmp_path / "pred")
     assert sorted(pred.rung_data["digests"]) == sorted(pred.rungs) and stale_warning(store, pred) is None
+    hero = tmp_path / "hero-runs"
+    write_run(hero, UNEDITED, seed=9, upto=350, state="running")  # the hero half way: on its prediction
+    watch = ["watch", "--prediction", str(tmp_path / "pred"), "--local", str(hero), "--store", str(store.root), "--once"]
+    assert "[prediction]" not in runner.invoke(app, watch).output  # (its early evals warn: the prediction is weak there)
+    assert runner.invoke(app, watch).exit_code == 0  # no new eval: where it stands, on its prediction
     rung = PLAN.rungs[1]
     write_run(tmp_path / "runs", rung, noise=0.001, seed=1, train_noise=0.01)  # its train loss alone: no law reads it
     pull(store, LocalSource(tmp_path / "runs"), full=True)
@@ -904,8 +909,13 @@ def test_a_prediction_whose_rungs_changed_in_the_store_since_is_said_to_be_stale
     res = runner.invoke(app, ["score", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--run",
                               PLAN.rungs[-1].name, "--format", "json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["warnings"][0] == said, res.output
-    watch = runner.invoke(app, ["watch", "--prediction", str(tmp_path / "pred"), "--store", str(store.root), "--once"])
-    assert watch.exit_code == 3 and said in " ".join(watch.stderr.split()), watch.output  # the hero not pulled yet
+    first = runner.invoke(app, watch)  # no new eval, and the prediction stale: a warning, sent once to every sink
+    assert first.exit_code == 4 and f"warning [prediction] step 350: {said}" in " ".join(first.output.split()), \
+        first.output
+    logged = [json.loads(x) for x in (tmp_path / "pred" / "alerts.jsonl").read_text().splitlines()]
+    assert [a["rule"] for a in logged if a["kind"] == "alert"].count("prediction") == 1  # in the file the report reads
+    again = runner.invoke(app, watch)  # a cron job's next check: counted, not sent again
+    assert again.exit_code == 4 and "[prediction]" not in again.output, again.output
     assert stale_warning(store, predict(store, UNEDITED, PredictSettings(n_boot=50))) is None  # made again: not stale
     from ladder.predict.prediction import CONFIG_WRITTEN
 

@@ -496,6 +496,25 @@ def test_a_prediction_is_the_one_it_replaces_through_the_last_step_before_their_
     assert garbled.same_until(edited(lo50=t["lo50"].where(t["step"] != steps[1], np.nan))) == steps[0]
 
 
+def test_what_a_watch_sent_stands_for_a_new_prediction_where_the_new_one_judges_as_the_old():
+    import dataclasses
+
+    from ladder.watch.monitor import _standing
+
+    pred = prediction()
+    steps = pred.table["step"].to_numpy()
+    t = pred.table
+    later = dataclasses.replace(pred, table=t.assign(median=t["median"].where(t["step"] <= steps[3], t["median"] * 1.01)))
+    sent = [f"deviation:warning:{steps[2]}", f"deviation:alarm:{steps[5]}", f"drift:warning:{steps[3]}",
+            f"non_finite:alarm:{steps[6]}", "prediction:warning:0"]
+    state = WatchState(run="hero", sent={"hook": sent}, verdicts=[{"step": int(s), "verdict": "ok"} for s in steps[:7]])
+    kept, verdicts = _standing(state, pred, later)
+    # the old one's rows through steps[3] are the new one's; a NaN needs no prediction; a stale prediction is the old
+    assert kept == {"hook": [f"deviation:warning:{steps[2]}", f"drift:warning:{steps[3]}", f"non_finite:alarm:{steps[6]}"]}
+    assert [v["step"] for v in verdicts] == [int(s) for s in steps[:4]]
+    assert _standing(state, None, later)[0] == {"hook": [f"non_finite:alarm:{steps[6]}"]}  # the old one not known
+
+
 @pytest.mark.parametrize("url", ["http://[::1:9/x", "http://127.0.0.1:port/x", "https:///path-only"])
 def test_a_webhook_url_the_client_cannot_read_is_refused_at_start_without_showing_it(url):
     with pytest.raises(LadderError) as info:

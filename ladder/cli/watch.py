@@ -162,9 +162,6 @@ def watch_command(
     if source is None:
         st.must_exist("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")
     new_store = source is not None and not st.exists()
-    stale = None if new_store else stale_warning(st, pred)
-    if stale:  # said once at the start: the run is judged against the prediction as it is
-        warn(stale)
 
     def say_new_store() -> None:  # once the first check worked: an error of that check is the one line shown
         if new_store:

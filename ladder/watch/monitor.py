@@ -34,6 +34,7 @@ from ladder.durations import span_text
 from ladder.errors import LadderError, NoCredentials, SourceUnavailable
 from ladder.predict.edits import as_edits, missed_edit, plan_holds, schedule_of
 from ladder.predict.prediction import WATCH_ASIDE, WATCH_FILES, Prediction, keep_prediction
+from ladder.predict.stale import stale_warning
 from ladder.watch.judged import BAND_COLUMNS, averaged
 from ladder.watch.rules import (
     CANNOT_JUDGE,
@@ -187,6 +188,7 @@ class Watcher:
             return CheckResult(verdict, tuple(fresh), (summary,), finished, self.prediction,
                                crashed=str(run["state"]) == "crashed")
         alerts = evaluate(obs, self.prediction, self.rules, now, *self._rung_refs(run)) + stopped(run, obs)
+        alerts += self._stale_prediction(obs)
         lines, verdict = self._verdicts(obs, alerts, state, finished)
         if replaced:
             lines.insert(0, replaced)
@@ -325,6 +327,12 @@ class Watcher:
             proj = project_curves(fr, vals, comp, target, settings) if fr else None
             out.append(RungCurves(fr, vals, np.array(comp), proj) if fr else None)
         return out[0], out[1]
+
+    def _stale_prediction(self, obs: Observed) -> list[Alert]:
+        """A warning, sent once for the prediction followed, while the rungs it was made from differ in the store from
+        what it was fitted on (`ladder.predict.stale`); none for a prediction that kept no digest of them."""
+        said = stale_warning(self.store, self.prediction)
+        return [] if said is None else [Alert(STALE_PREDICTION, "warning", obs.last_step, said, keyed_by=0)]
 
     def _same_run(self) -> set[str]:
         """The stored run's name and id, where the store holds one run of the name (or id) followed: a state saved by a
@@ -479,7 +487,8 @@ class Watcher:
         lines, verdict, worst = [], "ok", "ok"
         prev = max([int(s) for s in evals.index if s <= judged], default=0)
         for step in new_evals:
-            window = [a for a in alerts if prev < a.step <= step and a.rule not in ("stale", "throughput", "deadline")]
+            window = [a for a in alerts if prev < a.step <= step
+                      and a.rule not in ("stale", "throughput", "deadline", STALE_PREDICTION)]
             verdict = _worst(window)
             # kept without the rules on the run's state now (a "short" finish the run's next import says is running):
             # a later check with no new eval adds them as they are then, not as they were
@@ -608,7 +617,9 @@ QUIET_SAID = 120.0
 the stale rule warns (a pull takes a wandb offline run silent for 2 minutes for crashed)."""
 
 
-LIVE_RULES = ("stale", "throughput", "deadline", "crashed", "short")
+STALE_PREDICTION = "prediction"
+"""The rule of a prediction whose rungs changed in the store since it was made: said once for that prediction."""
+LIVE_RULES = ("stale", "throughput", "deadline", "crashed", "short", STALE_PREDICTION)
 """Rules on the run's state at the check (silent for a while, too slow, marked crashed, marked finished short of its
 plan), not on an eval: each check's verdict has them as they are then; an eval's kept verdict has them not."""
 REPEATING = ("deviation", "drift")
@@ -640,6 +651,8 @@ def _standing(state: WatchState, old: Prediction | None, new: Prediction) -> tup
 
     def stands(key: str) -> bool:
         rule, at = key.split(":")[0], key.rsplit(":", 1)[-1]  # "rule:level:step"
+        if rule == STALE_PREDICTION:  # of the prediction replaced: the new one is said of anew
+            return False
         return rule not in JUDGED_BY_PREDICTION or (at.isdigit() and int(at) <= through)
 
     return ({sink: [k for k in sent if stands(k)] for sink, sent in state.sent.items()},
