@@ -1306,3 +1306,31 @@ def test_a_replaced_prediction_that_keeps_the_rows_before_its_edit_sends_their_a
     rows = [json.loads(x) for x in (folder / "alerts.jsonl").read_text().splitlines()]
     kept = {r["key"]: r.get("redelivered", False) for r in rows if r["kind"] == "alert"}
     assert kept == {**dict.fromkeys(before, True), **dict.fromkeys(after, False)}
+
+
+def test_a_prediction_made_again_by_the_watch_from_rungs_changed_since_says_so(tmp_path, replay, monkeypatch):
+    """A watch that predicts again (the run passed an edit its prediction lacks) fits the rungs as stored now: where
+    they changed since the old prediction was made, its evals may move, and the watch says why."""
+    import dataclasses
+
+    import ladder.watch.monitor as monitor
+    from ladder.data.store import Store
+    from ladder.watch import AlertRules
+
+    folder = tmp_path / "prediction"
+    cut = {"kind": "shorten", "at_step": 1000, "new_total_steps": 20000}
+    pred = dataclasses.replace(replay[0], schedule={"peak_lr": 3e-4, "edits": [cut]})
+    pred.save(folder)
+    for stale in (None, "the store's data of rung r changed since this prediction was made ..."):
+        said = []
+        monkeypatch.setattr(monitor, "stale_warning", lambda store, p, stale=stale: stale if p is pred else None)
+        watcher = monitor.Watcher(Store(tmp_path / "store"), None, pred, AlertRules(metric="eval/loss"), {},
+                                  folder / "watch-state.json", prediction_dir=folder, warn=said.append,
+                                  repredict=lambda old, config, why: dataclasses.replace(old, schedule=config["schedule"]))
+        watcher._maybe_repredict({"schedule": {"peak_lr": 3e-4, "edits": []}}, 1200)  # past the cut without it
+        assert watcher.prediction is not pred
+        assert [s for s in said if "the rungs changed in the store" in s] == (
+            [] if stale is None else ["the rungs changed in the store since the prediction this one replaces was made: "
+                                      "the new one is fitted on them as they are stored now, so the evals it judges "
+                                      "may move"])
+        pred.save(folder)

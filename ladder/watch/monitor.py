@@ -462,6 +462,9 @@ class Watcher:
             return
         for w in self.prediction.new_warnings(old) if self.warn is not None else ():  # (an edit nothing tests)
             self.warn(f"the new prediction: {w}")
+        if self.warn is not None and stale_warning(self.store, old) is not None:  # its own evals judged anew: why
+            self.warn("the rungs changed in the store since the prediction this one replaces was made: the new one is "
+                      "fitted on them as they are stored now, so the evals it judges may move")
         if self.prediction_dir is not None:
             kept = keep_prediction(self.prediction_dir, "earlier-prediction")
             beside = self.prediction.beside_replan_config(self.prediction_dir)
