@@ -146,7 +146,8 @@ def watch_command(
     pred = _load(prediction, target_run, checked=False)  # a damaged table: the rules that need none still run
     folder = prediction if prediction.is_dir() else prediction.parent
     source = _source(local, offline, wandb, 3 * stale_minutes * 60, step_key)
-    source = None if source is None else only_run(source, pred.run_name, given=target_run is not None, store=Store(store))
+    st = Store(store)
+    source = None if source is None else only_run(source, pred.run_name, given=target_run is not None, store=st)
     overrides = CoordinateOverrides.parse(coord, coords, coord_key)
     state = _watch_file(state or folder / "watch-state.json", "--state", "watch-state.json", store)
     kept = None if deadline is None else _deadline(deadline, state, pred.run_name)
@@ -158,7 +159,6 @@ def watch_command(
     sinks = {"terminal": TerminalSink(console), "jsonl": JsonlSink(jsonl, pred.run_name)}
     if webhook:
         sinks["webhook"] = WebhookSink.from_env(console=err_console)  # its failures on stderr, as every warning
-    st = Store(store)
     if source is None:
         st.must_exist("give the run's source (--local, --offline or --wandb) or the store that holds it (--store)")
     new_store = source is not None and not st.exists()

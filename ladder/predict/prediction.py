@@ -131,10 +131,10 @@ class Prediction:
         cols = ["step", *(c for c in ("fraction", "median", "lo50", "hi50", "lo90", "hi90", "in_assumptions", LR, LR_LO,
                                      LR_HI) if c in a.columns and c in b.columns)]
         same = np.ones(n, bool)
-        for c in cols:  # a table loaded unchecked may hold anything: what is no number is no match
-            x = pd.to_numeric(a[c].iloc[:n], errors="coerce").to_numpy(float)
-            y = pd.to_numeric(b[c].iloc[:n], errors="coerce").to_numpy(float)
-            same &= (x == y) | (np.isnan(x) & np.isnan(y) & a[c].iloc[:n].isna().to_numpy() & b[c].iloc[:n].isna().to_numpy())
+        for c in cols:  # a table loaded unchecked may hold anything: what is no number is no match, a blank a blank
+            x, y = a[c].iloc[:n], b[c].iloc[:n]
+            same &= ((pd.to_numeric(x, errors="coerce").to_numpy(float) == pd.to_numeric(y, errors="coerce").to_numpy(float))
+                     | (x.isna().to_numpy() & y.isna().to_numpy()))
         k = n if same.all() else int(np.argmin(same))
         return int(a["step"].iloc[k - 1]) if k else 0
 

@@ -246,13 +246,10 @@ def _config_keys(items: list[str]) -> dict[str, str]:
 
 
 def config_value(config: dict[str, Any], key: str) -> Any:
-    """The value `config` holds under `key`: a key of its own (dots and all), else a path through its nested
-    mappings (``model.n_params``); None where it holds none there, or a mapping."""
-    node = _unwrap(config.get(key)) if key in config else config
-    if key not in config:
-        for part in key.split("."):
-            node = _unwrap(node.get(part)) if isinstance(node, dict) else None
-    return None if node in (None, "") or isinstance(node, (dict, list)) else node
+    """The value `config` holds under `key`: a key of its own (dots and all), or a path through its nested mappings
+    (``model.n_params``, as `_flat` names it); None where it holds none there, or a mapping or list."""
+    value = dict(_flat(config)).get(key)
+    return None if value in (None, "") or isinstance(value, list) else value
 
 
 @dataclass(frozen=True)
@@ -418,10 +415,9 @@ def resolve_coordinates(
             clean[f] = None  # no law needs it (FLOPs per token: 6·N is used, and said, where it is needed)
     missing = tuple(f for f in FIELDS if f not in clean)
     if missing:
-        said = [f for f in missing if f != "fit_flops_per_token" or "active_params" not in missing]  # (as it says them)
-        lacks = [text for f, text in unread if f in said]
-        raise MissingCoordinates(run_label, name or run_id, missing, f"; its config has no {', no '.join(lacks)}"
-                                 if lacks else "")
+        exc = MissingCoordinates(run_label, name or run_id, missing)
+        lacks = [text for f, text in unread if f in exc.fields]  # the fields it asks for
+        raise exc.with_hint(f"; its config has no {', no '.join(lacks)}") if lacks else exc
     initial, horizons = schedule_plan(schedule)
     coords = Coordinates(
         stop_after_steps=clean["stop_after_steps"],
