@@ -754,6 +754,26 @@ def test_runs_exported_one_per_file_import_in_one_command_and_a_bad_file_stores_
         assert np.array_equal(ours["value"], theirs["value"]) and np.array_equal(ours["step"], theirs["step"])
 
 
+def test_a_later_file_whose_run_lacks_coordinates_or_gives_odd_ones_stores_none_of_the_files(tmp_path):
+    table = small_table()
+    for run, rows in table.groupby("run"):
+        rows.drop(columns=["run", "params", "T"]).to_csv(tmp_path / f"{run}.csv", index=False)
+    common = ["import", "csv", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--step", "step", "--tokens", "tok",
+              "--metric", "eval/loss=loss", "--store", str(tmp_path / "s")]
+    plan = {run: (int(rows["params"].iloc[0]), int(rows["T"].iloc[0])) for run, rows in table.groupby("run")}
+    coords = tmp_path / "coords.yaml"
+    coords.write_text(f"a: {{active_params: {plan['a'][0]}, stop_after_steps: {plan['a'][1]}}}\n")  # b's left out
+    res = CliRunner().invoke(app, [*common, "--coords", str(coords)])
+    assert res.exit_code == 2 and "run b" in res.output and "lacks 'active_params'" in res.output
+    assert "nothing was imported" in res.output and not Store(tmp_path / "s").exists()  # a.csv, first, is not kept
+    coords.write_text(f"a: {{active_params: {plan['a'][0]}, stop_after_steps: {plan['a'][1]}}}\n"
+                      f"b: {{active_params: {plan['b'][0]}, stop_after_steps: {plan['b'][1]}, fit_flops_per_token: "
+                      f"{plan['b'][0] * 1e6:g}}}\n")  # b's FLOPs per token in other units than its N
+    res = CliRunner().invoke(app, [*common, "--coords", str(coords)])
+    assert res.exit_code == 2 and "FLOPs per active parameter" in res.output and "nothing was imported" in res.output
+    assert not Store(tmp_path / "s").exists()
+
+
 def test_a_table_of_tokens_without_steps_reads_its_steps_from_the_tokens_per_step_given(tmp_path):
     small_table().to_csv(tmp_path / "t.csv", index=False)
     small_table().drop(columns="step").to_csv(tmp_path / "tokens.csv", index=False)  # 50 tokens per step

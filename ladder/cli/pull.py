@@ -27,7 +27,7 @@ from ladder.data.sources import (
     WandbSource,
 )
 from ladder.data.sources.coords import edited_fraction
-from ladder.data.sources.pull import PullResult, PullSkipped, Source, pull
+from ladder.data.sources.pull import PullResult, PullSkipped, Source, check_listed, pull
 from ladder.data.sources.table import shown_source
 from ladder.data.store import DEFAULT_ROOT, GIVEN_KEY, Store
 from ladder.errors import LadderError
@@ -204,6 +204,7 @@ def import_csv(
     refs = [source.runs() for source in sources]  # every file checked before any is stored
     names = [{x for ref in each for x in (ref.run_id, ref.name)} for each in refs]
     _one_file_per_run(sources, refs)
+    _check_every_file(Store(store), sources, refs, given, names)
     for i, source in enumerate(sources):
         try:
             _run_pull(store, source, _for_file(given, names, i), rename, fit_metric, False, replace)
@@ -213,6 +214,22 @@ def import_csv(
             done = ", ".join(str(s.path) for s in sources[:i])
             raise LadderError(f"{exc} (imported before it, and kept: {done}; run the command again with the files "
                               "from this one on)") from None
+
+
+def _check_every_file(store: Store, sources: list[TableSource], refs: list[list], given: CoordinateOverrides,
+                      names: list[set[str]]) -> None:
+    """Refuse an import of several files, before any is stored, where a run of any lacks its coordinates or gives
+    ones that cannot be counts; the error says nothing was imported."""
+    if len(sources) < 2:
+        return
+    rows = store.runs().set_index("run_id", drop=False) if store.exists() else None
+    stored = (lambda run_id: None) if rows is None else (
+        lambda run_id: rows.loc[run_id].to_dict() if run_id in rows.index else None)
+    for i, (source, each) in enumerate(zip(sources, refs)):
+        try:
+            check_listed(source, each, _for_file(given, names, i), stored)
+        except LadderError as exc:
+            raise LadderError(f"{exc} (in {source.path}; nothing was imported)") from None
 
 
 def _same_file(path: Path) -> Path:

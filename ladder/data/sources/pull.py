@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -139,6 +140,27 @@ class PullSkipped(LadderError):
                          + "".join(f"\n  skipped {run}: {why}" for run, why in result.skipped))
 
 
+def check_listed(source: Source, refs: list[RunRef], overrides: CoordinateOverrides,
+                 stored: Callable[[str], dict[str, Any] | None]) -> None:
+    """Refuse, before any history is read, a run of `refs` whose coordinates are known from the listing (a table's
+    rows, a run folder's config) and missing or not counts, with what the source says may give them. `stored`: the
+    store's row of a run id (what an earlier pull of it was given is kept)."""
+    for ref in refs:
+        if ref.config is None:
+            continue
+        prev = _own(stored(ref.run_id), ref.source or source.key)
+        config = {**_config(prev), **ref.config}
+        try:
+            resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev), overrides)
+        except MissingCoordinates as exc:
+            hint = overrides.near_entry(exc.run, ref.run_id) + (
+                source.coordinate_hint(exc.fields) if hasattr(source, "coordinate_hint")
+                else config_key_hint(ref.config, exc.fields))
+            if not hint:
+                raise
+            raise exc.with_hint(hint) from None
+
+
 def _n_runs(n: int) -> str:
     return f"{n:,} run" + ("" if n == 1 else "s")
 
@@ -178,20 +200,7 @@ def pull(
         resumed = sum(ref.run_id in writer.staged for ref in refs)
         notes += _check_clashes(writer, refs, source.key, overrides, replace)
         notes += source.notes(overrides) if hasattr(source, "notes") else []
-        for ref in refs:  # coordinates known from the listing: check them all before reading any history
-            if ref.config is not None and ref.run_id not in writer.staged:
-                prev = _own(writer.stored(ref.run_id), ref.source or source.key)
-                config = {**_config(prev), **ref.config}
-                try:
-                    resolve_coordinates(ref.label, ref.run_id, _name(ref, None, config, prev), config, _coords(prev),
-                                        overrides)
-                except MissingCoordinates as exc:
-                    hint = overrides.near_entry(exc.run, ref.run_id) + (
-                        source.coordinate_hint(exc.fields) if hasattr(source, "coordinate_hint")
-                        else config_key_hint(ref.config, exc.fields))
-                    if not hint:
-                        raise
-                    raise exc.with_hint(hint) from None
+        check_listed(source, [ref for ref in refs if ref.run_id not in writer.staged], overrides, writer.stored)
         pulled, unchanged, written, waiting = [], 0, {}, set()
         for ref in refs:
             if ref.run_id in writer.staged:
