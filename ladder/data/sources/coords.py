@@ -189,7 +189,7 @@ class CoordinateOverrides:
     def parse(cls, items: list[str] | None = None, file: str | os.PathLike | None = None,
               keys: list[str] | None = None) -> CoordinateOverrides:
         """From ``FIELD=VALUE`` strings, a YAML file of ``{RUN: {FIELD: VALUE}}`` and ``FIELD=KEY`` strings
-        (`config_keys`)."""
+        (`config_keys`; None for a table, whose coordinates come from its columns, not from keys of a config)."""
         all_runs: dict[str, Any] = {}
         for item in items or []:
             key, sep, value = item.partition("=")
@@ -203,10 +203,13 @@ class CoordinateOverrides:
                 try:
                     coordinate_number(f"--coord {item}", key, value.strip())  # checked here, to name the flag
                 except LadderError as exc:
-                    if not re.search(r"[A-Za-z_]", value) or value.strip().lower() == UNKNOWN:
-                        raise
-                    raise LadderError(f"{exc}; to read it from each run's config under the key {value.strip()!r}, "
-                                      f"give --coord-key {key}={value.strip()}") from None
+                    named = value.strip()
+                    if not re.search(r"[A-Za-z_]", named) or named.lower() == UNKNOWN or re.match(r"[-+.\d]", named):
+                        raise  # a number written otherwise (190M, 1.3e9x) is no key
+                    raise LadderError(f"{exc}; " + (
+                        f"to read it from each run's config under the key {named!r}, give --coord-key {key}={named}"
+                        if keys is not None else
+                        f"to read it from the table's column {named!r}, give --coord-column {key}={named}")) from None
             if key == "role":  # here too, where a file's entries give every run one
                 _check_role(value.strip(), f"--coord {item}")
             if all_runs.get(key, value.strip()) != value.strip():  # the last one silently won
