@@ -24,6 +24,7 @@ from ladder.data.sources.pull import pull
 from ladder.data.store import Store
 from ladder.errors import LadderError
 from ladder.predict.adapter import PredictSettings, predict
+from ladder.predict.prediction import Prediction
 from tests.synthetic_ladder import micro_plan, pf_truth, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -430,6 +431,21 @@ def test_a_schedule_in_the_coordinates_file_is_the_runs_lr(tmp_path):
         cfg = next(c for c in PLAN.rungs if c.name == r.name)
         assert r.lr_source == "schedule"
         assert np.allclose(r.as_run().lrs[:cfg.stop_after_steps], cfg.schedule.lrs(0, cfg.stop_after_steps))
+
+
+def test_a_rung_whose_logged_lr_departs_from_its_declared_schedule_is_named_by_the_prediction(tmp_path):
+    csv = ladder_csv(tmp_path / "ladder.csv")  # the LR logged at every eval, as the schedules give it
+    coords = {c.name: {"schedule": to_dict(c.schedule.without_edits())} for c in PLAN.rungs}
+    odd = PLAN.rungs[1].name
+    coords[odd]["schedule"]["peak_lr"] *= 2  # declared twice what it trained at
+    (tmp_path / "coords.yaml").write_text(yaml.safe_dump(coords))
+    assert import_csv(csv, tmp_path / "store", "--coords", str(tmp_path / "coords.yaml")).exit_code == 0
+    res = invoke("predict", "--target", str(target_yaml(tmp_path / "big.yaml")), "--store", str(tmp_path / "store"),
+                 "--out", str(tmp_path / "pred"))
+    assert res.exit_code == 0, res.output
+    said = [w for w in Prediction.load(tmp_path / "pred").warnings if "departs from its declared schedule" in w]
+    assert len(said) == 1 and said[0].startswith(f"{odd}: its logged LR departs from its declared schedule: "), said
+    assert "leave `schedule` out to read the logged LR" in said[0]
 
 
 def test_a_declared_tpp_its_counts_do_not_give_is_named_at_import_and_refused_at_predict(tmp_path):

@@ -160,3 +160,23 @@ def test_a_cooldown_length_is_refused_where_the_decay_has_none():
             sched(decay="wsd", **given)
     with pytest.raises(LadderError, match=r"cooldown_steps=2000 must be in \(0, total_steps - warmup_steps\]"):
         sched(decay="wsd", cooldown_steps=2000)
+
+
+def test_a_logged_lr_is_held_to_the_declared_schedule_whichever_update_a_trainer_logs_at_a_step():
+    from ladder.config.schedule import as_logged, logged_disagrees
+
+    declared = Schedule(peak_lr=1e-3, total_steps=1000, warmup_steps=50, decay="cosine", min_lr_ratio=0.1)
+    steps = np.arange(0, 1000, 10)
+    lrs = declared.lrs()
+    for logged in (as_logged(lrs, steps), lrs[steps]):  # the update ending at the step, or the next one
+        assert logged_disagrees(declared, steps, logged) == ""
+    no_warmup = Schedule(peak_lr=1e-3, total_steps=1000, decay="cosine", min_lr_ratio=0.1)
+    said = logged_disagrees(no_warmup, steps, as_logged(lrs, steps))  # warmup_steps left out of the declared one
+    assert said.startswith("its logged LR departs from its declared schedule: 2e-05 at step 0 against 0.001 (98% of "
+                           "the peak 0.001), at 5 of 100 logged values") and "warmup_steps" in said
+    tenfold = Schedule(peak_lr=1e-2, total_steps=1000, warmup_steps=50, decay="cosine", min_lr_ratio=0.1)
+    assert "at 99 of 100 logged values" in logged_disagrees(tenfold, steps, as_logged(lrs, steps))  # step 0 within 5%
+    one_off = as_logged(lrs, steps).copy()
+    one_off[50] *= 2  # one value off, the next ones kept: no two in a row
+    assert logged_disagrees(declared, steps, one_off) == ""
+    assert logged_disagrees(declared, steps, np.full(steps.size, np.nan)) == ""  # nothing logged

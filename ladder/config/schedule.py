@@ -237,6 +237,37 @@ def as_logged(lrs: np.ndarray, steps: np.ndarray) -> np.ndarray:
     return lrs[np.clip(np.asarray(steps, dtype=np.int64) - 1, 0, len(lrs) - 1)]
 
 
+LOGGED_AGREE = 0.05
+"""How far (a share of the peak) a run's logged LR may lie from the LR its declared schedule gives at the same step
+before they are said to disagree (the watch's `lr_tol` for a hero)."""
+
+
+def logged_disagrees(schedule: Schedule, steps, values, tol: float = LOGGED_AGREE, persist: int = 2) -> str:
+    """Where a run's logged LR (`values` at `steps`) departs from its declared `schedule` at `persist` logged values in a
+    row, each further than `tol` of the peak outside the LRs of the updates ending at the step and after it (trainers
+    log either): the first such value against the schedule's, and how many depart; "" where they agree."""
+    steps, values = np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
+    keep = np.isfinite(values) & (steps >= 0) & (steps < schedule.horizon)
+    steps, values = steps[keep], values[keep]
+    if steps.size < persist:
+        return ""
+    lrs = schedule.lrs()
+    ending, next_ = as_logged(lrs, steps), lrs[steps]
+    lo, hi = np.minimum(ending, next_), np.maximum(ending, next_)
+    peak = schedule.peak_lr
+    off = (values < lo - tol * peak) | (values > hi + tol * peak)
+    runs = np.convolve(off, np.ones(persist, dtype=int), mode="valid") == persist
+    if not runs.any():
+        return ""
+    i = int(np.argmax(runs))
+    declared = float(np.clip(values[i], lo[i], hi[i]))
+    return (f"its logged LR departs from its declared schedule: {values[i]:.3g} at step {int(steps[i]):,} against "
+            f"{declared:.3g} ({abs(values[i] - declared) / peak:.0%} of the peak {peak:.3g}), at {int(off.sum())} of "
+            f"{steps.size} logged values; the laws read the declared one ({schedule.describe()}): correct it (its "
+            "warmup_steps, peak_lr, decay, total_steps) and import the run again with --replace, or leave `schedule` "
+            "out to read the logged LR")
+
+
 def _refuse_lengthening(edit: ScheduleEdit, horizon: int) -> None:
     """An edit only cuts the run: one ending past the `horizon` the edits before it leave would train steps the
     plan never had (its LR and evals were set for the planned length, and no rung trained past its plan). A longer

@@ -20,7 +20,7 @@ from fits.runs import Run, lrs_from_logged
 from ladder import metrics as keys
 from ladder.config.limits import MAX_PREDICTED_POINTS, positive_or_none
 from ladder.config.runconfig import RunConfig, refuse_prediction
-from ladder.config.schedule import Schedule
+from ladder.config.schedule import Schedule, logged_disagrees
 from ladder.config.yamlio import at_line, load_yaml
 from ladder.data import dense
 from ladder.data.sources.coords import (
@@ -95,6 +95,8 @@ class LadderRun:
     from (`ladder.data.dense`); 0: the values as logged."""
     noise: float = 0.0
     """The relative standard error of a value read so (the median over the run's); 0 as logged."""
+    lr_disagrees: str = ""
+    """Where the run declares a schedule and logs an LR that departs from it, how (`logged_disagrees`); "" else."""
 
     @property
     def lr_held(self) -> bool:
@@ -199,9 +201,12 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
     _, _, schedule = coordinates_from_config(config)
     stop = int(row["stop_after_steps"])
     flops, flops_from, n = _flops(name, row)
-    lrs, logged_to = None, 0
+    lrs, logged_to, disagrees = None, 0, ""
     if schedule is None:  # no declared schedule: the logged LR, if any
         lrs, logged_to = logged_lr(store, run_id, max(stop, int(steps.max()) if steps.size else 0))
+    else:
+        lr = store.history([run_id], [keys.LEARNING_RATE])
+        disagrees = logged_disagrees(schedule, lr["step"].to_numpy(), lr["value"].to_numpy()) if len(lr) else ""
     total = schedule.total_steps if schedule is not None else stop
     tpp = declared_tpp(f"run {name!r}", positive_or_none(config.get("tpp")), n, total * int(row["tokens_per_step"]),
                        "import it again (--replace) without tpp, or with the right one")
@@ -211,6 +216,7 @@ def from_store(store: Store, row, metric: str, *, need_evals: int = 1) -> Ladder
         logged_lrs=lrs, lr_logged_to=logged_to, steps=steps, values=values, state=state, flops_from=flops_from,
         read_from=read.read_from,
         noise=read.noise,
+        lr_disagrees=disagrees,
     )
 
 

@@ -228,6 +228,7 @@ def to_prediction(result: core.CorePrediction, target: LadderRun, rungs: list[La
     b = result.band
     warnings = flops_notes([*rungs, target]) + list(result.warnings)
     warnings += _short_rungs(rungs)
+    warnings += [f"{r.name}: {r.lr_disagrees}" for r in [*rungs, target] if r.lr_disagrees]
     if target.lr_held:
         warnings.append(f"{target.name}: {_held_lr(target)}")
     elif target.lr_shape_from:
