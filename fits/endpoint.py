@@ -37,6 +37,8 @@ class EndpointFit:
     cov: np.ndarray = field(repr=False)
     s2: float = field(repr=False)
     warnings: tuple[str, ...] = ()
+    points: str = "runs"
+    """What each fitted point is, as the summary counts them ("budgets' least losses" for an isoFLOP sweep)."""
 
     form = FORM
 
@@ -102,7 +104,7 @@ class EndpointFit:
 
     def summary(self, at: float | None = None, level: float = 0.9) -> str:
         lines = [
-            f"{FORM}: {self.n_runs} runs, compute {self.compute.min():.3g} .. {self.compute.max():.3g} FLOPs",
+            f"{FORM}: {self.n_runs} {self.points}, compute {self.compute.min():.3g} .. {self.compute.max():.3g} FLOPs",
             f"  E = {self.E:.4f}{' (pinned)' if self.E_pinned else ''}   A = {self.A:.4g}   "
             f"alpha = {self.alpha:.4f}   objective = {self.objective:.3e} (mean Huber, log residuals)",
         ]

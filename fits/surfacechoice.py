@@ -281,6 +281,11 @@ def backtest_forms(N, D, L, *, E: float | None = None, forms=FORMS, budget=None)
     return tuple(trials)
 
 
+NEAR_TIE = 0.1
+"""Forms whose backtest scores lie within this share of the larger are said to be nearly tied: the choice between them
+rests on little (on OLMo's ladder one copied run turns it)."""
+
+
 def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str = "auto",
                    budget=None, infer_budgets: bool = True, names=None) -> SurfaceChoice:
     """The surface fitted in the form a backtest on these runs prefers (`form="auto"`), or in `form`. `budget`:
@@ -314,6 +319,9 @@ def choose_surface(n_params, tokens, loss, *, E: float | None = None, form: str 
             chosen = ranked[0][2]
             why = (f"lower backtest mean |error| predicting the largest {what} from the smaller ones: "
                    + ", ".join(f"{f} {v:.2%}" if np.isfinite(v) else f"{f} failed" for f, v in scores.items()))
+            if len(ranked) > 1 and ranked[1][0] - ranked[0][0] < NEAR_TIE * ranked[1][0]:
+                why += (f"; a near tie ({ranked[1][2]} within {NEAR_TIE:.0%}), which a run more or fewer can turn: "
+                        f"--form {ranked[1][2]} gives the other")
         else:
             chosen, why = "free", f"no form could be fitted without the largest {what}: the free form"
             warnings.append(f"too few runs below the largest {what} to fit any form, so no backtest chose the form "

@@ -121,7 +121,9 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     res = run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--at", "1e21", "--format", "json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["n_runs"] == 5 and [b["runs"] for b in out["budgets"]] == [9] * 5
+    assert out["n_runs"] == 45 and out["n_budgets"] == 5 and [b["runs"] for b in out["budgets"]] == [9] * 5
+    text = run("fit", "endpoint", "--csv", path, "--compute-col", "budget").stdout
+    assert text.startswith("endpoint law L(C) = E + A·C^-α: 5 budgets' least losses (of 45 runs), compute")
     assert {b["how"] for b in out["budgets"]} == {"vertex"} and any("isoFLOP sweep" in n for n in out["notes"])
     truth = true_minimum(1e21)[0]
     assert out["predictions"][0]["median"] == pytest.approx(truth, rel=0.005)
@@ -1764,6 +1766,16 @@ def test_parameters_in_billions_are_named(plain_csv, tmp_path):
     assert any(w.startswith("the runs give N as small as 0.05: parameters and tokens are counts") for w in warnings)
     assert not any("are counts" in w for w in json.loads(run("fit", "surface", "--csv", plain_csv, "--format",
                                                               "json").stdout)["warnings"])
+
+
+def test_targets_as_counts_beside_runs_in_billions_are_refused_before_any_fit(plain_csv, targets_csv, tmp_path):
+    pd.read_csv(plain_csv).assign(params=lambda t: t["params"] / 1e9).to_csv(tmp_path / "b.csv", index=False)
+    for how in (("--predict-csv", targets_csv), ("--at", "7e9,1.4e11")):
+        res = run("fit", "surface", "--csv", tmp_path / "b.csv", *how)
+        assert res.exit_code == 2 and "the runs give N as small as 0.05" in res.output, res.output
+        assert "targets' as counts; give both as counts" in res.output and "Traceback" not in res.output
+    res = run("fit", "surface", "--csv", tmp_path / "b.csv", "--at", "7,140", "--format", "json")  # both in billions
+    assert res.exit_code == 0, res.output
 
 
 def test_a_csv_saved_by_a_spreadsheet_fits_as_the_clean_one(endpoint_csv, tmp_path):

@@ -468,6 +468,15 @@ WATCH = [
          ("no such directory yet", "UNREADABLE")),
     Case("watch", "local-is-a-file", ("watch", "--prediction", "pred", "--local", "afile", "--once"), 2,
          ("--local afile: is a file, not a folder; give the run's folder (., which holds it?)",)),
+    Case("watch", "local-is-a-table", ("watch", "--prediction", "pred", "--local", "hero.csv", "--once"), 2,
+         ("--local hero.csv: a table, not a trainer's run folder", "`ladder import csv hero.csv --store STORE ...`",
+          "watch it from the store with no --local"), files={"hero.csv": "step,loss\n10,3.2\n"}),
+    Case("watch", "local-holds-tables", ("watch", "--prediction", "pred", "--local", "exported", "--once"), 2,
+         ("--local exported: holds tables (hero.csv), not a trainer's run folder",
+          "`ladder import csv exported/*.csv --store STORE ...`"), files={"exported/hero.csv": "step,loss\n10,3.2\n"}),
+    Case("pull", "local-holds-tables", ("pull", "local", "exported", "--store", "s2"), 2,
+         ("exported: holds tables (hero.csv), not a trainer's run folder", "exported/*.csv --store STORE ...`"),
+         files={"exported/hero.csv": "step,loss\n10,3.2\n"}),
     Case("watch", "offline-missing", ("watch", "--prediction", "pred", "--offline", "nowhere/wandb", "--once"), 2,
          ("--offline nowhere/wandb: no such folder",)),
     _watch("jsonl-is-a-folder", "", ["--jsonl adir: is a folder"], 2, ("--jsonl", "adir")),
@@ -509,6 +518,19 @@ OUTPUTS = [
 ]
 
 FIT = [
+    # an option of one value given twice: click keeps the last without a word
+    Case("fit", "csv-twice", ("fit", "surface", "--csv", "ladder.csv", "--csv", "other.csv"), 2,
+         ("--csv given twice (--csv ladder.csv and --csv other.csv): it takes one value; give one",)),
+    Case("fit", "form-twice", ("fit", "surface", "--csv", "ladder.csv", "--form", "free", "--form=shared"), 2,
+         ("--form given twice (--form free and --form shared)",)),
+    # a table of one row per run given to the curve fit: the fits that read one
+    Case("fit", "curve-of-finals", ("fit", "curve", "--csv", "finals.csv", "--total-steps-col", "T"), 2,
+         ("no column 'run_id' (for --run-col)", "`ladder fit surface` (N and D) or `ladder fit endpoint` (compute)"),
+         files={"finals.csv": "params,tokens,T,loss\n1e8,2e9,1000,3.1\n2e8,4e9,1000,2.9\n"}),
+    Case("fit", "curve-without-runs", ("fit", "curve", "--csv", "ladder.csv", "--run-col", ""), 2,
+         ("--run-col '': whole curves need a column naming each row's run", "`ladder fit endpoint` (compute)")),
+    Case("fit", "one-value-twice-the-same", ("fit", "endpoint", "--csv", "ladder.csv", "--format", "table", "--format",
+                                             "table", "--at", "1e30", "--at", "1e31"), 0, ("C = 1e+30", "C = 1e+31")),
     Case("fit", "level-above-one", ("fit", "endpoint", "--csv", "ladder.csv", "--level", "2"), 2, ("--level 2.0",)),
     Case("fit", "one-column-twice", ("fit", "surface", "--csv", "ladder.csv", "--params-col", "tokens"), 2,
          ("--params-col and --tokens-col both name column 'tokens'",)),

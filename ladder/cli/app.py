@@ -57,6 +57,7 @@ class _OneLineErrors(typer.core.TyperGroup):
         try:
             argv = list(sys.argv[1:] if args is None else args)
             self._no_empty_paths(argv)
+            self._no_option_twice(argv)
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _TYPER_CLICK["UsageError"] as exc:
             if type(exc).__name__ != "NoArgsIsHelpError":  # `ladder fit` alone: its help is already printed
@@ -89,6 +90,27 @@ class _OneLineErrors(typer.core.TyperGroup):
             if name in paths and given is not None and not given.strip():
                 raise _TYPER_CLICK["UsageError"](f"{name} {given!r}: an empty path; give a file or folder (an empty "
                                                  "value would be read as the current folder)")
+
+    def _no_option_twice(self, args: list[str]) -> None:
+        """Refuse an option of one value given twice with two values (`--csv a.csv --csv b.csv`): click keeps the
+        last and drops the first without a word. Options that take several (`--at 1e24 --at 1e25`) are not such."""
+        _, cmd = self._command(args)
+        single = {o: p for p in getattr(cmd, "params", ()) if getattr(p, "param_type_name", "") == "option"
+                  and not p.multiple and not p.is_flag and p.nargs == 1 for o in (*p.opts, *p.secondary_opts)}
+        seen: dict[str, tuple[str, str]] = {}
+        i = 0
+        while i < len(args) and args[i] != "--":
+            name, eq, value = args[i].partition("=")
+            param = single.get(name if name.startswith("--") else args[i])
+            if param is None:
+                i += 1
+                continue
+            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            i += 1 if eq else 2
+            first = seen.setdefault(param.name, (name, given))
+            if first[1] != given:
+                raise _TYPER_CLICK["UsageError"](f"{name} given twice ({first[0]} {first[1]} and {name} {given}): "
+                                                 "it takes one value; give one")
 
     def _path(self, args: list[str]) -> str:
         """The command the arguments name (`ladder predict`), for an error raised before click made its context."""

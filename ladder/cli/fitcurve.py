@@ -84,7 +84,7 @@ def fit_curve_command(
     g = shared.fractions_every(every)
     if csv is not None:
         if not run_col:
-            raise LadderError("--run-col: whole curves need a column naming each row's run")
+            raise LadderError(f"--run-col '': {fitdata.ONE_ROW_PER_RUN}")
         cols = shared.csv_columns(csv, run_col, loss_col, step_col, drop_col, where, compute=compute_col, fraction=fraction_col,
                      total_steps=total_steps_col)
         data = fitdata.curves_from_csv(csv, cols, g)

@@ -3,6 +3,7 @@ sweep's least loss per budget."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -79,6 +80,8 @@ def fit_endpoint_command(
     with shared.saying_left_out(data):
         fit = fits.fit_endpoint(C, L, E=E, counted=csv is None,  # the store's computes are counted, not given
                                 names=None if minima else data.names)  # (a sweep fits one point per budget)
+    if minima:  # each point a budget's least loss
+        fit = dataclasses.replace(fit, points=f"budgets' least losses (of {data.loss.size} runs)")
     ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
     from fits.isoflop import optimal_size
     size = optimal_size(minima) if minima else None
@@ -100,6 +103,7 @@ def fit_endpoint_command(
         out = shared.base_record(fit, "endpoint", notes) | {"bootstrap": boot or None, "predictions": preds}
         out["warnings"] += outside
         if minima:
+            out["n_runs"], out["n_budgets"] = int(data.loss.size), len(minima)
             out["budgets"] = [m.record() for m in minima]
             out["optimal_size"] = ({"exponent": size.exponent, "budgets": size.budgets} if size else None)
         print_json(out)
@@ -171,7 +175,7 @@ def endpoint_points(data, params_col: str | None) -> tuple[np.ndarray, np.ndarra
         raise LadderError(f"an isoFLOP sweep at {len(minima)} budget{'s' if len(minima) > 1 else ''}: the endpoint law "
                           "fits one least loss per budget and needs 3 budgets or more; add a budget")
     notes += (f"an isoFLOP sweep ({data.loss.size} runs at {len(minima)} budgets): the law fits each budget's least "
-              "loss, one point per budget (the count of runs above counts them), the vertex of a parabola in log N "
+              "loss, one point per budget, the vertex of a parabola in log N "
               "through the best run of each size, the lowest run's and up to two on each side; "
               "it predicts the least loss a budget reaches (`ladder fit surface` on the same table, given its "
               "budgets, fits every run, and --optimum-at gives the compute-optimal run with its band)",)

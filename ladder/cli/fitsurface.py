@@ -122,16 +122,17 @@ def fit_surface_command(
     targets, untargeted = None, ""
     if predict_csv is not None:
         *targets, untargeted = endpointcsv.read_targets(predict_csv, params_col, tokens_col, tuple(where))
+    if targets is None:
+        points = [_point(item) for item in at]
+        targets = (np.array([n for n, _ in points], dtype=np.float64), np.array([d for _, d in points], dtype=np.float64),
+                   [{} for _ in points])
+    _units_apart(data.params, data.tokens, targets[0], targets[1])
     from fits.surfacechoice import choose_surface
     with shared.saying_left_out(data):
         choice = choose_surface(data.params, data.tokens, data.loss, E=E, form=form.value, budget=data.budget,
                                 names=data.names)
     fit = choice.fit
     ens, boot = shared.bootstrap_record(fit, bootstrap, seed, level)
-    if targets is None:
-        points = [_point(item) for item in at]
-        targets = (np.array([n for n, _ in points], dtype=np.float64), np.array([d for _, d in points], dtype=np.float64),
-                   [{} for _ in points])
     preds = _surface_bands(choice, ens, *targets)
     optimal = _optima(fit, optimum_at)
     optima = _surface_bands(choice, ens, np.array([n for _, n, _ in optimal], dtype=np.float64),
@@ -213,6 +214,20 @@ def _not_counts(n_params, tokens) -> list[str]:
         return []
     return [f"the runs give {' and '.join(low)}: parameters and tokens are counts (7e9, not 7); in millions or "
             "billions, give them as counts, or every prediction and optimum is in those units too"]
+
+
+def _units_apart(n_params, tokens, target_n, target_d) -> None:
+    """Refuse targets given as counts where the runs' N or D are not (below `LEAST_COUNT`: millions or billions), and
+    the targets lie more than `FAR_EFOLDS` e-folds above them on that axis: every prediction would be digits off."""
+    for name, runs, theirs in (("N", n_params, target_n), ("D", tokens, target_d)):
+        runs, theirs = np.asarray(runs, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+        if not theirs.size or float(runs.min()) >= LEAST_COUNT:
+            continue
+        far = float(theirs.max()) / float(runs.max())
+        if np.log(far) > shared.FAR_EFOLDS:
+            raise LadderError(f"the runs give {name} as small as {runs.min():.3g} (at most {runs.max():.3g}) and the "
+                              f"targets {name} up to {theirs.max():.3g}, {far:.3g}× larger: the runs' counts look written in "
+                              "millions or billions and the targets' as counts; give both as counts (7e9, not 7)")
 
 
 BUDGET_AXIS_TOL = 0.2

@@ -16,6 +16,7 @@ from rich.markup import escape
 from ladder.cli.app import command, console, err_console, relative_seconds, seconds_until, warn
 from ladder.config.limits import poll_seconds
 from ladder.data.sources import CoordinateOverrides, LocalSource, OfflineSource, WandbSource
+from ladder.data.sources.table import tables_instead
 from ladder.data.store import DEFAULT_ROOT, PULL_FIRST, Store
 from ladder.durations import span_text
 from ladder.errors import LadderError
@@ -47,6 +48,9 @@ def _source(local: Path | None, offline: Path | None, wandb: str | None, quiet_s
         raise LadderError("--step-key is for --offline and --wandb runs (a trainer's run folder logs its step)")
     if not given:
         return None
+    if local is not None and (tables := tables_instead(local, "--local")):
+        raise LadderError(f"{tables}, and watch it from the store with no --local (`ladder watch --prediction P "
+                          "--store STORE`), importing the file again before each check (from cron, with --once)")
     for option, path in (("--local", local), ("--offline", offline)):
         if path is None or path.is_dir():
             continue

@@ -177,6 +177,11 @@ def where_rows(df: pd.DataFrame, where: str, condition: str, also: pd.Series | N
     return df[keep.to_numpy()]
 
 
+ONE_ROW_PER_RUN = ("whole curves need a column naming each row's run (--run-col NAME); a table of one row per run (its "
+                   "final loss) is fitted by `ladder fit surface` (N and D) or `ladder fit endpoint` (compute)")
+"""What `fit curve` says of a table without the run column it needs."""
+
+
 def _need(df: pd.DataFrame, where: str, **columns: str | None) -> None:
     for option, col in columns.items():
         flag = f"--{option.replace('_', '-')}-col"
@@ -488,6 +493,8 @@ def curves_from_csv(path: str | Path, cols: Columns, fractions: np.ndarray) -> C
     where = str(path)
     df = read_csv(path, cols.drop, cols.where)
     notes = df.attrs.get("notes", ())
+    if cols.run not in df.columns:
+        raise LadderError(f"{csvfile.no_column(where, cols.run, '--run-col', df.columns)}; {ONE_ROW_PER_RUN}")
     _need(df, where, run=cols.run, loss=cols.loss, compute=cols.compute)
     df = _with_run_ids(df, cols.run, where)
     if cols.fraction is not None:

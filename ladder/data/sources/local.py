@@ -35,6 +35,7 @@ from ladder.data.sources.table import (
     as_number,
     finite_or_nan,
     map_state,
+    tables_instead,
     too_large,
     whole_count,
 )
@@ -61,6 +62,8 @@ class LocalSource:
         return f"local:{self.path}"
 
     def runs(self) -> list[RunRef]:
+        if tables := tables_instead(self.path):
+            raise LadderError(tables)
         if self.path.exists() and not self.path.is_dir():
             raise LadderError(f"{self.path}: is a file, not a folder; give a trainer run directory, e.g. runs/NAME/")
         if not self.path.is_dir():

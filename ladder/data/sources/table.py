@@ -20,11 +20,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ladder import runfiles
 from ladder.errors import LadderError
 
 RAW_COLUMNS = ("seq", "step", "metric", "value", "tokens")
@@ -331,6 +333,30 @@ def _short(value: Any) -> str:
 TABLE = "csv:"
 """The prefix of a table's source key in the store, parquet files' included (kept: stores hold it)."""
 PARQUET = (".parquet", ".pq")
+
+
+TABLE_FILES = (".csv", ".tsv", ".txt", *PARQUET)
+"""What a table `ladder import csv` reads is named."""
+
+
+def tables_instead(path: Path, option: str = "") -> str:
+    """Where `path`, given a run-folder source (by `option`), is a table or a folder of tables and holds no trainer run:
+    how a run written as a table is imported ("" where it is not one)."""
+    try:
+        if path.is_file():
+            tables = [path.name] if path.suffix.lower() in TABLE_FILES else []
+        elif path.is_dir() and not any(path.rglob(runfiles.METRICS_FILE)):
+            tables = sorted(p.name for p in path.iterdir() if p.suffix.lower() in TABLE_FILES)
+        else:
+            tables = []
+    except OSError:
+        return ""
+    if not tables:
+        return ""
+    shown = ", ".join(tables[:3]) + (f", ... ({len(tables)} tables)" if len(tables) > 3 else "")
+    files = path if path.is_file() else path / f"*{Path(tables[0]).suffix}"
+    return (f"{f'{option} ' if option else ''}{path}: {'a table' if path.is_file() else f'holds tables ({shown})'}, not a trainer's run folder; "
+            f"import a run written as a table with `ladder import csv {files} --store STORE ...`")
 
 
 def shown_source(key: str) -> str:
