@@ -159,6 +159,9 @@ def test_missing_mapped_column_is_one_line(tmp_path):
             "--coord", "stop_after_steps=40", "--coord", "tokens_per_step=50", "--store", str(tmp_path / "s")]
     res = CliRunner().invoke(app, [*args, "--metric", "eval/loss=loss"])
     assert res.exit_code == 2 and "give --metric eval/loss=eval_loss" in " ".join(res.output.split())
+    res = CliRunner().invoke(app, [*args, "--metric", "eval_loss=eval/loss"])  # the pair written the other way round
+    assert res.exit_code == 2 and "--metric takes KEY=COLUMN, the key stored and then the file's column: give " \
+        "--metric eval/loss=eval_loss" in " ".join(res.output.split())
     assert CliRunner().invoke(app, [*args, "--metric", "eval/loss=eval_loss"]).exit_code == 0
     with pytest.raises(LadderError, match="no step column") as refused:
         TableSource(path, ColumnMap(metrics={"l": "loss"}, run="run")).runs()
@@ -772,6 +775,35 @@ def test_a_later_file_whose_run_lacks_coordinates_or_gives_odd_ones_stores_none_
     res = CliRunner().invoke(app, [*common, "--coords", str(coords)])
     assert res.exit_code == 2 and "FLOPs per active parameter" in res.output and "nothing was imported" in res.output
     assert not Store(tmp_path / "s").exists()
+
+
+def test_a_config_beside_each_file_gives_its_runs_coordinates_its_own_keys_by_coord_key(tmp_path):
+    table = small_table()
+    for run, rows in table.groupby("run"):  # a trainer's export: metrics in run.csv, its config in run.json beside it
+        rows[["step", "tok", "loss"]].to_csv(tmp_path / f"{run}.csv", index=False)
+        (tmp_path / f"{run}.json").write_text(json.dumps({"model": {"n_params": int(rows["params"].iloc[0])},
+                                                          "train": {"steps": 40}, "group": "mine"}))
+    files = [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    common = ["import", "csv", *files, "--step", "step", "--tokens", "tok", "--metric", "eval/loss=loss",
+              "--coord", "total_params=unknown", "--coord", "fit_flops_per_token=unknown", "--store", str(tmp_path / "s")]
+    res = CliRunner().invoke(app, common)  # the keys named the trainer's way: which ones may give them, said
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 2 and "its config beside it (a.json) may give them: --coord-key active_params=model.n_params" \
+        " (1000 there), --coord-key stop_after_steps=train.steps (40 there)" in flat, flat
+    res = CliRunner().invoke(app, [*common, "--coord-key", "active_params=model.n_params",
+                                   "--coord-key", "stop_after_steps=train.steps"])
+    assert res.exit_code == 0, res.output
+    assert "a.csv: its runs' config read from a.json beside it (3 keys" in " ".join(res.output.split())
+    runs = Store(tmp_path / "s").runs().set_index("name")
+    assert runs.loc["a", "active_params"] == 1000 and runs.loc["b", "active_params"] == 2000
+    assert set(runs["stop_after_steps"]) == {40} and set(runs["group"]) == {"mine"}  # a key named for a label: read
+    (tmp_path / "b.yaml").write_text("group: mine\n")
+    res = CliRunner().invoke(app, common)
+    assert res.exit_code == 2 and "b.json and b.yaml beside it: which is its runs' config? keep one" in res.output
+    (tmp_path / "b.yaml").unlink()
+    (tmp_path / "b.json").write_text("{\"model\": ")
+    res = CliRunner().invoke(app, common)
+    assert res.exit_code == 2 and "b.json: not a JSON config" in res.output and "Traceback" not in res.output
 
 
 def test_a_table_of_tokens_without_steps_reads_its_steps_from_the_tokens_per_step_given(tmp_path):

@@ -185,9 +185,9 @@ def test_coordinates_are_read_from_the_config_keys_a_team_names_its_own_way(tmp_
     with pytest.raises(LadderError, match=r"--coord active_params=model.n_params: 'active_params' = 'model.n_params' "
                                           r"is not a number in range.*give --coord-key active_params=model.n_params"):
         CoordinateOverrides.parse(["active_params=model.n_params"], None, [])
-    with pytest.raises(LadderError, match=r"is not a number in range; to read it from the table's column 'n_params', "
-                                          r"give --coord-column active_params=n_params$"):  # import csv: no config keys
-        CoordinateOverrides.parse(["active_params=n_params"])
+    with pytest.raises(LadderError, match=r"give --coord-key active_params=n_params, or from the table's column "
+                                          r"'n_params', --coord-column active_params=n_params$"):  # import csv: both
+        CoordinateOverrides.parse(["active_params=n_params"], None, [], table=True)
     for written in ("190M", "1.3e9x", "-2B"):  # a count written otherwise is no key
         with pytest.raises(LadderError, match="is not a number in range") as caught:
             CoordinateOverrides.parse([f"active_params={written}"], None, [])

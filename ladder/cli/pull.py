@@ -176,6 +176,10 @@ def import_csv(
     store: Path = STORE,
     coord: list[str] = COORD,
     coords: Path | None = COORDS,
+    coord_key: list[str] = typer.Option([], "--coord-key", help=(
+        "FIELD=KEY: read a coordinate or label from a key of the config beside each file (run.json or run.yaml beside "
+        "run.csv), where the trainer names it its own way, e.g. active_params=model.n_params (a dotted key reaches "
+        "into a nested config; repeatable). --coord, --coords and --coord-column beat it.")),
     rename: list[str] = RENAME,
     fit_metric: str | None = FIT_METRIC,
     replace: bool = REPLACE,
@@ -188,6 +192,10 @@ def import_csv(
     Importing the file again replaces its runs; a run id already stored from another source is refused
     unless --replace. Every step, token count and value is checked (with its line) before anything is
     stored. Several files are read in the order given, each checked before any is stored.
+
+    A trainer's config written beside a file under its name (run.json or run.yaml beside run.csv) is its
+    runs' config: its keys named for a coordinate (active_params, stop_after_steps, tokens_per_step,
+    schedule, group, role, ...) are read as such, and --coord-key reads one it names its own way.
     """
     columns = ColumnMap(
         metrics=ColumnMap.parse_pairs(metric, "--metric"),
@@ -196,7 +204,8 @@ def import_csv(
         tokens=tokens,
         coords=ColumnMap.parse_pairs(coord_column, "--coord-column"),
     )
-    given = CoordinateOverrides.parse(coord, coords)  # a table of tokens without steps takes tokens_per_step from them
+    given = CoordinateOverrides.parse(coord, coords, coord_key, table=True)  # a table of tokens without steps takes
+    # tokens_per_step from them
     unique: dict[Path, Path] = {}
     for f in files:  # a file given twice (by two paths) is read once, where it is first given
         unique.setdefault(_same_file(f), f)

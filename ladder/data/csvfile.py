@@ -194,16 +194,28 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     shown = shown_columns(names)
     hint = ""
     similar = similar_column(column, names)
-    if similar is not None and similar.strip().lower() == column.strip().lower():
+    flag, _, key = option.partition(" ")
+    if flag.startswith("--") and key and key in names and column not in names:  # --metric val_loss=eval/loss
+        hint = f"; {flag} takes KEY=COLUMN, the key stored and then the file's column: give {flag} {column}={key}"
+    elif similar is not None and similar.strip().lower() == column.strip().lower():
         hint = f"; did you mean {similar!r}?"
-    elif similar is not None and option.startswith("--"):
-        flag, _, key = option.partition(" ")  # "--metric eval/loss" maps a key: --metric eval/loss=COLUMN
+    elif similar is not None and option.startswith("--"):  # "--metric eval/loss" maps a key: --metric eval/loss=COLUMN
         hint = f"; give {flag} {key}={similar}" if key else f"; give {option} {similar}"
+    elif names and all(_is_number(n) for n in names):
+        hint = "; its first line holds numbers, not column names: add a header row naming the columns"
     elif len(names) == 1 and any(sep in names[0] for sep in "\t;|"):
         sep = next(s for s in "\t;|" if s in names[0])
         hint = f"; the file looks separated by {'tabs' if sep == chr(9) else repr(sep)}: save it with commas"
         shown = repr(names[0])
     return LadderError(f"{path}: no column {column!r} ({role} {option}); the file has {shown}{hint}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def number_hint(cell: str) -> str:

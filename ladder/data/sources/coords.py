@@ -187,9 +187,9 @@ class CoordinateOverrides:
 
     @classmethod
     def parse(cls, items: list[str] | None = None, file: str | os.PathLike | None = None,
-              keys: list[str] | None = None) -> CoordinateOverrides:
+              keys: list[str] | None = None, table: bool = False) -> CoordinateOverrides:
         """From ``FIELD=VALUE`` strings, a YAML file of ``{RUN: {FIELD: VALUE}}`` and ``FIELD=KEY`` strings
-        (`config_keys`; None for a table, whose coordinates come from its columns, not from keys of a config)."""
+        (`config_keys`); `table`: for a table's runs, whose coordinates come from its columns too."""
         all_runs: dict[str, Any] = {}
         for item in items or []:
             key, sep, value = item.partition("=")
@@ -206,10 +206,10 @@ class CoordinateOverrides:
                     named = value.strip()
                     if not re.search(r"[A-Za-z_]", named) or named.lower() == UNKNOWN or re.match(r"[-+.\d]", named):
                         raise  # a number written otherwise (190M, 1.3e9x) is no key
-                    raise LadderError(f"{exc}; " + (
-                        f"to read it from each run's config under the key {named!r}, give --coord-key {key}={named}"
-                        if keys is not None else
-                        f"to read it from the table's column {named!r}, give --coord-column {key}={named}")) from None
+                    raise LadderError(f"{exc}; to read it from each run's config under the key {named!r}, give "
+                                      f"--coord-key {key}={named}" + (
+                                          f", or from the table's column {named!r}, --coord-column {key}={named}"
+                                          if table else "")) from None
             if key == "role":  # here too, where a file's entries give every run one
                 _check_role(value.strip(), f"--coord {item}")
             if all_runs.get(key, value.strip()) != value.strip():  # the last one silently won

@@ -11,6 +11,7 @@ as logged, counted and left out of fits, as from every other source. Parquet is 
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ladder.config.yamlio import load_yaml
 from ladder.data import csvfile
-from ladder.data.sources.coords import FIELDS, LABELS, ONE_ROW, overridden, same_given
+from ladder.data.sources.coords import FIELDS, LABELS, ONE_ROW, config_key_hint, overridden, same_given
 from ladder.data.sources.table import (
     PARQUET,
     STATES,
@@ -100,6 +102,8 @@ COORD_COLUMNS = {
 suggested with its --coord-column."""
 
 
+CONFIG_BESIDE = (".json", ".yaml", ".yml")
+"""The names (the table's, with these suffixes) under which a config beside a table is read as its runs' config."""
 OFF_STEP = 0.01
 """Tokens that put a row further than this (in steps) from a whole step count other units or another batch: said."""
 
@@ -123,6 +127,7 @@ class TableSource:
         """Per metric column, which rows of the table hold a value the run logged (NaN and inf included)."""
         self._rounded = False
         """Steps read from tokens that were no whole steps were said (once a table)."""
+        self._beside: tuple[Path | None, dict[str, Any]] | None = None
         self._unended = 0
         """The line of a live run's row still being written, left unread (`_whole_rows`); 0: none."""
 
@@ -140,8 +145,25 @@ class TableSource:
             version = [st.st_size, st.st_mtime_ns]
         except OSError:
             version = None
+        beside = next((self.path.with_suffix(x) for x in CONFIG_BESIDE if self.path.with_suffix(x).is_file()), None)
+        try:  # the config beside it, edited, is read again too
+            config = None if beside is None else [beside.name, beside.stat().st_size, beside.stat().st_mtime_ns]
+        except OSError:
+            config = None
         return {"metrics": c.metrics, "run": c.run, "step": c.step, "tokens": c.tokens, "coords": c.coords,
-                "file": version}
+                "file": version, **({"config": config} if config is not None else {})}
+
+    def beside(self) -> tuple[Path | None, dict[str, Any]]:
+        """The config a trainer wrote beside the table, named as it is with .json, .yaml or .yml (run.csv and
+        run.json), and what it holds, each run of the table's config under its own columns; (None, {}) where there
+        is none. Its coordinate fields are read as such, and --coord-key reads a key it names its own way."""
+        if self._beside is None:
+            found = [self.path.with_suffix(x) for x in CONFIG_BESIDE if self.path.with_suffix(x).is_file()]
+            if len(found) > 1:
+                raise LadderError(f"{self.path}: {' and '.join(p.name for p in found)} beside it: which is its runs' "
+                                  "config? keep one")
+            self._beside = (found[0], _read_config(found[0])) if found else (None, {})
+        return self._beside
 
     def coordinate_hint(self, fields: tuple[str, ...]) -> str:
         """How to read the coordinates `fields` from columns of this table: the --coord-column of each field a
@@ -154,9 +176,14 @@ class TableSource:
         names = {str(c).strip().lower(): str(c) for c in self._load().columns}
         columns = {f: next((names[c] for c in COORD_COLUMNS.get(f, ()) if c in names), None) for f in fields}
         found = [f"--coord-column {f}={c}" for f, c in columns.items() if c is not None]
+        path, config = self.beside()
+        keys = config_key_hint(config, fields).replace("; its config may give", f"; its config beside it ({path.name}) may "
+                                                                                  "give") if path is not None else ""
         if found:
-            return f"{empty}; or read {'it' if len(found) == 1 else 'them'} from the table's columns: {' '.join(found)}"
-        return f"{empty}; or read a coordinate from a column of the table: --coord-column FIELD=COLUMN"
+            return f"{empty}; or read {'it' if len(found) == 1 else 'them'} from the table's columns: {' '.join(found)}{keys}"
+        return (f"{empty}; or read a coordinate from a column of the table: --coord-column FIELD=COLUMN{keys}"
+                + ("" if path is not None or self.columns.run is not None else
+                   f" (or write the run's config beside the table: {self.path.stem}.json)"))
 
     def _empty_columns(self, fields: list[str]) -> str:
         """For the coordinates `fields` read from a mapped column, which runs that column is empty for (every
@@ -180,9 +207,10 @@ class TableSource:
         ids = self._run_ids(table)
         per_run = _per_run_constants(table, ids, exclude={c.run, c.step, c.tokens, *c.metrics.values()})
         refs = []
+        beside = self.beside()[1]
         for run_id, rows in table.groupby(ids, sort=True):
             run_id = str(run_id)
-            config = dict(per_run.get(run_id, {}))
+            config = {**beside, **per_run.get(run_id, {})}  # the table's own columns beat the config beside it
             for f in FIELDS:  # a coordinate column that varies within the run is no coordinate of it
                 if f in rows.columns and f not in config and f not in c.coords:
                     self._run_value(run_id, rows, f, f)
@@ -265,6 +293,10 @@ class TableSource:
         --coord-column or --coord gave that coordinate: a column in other units would pass unseen."""
         table = self._load()
         lines = self._shadowed_columns(table, getattr(overrides, "per_run", {}) or {}, getattr(overrides, "file", ""))
+        path, config = self.beside()
+        if path is not None:
+            lines.append(f"{self.path.name}: its runs' config read from {path.name} beside it ({len(config)} key"
+                         f"{'s' if len(config) != 1 else ''}; coordinates under their own names, others by --coord-key)")
         if self._unended:
             lines.append(f"{self.path.name}: line {self._unended:,} has no newline yet, and the row before it says its "
                          "run is running: a row still being written, left unread (the next import reads it whole)")
@@ -541,6 +573,19 @@ class TableSource:
         if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
             return column.to_numpy()  # exact: an int64 above 2^53 does not survive a float
         return values
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """A run config file: JSON (``.json``) or YAML (safe loader); a mapping, or a `LadderError` naming the file."""
+    if path.suffix.lower() != ".json":
+        return dict(load_yaml(path))
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise LadderError(f"{path}: not a JSON config ({exc}); fix it, or move it away from the table beside it") from None
+    if not isinstance(data, dict):
+        raise LadderError(f"{path}: a JSON {type(data).__name__}, not a mapping of a run's config keys")
+    return data
 
 
 def _names_series(table: pd.DataFrame, clashing: pd.DataFrame, column: str, key: list[str]) -> bool:
