@@ -444,6 +444,9 @@ def rising(band: Band, fractions: np.ndarray, tol: float = 0.01) -> list[str]:
 OWN_BAND_HELD = 0.5
 """Below this share of the held-out size's evals inside the chosen law's own 90% band, in the backtest, the
 prediction warns that its band may be too narrow."""
+TOO_NARROW = "read the band as too narrow"
+"""The words of the prediction's warning that its band is likely too narrow (`own_band_missed`), which the watch's
+deviation alerts repeat."""
 MEASURED_TO = 1e-3
 """A held-out eval the law's own band misses by less than this (relative) counts as held: an eval's own noise is about
 that large, and a law fitted to noise-free runs has a band of nothing, which every held-out eval misses by 0.003%."""
@@ -461,8 +464,8 @@ def own_band_missed(rows, method: str) -> list[str]:
     n = sum(x.size for x in inside)
     return [f"in the backtest the {method} law's own 90% band held {held:.0%} of the held-out size's {n} evals: its band "
             "here adds the backtest's errors carried to the target, but a law whose own band fails so has missed larger "
-            "sizes by more (a ladder of one length per size does, most early in the run); read the band as too narrow, "
-            "and train a second length at two sizes or more for the curve laws"]
+            f"sizes by more (a ladder of one length per size does, most early in the run); {TOO_NARROW}, and train a "
+            "second length at two sizes or more for the curve laws"]
 
 
 def carried_error(backtest_rows, method: str, distance: float, fractions: np.ndarray) -> np.ndarray:

@@ -65,6 +65,25 @@ def test_one_percent_jump_alarms_within_two_evals():
     assert "1.01% above" not in alarms[0].message  # one number for the deviation, not actual / predicted beside it
 
 
+def test_a_deviation_says_when_its_prediction_warned_that_its_band_is_likely_too_narrow():
+    import dataclasses
+
+    from fits.predictor import own_band_missed
+
+    y = clean_values()
+    y[8:] *= 1.02
+    plain = [a for a in evaluate(observed(y), prediction(), AlertRules(), now=0.0) if a.rule == "deviation"]
+    row = type("Row", (), {"method": "per-fraction", "failed": "", "distance": 0.5, "errors": np.full(10, 0.03),
+                           "inside90": np.zeros(10, bool)})()
+    said = own_band_missed([row], "per-fraction")  # the core's own warning, as a prediction keeps it
+    narrow = dataclasses.replace(prediction(), warnings=tuple(said))
+    marked = [a for a in evaluate(observed(y), narrow, AlertRules(), now=0.0) if a.rule == "deviation"]
+    assert len(said) == 1 and narrow.band_too_narrow and not prediction().band_too_narrow
+    assert [a.key for a in marked] == [a.key for a in plain] and plain  # the same alerts, at the same levels
+    assert all("likely too narrow on this ladder" in a.message for a in marked)
+    assert not any("likely too narrow" in a.message for a in plain)
+
+
 def test_each_side_of_a_lopsided_band_is_its_own_limit():
     """A band of −1% / +4% (50%) and −2% / +8% (90%): 1.5% below is past the lower 50% edge (a warning) though
     far inside the upper one; 3% above is inside; 2.5% below is past the lower 90% edge, still a warning (the run
@@ -723,3 +742,23 @@ def test_a_logged_lr_cut_short_of_the_predicted_one_warns_once_where_it_departs(
     early = np.where(steps < 90, 2 * cosine(steps), cosine(steps))
     assert R.lr_departed(*with_lr(steps, early), rules) == []
     assert evaluate(*with_lr(steps, cut), rules, now=0.0) == alerts
+
+
+def test_the_terminal_shows_a_few_alerts_of_each_rule_and_level_a_check_raises_and_counts_the_rest(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from ladder.watch import TerminalSink
+    from ladder.watch.sinks import SHOWN_ALERTS
+
+    many = [R.Alert("deviation", "warning", 100 * i, f"off at {i}") for i in range(1, SHOWN_ALERTS + 4)]
+    one = [R.Alert("deviation", "alarm", 5000, "far off")]
+    shown = io.StringIO()
+    TerminalSink(Console(file=shown, width=200)).send(many + one, "alarm", "")
+    lines = shown.getvalue().splitlines()
+    assert [ln.split(": ", 1)[1] for ln in lines if "] step " in ln] == [a.message for a in many[:SHOWN_ALERTS] + one]
+    assert "[deviation] and 3 more at later steps" in lines[-1] and "the alerts file holds every one" in lines[-1]
+    logged = tmp_path / "alerts.jsonl"
+    JsonlSink(logged).send(many + one, "alarm", "")
+    assert len([ln for ln in logged.read_text().splitlines() if '"kind": "alert"' in ln]) == len(many) + 1

@@ -117,6 +117,13 @@ class Prediction:
                 continue
         return out
 
+    @property
+    def band_too_narrow(self) -> bool:
+        """Whether the prediction warned that its band is likely too narrow (`fits.predictor.own_band_missed`)."""
+        from fits.predictor import TOO_NARROW
+
+        return any(TOO_NARROW in w for w in self.warnings)
+
     def new_warnings(self, old: Prediction) -> list[str]:
         """This prediction's warnings that `old` (the one it replaces) lacks: what a new schedule brings."""
         return [w for w in self.warnings if w not in old.warnings]

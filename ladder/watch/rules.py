@@ -199,7 +199,7 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
     """The eval metric against the prediction at the same step: past the 50% band's edge on its side (or
     `warn_rel`) a warning; above the 90% band's upper edge (or `alarm_rel`) an alarm; below its lower edge a
     warning still."""
-    out = []
+    out, narrow = [], pred.band_too_narrow
     for row in obs.judged(pred, rules.metric).itertuples():
         step, value = row.Index, row.value
         bands = (row.median, row.lo50, row.hi50, row.lo90, row.hi90)
@@ -230,7 +230,9 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
                    "prediction, or check that the eval set is not in the training data")
                 + (f"; in the first {rules.projection_skip:.0%} of the run, where the prediction is weakest, a "
                    f"deviation alarms only past {WARMUP_ALARM:g}× the 90% band's distance"
-                   if early and above and past90 else ""),
+                   if early and above and past90 else "")
+                + ("; the prediction warned that its band is likely too narrow on this ladder: maybe its miss, not the "
+                   "run's" if narrow else ""),
                 rel,
             ))
     return out

@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +32,11 @@ WEBHOOK_ENV = "LADDER_WEBHOOK_URL"
 STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": "magenta", "cannot-judge": "magenta",
          "note": "cyan"}
 """Each verdict's colour on the terminal, and a note's (a line that is no verdict, such as a prediction replaced)."""
+
+
+SHOWN_ALERTS = 5
+"""The terminal shows this many alerts of one rule and level a check raises (a watch started late judges every eval
+so far at once); the rest are counted, and every sink else gets each one."""
 
 
 class Sink(Protocol):
@@ -61,10 +67,19 @@ class TerminalSink:
             self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False, markup=True,
                                soft_wrap=whole)
         earlier = " (an earlier alert, not shown when raised)" if late else ""
+        shown: Counter[tuple[str, str]] = Counter()
         for a in alerts:  # rule names and messages are text, not markup: "[non_finite]" must show
+            shown[a.rule, a.level] += 1
+            if shown[a.rule, a.level] > SHOWN_ALERTS:
+                continue
             self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] "
                                + escape(f"[{a.rule}] step {a.step}: {a.message}{earlier}"), highlight=False, markup=True,
                                soft_wrap=whole)
+        for (rule, level), n in shown.items():
+            if n > SHOWN_ALERTS:
+                self.console.print(f"         [{STYLE[level]}]{level}[/] " + escape(
+                    f"[{rule}] and {n - SHOWN_ALERTS} more at later steps, each above as its eval's verdict; the alerts "
+                    "file holds every one"), highlight=False, markup=True, soft_wrap=whole)
         return True
 
 
