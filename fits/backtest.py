@@ -107,6 +107,10 @@ class Backtest:
         if 0 < banded < len(self.rows):
             cover += f" ({len(self.rows) - banded} without a band: as many parameters as runs)"
         lines.append(f"  mean |error| {self.mean_abs_error:.2%}, {cover}")
+        curves = any(not np.isnan(r.curve_mean_error) for r in self.rows)
+        lines.append("  out: how many of the largest sizes were held out; extrap: the run's compute over the largest fitted run's (under 1x "
+                     "for a run larger in size that trained fewer tokens); error: predicted / actual − 1 at the end"
+                     + ("; curve, worst: its mean and largest |error| over 10–100% of the run" if curves else ""))
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 

@@ -438,10 +438,15 @@ def test_backtest_endpoint_json(endpoint_csv):
     assert all(abs(r["rel_error"]) < 0.02 for r in out["rows"])
 
 
-def test_backtest_curve_table(curves_csv):
+def test_backtest_curve_table(curves_csv, endpoint_csv):
     res = run("backtest", "--form", "curve", "--csv", curves_csv, "--total-steps-col", "total_steps", "--every", "0.1")
     assert res.exit_code == 0, res.output
     assert "backtest of the per-fraction law" in res.stdout and "coverage" in res.stdout
+    flat = " ".join(res.stdout.split())  # each column said, the curve's two with them
+    assert "out: how many of the largest sizes were held out; extrap: the run's compute over" in flat
+    assert "curve, worst: its mean and largest |error| over 10–100% of the run" in flat
+    finals = " ".join(run("backtest", "--form", "endpoint", "--csv", endpoint_csv).stdout.split())
+    assert "extrap: the run's compute" in finals and "curve, worst" not in finals  # no curve: not said
 
 
 def test_bad_input_is_one_line_and_exit_2(endpoint_csv, tmp_path):

@@ -523,6 +523,9 @@ FIT = [
          ("--csv given twice (--csv ladder.csv and --csv other.csv): it takes one value; give one",)),
     Case("fit", "form-twice", ("fit", "surface", "--csv", "ladder.csv", "--form", "free", "--form=shared"), 2,
          ("--form given twice (--form free and --form shared)",)),
+    Case("fit", "csv-without-header", ("fit", "surface", "--csv", "bare.csv"), 2,
+         ("no column 'loss' (for --loss-col)", "its first line holds numbers, not column names: add a header row"),
+         files={"bare.csv": "190354176,38076416000,3.34\n190354176,3812622336,3.61\n"}),
     # a table of one row per run given to the curve fit: the fits that read one
     Case("fit", "curve-of-finals", ("fit", "curve", "--csv", "finals.csv", "--total-steps-col", "T"), 2,
          ("no column 'run_id' (for --run-col)", "`ladder fit surface` (N and D) or `ladder fit endpoint` (compute)"),
@@ -573,8 +576,9 @@ def check(case: Case, res: Result) -> None:
     (("fit", "surfac"), ("No such command 'surfac'. Did you mean 'surface'?", "(see `ladder fit --help`)")),
     (("fit", "surface", "--level", "abc"), ("Invalid value for '--level': 'abc' is not a number",
                                             "(see `ladder fit surface --help`)")),
-    (("check", "--hero-compute=1e", "--hero-compute", "2e2x"), ("Invalid value for '--hero-compute': '2e2x' is not a "
-                                                                "number",)),  # the last given, as the parser reads
+    (("check", "--hero-compute", "2e2x"), ("Invalid value for '--hero-compute': '2e2x' is not a number",)),
+    (("check", "--hero-compute=1e", "--hero-compute", "2e2x"), ("--hero-compute given twice (--hero-compute 1e and "
+                                                                "--hero-compute 2e2x): it takes one value; give one",)),
     (("compare", "a", "b", "--bootstrap", "1.5"), ("Invalid value for '--bootstrap': '1.5' is not a whole number",)),
     (("fit", "surface", "--csv"), ("Option '--csv' requires an argument", "(see `ladder fit surface --help`)")),
     (("predict", "--n-boot"), ("Option '--n-boot' requires an argument", "(see `ladder predict --help`)")),

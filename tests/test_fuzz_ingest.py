@@ -255,7 +255,7 @@ def _(tmp, store):
 
 
 case("csv/missing-mapped-column", 2, "no column 'steps'")(
-    lambda tmp, store: csv_import(write_csv(tmp / "t.csv", GOOD), store, "--step", "steps"))
+    lambda tmp, store: csv_import(write_csv(tmp / "t.csv", GOOD), store, "--step", "steps", step=False))
 case("csv/no-metric-mapped", 2, "map at least one metric")(
     lambda tmp, store: ["import", "csv", str(write_csv(tmp / "t.csv", GOOD)), "--store", str(store)])
 case("csv/no-such-file", 2, "no such file")(lambda tmp, store: csv_import(tmp / "missing.csv", store))
