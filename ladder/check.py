@@ -305,8 +305,15 @@ def hero_run(path: Path) -> tuple[Any, str]:
     from ladder.config.yamlio import load_yaml
     from ladder.data.runview import from_config, target_from_file
 
-    if target_mark(load_yaml(path)):
+    data = load_yaml(path)
+    if target_mark(data):
         return target_from_file(path), "target file"
+    if "spec" not in data:  # neither: a trainer's own config, in its own names
+        shown = ", ".join(map(str, list(data)[:6])) + (", ..." if len(data) > 6 else "")
+        raise LadderError(f"{path}: neither a target file (it gives no active_params or fit_flops_per_token) nor a "
+                          f"planned run config (no spec); its keys: {shown}. Write the hero as a target file in these "
+                          "names: name, active_params, stop_after_steps, tokens_per_step, schedule (README, "
+                          "'Target file'), or give --hero-compute FLOPS")
     return from_config(RunConfig.load(path)), "hero config"
 
 

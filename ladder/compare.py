@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from fits.compare import Comparison, compare_ladders
 from ladder.check import (
@@ -27,7 +28,16 @@ from ladder.check import (
     stored_hero,
 )
 from ladder.config.limits import hero_flops
-from ladder.data.runview import SIX_N, flops_per_token, last_as_read, ran_its_plan, role_hint, six_n_note
+from ladder.data.runview import (
+    SIX_N,
+    flops_per_token,
+    last_as_read,
+    named,
+    ran_its_plan,
+    role_hint,
+    six_n_note,
+    trainable_ratio,
+)
 from ladder.data.store import PULL_FIRST, Store
 from ladder.errors import LadderError
 
@@ -51,6 +61,15 @@ class GroupFinals:
     """Rungs whose compute is 6·N·D: their coordinates give N but no fit FLOPs per token."""
     store: str = ""
     """The store it was read from."""
+    six_nd: np.ndarray | None = None
+    """Each rung's 6·N·D (NaN where it gives no N): the axis both ladders are put on where one counts fit FLOPs and
+    the other cannot."""
+
+    def on_six_nd(self) -> GroupFinals:
+        """The same rungs at 6·N·D (every one gives N)."""
+        order = np.argsort(self.six_nd, kind="stable")
+        return dataclasses.replace(self, names=[self.names[i] for i in order], compute=self.six_nd[order],
+                                   loss=self.loss[order], six_nd=self.six_nd[order])
 
 
 @dataclass(frozen=True)
@@ -79,7 +98,7 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
     hist = store.history(list(runs["run_id"]), [metric], include_nonfinite=True) if len(runs) else None
     if hist is not None and hist.empty:
         not_logged(store, runs, group, metric)
-    names, compute, loss, left_out, six_n = [], [], [], [], []
+    names, compute, loss, left_out, six_n, six_nd = [], [], [], [], [], []
     for row in runs.to_dict("records"):
         why, value = _final(store, row, hist, metric)
         if why:
@@ -87,7 +106,12 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
             continue
         per_token, source = flops_per_token(str(row["name"]), row)
         names.append(str(row["name"]))
-        compute.append(per_token * float(row["tokens_per_step"]) * float(row["stop_after_steps"]))
+        tokens = float(row["tokens_per_step"]) * float(row["stop_after_steps"])
+        compute.append(per_token * tokens)
+        n = pd.to_numeric(row.get("active_params"), errors="coerce")
+        if pd.notna(n) and n > 0:
+            trainable_ratio(f"rung {row['name']!r} of {group!r}", float(n), tokens)
+        six_nd.append(6.0 * float(n) * tokens if pd.notna(n) and n > 0 else np.nan)
         loss.append(value)
         if source == SIX_N:
             six_n.append(str(row["name"]))
@@ -98,7 +122,7 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
                                                                       whose=f"the runs of group {group!r}"))
     order = np.argsort(compute, kind="stable")
     return GroupFinals(group, [names[i] for i in order], np.asarray(compute)[order], np.asarray(loss)[order],
-                       tuple(left_out), tuple(six_n), str(store.root))
+                       tuple(left_out), tuple(six_n), str(store.root), np.asarray(six_nd, dtype=np.float64)[order])
 
 
 SAME_SIZE = 1.5
@@ -201,9 +225,10 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
                           "two ladders of one group name, in two stores: --store-b)")
     metric = metric or store.settings().fit_metric
     a, b = group_finals(store, group_a, metric), group_finals(store_b, group_b, metric)
+    a, b, axis = _one_axis(a, b)
     if a.loss.size != b.loss.size:
         a, b = _partnered(a, b)
-    by_params = len(a.six_n) == len(a.names) and len(b.six_n) == len(b.names)
+    by_params = bool(axis) or (len(a.six_n) == len(a.names) and len(b.six_n) == len(b.names))
     stored = None
     if hero is None and hero_compute is None:  # the reference ladder's hero in the store, else B's, as check takes it
         for st, g in ((store, group_a), (store_b, group_b)):
@@ -219,7 +244,27 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     result = compare_ladders(a.compute, a.loss, b.compute, b.loss, target.flops, E=E, n_boot=n_boot, seed=seed)
     notes = () if hero is None else other_group(hero, (group_a, group_b), f"the ladders compared of {group_a!r} and "
                                                                            f"{group_b!r}")
-    return GroupComparison(a, b, metric, target, result, notes)
+    return GroupComparison(a, b, metric, target, result, axis + notes)
+
+
+ONE_AXIS = "both ladders are compared on 6·N·D"
+
+
+def _one_axis(a: GroupFinals, b: GroupFinals) -> tuple[GroupFinals, GroupFinals, tuple[str, ...]]:
+    """Both ladders on one compute axis: where some rungs count fit FLOPs and others only give N (6·N·D, which leaves
+    attention out: OLMo's 190M is 1.8× apart on the two), both go on 6·N·D, said; a rung without N then is refused."""
+    every = [*a.names, *b.names]
+    counted = len(a.six_n) + len(b.six_n)
+    if counted in (0, len(every)):
+        return a, b, ()
+    if np.isnan(np.r_[a.six_nd, b.six_nd]).any():
+        fit = [n for g in (a, b) for n, c in zip(g.names, g.six_nd) if np.isnan(c)][:3]
+        raise LadderError(f"{named(list(a.six_n + b.six_n))} give no fit FLOPs per token (their compute is 6·N·D) and "
+                          f"{', '.join(fit)} no N, so the two ladders' computes are on no one axis: give the rungs' "
+                          "fit_flops_per_token, or every rung's active_params")
+    said = (f"{named(list(a.six_n + b.six_n))} give no fit FLOPs per token: {ONE_AXIS} (parameters × tokens), which "
+            "every rung gives, not on fit FLOPs, which count attention too")
+    return a.on_six_nd(), b.on_six_nd(), (said,)
 
 
 def _not_above(cmp: GroupComparison) -> tuple[str, ...]:
@@ -281,7 +326,8 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
         },
         "bootstrap": {"method": "paired over sizes: size indices drawn with replacement, both laws refitted",
                       "n": r.n_boot, "failed": r.failed, "seed": r.seed, **({"no_bands": r.no_bands} if r.no_bands else {})},
-        "warnings": list(cmp.notes) + list(r.warnings) + six_n_note(list(cmp.a.six_n + cmp.b.six_n))
+        "warnings": list(cmp.notes) + list(r.warnings) + ([] if any(ONE_AXIS in n for n in cmp.notes) else
+                                                          six_n_note(list(cmp.a.six_n + cmp.b.six_n)))
         + list(_not_above(cmp)),
     }
 

@@ -141,7 +141,51 @@ def test_rungs_that_give_only_n_count_6nd_and_say_so(store, tmp_path):
     assert [r["compute"] for r in data["groups"]["b"]["rungs"]] == pytest.approx(computes)
     assert data["multiplier"]["target"]["multiplier"] == pytest.approx(M, rel=1e-3)
     [note] = [w for w in data["warnings"] if "6·N·D" in w]
-    assert all(f"r{i}" in note for i in range(5)) and "only N is known" in note
+    assert all(f"r{i}" in note for i in range(5)) and "both ladders are compared on 6·N·D" in note
+
+
+class AttentionSource(LadderSource):
+    """The same rungs, the group "attn" counting fit FLOPs 1.8× its 6·N (attention), its losses on the law at 6·N·D."""
+
+    def runs(self):
+        refs = super().runs()
+        for ref in refs:
+            if ref.config["group"] == "attn":
+                ref.config["fit_flops_per_token"] *= 1.8
+        return refs
+
+
+def test_a_ladder_that_counts_fit_flops_beside_one_that_gives_only_n_is_put_on_6nd_too(tmp_path):
+    """Before: the two ladders' computes were on two axes (fit FLOPs for one, 6·N·D for the other), and the multiplier
+    came out off the known one by the 1.8× apart the axes are."""
+    root = tmp_path / "store"
+    pull(Store(root), AttentionSource({**rungs("attn", 1.0), **rungs(N_ONLY, M)}))
+    res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0",
+              "--hero-compute", "1e16")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    computes = [f * TOKENS_PER_STEP * s for f, s in zip(FLOPS_PER_TOKEN, STEPS)]  # 6·N·D of both
+    assert [r["compute"] for r in data["groups"]["a"]["rungs"]] == pytest.approx(computes)
+    assert data["multiplier"]["target"]["multiplier"] == pytest.approx(M, rel=1e-3)
+    assert sum("both ladders are compared on 6·N·D" in w for w in data["warnings"]) == 1
+    assert not any("only N is known" in w for w in data["warnings"])  # said once, the one way
+
+
+def test_a_trainers_own_config_as_the_hero_is_told_to_be_a_target_file(store, tmp_path):
+    own = tmp_path / "hero.json"
+    own.write_text(json.dumps({"model": {"n_params": 3e9}, "optim": {"peak_lr": 3e-4}, "steps": 20000}))
+    one_error_line(run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--hero", own),
+                   "neither a target file (it gives no active_params or fit_flops_per_token) nor a planned run config",
+                   "its keys: model, optim, steps", "name, active_params, stop_after_steps, tokens_per_step")
+
+
+def test_a_rung_whose_counts_cannot_be_counts_is_refused_by_name(tmp_path):
+    root = tmp_path / "store"
+    odd = rungs("odd", M)
+    odd["odd/r0"] = ("r0", "odd", 6.0, 400, *odd["odd/r0"][4:])  # N of 1 (in millions?): 4e5 tokens per parameter
+    pull(Store(root), LadderSource({**rungs("ref", 1.0), **odd}))
+    one_error_line(run("ref", "odd", "--store", root, "--out", tmp_path), "rung 'r0' of 'odd': it plans",
+                   "tokens per active parameter", "in other units")
 
 
 def test_table_says_the_default_target_and_the_E_choice(store, tmp_path):

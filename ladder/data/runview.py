@@ -450,7 +450,7 @@ def target_from_file(path: Path) -> LadderRun:
                           "or more")
     total = schedule.total_steps if schedule is not None else stop
     tpp = declared_tpp(where, tpp, n, total * num["tokens_per_step"], "drop tpp, or correct it or the counts")
-    _trainable_ratio(where, n, total * num["tokens_per_step"])
+    trainable_ratio(where, n, total * num["tokens_per_step"])
     return LadderRun(name, flops, int(num["tokens_per_step"]), stop, total, group=str(data.get("group") or ""),
                      active_params=n, tpp=tpp, schedule=schedule, flops_from=flops_from, eval_every=every)
 
@@ -509,9 +509,10 @@ TPP_AGREE = 0.1
 """A declared tpp may sit this far from the tokens per parameter a run's own counts give (a planner rounds steps)."""
 
 
-def _trainable_ratio(where: str, n: float | None, planned_tokens: float) -> None:
-    """Refuse a target file whose planned tokens per active parameter lie where no run trains (`RATIO_RANGE`): its
-    prediction would hold nothing (a loss of 95 nats), and a count typed in other units is likelier."""
+def trainable_ratio(where: str, n: float | None, planned_tokens: float) -> None:
+    """Refuse a run (a target file, a compared rung) whose planned tokens per active parameter lie where no run trains
+    (`RATIO_RANGE`): a law carried there holds nothing (a loss of 95 nats), and a count typed in other units is
+    likelier."""
     from fits.predictor import RATIO_RANGE, untrainable
 
     if not n or not untrainable(planned_tokens / n):
