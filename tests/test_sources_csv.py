@@ -793,7 +793,8 @@ def test_a_config_beside_each_file_gives_its_runs_coordinates_its_own_keys_by_co
     res = CliRunner().invoke(app, [*common, "--coord-key", "active_params=model.n_params",
                                    "--coord-key", "stop_after_steps=train.steps"])
     assert res.exit_code == 0, res.output
-    assert "a.csv: its runs' config read from a.json beside it (3 keys" in " ".join(res.output.split())
+    assert "runs' config read from the file beside each table: a.json and 1 more" in " ".join(res.output.split())
+    assert "warning" not in res.output  # said once, as what was read, not as a warning of each file
     runs = Store(tmp_path / "s").runs().set_index("name")
     assert runs.loc["a", "active_params"] == 1000 and runs.loc["b", "active_params"] == 2000
     assert set(runs["stop_after_steps"]) == {40} and set(runs["group"]) == {"mine"}  # a key named for a label: read
@@ -801,6 +802,11 @@ def test_a_config_beside_each_file_gives_its_runs_coordinates_its_own_keys_by_co
     res = CliRunner().invoke(app, common)
     assert res.exit_code == 2 and "b.json and b.yaml beside it: which is its runs' config? keep one" in res.output
     (tmp_path / "b.yaml").unlink()
+    (tmp_path / "b.json").rename(tmp_path / "b.JSON")  # a name in capitals is its config too
+    res = CliRunner().invoke(app, [*common, "--coord-key", "active_params=model.n_params",
+                                   "--coord-key", "stop_after_steps=train.steps", "--replace"])
+    assert res.exit_code == 0 and "b.JSON" not in res.output, res.output  # a.json and 1 more
+    (tmp_path / "b.JSON").rename(tmp_path / "b.json")
     (tmp_path / "b.json").write_text("{\"model\": ")
     res = CliRunner().invoke(app, common)
     assert res.exit_code == 2 and "b.json: not a JSON config" in res.output and "Traceback" not in res.output

@@ -180,8 +180,22 @@ def test_coordinates_are_read_from_the_config_keys_a_team_names_its_own_way(tmp_
              overrides=CoordinateOverrides.parse(None, None, keys))
     assert str(caught.value).endswith("its config lacks 'active_params'; supply it with --coord active_params=VALUE "
                                       "(every run of this pull) or --coords FILE.yaml ({rung-2: {active_params: VALUE}}"
-                                      "); its config has no 'model.n_params' (--coord-key active_params=model.n_params)"
+                                      "); its config gives no value under 'model.n_params' (--coord-key active_params=model.n_params)"
                                       "; its config may give it: --coord-key active_params=model.params (1000 there)")
+    for wrong, said in (({"role": "jb"}, "'jb' (--coord-key role=jb)"),  # a label or an optional field: not dropped
+                        ({"fit_flops_per_token": "model"}, "'model' (--coord-key fit_flops_per_token=model: a mapping "
+                                                           "there, of n_params, flops; name one of its keys, e.g. model.n_params)")):
+        typo = [k for k in keys if k.partition("=")[0] not in wrong] + [f"{f}={k}" for f, k in wrong.items()]
+        with pytest.raises(LadderError) as caught:
+            pull(Store(tmp_path / "u"), _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own)]})),
+                 overrides=CoordinateOverrides.parse(None, None, typo))
+        assert f"its config gives no value under {said}; check the key" in str(caught.value), str(caught.value)
+    assert not Store(tmp_path / "u").exists() or Store(tmp_path / "u").runs().empty
+    unset = {**own, "model": {"n_params": float("nan"), "flops": 9000.0}}
+    with pytest.raises(LadderError, match=r"no value under 'model.n_params' \(--coord-key active_params=model.n_params: "
+                                          r"NaN there\)"):
+        pull(Store(tmp_path / "v"), _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=unset)]})),
+             overrides=CoordinateOverrides.parse(None, None, keys))
     with pytest.raises(LadderError, match=r"--coord active_params=model.n_params: 'active_params' = 'model.n_params' "
                                           r"is not a number in range.*give --coord-key active_params=model.n_params"):
         CoordinateOverrides.parse(["active_params=model.n_params"], None, [])

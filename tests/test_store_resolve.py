@@ -171,6 +171,8 @@ def test_overrides_beat_config_which_beats_what_was_stored(tmp_path):
         (FULL, ["active_params=lots"], "'active_params' = 'lots' is not a number"),
         (FULL, ["active_params=1,000,000"], r"is not a number in range \(write it without thousands separators\)"),
         (FULL, ["tokens_per_step=2.5"], "must be a whole number"),
+        (FULL, ["active_params=190.354176"], r"must be a whole number \(a count: 1.9e8, not 190.35 in millions\)$"),
+        (FULL, ["stop_after_steps=72.5"], r"'stop_after_steps' = '72.5' must be a whole number$"),  # steps: no units
         (FULL, ["role=boss"], "role 'boss' is not one of rung, hero, single"),
     ],
 )

@@ -223,6 +223,11 @@ def import_csv(
             done = ", ".join(str(s.path) for s in sources[:i])
             raise LadderError(f"{exc} (imported before it, and kept: {done}; run the command again with the files "
                               "from this one on)") from None
+    beside = [path.name for path, _ in (s.beside() for s in sources) if path is not None]
+    if beside:
+        console.print(f"runs' config read from the file beside each table: {beside[0]}" + (
+            f" and {len(beside) - 1} more" if len(beside) > 1 else "") + " (fields by name, others by --coord-key)",
+            highlight=False)
 
 
 def _check_every_file(store: Store, sources: list[TableSource], refs: list[list], given: CoordinateOverrides,

@@ -248,6 +248,24 @@ def _config_keys(items: list[str]) -> dict[str, str]:
     return out
 
 
+COUNTED_IN_UNITS = ("active_params", "total_params", "tokens_per_step", "planned_tokens")
+"""Whole counts a config may give in millions or billions (190.35 for 190,354,176 parameters)."""
+
+
+def _unread_key(config: dict[str, Any], f: str, key: str, value: Any) -> str:
+    """What a run's config holds where a --coord-key looks for `f` under `key` and finds no value: nothing, a NaN, or a
+    mapping of other keys (one of them is likelier meant)."""
+    inner = [k for k, _ in _flat(config) if k.startswith(f"{key}.")]
+    if value is not None:
+        why = ": NaN there"
+    elif inner:
+        shown = ", ".join(k[len(key) + 1:] for k in inner[:5]) + (", ..." if len(inner) > 5 else "")
+        why = f": a mapping there, of {shown}; name one of its keys, e.g. {inner[0]}"
+    else:
+        why = ""
+    return f"{key!r} (--coord-key {f}={key}{why})"
+
+
 def config_value(config: dict[str, Any], key: str) -> Any:
     """The value `config` holds under `key`: a key of its own (dots and all), or a path through its nested mappings
     (``model.n_params``, as `_flat` names it); None where it holds none there, or a mapping or list."""
@@ -370,8 +388,8 @@ def resolve_coordinates(
     unread = []  # the --coord-key keys this run's config lacks
     for f, key in overrides.config_keys.items():
         value = config_value(config, key)
-        if value is None:
-            unread.append((f, f"{key!r} (--coord-key {f}={key})"))
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            unread.append((f, _unread_key(config, f, key, value)))
         elif f in LABELS:
             labels[f] = str(value)
         else:
@@ -420,7 +438,10 @@ def resolve_coordinates(
     if missing:
         exc = MissingCoordinates(run_label, name or run_id, missing)
         lacks = [text for f, text in unread if f in exc.fields]  # the fields it asks for
-        raise exc.with_hint(f"; its config has no {', no '.join(lacks)}") if lacks else exc
+        raise exc.with_hint(f"; its config gives no value under {', nor '.join(lacks)}") if lacks else exc
+    if lacks := [text for f, text in unread if f not in given]:  # a label or an optional field: never silently left out
+        raise LadderError(f"run {run_label}: its config gives no value under {', nor '.join(lacks)}; check the key (a "
+                          "dotted key reaches into a nested config), or give the field with --coord or --coords")
     initial, horizons = schedule_plan(schedule)
     coords = Coordinates(
         stop_after_steps=clean["stop_after_steps"],
@@ -486,7 +507,8 @@ def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
         raise LadderError(f"{where}: '{name}' = {value!r} must be a positive number")
     if name in INT_FIELDS:
         if abs(number - round(number)) > 1e-6 * max(1.0, abs(number)):
-            raise LadderError(f"{where}: '{name}' = {value!r} must be a whole number")
+            counts = " (a count: 1.9e8, not 190.35 in millions)" if name in COUNTED_IN_UNITS and number < 1e6 else ""
+            raise LadderError(f"{where}: '{name}' = {value!r} must be a whole number{counts}")
         if number >= 2.0**63:
             raise LadderError(f"{where}: '{name}' = {value!r} is out of range (at most 2^63-1)")
         if round(number) < 1:

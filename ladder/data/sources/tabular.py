@@ -145,9 +145,8 @@ class TableSource:
             version = [st.st_size, st.st_mtime_ns]
         except OSError:
             version = None
-        beside = next((self.path.with_suffix(x) for x in CONFIG_BESIDE if self.path.with_suffix(x).is_file()), None)
         try:  # the config beside it, edited, is read again too
-            config = None if beside is None else [beside.name, beside.stat().st_size, beside.stat().st_mtime_ns]
+            config = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in _configs_beside(self.path)] or None
         except OSError:
             config = None
         return {"metrics": c.metrics, "run": c.run, "step": c.step, "tokens": c.tokens, "coords": c.coords,
@@ -158,7 +157,7 @@ class TableSource:
         run.json), and what it holds, each run of the table's config under its own columns; (None, {}) where there
         is none. Its coordinate fields are read as such, and --coord-key reads a key it names its own way."""
         if self._beside is None:
-            found = [self.path.with_suffix(x) for x in CONFIG_BESIDE if self.path.with_suffix(x).is_file()]
+            found = _configs_beside(self.path)
             if len(found) > 1:
                 raise LadderError(f"{self.path}: {' and '.join(p.name for p in found)} beside it: which is its runs' "
                                   "config? keep one")
@@ -293,10 +292,6 @@ class TableSource:
         --coord-column or --coord gave that coordinate: a column in other units would pass unseen."""
         table = self._load()
         lines = self._shadowed_columns(table, getattr(overrides, "per_run", {}) or {}, getattr(overrides, "file", ""))
-        path, config = self.beside()
-        if path is not None:
-            lines.append(f"{self.path.name}: its runs' config read from {path.name} beside it ({len(config)} key"
-                         f"{'s' if len(config) != 1 else ''}; coordinates under their own names, others by --coord-key)")
         if self._unended:
             lines.append(f"{self.path.name}: line {self._unended:,} has no newline yet, and the row before it says its "
                          "run is running: a row still being written, left unread (the next import reads it whole)")
@@ -573,6 +568,15 @@ class TableSource:
         if whole and isinstance(column.dtype, np.dtype) and column.dtype.kind in "iu":
             return column.to_numpy()  # exact: an int64 above 2^53 does not survive a float
         return values
+
+
+def _configs_beside(path: Path) -> list[Path]:
+    """The files beside the table `path` named as it is with a suffix of `CONFIG_BESIDE` (in any case)."""
+    try:
+        return sorted(p for p in path.parent.iterdir()
+                      if p.stem == path.stem and p.suffix.lower() in CONFIG_BESIDE and p.is_file())
+    except OSError:
+        return []
 
 
 def _read_config(path: Path) -> dict[str, Any]:
