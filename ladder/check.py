@@ -194,7 +194,7 @@ def check_ladder(store: Store, *, group: str | None = None, hero: HeroCompute | 
     if hero_config is not None:
         hero = hero_from_config(hero_config, by_params=len(six_n) == len(rungs))
         notes = other_group(hero_config, (group,), f"the rungs checked of {group!r}")
-    hero = hero or stored_hero(store, runs)
+    hero = hero or stored_hero(store, runs, by_params=len(six_n) == len(rungs))
     checks = {
         "grad-norm": lambda: _grad_norm(rungs, hero, settings),
         "spikes": lambda: _spikes(rungs, hero, settings),
@@ -273,9 +273,10 @@ def _group_runs(store: Store, group: str | None) -> pd.DataFrame:
     return picked
 
 
-def stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
+def stored_hero(store: Store, runs: pd.DataFrame, by_params: bool = False) -> HeroCompute | None:
     """The fit compute of the group's hero in the store (of the plan it started with, as predict counts it);
-    of the largest where the group holds several, and the source says so."""
+    of the largest where the group holds several, and the source says so. With `by_params`, 6·N·D (the rungs'
+    computes are), for a hero that gives its N."""
     from ladder.data.runview import from_store
 
     found = []
@@ -284,14 +285,17 @@ def stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
             run = from_store(store, row, keys.EVAL_LOSS, need_evals=0)
         except LadderError:
             continue
-        if np.isfinite(run.compute) and run.compute > 0:
-            found.append((float(run.compute), str(row["name"]), run))
+        compute = (6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps
+                   if by_params and run.active_params else run.compute)
+        if np.isfinite(compute) and compute > 0:
+            found.append((float(compute), str(row["name"]), run))
     if not found:
         return None
     found.sort(key=lambda x: x[:2], reverse=True)
     compute, name, run = found[0]
     edited = _edited_steps(run)
-    source = f"the hero run {name!r} in the store" + (f" ({run.planned_steps:,} steps{edited})" if edited else "")
+    source = f"the hero run {name!r} in the store" + (f" ({run.planned_steps:,} steps{edited})" if edited else "") + (
+        ", 6·N·D as the rungs'" if by_params and run.active_params and run.flops_from != SIX_N else "")
     if len(found) > 1:
         others = ", ".join(repr(n) for _, n, _ in found[1:4])
         source += (f", the largest of the group's {len(found)} heroes (also {others}"
@@ -301,14 +305,15 @@ def stored_hero(store: Store, runs: pd.DataFrame) -> HeroCompute | None:
 
 def hero_run(path: Path) -> tuple[Any, str]:
     """The hero as a `LadderRun`, from a planner run config or a target file, and which of the two it is."""
-    from ladder.config.runconfig import RunConfig, target_mark
+    from ladder.config.runconfig import RunConfig, recipe_mark, refuse_prediction, target_mark
     from ladder.config.yamlio import load_yaml
     from ladder.data.runview import from_config, target_from_file
 
     data = load_yaml(path)
     if target_mark(data):
         return target_from_file(path), "target file"
-    if "spec" not in data:  # neither: a trainer's own config, in its own names
+    refuse_prediction(path, data, "a run config")
+    if "spec" not in data and not recipe_mark(data):  # none of the tool's files: a trainer's own config, its own names
         shown = ", ".join(map(str, list(data)[:6])) + (", ..." if len(data) > 6 else "")
         raise LadderError(f"{path}: neither a target file (it gives no active_params or fit_flops_per_token) nor a "
                           f"planned run config (no spec); its keys: {shown}. Write the hero as a target file in these "

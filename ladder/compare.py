@@ -204,7 +204,8 @@ def target_compute(hero: Path | None, flops: float | None, largest: float, by_pa
     if hero is not None:
         return hero_from_config(hero_file(hero), by_params)
     if flops is not None:
-        return HeroCompute(hero_flops("--hero-compute", flops), "--hero-compute")
+        return HeroCompute(hero_flops("--hero-compute", flops), "--hero-compute" + (
+            ", read as 6·N·D as the rungs' computes are" if by_params else ""))
     if stored is not None:
         return stored
     return HeroCompute(DEFAULT_REACH * largest, "default (no --hero or --hero-compute given, and no hero run of "
@@ -233,7 +234,7 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     if hero is None and hero_compute is None:  # the reference ladder's hero in the store, else B's, as check takes it
         for st, g in ((store, group_a), (store_b, group_b)):
             runs = st.runs()
-            if (stored := stored_hero(st, runs[runs["group"] == g])) is not None:
+            if (stored := stored_hero(st, runs[runs["group"] == g], by_params)) is not None:
                 break
     target = target_compute(hero, hero_compute, float(max(a.compute.max(), b.compute.max())), by_params, stored)
     least = min((a, b), key=lambda g: g.compute.min())

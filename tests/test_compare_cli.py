@@ -179,6 +179,17 @@ def test_a_trainers_own_config_as_the_hero_is_told_to_be_a_target_file(store, tm
                    "its keys: model, optim, steps", "name, active_params, stop_after_steps, tokens_per_step")
 
 
+def test_a_recipe_or_a_prediction_given_as_the_hero_keeps_its_own_words(store, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("name: mine\narch: {d_model: 64}\n")
+    one_error_line(run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--hero", recipe),
+                   "a recipe (it has arch), not a run config")
+    made = tmp_path / "prediction.json"
+    made.write_text(json.dumps({"run_name": "h", "table": [], "final": {}}))
+    one_error_line(run("zloss-on", "zloss-off", "--store", store, "--out", tmp_path, "--hero", made),
+                   "a prediction (`ladder predict` writes it), not a run config")
+
+
 def test_a_rung_whose_counts_cannot_be_counts_is_refused_by_name(tmp_path):
     root = tmp_path / "store"
     odd = rungs("odd", M)
@@ -535,3 +546,23 @@ def test_a_rung_off_its_ladders_law_a_second_rung_of_a_size_and_the_stored_hero_
     res = run("zloss-on", "off", "--store", root, "--out", tmp_path / "c", "--format", "json", "--bootstrap", "0",
               "--hero-compute", "1e15")
     assert json.loads(res.stdout)["multiplier"]["target"]["source"] == "--hero-compute"
+
+
+class AttentionWithHero(AttentionSource, WithHero):
+    """Both: the "attn" group counts fit FLOPs 1.8× its 6·N, and its run named "hero" is its hero."""
+
+
+def test_the_stored_hero_and_a_hero_compute_go_on_the_axis_the_ladders_are_put_on(tmp_path):
+    hero_fpt, hero_steps = 4 * FLOPS_PER_TOKEN[-1], 4 * STEPS[-1]
+    root = tmp_path / "store"
+    pull(Store(root), AttentionWithHero({**rungs("attn", 1.0), **rungs(N_ONLY, M),
+                                         "attn/hero": ("hero", "attn", hero_fpt, hero_steps, 2.0, "running")}))
+    res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
+    assert res.exit_code == 0, res.output
+    target = json.loads(res.stdout)["multiplier"]["target"]
+    assert target["compute"] == pytest.approx(hero_fpt * TOKENS_PER_STEP * hero_steps)  # 6·N·D, not its fit FLOPs
+    assert target["source"] == "the hero run 'hero' in the store, 6·N·D as the rungs'"
+    res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0",
+              "--hero-compute", "1e15")
+    assert json.loads(res.stdout)["multiplier"]["target"]["source"] == ("--hero-compute, read as 6·N·D as the "
+                                                                        "rungs' computes are")

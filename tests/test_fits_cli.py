@@ -1588,6 +1588,9 @@ def test_chinchillas_runs_that_epoch_left_out_are_named_off_the_law(shared_data)
     assert far.tolist() == np.flatnonzero(table["excluded_in_epoch_fit"]).tolist()
     for _, run_ in table[table["excluded_in_epoch_fit"].astype(bool)].iterrows():  # each of the five, by N and D
         assert f"{run_['run_id']!r} at N = {run_['params']:.3g}, D = {run_['tokens']:.3g}" in warning
+    said = run("fit", "surface", "--csv", csv)  # as a table: the fit's own warnings on stderr, as every other
+    assert said.exit_code == 0 and "warning" not in said.stdout and "E =" in said.stdout
+    assert "warning: the run 'chinchilla_fig4_001'" in said.stderr and "off the fitted law" in said.stderr
 
 
 def test_no_numerical_warning_reaches_the_terminal(plain_csv, tmp_path):
@@ -1597,8 +1600,8 @@ def test_no_numerical_warning_reaches_the_terminal(plain_csv, tmp_path):
     done = subprocess.run([sys.executable, "-m", "ladder.entry", "fit", "surface", "--csv", str(tmp_path / "huge.csv")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    said = " ".join(done.stdout.split())  # as the terminal wrapped it
-    assert "RuntimeWarning" not in done.stderr + said and "e+299× the fitted law" in said
+    said = " ".join(done.stderr.split())  # as the terminal wrapped it; the fit's warnings on stderr
+    assert "RuntimeWarning" not in done.stdout + said and "e+299× the fitted law" in said
 
 
 def test_endpoint_targets_empty_absurd_or_below_the_runs_are_refused_or_noted(endpoint_csv, tmp_path):

@@ -474,6 +474,9 @@ WATCH = [
     Case("watch", "local-holds-tables", ("watch", "--prediction", "pred", "--local", "exported", "--once"), 2,
          ("--local exported: holds tables (hero.csv), not a trainer's run folder",
           "`ladder import csv exported/*.csv --store STORE ...`"), files={"exported/hero.csv": "step,loss\n10,3.2\n"}),
+    Case("watch", "local-starting-beside-notes", ("watch", "--prediction", "pred", "--local", "launched", "--once"), 3,
+         ("a run that is starting", "UNREADABLE"),  # its run.yaml says a run: no table, however its notes are named
+         files={"launched/run.yaml": "name: hero\n", "launched/cmd.csv": "step,loss\n"}),
     Case("pull", "local-holds-tables", ("pull", "local", "exported", "--store", "s2"), 2,
          ("exported: holds tables (hero.csv), not a trainer's run folder", "exported/*.csv --store STORE ...`"),
          files={"exported/hero.csv": "step,loss\n10,3.2\n"}),

@@ -159,6 +159,8 @@ def test_missing_mapped_column_is_one_line(tmp_path):
             "--coord", "stop_after_steps=40", "--coord", "tokens_per_step=50", "--store", str(tmp_path / "s")]
     res = CliRunner().invoke(app, [*args, "--metric", "eval/loss=loss"])
     assert res.exit_code == 2 and "give --metric eval/loss=eval_loss" in " ".join(res.output.split())
+    res = CliRunner().invoke(app, [*args, "--metric", "eval/loss=eval_los"])  # a typo of the column: not a swap
+    assert res.exit_code == 2 and "did you mean 'eval_loss'? give --metric eval/loss=eval_loss" in res.output
     res = CliRunner().invoke(app, [*args, "--metric", "eval_loss=eval/loss"])  # the pair written the other way round
     assert res.exit_code == 2 and "--metric takes KEY=COLUMN, the key stored and then the file's column: give " \
         "--metric eval/loss=eval_loss" in " ".join(res.output.split())
@@ -807,9 +809,28 @@ def test_a_config_beside_each_file_gives_its_runs_coordinates_its_own_keys_by_co
                                    "--coord-key", "stop_after_steps=train.steps", "--replace"])
     assert res.exit_code == 0 and "b.JSON" not in res.output, res.output  # a.json and 1 more
     (tmp_path / "b.JSON").rename(tmp_path / "b.json")
-    (tmp_path / "b.json").write_text("{\"model\": ")
-    res = CliRunner().invoke(app, common)
-    assert res.exit_code == 2 and "b.json: not a JSON config" in res.output and "Traceback" not in res.output
+    (tmp_path / "b.json").write_text("{\"model\": ")  # no config: not read, and said where its runs lack coordinates
+    common[-1] = str(tmp_path / "fresh")  # a store that holds none of them yet
+    res = CliRunner().invoke(app, [*common, "--coord-key", "active_params=model.n_params",
+                                   "--coord-key", "stop_after_steps=train.steps"])
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 2 and "b.json beside b.csv is not read as its runs' config: not JSON" in flat, flat
+    (tmp_path / "b.json").write_text("[1, 2]")  # a file of that name that is no mapping: the import goes on without it
+    (tmp_path / "coords.yaml").write_text("b: {active_params: 2000, stop_after_steps: 40}\n")
+    res = CliRunner().invoke(app, [*common, "--coord-key", "active_params=model.n_params", "--coords",
+                                   str(tmp_path / "coords.yaml"), "--coord-key", "stop_after_steps=train.steps"])
+    assert res.exit_code == 0, res.output
+    assert "b.json beside b.csv is not read as its runs' config: a JSON list, not a mapping" in " ".join(res.output.split())
+
+
+def test_the_coordinates_file_beside_a_table_of_its_name_is_not_read_as_its_runs_config(tmp_path):
+    small_table().to_csv(tmp_path / "ladder.csv", index=False)
+    (tmp_path / "ladder.yaml").write_text("a: {group: one}\nb: {group: two}\n")
+    res = _import(tmp_path / "ladder.csv", tmp_path / "s", "--coords", str(tmp_path / "ladder.yaml"))
+    assert res.exit_code == 0 and "config read from" not in res.output, res.output
+    stored = Store(tmp_path / "s")
+    assert dict(zip(stored.runs()["name"], stored.runs()["group"])) == {"a": "one", "b": "two"}
+    assert "b" not in stored.config("a")  # the other runs' entries are no part of a run's config
 
 
 def test_a_table_of_tokens_without_steps_reads_its_steps_from_the_tokens_per_step_given(tmp_path):

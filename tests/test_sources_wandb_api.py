@@ -191,6 +191,11 @@ def test_coordinates_are_read_from_the_config_keys_a_team_names_its_own_way(tmp_
                  overrides=CoordinateOverrides.parse(None, None, typo))
         assert f"its config gives no value under {said}; check the key" in str(caught.value), str(caught.value)
     assert not Store(tmp_path / "u").exists() or Store(tmp_path / "u").runs().empty
+    plain = FakeRun("r2", "rung-2", config={"active_params": 2000, "fit_flops_per_token": 9000.0, "role": "rung",
+                                            "train": {"total_steps": 100, "batch_tokens": 64}, "train.total_params": 3000})
+    pull(Store(tmp_path / "w"), _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own), plain]})),
+         overrides=CoordinateOverrides.parse(None, None, keys))  # r2 names its fields the tool's way: no key needed
+    assert sorted(Store(tmp_path / "w").runs()["active_params"]) == [1000, 2000]
     unset = {**own, "model": {"n_params": float("nan"), "flops": 9000.0}}
     with pytest.raises(LadderError, match=r"no value under 'model.n_params' \(--coord-key active_params=model.n_params: "
                                           r"NaN there\)"):

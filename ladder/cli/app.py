@@ -105,7 +105,9 @@ class _OneLineErrors(typer.core.TyperGroup):
             if param is None:
                 i += 1
                 continue
-            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if not eq and i + 1 >= len(args):
+                return  # its value missing: click says so
+            given = value if eq else args[i + 1]
             i += 1 if eq else 2
             first = seen.setdefault(param.name, (name, given))
             if first[1] != given:

@@ -28,7 +28,7 @@ def compare_command(
     store_b: Path | None = typer.Option(None, "--store-b", help="Store folder holding ladder B, where it is not in --store: two ladders planned from one recipe have the same run ids, so each is pulled into a store of its own (GROUP_B may then be GROUP_A)."),
     metric: str | None = typer.Option(None, "--metric", help="Metric whose final value is compared (default: the store's fit metric, eval/loss)."),
     hero: Path | None = typer.Option(None, "--hero", help="The hero's run config (YAML from `ladder plan`) or target file (as `ladder predict --target` takes it): the target is its fit compute over the steps of the plan it starts with, before any planned cut of its horizon (as `ladder predict` counts it; `plan` and `spec` show the compute after the cut)."),
-    hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's fit compute in FLOPs (instead of --hero)."),
+    hero_compute: float | None = typer.Option(None, "--hero-compute", help="The target's compute in FLOPs (instead of --hero): fit FLOPs, or 6·N·D where the rungs' computes are (said)."),
     E: str = typer.Option("shared", "--E", help="Irreducible loss: 'shared' (one fitted for both ladders), 'separate', or a number to pin it."),
     n_boot: int = typer.Option(1000, "--bootstrap", help="Paired resamples over sizes for the bands (0: none; else 2 to 10,000)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the bootstrap resampling (0 to 2³² − 1)."),

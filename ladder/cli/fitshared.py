@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import typer
 
-from ladder.cli.app import Format, app, console, given, given_for
+from ladder.cli.app import Format, app, console, given, given_for, warn
 from ladder.config.limits import resamples
 from ladder.data import csvfile, endpointcsv
 from ladder.data.store import DEFAULT_ROOT, Store
@@ -223,8 +223,17 @@ def base_record(fit, form: str, notes=()) -> dict:
     }
 
 
+WARNING_LINE = "  warning: "
+"""How a fit's summary (`fits`) writes each of its warnings: a line of its own, which the CLI says on stderr."""
+
+
 def print_params(fit, boot: dict, level: float, notes=()) -> None:
-    console.print(fit.summary(), highlight=False)
+    """The fit's summary on stdout and its warnings on stderr, as every warning of every command is said."""
+    lines = fit.summary().splitlines()
+    console.print("\n".join(line for line in lines if not line.startswith(WARNING_LINE)), highlight=False)
+    for line in lines:
+        if line.startswith(WARNING_LINE):
+            warn(line[len(WARNING_LINE):])
     for n in notes:
         console.print(f"note: {n}", highlight=False)
     if boot:
@@ -232,7 +241,7 @@ def print_params(fit, boot: dict, level: float, notes=()) -> None:
         for k, (lo, hi) in boot["intervals"].items():
             console.print(f"  {k:<6} {fit.params[k]:.6g}  [{lo:.6g}, {hi:.6g}]", highlight=False)
         for w in boot["warnings"]:
-            console.print(f"  warning: {w}", highlight=False)
+            warn(w)
 
 
 FAR_EFOLDS = 7.0

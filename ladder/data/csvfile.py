@@ -12,6 +12,7 @@ out. An error names the file and the line, and says what to do.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import re
@@ -195,8 +196,11 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     hint = ""
     similar = similar_column(column, names)
     flag, _, key = option.partition(" ")
-    if flag.startswith("--") and key and key in names and column not in names:  # --metric val_loss=eval/loss
+    typo = difflib.get_close_matches(column, names, n=1, cutoff=0.9)  # eval/los for the eval/loss column
+    if flag.startswith("--") and key and key in names and not typo:  # --metric val_loss=eval/loss, the other way round
         hint = f"; {flag} takes KEY=COLUMN, the key stored and then the file's column: give {flag} {column}={key}"
+    elif flag.startswith("--") and key and typo and similar is None:
+        hint = f"; did you mean {typo[0]!r}? give {flag} {key}={typo[0]}"
     elif similar is not None and similar.strip().lower() == column.strip().lower():
         hint = f"; did you mean {similar!r}?"
     elif similar is not None and option.startswith("--"):  # "--metric eval/loss" maps a key: --metric eval/loss=COLUMN

@@ -248,10 +248,6 @@ def _config_keys(items: list[str]) -> dict[str, str]:
     return out
 
 
-COUNTED_IN_UNITS = ("active_params", "total_params", "tokens_per_step", "planned_tokens")
-"""Whole counts a config may give in millions or billions (190.35 for 190,354,176 parameters)."""
-
-
 def _unread_key(config: dict[str, Any], f: str, key: str, value: Any) -> str:
     """What a run's config holds where a --coord-key looks for `f` under `key` and finds no value: nothing, a NaN, or a
     mapping of other keys (one of them is likelier meant)."""
@@ -439,7 +435,9 @@ def resolve_coordinates(
         exc = MissingCoordinates(run_label, name or run_id, missing)
         lacks = [text for f, text in unread if f in exc.fields]  # the fields it asks for
         raise exc.with_hint(f"; its config gives no value under {', nor '.join(lacks)}") if lacks else exc
-    if lacks := [text for f, text in unread if f not in given]:  # a label or an optional field: never silently left out
+    left = [text for f, text in unread if f not in given and (labels.get(f) in (None, "") if f in LABELS
+                                                              else clean.get(f) is None)]
+    if lacks := left:  # a label or an optional field no other way gave: never silently left out
         raise LadderError(f"run {run_label}: its config gives no value under {', nor '.join(lacks)}; check the key (a "
                           "dotted key reaches into a nested config), or give the field with --coord or --coords")
     initial, horizons = schedule_plan(schedule)
@@ -507,7 +505,8 @@ def coordinate_number(where: str, name: str, value: Any) -> int | float | None:
         raise LadderError(f"{where}: '{name}' = {value!r} must be a positive number")
     if name in INT_FIELDS:
         if abs(number - round(number)) > 1e-6 * max(1.0, abs(number)):
-            counts = " (a count: 1.9e8, not 190.35 in millions)" if name in COUNTED_IN_UNITS and number < 1e6 else ""
+            counts = (" (a count: 1.9e8, not 190.35 in millions)" if name in ("active_params", "total_params")
+                      and number < 1e6 else "")
             raise LadderError(f"{where}: '{name}' = {value!r} must be a whole number{counts}")
         if number >= 2.0**63:
             raise LadderError(f"{where}: '{name}' = {value!r} is out of range (at most 2^63-1)")

@@ -335,7 +335,7 @@ TABLE = "csv:"
 PARQUET = (".parquet", ".pq")
 
 
-TABLE_FILES = (".csv", ".tsv", ".txt", *PARQUET)
+TABLE_FILES = (".csv", ".tsv", *PARQUET)
 """What a table `ladder import csv` reads is named."""
 
 
@@ -345,7 +345,7 @@ def tables_instead(path: Path, option: str = "") -> str:
     try:
         if path.is_file():
             tables = [path.name] if path.suffix.lower() in TABLE_FILES else []
-        elif path.is_dir() and not any(path.rglob(runfiles.METRICS_FILE)):
+        elif path.is_dir() and not any(path.rglob(runfiles.METRICS_FILE)) and not any(path.rglob(runfiles.CONFIG_FILE)):
             tables = sorted(p.name for p in path.iterdir() if p.suffix.lower() in TABLE_FILES)
         else:
             tables = []

@@ -128,6 +128,8 @@ class TableSource:
         self._rounded = False
         """Steps read from tokens that were no whole steps were said (once a table)."""
         self._beside: tuple[Path | None, dict[str, Any]] | None = None
+        self.beside_problem = ""
+        """Why a file beside the table, named as its config would be, is not read as one ("" where none is)."""
         self._unended = 0
         """The line of a live run's row still being written, left unread (`_whole_rows`); 0: none."""
 
@@ -155,13 +157,21 @@ class TableSource:
     def beside(self) -> tuple[Path | None, dict[str, Any]]:
         """The config a trainer wrote beside the table, named as it is with .json, .yaml or .yml (run.csv and
         run.json), and what it holds, each run of the table's config under its own columns; (None, {}) where there
-        is none. Its coordinate fields are read as such, and --coord-key reads a key it names its own way."""
+        is none, or none that is a mapping (said: `beside_problem`). Its coordinate fields are read as such, and
+        --coord-key reads a key it names its own way. The --coords file is no run's config."""
         if self._beside is None:
-            found = _configs_beside(self.path)
+            given = getattr(self.given, "file", "") or ""
+            found = [p for p in _configs_beside(self.path) if not given or p.resolve() != Path(given).resolve()]
             if len(found) > 1:
                 raise LadderError(f"{self.path}: {' and '.join(p.name for p in found)} beside it: which is its runs' "
                                   "config? keep one")
-            self._beside = (found[0], _read_config(found[0])) if found else (None, {})
+            self._beside = (None, {})
+            if found:
+                try:
+                    self._beside = (found[0], _read_config(found[0]))
+                except LadderError as exc:  # a file of that name that is no config: not read, and said
+                    self.beside_problem = (f"{found[0].name} beside {self.path.name} is not read as its runs' config: "
+                                           f"{str(exc).removeprefix(f'{found[0]}: ')}")
         return self._beside
 
     def coordinate_hint(self, fields: tuple[str, ...]) -> str:
@@ -178,10 +188,11 @@ class TableSource:
         path, config = self.beside()
         keys = config_key_hint(config, fields).replace("; its config may give", f"; its config beside it ({path.name}) may "
                                                                                   "give") if path is not None else ""
+        keys += f" ({self.beside_problem})" if self.beside_problem else ""
         if found:
             return f"{empty}; or read {'it' if len(found) == 1 else 'them'} from the table's columns: {' '.join(found)}{keys}"
         return (f"{empty}; or read a coordinate from a column of the table: --coord-column FIELD=COLUMN{keys}"
-                + ("" if path is not None or self.columns.run is not None else
+                + ("" if path is not None or self.columns.run is not None or self.beside_problem else
                    f" (or write the run's config beside the table: {self.path.stem}.json)"))
 
     def _empty_columns(self, fields: list[str]) -> str:
@@ -292,6 +303,8 @@ class TableSource:
         --coord-column or --coord gave that coordinate: a column in other units would pass unseen."""
         table = self._load()
         lines = self._shadowed_columns(table, getattr(overrides, "per_run", {}) or {}, getattr(overrides, "file", ""))
+        self.beside()
+        lines += [self.beside_problem] if self.beside_problem else []
         if self._unended:
             lines.append(f"{self.path.name}: line {self._unended:,} has no newline yet, and the row before it says its "
                          "run is running: a row still being written, left unread (the next import reads it whole)")
@@ -586,9 +599,9 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise LadderError(f"{path}: not a JSON config ({exc}); fix it, or move it away from the table beside it") from None
+        raise LadderError(f"{path}: not JSON ({exc}); fix it, or rename it") from None
     if not isinstance(data, dict):
-        raise LadderError(f"{path}: a JSON {type(data).__name__}, not a mapping of a run's config keys")
+        raise LadderError(f"{path}: a JSON {type(data).__name__}, not a mapping of config keys")
     return data
 
 
