@@ -295,7 +295,9 @@ def stored_hero(store: Store, runs: pd.DataFrame, by_params: bool = False) -> He
     compute, name, run = found[0]
     edited = _edited_steps(run)
     source = f"the hero run {name!r} in the store" + (f" ({run.planned_steps:,} steps{edited})" if edited else "") + (
-        ", 6·N·D as the rungs'" if by_params and run.active_params and run.flops_from != SIX_N else "")
+        "" if not by_params or run.flops_from == SIX_N else ", 6·N·D as the rungs'" if run.active_params else
+        ", its fit FLOPs: it gives no N, and the rungs' computes are 6·N·D, which leave attention out (give its "
+        "active_params, or --hero-compute)")
     if len(found) > 1:
         others = ", ".join(repr(n) for _, n, _ in found[1:4])
         source += (f", the largest of the group's {len(found)} heroes (also {others}"

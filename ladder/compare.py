@@ -81,6 +81,8 @@ class GroupComparison:
     result: Comparison
     notes: tuple[str, ...] = ()
     """Warnings of the comparison's inputs (a hero of another group)."""
+    six_nd: bool = False
+    """Both ladders (and the target) are on 6·N·D: some rung of either gives only N (`_one_axis`)."""
 
     def label(self, g: GroupFinals) -> str:
         """The group's name, and its store's where the two ladders come from two stores."""
@@ -245,7 +247,7 @@ def compare_groups(store: Store, group_a: str, group_b: str, *, metric: str | No
     result = compare_ladders(a.compute, a.loss, b.compute, b.loss, target.flops, E=E, n_boot=n_boot, seed=seed)
     notes = () if hero is None else other_group(hero, (group_a, group_b), f"the ladders compared of {group_a!r} and "
                                                                            f"{group_b!r}")
-    return GroupComparison(a, b, metric, target, result, axis + notes)
+    return GroupComparison(a, b, metric, target, result, axis + notes, by_params)
 
 
 ONE_AXIS = "both ladders are compared on 6·N·D"
@@ -306,13 +308,15 @@ def to_json(cmp: GroupComparison) -> dict[str, Any]:
     gap = r.loss_gap_band
     return {
         "metric": cmp.metric,
-        "units": {"compute": "fit FLOPs (3 × forward without the output head × tokens); 6·N·D for a rung whose "
+        "units": {"compute": "6·N·D (6 × active parameters × tokens) for every rung and the target: some rungs give "
+                             "only N (the warnings name them)" if cmp.six_nd else
+                             "fit FLOPs (3 × forward without the output head × tokens); 6·N·D for a rung whose "
                              "coordinates give only N (the warnings name them)", "loss": "nats per token"},
         "groups": {key: _group_json(g, law, cmp.label(g)) for key, g, law in (("a", cmp.a, r.law_a),
                                                                               ("b", cmp.b, r.law_b))},
         "law": "L(C) = E + A·C^-alpha",
         "E": _E(r),
-        "pairing": "rungs paired by rank of fit compute (i-th smallest of A with i-th smallest of B)",
+        "pairing": "rungs paired by rank of compute (i-th smallest of A with i-th smallest of B)",
         "multiplier": {
             "convention": CONVENTION,
             "rungs": rungs,
@@ -401,7 +405,8 @@ def draw(cmp: GroupComparison, out_dir: Path) -> Path:
         ax.scatter([r.target], [law.predict(r.target)], color=color, marker="*", s=120, zorder=4)
     ax.axvline(r.target, color="grey", ls=":", lw=1)
     ax.set_xscale("log")
-    ax.set_xlabel("fit compute C (FLOPs, 3 × forward without head × tokens)")
+    ax.set_xlabel("compute C = 6·N·D (FLOPs, both ladders)" if cmp.six_nd else
+                  "fit compute C (FLOPs, 3 × forward without head × tokens)")
     ax.set_ylabel(f"final {cmp.metric} (nats per token)")
     ax.set_title(f"fits with E {r.E_mode}; ★ at the target ({cmp.target.source.split(' (')[0]})", fontsize=9)
     ax.legend(fontsize=8)
@@ -425,7 +430,7 @@ def draw(cmp: GroupComparison, out_dir: Path) -> Path:
     mx.yaxis.set_major_locator(matplotlib.ticker.FixedLocator(ratio_ticks(low, high)))
     mx.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.3g"))
     mx.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    mx.set_xlabel("fit compute C of A (FLOPs)")
+    mx.set_xlabel(f"{'compute C = 6·N·D' if cmp.six_nd else 'fit compute C'} of A (FLOPs)")
     mx.set_ylabel("compute multiplier of B (> 1: B is worse)")
     m_target = f"{r.multiplier_target:.3g}" if np.isfinite(r.multiplier_target) else "never (B does not reach A's loss)"
     mx.set_title(f"{cmp.label(cmp.b)} vs {cmp.label(cmp.a)}: m at target {m_target}", fontsize=9)

@@ -115,6 +115,7 @@ def test_json_numbers_recover_the_known_multiplier(store, tmp_path):
     assert data == json.loads((tmp_path / "compare.json").read_text())
     assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert data["groups"]["a"]["group"] == "zloss-on" and data["groups"]["b"]["group"] == "zloss-off"
+    assert data["units"]["compute"].startswith("fit FLOPs")
     assert [r["rung_a"] for r in data["multiplier"]["rungs"]] == [f"r{i}" for i in range(5)]
     computes = [f * TOKENS_PER_STEP * s for f, s in zip(FLOPS_PER_TOKEN, STEPS)]
     assert [r["compute"] for r in data["multiplier"]["rungs"]] == pytest.approx(computes)
@@ -168,6 +169,7 @@ def test_a_ladder_that_counts_fit_flops_beside_one_that_gives_only_n_is_put_on_6
     assert [r["compute"] for r in data["groups"]["a"]["rungs"]] == pytest.approx(computes)
     assert data["multiplier"]["target"]["multiplier"] == pytest.approx(M, rel=1e-3)
     assert sum("both ladders are compared on 6·N·D" in w for w in data["warnings"]) == 1
+    assert data["units"]["compute"].startswith("6·N·D (6 × active parameters × tokens) for every rung and the target")
     assert not any("only N is known" in w for w in data["warnings"])  # said once, the one way
 
 
@@ -566,3 +568,26 @@ def test_the_stored_hero_and_a_hero_compute_go_on_the_axis_the_ladders_are_put_o
               "--hero-compute", "1e15")
     assert json.loads(res.stdout)["multiplier"]["target"]["source"] == ("--hero-compute, read as 6·N·D as the "
                                                                         "rungs' computes are")
+
+
+class HeroWithoutN(AttentionWithHero):
+    """As `AttentionWithHero`, its hero giving fit FLOPs but no N."""
+
+    def runs(self):
+        refs = super().runs()
+        for ref in refs:
+            if ref.name == "hero":
+                ref.config["active_params"] = ref.config["total_params"] = "unknown"
+        return refs
+
+
+def test_a_stored_hero_without_n_beside_rungs_on_6nd_says_it_is_on_its_fit_flops(tmp_path):
+    hero_fpt, hero_steps = 4 * FLOPS_PER_TOKEN[-1], 4 * STEPS[-1]
+    root = tmp_path / "store"
+    pull(Store(root), HeroWithoutN({**rungs("attn", 1.0), **rungs(N_ONLY, M),
+                                    "attn/hero": ("hero", "attn", hero_fpt, hero_steps, 2.0, "running")}))
+    res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
+    assert res.exit_code == 0, res.output
+    target = json.loads(res.stdout)["multiplier"]["target"]
+    assert target["compute"] == pytest.approx(1.8 * hero_fpt * TOKENS_PER_STEP * hero_steps)
+    assert "its fit FLOPs: it gives no N, and the rungs' computes are 6·N·D" in target["source"]

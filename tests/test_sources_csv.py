@@ -823,6 +823,25 @@ def test_a_config_beside_each_file_gives_its_runs_coordinates_its_own_keys_by_co
     assert "b.json beside b.csv is not read as its runs' config: a JSON list, not a mapping" in " ".join(res.output.split())
 
 
+def test_a_config_beside_a_table_of_several_runs_is_not_read_as_each_ones(tmp_path):
+    small_table().to_csv(tmp_path / "ladder.csv", index=False)
+    (tmp_path / "ladder.json").write_text(json.dumps({"name": "sweep", "state": "crashed", "group": "g"}))
+    res = _import(tmp_path / "ladder.csv", tmp_path / "s")
+    assert res.exit_code == 0, res.output
+    assert "ladder.json beside ladder.csv is not read as its runs' config: the table holds 2 runs" in \
+        " ".join(res.output.split())
+    runs = Store(tmp_path / "s").runs()
+    assert sorted(runs["name"]) == ["a", "b"] and set(runs["state"]) == {"finished"} and set(runs["group"]) == {""}
+    table = small_table()
+    table[table["run"] == "a"].drop(columns="run").to_csv(tmp_path / "a.csv", index=False)
+    (tmp_path / "a.json").write_text(json.dumps({"state": "training"}))  # one run's: read, and named where refused
+    res = CliRunner().invoke(app, ["import", "csv", str(tmp_path / "a.csv"), "--step", "step", "--tokens", "tok",
+                                   "--metric", "eval/loss=loss", "--coord-column", "active_params=params",
+                                   "--coord-column", "stop_after_steps=T", "--coord", "total_params=unknown",
+                                   "--coord", "fit_flops_per_token=unknown", "--store", str(tmp_path / "t")])
+    assert res.exit_code == 2 and f"{tmp_path / 'a.json'}: run 'a': state 'training'" in " ".join(res.output.split())
+
+
 def test_the_coordinates_file_beside_a_table_of_its_name_is_not_read_as_its_runs_config(tmp_path):
     small_table().to_csv(tmp_path / "ladder.csv", index=False)
     (tmp_path / "ladder.yaml").write_text("a: {group: one}\nb: {group: two}\n")

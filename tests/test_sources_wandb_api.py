@@ -186,11 +186,17 @@ def test_coordinates_are_read_from_the_config_keys_a_team_names_its_own_way(tmp_
                         ({"fit_flops_per_token": "model"}, "'model' (--coord-key fit_flops_per_token=model: a mapping "
                                                            "there, of n_params, flops; name one of its keys, e.g. model.n_params)")):
         typo = [k for k in keys if k.partition("=")[0] not in wrong] + [f"{f}={k}" for f, k in wrong.items()]
-        with pytest.raises(LadderError) as caught:
-            pull(Store(tmp_path / "u"), _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own)]})),
-                 overrides=CoordinateOverrides.parse(None, None, typo))
-        assert f"its config gives no value under {said}; check the key" in str(caught.value), str(caught.value)
-    assert not Store(tmp_path / "u").exists() or Store(tmp_path / "u").runs().empty
+        got = pull(Store(tmp_path / f"u-{next(iter(wrong))}"),
+                   _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own)]})),
+                   overrides=CoordinateOverrides.parse(None, None, typo))
+        [warned] = [w for p in got.pulled for w in p.messages if "gives no value under" in w]
+        assert warned.startswith(f"its config gives no value under {said}, and nothing else gave it: stored without")
+    others = [k for k in keys if not k.startswith("role=")] + ["role=jb"]  # the role given another way: nothing to say
+    got = pull(Store(tmp_path / "j"), _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config={
+        **own, "role": "rung"})]})), overrides=CoordinateOverrides.parse(None, None, others))
+    assert not [w for p in got.pulled for w in p.messages if "gives no value under" in w]
+    with pytest.raises(LadderError, match="--coord-key name=meta.label: a run's name is its source's"):
+        CoordinateOverrides.parse(None, None, ["name=meta.label"])
     plain = FakeRun("r2", "rung-2", config={"active_params": 2000, "fit_flops_per_token": 9000.0, "role": "rung",
                                             "train": {"total_steps": 100, "batch_tokens": 64}, "train.total_params": 3000})
     pull(Store(tmp_path / "w"), _source(FakeApi({"team/ladder": [FakeRun("r1", "rung-1", config=own), plain]})),

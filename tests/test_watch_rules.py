@@ -757,8 +757,12 @@ def test_the_terminal_shows_a_few_alerts_of_each_rule_and_level_a_check_raises_a
     shown = io.StringIO()
     TerminalSink(Console(file=shown, width=200)).send(many + one, "alarm", "")
     lines = shown.getvalue().splitlines()
-    assert [ln.split(": ", 1)[1] for ln in lines if "] step " in ln] == [a.message for a in many[:SHOWN_ALERTS] + one]
-    assert "[deviation] and 3 more at later steps" in lines[-1] and "the alerts file holds every one" in lines[-1]
+    assert [ln.split(": ", 1)[1] for ln in lines if "] step " in ln] == [a.message for a in many[-SHOWN_ALERTS:] + one]
+    assert "[deviation] 3 earlier at steps 100 and on, each above as its eval's verdict; the alerts file holds every " \
+           "one" in lines[0]  # the latest shown: where the run is now
+    late = io.StringIO()
+    TerminalSink(Console(file=late, width=200)).send(many, "alarm", "", late=True)  # no verdicts above: not said
+    assert "3 earlier at steps 100 and on; the alerts file" in late.getvalue()
     logged = tmp_path / "alerts.jsonl"
     JsonlSink(logged).send(many + one, "alarm", "")
     assert len([ln for ln in logged.read_text().splitlines() if '"kind": "alert"' in ln]) == len(many) + 1

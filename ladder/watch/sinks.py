@@ -35,8 +35,8 @@ STYLE = {"ok": "green", "warning": "yellow", "alarm": "bold red", "unreadable": 
 
 
 SHOWN_ALERTS = 5
-"""The terminal shows this many alerts of one rule and level a check raises (a watch started late judges every eval
-so far at once); the rest are counted, and every sink else gets each one."""
+"""The terminal shows the latest this many alerts of one rule and level a check raises (a watch started late judges
+every eval so far at once); the earlier ones are counted, and every sink else gets each one."""
 
 
 class Sink(Protocol):
@@ -67,19 +67,21 @@ class TerminalSink:
             self.console.print(f"[{STYLE.get(label, 'white')}]{label.upper():>8}[/] {escape(line)}", highlight=False, markup=True,
                                soft_wrap=whole)
         earlier = " (an earlier alert, not shown when raised)" if late else ""
-        shown: Counter[tuple[str, str]] = Counter()
+        many = Counter((a.rule, a.level) for a in alerts)
+        seen: Counter[tuple[str, str]] = Counter()
         for a in alerts:  # rule names and messages are text, not markup: "[non_finite]" must show
-            shown[a.rule, a.level] += 1
-            if shown[a.rule, a.level] > SHOWN_ALERTS:
+            seen[a.rule, a.level] += 1
+            hidden = many[a.rule, a.level] - SHOWN_ALERTS  # the latest are shown: where the run is now
+            if seen[a.rule, a.level] <= hidden:
+                if seen[a.rule, a.level] == 1:
+                    self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] " + escape(
+                        f"[{a.rule}] {hidden} earlier at steps {a.step:,} and on" + (
+                            "" if late else ", each above as its eval's verdict") + "; the alerts file holds every one"),
+                        highlight=False, markup=True, soft_wrap=whole)
                 continue
             self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] "
                                + escape(f"[{a.rule}] step {a.step}: {a.message}{earlier}"), highlight=False, markup=True,
                                soft_wrap=whole)
-        for (rule, level), n in shown.items():
-            if n > SHOWN_ALERTS:
-                self.console.print(f"         [{STYLE[level]}]{level}[/] " + escape(
-                    f"[{rule}] and {n - SHOWN_ALERTS} more at later steps, each above as its eval's verdict; the alerts "
-                    "file holds every one"), highlight=False, markup=True, soft_wrap=whole)
         return True
 
 

@@ -242,10 +242,30 @@ def _config_keys(items: list[str]) -> dict[str, str]:
             raise LadderError(f"--coord-key {item!r}: expected FIELD=KEY, the key of the run's config that gives the "
                               "field, e.g. --coord-key active_params=model.n_params")
         _check_field(name, f"--coord-key {item}")
+        if name == "name":  # a run's name is its source's, and what a coordinates file calls it by
+            raise LadderError(f"--coord-key {item}: a run's name is its source's (the wandb run's, its folder's, its "
+                              "file's); give a run another with --coords FILE.yaml ({RUN: {name: NEW}})")
         if out.get(name, key) != key:
             raise LadderError(f"--coord-key {name} given twice ({name}={out[name]} and {name}={key}): keep one")
         out[name] = key
     return out
+
+
+def unread_keys(config: dict[str, Any], overrides: CoordinateOverrides, stored: dict[str, Any]) -> list[str]:
+    """A warning for each --coord-key whose key a run's config gives no value under, where the run as stored (`stored`:
+    its row) lacks the field or label it names: a group or role left empty keeps a rung out of its ladder unsaid."""
+    lacking = []
+    for f, key in overrides.config_keys.items():
+        value = config_value(config, key)
+        held = stored.get(f)
+        if (value is None or (isinstance(value, float) and math.isnan(value))) and (
+                held is None or held == "" or (isinstance(held, float) and math.isnan(held))):
+            lacking.append(_unread_key(config, f, key, value))
+    if not lacking:
+        return []
+    return [f"its config gives no value under {', nor '.join(lacking)}, and nothing else gave "
+            f"{'it' if len(lacking) == 1 else 'them'}: stored without; check the key (a dotted key reaches into a nested "
+            "config), or give the field with --coord or --coords"]
 
 
 def _unread_key(config: dict[str, Any], f: str, key: str, value: Any) -> str:
@@ -435,11 +455,6 @@ def resolve_coordinates(
         exc = MissingCoordinates(run_label, name or run_id, missing)
         lacks = [text for f, text in unread if f in exc.fields]  # the fields it asks for
         raise exc.with_hint(f"; its config gives no value under {', nor '.join(lacks)}") if lacks else exc
-    left = [text for f, text in unread if f not in given and (labels.get(f) in (None, "") if f in LABELS
-                                                              else clean.get(f) is None)]
-    if lacks := left:  # a label or an optional field no other way gave: never silently left out
-        raise LadderError(f"run {run_label}: its config gives no value under {', nor '.join(lacks)}; check the key (a "
-                          "dotted key reaches into a nested config), or give the field with --coord or --coords")
     initial, horizons = schedule_plan(schedule)
     coords = Coordinates(
         stop_after_steps=clean["stop_after_steps"],

@@ -39,6 +39,7 @@ from ladder.data.sources.coords import (
     MissingCoordinates,
     config_key_hint,
     resolve_coordinates,
+    unread_keys,
 )
 from ladder.data.sources.table import (
     FAR_PAST_PLAN,
@@ -474,7 +475,7 @@ def _pull_run(
     }
     if usable and _as_stored(prev, row, was, history):
         return None  # a table imported again as it was (--full writes it anew)
-    said = _short_of_plan(source, got, config, last_step, last_fraction, coords)
+    said = _short_of_plan(source, got, config, last_step, last_fraction, coords) + tuple(unread_keys(config, overrides, row))
     writer.stage(row, history)
     return RunPulled(
         ref.run_id,

@@ -217,7 +217,12 @@ class TableSource:
         ids = self._run_ids(table)
         per_run = _per_run_constants(table, ids, exclude={c.run, c.step, c.tokens, *c.metrics.values()})
         refs = []
-        beside = self.beside()[1]
+        beside_path, beside = self.beside()
+        if beside_path is not None and ids.nunique() > 1:  # one run's config: not every run's of a table of several
+            self.beside_problem = (f"{beside_path.name} beside {self.path.name} is not read as its runs' config: the "
+                                   f"table holds {ids.nunique()} runs, and a config beside a table is one run's (give "
+                                   "several runs' coordinates with --coords FILE.yaml)")
+            self._beside, beside_path, beside = (None, {}), None, {}
         for run_id, rows in table.groupby(ids, sort=True):
             run_id = str(run_id)
             config = {**beside, **per_run.get(run_id, {})}  # the table's own columns beat the config beside it
@@ -240,7 +245,9 @@ class TableSource:
                 if per_step is not None:
                     config["tokens_per_step"] = per_step
             if config.get("state") is not None:
-                config["state"] = table_state(config["state"], f"{self._where(int(rows.index[0]))}: run {run_id!r}")
+                told = beside_path is not None and "state" not in per_run.get(run_id, {}) and "state" not in c.coords
+                config["state"] = table_state(config["state"], f"{beside_path if told else self._where(int(rows.index[0]))}"
+                                                               f": run {run_id!r}")
             refs.append(RunRef(run_id, self.key, label=f"{run_id} ({self.path.name})", name=str(config.get("name") or run_id), config=config, handle=rows))
         return refs
 
