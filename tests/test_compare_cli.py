@@ -554,22 +554,6 @@ class AttentionWithHero(AttentionSource, WithHero):
     """Both: the "attn" group counts fit FLOPs 1.8× its 6·N, and its run named "hero" is its hero."""
 
 
-def test_the_stored_hero_and_a_hero_compute_go_on_the_axis_the_ladders_are_put_on(tmp_path):
-    hero_fpt, hero_steps = 4 * FLOPS_PER_TOKEN[-1], 4 * STEPS[-1]
-    root = tmp_path / "store"
-    pull(Store(root), AttentionWithHero({**rungs("attn", 1.0), **rungs(N_ONLY, M),
-                                         "attn/hero": ("hero", "attn", hero_fpt, hero_steps, 2.0, "running")}))
-    res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
-    assert res.exit_code == 0, res.output
-    target = json.loads(res.stdout)["multiplier"]["target"]
-    assert target["compute"] == pytest.approx(hero_fpt * TOKENS_PER_STEP * hero_steps)  # 6·N·D, not its fit FLOPs
-    assert target["source"] == "the hero run 'hero' in the store, 6·N·D as the rungs'"
-    res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0",
-              "--hero-compute", "1e15")
-    assert json.loads(res.stdout)["multiplier"]["target"]["source"] == ("--hero-compute, read as 6·N·D as the "
-                                                                        "rungs' computes are")
-
-
 class HeroWithoutN(AttentionWithHero):
     """As `AttentionWithHero`, its hero giving fit FLOPs but no N."""
 
@@ -581,13 +565,22 @@ class HeroWithoutN(AttentionWithHero):
         return refs
 
 
-def test_a_stored_hero_without_n_beside_rungs_on_6nd_says_it_is_on_its_fit_flops(tmp_path):
+@pytest.mark.parametrize("source, factor, said", [
+    (AttentionWithHero, 1.0, "the hero run 'hero' in the store, 6·N·D as the rungs'"),  # 6·N·D, not its fit FLOPs
+    (HeroWithoutN, 1.8, "the hero run 'hero' in the store, its fit FLOPs: it gives no N, and the rungs' computes are "
+                        "6·N·D, which leave attention out (give its active_params, or --hero-compute)"),
+])
+def test_the_stored_hero_and_a_hero_compute_go_on_the_axis_the_ladders_are_put_on(tmp_path, source, factor, said):
     hero_fpt, hero_steps = 4 * FLOPS_PER_TOKEN[-1], 4 * STEPS[-1]
     root = tmp_path / "store"
-    pull(Store(root), HeroWithoutN({**rungs("attn", 1.0), **rungs(N_ONLY, M),
-                                    "attn/hero": ("hero", "attn", hero_fpt, hero_steps, 2.0, "running")}))
+    pull(Store(root), source({**rungs("attn", 1.0), **rungs(N_ONLY, M),
+                              "attn/hero": ("hero", "attn", hero_fpt, hero_steps, 2.0, "running")}))
     res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0")
     assert res.exit_code == 0, res.output
     target = json.loads(res.stdout)["multiplier"]["target"]
-    assert target["compute"] == pytest.approx(1.8 * hero_fpt * TOKENS_PER_STEP * hero_steps)
-    assert "its fit FLOPs: it gives no N, and the rungs' computes are 6·N·D" in target["source"]
+    assert target["compute"] == pytest.approx(factor * hero_fpt * TOKENS_PER_STEP * hero_steps)
+    assert target["source"] == said
+    res = run("attn", N_ONLY, "--store", root, "--out", tmp_path, "--format", "json", "--bootstrap", "0",
+              "--hero-compute", "1e15")
+    assert json.loads(res.stdout)["multiplier"]["target"]["source"] == ("--hero-compute, read as 6·N·D as the "
+                                                                        "rungs' computes are")

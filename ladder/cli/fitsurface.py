@@ -15,6 +15,7 @@ from ladder.cli import fitshared as shared
 from ladder.cli.app import Format, command, console, print_json, warn
 from ladder.config.limits import MAX_COMPUTE, MAX_PARAMS, MAX_TOKENS, positive
 from ladder.data import endpointcsv
+from ladder.data.csvfile import is_number
 from ladder.data.store import Store
 from ladder.errors import LadderError
 
@@ -433,7 +434,7 @@ def _unread_actual(preds: list[dict], names: tuple[str, ...] = ()) -> list[str]:
     read = next(iter(losses), None)
     for key in named:
         cells = [p[key] for p in preds if p.get(key) is not None and str(p[key]).strip()]
-        bad = [str(c).strip() for c in cells if not _is_number(str(c)) or not 0 < float(c) < math.inf]
+        bad = [str(c).strip() for c in cells if not is_number(str(c)) or not 0 < float(c) < math.inf]
         if bad:
             shown = "" if read is not None else ", so no error is shown"
             out.append(f"the targets' column {key!r} holds {bad[0]!r}{and_more(bad)}, which is no loss (a positive "
@@ -456,11 +457,4 @@ def _unread_actual(preds: list[dict], names: tuple[str, ...] = ()) -> list[str]:
 ACTUAL_APART = 2.0
 """A target's actual loss more than this factor from its prediction is likely no loss in the runs' units."""
 
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 

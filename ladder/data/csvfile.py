@@ -205,7 +205,7 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
         hint = f"; did you mean {similar!r}?"
     elif similar is not None and option.startswith("--"):  # "--metric eval/loss" maps a key: --metric eval/loss=COLUMN
         hint = f"; give {flag} {key}={similar}" if key else f"; give {option} {similar}"
-    elif names and all(_is_number(n) for n in names):
+    elif names and all(is_number(n) for n in names):
         hint = "; its first line holds numbers, not column names: add a header row naming the columns"
     elif len(names) == 1 and any(sep in names[0] for sep in "\t;|"):
         sep = next(s for s in "\t;|" if s in names[0])
@@ -214,7 +214,8 @@ def no_column(path, column: str, option: str, columns, role: str = "for") -> Lad
     return LadderError(f"{path}: no column {column!r} ({role} {option}); the file has {shown}{hint}")
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether `text` reads as a float (nan and inf too)."""
     try:
         float(text)
     except ValueError:
