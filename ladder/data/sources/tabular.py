@@ -156,9 +156,10 @@ class TableSource:
 
     def beside(self) -> tuple[Path | None, dict[str, Any]]:
         """The config a trainer wrote beside the table, named as it is with .json, .yaml or .yml (run.csv and
-        run.json), and what it holds, each run of the table's config under its own columns; (None, {}) where there
-        is none, or none that is a mapping (said: `beside_problem`). Its coordinate fields are read as such, and
-        --coord-key reads a key it names its own way. The --coords file is no run's config."""
+        run.json), and what it holds, the run's config where the table's columns give none; (None, {}) where there
+        is none, or none that is a mapping (said: `beside_problem`; so is one beside a table of several runs, which
+        `runs` does not read). Its coordinate fields are read as such, and --coord-key reads a key it names its own
+        way. The --coords file is no run's config."""
         if self._beside is None:
             given = getattr(self.given, "file", "") or ""
             found = [p for p in _configs_beside(self.path) if not given or p.resolve() != Path(given).resolve()]
