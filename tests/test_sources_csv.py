@@ -799,6 +799,13 @@ def test_a_config_beside_each_file_gives_its_runs_coordinates_its_own_keys_by_co
     assert "warning" not in res.output  # said once, as what was read, not as a warning of each file
     runs = Store(tmp_path / "s").runs().set_index("name")
     assert runs.loc["a", "active_params"] == 1000 and runs.loc["b", "active_params"] == 2000
+    res = CliRunner().invoke(app, [*common[:-1], str(tmp_path / "one"), "--coord-key", "stop_after_steps=train.steps",
+                                   "--coord-key", "active_params=model.n_params", "--coord", "active_params=1000"])
+    # one value for every run: said where it replaces a run's own
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 0 and flat.count("replaces the") == 1, flat
+    assert "b: --coord active_params=1000 replaces the 2000 its config gives (--coord gives every run of the pull one " \
+           "value; a run's own goes in --coords FILE.yaml)" in flat
     assert set(runs["stop_after_steps"]) == {40} and set(runs["group"]) == {"mine"}  # a key named for a label: read
     (tmp_path / "b.yaml").write_text("group: mine\n")
     res = CliRunner().invoke(app, common)
@@ -809,18 +816,20 @@ def test_a_config_beside_each_file_gives_its_runs_coordinates_its_own_keys_by_co
                                    "--coord-key", "stop_after_steps=train.steps", "--replace"])
     assert res.exit_code == 0 and "b.JSON" not in res.output, res.output  # a.json and 1 more
     (tmp_path / "b.JSON").rename(tmp_path / "b.json")
-    (tmp_path / "b.json").write_text("{\"model\": ")  # no config: not read, and said where its runs lack coordinates
+    (tmp_path / "b.json").write_text("{\"model\": ")  # a config that does not parse: an error, as any input's
     common[-1] = str(tmp_path / "fresh")  # a store that holds none of them yet
     res = CliRunner().invoke(app, [*common, "--coord-key", "active_params=model.n_params",
                                    "--coord-key", "stop_after_steps=train.steps"])
     flat = " ".join(res.output.split())
-    assert res.exit_code == 2 and "b.json beside b.csv is not read as its runs' config: not JSON" in flat, flat
+    assert res.exit_code == 2 and f"{tmp_path / 'b.json'}: the config beside the table does not read as JSON" in flat
+    assert not Store(tmp_path / "fresh").exists()
     (tmp_path / "b.json").write_text("[1, 2]")  # a file of that name that is no mapping: the import goes on without it
     (tmp_path / "coords.yaml").write_text("b: {active_params: 2000, stop_after_steps: 40}\n")
     res = CliRunner().invoke(app, [*common, "--coord-key", "active_params=model.n_params", "--coords",
                                    str(tmp_path / "coords.yaml"), "--coord-key", "stop_after_steps=train.steps"])
     assert res.exit_code == 0, res.output
-    assert "b.json beside b.csv is not read as its runs' config: a JSON list, not a mapping" in " ".join(res.output.split())
+    assert "b.json beside b.csv is not read as its runs' config: it holds a list, not a mapping" in \
+        " ".join(res.output.split())
 
 
 def test_a_config_beside_a_table_of_several_runs_is_not_read_as_each_ones(tmp_path):

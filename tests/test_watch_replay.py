@@ -1240,7 +1240,7 @@ def test_the_terminals_lines_are_whole_in_a_file_and_wrapped_on_a_terminal():
                                                                                                      summary)
         lines = shown.getvalue().splitlines()
         assert (len(lines) == 2) is not terminal and all(len(x) <= 150 for x in lines) is terminal
-        assert any("[deviation] step 1234: the prediction's error" in x for x in lines)
+        assert any("[deviation] step 1,234: the prediction's error" in x for x in lines)  # as the verdicts write it
 
 
 @pytest.mark.parametrize("how", ["live", "new watch"])

@@ -79,8 +79,9 @@ def test_a_deviation_says_when_its_prediction_warned_that_its_band_is_likely_too
     narrow = dataclasses.replace(prediction(), warnings=tuple(said))
     marked = [a for a in evaluate(observed(y), narrow, AlertRules(), now=0.0) if a.rule == "deviation"]
     assert len(said) == 1 and narrow.band_too_narrow and not prediction().band_too_narrow
-    assert [a.key for a in marked] == [a.key for a in plain] and plain  # the same alerts, at the same levels
-    assert all("likely too narrow on this ladder" in a.message for a in marked)
+    assert [a.step for a in marked] == [a.step for a in plain] and {a.level for a in plain} == {"alarm"}
+    assert {a.level for a in marked} == {"warning"}  # a band its own prediction calls too narrow pages no one
+    assert all("likely too narrow on this ladder" in a.message and "never an alarm" in a.message for a in marked)
     assert not any("likely too narrow" in a.message for a in plain)
 
 

@@ -132,7 +132,8 @@ def watch_command(
 
     Rules: deviation beyond the band (warn past the 50% band's edge or 0.5%, alarm above the 90%
     band's edge or 1%, whichever is farther from the median; a loss below the 90% band warns: the
-    prediction is off, not the run), slow drift (CUSUM),
+    prediction is off, not the run; so does every deviation of a prediction that warned its band is
+    likely too narrow), slow drift (CUSUM),
     train-loss spikes (judged from the run's 150th logged train/loss value on), NaN/inf, grad-norm shape against the rungs, MoE drop fraction, stale telemetry, throughput against a deadline,
     a logged LR that departs from the LR the prediction assumed. A schedule edit in the run's config
     triggers a new prediction from the realised LR sequence. Alerts are never sent twice, also

@@ -198,7 +198,8 @@ class RungCurves:
 def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]:
     """The eval metric against the prediction at the same step: past the 50% band's edge on its side (or
     `warn_rel`) a warning; above the 90% band's upper edge (or `alarm_rel`) an alarm; below its lower edge a
-    warning still."""
+    warning still, and so is every deviation of a prediction that warned its band is likely too narrow
+    (`Prediction.band_too_narrow`: its backtest's held-out size fell outside the law's own band)."""
     out, narrow = [], pred.band_too_narrow
     for row in obs.judged(pred, rules.metric).itertuples():
         step, value = row.Index, row.value
@@ -215,7 +216,9 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
             # Below the prediction the run does better than the ladder said: the prediction, not the run, is off
             # (or the eval is: a leaked eval set reads like this too). Worth a look, not a page in the night.
             early = bool(_in_warmup(obs, step, rules))
-            level: Level = "alarm" if past90 and above and (not early or gap > WARMUP_ALARM * alarm) else "warning"
+            # a band its own prediction calls likely too narrow pages no one: past it, the run warns
+            level: Level = ("alarm" if past90 and above and not narrow and (not early or gap > WARMUP_ALARM * alarm)
+                            else "warning")
             band = "90%" if past90 else "50%"
             limit = alarm if past90 else warn
             edge = row.median + limit if above else row.median - limit
@@ -232,7 +235,7 @@ def deviation(obs: Observed, pred: Prediction, rules: AlertRules) -> list[Alert]
                    f"deviation alarms only past {WARMUP_ALARM:g}× the 90% band's distance"
                    if early and above and past90 else "")
                 + ("; the prediction warned that its band is likely too narrow on this ladder: maybe its miss, not the "
-                   "run's" if narrow else ""),
+                   "run's (so a warning, never an alarm)" if narrow else ""),
                 rel,
             ))
     return out

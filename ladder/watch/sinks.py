@@ -80,7 +80,7 @@ class TerminalSink:
                         highlight=False, markup=True, soft_wrap=whole)
                 continue
             self.console.print(f"         [{STYLE[a.level]}]{a.level}[/] "
-                               + escape(f"[{a.rule}] step {a.step}: {a.message}{earlier}"), highlight=False, markup=True,
+                               + escape(f"[{a.rule}] step {a.step:,}: {a.message}{earlier}"), highlight=False, markup=True,
                                soft_wrap=whole)
         return True
 

@@ -268,6 +268,21 @@ def unread_keys(config: dict[str, Any], overrides: CoordinateOverrides, stored: 
             "config), or give the field with --coord or --coords"]
 
 
+def replaced_by_coord(config: dict[str, Any], overrides: CoordinateOverrides, run_id: str, name: str) -> list[str]:
+    """A line for each --coord (given for every run of a pull) that replaces a value the run's own config gives
+    otherwise (its field by name, or by --coord-key): one value for every run can be right for none but one."""
+    own, labels, _ = coordinates_from_config(config)
+    own = {**own, **labels}
+    for f, key in overrides.config_keys.items():
+        if (value := config_value(config, key)) is not None:
+            own[f] = value
+    mine = {**overrides.per_run.get(name, {}), **overrides.per_run.get(run_id, {})}  # a file's entry for it: meant
+    out = [f"--coord {f}={v} replaces the {own[f]} its config gives" for f, v in overrides.all_runs.items()
+           if f not in mine and own.get(f) not in (None, "") and not same_given(own[f], v)]
+    return [f"{'; '.join(out)} (--coord gives every run of the pull one value; a run's own goes in --coords "
+            "FILE.yaml)"] if out else []
+
+
 def _unread_key(config: dict[str, Any], f: str, key: str, value: Any) -> str:
     """What a run's config holds where a --coord-key looks for `f` under `key` and finds no value: nothing, a NaN, or a
     mapping of other keys (one of them is likelier meant)."""

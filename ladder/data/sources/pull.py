@@ -38,6 +38,7 @@ from ladder.data.sources.coords import (
     Coordinates,
     MissingCoordinates,
     config_key_hint,
+    replaced_by_coord,
     resolve_coordinates,
     unread_keys,
 )
@@ -475,7 +476,8 @@ def _pull_run(
     }
     if usable and _as_stored(prev, row, was, history):
         return None  # a table imported again as it was (--full writes it anew)
-    said = _short_of_plan(source, got, config, last_step, last_fraction, coords) + tuple(unread_keys(config, overrides, row))
+    said = (_short_of_plan(source, got, config, last_step, last_fraction, coords)
+            + tuple(unread_keys(config, overrides, row) + replaced_by_coord(got.config, overrides, ref.run_id, name)))
     writer.stage(row, history)
     return RunPulled(
         ref.run_id,

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from ladder.config.yamlio import load_yaml
 from ladder.data import csvfile
@@ -167,12 +168,12 @@ class TableSource:
                 raise LadderError(f"{self.path}: {' and '.join(p.name for p in found)} beside it: which is its runs' "
                                   "config? keep one")
             self._beside = (None, {})
-            if found:
-                try:
-                    self._beside = (found[0], _read_config(found[0]))
-                except LadderError as exc:  # a file of that name that is no config: not read, and said
-                    self.beside_problem = (f"{found[0].name} beside {self.path.name} is not read as its runs' config: "
-                                           f"{str(exc).removeprefix(f'{found[0]}: ')}")
+            config = _read_config(found[0]) if found else None  # one that does not parse: an error, as any input's
+            if isinstance(config, dict):
+                self._beside = (found[0], config)
+            elif found:  # a file of that name that is no mapping (a list of results, say): not read, and said
+                self.beside_problem = (f"{found[0].name} beside {self.path.name} is not read as its runs' config: it "
+                                       f"holds a {type(config).__name__}, not a mapping of config keys")
         return self._beside
 
     def coordinate_hint(self, fields: tuple[str, ...]) -> str:
@@ -600,17 +601,21 @@ def _configs_beside(path: Path) -> list[Path]:
         return []
 
 
-def _read_config(path: Path) -> dict[str, Any]:
-    """A run config file: JSON (``.json``) or YAML (safe loader); a mapping, or a `LadderError` naming the file."""
+def _read_config(path: Path) -> Any:
+    """What a run config file beside a table holds: JSON (``.json``) or YAML (safe loader); a `LadderError` naming the
+    file where it does not parse."""
     if path.suffix.lower() != ".json":
-        return dict(load_yaml(path))
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise LadderError(f"{path}: the config beside the table does not read as YAML ({str(exc).splitlines()[0]}); "
+                              "fix it, or rename it") from None
+        return dict(load_yaml(path)) if isinstance(data, dict) else data  # load_yaml keeps each key's line
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise LadderError(f"{path}: not JSON ({exc}); fix it, or rename it") from None
-    if not isinstance(data, dict):
-        raise LadderError(f"{path}: a JSON {type(data).__name__}, not a mapping of config keys")
-    return data
+        raise LadderError(f"{path}: the config beside the table does not read as JSON ({exc}); fix it, or rename "
+                          "it") from None
 
 
 def _names_series(table: pd.DataFrame, clashing: pd.DataFrame, column: str, key: list[str]) -> bool:
