@@ -122,8 +122,9 @@ def test_fit_endpoint_on_an_isoflop_sweep_fits_each_budgets_least_loss(tmp_path)
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["n_runs"] == 45 and out["n_budgets"] == 5 and [b["runs"] for b in out["budgets"]] == [9] * 5
-    text = run("fit", "endpoint", "--csv", path, "--compute-col", "budget").stdout
+    text = run("fit", "endpoint", "--csv", path, "--compute-col", "budget", "--bootstrap", "20").stdout
     assert text.startswith("endpoint law L(C) = E + A·C^-α: 5 budgets' least losses (of 45 runs), compute")
+    assert "bootstrap over budgets' least losses (of 45 runs): 20 refits" in text
     assert {b["how"] for b in out["budgets"]} == {"vertex"} and any("isoFLOP sweep" in n for n in out["notes"])
     truth = true_minimum(1e21)[0]
     assert out["predictions"][0]["median"] == pytest.approx(truth, rel=0.005)

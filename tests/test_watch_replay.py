@@ -1168,6 +1168,12 @@ def test_a_follow_that_ends_with_the_run_s_last_evals_says_the_watch_ends(tmp_pa
     assert res.exit_code in (0, 4, 5), res.output
     assert last == (f"replay-400M is no longer running (finished): the watch ends, exit code {res.exit_code} (the "
                     "worst verdict of its last check)"), res.output
+    flat = " ".join(res.output.split())  # how it ended, as `ladder score` gives it, said before
+    said = flat[flat.index("replay-400M finished: its last eval"):flat.index("replay-400M is no longer running")]
+    assert f"(step {int(steps[-1]):,}) {float(loss[-1]):.4f} against the predicted" in said
+    assert "of the run on, mean |error|" in said and "evals inside the 90% band (`ladder score`" in said
+    once = runner.invoke(app, [*args, "--once"])  # a check of a run that finished says it too
+    assert "replay-400M finished: its last eval" in " ".join(once.output.split()), once.output
 
 
 def test_a_follow_says_where_the_run_stands_at_once_and_exits_with_an_earlier_check_s_alarm(tmp_path, replay,

@@ -237,7 +237,8 @@ def print_params(fit, boot: dict, level: float, notes=()) -> None:
     for n in notes:
         console.print(f"note: {n}", highlight=False)
     if boot:
-        console.print(f"bootstrap over runs: {boot['n']} refits, {level * 100:.4g}% intervals", highlight=False)
+        console.print(f"bootstrap over {getattr(fit, 'points', 'runs')}: {boot['n']} refits, {level * 100:.4g}% "
+                      "intervals", highlight=False)
         for k, (lo, hi) in boot["intervals"].items():
             console.print(f"  {k:<6} {fit.params[k]:.6g}  [{lo:.6g}, {hi:.6g}]", highlight=False)
         for w in boot["warnings"]:

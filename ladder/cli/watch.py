@@ -207,12 +207,34 @@ def watch_command(
         result = watcher.check() if once else watcher.run(poll, max_checks, after_first=following)
     if once:
         say_new_store()
-    if not result.lines and "terminal" not in watcher.told:  # it printed nothing new: where the run stands
+    quiet = not result.lines and "terminal" not in watcher.told
+    if quiet:  # it printed nothing new: where the run stands
         sinks["terminal"].send((), result.verdict, result.summary)
-    elif result.finished and not once:  # a follow that ended with the run's last evals: said, not left to the code
+    if result.finished and not result.crashed and (ended := _how_it_ended(st, watcher.prediction)):
+        console.print(escape(ended), highlight=False)
+    if result.finished and not once and not quiet:  # a follow that ended with the run's last evals: said
         console.print(f"{escape(pred.run_name)} is no longer running ({'crashed' if result.crashed else 'finished'}): "
                       f"the watch ends, exit code {result.exit_code} ({_why_code(result)})")
     raise typer.Exit(result.exit_code)
+
+
+def _how_it_ended(store: Store, pred: Prediction) -> str:
+    """For a run that finished: its last eval against the prediction and how the curve held, as `ladder score` gives
+    them ("" where it has nothing to score)."""
+    from ladder.predict.scoring import score_prediction
+
+    try:
+        row = store.find(pred.run_name)
+        if row is None:
+            return ""
+        actual = store.history([str(row["run_id"])], [pred.metric], include_nonfinite=True)
+        sc = score_prediction(pred, actual.set_index("step")["value"].sort_index())
+    except LadderError:
+        return ""
+    return (f"{pred.run_name} finished: its last eval (step {sc.last_step:,}) {sc.last_actual:.4f} against the "
+            f"predicted {sc.last_predicted:.4f}, the prediction's error {sc.last_error:+.2%}; from 10% of the run on, "
+            f"mean |error| {sc.curve_mean_error:.2%}, {sc.inside_90:.0%} of {sc.n} evals inside the 90% band "
+            "(`ladder score` and `ladder report` give the rest)")
 
 
 def _why_code(result: CheckResult) -> str:
