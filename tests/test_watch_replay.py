@@ -21,7 +21,9 @@ import fits
 from ladder import Schedule
 from ladder.cli import app
 from ladder.data.store import Store
+from ladder.errors import LadderError
 from ladder.predict.prediction import Prediction
+from ladder.predict.scoring import score_prediction
 from tests.synthetic_ladder import micro_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -498,6 +500,8 @@ def test_a_finished_run_whose_evals_all_precede_the_prediction_cannot_be_judged(
     said = " ".join(res.stdout.split())
     assert (f"none of its {len(dense)} eval/loss evals (steps {dense[0]:,}–{dense[-1]:,}) falls in the prediction's steps "
             f"{steps[0]:,}–{steps[-1]:,} (is it the run predicted?)") in said and "no eval yet" not in said
+    with pytest.raises(LadderError, match="none of its 31 values of eval/loss falls in the prediction's steps"):  # no bug
+        score_prediction(pred, pd.Series(np.full(len(dense), loss[0]), index=dense))
 
 
 def test_an_alarm_between_evals_is_the_check_s_verdict_at_once(tmp_path, replay):

@@ -94,7 +94,10 @@ def score_prediction(pred: Prediction, actual: pd.Series, start: float = 0.1, ru
     if actual.empty:
         raise LadderError(f"{run}: no values of {pred.metric} to score the prediction against")
     steps, at, y, counts = judged_points(actual, pred)
-    median = at["median"].to_numpy()
+    if not len(steps):  # a metric logged densely, all of it before the prediction's first step
+        raise LadderError(f"{run}: none of its {len(actual)} values of {pred.metric} falls in the prediction's steps "
+                          f"(from {int(pred.table['step'].min()):,}): nothing to score yet")
+    median = at["median"].to_numpy(float)
     use = (steps / max(pred.started_with, 1.0) >= start - MARK_SLACK) & np.isfinite(median)
     if not use.any():
         plan = max(pred.started_with, 1.0)
