@@ -285,8 +285,7 @@ def stored_hero(store: Store, runs: pd.DataFrame, by_params: bool = False) -> He
             run = from_store(store, row, keys.EVAL_LOSS, need_evals=0)
         except LadderError:
             continue
-        compute = (6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps
-                   if by_params and run.active_params else run.compute)
+        compute = run.six_nd if by_params and run.active_params else run.compute
         if np.isfinite(compute) and compute > 0:
             found.append((float(compute), str(row["name"]), run))
     if not found:
@@ -369,7 +368,7 @@ def hero_from_config(path, by_params: bool = False) -> HeroCompute:
     if not run.active_params:
         raise LadderError(f"{path}: no active_params, and the rungs' compute is 6·N·D (they give no fit FLOPs per "
                           "token); add the hero's active_params, or give --hero-compute")
-    return HeroCompute(6.0 * float(run.active_params) * run.tokens_per_step * run.planned_steps,
+    return HeroCompute(run.six_nd,
                        where + ", 6·N·D as the rungs')", _ratio(run))
 
 

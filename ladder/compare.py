@@ -111,9 +111,10 @@ def group_finals(store: Store, group: str, metric: str) -> GroupFinals:
         tokens = float(row["tokens_per_step"]) * float(row["stop_after_steps"])
         compute.append(per_token * tokens)
         n = pd.to_numeric(row.get("active_params"), errors="coerce")
-        if pd.notna(n) and n > 0:
+        known = bool(pd.notna(n) and n > 0)
+        if known:
             trainable_ratio(f"rung {row['name']!r} of {group!r}", float(n), tokens)
-        six_nd.append(6.0 * float(n) * tokens if pd.notna(n) and n > 0 else np.nan)
+        six_nd.append(6.0 * float(n) * tokens if known else np.nan)
         loss.append(value)
         if source == SIX_N:
             six_n.append(str(row["name"]))

@@ -114,6 +114,12 @@ class LadderRun:
         return self.flops_per_token * self.tokens_per_step * self.planned_steps
 
     @property
+    def six_nd(self) -> float:
+        """6·N × the tokens of the plan it started with, as rungs that give only N count compute; NaN without N."""
+        n = self.active_params
+        return 6.0 * float(n) * self.tokens_per_step * self.planned_steps if n else float("nan")
+
+    @property
     def lr_source(self) -> str:
         return "schedule" if self.schedule is not None else "logged LR" if self.logged_lrs is not None else "none"
 
